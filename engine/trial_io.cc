@@ -1,0 +1,104 @@
+#include "engine/trial_io.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace autoaccel {
+
+nlohmann::json TrialSpecToJson(const TrialSpec& s) {
+  return nlohmann::json{{"trial_id", s.trial_id},
+                        {"attempt", s.attempt},
+                        {"rank", s.rank},
+                        {"world_size", s.world_size},
+                        {"model_family", s.model.family},
+                        {"model_config", s.model.ToConfigJson()},
+                        {"seq_len", s.seq_len},
+                        {"global_batch_size", s.global_batch_size},
+                        {"strategy", StrategyToJson(s.strategy)},
+                        {"warmup_steps", s.warmup_steps},
+                        {"measured_steps", s.measured_steps},
+                        {"memory_limit_bytes", s.memory_limit_bytes},
+                        {"device", s.device},
+                        {"num_threads", s.num_threads},
+                        {"seed", s.seed}};
+}
+
+absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("trial spec: expected a JSON object");
+  TrialSpec s;
+  try {
+    s.trial_id = j.value("trial_id", "");
+    s.attempt = j.value("attempt", 1);
+    s.rank = j.value("rank", 0);
+    s.world_size = j.value("world_size", 1);
+    s.seq_len = j.at("seq_len").get<int>();
+    s.global_batch_size = j.at("global_batch_size").get<int>();
+    s.warmup_steps = j.value("warmup_steps", 2);
+    s.measured_steps = j.value("measured_steps", 5);
+    s.memory_limit_bytes = j.value("memory_limit_bytes", int64_t{0});
+    s.device = j.value("device", "cpu");
+    s.num_threads = j.value("num_threads", 1);
+    s.seed = j.value("seed", uint64_t{1234});
+    ASSIGN_OR_RETURN(s.model, ModelSpecFromJson(j.at("model_family").get<std::string>(),
+                                                j.at("model_config")));
+    ASSIGN_OR_RETURN(s.strategy, StrategyFromJson(j.at("strategy")));
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("trial spec: ", e.what()));
+  }
+  if (s.seq_len <= 0 || s.global_batch_size <= 0 || s.measured_steps <= 0 ||
+      s.warmup_steps < 0 || s.world_size <= 0 || s.rank < 0 || s.rank >= s.world_size) {
+    return absl::InvalidArgumentError("trial spec: sizes out of range");
+  }
+  return s;
+}
+
+nlohmann::json TrialResultToJson(const TrialResult& r) {
+  return nlohmann::json{{"status", std::string(TrialStatusName(r.status))},
+                        {"error", r.error},
+                        {"metrics", TrialMetricsToJson(r.metrics)}};
+}
+
+absl::StatusOr<TrialResult> TrialResultFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("trial result: expected a JSON object");
+  TrialResult r;
+  try {
+    ASSIGN_OR_RETURN(r.status, ParseTrialStatus(j.at("status").get<std::string>()));
+    r.error = j.value("error", "");
+    if (j.contains("metrics")) {
+      ASSIGN_OR_RETURN(r.metrics, TrialMetricsFromJson(j.at("metrics")));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("trial result: ", e.what()));
+  }
+  return r;
+}
+
+absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
+  return j;
+}
+
+absl::Status WriteJsonFile(const std::string& path, const nlohmann::json& j) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+    out << j.dump(2) << "\n";
+    if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,60 @@
+// The contract between the worker daemon and the trial runner
+// (`autoaccel-trial --spec FILE --result FILE`): a TrialSpec in, a
+// TrialResult out, both as JSON files. Pure C++: the worker links this
+// without LibTorch.
+#ifndef AUTOACCEL_ENGINE_TRIAL_IO_H_
+#define AUTOACCEL_ENGINE_TRIAL_IO_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+#include "search/model.h"
+#include "search/strategy.h"
+#include "search/trial.h"
+
+namespace autoaccel {
+
+struct TrialSpec {
+  std::string trial_id;
+  int attempt = 1;
+  // Gang position; a single-rank trial has rank 0 of world_size 1.
+  int rank = 0;
+  int world_size = 1;
+
+  ModelSpec model;
+  int seq_len = 0;
+  int global_batch_size = 0;
+  Strategy strategy;
+
+  int warmup_steps = 2;    // not timed
+  int measured_steps = 5;  // timed
+  // Tensor memory the rank may use; 0 means no limit. Exceeding it is OOM.
+  int64_t memory_limit_bytes = 0;
+  std::string device = "cpu";  // "cpu" or "cuda:N"
+  int num_threads = 1;         // intra-op threads on CPU
+  uint64_t seed = 1234;
+};
+
+nlohmann::json TrialSpecToJson(const TrialSpec& spec);
+absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j);
+
+struct TrialResult {
+  TrialStatus status = TrialStatus::kFailed;  // SUCCEEDED, OOM or FAILED
+  std::string error;                          // why, when not SUCCEEDED
+  TrialMetrics metrics;
+};
+
+nlohmann::json TrialResultToJson(const TrialResult& result);
+absl::StatusOr<TrialResult> TrialResultFromJson(const nlohmann::json& j);
+
+// File helpers: whole-file read/write; a write goes to FILE.tmp then renames,
+// so a reader never sees half a result.
+absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);
+absl::Status WriteJsonFile(const std::string& path, const nlohmann::json& j);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_ENGINE_TRIAL_IO_H_

@@ -1,0 +1,73 @@
+#include "search/trial.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace autoaccel {
+namespace {
+
+constexpr std::pair<TrialStatus, absl::string_view> kStatuses[] = {
+    {TrialStatus::kPending, "PENDING"},     {TrialStatus::kRunning, "RUNNING"},
+    {TrialStatus::kSucceeded, "SUCCEEDED"}, {TrialStatus::kOom, "OOM"},
+    {TrialStatus::kFailed, "FAILED"},       {TrialStatus::kTimeout, "TIMEOUT"},
+    {TrialStatus::kPruned, "PRUNED"},       {TrialStatus::kCancelled, "CANCELLED"},
+};
+
+}  // namespace
+
+absl::string_view TrialStatusName(TrialStatus s) {
+  for (const auto& [value, name] : kStatuses) {
+    if (value == s) return name;
+  }
+  return "UNKNOWN";
+}
+
+absl::StatusOr<TrialStatus> ParseTrialStatus(absl::string_view name) {
+  for (const auto& [value, text] : kStatuses) {
+    if (text == name) return value;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("trial status: unknown value '", name, "'"));
+}
+
+bool IsTerminal(TrialStatus s) {
+  return s != TrialStatus::kPending && s != TrialStatus::kRunning;
+}
+
+nlohmann::json TrialMetricsToJson(const TrialMetrics& m) {
+  return nlohmann::json{{"measured_steps", m.measured_steps},
+                        {"step_time_median_s", m.step_time_median_s},
+                        {"step_time_min_s", m.step_time_min_s},
+                        {"step_time_max_s", m.step_time_max_s},
+                        {"tokens_per_second", m.tokens_per_second},
+                        {"samples_per_second", m.samples_per_second},
+                        {"achieved_tflops", m.achieved_tflops},
+                        {"peak_memory_bytes", m.peak_memory_bytes},
+                        {"peak_rss_bytes", m.peak_rss_bytes},
+                        {"final_loss", m.final_loss}};
+}
+
+absl::StatusOr<TrialMetrics> TrialMetricsFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("metrics: expected a JSON object");
+  TrialMetrics m;
+  auto num = [&](const char* key, auto* out) -> absl::Status {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return absl::OkStatus();
+    if (!it->is_number()) {
+      return absl::InvalidArgumentError(absl::StrCat("metrics.", key, ": expected a number"));
+    }
+    *out = it->get<std::remove_pointer_t<decltype(out)>>();
+    return absl::OkStatus();
+  };
+  for (absl::Status s :
+       {num("measured_steps", &m.measured_steps), num("step_time_median_s", &m.step_time_median_s),
+        num("step_time_min_s", &m.step_time_min_s), num("step_time_max_s", &m.step_time_max_s),
+        num("tokens_per_second", &m.tokens_per_second),
+        num("samples_per_second", &m.samples_per_second),
+        num("achieved_tflops", &m.achieved_tflops),
+        num("peak_memory_bytes", &m.peak_memory_bytes),
+        num("peak_rss_bytes", &m.peak_rss_bytes), num("final_loss", &m.final_loss)}) {
+    if (!s.ok()) return s;
+  }
+  return m;
+}
+
+}  // namespace autoaccel

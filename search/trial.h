@@ -1,0 +1,52 @@
+// What one dry run (a trial) reports, shared by the coordinator, the worker
+// and the trial runner. JSON keys are a stable contract.
+#ifndef AUTOACCEL_SEARCH_TRIAL_H_
+#define AUTOACCEL_SEARCH_TRIAL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+#include "search/strategy.h"
+
+namespace autoaccel {
+
+enum class TrialStatus {
+  kPending,    // proposed, not yet dispatched
+  kRunning,    // dispatched to a gang of ranks
+  kSucceeded,  // measured
+  kOom,        // ran out of device memory: the strategy does not fit
+  kFailed,     // crashed, bad loss, worker lost
+  kTimeout,    // exceeded its deadline
+  kPruned,     // never run: predicted or ruled infeasible
+  kCancelled,  // stopped because the job ended or was cancelled
+};
+
+// "PENDING", "RUNNING", "SUCCEEDED", "OOM", "FAILED", "TIMEOUT", "PRUNED", "CANCELLED".
+absl::string_view TrialStatusName(TrialStatus s);
+absl::StatusOr<TrialStatus> ParseTrialStatus(absl::string_view name);
+// True once the trial can no longer change.
+bool IsTerminal(TrialStatus s);
+
+struct TrialMetrics {
+  int measured_steps = 0;
+  double step_time_median_s = 0;
+  double step_time_min_s = 0;
+  double step_time_max_s = 0;
+  double tokens_per_second = 0;   // global batch tokens / median step time
+  double samples_per_second = 0;
+  double achieved_tflops = 0;     // model FLOPs / median step time / 1e12
+  int64_t peak_memory_bytes = 0;  // peak tensor memory of the rank (max over ranks)
+  int64_t peak_rss_bytes = 0;     // peak resident set of the trial process
+  double final_loss = 0;
+};
+
+nlohmann::json TrialMetricsToJson(const TrialMetrics& m);
+// Missing keys stay zero; wrong types give INVALID_ARGUMENT.
+absl::StatusOr<TrialMetrics> TrialMetricsFromJson(const nlohmann::json& j);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_SEARCH_TRIAL_H_
