@@ -1,0 +1,426 @@
+#include "client/commands.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+#include "proto/convert.h"
+#include "search/trial.h"
+
+namespace autoaccel {
+namespace {
+
+using nlohmann::json;
+
+constexpr auto kRpcTimeout = std::chrono::seconds(15);
+
+void SetDeadline(grpc::ClientContext* ctx, std::chrono::seconds timeout = kRpcTimeout) {
+  ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+// One clear line for a failed RPC.
+int RpcError(const ClientContext& c, const grpc::Status& s) {
+  std::string what;
+  switch (s.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+      what = absl::StrCat("cannot reach the autoaccel server at ", c.server, " (",
+                          s.error_message(), ")");
+      break;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      what = absl::StrCat("the server at ", c.server, " did not answer in time");
+      break;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      what = absl::StrCat("invalid request: ", s.error_message());
+      break;
+    case grpc::StatusCode::NOT_FOUND:
+      what = absl::StrCat("not found: ", s.error_message());
+      break;
+    default:
+      what = absl::StrCat(s.error_message(), " (code ", static_cast<int>(s.error_code()), ")");
+  }
+  if (c.json) {
+    *c.out << json{{"error", what}, {"code", static_cast<int>(s.error_code())}}.dump(2) << "\n";
+  }
+  *c.err << "autoaccel: " << what << "\n";
+  return 1;
+}
+
+json StrategyJsonOf(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  return j.is_discarded() ? json(nullptr) : j;
+}
+
+json MetricsJson(const v1::TrialMetrics& m) { return TrialMetricsToJson(FromProto(m)); }
+
+json TrialJson(const v1::Trial& t) {
+  return json{{"trial_id", t.trial_id()},
+              {"index", t.index()},
+              {"attempt", t.attempt()},
+              {"strategy", t.strategy().text()},
+              {"strategy_json", StrategyJsonOf(t.strategy_json())},
+              {"status", t.status()},
+              {"reason", t.reason()},
+              {"metrics", MetricsJson(t.metrics())},
+              {"worker_ids", std::vector<std::string>(t.worker_ids().begin(),
+                                                      t.worker_ids().end())},
+              {"started_at", t.started_at()},
+              {"finished_at", t.finished_at()}};
+}
+
+json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
+  json out{{"job_id", j.job_id()},
+           {"state", j.state()},
+           {"status_message", j.status_message()},
+           {"signature", j.signature()},
+           {"elapsed_seconds", j.elapsed_seconds()},
+           {"created_at", j.created_at()},
+           {"finished_at", j.finished_at()},
+           {"time_limit_seconds", j.request().time_limit_seconds()},
+           {"trials_total", j.trials_total()},
+           {"trials_done", j.trials_done()},
+           {"trials_running", j.trials_running()},
+           {"model", {{"family", j.request().model().family()},
+                      {"seq_len", j.request().seq_len()},
+                      {"global_batch_size", j.request().global_batch_size()}}}};
+  if (j.has_best()) {
+    out["best"] = json{{"trial_id", j.best().trial_id()},
+                       {"strategy", j.best().strategy().text()},
+                       {"strategy_json", StrategyJsonOf(j.best().strategy_json())},
+                       {"metrics", MetricsJson(j.best().metrics())}};
+  } else {
+    out["best"] = nullptr;
+  }
+  if (trials != nullptr) {
+    out["trials"] = json::array();
+    for (const v1::Trial& t : *trials) out["trials"].push_back(TrialJson(t));
+  }
+  return out;
+}
+
+std::string Mib(int64_t bytes) { return absl::StrFormat("%.1f", bytes / (1024.0 * 1024.0)); }
+
+std::string TrialRow(const v1::Trial& t) {
+  const v1::TrialMetrics& m = t.metrics();
+  if (t.status() == "SUCCEEDED") {
+    return absl::StrFormat("%4d  %-9s  %-58s %10.0f %9.1f %9s %7.3f", t.index(), t.status(),
+                           t.strategy().text(), m.tokens_per_second(),
+                           m.step_time_median_s() * 1000, Mib(m.peak_memory_bytes()),
+                           m.final_loss());
+  }
+  std::string reason = t.reason().substr(0, t.reason().find('\n'));
+  if (reason.size() > 60) reason = reason.substr(0, 57) + "...";
+  return absl::StrFormat("%4d  %-9s  %-58s %s", t.index(), t.status(), t.strategy().text(),
+                         reason);
+}
+
+std::string TableHeader() {
+  return absl::StrFormat("%4s  %-9s  %-58s %10s %9s %9s %7s", "#", "status", "strategy",
+                         "tokens/s", "step ms", "peak MiB", "loss");
+}
+
+void PrintTrialTable(std::ostream& out, const std::vector<v1::Trial>& trials) {
+  out << TableHeader() << "\n";
+  for (const v1::Trial& t : trials) out << TrialRow(t) << "\n";
+}
+
+void PrintJobSummary(std::ostream& out, const v1::Job& j) {
+  out << "job " << j.job_id() << ": " << j.state() << " — " << j.status_message() << "\n";
+  out << absl::StrFormat("  elapsed %.1fs of %.0fs limit; %d trial(s) done of %d candidates\n",
+                         j.elapsed_seconds(), j.request().time_limit_seconds(), j.trials_done(),
+                         j.trials_total());
+  if (j.has_best()) {
+    const v1::TrialMetrics& m = j.best().metrics();
+    out << "  best strategy: " << j.best().strategy().text() << "\n";
+    out << absl::StrFormat(
+        "    %.0f tokens/s, %.1f samples/s, %.3f TFLOP/s, step %.1f ms, peak memory %s MiB, "
+        "loss %.3f\n",
+        m.tokens_per_second(), m.samples_per_second(), m.achieved_tflops(),
+        m.step_time_median_s() * 1000, Mib(m.peak_memory_bytes()), m.final_loss());
+  }
+}
+
+std::string ProgressLine(const v1::Job& j) {
+  const double limit = j.request().time_limit_seconds();
+  const double frac = limit > 0 ? std::min(1.0, j.elapsed_seconds() / limit) : 0;
+  const int width = 24;
+  const int filled = static_cast<int>(std::round(frac * width));
+  std::string bar = std::string(filled, '#') + std::string(width - filled, '-');
+  std::string best = j.has_best()
+                         ? absl::StrFormat("best %.0f tok/s", j.best().metrics().tokens_per_second())
+                         : "no result yet";
+  return absl::StrFormat("[%s] %5.0fs/%.0fs  %s  trials %d/%d done, %d running  %s", bar,
+                         j.elapsed_seconds(), limit, j.state(), j.trials_done(), j.trials_total(),
+                         j.trials_running(), best);
+}
+
+bool IsTerminalState(const std::string& s) {
+  return s == "SUCCEEDED" || s == "FAILED" || s == "CANCELLED";
+}
+
+// Streams the job, printing each finished trial as a table row and a
+// progress line; returns the last snapshot seen, or an error status.
+grpc::Status Watch(const ClientContext& c, const std::string& job_id, v1::JobEvent* last) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::hours(48));
+  v1::WatchJobRequest req;
+  req.set_job_id(job_id);
+  std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> reader =
+      c.stub->WatchJob(&ctx, req);
+  std::set<std::string> shown;
+  std::string last_state, last_line;
+  bool header = false;
+  v1::JobEvent event;
+  while (reader->Read(&event)) {
+    const v1::Job& j = event.job();
+    if (c.interactive) *c.err << "\r\033[K";
+    if (j.state() != last_state) {
+      *c.err << "job " << j.job_id() << ": " << j.state() << " — " << j.status_message() << "\n";
+      last_state = j.state();
+    }
+    for (const v1::Trial& t : event.trials()) {
+      if (t.status() == "RUNNING" || t.status() == "PENDING" || shown.count(t.trial_id())) continue;
+      if (!header) {
+        *c.err << TableHeader() << "\n";
+        header = true;
+      }
+      *c.err << TrialRow(t) << "\n";
+      shown.insert(t.trial_id());
+    }
+    std::string line = ProgressLine(j);
+    if (c.interactive) {
+      *c.err << line << std::flush;
+    } else {
+      // Not a terminal: a progress line only when more than the clock moved.
+      std::string key = absl::StrCat(j.state(), "/", j.trials_done(), "/", j.trials_running());
+      if (key != last_line) *c.err << line << "\n";
+      last_line = key;
+    }
+    *last = event;
+    if (IsTerminalState(j.state())) break;
+  }
+  if (c.interactive) *c.err << "\n";
+  return reader->Finish();
+}
+
+int PrintFinishedJob(const ClientContext& c, const v1::Job& job,
+                     const std::vector<v1::Trial>& trials) {
+  if (c.json) {
+    *c.out << JobJson(job, &trials).dump(2) << "\n";
+  } else {
+    PrintJobSummary(*c.out, job);
+  }
+  return job.state() == "SUCCEEDED" ? 0 : 1;
+}
+
+grpc::Status FetchTrials(const ClientContext& c, const std::string& job_id,
+                         std::vector<v1::Trial>* trials) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::ListTrialsRequest req;
+  req.set_job_id(job_id);
+  v1::ListTrialsResponse resp;
+  grpc::Status s = c.stub->ListTrials(&ctx, req, &resp);
+  trials->assign(resp.trials().begin(), resp.trials().end());
+  return s;
+}
+
+}  // namespace
+
+int TuneCommand(const ClientContext& c, const v1::TuneRequest& request, bool watch) {
+  v1::Job job;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    v1::SubmitJobRequest req;
+    *req.mutable_request() = request;
+    grpc::Status s = c.stub->SubmitJob(&ctx, req, &job);
+    if (!s.ok()) return RpcError(c, s);
+  }
+  *c.err << "submitted job " << job.job_id() << " (" << job.trials_total()
+         << " candidate strategies, time limit " << request.time_limit_seconds() << "s)\n";
+  if (!watch) {
+    if (c.json) {
+      *c.out << JobJson(job, nullptr).dump(2) << "\n";
+    } else {
+      *c.out << job.job_id() << "\n";
+    }
+    return 0;
+  }
+  *c.err << "watching; Ctrl-C detaches (the job keeps running; `autoaccel cancel "
+         << job.job_id() << "` stops it)\n";
+  return WatchCommand(c, job.job_id());
+}
+
+int WatchCommand(const ClientContext& c, const std::string& job_id) {
+  v1::JobEvent last;
+  grpc::Status s = Watch(c, job_id, &last);
+  if (!s.ok()) return RpcError(c, s);
+  std::vector<v1::Trial> trials;
+  // The stream's last event already holds every trial; re-read so the output
+  // reflects exactly what the database recorded.
+  if (grpc::Status ls = FetchTrials(c, job_id, &trials); !ls.ok()) return RpcError(c, ls);
+  v1::Job job;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    v1::GetJobRequest req;
+    req.set_job_id(job_id);
+    if (grpc::Status gs = c.stub->GetJob(&ctx, req, &job); !gs.ok()) return RpcError(c, gs);
+  }
+  if (!c.json) {
+    *c.out << "\n";
+    PrintTrialTable(*c.out, trials);
+    *c.out << "\n";
+  }
+  return PrintFinishedJob(c, job, trials);
+}
+
+int JobsCommand(const ClientContext& c, int limit) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::ListJobsRequest req;
+  req.set_limit(limit);
+  v1::ListJobsResponse resp;
+  if (grpc::Status s = c.stub->ListJobs(&ctx, req, &resp); !s.ok()) return RpcError(c, s);
+  if (c.json) {
+    json out = json::array();
+    for (const v1::Job& j : resp.jobs()) out.push_back(JobJson(j, nullptr));
+    *c.out << json{{"jobs", out}}.dump(2) << "\n";
+    return 0;
+  }
+  *c.out << absl::StrFormat("%-28s %-20s %8s %7s  %s\n", "job", "state", "elapsed", "trials",
+                            "best");
+  for (const v1::Job& j : resp.jobs()) {
+    *c.out << absl::StrFormat("%-28s %-20s %7.0fs %3d/%-3d  %s\n", j.job_id(), j.state(),
+                              j.elapsed_seconds(), j.trials_done(), j.trials_total(),
+                              j.has_best() ? j.best().strategy().text() : "-");
+  }
+  return 0;
+}
+
+int JobCommand(const ClientContext& c, const std::string& job_id) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::GetJobRequest req;
+  req.set_job_id(job_id);
+  v1::Job job;
+  if (grpc::Status s = c.stub->GetJob(&ctx, req, &job); !s.ok()) return RpcError(c, s);
+  if (c.json) {
+    *c.out << JobJson(job, nullptr).dump(2) << "\n";
+  } else {
+    PrintJobSummary(*c.out, job);
+  }
+  return 0;
+}
+
+int TrialsCommand(const ClientContext& c, const std::string& job_id) {
+  std::vector<v1::Trial> trials;
+  if (grpc::Status s = FetchTrials(c, job_id, &trials); !s.ok()) return RpcError(c, s);
+  if (c.json) {
+    json out = json::array();
+    for (const v1::Trial& t : trials) out.push_back(TrialJson(t));
+    *c.out << json{{"job_id", job_id}, {"trials", out}}.dump(2) << "\n";
+  } else {
+    PrintTrialTable(*c.out, trials);
+  }
+  return 0;
+}
+
+int BestCommand(const ClientContext& c, const v1::QueryStrategiesRequest& request) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::QueryStrategiesResponse resp;
+  if (grpc::Status s = c.stub->QueryStrategies(&ctx, request, &resp); !s.ok()) {
+    return RpcError(c, s);
+  }
+  if (resp.answers().empty()) {
+    const std::string what = absl::StrCat("no strategy recorded for this ",
+                                          request.model().family(),
+                                          " model, sequence length and batch size");
+    if (c.json) *c.out << json{{"best", nullptr}, {"error", what}}.dump(2) << "\n";
+    *c.err << "autoaccel: " << what << "\n";
+    return 3;
+  }
+  const v1::StrategyAnswer& a = resp.answers(0);
+  if (c.json) {
+    *c.out << json{{"signature", a.signature()},
+                   {"hardware", a.hardware()},
+                   {"job_id", a.job_id()},
+                   {"updated_at", a.updated_at()},
+                   {"best",
+                    {{"strategy", a.strategy().text()},
+                     {"strategy_json", StrategyJsonOf(a.strategy_json())},
+                     {"metrics", MetricsJson(a.metrics())}}}}
+                  .dump(2)
+           << "\n";
+  } else {
+    *c.out << "best strategy: " << a.strategy().text() << "\n"
+           << absl::StrFormat("  %.0f tokens/s, peak memory %s MiB on %s (found by job %s)\n",
+                              a.metrics().tokens_per_second(), Mib(a.metrics().peak_memory_bytes()),
+                              a.hardware(), a.job_id());
+  }
+  return 0;
+}
+
+int WorkersCommand(const ClientContext& c) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::ListWorkersResponse resp;
+  if (grpc::Status s = c.stub->ListWorkers(&ctx, v1::ListWorkersRequest(), &resp); !s.ok()) {
+    return RpcError(c, s);
+  }
+  if (c.json) {
+    json out = json::array();
+    for (const v1::Worker& w : resp.workers()) {
+      json devices = json::array();
+      for (const v1::Device& d : w.devices()) {
+        devices.push_back({{"type", d.type()},
+                           {"index", d.index()},
+                           {"name", d.name()},
+                           {"memory_bytes", d.memory_bytes()},
+                           {"held_by_trial", d.held_by_trial()}});
+      }
+      out.push_back({{"worker_id", w.worker_id()},
+                     {"address", w.address()},
+                     {"healthy", w.healthy()},
+                     {"last_seen", w.last_seen()},
+                     {"devices", devices}});
+    }
+    *c.out << json{{"workers", out}}.dump(2) << "\n";
+    return 0;
+  }
+  if (resp.workers().empty()) *c.out << "no workers registered\n";
+  for (const v1::Worker& w : resp.workers()) {
+    *c.out << w.worker_id() << " at " << w.address() << (w.healthy() ? "" : " (LOST)") << "\n";
+    for (const v1::Device& d : w.devices()) {
+      *c.out << absl::StrFormat("  %s:%d  %s MiB  %s\n", d.type(), d.index(),
+                                Mib(d.memory_bytes()),
+                                d.held_by_trial().empty() ? "free" : "running " + d.held_by_trial());
+    }
+  }
+  return 0;
+}
+
+int CancelCommand(const ClientContext& c, const std::string& job_id) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::CancelJobRequest req;
+  req.set_job_id(job_id);
+  v1::Job job;
+  if (grpc::Status s = c.stub->CancelJob(&ctx, req, &job); !s.ok()) return RpcError(c, s);
+  if (c.json) {
+    *c.out << JobJson(job, nullptr).dump(2) << "\n";
+  } else {
+    PrintJobSummary(*c.out, job);
+  }
+  return 0;
+}
+
+}  // namespace autoaccel

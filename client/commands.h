@@ -1,0 +1,36 @@
+// The CLI's commands, written against the generated StubInterface so tests
+// can drive them with a fake. Each returns the process exit code:
+//   0 success, 1 error (message already printed), 3 nothing recorded (best).
+// Human output goes to `out`, progress and errors to `err`; with `json` set,
+// `out` receives exactly one JSON document.
+#ifndef AUTOACCEL_CLIENT_COMMANDS_H_
+#define AUTOACCEL_CLIENT_COMMANDS_H_
+
+#include <ostream>
+#include <string>
+
+#include "proto/autoaccel.grpc.pb.h"
+
+namespace autoaccel {
+
+struct ClientContext {
+  v1::TuningService::StubInterface* stub;
+  std::string server;  // for messages
+  bool json = false;
+  std::ostream* out;
+  std::ostream* err;
+  bool interactive = false;  // redraw a progress line with \r (stderr is a terminal)
+};
+
+int TuneCommand(const ClientContext& c, const v1::TuneRequest& request, bool watch);
+int WatchCommand(const ClientContext& c, const std::string& job_id);
+int JobsCommand(const ClientContext& c, int limit);
+int JobCommand(const ClientContext& c, const std::string& job_id);
+int TrialsCommand(const ClientContext& c, const std::string& job_id);
+int BestCommand(const ClientContext& c, const v1::QueryStrategiesRequest& request);
+int WorkersCommand(const ClientContext& c);
+int CancelCommand(const ClientContext& c, const std::string& job_id);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_CLIENT_COMMANDS_H_

@@ -1,0 +1,17 @@
+// The one pair of functions that converts between absl::Status and
+// grpc::Status. Codes map one to one (both use the canonical code space).
+#ifndef AUTOACCEL_COMMON_GRPC_STATUS_H_
+#define AUTOACCEL_COMMON_GRPC_STATUS_H_
+
+#include <grpcpp/support/status.h>
+
+#include "absl/status/status.h"
+
+namespace autoaccel {
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_COMMON_GRPC_STATUS_H_

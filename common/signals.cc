@@ -1,0 +1,31 @@
+#include "common/signals.h"
+
+#include <csignal>
+#include <pthread.h>
+
+namespace autoaccel {
+namespace {
+
+sigset_t TerminationSet() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+}  // namespace
+
+void BlockTerminationSignals() {
+  sigset_t set = TerminationSet();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int WaitForTerminationSignal() {
+  sigset_t set = TerminationSet();
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,67 @@
+#include "proto/convert.h"
+
+#include "common/status_macros.h"
+
+namespace autoaccel {
+
+v1::Strategy ToProto(const Strategy& s) {
+  v1::Strategy p;
+  p.set_micro_batch_size(s.micro_batch_size);
+  p.set_grad_accum_steps(s.grad_accum_steps);
+  p.set_precision(std::string(PrecisionName(s.precision)));
+  p.set_checkpointing(std::string(CheckpointingName(s.checkpointing)));
+  p.set_attention(std::string(AttentionName(s.attention)));
+  p.set_text(StrategyToText(s));
+  return p;
+}
+
+absl::StatusOr<Strategy> FromProto(const v1::Strategy& p) {
+  Strategy s;
+  s.micro_batch_size = p.micro_batch_size();
+  s.grad_accum_steps = p.grad_accum_steps();
+  if (s.micro_batch_size <= 0 || s.grad_accum_steps <= 0) {
+    return absl::InvalidArgumentError(
+        "strategy: micro_batch_size and grad_accum_steps must be positive");
+  }
+  ASSIGN_OR_RETURN(s.precision, ParsePrecision(p.precision()));
+  ASSIGN_OR_RETURN(s.checkpointing, ParseCheckpointing(p.checkpointing()));
+  ASSIGN_OR_RETURN(s.attention, ParseAttention(p.attention()));
+  return s;
+}
+
+v1::TrialMetrics ToProto(const TrialMetrics& m) {
+  v1::TrialMetrics p;
+  p.set_measured_steps(m.measured_steps);
+  p.set_step_time_median_s(m.step_time_median_s);
+  p.set_step_time_min_s(m.step_time_min_s);
+  p.set_step_time_max_s(m.step_time_max_s);
+  p.set_tokens_per_second(m.tokens_per_second);
+  p.set_samples_per_second(m.samples_per_second);
+  p.set_achieved_tflops(m.achieved_tflops);
+  p.set_peak_memory_bytes(m.peak_memory_bytes);
+  p.set_peak_rss_bytes(m.peak_rss_bytes);
+  p.set_final_loss(m.final_loss);
+  return p;
+}
+
+TrialMetrics FromProto(const v1::TrialMetrics& p) {
+  TrialMetrics m;
+  m.measured_steps = p.measured_steps();
+  m.step_time_median_s = p.step_time_median_s();
+  m.step_time_min_s = p.step_time_min_s();
+  m.step_time_max_s = p.step_time_max_s();
+  m.tokens_per_second = p.tokens_per_second();
+  m.samples_per_second = p.samples_per_second();
+  m.achieved_tflops = p.achieved_tflops();
+  m.peak_memory_bytes = p.peak_memory_bytes();
+  m.peak_rss_bytes = p.peak_rss_bytes();
+  m.final_loss = p.final_loss();
+  return m;
+}
+
+double UnixSecondsOrZero(absl::Time t) {
+  if (t == absl::InfinitePast() || t == absl::InfiniteFuture()) return 0;
+  return absl::ToDoubleSeconds(t - absl::UnixEpoch());
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,26 @@
+// Conversions between the wire messages (autoaccel.v1) and the C++ value
+// types of search/. The wire form carries enum values as their names, so
+// FromProto validates them.
+#ifndef AUTOACCEL_PROTO_CONVERT_H_
+#define AUTOACCEL_PROTO_CONVERT_H_
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/autoaccel.pb.h"
+#include "search/strategy.h"
+#include "search/trial.h"
+
+namespace autoaccel {
+
+v1::Strategy ToProto(const Strategy& s);  // fills `text` with the canonical form
+absl::StatusOr<Strategy> FromProto(const v1::Strategy& s);
+
+v1::TrialMetrics ToProto(const TrialMetrics& m);
+TrialMetrics FromProto(const v1::TrialMetrics& m);
+
+// Unix seconds; InfinitePast/InfiniteFuture map to 0.
+double UnixSecondsOrZero(absl::Time t);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_PROTO_CONVERT_H_

@@ -1,0 +1,781 @@
+#include "server/job_manager.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "engine/trial_io.h"
+#include "proto/convert.h"
+#include "search/space.h"
+#include "server/signature.h"
+
+namespace autoaccel {
+namespace {
+
+struct ValidatedRequest {
+  v1::TuneRequest request;  // with defaults filled in
+  ModelSpec model;
+  std::vector<Strategy> space;
+};
+
+absl::StatusOr<ValidatedRequest> Validate(const v1::TuneRequest& in,
+                                          const JobManagerOptions& options) {
+  ValidatedRequest out;
+  out.request = in;
+  v1::TuneRequest& r = out.request;
+  if (r.model().family().empty()) {
+    return absl::InvalidArgumentError("model.family: missing (allowed: " +
+                                      absl::StrJoin(KnownModelFamilies(), ", ") + ")");
+  }
+  ASSIGN_OR_RETURN(out.model, ParseModelConfig(r.model().family(), r.model().config_json()));
+  if (!(r.time_limit_seconds() > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("time_limit: must be positive, got ", r.time_limit_seconds(), "s"));
+  }
+  if (r.max_trials() < 0) return absl::InvalidArgumentError("max_trials: must be >= 0");
+  if (r.world_size() == 0) r.set_world_size(1);
+  if (r.world_size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "world_size: ", r.world_size(),
+        " is not supported yet; trials run one rank each until distributed strategies land"));
+  }
+  if (r.device_type().empty()) r.set_device_type("cpu");
+  if (r.device_type() != "cpu" && r.device_type() != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device_type: unknown '", r.device_type(), "' (allowed: cpu, cuda)"));
+  }
+  if (r.warmup_steps() < 0 || r.measured_steps() < 0 || r.trial_timeout_seconds() < 0) {
+    return absl::InvalidArgumentError(
+        "warmup_steps, measured_steps, trial_timeout_seconds: must not be negative");
+  }
+  if (r.warmup_steps() == 0) r.set_warmup_steps(options.default_warmup_steps);
+  if (r.measured_steps() == 0) r.set_measured_steps(options.default_measured_steps);
+  if (r.trial_timeout_seconds() == 0) {
+    r.set_trial_timeout_seconds(absl::ToDoubleSeconds(options.default_trial_timeout));
+  }
+  SpaceRequest space;
+  space.model = out.model;
+  space.seq_len = r.seq_len();
+  space.global_batch_size = r.global_batch_size();
+  space.world_size = r.world_size();
+  space.micro_batch_sizes.assign(r.micro_batch_sizes().begin(), r.micro_batch_sizes().end());
+  ASSIGN_OR_RETURN(out.space, EnumerateSpace(space));
+  return out;
+}
+
+std::string ToJson(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, options);
+  return out;
+}
+
+absl::Time FromUnixSeconds(double s) {
+  return s == 0 ? absl::InfinitePast() : absl::UnixEpoch() + absl::Seconds(s);
+}
+
+}  // namespace
+
+v1::Trial TrialToProto(const TrialRecord& r) {
+  v1::Trial t;
+  t.set_trial_id(r.trial_id);
+  t.set_job_id(r.job_id);
+  t.set_index(r.index);
+  t.set_attempt(r.attempt);
+  if (auto s = ParseStrategyText(r.strategy_text); s.ok()) *t.mutable_strategy() = ToProto(*s);
+  t.set_strategy_json(r.strategy_json);
+  t.set_status(std::string(TrialStatusName(r.status)));
+  t.set_reason(r.reason);
+  *t.mutable_metrics() = ToProto(r.metrics);
+  for (absl::string_view w : absl::StrSplit(r.worker_id, ',', absl::SkipEmpty())) {
+    t.add_worker_ids(std::string(w));
+  }
+  t.set_started_at(UnixSecondsOrZero(r.started_at));
+  t.set_finished_at(UnixSecondsOrZero(r.finished_at));
+  return t;
+}
+
+v1::Job JobRecordToProto(const JobRecord& r, const std::vector<TrialRecord>& trials) {
+  v1::Job j;
+  j.set_job_id(r.job_id);
+  j.set_state(std::string(JobStateName(r.state)));
+  j.set_status_message(r.status_message);
+  (void)google::protobuf::util::JsonStringToMessage(r.request_json, j.mutable_request());
+  j.set_signature(r.signature);
+  j.set_created_at(UnixSecondsOrZero(r.created_at));
+  j.set_started_at(UnixSecondsOrZero(r.started_at));
+  j.set_finished_at(UnixSecondsOrZero(r.finished_at));
+  j.set_deadline(UnixSecondsOrZero(r.deadline));
+  j.set_trials_total(r.trials_total);
+  int done = 0, running = 0;
+  for (const TrialRecord& t : trials) {
+    if (IsTerminal(t.status)) ++done;
+    if (t.status == TrialStatus::kRunning) ++running;
+    if (!r.best_trial_id.empty() && t.trial_id == r.best_trial_id) {
+      *j.mutable_best() = TrialToProto(t);
+    }
+  }
+  j.set_trials_done(done);
+  j.set_trials_running(running);
+  if (r.created_at != absl::InfinitePast()) {
+    absl::Time end = r.finished_at != absl::InfinitePast() ? r.finished_at : absl::Now();
+    j.set_elapsed_seconds(absl::ToDoubleSeconds(end - r.created_at));
+  }
+  return j;
+}
+
+JobManager::JobManager(Store* store, TrialExecutor* executor, const Clock* clock,
+                       JobManagerOptions options)
+    : store_(store), executor_(executor), clock_(clock), options_(options) {}
+
+absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Store* store,
+                                                               TrialExecutor* executor,
+                                                               const Clock* clock,
+                                                               JobManagerOptions options) {
+  std::unique_ptr<JobManager> m(new JobManager(store, executor, clock, options));
+  // A job cannot be followed across a restart: its trials' RPCs died with the
+  // old process. Close it honestly rather than leave it RUNNING forever.
+  ASSIGN_OR_RETURN(std::vector<JobRecord> unfinished, store->ListUnfinishedJobs());
+  for (JobRecord& job : unfinished) {
+    ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, store->ListTrials(job.job_id));
+    std::vector<TrialRecord> changed;
+    for (TrialRecord& t : trials) {
+      if (IsTerminal(t.status)) continue;
+      t.status = TrialStatus::kFailed;
+      t.reason = "server restarted while the trial was running";
+      t.finished_at = clock->Now();
+      changed.push_back(t);
+    }
+    RETURN_IF_ERROR(store->UpsertTrials(changed));
+    job.state = JobState::kFailed;
+    job.status_message = "server restarted while the job was running";
+    job.finished_at = clock->Now();
+    RETURN_IF_ERROR(store->FinishJob(job, std::nullopt));
+    spdlog::warn("job {} was left unfinished by an earlier server; marked FAILED", job.job_id);
+  }
+  return m;
+}
+
+JobManager::~JobManager() { Stop(); }
+
+void JobManager::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread_.joinable()) return;
+  stopping_ = false;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void JobManager::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void JobManager::Shutdown() {
+  std::vector<Cancel> cancels;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const std::string& id : std::vector<std::string>(active_order_)) {
+      FinishJobLocked(active_[id].get(), JobState::kCancelled, "server shut down", &cancels);
+    }
+  }
+  SendAll({}, std::move(cancels));
+}
+
+void JobManager::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    std::vector<Dispatch> dispatches;
+    std::vector<Cancel> cancels;
+    TickLocked(&dispatches, &cancels);
+    lock.unlock();
+    SendAll(std::move(dispatches), std::move(cancels));
+    lock.lock();
+    if (stopping_) break;
+    cv_.wait_for(lock, absl::ToChronoMilliseconds(options_.tick_interval));
+  }
+}
+
+void JobManager::Tick() {
+  std::vector<Dispatch> dispatches;
+  std::vector<Cancel> cancels;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    TickLocked(&dispatches, &cancels);
+  }
+  SendAll(std::move(dispatches), std::move(cancels));
+}
+
+void JobManager::SendAll(std::vector<Dispatch> dispatches, std::vector<Cancel> cancels) {
+  for (Cancel& c : cancels) executor_->CancelTrial(c.address, c.request);
+  for (Dispatch& d : dispatches) {
+    std::string job_id = d.job_id, trial_id = d.trial_id;
+    int rank = d.rank;
+    executor_->RunTrial(d.address, d.request, d.rpc_timeout,
+                        [this, job_id, trial_id, rank](absl::Status s, v1::RunTrialResponse r) {
+                          OnRankDone(job_id, trial_id, rank, std::move(s), std::move(r));
+                        });
+  }
+}
+
+absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
+  ASSIGN_OR_RETURN(ValidatedRequest valid, Validate(request, options_));
+  const v1::TuneRequest& r = valid.request;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto job = std::make_unique<JobRun>();
+  job->request = r;
+  job->model = valid.model;
+  JobRecord& rec = job->record;
+  rec.job_id = NewJobIdLocked();
+  rec.state = JobState::kQueued;
+  rec.status_message = "queued";
+  rec.request_json = ToJson(r);
+  rec.signature = ComputeSignature(valid.model, r.seq_len(), r.global_batch_size(),
+                                   r.world_size(), r.device_type());
+  rec.created_at = clock_->Now();
+  rec.deadline = rec.created_at + absl::Seconds(r.time_limit_seconds());
+  rec.trials_total = static_cast<int>(valid.space.size());
+  SearchBudget budget;
+  budget.deadline = rec.deadline;
+  budget.max_trials = r.max_trials();
+  ASSIGN_OR_RETURN(job->searcher, CreateExhaustiveSearcher(std::move(valid.space), budget, clock_));
+  RETURN_IF_ERROR(store_->CreateJob(rec));
+  job->version = 1;
+  spdlog::info("job {}: submitted ({} {} layers, seq {}, batch {}, {} candidates, limit {}s)",
+               rec.job_id, r.model().family(), job->model.n_layer, r.seq_len(),
+               r.global_batch_size(), rec.trials_total, r.time_limit_seconds());
+  v1::Job out = JobToProtoLocked(*job);
+  active_order_.push_back(rec.job_id);
+  active_.emplace(rec.job_id, std::move(job));
+  cv_.notify_all();
+  return out;
+}
+
+absl::StatusOr<v1::Job> JobManager::GetJob(const std::string& job_id) {
+  uint64_t version = 0;
+  ASSIGN_OR_RETURN(v1::JobEvent event, GetJobEvent(job_id, &version));
+  return event.job();
+}
+
+absl::StatusOr<v1::JobEvent> JobManager::GetJobEvent(const std::string& job_id,
+                                                     uint64_t* version) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = active_.find(job_id);
+    if (it != active_.end()) {
+      v1::JobEvent event;
+      *event.mutable_job() = JobToProtoLocked(*it->second);
+      for (const auto& t : it->second->trials) *event.add_trials() = TrialToProto(t->record);
+      *version = it->second->version;
+      return event;
+    }
+  }
+  ASSIGN_OR_RETURN(JobRecord record, store_->GetJob(job_id));
+  ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, store_->ListTrials(job_id));
+  v1::JobEvent event;
+  *event.mutable_job() = JobRecordToProto(record, trials);
+  for (const TrialRecord& t : trials) *event.add_trials() = TrialToProto(t);
+  *version = UINT64_MAX;  // finished: never changes again
+  return event;
+}
+
+absl::StatusOr<v1::Job> JobManager::CancelJob(const std::string& job_id) {
+  std::vector<Cancel> cancels;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = active_.find(job_id);
+    if (it != active_.end()) {
+      FinishJobLocked(it->second.get(), JobState::kCancelled, "cancelled by the user", &cancels);
+    }
+  }
+  SendAll({}, std::move(cancels));
+  return GetJob(job_id);
+}
+
+absl::StatusOr<std::vector<v1::Job>> JobManager::ListJobs(int limit) {
+  ASSIGN_OR_RETURN(std::vector<JobRecord> records, store_->ListJobs(limit > 0 ? limit : 50));
+  std::vector<v1::Job> jobs;
+  for (const JobRecord& r : records) {
+    ASSIGN_OR_RETURN(v1::Job job, GetJob(r.job_id));
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+absl::StatusOr<std::vector<v1::Trial>> JobManager::ListTrials(const std::string& job_id) {
+  uint64_t version = 0;
+  ASSIGN_OR_RETURN(v1::JobEvent event, GetJobEvent(job_id, &version));
+  return std::vector<v1::Trial>(event.trials().begin(), event.trials().end());
+}
+
+absl::StatusOr<std::vector<v1::StrategyAnswer>> JobManager::QueryStrategies(
+    const v1::QueryStrategiesRequest& q) {
+  std::vector<StrategyRecord> records;
+  if (q.model().family().empty() && q.model().config_json().empty()) {
+    ASSIGN_OR_RETURN(records, store_->ListStrategies(100));
+  } else {
+    ASSIGN_OR_RETURN(ModelSpec model,
+                     ParseModelConfig(q.model().family(), q.model().config_json()));
+    if (q.seq_len() <= 0) return absl::InvalidArgumentError("seq_len: must be positive");
+    if (q.global_batch_size() <= 0) {
+      return absl::InvalidArgumentError("global_batch_size: must be positive");
+    }
+    const int world = q.world_size() > 0 ? q.world_size() : 1;
+    const std::string device = q.device_type().empty() ? "cpu" : q.device_type();
+    ASSIGN_OR_RETURN(std::optional<StrategyRecord> found,
+                     store_->GetStrategy(ComputeSignature(model, q.seq_len(),
+                                                          q.global_batch_size(), world, device)));
+    if (found) records.push_back(*found);
+  }
+  std::vector<v1::StrategyAnswer> answers;
+  for (const StrategyRecord& r : records) {
+    v1::StrategyAnswer a;
+    a.set_signature(r.signature);
+    if (auto s = ParseStrategyText(r.strategy_text); s.ok()) *a.mutable_strategy() = ToProto(*s);
+    a.set_strategy_json(r.strategy_json);
+    *a.mutable_metrics() = ToProto(r.metrics);
+    a.set_job_id(r.job_id);
+    a.set_updated_at(UnixSecondsOrZero(r.updated_at));
+    a.set_hardware(r.hardware);
+    answers.push_back(std::move(a));
+  }
+  return answers;
+}
+
+absl::StatusOr<v1::RegisterResponse> JobManager::RegisterWorker(const v1::RegisterRequest& req) {
+  if (req.worker_id().empty()) return absl::InvalidArgumentError("worker_id: missing");
+  if (req.address().empty()) return absl::InvalidArgumentError("address: missing");
+  if (req.devices().empty()) return absl::InvalidArgumentError("devices: at least one needed");
+  std::lock_guard<std::mutex> lock(mu_);
+  WorkerState& w = workers_[req.worker_id()];
+  const bool known = !w.info.worker_id().empty();
+  w.info.set_worker_id(req.worker_id());
+  w.info.set_address(req.address());
+  w.info.mutable_devices()->CopyFrom(req.devices());
+  if (!known) w.info.set_registered_at(UnixSecondsOrZero(clock_->Now()));
+  // Keep holds of ranks still in flight; their RPCs will come back and free them.
+  w.held_by.resize(req.devices_size());
+  w.last_seen = clock_->Now();
+  w.healthy = true;
+  WorkerRecord record;
+  record.worker_id = req.worker_id();
+  record.address = req.address();
+  record.devices_json = ToJson(w.info);
+  record.registered_at = FromUnixSeconds(w.info.registered_at());
+  record.last_seen = w.last_seen;
+  if (absl::Status s = store_->UpsertWorker(record); !s.ok()) {
+    spdlog::error("storing worker {}: {}", req.worker_id(), s.ToString());
+  }
+  spdlog::info("worker {} registered at {} with {} device(s)", req.worker_id(), req.address(),
+               req.devices_size());
+  cv_.notify_all();
+  v1::RegisterResponse resp;
+  resp.set_heartbeat_interval_seconds(absl::ToDoubleSeconds(options_.heartbeat_interval));
+  return resp;
+}
+
+absl::Status JobManager::Heartbeat(const std::string& worker_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not registered"));
+  }
+  it->second.last_seen = clock_->Now();
+  if (!it->second.healthy) {
+    spdlog::info("worker {} is back", worker_id);
+    it->second.healthy = true;
+    cv_.notify_all();
+  }
+  return absl::OkStatus();
+}
+
+std::vector<v1::Worker> JobManager::ListWorkers() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::Worker> out;
+  for (const auto& [id, w] : workers_) {
+    v1::Worker info = w.info;
+    info.set_healthy(w.healthy);
+    info.set_last_seen(UnixSecondsOrZero(w.last_seen));
+    for (int i = 0; i < info.devices_size() && i < static_cast<int>(w.held_by.size()); ++i) {
+      info.mutable_devices(i)->set_held_by_trial(w.held_by[i]);
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+void JobManager::TickLocked(std::vector<Dispatch>* dispatches, std::vector<Cancel>* cancels) {
+  const absl::Time now = clock_->Now();
+  // Worker health: a silent worker's ranks are lost.
+  for (auto& [id, w] : workers_) {
+    if (!w.healthy || now - w.last_seen <= options_.worker_timeout) continue;
+    w.healthy = false;
+    spdlog::warn("worker {} lost: no heartbeat for {}", id,
+                 absl::FormatDuration(now - w.last_seen));
+    for (const std::string& trial_id : w.held_by) {
+      if (trial_id.empty()) continue;
+      for (auto& [job_id, job] : active_) {
+        for (auto& t : job->trials) {
+          if (t->record.trial_id == trial_id && !IsTerminal(t->record.status)) {
+            EndTrialLocked(job.get(), t.get(), TrialStatus::kFailed,
+                           absl::StrCat("worker ", id, " lost (no heartbeat)"), TrialMetrics(),
+                           cancels);
+          }
+        }
+      }
+    }
+  }
+  for (const std::string& id : std::vector<std::string>(active_order_)) {
+    JobRun* job = active_[id].get();
+    const std::string& type = job->request.device_type();
+    if (now >= job->record.deadline) {
+      FinishJobLocked(job, JobState::kSucceeded, "time limit reached", cancels);
+      continue;
+    }
+    if (job->searcher->Finished() && job->running == 0) {
+      FinishJobLocked(job, JobState::kSucceeded,
+                      job->record.trials_total == static_cast<int>(job->trials.size())
+                          ? "every candidate measured"
+                          : "trial budget spent",
+                      cancels);
+      continue;
+    }
+    if (!HasDeviceTypeLocked(type)) {
+      if (job->record.state != JobState::kWaitingForWorkers && job->running == 0) {
+        job->record.state = JobState::kWaitingForWorkers;
+        job->record.status_message =
+            absl::StrCat("waiting for a worker with ", type, " devices to register");
+        PersistJobLocked(job);
+      }
+      continue;
+    }
+    if (job->record.state == JobState::kQueued ||
+        job->record.state == JobState::kWaitingForWorkers) {
+      job->record.state = JobState::kRunning;
+      if (job->record.started_at == absl::InfinitePast()) job->record.started_at = now;
+      job->record.status_message = "running trials";
+      PersistJobLocked(job);
+    }
+    DispatchLocked(job, dispatches);
+  }
+}
+
+bool JobManager::HasDeviceTypeLocked(const std::string& type) const {
+  for (const auto& [id, w] : workers_) {
+    if (!w.healthy) continue;
+    for (const v1::Device& d : w.info.devices()) {
+      if (d.type() == type) return true;
+    }
+  }
+  return false;
+}
+
+std::vector<JobManager::Rank> JobManager::FindFreeDevicesLocked(const std::string& type,
+                                                                int count) {
+  std::vector<Rank> ranks;
+  for (auto& [id, w] : workers_) {
+    if (!w.healthy) continue;
+    for (int i = 0; i < w.info.devices_size() && static_cast<int>(ranks.size()) < count; ++i) {
+      if (w.info.devices(i).type() == type && w.held_by[i].empty()) {
+        Rank r;
+        r.worker_id = id;
+        r.address = w.info.address();
+        r.device_index = w.info.devices(i).index();
+        ranks.push_back(r);
+      }
+    }
+  }
+  if (static_cast<int>(ranks.size()) < count) ranks.clear();  // all or nothing
+  return ranks;
+}
+
+void JobManager::DispatchLocked(JobRun* job, std::vector<Dispatch>* dispatches) {
+  const v1::TuneRequest& r = job->request;
+  while (true) {
+    std::vector<Rank> ranks = FindFreeDevicesLocked(r.device_type(), r.world_size());
+    if (ranks.empty()) return;
+    std::optional<Strategy> strategy = job->searcher->Next();
+    if (!strategy) return;
+    auto trial = std::make_unique<TrialRun>();
+    trial->strategy = *strategy;
+    trial->ranks = ranks;
+    trial->ranks_pending = static_cast<int>(ranks.size());
+    TrialRecord& rec = trial->record;
+    rec.index = static_cast<int>(job->trials.size());
+    rec.trial_id = absl::StrFormat("%s-t%04d", job->record.job_id, rec.index);
+    rec.job_id = job->record.job_id;
+    rec.attempt = 1;
+    rec.strategy_text = StrategyToText(*strategy);
+    rec.strategy_json = StrategyToJson(*strategy).dump();
+    rec.status = TrialStatus::kRunning;
+    rec.started_at = clock_->Now();
+    std::vector<std::string> worker_ids;
+    for (const Rank& rank : ranks) worker_ids.push_back(rank.worker_id);
+    rec.worker_id = absl::StrJoin(worker_ids, ",");
+
+    absl::Duration timeout =
+        std::min(absl::Seconds(r.trial_timeout_seconds()),
+                 job->record.deadline - clock_->Now() + absl::Seconds(5));
+    TrialSpec spec;
+    spec.trial_id = rec.trial_id;
+    spec.attempt = rec.attempt;
+    spec.world_size = r.world_size();
+    spec.model = job->model;
+    spec.seq_len = r.seq_len();
+    spec.global_batch_size = r.global_batch_size();
+    spec.strategy = *strategy;
+    spec.warmup_steps = r.warmup_steps();
+    spec.measured_steps = r.measured_steps();
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      workers_[ranks[i].worker_id].held_by[ranks[i].device_index] = rec.trial_id;
+      spec.rank = static_cast<int>(i);
+      Dispatch d;
+      d.address = ranks[i].address;
+      d.request.set_trial_id(rec.trial_id);
+      d.request.set_attempt(rec.attempt);
+      d.request.set_device_index(ranks[i].device_index);
+      d.request.set_spec_json(TrialSpecToJson(spec).dump());
+      d.request.set_timeout_seconds(absl::ToDoubleSeconds(timeout));
+      d.rpc_timeout = timeout + options_.rpc_grace;
+      d.job_id = job->record.job_id;
+      d.trial_id = rec.trial_id;
+      d.rank = static_cast<int>(i);
+      dispatches->push_back(std::move(d));
+    }
+    spdlog::info("job {}: trial {} [{}] on {}", job->record.job_id, rec.index, rec.strategy_text,
+                 rec.worker_id);
+    ++job->running;
+    TrialRun* raw = trial.get();
+    job->trials.push_back(std::move(trial));
+    PersistTrialLocked(job, raw);
+  }
+}
+
+void JobManager::ReleaseRankLocked(const std::string& trial_id, const Rank& rank) {
+  auto it = workers_.find(rank.worker_id);
+  if (it == workers_.end()) return;
+  auto& held = it->second.held_by;
+  if (rank.device_index >= 0 && rank.device_index < static_cast<int>(held.size()) &&
+      held[rank.device_index] == trial_id) {
+    held[rank.device_index].clear();
+  }
+}
+
+void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_id, int rank_index,
+                            absl::Status status, v1::RunTrialResponse response) {
+  std::vector<Cancel> cancels;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto job_it = active_.find(job_id);
+    TrialRun* trial = nullptr;
+    if (job_it != active_.end()) {
+      for (auto& t : job_it->second->trials) {
+        if (t->record.trial_id == trial_id) trial = t.get();
+      }
+    }
+    if (trial == nullptr) {
+      // The job already ended (and cancelled this trial): only free the device.
+      for (auto& [id, w] : workers_) {
+        for (std::string& held : w.held_by) {
+          if (held == trial_id) held.clear();
+        }
+      }
+    } else {
+      Rank& rank = trial->ranks[rank_index];
+      if (!rank.finished) {
+        rank.finished = true;
+        --trial->ranks_pending;
+        ReleaseRankLocked(trial_id, rank);
+      }
+      JobRun* job = job_it->second.get();
+      if (!IsTerminal(trial->record.status)) {
+        if (!status.ok()) {
+          const bool timed_out = status.code() == absl::StatusCode::kDeadlineExceeded;
+          EndTrialLocked(job, trial, timed_out ? TrialStatus::kTimeout : TrialStatus::kFailed,
+                         absl::StrCat(timed_out ? "no answer from worker " : "worker ",
+                                      rank.worker_id, timed_out ? " before the deadline" : ": ",
+                                      timed_out ? "" : status.message()),
+                         TrialMetrics(), &cancels);
+        } else {
+          absl::StatusOr<TrialStatus> rank_status = ParseTrialStatus(response.status());
+          TrialStatus st = rank_status.ok() ? *rank_status : TrialStatus::kFailed;
+          if (st != TrialStatus::kSucceeded) {
+            EndTrialLocked(job, trial, st,
+                           rank_status.ok() ? response.reason()
+                                            : "worker answered an unknown status: " +
+                                                  response.status(),
+                           FromProto(response.metrics()), &cancels);
+          } else {
+            // Rank 0 measures the gang's throughput; memory is the max over ranks.
+            TrialMetrics m = FromProto(response.metrics());
+            if (rank_index == 0) {
+              int64_t peak = std::max(trial->record.metrics.peak_memory_bytes, m.peak_memory_bytes);
+              int64_t rss = std::max(trial->record.metrics.peak_rss_bytes, m.peak_rss_bytes);
+              trial->record.metrics = m;
+              trial->record.metrics.peak_memory_bytes = peak;
+              trial->record.metrics.peak_rss_bytes = rss;
+            } else {
+              trial->record.metrics.peak_memory_bytes =
+                  std::max(trial->record.metrics.peak_memory_bytes, m.peak_memory_bytes);
+              trial->record.metrics.peak_rss_bytes =
+                  std::max(trial->record.metrics.peak_rss_bytes, m.peak_rss_bytes);
+            }
+            if (trial->ranks_pending == 0) {
+              EndTrialLocked(job, trial, TrialStatus::kSucceeded, "", trial->record.metrics,
+                             &cancels);
+            }
+          }
+        }
+      }
+    }
+  }
+  cv_.notify_all();
+  SendAll({}, std::move(cancels));
+}
+
+void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status,
+                                const std::string& reason, const TrialMetrics& metrics,
+                                std::vector<Cancel>* cancels) {
+  TrialRecord& rec = trial->record;
+  rec.status = status;
+  rec.reason = reason;
+  rec.metrics = metrics;
+  rec.finished_at = clock_->Now();
+  --job->running;
+  if (status != TrialStatus::kSucceeded) {
+    for (Rank& rank : trial->ranks) {
+      if (rank.finished) continue;
+      Cancel c;
+      c.address = rank.address;
+      c.request.set_trial_id(rec.trial_id);
+      c.request.set_attempt(rec.attempt);
+      cancels->push_back(std::move(c));
+    }
+  }
+  ScoredTrial scored;
+  scored.strategy = trial->strategy;
+  scored.status = status;
+  scored.metrics = metrics;
+  job->searcher->Report(scored);
+  if (status == TrialStatus::kSucceeded) {
+    std::optional<ScoredTrial> best = job->searcher->Best();
+    if (best && best->strategy == trial->strategy) job->record.best_trial_id = rec.trial_id;
+    job->record.status_message =
+        absl::StrFormat("%d trial(s) done", static_cast<int>(job->trials.size()) - job->running);
+    PersistJobLocked(job);
+  }
+  spdlog::info("job {}: trial {} {} {}{}", job->record.job_id, rec.index, std::string(TrialStatusName(status)),
+               status == TrialStatus::kSucceeded
+                   ? absl::StrFormat("%.0f tokens/s", metrics.tokens_per_second)
+                   : "",
+               reason);
+  PersistTrialLocked(job, trial);
+}
+
+void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string& message,
+                                 std::vector<Cancel>* cancels) {
+  const std::string reason = state == JobState::kCancelled
+                                 ? absl::StrCat("job ", message)
+                                 : absl::StrCat("job ended: ", message);
+  for (auto& t : job->trials) {
+    if (!IsTerminal(t->record.status)) {
+      EndTrialLocked(job, t.get(), TrialStatus::kCancelled, reason, TrialMetrics(), cancels);
+    }
+  }
+  JobRecord& rec = job->record;
+  rec.finished_at = clock_->Now();
+  std::optional<StrategyRecord> best_record;
+  const TrialRun* best = nullptr;
+  for (const auto& t : job->trials) {
+    if (t->record.trial_id == rec.best_trial_id) best = t.get();
+  }
+  if (state == JobState::kSucceeded && best == nullptr) {
+    std::map<std::string, int> counts;
+    for (const auto& t : job->trials) counts[std::string(TrialStatusName(t->record.status))]++;
+    std::vector<std::string> parts;
+    for (const auto& [name, n] : counts) parts.push_back(absl::StrCat(n, " ", name));
+    state = JobState::kFailed;
+    rec.status_message =
+        absl::StrCat(message, "; no trial succeeded",
+                     parts.empty() ? std::string(" (no trial ran)")
+                                   : absl::StrCat(" (", absl::StrJoin(parts, ", "), ")"));
+  } else if (best != nullptr) {
+    rec.status_message = absl::StrFormat("%s; best %s at %.0f tokens/s after %d trial(s)", message,
+                                         best->record.strategy_text,
+                                         best->record.metrics.tokens_per_second,
+                                         static_cast<int>(job->trials.size()));
+  } else {
+    rec.status_message = message;
+  }
+  rec.state = state;
+  if (state == JobState::kSucceeded && best != nullptr) {
+    StrategyRecord s;
+    s.signature = rec.signature;
+    s.model_family = job->model.family;
+    s.model_config_json = job->model.ToConfigJson().dump();
+    s.seq_len = job->request.seq_len();
+    s.global_batch_size = job->request.global_batch_size();
+    s.hardware = HardwareName(job->request.device_type(), job->request.world_size());
+    s.strategy_text = best->record.strategy_text;
+    s.strategy_json = best->record.strategy_json;
+    s.metrics = best->record.metrics;
+    s.job_id = rec.job_id;
+    s.updated_at = rec.finished_at;
+    // Keep a faster answer found earlier for the same signature.
+    absl::StatusOr<std::optional<StrategyRecord>> old = store_->GetStrategy(rec.signature);
+    if (!old.ok() || !old->has_value() ||
+        (*old)->metrics.tokens_per_second <= s.metrics.tokens_per_second) {
+      best_record = std::move(s);
+    }
+  }
+  if (absl::Status s = store_->FinishJob(rec, best_record); !s.ok()) {
+    spdlog::error("job {}: storing the result failed: {}", rec.job_id, s.ToString());
+  }
+  spdlog::info("job {}: {} — {}", rec.job_id, std::string(JobStateName(state)), rec.status_message);
+  active_order_.erase(std::find(active_order_.begin(), active_order_.end(), rec.job_id));
+  active_.erase(rec.job_id);  // `job` is gone after this line
+}
+
+void JobManager::PersistJobLocked(JobRun* job) {
+  ++job->version;
+  if (absl::Status s = store_->UpdateJob(job->record); !s.ok()) {
+    spdlog::error("job {}: store update failed: {}", job->record.job_id, s.ToString());
+  }
+}
+
+void JobManager::PersistTrialLocked(JobRun* job, TrialRun* trial) {
+  ++job->version;
+  if (absl::Status s = store_->UpsertTrial(trial->record); !s.ok()) {
+    spdlog::error("trial {}: store update failed: {}", trial->record.trial_id, s.ToString());
+  }
+}
+
+v1::Job JobManager::JobToProtoLocked(const JobRun& job) const {
+  std::vector<TrialRecord> trials;
+  trials.reserve(job.trials.size());
+  for (const auto& t : job.trials) trials.push_back(t->record);
+  v1::Job out = JobRecordToProto(job.record, trials);
+  *out.mutable_request() = job.request;
+  out.set_elapsed_seconds(absl::ToDoubleSeconds(clock_->Now() - job.record.created_at));
+  return out;
+}
+
+std::string JobManager::NewJobIdLocked() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return absl::StrFormat("job-%s-%04x",
+                         absl::FormatTime("%Y%m%d-%H%M%S", clock_->Now(), absl::UTCTimeZone()),
+                         static_cast<unsigned>((rng() ^ ++job_counter_) & 0xffff));
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,178 @@
+// The coordinator's state: jobs, their trials and the worker pool.
+//
+// One mutex owns everything; RPC handlers call the public methods from any
+// thread, and one scheduler thread (or a test calling Tick()) advances jobs:
+// it checks worker health, ends jobs at their deadline, asks each job's
+// searcher for strategies and gang-assigns every trial's ranks to free
+// devices. Every state change is written to the Store before it is visible.
+#ifndef AUTOACCEL_SERVER_JOB_MANAGER_H_
+#define AUTOACCEL_SERVER_JOB_MANAGER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/autoaccel.pb.h"
+#include "search/clock.h"
+#include "search/model.h"
+#include "search/searcher.h"
+#include "server/store.h"
+
+namespace autoaccel {
+
+// How the coordinator reaches a worker's WorkerService. Swappable for tests.
+class TrialExecutor {
+ public:
+  using Done = std::function<void(absl::Status, v1::RunTrialResponse)>;
+  virtual ~TrialExecutor() = default;
+  // Starts one rank. `done` runs exactly once, on any thread, possibly
+  // before RunTrial returns: callers must not hold locks that `done` takes.
+  // A non-OK status means the rank's result never came back.
+  virtual void RunTrial(const std::string& address, const v1::RunTrialRequest& request,
+                        absl::Duration rpc_timeout, Done done) = 0;
+  // Best effort; errors are ignored (the worker may be gone).
+  virtual void CancelTrial(const std::string& address, const v1::CancelTrialRequest& request) = 0;
+};
+
+struct JobManagerOptions {
+  absl::Duration heartbeat_interval = absl::Seconds(2);
+  // A worker silent for this long is declared lost; its running ranks fail.
+  absl::Duration worker_timeout = absl::Seconds(10);
+  int default_warmup_steps = 2;
+  int default_measured_steps = 5;
+  absl::Duration default_trial_timeout = absl::Minutes(10);
+  // Extra time the RPC is allowed beyond the trial's own timeout.
+  absl::Duration rpc_grace = absl::Seconds(15);
+  absl::Duration tick_interval = absl::Milliseconds(100);
+};
+
+class JobManager {
+ public:
+  // `store` and `executor` must outlive the manager. Jobs left unfinished by
+  // an earlier server process are marked FAILED (their trials could not be
+  // followed across the restart).
+  static absl::StatusOr<std::unique_ptr<JobManager>> Create(Store* store, TrialExecutor* executor,
+                                                            const Clock* clock,
+                                                            JobManagerOptions options);
+  ~JobManager();
+
+  // Starts / stops the scheduler thread. Stop() cancels nothing; the server
+  // calls Shutdown() first to end running jobs.
+  void Start();
+  void Stop();
+  // Cancels every running job (reason: server shutting down).
+  void Shutdown();
+
+  // Validates and stores a job. INVALID_ARGUMENT naming the field for bad
+  // input; nothing is stored then.
+  absl::StatusOr<v1::Job> SubmitJob(const v1::TuneRequest& request);
+  absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
+  // Job and all its trials, plus a counter that changes whenever either does.
+  absl::StatusOr<v1::JobEvent> GetJobEvent(const std::string& job_id, uint64_t* version);
+  absl::StatusOr<v1::Job> CancelJob(const std::string& job_id);
+  absl::StatusOr<std::vector<v1::Job>> ListJobs(int limit);
+  absl::StatusOr<std::vector<v1::Trial>> ListTrials(const std::string& job_id);
+  absl::StatusOr<std::vector<v1::StrategyAnswer>> QueryStrategies(
+      const v1::QueryStrategiesRequest& request);
+
+  absl::StatusOr<v1::RegisterResponse> RegisterWorker(const v1::RegisterRequest& request);
+  absl::Status Heartbeat(const std::string& worker_id);
+  std::vector<v1::Worker> ListWorkers();
+
+  // One scheduling round; the scheduler thread calls it every tick.
+  void Tick();
+
+ private:
+  struct Rank {
+    std::string worker_id;
+    std::string address;
+    int device_index = 0;
+    bool finished = false;
+  };
+  struct TrialRun {
+    TrialRecord record;
+    Strategy strategy;
+    std::vector<Rank> ranks;
+    int ranks_pending = 0;
+  };
+  struct JobRun {
+    JobRecord record;
+    v1::TuneRequest request;
+    ModelSpec model;
+    std::unique_ptr<Searcher> searcher;
+    std::vector<std::unique_ptr<TrialRun>> trials;
+    int running = 0;
+    uint64_t version = 0;
+  };
+  struct WorkerState {
+    v1::Worker info;
+    std::vector<std::string> held_by;  // trial id per device, "" when free
+    absl::Time last_seen;
+    bool healthy = true;
+  };
+  struct Dispatch {
+    std::string address;
+    v1::RunTrialRequest request;
+    absl::Duration rpc_timeout;
+    std::string job_id;
+    std::string trial_id;
+    int rank = 0;
+  };
+  struct Cancel {
+    std::string address;
+    v1::CancelTrialRequest request;
+  };
+
+  JobManager(Store* store, TrialExecutor* executor, const Clock* clock, JobManagerOptions options);
+
+  void Run();
+  void TickLocked(std::vector<Dispatch>* dispatches, std::vector<Cancel>* cancels);
+  void DispatchLocked(JobRun* job, std::vector<Dispatch>* dispatches);
+  void FinishJobLocked(JobRun* job, JobState state, const std::string& message,
+                       std::vector<Cancel>* cancels);
+  void EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status, const std::string& reason,
+                      const TrialMetrics& metrics, std::vector<Cancel>* cancels);
+  void ReleaseRankLocked(const std::string& trial_id, const Rank& rank);
+  void OnRankDone(const std::string& job_id, const std::string& trial_id, int rank,
+                  absl::Status status, v1::RunTrialResponse response);
+  void SendAll(std::vector<Dispatch> dispatches, std::vector<Cancel> cancels);
+  void PersistJobLocked(JobRun* job);
+  void PersistTrialLocked(JobRun* job, TrialRun* trial);
+  // Free devices of `type` on healthy workers, up to `count`; empty unless
+  // `count` are free (all or nothing).
+  std::vector<Rank> FindFreeDevicesLocked(const std::string& type, int count);
+  bool HasDeviceTypeLocked(const std::string& type) const;
+  v1::Job JobToProtoLocked(const JobRun& job) const;
+  std::string NewJobIdLocked();
+
+  Store* const store_;
+  TrialExecutor* const executor_;
+  const Clock* const clock_;
+  const JobManagerOptions options_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::map<std::string, std::unique_ptr<JobRun>> active_;  // by job id
+  std::vector<std::string> active_order_;                  // FIFO of job ids
+  std::map<std::string, WorkerState> workers_;
+  uint64_t job_counter_ = 0;
+  std::thread thread_;
+};
+
+// Converters shared with tests.
+v1::Trial TrialToProto(const TrialRecord& record);
+v1::Job JobRecordToProto(const JobRecord& record, const std::vector<TrialRecord>& trials);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_SERVER_JOB_MANAGER_H_

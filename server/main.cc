@@ -1,0 +1,75 @@
+// autoaccel-server: the coordinator.
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "common/signals.h"
+#include "search/clock.h"
+#include "server/grpc_executor.h"
+#include "server/job_manager.h"
+#include "server/service.h"
+#include "server/store.h"
+
+int main(int argc, char** argv) {
+  autoaccel::BlockTerminationSignals();
+  CLI::App app{"autoaccel-server: coordinates tuning jobs and worker daemons"};
+  std::string listen = "127.0.0.1:50051";
+  std::string db = "autoaccel.db";
+  std::string log_level = "info";
+  double heartbeat_s = 2, worker_timeout_s = 10;
+  app.add_option("--listen", listen, "HOST:PORT to serve on (port 0 picks a free one)");
+  app.add_option("--db", db, "SQLite database file (created if missing)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  app.add_option("--heartbeat-interval", heartbeat_s, "seconds between worker heartbeats")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--worker-timeout", worker_timeout_s,
+                 "seconds of silence after which a worker is declared lost")
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  auto store = autoaccel::Store::Open(db);
+  if (!store.ok()) {
+    std::fprintf(stderr, "autoaccel-server: %s\n", store.status().ToString().c_str());
+    return 1;
+  }
+  autoaccel::GrpcTrialExecutor executor;
+  autoaccel::JobManagerOptions options;
+  options.heartbeat_interval = absl::Seconds(heartbeat_s);
+  options.worker_timeout = absl::Seconds(worker_timeout_s);
+  auto manager =
+      autoaccel::JobManager::Create(store->get(), &executor, autoaccel::RealClock(), options);
+  if (!manager.ok()) {
+    std::fprintf(stderr, "autoaccel-server: %s\n", manager.status().ToString().c_str());
+    return 1;
+  }
+  autoaccel::TuningServiceImpl tuning((*manager).get());
+  autoaccel::WorkerRegistryImpl registry((*manager).get());
+
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&tuning);
+  builder.RegisterService(&registry);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    std::fprintf(stderr, "autoaccel-server: cannot listen on %s\n", listen.c_str());
+    return 1;
+  }
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  std::printf("autoaccel-server listening on %s:%d (database %s)\n", host.c_str(), port,
+              db.c_str());
+  std::fflush(stdout);
+  (*manager)->Start();
+
+  int sig = autoaccel::WaitForTerminationSignal();
+  spdlog::info("signal {}: shutting down", sig);
+  (*manager)->Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  (*manager)->Stop();
+  return 0;
+}

@@ -1,0 +1,178 @@
+#include "server/service.h"
+
+#include <grpcpp/alarm.h>
+
+#include <string>
+
+#include "common/grpc_status.h"
+
+namespace autoaccel {
+namespace {
+
+// Runs `body` (returning absl::Status) and finishes the call with its status.
+template <typename Body>
+grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, Body&& body) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(body()));
+  return reactor;
+}
+
+bool IsTerminalStateName(const std::string& state) {
+  absl::StatusOr<JobState> s = ParseJobState(state);
+  return s.ok() && IsTerminal(*s);
+}
+
+// Streams a job: a snapshot at once, then one whenever the job's version
+// changes (polled every 200 ms with a gRPC alarm, so no thread waits), and a
+// last one when the job ends. Finish() is only ever called when neither a
+// write nor an alarm is pending, so OnDone (which deletes this) comes last.
+class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
+ public:
+  JobWatcher(JobManager* manager, std::string job_id)
+      : manager_(manager), job_id_(std::move(job_id)) {
+    Poll();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "watcher went away"));
+    } else if (ended_) {
+      Finish(grpc::Status::OK);
+    } else {
+      Wait();
+    }
+  }
+  void OnCancel() override { cancelled_ = true; }
+  void OnDone() override { delete this; }
+
+ private:
+  void Poll() {
+    if (cancelled_) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
+      return;
+    }
+    uint64_t version = 0;
+    absl::StatusOr<v1::JobEvent> event = manager_->GetJobEvent(job_id_, &version);
+    if (!event.ok()) {
+      Finish(ToGrpcStatus(event.status()));
+      return;
+    }
+    if (version == last_version_) {
+      Wait();
+      return;
+    }
+    last_version_ = version;
+    event_ = std::move(*event);
+    ended_ = IsTerminalStateName(event_.job().state());
+    StartWrite(&event_);
+  }
+  void Wait() {
+    alarm_.Set(std::chrono::system_clock::now() + std::chrono::milliseconds(200),
+               [this](bool) { Poll(); });
+  }
+
+  JobManager* const manager_;
+  const std::string job_id_;
+  grpc::Alarm alarm_;
+  v1::JobEvent event_;
+  uint64_t last_version_ = 0;
+  bool ended_ = false;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* TuningServiceImpl::SubmitJob(grpc::CallbackServerContext* ctx,
+                                                       const v1::SubmitJobRequest* request,
+                                                       v1::Job* response) {
+  return Unary(ctx, [&]() -> absl::Status {
+    absl::StatusOr<v1::Job> job = manager_->SubmitJob(request->request());
+    if (job.ok()) *response = std::move(*job);
+    return job.status();
+  });
+}
+
+grpc::ServerUnaryReactor* TuningServiceImpl::GetJob(grpc::CallbackServerContext* ctx,
+                                                    const v1::GetJobRequest* request,
+                                                    v1::Job* response) {
+  return Unary(ctx, [&]() -> absl::Status {
+    absl::StatusOr<v1::Job> job = manager_->GetJob(request->job_id());
+    if (job.ok()) *response = std::move(*job);
+    return job.status();
+  });
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* TuningServiceImpl::WatchJob(
+    grpc::CallbackServerContext*, const v1::WatchJobRequest* request) {
+  return new JobWatcher(manager_, request->job_id());
+}
+
+grpc::ServerUnaryReactor* TuningServiceImpl::CancelJob(grpc::CallbackServerContext* ctx,
+                                                       const v1::CancelJobRequest* request,
+                                                       v1::Job* response) {
+  return Unary(ctx, [&]() -> absl::Status {
+    absl::StatusOr<v1::Job> job = manager_->CancelJob(request->job_id());
+    if (job.ok()) *response = std::move(*job);
+    return job.status();
+  });
+}
+
+grpc::ServerUnaryReactor* TuningServiceImpl::ListJobs(grpc::CallbackServerContext* ctx,
+                                                      const v1::ListJobsRequest* request,
+                                                      v1::ListJobsResponse* response) {
+  return Unary(ctx, [&]() -> absl::Status {
+    absl::StatusOr<std::vector<v1::Job>> jobs = manager_->ListJobs(request->limit());
+    if (!jobs.ok()) return jobs.status();
+    for (v1::Job& j : *jobs) *response->add_jobs() = std::move(j);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TuningServiceImpl::ListTrials(grpc::CallbackServerContext* ctx,
+                                                        const v1::ListTrialsRequest* request,
+                                                        v1::ListTrialsResponse* response) {
+  return Unary(ctx, [&]() -> absl::Status {
+    absl::StatusOr<std::vector<v1::Trial>> trials = manager_->ListTrials(request->job_id());
+    if (!trials.ok()) return trials.status();
+    for (v1::Trial& t : *trials) *response->add_trials() = std::move(t);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TuningServiceImpl::QueryStrategies(
+    grpc::CallbackServerContext* ctx, const v1::QueryStrategiesRequest* request,
+    v1::QueryStrategiesResponse* response) {
+  return Unary(ctx, [&]() -> absl::Status {
+    absl::StatusOr<std::vector<v1::StrategyAnswer>> answers = manager_->QueryStrategies(*request);
+    if (!answers.ok()) return answers.status();
+    for (v1::StrategyAnswer& a : *answers) *response->add_answers() = std::move(a);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* TuningServiceImpl::ListWorkers(grpc::CallbackServerContext* ctx,
+                                                         const v1::ListWorkersRequest*,
+                                                         v1::ListWorkersResponse* response) {
+  return Unary(ctx, [&]() -> absl::Status {
+    for (v1::Worker& w : manager_->ListWorkers()) *response->add_workers() = std::move(w);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* WorkerRegistryImpl::Register(grpc::CallbackServerContext* ctx,
+                                                       const v1::RegisterRequest* request,
+                                                       v1::RegisterResponse* response) {
+  return Unary(ctx, [&]() -> absl::Status {
+    absl::StatusOr<v1::RegisterResponse> r = manager_->RegisterWorker(*request);
+    if (r.ok()) *response = std::move(*r);
+    return r.status();
+  });
+}
+
+grpc::ServerUnaryReactor* WorkerRegistryImpl::Heartbeat(grpc::CallbackServerContext* ctx,
+                                                        const v1::HeartbeatRequest* request,
+                                                        v1::HeartbeatResponse*) {
+  return Unary(ctx, [&] { return manager_->Heartbeat(request->worker_id()); });
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,110 @@
+// autoaccel-worker: owns this node's devices and runs trial ranks on them.
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/signals.h"
+#include "worker/registrar.h"
+#include "worker/worker_service.h"
+
+int main(int argc, char** argv) {
+  autoaccel::BlockTerminationSignals();
+  CLI::App app{"autoaccel-worker: runs dry-run trials for an autoaccel coordinator"};
+  std::string coordinator = "127.0.0.1:50051";
+  std::string listen = "127.0.0.1:0";
+  std::string devices_text = "cpu:1";
+  std::string worker_id;
+  std::string runner;
+  std::string work_dir;
+  std::string log_level = "info";
+  int64_t device_memory = 0;
+  int threads_per_device = 0;
+  app.add_option("--coordinator", coordinator, "HOST:PORT of autoaccel-server");
+  app.add_option("--listen", listen, "HOST:PORT to serve on (port 0 picks a free one)");
+  app.add_option("--devices", devices_text, "cpu:N (N CPU slots) or cuda:0,1,...");
+  app.add_option("--id", worker_id, "worker id (default: HOST:PORT it listens on)");
+  app.add_option("--trial-runner", runner, "autoaccel-trial executable (default: next to this one)");
+  app.add_option("--work-dir", work_dir, "folder for trial specs, results and logs");
+  app.add_option("--device-memory", device_memory,
+                 "bytes of memory per device (default: cpu: physical memory / N)");
+  app.add_option("--threads-per-device", threads_per_device,
+                 "CPU threads per trial rank (default: cores / devices)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  auto devices = autoaccel::ParseDevices(devices_text, device_memory);
+  if (!devices.ok()) {
+    std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(devices.status().message()).c_str());
+    return 2;
+  }
+  namespace fs = std::filesystem;
+  if (runner.empty()) {
+    runner = (fs::read_symlink("/proc/self/exe").parent_path() / "autoaccel-trial").string();
+  }
+  if (::access(runner.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "autoaccel-worker: trial runner %s is not executable\n", runner.c_str());
+    return 2;
+  }
+  if (work_dir.empty()) {
+    work_dir = (fs::temp_directory_path() / absl::StrCat("autoaccel-worker-", ::getpid())).string();
+  }
+  std::error_code ec;
+  fs::create_directories(work_dir, ec);
+  if (ec) {
+    std::fprintf(stderr, "autoaccel-worker: cannot create %s: %s\n", work_dir.c_str(),
+                 ec.message().c_str());
+    return 2;
+  }
+  if (threads_per_device <= 0) {
+    threads_per_device =
+        std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                        static_cast<int>(devices->size()));
+  }
+
+  autoaccel::WorkerOptions options;
+  options.runner_path = runner;
+  options.work_dir = work_dir;
+  options.devices = *devices;
+  options.threads_per_device = threads_per_device;
+  autoaccel::WorkerServiceImpl service(options);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    std::fprintf(stderr, "autoaccel-worker: cannot listen on %s\n", listen.c_str());
+    return 1;
+  }
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  const std::string address = absl::StrCat(host, ":", port);
+  if (worker_id.empty()) worker_id = address;
+  std::printf("autoaccel-worker %s listening on %s with %zu %s device(s)\n", worker_id.c_str(),
+              address.c_str(), devices->size(), devices->front().type().c_str());
+  std::fflush(stdout);
+
+  autoaccel::v1::RegisterRequest registration;
+  registration.set_worker_id(worker_id);
+  registration.set_address(address);
+  for (const auto& d : *devices) *registration.add_devices() = d;
+  autoaccel::Registrar registrar(
+      grpc::CreateChannel(coordinator, grpc::InsecureChannelCredentials()), registration);
+  registrar.Start();
+
+  int sig = autoaccel::WaitForTerminationSignal();
+  spdlog::info("signal {}: shutting down", sig);
+  registrar.Stop();
+  service.Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  return 0;
+}

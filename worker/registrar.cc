@@ -1,0 +1,82 @@
+#include "worker/registrar.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace autoaccel {
+
+Registrar::Registrar(std::shared_ptr<grpc::Channel> coordinator, v1::RegisterRequest registration)
+    : stub_(v1::WorkerRegistry::NewStub(coordinator)), registration_(std::move(registration)) {}
+
+Registrar::~Registrar() { Stop(); }
+
+void Registrar::Start() { thread_ = std::thread([this] { Run(); }); }
+
+void Registrar::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Registrar::Run() {
+  double interval_s = 2;
+  bool registered = false;
+  double backoff_s = 0.2;
+  bool warned = false;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    double wait_s;
+    if (!registered) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      v1::RegisterResponse resp;
+      grpc::Status s = stub_->Register(&ctx, registration_, &resp);
+      if (s.ok()) {
+        registered = true;
+        interval_s = resp.heartbeat_interval_seconds() > 0 ? resp.heartbeat_interval_seconds() : 2;
+        spdlog::info("registered with the coordinator as {}", registration_.worker_id());
+        backoff_s = 0.2;
+        warned = false;
+        wait_s = interval_s;
+      } else {
+        if (!warned) {
+          spdlog::warn("cannot register with the coordinator ({}); retrying",
+                       s.error_message());
+          warned = true;
+        }
+        wait_s = backoff_s;
+        backoff_s = std::min(backoff_s * 2, 5.0);
+      }
+    } else {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      v1::HeartbeatRequest req;
+      req.set_worker_id(registration_.worker_id());
+      v1::HeartbeatResponse resp;
+      grpc::Status s = stub_->Heartbeat(&ctx, req, &resp);
+      if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+        spdlog::info("coordinator does not know this worker; registering again");
+        registered = false;
+        wait_s = 0;
+      } else {
+        if (!s.ok() && !warned) {
+          spdlog::warn("heartbeat failed: {}", s.error_message());
+          warned = true;
+        } else if (s.ok()) {
+          warned = false;
+        }
+        wait_s = interval_s;
+      }
+    }
+    lock.lock();
+    cv_.wait_for(lock, std::chrono::duration<double>(wait_s), [this] { return stopping_; });
+  }
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,150 @@
+#include "worker/trial_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+extern char** environ;
+
+namespace autoaccel {
+namespace {
+
+void KillGroup(pid_t pid, int sig) { ::kill(-pid, sig); }
+
+// Stops the child's process group: SIGTERM, then SIGKILL if it lingers.
+// Returns the wait status.
+int StopAndReap(pid_t pid) {
+  KillGroup(pid, SIGTERM);
+  int status = 0;
+  const absl::Time give_up = absl::Now() + absl::Seconds(3);
+  while (absl::Now() < give_up) {
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      KillGroup(pid, SIGKILL);  // stragglers in the group
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  KillGroup(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+}  // namespace
+
+std::string TailOfFile(const std::string& path, int max_lines) {
+  std::ifstream in(path);
+  std::deque<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    lines.push_back(line);
+    if (static_cast<int>(lines.size()) > max_lines) lines.pop_front();
+  }
+  return absl::StrJoin(lines, "\n");
+}
+
+TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& options) {
+  TrialResult result;
+  result.status = TrialStatus::kFailed;
+  const std::string base =
+      absl::StrCat(options.work_dir, "/", spec.trial_id, "-a", spec.attempt, "-r", spec.rank);
+  const std::string spec_path = base + ".spec.json";
+  const std::string result_path = base + ".result.json";
+  const std::string log_path = base + ".log";
+  ::unlink(result_path.c_str());
+  if (absl::Status s = WriteJsonFile(spec_path, TrialSpecToJson(spec)); !s.ok()) {
+    result.error = std::string(s.message());
+    return result;
+  }
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // Own process group, so stopping the trial stops everything it started;
+  // default signal mask, so SIGTERM reaches it even though the daemon blocks it.
+  sigset_t empty;
+  sigemptyset(&empty);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+  std::vector<std::string> args = {options.runner_path, "--spec", spec_path, "--result",
+                                   result_path};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, options.runner_path.c_str(), &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    result.error = absl::StrCat("cannot start trial runner ", options.runner_path, ": ",
+                                std::strerror(rc));
+    return result;
+  }
+
+  const absl::Time deadline = absl::Now() + options.timeout;
+  int status = 0;
+  bool timed_out = false, cancelled = false;
+  while (true) {
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (absl::Now() >= deadline) {
+      timed_out = true;
+      status = StopAndReap(pid);
+      break;
+    }
+    if (options.should_cancel && options.should_cancel()) {
+      cancelled = true;
+      status = StopAndReap(pid);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  KillGroup(pid, SIGKILL);  // nothing of the trial outlives it
+
+  if (timed_out) {
+    result.status = TrialStatus::kTimeout;
+    result.error = absl::StrCat("trial exceeded its ", absl::FormatDuration(options.timeout),
+                                " timeout");
+    return result;
+  }
+  if (cancelled) {
+    result.status = TrialStatus::kCancelled;
+    result.error = "cancelled";
+    return result;
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    absl::StatusOr<nlohmann::json> j = ReadJsonFile(result_path);
+    if (j.ok()) {
+      absl::StatusOr<TrialResult> parsed = TrialResultFromJson(*j);
+      if (parsed.ok()) return *parsed;
+      result.error = std::string(parsed.status().message());
+      return result;
+    }
+  }
+  std::string how = WIFSIGNALED(status)
+                        ? absl::StrCat("was killed by signal ", WTERMSIG(status), " (",
+                                       strsignal(WTERMSIG(status)), ")")
+                        : absl::StrCat("exited with code ", WEXITSTATUS(status),
+                                       " without a result");
+  result.error = absl::StrCat("trial runner ", how, "; log ", log_path, ":\n",
+                              TailOfFile(log_path, 5));
+  return result;
+}
+
+}  // namespace autoaccel

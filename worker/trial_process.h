@@ -1,0 +1,40 @@
+// Runs one trial rank as a child process (the LibTorch trial runner) so that
+// a crash, abort or out-of-memory in the trial never reaches the daemon.
+#ifndef AUTOACCEL_WORKER_TRIAL_PROCESS_H_
+#define AUTOACCEL_WORKER_TRIAL_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "engine/trial_io.h"
+
+namespace autoaccel {
+
+struct TrialProcessOptions {
+  std::string runner_path;  // the autoaccel-trial executable
+  std::string work_dir;     // spec, result and log files go here
+  absl::Duration timeout = absl::Minutes(10);
+  // Polled every 100 ms while the child runs; returning true stops the child
+  // and the trial ends CANCELLED.
+  std::function<bool()> should_cancel;
+};
+
+// Writes `spec` to a file, starts the runner in its own process group, waits
+// for it (killing the whole group on timeout or cancellation: SIGTERM, then
+// SIGKILL after 3 s) and turns what happened into a TrialResult:
+// the runner's own result file if it wrote one; TIMEOUT or CANCELLED when we
+// stopped it; FAILED with the exit code or signal and the tail of its log
+// otherwise. Blocks the calling thread. Thread-safe.
+TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& options);
+
+// Last `max_lines` lines of a text file ("" if unreadable).
+std::string TailOfFile(const std::string& path, int max_lines);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_WORKER_TRIAL_PROCESS_H_
