@@ -1,0 +1,6 @@
+# The coordinator's SQLite store (jobs, trials, workers, strategies).
+add_library(autoaccel_store ${CMAKE_CURRENT_LIST_DIR}/store.cc)
+target_link_libraries(autoaccel_store
+  PUBLIC autoaccel_search autoaccel_common absl::status absl::statusor absl::strings
+         absl::synchronization absl::time
+  PRIVATE SQLite::SQLite3 nlohmann_json::nlohmann_json)

@@ -1,0 +1,191 @@
+// The coordinator's durable state: jobs, their trials, registered workers and
+// the strategy database (best known strategy per model+hardware signature),
+// kept in one SQLite file.
+//
+// Contract shared by every method:
+//  - Thread-safe: any thread may call any method; calls are serialised by an
+//    internal mutex. Several Store objects (or processes) may open the same
+//    file: writers then wait on SQLite's busy timeout and, past it, get
+//    UNAVAILABLE.
+//  - Every write is one transaction: on error nothing of the call is kept.
+//  - Times are stored with microsecond precision (finer parts are truncated
+//    towards the past); absl::InfinitePast() and absl::InfiniteFuture()
+//    round-trip exactly.
+//  - Errors use canonical codes; SQLite's own message is included:
+//      INVALID_ARGUMENT    a record breaks a rule below (empty id, ...)
+//      NOT_FOUND           the row to update or read does not exist
+//      ALREADY_EXISTS      a create would duplicate an id
+//      FAILED_PRECONDITION a referenced row is missing; the file cannot be
+//                          used (not a database, no permission, newer schema)
+//      UNAVAILABLE         the file stayed locked past the busy timeout
+//      DATA_LOSS           a stored row cannot be decoded or the file is
+//                          corrupt
+//      INTERNAL            anything else SQLite reports
+#ifndef AUTOACCEL_SERVER_STORE_H_
+#define AUTOACCEL_SERVER_STORE_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "search/trial.h"
+
+struct sqlite3;
+
+namespace autoaccel {
+
+enum class JobState {
+  kQueued,             // accepted, not yet searching
+  kWaitingForWorkers,  // searching, but no worker can take a trial yet
+  kRunning,            // trials are being dispatched
+  kSucceeded,
+  kFailed,
+  kCancelled,
+};
+
+// "QUEUED", "WAITING_FOR_WORKERS", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED".
+absl::string_view JobStateName(JobState s);
+// INVALID_ARGUMENT naming the allowed values for anything else.
+absl::StatusOr<JobState> ParseJobState(absl::string_view name);
+// SUCCEEDED, FAILED and CANCELLED: the job will not change any more.
+bool IsTerminal(JobState s);
+
+struct JobRecord {
+  std::string job_id;  // REQUIRES: not empty
+  JobState state = JobState::kQueued;
+  std::string status_message;  // human-readable: "3/40 trials done", ...
+  std::string request_json;    // the validated tuning request, serialised by the server
+  std::string signature;       // model+hardware signature used as the strategies key
+  absl::Time created_at;
+  absl::Time started_at = absl::InfinitePast();
+  absl::Time finished_at = absl::InfinitePast();
+  absl::Time deadline = absl::InfiniteFuture();
+  std::string best_trial_id;  // empty if none
+  int trials_total = 0;       // size of the candidate list
+};
+
+struct TrialRecord {
+  std::string trial_id;  // REQUIRES: not empty; unique, e.g. "<job_id>-t0007"
+  std::string job_id;    // REQUIRES: names an existing job
+  int index = 0;         // order in which it was proposed
+  int attempt = 1;
+  std::string strategy_text;  // canonical text
+  std::string strategy_json;  // JSON form (dumped)
+  TrialStatus status = TrialStatus::kPending;
+  std::string reason;  // why FAILED/OOM/PRUNED/CANCELLED/TIMEOUT
+  // Stored as TrialMetricsToJson text, so the JSON rules apply: a NaN or
+  // infinite value comes back as 0.
+  TrialMetrics metrics;
+  std::string worker_id;  // comma-joined worker ids of the gang ranks
+  absl::Time started_at = absl::InfinitePast();
+  absl::Time finished_at = absl::InfinitePast();
+};
+
+// The strategy database: the best answer per signature.
+struct StrategyRecord {
+  std::string signature;  // primary key; REQUIRES: not empty
+  std::string model_family;
+  std::string model_config_json;
+  int seq_len = 0;
+  int global_batch_size = 0;
+  std::string hardware;  // e.g. "cpu x1"
+  std::string strategy_text;
+  std::string strategy_json;
+  TrialMetrics metrics;
+  std::string job_id;  // job that found it; not checked against the jobs table
+  absl::Time updated_at;
+};
+
+struct WorkerRecord {
+  std::string worker_id;     // REQUIRES: not empty
+  std::string address;       // host:port of its gRPC service
+  std::string devices_json;  // JSON array describing devices
+  absl::Time registered_at;
+  absl::Time last_seen;
+};
+
+class Store {
+ public:
+  // The schema version this build writes; Open migrates older files to it.
+  static constexpr int kCurrentSchemaVersion = 1;
+
+  // Opens (creating if needed) the database at `path`, enables WAL and
+  // foreign keys, sets a busy timeout, and migrates the schema to
+  // kCurrentSchemaVersion inside one transaction. A missing or empty file
+  // becomes a fresh database. A file that is not a database, cannot be
+  // opened, or carries a schema newer than this build gives
+  // FAILED_PRECONDITION with `path` in the message; nothing is changed.
+  // ":memory:" gives a private in-memory database (no WAL).
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
+
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  int schema_version() const { return schema_version_; }
+  // How many migrations Open applied: 0 when the file was already current.
+  int migrations_applied() const { return migrations_applied_; }
+  const std::string& path() const { return path_; }
+
+  // ALREADY_EXISTS on a duplicate job_id.
+  absl::Status CreateJob(const JobRecord& job);
+  // Replaces every field of the job with that id; NOT_FOUND if missing.
+  absl::Status UpdateJob(const JobRecord& job);
+  absl::StatusOr<JobRecord> GetJob(const std::string& job_id);  // NOT_FOUND
+  // Newest created first (ties: last created first). limit > 0 caps the
+  // count, 0 means all, negative is INVALID_ARGUMENT.
+  absl::StatusOr<std::vector<JobRecord>> ListJobs(int limit);
+  // Jobs not in a terminal state (left QUEUED/WAITING_FOR_WORKERS/RUNNING,
+  // e.g. by a crashed server), oldest first, so the server can resume or
+  // fail them in submission order.
+  absl::StatusOr<std::vector<JobRecord>> ListUnfinishedJobs();
+
+  // Inserts the trial or replaces the one with the same trial_id.
+  // FAILED_PRECONDITION if its job does not exist.
+  absl::Status UpsertTrial(const TrialRecord& trial);
+  // All or nothing, in one transaction: if any record is rejected, none is
+  // written and the error names the offending trial.
+  absl::Status UpsertTrials(const std::vector<TrialRecord>& trials);
+  // The job's trials by index (ties: by trial_id). An unknown job gives an
+  // empty list.
+  absl::StatusOr<std::vector<TrialRecord>> ListTrials(const std::string& job_id);
+
+  // Finishes a job atomically: replaces the job row (NOT_FOUND if missing)
+  // and, if `best` is set, inserts or replaces the strategies row for
+  // best->signature — one transaction. The caller decides whether `best`
+  // beats what is stored; this always replaces.
+  // REQUIRES: IsTerminal(job.state), else INVALID_ARGUMENT.
+  absl::Status FinishJob(const JobRecord& job, const std::optional<StrategyRecord>& best);
+  // nullopt when nothing is stored for `signature`.
+  absl::StatusOr<std::optional<StrategyRecord>> GetStrategy(const std::string& signature);
+  // Most recently updated first; `limit` as for ListJobs.
+  absl::StatusOr<std::vector<StrategyRecord>> ListStrategies(int limit);
+
+  // Inserts the worker or replaces every field of the one with that id.
+  absl::Status UpsertWorker(const WorkerRecord& worker);
+  // By worker_id.
+  absl::StatusOr<std::vector<WorkerRecord>> ListWorkers();
+
+ private:
+  Store(std::string path, sqlite3* db, int schema_version, int migrations_applied);
+
+  absl::Status UpsertTrialLocked(const TrialRecord& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status UpdateJobLocked(const JobRecord& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string path_;
+  const int schema_version_;
+  const int migrations_applied_;
+  absl::Mutex mu_;
+  sqlite3* const db_ ABSL_PT_GUARDED_BY(mu_);  // owned; closed by ~Store
+};
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_SERVER_STORE_H_

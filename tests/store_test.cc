@@ -1,0 +1,672 @@
+#include "server/store.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace autoaccel {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+#define ASSERT_OK(expr)                    \
+  do {                                     \
+    const ::absl::Status s_ = (expr);      \
+    ASSERT_TRUE(s_.ok()) << s_.ToString(); \
+  } while (0)
+#define EXPECT_OK(expr)                    \
+  do {                                     \
+    const ::absl::Status s_ = (expr);      \
+    EXPECT_TRUE(s_.ok()) << s_.ToString(); \
+  } while (0)
+
+// A fresh directory per test, removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "store_test.XXXXXX").string();
+    char* made = mkdtemp(tmpl.data());
+    if (made == nullptr) ADD_FAILURE() << "mkdtemp failed for " << tmpl;
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::unique_ptr<Store> OpenOrDie(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path);
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  return store.ok() ? std::move(store).value() : nullptr;
+}
+
+// Runs one SQL statement on the file directly, bypassing Store, and returns
+// the first column of the first row as text ("" if none).
+std::string RawSql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  std::string result;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
+    ADD_FAILURE() << "sqlite3_open " << path << ": " << sqlite3_errmsg(db);
+  } else {
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
+      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db);
+    } else {
+      int rc = sqlite3_step(stmt);
+      if (rc == SQLITE_ROW) {
+        const unsigned char* text = sqlite3_column_text(stmt, 0);
+        if (text != nullptr) result = reinterpret_cast<const char*>(text);
+      } else if (rc != SQLITE_DONE) {
+        ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db);
+      }
+    }
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(db);
+  return result;
+}
+
+// Field-by-field views, so a mismatch prints which field differs.
+auto Tie(const TrialMetrics& m) {
+  return std::make_tuple(m.measured_steps, m.step_time_median_s, m.step_time_min_s,
+                         m.step_time_max_s, m.tokens_per_second, m.samples_per_second,
+                         m.achieved_tflops, m.peak_memory_bytes, m.peak_rss_bytes, m.final_loss);
+}
+auto Tie(const JobRecord& j) {
+  return std::make_tuple(j.job_id, JobStateName(j.state), j.status_message, j.request_json,
+                         j.signature, j.created_at, j.started_at, j.finished_at, j.deadline,
+                         j.best_trial_id, j.trials_total);
+}
+auto Tie(const TrialRecord& t) {
+  return std::tuple_cat(std::make_tuple(t.trial_id, t.job_id, t.index, t.attempt, t.strategy_text,
+                                        t.strategy_json, TrialStatusName(t.status), t.reason,
+                                        t.worker_id, t.started_at, t.finished_at),
+                        Tie(t.metrics));
+}
+auto Tie(const StrategyRecord& s) {
+  return std::tuple_cat(std::make_tuple(s.signature, s.model_family, s.model_config_json, s.seq_len,
+                                        s.global_batch_size, s.hardware, s.strategy_text,
+                                        s.strategy_json, s.job_id, s.updated_at),
+                        Tie(s.metrics));
+}
+auto Tie(const WorkerRecord& w) {
+  return std::make_tuple(w.worker_id, w.address, w.devices_json, w.registered_at, w.last_seen);
+}
+
+// Whole microseconds: the store's precision.
+absl::Time T(int64_t us) { return absl::FromUnixMicros(us); }
+constexpr int64_t kBase = 1'700'000'000'123'456;  // Nov 2023, with a microsecond part
+
+TrialMetrics SomeMetrics(double scale) {
+  TrialMetrics m;
+  m.measured_steps = 7;
+  m.step_time_median_s = 0.1234567890123 * scale;
+  m.step_time_min_s = 0.1 * scale;
+  m.step_time_max_s = 0.3333333333333333 * scale;
+  m.tokens_per_second = 12345.678 / scale;
+  m.samples_per_second = 6.02e23;
+  m.achieved_tflops = 1e-7;
+  m.peak_memory_bytes = int64_t{81} << 30;   // beyond 32 bits
+  m.peak_rss_bytes = 9'007'199'254'740'993;  // not representable as a double
+  m.final_loss = -2.5;
+  return m;
+}
+
+JobRecord MakeJob(const std::string& id, int64_t created_us, JobState state = JobState::kQueued) {
+  JobRecord job;
+  job.job_id = id;
+  job.state = state;
+  job.created_at = T(created_us);
+  return job;
+}
+
+TrialRecord MakeTrial(const std::string& job_id, int index) {
+  TrialRecord t;
+  t.job_id = job_id;
+  t.index = index;
+  t.trial_id = absl::StrCat(job_id, "-t", index);
+  t.strategy_text = absl::StrCat("mbs=", index + 1);
+  t.strategy_json = absl::StrCat(R"({"micro_batch_size":)", index + 1, "}");
+  return t;
+}
+
+StrategyRecord MakeStrategy(const std::string& signature, const std::string& job_id,
+                            const std::string& text) {
+  StrategyRecord s;
+  s.signature = signature;
+  s.model_family = "gpt2";
+  s.model_config_json = R"({"n_layer":2})";
+  s.seq_len = 128;
+  s.global_batch_size = 16;
+  s.hardware = "cpu x1";
+  s.strategy_text = text;
+  s.strategy_json = absl::StrCat(R"({"text":")", text, "\"}");
+  s.metrics = SomeMetrics(1.0);
+  s.job_id = job_id;
+  s.updated_at = T(kBase + 99);
+  return s;
+}
+
+TEST(JobStateTest, NamesRoundTripAndTerminalStates) {
+  for (JobState s : {JobState::kQueued, JobState::kWaitingForWorkers, JobState::kRunning,
+                     JobState::kSucceeded, JobState::kFailed, JobState::kCancelled}) {
+    absl::StatusOr<JobState> parsed = ParseJobState(JobStateName(s));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, s);
+  }
+  EXPECT_EQ(JobStateName(JobState::kWaitingForWorkers), "WAITING_FOR_WORKERS");
+  absl::StatusOr<JobState> bad = ParseJobState("DONE");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("QUEUED"));
+  EXPECT_FALSE(IsTerminal(JobState::kRunning));
+  EXPECT_FALSE(IsTerminal(JobState::kWaitingForWorkers));
+  EXPECT_TRUE(IsTerminal(JobState::kSucceeded));
+  EXPECT_TRUE(IsTerminal(JobState::kCancelled));
+}
+
+TEST(StoreTest, EverythingSurvivesCloseAndReopen) {
+  TempDir dir;
+  const std::string path = dir.File("state.db");
+
+  JobRecord job = MakeJob("job-1", kBase, JobState::kRunning);
+  job.status_message = "3/40 trials done — ünïcode";
+  job.request_json = R"({"model":"gpt2","world_size":1,"quote":"it's"})";
+  job.signature = "gpt2|cfg=abc|cpu x1";
+  job.started_at = T(kBase + 1);
+  job.deadline = T(kBase + 600'000'000);
+  job.best_trial_id = "job-1-t1";
+  job.trials_total = 40;
+
+  JobRecord fresh = MakeJob("job-2", kBase + 5);  // infinities left at their defaults
+
+  TrialRecord t0 = MakeTrial("job-1", 0);
+  t0.status = TrialStatus::kSucceeded;
+  t0.metrics = SomeMetrics(1.0);
+  t0.worker_id = "w1,w2";
+  t0.started_at = T(kBase + 10);
+  t0.finished_at = T(kBase + 20);
+  TrialRecord t1 = MakeTrial("job-1", 1);
+  t1.attempt = 2;
+  t1.status = TrialStatus::kOom;
+  t1.reason = "CUDA out of memory; tried to allocate 2 GiB";
+  t1.metrics = SomeMetrics(3.0);
+
+  WorkerRecord worker{"w1", "127.0.0.1:5051", R"([{"kind":"cpu","index":0}])", T(kBase),
+                      T(kBase + 42)};
+
+  JobRecord done = job;
+  done.state = JobState::kSucceeded;
+  done.finished_at = T(kBase + 30);
+  done.status_message = "done";
+  StrategyRecord best = MakeStrategy(job.signature, job.job_id, "dp=1 mbs=1");
+
+  {
+    std::unique_ptr<Store> store = OpenOrDie(path);
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(store->CreateJob(job));
+    ASSERT_OK(store->CreateJob(fresh));
+    ASSERT_OK(store->UpsertTrials({t1, t0}));
+    ASSERT_OK(store->UpsertWorker(worker));
+    ASSERT_OK(store->FinishJob(done, best));
+  }
+
+  std::unique_ptr<Store> store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+
+  absl::StatusOr<JobRecord> got = store->GetJob("job-1");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(Tie(*got), Tie(done));
+
+  absl::StatusOr<JobRecord> got_fresh = store->GetJob("job-2");
+  ASSERT_TRUE(got_fresh.ok()) << got_fresh.status();
+  EXPECT_EQ(Tie(*got_fresh), Tie(fresh));
+  EXPECT_EQ(got_fresh->started_at, absl::InfinitePast());
+  EXPECT_EQ(got_fresh->finished_at, absl::InfinitePast());
+  EXPECT_EQ(got_fresh->deadline, absl::InfiniteFuture());
+
+  absl::StatusOr<std::vector<TrialRecord>> trials = store->ListTrials("job-1");
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  ASSERT_EQ(trials->size(), 2u);
+  EXPECT_EQ(Tie((*trials)[0]), Tie(t0));
+  EXPECT_EQ(Tie((*trials)[1]), Tie(t1));
+
+  absl::StatusOr<std::optional<StrategyRecord>> strategy = store->GetStrategy(job.signature);
+  ASSERT_TRUE(strategy.ok()) << strategy.status();
+  ASSERT_TRUE(strategy->has_value());
+  EXPECT_EQ(Tie(**strategy), Tie(best));
+
+  absl::StatusOr<std::vector<WorkerRecord>> workers = store->ListWorkers();
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  ASSERT_EQ(workers->size(), 1u);
+  EXPECT_EQ(Tie((*workers)[0]), Tie(worker));
+}
+
+TEST(StoreTest, TimesBeforeTheEpochAndSubMicrosecondsAreHandled) {
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(store, nullptr);
+  JobRecord job = MakeJob("old", -1'234'567);
+  job.deadline = T(kBase) + absl::Nanoseconds(999);  // finer than the store keeps
+  ASSERT_OK(store->CreateJob(job));
+  absl::StatusOr<JobRecord> got = store->GetJob("old");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->created_at, T(-1'234'567));
+  EXPECT_EQ(got->deadline, T(kBase));
+}
+
+TEST(StoreTest, MigratesANewFileAndDoesNotMigrateTwice) {
+  TempDir dir;
+  const std::string path = dir.File("new.db");
+  ASSERT_FALSE(std::filesystem::exists(path));
+  {
+    std::unique_ptr<Store> store = OpenOrDie(path);
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->schema_version(), Store::kCurrentSchemaVersion);
+    EXPECT_EQ(store->migrations_applied(), Store::kCurrentSchemaVersion);
+    ASSERT_OK(store->CreateJob(MakeJob("kept", kBase)));
+  }
+  EXPECT_EQ(RawSql(path, "PRAGMA user_version"), std::to_string(Store::kCurrentSchemaVersion));
+  EXPECT_EQ(RawSql(path, "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(RawSql(path,
+                   "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
+                   "('jobs', 'trials', 'strategies', 'workers')"),
+            "4");
+
+  std::unique_ptr<Store> again = OpenOrDie(path);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->schema_version(), Store::kCurrentSchemaVersion);
+  EXPECT_EQ(again->migrations_applied(), 0);
+  EXPECT_TRUE(again->GetJob("kept").ok());
+}
+
+TEST(StoreTest, MigratesAnEmptyFile) {
+  TempDir dir;
+  const std::string path = dir.File("empty.db");
+  std::ofstream(path).close();
+  ASSERT_EQ(std::filesystem::file_size(path), 0u);
+  std::unique_ptr<Store> store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->schema_version(), Store::kCurrentSchemaVersion);
+  EXPECT_EQ(store->migrations_applied(), Store::kCurrentSchemaVersion);
+  EXPECT_OK(store->CreateJob(MakeJob("a", kBase)));
+}
+
+TEST(StoreTest, RefusesASchemaNewerThanThisBuild) {
+  TempDir dir;
+  const std::string path = dir.File("future.db");
+  { ASSERT_NE(OpenOrDie(path), nullptr); }
+  const int newer = Store::kCurrentSchemaVersion + 1;
+  RawSql(path, absl::StrCat("PRAGMA user_version = ", newer));
+
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr(path));
+  EXPECT_THAT(store.status().message(), HasSubstr(absl::StrCat("schema version ", newer)));
+  EXPECT_THAT(store.status().message(), HasSubstr("newer"));
+  // Refused without touching it.
+  EXPECT_EQ(RawSql(path, "PRAGMA user_version"), std::to_string(newer));
+}
+
+TEST(StoreTest, RefusesANewerSchemaBeforeChangingTheFile) {
+  TempDir dir;
+  const std::string path = dir.File("foreign.db");
+  // Written by "a newer build" that never used WAL.
+  RawSql(path, "CREATE TABLE future (x INTEGER)");
+  RawSql(path, absl::StrCat("PRAGMA user_version = ", Store::kCurrentSchemaVersion + 5));
+  ASSERT_EQ(RawSql(path, "PRAGMA journal_mode"), "delete");
+
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(RawSql(path, "PRAGMA journal_mode"), "delete");
+  EXPECT_EQ(RawSql(path, "SELECT count(*) FROM sqlite_schema"), "1");
+}
+
+TEST(StoreTest, RefusesAFileThatIsNotADatabase) {
+  TempDir dir;
+  const std::string path = dir.File("notes.txt");
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 200; ++i) out << "this is not an SQLite database, just text\n";
+  }
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr(path));
+  EXPECT_THAT(store.status().message(), HasSubstr("not a database"));
+}
+
+TEST(StoreTest, RefusesAPathThatCannotBeCreated) {
+  TempDir dir;
+  const std::string path = dir.File("no/such/dir/state.db");
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr(path));
+}
+
+TEST(StoreTest, FinishJobWritesJobAndStrategyAndLaterOnesReplaceIt) {
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenOrDie(dir.File("s.db"));
+  ASSERT_NE(store, nullptr);
+  const std::string sig = "gpt2|h=768|cpu x1";
+
+  absl::StatusOr<std::optional<StrategyRecord>> none = store->GetStrategy(sig);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+
+  JobRecord first = MakeJob("j1", kBase, JobState::kRunning);
+  first.signature = sig;
+  ASSERT_OK(store->CreateJob(first));
+  first.state = JobState::kSucceeded;
+  first.best_trial_id = "j1-t3";
+  ASSERT_OK(store->FinishJob(first, MakeStrategy(sig, "j1", "mbs=4")));
+
+  absl::StatusOr<JobRecord> job = store->GetJob("j1");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state, JobState::kSucceeded);
+  EXPECT_EQ(job->best_trial_id, "j1-t3");
+  absl::StatusOr<std::optional<StrategyRecord>> s = store->GetStrategy(sig);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(s->has_value());
+  EXPECT_EQ((*s)->strategy_text, "mbs=4");
+  EXPECT_EQ((*s)->job_id, "j1");
+
+  JobRecord second = MakeJob("j2", kBase + 1, JobState::kRunning);
+  second.signature = sig;
+  ASSERT_OK(store->CreateJob(second));
+  second.state = JobState::kSucceeded;
+  StrategyRecord better = MakeStrategy(sig, "j2", "mbs=8 zero1");
+  better.updated_at = T(kBase + 1000);
+  ASSERT_OK(store->FinishJob(second, better));
+
+  s = store->GetStrategy(sig);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(s->has_value());
+  EXPECT_EQ(Tie(**s), Tie(better));
+  absl::StatusOr<std::vector<StrategyRecord>> all = store->ListStrategies(0);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->size(), 1u);
+
+  // A job that ends without a winner leaves the strategy alone.
+  JobRecord third = MakeJob("j3", kBase + 2, JobState::kRunning);
+  third.signature = sig;
+  ASSERT_OK(store->CreateJob(third));
+  third.state = JobState::kFailed;
+  ASSERT_OK(store->FinishJob(third, std::nullopt));
+  s = store->GetStrategy(sig);
+  ASSERT_TRUE(s.ok() && s->has_value());
+  EXPECT_EQ((*s)->job_id, "j2");
+  absl::StatusOr<JobRecord> failed = store->GetJob("j3");
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ(failed->state, JobState::kFailed);
+}
+
+TEST(StoreTest, FinishJobIsAtomic) {
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenOrDie(dir.File("s.db"));
+  ASSERT_NE(store, nullptr);
+
+  // Unknown job: the strategy must not be written either.
+  JobRecord ghost = MakeJob("ghost", kBase, JobState::kSucceeded);
+  absl::Status st = store->FinishJob(ghost, MakeStrategy("sig", "ghost", "mbs=1"));
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound) << st;
+  absl::StatusOr<std::optional<StrategyRecord>> s = store->GetStrategy("sig");
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->has_value());
+
+  // Bad strategy: the job must not be marked finished.
+  ASSERT_OK(store->CreateJob(MakeJob("j", kBase, JobState::kRunning)));
+  JobRecord done = MakeJob("j", kBase, JobState::kSucceeded);
+  st = store->FinishJob(done, MakeStrategy("", "j", "mbs=1"));
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  absl::StatusOr<JobRecord> job = store->GetJob("j");
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, JobState::kRunning);
+
+  // Not a terminal state.
+  st = store->FinishJob(MakeJob("j", kBase, JobState::kWaitingForWorkers), std::nullopt);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  job = store->GetJob("j");
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, JobState::kRunning);
+}
+
+TEST(StoreTest, UpsertTrialsIsAllOrNothing) {
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->CreateJob(MakeJob("j", kBase)));
+  TrialRecord existing = MakeTrial("j", 0);
+  ASSERT_OK(store->UpsertTrial(existing));
+
+  TrialRecord changed = existing;
+  changed.status = TrialStatus::kRunning;
+  TrialRecord orphan = MakeTrial("no-such-job", 5);
+  absl::Status st = store->UpsertTrials({MakeTrial("j", 1), changed, orphan});
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_THAT(st.message(), HasSubstr("no-such-job"));
+
+  absl::StatusOr<std::vector<TrialRecord>> trials = store->ListTrials("j");
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  ASSERT_EQ(trials->size(), 1u);
+  EXPECT_EQ(Tie((*trials)[0]), Tie(existing));
+
+  // An invalid record is rejected the same way.
+  TrialRecord bad = MakeTrial("j", 2);
+  bad.attempt = 0;
+  st = store->UpsertTrials({MakeTrial("j", 1), bad});
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  trials = store->ListTrials("j");
+  ASSERT_TRUE(trials.ok());
+  EXPECT_EQ(trials->size(), 1u);
+}
+
+TEST(StoreTest, UpsertTrialReplacesByIdAndListsByIndex) {
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->CreateJob(MakeJob("j", kBase)));
+  ASSERT_OK(store->CreateJob(MakeJob("other", kBase)));
+  ASSERT_OK(store->UpsertTrials({MakeTrial("j", 2), MakeTrial("j", 0), MakeTrial("other", 1)}));
+  ASSERT_OK(store->UpsertTrial(MakeTrial("j", 1)));
+
+  TrialRecord retried = MakeTrial("j", 2);
+  retried.attempt = 2;
+  retried.status = TrialStatus::kSucceeded;
+  retried.metrics = SomeMetrics(2.0);
+  ASSERT_OK(store->UpsertTrial(retried));
+
+  absl::StatusOr<std::vector<TrialRecord>> trials = store->ListTrials("j");
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  std::vector<int> indices;
+  for (const TrialRecord& t : *trials) indices.push_back(t.index);
+  EXPECT_THAT(indices, ElementsAre(0, 1, 2));
+  EXPECT_EQ(Tie(trials->back()), Tie(retried));
+
+  absl::StatusOr<std::vector<TrialRecord>> unknown = store->ListTrials("nobody");
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_THAT(*unknown, IsEmpty());
+}
+
+TEST(StoreTest, ReportsMissingAndDuplicateRows) {
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenOrDie(dir.File("e.db"));
+  ASSERT_NE(store, nullptr);
+
+  JobRecord job = MakeJob("j", kBase);
+  job.status_message = "original";
+  ASSERT_OK(store->CreateJob(job));
+  JobRecord dup = job;
+  dup.status_message = "impostor";
+  absl::Status st = store->CreateJob(dup);
+  EXPECT_EQ(st.code(), absl::StatusCode::kAlreadyExists) << st;
+  EXPECT_THAT(st.message(), HasSubstr("'j'"));
+  absl::StatusOr<JobRecord> got = store->GetJob("j");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->status_message, "original");
+
+  st = store->UpdateJob(MakeJob("missing", kBase));
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound) << st;
+  EXPECT_EQ(store->GetJob("missing").status().code(), absl::StatusCode::kNotFound);
+
+  job.status_message = "updated";
+  job.state = JobState::kWaitingForWorkers;
+  ASSERT_OK(store->UpdateJob(job));
+  got = store->GetJob("j");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(Tie(*got), Tie(job));
+
+  st = store->UpsertTrial(MakeTrial("missing", 0));
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+
+  EXPECT_EQ(store->CreateJob(MakeJob("", kBase)).code(), absl::StatusCode::kInvalidArgument);
+  TrialRecord no_id = MakeTrial("j", 0);
+  no_id.trial_id.clear();
+  EXPECT_EQ(store->UpsertTrial(no_id).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->UpsertWorker(WorkerRecord{}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->ListJobs(-1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->ListStrategies(-1).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(StoreTest, ListJobsIsNewestFirst) {
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenOrDie(dir.File("l.db"));
+  ASSERT_NE(store, nullptr);
+  // Created out of time order, with a tie broken by creation order.
+  ASSERT_OK(store->CreateJob(MakeJob("b", kBase + 2)));
+  ASSERT_OK(store->CreateJob(MakeJob("a", kBase + 1)));
+  ASSERT_OK(store->CreateJob(MakeJob("d", kBase + 3)));
+  ASSERT_OK(store->CreateJob(MakeJob("c", kBase + 3)));
+
+  auto ids = [&](int limit) {
+    std::vector<std::string> out;
+    absl::StatusOr<std::vector<JobRecord>> jobs = store->ListJobs(limit);
+    EXPECT_TRUE(jobs.ok()) << jobs.status();
+    if (jobs.ok()) {
+      for (const JobRecord& j : *jobs) out.push_back(j.job_id);
+    }
+    return out;
+  };
+  EXPECT_THAT(ids(0), ElementsAre("c", "d", "b", "a"));
+  EXPECT_THAT(ids(2), ElementsAre("c", "d"));
+  EXPECT_THAT(ids(10), ElementsAre("c", "d", "b", "a"));
+}
+
+TEST(StoreTest, UnfinishedJobsAreFoundAfterACrash) {
+  TempDir dir;
+  const std::string path = dir.File("crash.db");
+  {
+    std::unique_ptr<Store> store = OpenOrDie(path);
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(store->CreateJob(MakeJob("running", kBase + 3, JobState::kRunning)));
+    ASSERT_OK(store->CreateJob(MakeJob("ok", kBase + 1, JobState::kSucceeded)));
+    ASSERT_OK(store->CreateJob(MakeJob("queued", kBase + 2, JobState::kQueued)));
+    ASSERT_OK(store->CreateJob(MakeJob("failed", kBase + 4, JobState::kFailed)));
+    ASSERT_OK(store->CreateJob(MakeJob("waiting", kBase + 5, JobState::kWaitingForWorkers)));
+    ASSERT_OK(store->CreateJob(MakeJob("cancelled", kBase + 6, JobState::kCancelled)));
+    // No FinishJob: the server "crashed".
+  }
+  std::unique_ptr<Store> store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<std::vector<JobRecord>> jobs = store->ListUnfinishedJobs();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  std::vector<std::string> ids;
+  for (const JobRecord& j : *jobs) ids.push_back(j.job_id);
+  EXPECT_THAT(ids, ElementsAre("queued", "running", "waiting"));
+
+  ASSERT_OK(store->FinishJob(MakeJob("running", kBase + 3, JobState::kFailed), std::nullopt));
+  jobs = store->ListUnfinishedJobs();
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ(jobs->size(), 2u);
+}
+
+TEST(StoreTest, UpsertWorkerReplacesById) {
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenOrDie(dir.File("w.db"));
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->UpsertWorker({"w2", "10.0.0.2:5051", "[]", T(kBase), T(kBase)}));
+  ASSERT_OK(store->UpsertWorker({"w1", "10.0.0.1:5051", "[]", T(kBase), T(kBase)}));
+  WorkerRecord back{"w2", "10.0.0.9:6000", R"([{"kind":"cuda","index":0}])", T(kBase + 5),
+                    T(kBase + 6)};
+  ASSERT_OK(store->UpsertWorker(back));
+  absl::StatusOr<std::vector<WorkerRecord>> workers = store->ListWorkers();
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  ASSERT_EQ(workers->size(), 2u);
+  EXPECT_EQ((*workers)[0].worker_id, "w1");
+  EXPECT_EQ(Tie((*workers)[1]), Tie(back));
+}
+
+// Writers on several threads, through one Store and through a second Store
+// on the same file (which exercises SQLite's locking and the busy timeout).
+TEST(StoreTest, ConcurrentWritersDoNotFail) {
+  TempDir dir;
+  const std::string path = dir.File("c.db");
+  std::unique_ptr<Store> a = OpenOrDie(path);
+  std::unique_ptr<Store> b = OpenOrDie(path);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+
+  constexpr int kThreads = 4;
+  constexpr int kJobsPerThread = 20;
+  std::vector<std::vector<absl::Status>> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      Store& store = i % 2 == 0 ? *a : *b;
+      auto check = [&](absl::Status s) {
+        if (!s.ok()) errors[i].push_back(s);
+      };
+      for (int n = 0; n < kJobsPerThread; ++n) {
+        std::string id = absl::StrCat("t", i, "-j", n);
+        JobRecord job = MakeJob(id, kBase + n);
+        check(store.CreateJob(job));
+        check(store.UpsertTrials({MakeTrial(id, 0), MakeTrial(id, 1)}));
+        job.state = JobState::kRunning;
+        check(store.UpdateJob(job));
+        check(store.ListJobs(5).status());
+        job.state = JobState::kSucceeded;
+        check(store.FinishJob(job, MakeStrategy(absl::StrCat("sig", n % 3), id, "mbs=1")));
+        check(store.UpsertWorker({absl::StrCat("w", i), "h:1", "[]", T(kBase), T(kBase + n)}));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    for (const absl::Status& s : errors[i]) ADD_FAILURE() << "thread " << i << ": " << s;
+  }
+
+  absl::StatusOr<std::vector<JobRecord>> jobs = a->ListJobs(0);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_EQ(jobs->size(), static_cast<size_t>(kThreads * kJobsPerThread));
+  for (const JobRecord& j : *jobs) EXPECT_EQ(j.state, JobState::kSucceeded) << j.job_id;
+  absl::StatusOr<std::vector<TrialRecord>> trials = b->ListTrials("t3-j19");
+  ASSERT_TRUE(trials.ok());
+  EXPECT_EQ(trials->size(), 2u);
+  absl::StatusOr<std::vector<StrategyRecord>> strategies = a->ListStrategies(0);
+  ASSERT_TRUE(strategies.ok());
+  EXPECT_EQ(strategies->size(), 3u);
+}
+
+}  // namespace
+}  // namespace autoaccel
