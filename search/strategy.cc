@@ -1,6 +1,7 @@
 #include "search/strategy.h"
 
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -109,7 +110,8 @@ absl::StatusOr<Strategy> StrategyFromJson(const nlohmann::json& j) {
   Strategy s;
   for (const auto& [key, value] : j.items()) {
     if (key == "micro_batch_size" || key == "grad_accum_steps") {
-      if (!value.is_number_integer() || value.get<int64_t>() <= 0) {
+      if (!value.is_number_integer() || value.get<int64_t>() <= 0 ||
+          value.get<int64_t>() > std::numeric_limits<int>::max()) {
         return absl::InvalidArgumentError(
             absl::StrCat("strategy.", key, ": expected a positive integer"));
       }

@@ -1,0 +1,97 @@
+// The search space: which strategies a tuning job may try.
+//
+// EnumerateSpace() takes the cross product of the requested dimension values,
+// drops the combinations that a compatibility rule rejects, and returns the
+// rest in a fixed order of promise. Compatibility rules are data (a table of
+// named checks, see CompatibilityRules()), so later dimensions such as tensor
+// or pipeline degrees add rules rather than branches.
+//
+// Pure functions: no I/O, no global state; safe to call from any thread.
+#ifndef AUTOACCEL_SEARCH_SPACE_H_
+#define AUTOACCEL_SEARCH_SPACE_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "search/model.h"
+#include "search/strategy.h"
+
+namespace autoaccel {
+
+struct SpaceRequest {
+  ModelSpec model;
+  int seq_len = 0;            // tokens per sample; 0 < seq_len <= model.n_positions
+  int global_batch_size = 0;  // samples per optimizer step, summed over ranks
+  int world_size = 1;         // ranks per trial (data-parallel only for now)
+  // Candidate values per dimension. Empty means every value:
+  //   micro_batch_sizes: every power of two (1, 2, 4, ...) that divides
+  //                      global_batch_size / world_size;
+  //   precisions, checkpointings, attentions: every enumerator.
+  // Given values may come in any order and may repeat; the output order does
+  // not depend on it. Given micro-batch sizes that do not divide the per-rank
+  // batch are skipped.
+  std::vector<int> micro_batch_sizes;
+  std::vector<Precision> precisions;
+  std::vector<Checkpointing> checkpointings;
+  std::vector<Attention> attentions;
+  bool device_supports_bf16 = true;  // bf16 is dropped from the space when false
+};
+
+// Checks the request itself (not any strategy). Returns OK or
+// INVALID_ARGUMENT whose message starts with the offending field:
+//   "seq_len: ..."            seq_len <= 0 or > model.n_positions
+//   "world_size: ..."         world_size <= 0
+//   "global_batch_size: ..."  <= 0, not divisible by world_size, or the
+//                             per-rank batch is not divisible by any of the
+//                             given micro-batch sizes
+//   "micro_batch_sizes: ..."  a given size <= 0
+//   "precisions: ..." / "checkpointings: ..." / "attentions: ..."
+//                             an unknown enumerator, or (precisions) nothing
+//                             left once bf16 is dropped for a device without it
+absl::Status ValidateSpaceRequest(const SpaceRequest& request);
+
+// One compatibility rule. `check` returns OK when the strategy may run under
+// the request, else INVALID_ARGUMENT whose message starts with
+// "strategy.<field>: " and says why. Rules assume nothing of each other.
+struct CompatibilityRule {
+  absl::string_view name;  // stable id, e.g. "batch_product"
+  absl::Status (*check)(const SpaceRequest& request, const Strategy& strategy);
+};
+
+// The rules CheckCompatible() applies, in order:
+//   "positive_sizes"  micro_batch_size and grad_accum_steps are positive;
+//   "known_values"    precision, checkpointing and attention are enumerators;
+//   "batch_product"   world_size * micro_batch_size * grad_accum_steps ==
+//                     global_batch_size;
+//   "bf16_device"     bf16 needs device_supports_bf16.
+// The per-dimension candidate lists of the request are a choice of the user,
+// not a compatibility rule: a strategy outside them can still be compatible.
+absl::Span<const CompatibilityRule> CompatibilityRules();
+
+// OK, or the first failing rule's INVALID_ARGUMENT. Does not validate the
+// request itself (see ValidateSpaceRequest).
+absl::Status CheckCompatible(const SpaceRequest& request, const Strategy& strategy);
+
+// Every compatible strategy of the request, each once, with
+// grad_accum_steps = global_batch_size / (world_size * micro_batch_size).
+//
+// Order (deterministic; likely-best first, so a job cut short by its time
+// limit has already tried the promising strategies). Nested loops, outermost
+// first, each dimension in its preferred order:
+//   precision      bf16, fp32           (tensor-core GEMMs, half the bytes)
+//   attention      sdpa, math           (fused kernel, no seq^2 buffer)
+//   checkpointing  none, full           (no recomputation)
+//   micro batch    largest to smallest  (fewer, larger GEMMs)
+// Micro batch is innermost so that, under the best flags, an OOM at a large
+// micro batch is followed straight away by the next smaller one.
+//
+// Errors: those of ValidateSpaceRequest(), or INVALID_ARGUMENT
+// "space: no compatible strategy (...)" when every candidate is rejected.
+absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_SEARCH_SPACE_H_

@@ -1,0 +1,11 @@
+if(AUTOACCEL_BUILD_SERVICES AND AUTOACCEL_BUILD_ENGINE)
+  add_executable(e2e_test e2e_test.cc subprocess.cc)
+  target_include_directories(e2e_test PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(e2e_test PRIVATE autoaccel_search SQLite::SQLite3 GTest::gmock_main)
+  target_compile_definitions(e2e_test PRIVATE
+    AUTOACCEL_SERVER_BIN="$<TARGET_FILE:autoaccel-server>"
+    AUTOACCEL_WORKER_BIN="$<TARGET_FILE:autoaccel-worker>"
+    AUTOACCEL_CLI_BIN="$<TARGET_FILE:autoaccel>")
+  add_dependencies(e2e_test autoaccel-server autoaccel-worker autoaccel autoaccel-trial)
+  gtest_discover_tests(e2e_test TEST_PREFIX "e2e." PROPERTIES TIMEOUT 300 DISCOVERY_TIMEOUT 30)
+endif()

@@ -1,0 +1,336 @@
+// End to end: real server, real workers, real trial runner, the CLI as a
+// subprocess, and the SQLite file read back directly.
+#include <signal.h>
+#include <sqlite3.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "search/strategy.h"
+#include "tests/subprocess.h"
+
+namespace autoaccel {
+namespace {
+
+using ::autoaccel::testing::AddressFromLine;
+using ::autoaccel::testing::MakeTempDir;
+using ::autoaccel::testing::RunCommand;
+using ::autoaccel::testing::Subprocess;
+using ::autoaccel::testing::WriteFile;
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+constexpr char kTinyGpt[] = R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 4,
+  "vocab_size": 64, "n_positions": 32})";
+
+class Cluster {
+ public:
+  Cluster() : dir_(MakeTempDir("autoaccel-e2e-")), db_(dir_ + "/autoaccel.db") {
+    config_ = dir_ + "/config.json";
+    WriteFile(config_, kTinyGpt);
+  }
+
+  bool StartServer() {
+    server_ = std::make_unique<Subprocess>(
+        std::vector<std::string>{AUTOACCEL_SERVER_BIN, "--listen", "127.0.0.1:0", "--db", db_,
+                                 "--heartbeat-interval", "0.5", "--worker-timeout", "3"},
+        dir_, absl::StrCat("server", ++servers_));
+    address_ = AddressFromLine(server_->WaitForLine("listening on", absl::Seconds(20)));
+    return !address_.empty();
+  }
+  void StopServer() { server_->Signal(SIGTERM); }
+
+  Subprocess* StartWorker(const std::string& name) {
+    workers_.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{AUTOACCEL_WORKER_BIN, "--coordinator", address_, "--listen",
+                                 "127.0.0.1:0", "--devices", "cpu:1", "--id", name,
+                                 "--threads-per-device", "1", "--work-dir", dir_},
+        dir_, name));
+    return workers_.back().get();
+  }
+  bool WaitForWorkers(int n) {
+    const absl::Time end = absl::Now() + absl::Seconds(20);
+    while (absl::Now() < end) {
+      std::string out;
+      if (Cli({"workers", "--json"}, &out) == 0) {
+        json j = json::parse(out, nullptr, false);
+        int healthy = 0;
+        if (!j.is_discarded()) {
+          for (const auto& w : j["workers"]) healthy += w["healthy"].get<bool>() ? 1 : 0;
+        }
+        if (healthy >= n) return true;
+      }
+      absl::SleepFor(absl::Milliseconds(200));
+    }
+    return false;
+  }
+
+  int Cli(std::vector<std::string> args, std::string* out, std::string* err = nullptr,
+          absl::Duration timeout = absl::Minutes(5)) {
+    std::vector<std::string> argv = {AUTOACCEL_CLI_BIN, "--server", address_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv, dir_, out, err, timeout);
+  }
+
+  std::vector<std::string> ModelArgs(int batch = 4) const {
+    return {"--model", "gpt2", "--model-config", config_, "--seq-len", "16",
+            "--global-batch-size", std::to_string(batch)};
+  }
+
+  // Rows of `sql` (first column joined with '|' per row).
+  std::vector<std::string> Query(const std::string& sql) const {
+    sqlite3* db = nullptr;
+    std::vector<std::string> rows;
+    if (sqlite3_open_v2(db_.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+      return rows;
+    }
+    sqlite3_stmt* stmt = nullptr;
+    sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr);
+    while (stmt && sqlite3_step(stmt) == SQLITE_ROW) {
+      std::string row;
+      for (int i = 0; i < sqlite3_column_count(stmt); ++i) {
+        const unsigned char* text = sqlite3_column_text(stmt, i);
+        absl::StrAppend(&row, i ? "|" : "", text ? reinterpret_cast<const char*>(text) : "");
+      }
+      rows.push_back(row);
+    }
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    return rows;
+  }
+
+  const std::string& dir() const { return dir_; }
+  const std::string& config() const { return config_; }
+
+ private:
+  std::string dir_, db_, config_, address_;
+  int servers_ = 0;
+  std::unique_ptr<Subprocess> server_;
+  std::vector<std::unique_ptr<Subprocess>> workers_;
+};
+
+json ParseJson(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON: " << text;
+  return j;
+}
+
+TEST(EndToEnd, TuneRecordsEveryTrialAndBestSurvivesRestart) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  cluster.StartWorker("w1");
+  cluster.StartWorker("w2");
+  ASSERT_TRUE(cluster.WaitForWorkers(2));
+
+  std::vector<std::string> args = {"tune"};
+  for (const std::string& a : cluster.ModelArgs()) args.push_back(a);
+  for (const char* a : {"--time-limit", "3m", "--max-trials", "6", "--warmup-steps", "1",
+                        "--measured-steps", "2", "--json"}) {
+    args.push_back(a);
+  }
+  std::string out, err;
+  ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
+  json job = ParseJson(out);
+  EXPECT_EQ(job["state"], "SUCCEEDED") << out;
+  ASSERT_TRUE(job["best"].is_object()) << out;
+  const std::string best = job["best"]["strategy"].get<std::string>();
+  absl::StatusOr<Strategy> from_text = ParseStrategyText(best);
+  absl::StatusOr<Strategy> from_json = StrategyFromJson(job["best"]["strategy_json"]);
+  ASSERT_TRUE(from_text.ok() && from_json.ok()) << out;
+  EXPECT_EQ(*from_text, *from_json);
+  EXPECT_GT(job["best"]["metrics"]["tokens_per_second"].get<double>(), 0);
+  EXPECT_GT(job["best"]["metrics"]["peak_memory_bytes"].get<int64_t>(), 0);
+  EXPECT_GE(job["elapsed_seconds"].get<double>(), 0);
+
+  // Every trial accounted for, in a final state, and the best is the fastest.
+  ASSERT_EQ(job["trials"].size(), 6u) << out;
+  double fastest = 0;
+  std::vector<std::string> expected_rows;
+  for (const json& t : job["trials"]) {
+    const std::string status = t["status"];
+    EXPECT_THAT((std::vector<std::string>{"SUCCEEDED", "OOM", "FAILED", "TIMEOUT", "PRUNED",
+                                          "CANCELLED"}),
+                ::testing::Contains(status));
+    EXPECT_TRUE(StrategyFromJson(t["strategy_json"]).ok());
+    if (status == "SUCCEEDED") fastest = std::max(fastest, t["metrics"]["tokens_per_second"].get<double>());
+    expected_rows.push_back(absl::StrCat(t["trial_id"].get<std::string>(), "|", status, "|",
+                                         t["strategy"].get<std::string>()));
+  }
+  EXPECT_EQ(job["best"]["metrics"]["tokens_per_second"].get<double>(), fastest);
+  EXPECT_THAT(cluster.Query(absl::StrCat(
+                  "SELECT trial_id, status, strategy_text FROM trials WHERE job_id = '",
+                  job["job_id"].get<std::string>(), "' ORDER BY idx")),
+              ::testing::ElementsAreArray(expected_rows));
+  EXPECT_THAT(cluster.Query(absl::StrCat("SELECT state FROM jobs WHERE job_id = '",
+                                         job["job_id"].get<std::string>(), "'")),
+              ::testing::ElementsAre("SUCCEEDED"));
+
+  // The answer outlives the server.
+  cluster.StopServer();
+  ASSERT_TRUE(cluster.StartServer());
+  std::vector<std::string> best_args = {"best"};
+  for (const std::string& a : cluster.ModelArgs()) best_args.push_back(a);
+  best_args.push_back("--json");
+  ASSERT_EQ(cluster.Cli(best_args, &out, &err), 0) << out << err;
+  json answer = ParseJson(out);
+  EXPECT_EQ(answer["best"]["strategy"], best);
+  EXPECT_EQ(answer["best"]["strategy_json"], job["best"]["strategy_json"]);
+
+  // A question never tuned: a clear "no strategy recorded", exit code 3.
+  best_args = {"best"};
+  for (const std::string& a : cluster.ModelArgs(8)) best_args.push_back(a);
+  EXPECT_EQ(cluster.Cli(best_args, &out, &err), 3);
+  EXPECT_THAT(err, HasSubstr("no strategy recorded"));
+}
+
+TEST(EndToEnd, JobWaitsForAWorkerThenRuns) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  std::vector<std::string> args = {"tune"};
+  for (const std::string& a : cluster.ModelArgs()) args.push_back(a);
+  for (const char* a : {"--time-limit", "2m", "--max-trials", "2", "--warmup-steps", "1",
+                        "--measured-steps", "1", "--detach", "--json"}) {
+    args.push_back(a);
+  }
+  std::string out, err;
+  ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
+  const std::string job_id = ParseJson(out)["job_id"];
+
+  // Without workers the job says what it waits for.
+  json job;
+  const absl::Time end = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < end) {
+    ASSERT_EQ(cluster.Cli({"job", job_id, "--json"}, &out), 0);
+    job = ParseJson(out);
+    if (job["state"] == "WAITING_FOR_WORKERS") break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(job["state"], "WAITING_FOR_WORKERS");
+  EXPECT_THAT(job["status_message"].get<std::string>(), HasSubstr("waiting for a worker"));
+
+  cluster.StartWorker("late");
+  ASSERT_EQ(cluster.Cli({"watch", job_id, "--json"}, &out, &err), 0) << out << err;
+  job = ParseJson(out);
+  EXPECT_EQ(job["state"], "SUCCEEDED") << out;
+  EXPECT_EQ(job["trials"].size(), 2u);
+}
+
+TEST(EndToEnd, JobWithoutWorkersEndsAtItsTimeLimit) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  std::vector<std::string> args = {"tune"};
+  for (const std::string& a : cluster.ModelArgs()) args.push_back(a);
+  for (const char* a : {"--time-limit", "3s", "--json"}) args.push_back(a);
+  std::string out, err;
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(cluster.Cli(args, &out, &err), 1) << out << err;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3 + 5));
+  json job = ParseJson(out);
+  EXPECT_EQ(job["state"], "FAILED");
+  EXPECT_THAT(job["status_message"].get<std::string>(), HasSubstr("time limit"));
+  EXPECT_TRUE(job["best"].is_null());
+}
+
+TEST(EndToEnd, KilledWorkerFailsItsTrialAndTheJobGoesOn) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  Subprocess* doomed = cluster.StartWorker("doomed");
+  cluster.StartWorker("steady");
+  ASSERT_TRUE(cluster.WaitForWorkers(2));
+  std::vector<std::string> args = {"tune"};
+  for (const std::string& a : cluster.ModelArgs()) args.push_back(a);
+  // Long enough trials that one is surely running on the doomed worker.
+  for (const char* a : {"--time-limit", "90s", "--max-trials", "4", "--warmup-steps", "1",
+                        "--measured-steps", "40", "--detach", "--json"}) {
+    args.push_back(a);
+  }
+  std::string out, err;
+  ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
+  const std::string job_id = ParseJson(out)["job_id"];
+
+  bool running_on_doomed = false;
+  const absl::Time end = absl::Now() + absl::Seconds(20);
+  while (!running_on_doomed && absl::Now() < end) {
+    ASSERT_EQ(cluster.Cli({"workers", "--json"}, &out), 0);
+    for (const json& w : ParseJson(out)["workers"]) {
+      if (w["worker_id"] == "doomed" && !w["devices"][0]["held_by_trial"].get<std::string>().empty()) {
+        running_on_doomed = true;
+      }
+    }
+    if (!running_on_doomed) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_TRUE(running_on_doomed);
+  absl::SleepFor(absl::Seconds(1));  // let the trial runner start training
+  doomed->Signal(SIGKILL);
+
+  const absl::Time start = absl::Now();
+  ASSERT_EQ(cluster.Cli({"watch", job_id, "--json"}, &out, &err), 0) << out << err;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(90 + 5));
+  json job = ParseJson(out);
+  EXPECT_EQ(job["state"], "SUCCEEDED") << out;
+  int failed_on_doomed = 0, succeeded = 0;
+  for (const json& t : job["trials"]) {
+    if (t["status"] == "FAILED" && t["worker_ids"][0] == "doomed") {
+      ++failed_on_doomed;
+      EXPECT_THAT(t["reason"].get<std::string>(), HasSubstr("doomed"));
+    }
+    if (t["status"] == "SUCCEEDED") ++succeeded;
+  }
+  EXPECT_EQ(failed_on_doomed, 1) << out;
+  EXPECT_GE(succeeded, 1) << out;
+}
+
+TEST(EndToEnd, BadInputIsRejectedNamingTheFieldAndNothingIsStored) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  std::string out, err;
+  const std::string broken = cluster.dir() + "/broken.json";
+  WriteFile(broken, R"({"n_layer": 2, "n_embd": 32, "vocab_size": 64, "n_positions": 32})");
+  EXPECT_EQ(cluster.Cli({"tune", "--model", "gpt2", "--model-config", broken, "--seq-len", "16",
+                         "--global-batch-size", "4", "--time-limit", "1m"},
+                        &out, &err),
+            1);
+  EXPECT_THAT(err, HasSubstr("n_head"));
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+
+  EXPECT_EQ(cluster.Cli({"tune", "--model", "gpt5", "--model-config", cluster.config(),
+                         "--seq-len", "16", "--global-batch-size", "4", "--time-limit", "1m"},
+                        &out, &err),
+            1);
+  EXPECT_THAT(err, HasSubstr("model"));
+  EXPECT_THAT(err, HasSubstr("gpt2"));
+
+  EXPECT_EQ(cluster.Cli({"tune", "--model", "gpt2", "--model-config", cluster.config(),
+                         "--seq-len", "16", "--global-batch-size", "4", "--time-limit", "0s"},
+                        &out, &err),
+            1);
+  EXPECT_THAT(err, HasSubstr("time_limit"));
+
+  EXPECT_EQ(cluster.Cli({"tune", "--model", "gpt2", "--model-config", cluster.config(),
+                         "--seq-len", "16", "--global-batch-size", "6", "--micro-batch-sizes",
+                         "4", "--time-limit", "1m"},
+                        &out, &err),
+            1);
+  EXPECT_THAT(err, HasSubstr("global_batch_size"));
+
+  EXPECT_THAT(cluster.Query("SELECT job_id FROM jobs"), ::testing::IsEmpty());
+}
+
+TEST(EndToEnd, UnreachableServerGivesOneClearLine) {
+  const std::string dir = MakeTempDir("autoaccel-cli-");
+  std::string out, err;
+  int code = RunCommand({AUTOACCEL_CLI_BIN, "--server", "127.0.0.1:1", "jobs"}, dir, &out, &err,
+                        absl::Seconds(30));
+  EXPECT_NE(code, 0);
+  EXPECT_LT(code, 128) << "crashed: " << err;
+  EXPECT_THAT(err, HasSubstr("cannot reach the autoaccel server at 127.0.0.1:1"));
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+}  // namespace
+}  // namespace autoaccel

@@ -1,0 +1,255 @@
+// The coordinator's scheduling logic with a fake executor and a fake clock:
+// no network, no trial runner, every step taken by hand through Tick().
+#include "server/job_manager.h"
+
+#include <deque>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/subprocess.h"
+
+namespace autoaccel {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kTinyGpt[] = R"({"n_layer": 2, "n_embd": 32, "n_head": 4, "vocab_size": 64,
+  "n_positions": 32})";
+
+class FakeExecutor : public TrialExecutor {
+ public:
+  struct Call {
+    std::string address;
+    v1::RunTrialRequest request;
+    Done done;
+  };
+  void RunTrial(const std::string& address, const v1::RunTrialRequest& request, absl::Duration,
+                Done done) override {
+    calls.push_back({address, request, std::move(done)});
+  }
+  void CancelTrial(const std::string&, const v1::CancelTrialRequest& request) override {
+    cancelled.push_back(request.trial_id());
+  }
+  // Completes the oldest outstanding call.
+  void Succeed(double tokens_per_second) {
+    Call c = std::move(calls.front());
+    calls.pop_front();
+    v1::RunTrialResponse r;
+    r.set_status("SUCCEEDED");
+    r.mutable_metrics()->set_tokens_per_second(tokens_per_second);
+    r.mutable_metrics()->set_peak_memory_bytes(1 << 20);
+    c.done(absl::OkStatus(), r);
+  }
+  void Fail(absl::Status status) {
+    Call c = std::move(calls.front());
+    calls.pop_front();
+    c.done(status, v1::RunTrialResponse());
+  }
+  std::deque<Call> calls;
+  std::vector<std::string> cancelled;
+};
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("autoaccel-jm-");
+    auto store = Store::Open(dir_ + "/db.sqlite");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    clock_.SetTime(absl::FromUnixSeconds(1'800'000'000));
+    auto manager = JobManager::Create(store_.get(), &executor_, &clock_, JobManagerOptions());
+    ASSERT_TRUE(manager.ok()) << manager.status();
+    manager_ = std::move(*manager);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  void AddWorker(const std::string& id, int devices) {
+    v1::RegisterRequest r;
+    r.set_worker_id(id);
+    r.set_address(id + ":1");
+    for (int i = 0; i < devices; ++i) {
+      v1::Device* d = r.add_devices();
+      d->set_type("cpu");
+      d->set_index(i);
+      d->set_memory_bytes(int64_t{1} << 30);
+    }
+    ASSERT_TRUE(manager_->RegisterWorker(r).ok());
+  }
+
+  v1::TuneRequest Request(double time_limit_s = 60, int max_trials = 0) {
+    v1::TuneRequest r;
+    r.mutable_model()->set_family("gpt2");
+    r.mutable_model()->set_config_json(kTinyGpt);
+    r.set_seq_len(16);
+    r.set_global_batch_size(4);
+    r.set_time_limit_seconds(time_limit_s);
+    r.set_max_trials(max_trials);
+    return r;
+  }
+
+  std::string dir_;
+  std::unique_ptr<Store> store_;
+  FakeClock clock_;
+  FakeExecutor executor_;
+  std::unique_ptr<JobManager> manager_;
+};
+
+TEST_F(JobManagerTest, BadRequestsNameTheFieldAndStoreNothing) {
+  v1::TuneRequest r = Request();
+  r.mutable_model()->set_config_json("{not json");
+  EXPECT_THAT(manager_->SubmitJob(r).status().message(), HasSubstr("model_config"));
+  r = Request();
+  r.mutable_model()->set_family("resnet");
+  EXPECT_THAT(manager_->SubmitJob(r).status().message(), HasSubstr("model"));
+  r = Request(-1);
+  EXPECT_THAT(manager_->SubmitJob(r).status().message(), HasSubstr("time_limit"));
+  r = Request();
+  r.set_global_batch_size(6);
+  r.add_micro_batch_sizes(4);
+  absl::Status s = manager_->SubmitJob(r).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("global_batch_size"));
+  r = Request();
+  r.set_seq_len(64);  // beyond n_positions
+  EXPECT_THAT(manager_->SubmitJob(r).status().message(), HasSubstr("seq_len"));
+  EXPECT_TRUE(store_->ListJobs(0)->empty());
+}
+
+TEST_F(JobManagerTest, FillsEveryFreeDeviceAndRecordsTheBest) {
+  AddWorker("a", 2);
+  auto job = manager_->SubmitJob(Request(60, 3));
+  ASSERT_TRUE(job.ok()) << job.status();
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 2u);  // two devices, two trials in flight
+  EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "RUNNING");
+  executor_.Succeed(100);
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 2u);  // the freed device took the third trial
+  executor_.Succeed(300);
+  executor_.Succeed(200);
+  manager_->Tick();  // budget spent, nothing running: the job ends
+  auto done = manager_->GetJob(job->job_id());
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state(), "SUCCEEDED");
+  EXPECT_EQ(done->best().metrics().tokens_per_second(), 300);
+  EXPECT_EQ(done->trials_done(), 3);
+  auto stored = store_->GetStrategy(done->signature());
+  ASSERT_TRUE(stored.ok() && stored->has_value());
+  EXPECT_EQ((*stored)->strategy_text, done->best().strategy().text());
+}
+
+TEST_F(JobManagerTest, TimeLimitEndsTheJobAndCancelsRunningTrials) {
+  AddWorker("a", 1);
+  auto job = manager_->SubmitJob(Request(30));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  executor_.Succeed(50);
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  clock_.Advance(absl::Seconds(31));
+  ASSERT_TRUE(manager_->Heartbeat("a").ok());
+  manager_->Tick();
+  auto done = manager_->GetJob(job->job_id());
+  EXPECT_EQ(done->state(), "SUCCEEDED");
+  EXPECT_THAT(done->status_message(), HasSubstr("time limit"));
+  auto trials = manager_->ListTrials(job->job_id());
+  ASSERT_EQ(trials->size(), 2u);
+  EXPECT_EQ((*trials)[1].status(), "CANCELLED");
+  EXPECT_THAT(executor_.cancelled, ::testing::ElementsAre((*trials)[1].trial_id()));
+  // The late answer of the cancelled trial frees the device and changes nothing.
+  executor_.Succeed(999);
+  EXPECT_EQ(manager_->GetJob(job->job_id())->best().metrics().tokens_per_second(), 50);
+  EXPECT_TRUE(manager_->ListWorkers()[0].devices(0).held_by_trial().empty());
+}
+
+TEST_F(JobManagerTest, WaitsForWorkersAndStartsWhenOneRegisters) {
+  auto job = manager_->SubmitJob(Request(60, 1));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  auto waiting = manager_->GetJob(job->job_id());
+  EXPECT_EQ(waiting->state(), "WAITING_FOR_WORKERS");
+  EXPECT_THAT(waiting->status_message(), HasSubstr("waiting for a worker"));
+  AddWorker("late", 1);
+  manager_->Tick();
+  EXPECT_EQ(executor_.calls.size(), 1u);
+  EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "RUNNING");
+}
+
+TEST_F(JobManagerTest, LostWorkerFailsItsTrialAndOthersCarryOn) {
+  AddWorker("a", 1);
+  AddWorker("b", 1);
+  auto job = manager_->SubmitJob(Request(600, 3));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 2u);
+  const std::string on_a = executor_.calls[0].address == "a:1"
+                               ? executor_.calls[0].request.trial_id()
+                               : executor_.calls[1].request.trial_id();
+  // Only b keeps heartbeating.
+  clock_.Advance(absl::Seconds(11));
+  ASSERT_TRUE(manager_->Heartbeat("b").ok());
+  manager_->Tick();
+  auto trials = manager_->ListTrials(job->job_id());
+  for (const v1::Trial& t : *trials) {
+    if (t.trial_id() == on_a) {
+      EXPECT_EQ(t.status(), "FAILED");
+      EXPECT_THAT(t.reason(), HasSubstr("worker a lost"));
+    }
+  }
+  EXPECT_FALSE(manager_->ListWorkers()[0].healthy());
+  // The RPC to the dead worker fails as well: harmless, already accounted for.
+  if (executor_.calls[0].address == "a:1") {
+    executor_.Fail(absl::UnavailableError("connection reset"));
+  } else {
+    std::swap(executor_.calls[0], executor_.calls[1]);
+    executor_.Fail(absl::UnavailableError("connection reset"));
+  }
+  executor_.Succeed(10);  // b's trial
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);  // third trial went to b
+  EXPECT_EQ(executor_.calls[0].address, "b:1");
+}
+
+TEST_F(JobManagerTest, RankErrorsBecomeTrialStatuses) {
+  AddWorker("a", 1);
+  auto job = manager_->SubmitJob(Request(600, 2));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  executor_.Fail(absl::UnavailableError("connection refused"));
+  manager_->Tick();
+  FakeExecutor::Call c = std::move(executor_.calls.front());
+  executor_.calls.pop_front();
+  v1::RunTrialResponse oom;
+  oom.set_status("OOM");
+  oom.set_reason("tried to allocate 1 GiB");
+  c.done(absl::OkStatus(), oom);
+  manager_->Tick();
+  auto trials = manager_->ListTrials(job->job_id());
+  ASSERT_EQ(trials->size(), 2u);
+  EXPECT_EQ((*trials)[0].status(), "FAILED");
+  EXPECT_THAT((*trials)[0].reason(), HasSubstr("connection refused"));
+  EXPECT_EQ((*trials)[1].status(), "OOM");
+  auto done = manager_->GetJob(job->job_id());
+  EXPECT_EQ(done->state(), "FAILED");
+  EXPECT_THAT(done->status_message(), HasSubstr("no trial succeeded"));
+}
+
+TEST_F(JobManagerTest, RestartMarksUnfinishedJobsFailed) {
+  AddWorker("a", 1);
+  auto job = manager_->SubmitJob(Request(600));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  manager_.reset();  // the server "crashes" with a trial in flight
+  auto again = JobManager::Create(store_.get(), &executor_, &clock_, JobManagerOptions());
+  ASSERT_TRUE(again.ok());
+  auto recovered = (*again)->GetJob(job->job_id());
+  ASSERT_TRUE(recovered.ok());
+  EXPECT_EQ(recovered->state(), "FAILED");
+  EXPECT_THAT(recovered->status_message(), HasSubstr("restarted"));
+  EXPECT_EQ((*again)->ListTrials(job->job_id())->at(0).status(), "FAILED");
+}
+
+}  // namespace
+}  // namespace autoaccel

@@ -1,0 +1,4 @@
+# Pure search library: strategies, model configs, the space and the searchers.
+add_executable(search_test ${CMAKE_CURRENT_LIST_DIR}/search_test.cc)
+target_link_libraries(search_test PRIVATE autoaccel_search GTest::gmock_main)
+gtest_discover_tests(search_test TEST_PREFIX "search.")

@@ -1,0 +1,6 @@
+if(AUTOACCEL_BUILD_SERVICES)
+  add_executable(job_manager_test job_manager_test.cc subprocess.cc)
+  target_include_directories(job_manager_test PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(job_manager_test PRIVATE autoaccel_server_lib GTest::gmock_main)
+  gtest_discover_tests(job_manager_test TEST_PREFIX "server." PROPERTIES TIMEOUT 60)
+endif()
