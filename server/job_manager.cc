@@ -598,6 +598,16 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
         --trial->ranks_pending;
         ReleaseRankLocked(trial_id, rank);
       }
+      if (status.code() == absl::StatusCode::kUnavailable) {
+        // The worker did not answer at all: keep new trials off it until it
+        // heartbeats again, rather than feed it trials that fail the same way.
+        auto w = workers_.find(rank.worker_id);
+        if (w != workers_.end() && w->second.healthy) {
+          w->second.healthy = false;
+          spdlog::warn("worker {} unreachable ({}); no new trials until it heartbeats",
+                       rank.worker_id, std::string(status.message()));
+        }
+      }
       JobRun* job = job_it->second.get();
       if (!IsTerminal(trial->record.status)) {
         if (!status.ok()) {

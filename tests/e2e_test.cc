@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,12 @@ class Cluster {
   Cluster() : dir_(MakeTempDir("autoaccel-e2e-")), db_(dir_ + "/autoaccel.db") {
     config_ = dir_ + "/config.json";
     WriteFile(config_, kTinyGpt);
+  }
+  // Stops every process; keeps the folder (logs, database) only for a failed test.
+  ~Cluster() {
+    workers_.clear();
+    server_.reset();
+    if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir_);
   }
 
   bool StartServer() {
@@ -245,8 +252,8 @@ TEST(EndToEnd, KilledWorkerFailsItsTrialAndTheJobGoesOn) {
   std::vector<std::string> args = {"tune"};
   for (const std::string& a : cluster.ModelArgs()) args.push_back(a);
   // Long enough trials that one is surely running on the doomed worker.
-  for (const char* a : {"--time-limit", "90s", "--max-trials", "4", "--warmup-steps", "1",
-                        "--measured-steps", "40", "--detach", "--json"}) {
+  for (const char* a : {"--time-limit", "90s", "--max-trials", "3", "--warmup-steps", "1",
+                        "--measured-steps", "1500", "--detach", "--json"}) {
     args.push_back(a);
   }
   std::string out, err;
@@ -257,7 +264,8 @@ TEST(EndToEnd, KilledWorkerFailsItsTrialAndTheJobGoesOn) {
   const absl::Time end = absl::Now() + absl::Seconds(20);
   while (!running_on_doomed && absl::Now() < end) {
     ASSERT_EQ(cluster.Cli({"workers", "--json"}, &out), 0);
-    for (const json& w : ParseJson(out)["workers"]) {
+    const json workers = ParseJson(out);
+    for (const json& w : workers["workers"]) {
       if (w["worker_id"] == "doomed" && !w["devices"][0]["held_by_trial"].get<std::string>().empty()) {
         running_on_doomed = true;
       }
@@ -265,7 +273,6 @@ TEST(EndToEnd, KilledWorkerFailsItsTrialAndTheJobGoesOn) {
     if (!running_on_doomed) absl::SleepFor(absl::Milliseconds(100));
   }
   ASSERT_TRUE(running_on_doomed);
-  absl::SleepFor(absl::Seconds(1));  // let the trial runner start training
   doomed->Signal(SIGKILL);
 
   const absl::Time start = absl::Now();

@@ -219,6 +219,12 @@ TEST_F(JobManagerTest, RankErrorsBecomeTrialStatuses) {
   manager_->Tick();
   executor_.Fail(absl::UnavailableError("connection refused"));
   manager_->Tick();
+  // An unreachable worker gets no new trial until it heartbeats again.
+  EXPECT_TRUE(executor_.calls.empty());
+  EXPECT_FALSE(manager_->ListWorkers()[0].healthy());
+  ASSERT_TRUE(manager_->Heartbeat("a").ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
   FakeExecutor::Call c = std::move(executor_.calls.front());
   executor_.calls.pop_front();
   v1::RunTrialResponse oom;

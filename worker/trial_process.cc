@@ -2,10 +2,11 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -13,8 +14,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-
-extern char** environ;
 
 namespace autoaccel {
 namespace {
@@ -67,35 +66,37 @@ TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& op
     return result;
   }
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // Own process group, so stopping the trial stops everything it started;
-  // default signal mask, so SIGTERM reaches it even though the daemon blocks it.
-  sigset_t empty;
-  sigemptyset(&empty);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
   std::vector<std::string> args = {options.runner_path, "--spec", spec_path, "--result",
                                    result_path};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, options.runner_path.c_str(), &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    result.error = absl::StrCat("cannot start trial runner ", options.runner_path, ": ",
-                                std::strerror(rc));
+  const pid_t parent = ::getpid();
+  // fork + exec rather than posix_spawn: the child must ask for SIGKILL when
+  // the daemon dies (PR_SET_PDEATHSIG), so a killed worker leaves no orphan
+  // trial behind. Only async-signal-safe calls between fork and exec.
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    result.error = absl::StrCat("cannot start trial runner: fork: ", std::strerror(errno));
     return result;
   }
+  if (pid == 0) {
+    ::setpgid(0, 0);  // own process group: stopping the trial stops all it started
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the daemon died before prctl
+    sigset_t empty;
+    sigemptyset(&empty);
+    ::sigprocmask(SIG_SETMASK, &empty, nullptr);  // the daemon blocks SIGTERM; the trial must not
+    int in = ::open("/dev/null", O_RDONLY);
+    int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || log < 0) ::_exit(126);
+    ::dup2(in, STDIN_FILENO);
+    ::dup2(log, STDOUT_FILENO);
+    ::dup2(log, STDERR_FILENO);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also from the parent, so the group exists before any kill
 
   const absl::Time deadline = absl::Now() + options.timeout;
   int status = 0;

@@ -1,0 +1,311 @@
+#include "engine/trainer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/Exception.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <new>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "engine/cpu_memory.h"
+
+namespace autoaccel {
+namespace {
+
+constexpr double kLearningRate = 1e-3;
+constexpr double kWeightDecay = 0.01;
+
+bool IsCuda(const torch::Device& device) { return device.type() == c10::DeviceType::CUDA; }
+
+void Synchronize(const torch::Device& device) {
+  if (IsCuda(device)) torch::cuda::synchronize(device.index());
+}
+
+// The caching allocator's statistics through the device-generic interface, so
+// that no CUDA header is needed to build this file.
+c10::CachingAllocator::Stat DeviceAllocatedBytes(const torch::Device& device) {
+  return c10::getDeviceAllocator(device.type())
+      ->getDeviceStats(device.index())
+      .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+absl::Status ValidateTrialSpec(const TrialSpec& spec) {
+  const ModelSpec& m = spec.model;
+  if (m.n_layer <= 0 || m.n_embd <= 0 || m.n_head <= 0 || m.vocab_size <= 0 || m.n_positions <= 0 ||
+      m.n_inner <= 0 || !(m.layer_norm_epsilon > 0)) {
+    return absl::InvalidArgumentError(
+        "model_config: n_layer, n_embd, n_head, vocab_size, n_positions, n_inner and "
+        "layer_norm_epsilon must be positive");
+  }
+  if (m.n_embd % m.n_head != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("model_config.n_head: n_embd (", m.n_embd,
+                                                   ") must be divisible by n_head (", m.n_head,
+                                                   ")"));
+  }
+  if (spec.seq_len <= 0) return absl::InvalidArgumentError("seq_len: must be positive");
+  if (spec.seq_len > m.n_positions) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "seq_len: ", spec.seq_len, " exceeds the model's n_positions (", m.n_positions, ")"));
+  }
+  if (spec.warmup_steps < 0) return absl::InvalidArgumentError("warmup_steps: must be >= 0");
+  if (spec.measured_steps <= 0) {
+    return absl::InvalidArgumentError("measured_steps: must be positive");
+  }
+  const Strategy& s = spec.strategy;
+  if (s.micro_batch_size <= 0 || s.grad_accum_steps <= 0) {
+    return absl::InvalidArgumentError(
+        "strategy: micro_batch_size and grad_accum_steps must be positive");
+  }
+  if (spec.world_size <= 0 || spec.rank < 0 || spec.rank >= spec.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank/world_size: rank ", spec.rank, " of world_size ", spec.world_size));
+  }
+  if (int64_t{s.micro_batch_size} * s.grad_accum_steps * spec.world_size !=
+      spec.global_batch_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "global_batch_size: micro_batch_size (", s.micro_batch_size, ") * grad_accum_steps (",
+        s.grad_accum_steps, ") * world_size (", spec.world_size, ") must equal global_batch_size (",
+        spec.global_batch_size, ")"));
+  }
+  if (spec.world_size != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world_size: ", spec.world_size,
+                     " ranks need distributed strategies, which this "
+                     "trial runner does not support yet (world_size must be 1)"));
+  }
+  if (spec.num_threads < 1) return absl::InvalidArgumentError("num_threads: must be >= 1");
+  if (spec.memory_limit_bytes < 0) {
+    return absl::InvalidArgumentError("memory_limit_bytes: must be >= 0 (0 means no limit)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<torch::Device> ParseDevice(const std::string& device) {
+  if (device == "cpu") return torch::Device(torch::kCPU);
+  int index = 0;
+  if (device != "cuda") {
+    if (!absl::StartsWith(device, "cuda:") || !absl::SimpleAtoi(device.substr(5), &index) ||
+        index < 0 || index > 127) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device: '", device, "' (allowed: cpu, cuda, cuda:N)"));
+    }
+  }
+  if (!torch::cuda::is_available()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("device: ", device, " requested but CUDA is not available here"));
+  }
+  const int count = static_cast<int>(torch::cuda::device_count());
+  if (index >= count) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device: ", device, " requested but this machine has ", count, " CUDA device(s)"));
+  }
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+torch::Tensor SyntheticTokens(int vocab_size, int num_sequences, int length, uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  const torch::Tensor perm = torch::randperm(vocab_size, gen, torch::kLong);
+  torch::Tensor tokens = torch::empty({num_sequences, length}, torch::kLong);
+  tokens.select(1, 0).copy_(torch::randint(vocab_size, {num_sequences}, gen, torch::kLong));
+  for (int t = 1; t < length; ++t) {
+    tokens.select(1, t).copy_(perm.index_select(0, tokens.select(1, t - 1)));
+  }
+  return tokens;
+}
+
+Trainer::Trainer(const TrialSpec& spec, torch::Device device) : spec_(spec), device_(device) {}
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) {
+  RETURN_IF_ERROR(ValidateTrialSpec(spec));
+  ASSIGN_OR_RETURN(torch::Device device, ParseDevice(spec.device));
+  std::unique_ptr<Trainer> t(new Trainer(spec, device));
+  t->run_options_.attention = spec.strategy.attention;
+  t->run_options_.checkpointing = spec.strategy.checkpointing;
+
+  t->model_ = Gpt(spec.model, spec.seed);
+  t->model_->to(device);
+  t->optimizer_ = std::make_unique<torch::optim::AdamW>(
+      t->model_->parameters(),
+      torch::optim::AdamWOptions(kLearningRate).weight_decay(kWeightDecay));
+
+  // The same global batch on every rank (seeded), each rank takes its rows;
+  // seq_len + 1 tokens give seq_len inputs and seq_len shifted targets.
+  const int per_rank = spec.strategy.micro_batch_size * spec.strategy.grad_accum_steps;
+  const torch::Tensor tokens = SyntheticTokens(spec.model.vocab_size, spec.global_batch_size,
+                                               spec.seq_len + 1, spec.seed + 1)
+                                   .narrow(0, int64_t{spec.rank} * per_rank, per_rank);
+  for (int i = 0; i < spec.strategy.grad_accum_steps; ++i) {
+    const torch::Tensor micro = tokens.narrow(0, int64_t{i} * spec.strategy.micro_batch_size,
+                                              spec.strategy.micro_batch_size);
+    t->inputs_.push_back(micro.narrow(1, 0, spec.seq_len).contiguous().to(device));
+    t->targets_.push_back(micro.narrow(1, 1, spec.seq_len).contiguous().to(device));
+  }
+  return t;
+}
+
+double Trainer::ForwardBackward() {
+  optimizer_->zero_grad(/*set_to_none=*/true);
+  const double scale = 1.0 / static_cast<double>(inputs_.size());
+  torch::Tensor total = torch::zeros({}, torch::TensorOptions().device(device_));
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    torch::Tensor loss;
+    if (spec_.strategy.precision == Precision::kBf16) {
+      // fp32 master weights; autocast casts per op, the loss stays fp32.
+      AutocastScope autocast(device_.type(), /*enabled=*/true, torch::kBFloat16);
+      loss = model_->Loss(inputs_[i], targets_[i], run_options_);
+    } else {
+      loss = model_->Loss(inputs_[i], targets_[i], run_options_);
+    }
+    loss = loss * scale;
+    loss.backward();
+    total += loss.detach();
+  }
+  return total.item<double>();
+}
+
+double Trainer::Step() {
+  const double loss = ForwardBackward();
+  optimizer_->step();
+  return loss;
+}
+
+namespace {
+
+TrialResult Failure(TrialStatus status, std::string error) {
+  TrialResult r;
+  r.status = status;
+  r.error = std::move(error);
+  return r;
+}
+
+// Peak tensor memory of this trial on `device` so far.
+int64_t PeakMemoryBytes(const torch::Device& device) {
+  return IsCuda(device) ? DeviceAllocatedBytes(device).peak : CpuTensorPeakBytes();
+}
+
+// RunTrial's body, unfenced: throws what LibTorch throws.
+TrialResult RunTrialUnfenced(const TrialSpec& spec, const torch::Device& device,
+                             const StepCallback& on_step) {
+  at::set_num_threads(spec.num_threads);
+  const bool cuda = IsCuda(device);
+  c10::OptionalDeviceGuard device_guard;
+  if (cuda) {
+    device_guard.reset_device(device);
+    torch::empty({1}, torch::TensorOptions().device(device));  // initialises the allocator
+    c10::getDeviceAllocator(device.type())->resetPeakStats(device.index());
+  }
+  // On CPU the counting allocator enforces the limit as tensors are
+  // allocated; on CUDA the measured peak is checked after each step.
+  ScopedCpuTensorMemoryLimit cpu_limit(cuda ? 0 : spec.memory_limit_bytes);
+  ResetCpuPeakBytes();
+
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(spec);
+  if (!trainer.ok()) return Failure(TrialStatus::kFailed, std::string(trainer.status().message()));
+
+  const int total = spec.warmup_steps + spec.measured_steps;
+  std::vector<double> times;
+  times.reserve(spec.measured_steps);
+  double loss = 0;
+  for (int step = 1; step <= total; ++step) {
+    Synchronize(device);
+    const auto start = std::chrono::steady_clock::now();
+    loss = (*trainer)->Step();
+    Synchronize(device);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const bool measured = step > spec.warmup_steps;
+    if (measured) times.push_back(seconds);
+    if (on_step) on_step(StepReport{step, total, measured, seconds, loss});
+    if (!std::isfinite(loss)) {
+      return Failure(TrialStatus::kFailed,
+                     absl::StrCat("loss is not finite (", loss, ") at step ", step));
+    }
+    if (cuda && spec.memory_limit_bytes > 0 &&
+        DeviceAllocatedBytes(device).peak > spec.memory_limit_bytes) {
+      return Failure(
+          TrialStatus::kOom,
+          absl::StrCat("device memory limit exceeded: peak ", DeviceAllocatedBytes(device).peak,
+                       " bytes (limit ", spec.memory_limit_bytes, " bytes)"));
+    }
+  }
+
+  TrialResult result;
+  result.status = TrialStatus::kSucceeded;
+  TrialMetrics& m = result.metrics;
+  m.measured_steps = static_cast<int>(times.size());
+  m.step_time_median_s = Median(times);
+  m.step_time_min_s = *std::min_element(times.begin(), times.end());
+  m.step_time_max_s = *std::max_element(times.begin(), times.end());
+  const double tokens_per_step = double(spec.global_batch_size) * spec.seq_len;
+  m.tokens_per_second = tokens_per_step / m.step_time_median_s;
+  m.samples_per_second = spec.global_batch_size / m.step_time_median_s;
+  m.achieved_tflops = spec.model.TrainingFlopsPerToken(spec.seq_len) * tokens_per_step /
+                      m.step_time_median_s / 1e12;
+  m.final_loss = loss;
+  return result;
+}
+
+}  // namespace
+
+TrialResult RunTrial(const TrialSpec& spec, const StepCallback& on_step) {
+  TrialResult result;
+  std::optional<torch::Device> device;
+  if (absl::Status s = ValidateTrialSpec(spec); !s.ok()) {
+    result = Failure(TrialStatus::kFailed, std::string(s.message()));
+  } else if (absl::Status s = InstallCountingCpuAllocator(); !s.ok()) {
+    result = Failure(TrialStatus::kFailed, std::string(s.message()));
+  } else {
+    // The one fence: nothing LibTorch throws gets past here.
+    try {
+      absl::StatusOr<torch::Device> parsed = ParseDevice(spec.device);
+      if (parsed.ok()) {
+        device = *parsed;
+        result = RunTrialUnfenced(spec, *device, on_step);
+      } else {
+        result = Failure(TrialStatus::kFailed, std::string(parsed.status().message()));
+      }
+    } catch (const c10::OutOfMemoryError& e) {
+      result = Failure(TrialStatus::kOom, e.what_without_backtrace());
+    } catch (const c10::Error& e) {
+      result = Failure(TrialStatus::kFailed, e.what_without_backtrace());
+    } catch (const std::bad_alloc& e) {
+      result = Failure(TrialStatus::kOom, absl::StrCat("out of host memory (", e.what(), ")"));
+    } catch (const std::exception& e) {
+      result = Failure(TrialStatus::kFailed, e.what());
+    } catch (...) {
+      result = Failure(TrialStatus::kFailed, "unknown exception");
+    }
+  }
+  if (device) {
+    try {
+      result.metrics.peak_memory_bytes = PeakMemoryBytes(*device);
+    } catch (...) {
+      // Statistics unavailable; leave 0 rather than fail the trial.
+    }
+  }
+  result.metrics.peak_rss_bytes = PeakRssBytes();
+  return result;
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,107 @@
+// The trial runner's engine: builds the model for a TrialSpec, trains it for
+// warm-up + measured steps on synthetic data and measures it.
+//
+// RunTrial() is the one place where LibTorch's exceptions are caught: OOM
+// (c10::OutOfMemoryError, std::bad_alloc) becomes status OOM, anything else
+// FAILED with the message. The lower-level Trainer is exposed for tests and
+// throws like the LibTorch code it drives.
+//
+// Threading: one trial at a time per process. RunTrial installs a process-wide
+// counting CPU allocator (cpu_memory.h) and sets the process's intra-op thread
+// count and memory limit for the duration of the trial.
+#ifndef AUTOACCEL_ENGINE_TRAINER_H_
+#define AUTOACCEL_ENGINE_TRAINER_H_
+
+#include <torch/optim/adamw.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/gpt.h"
+#include "engine/trial_io.h"
+
+namespace autoaccel {
+
+// Checks what running `spec` needs beyond what TrialSpecFromJson checks:
+// positive sizes, micro_batch_size * grad_accum_steps * world_size ==
+// global_batch_size, seq_len <= model n_positions, a known device string,
+// num_threads >= 1, world_size 1 (no distributed strategies yet).
+// Returns INVALID_ARGUMENT naming the field, else OK.
+absl::Status ValidateTrialSpec(const TrialSpec& spec);
+
+// Parses "cpu", "cuda" or "cuda:N". INVALID_ARGUMENT for anything else;
+// FAILED_PRECONDITION for a CUDA device this process cannot use (no GPU, or N
+// out of range).
+absl::StatusOr<torch::Device> ParseDevice(const std::string& device);
+
+// Deterministic, learnable tokens: [num_sequences, length] int64 on CPU. Each
+// sequence starts at a random token and follows a fixed random permutation of
+// the vocabulary (token[t+1] = perm[token[t]]), all drawn from `seed`, so a
+// model can drive the loss down by learning the permutation.
+torch::Tensor SyntheticTokens(int vocab_size, int num_sequences, int length, uint64_t seed);
+
+class Trainer {
+ public:
+  // Builds the model (GptImpl(spec.model, spec.seed)) on spec.device, an
+  // AdamW optimizer (lr 1e-3, weight decay 0.01) and this rank's share of a
+  // fixed synthetic global batch, split into grad_accum_steps micro-batches.
+  // Returns the ValidateTrialSpec / ParseDevice error for a bad spec.
+  // Throws c10::Error (c10::OutOfMemoryError when it does not fit).
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrialSpec& spec);
+
+  // Clears the gradients, then runs forward + backward over every
+  // micro-batch of the rank's batch, each loss scaled by 1/grad_accum_steps,
+  // with the strategy's precision, checkpointing and attention. Leaves the
+  // accumulated gradients in the parameters. Returns the mean loss over the
+  // rank's batch. Throws c10::Error.
+  double ForwardBackward();
+
+  // One training step: ForwardBackward() and then an optimizer step. Returns
+  // the step's loss (before the update). Throws c10::Error.
+  double Step();
+
+  Gpt& model() { return model_; }
+  const torch::Device& device() const { return device_; }
+  const TrialSpec& spec() const { return spec_; }
+
+ private:
+  Trainer(const TrialSpec& spec, torch::Device device);
+
+  TrialSpec spec_;
+  torch::Device device_;
+  GptRunOptions run_options_;
+  Gpt model_{nullptr};
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::vector<torch::Tensor> inputs_;   // per micro-batch, [mbs, seq_len]
+  std::vector<torch::Tensor> targets_;  // per micro-batch, [mbs, seq_len]
+};
+
+// What RunTrial reports after each step.
+struct StepReport {
+  int step = 0;         // 1-based, over warm-up and measured steps
+  int total_steps = 0;  // warmup_steps + measured_steps
+  bool measured = false;
+  double seconds = 0;
+  double loss = 0;
+};
+using StepCallback = std::function<void(const StepReport&)>;
+
+// Runs the whole trial: validate, build, warmup_steps untimed steps,
+// measured_steps timed steps (device-synchronised steady clock). Never
+// throws. SUCCEEDED with every metric filled; OOM when the memory limit or the
+// device's memory is exceeded; FAILED with the reason for a bad spec, a
+// non-finite loss or any other error. peak_rss_bytes is filled in every case;
+// peak_memory_bytes whenever the trial got to run, OOM and FAILED included (the
+// peak reached before it stopped). `on_step`, when set, is called on this
+// thread after each step; what it throws is caught like the rest.
+TrialResult RunTrial(const TrialSpec& spec, const StepCallback& on_step = nullptr);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_ENGINE_TRAINER_H_

@@ -1,0 +1,100 @@
+// autoaccel-trial --spec SPEC.json --result RESULT.json
+//
+// Runs one rank of one trial and writes its TrialResult. Exit status 0 when
+// the result file was written, whatever the trial's status (OOM and FAILED
+// included); 2 for bad arguments; 1 when the result cannot be written.
+// Progress goes to stderr, one line per step.
+#include <ATen/Parallel.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "engine/trainer.h"
+#include "engine/trial_io.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: autoaccel-trial --spec SPEC.json --result RESULT.json\n"
+    "Runs one trial rank described by SPEC.json (a TrialSpec) and writes its\n"
+    "TrialResult to RESULT.json (atomically). Exit 0 once the result is written.\n";
+
+int Usage(const char* problem) {
+  std::fprintf(stderr, "autoaccel-trial: %s\n%s", problem, kUsage);
+  return 2;
+}
+
+// Accepts "--flag VALUE" and "--flag=VALUE".
+bool ParseArgs(int argc, char** argv, std::string* spec, std::string* result, std::string* error) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string* target = nullptr;
+    std::string value;
+    for (auto [name, out] : {std::pair<const char*, std::string*>{"--spec", spec},
+                             std::pair<const char*, std::string*>{"--result", result}}) {
+      const size_t len = std::strlen(name);
+      if (arg == name) {
+        if (i + 1 >= argc) {
+          *error = std::string(name) + " needs a value";
+          return false;
+        }
+        target = out;
+        value = argv[++i];
+      } else if (arg.compare(0, len + 1, std::string(name) + "=") == 0) {
+        target = out;
+        value = arg.substr(len + 1);
+      }
+    }
+    if (target == nullptr) {
+      *error = "unknown argument '" + arg + "'";
+      return false;
+    }
+    *target = value;
+  }
+  if (spec->empty() || result->empty()) {
+    *error = "--spec and --result are required";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string spec_path, result_path, error;
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (!ParseArgs(argc, argv, &spec_path, &result_path, &error)) return Usage(error.c_str());
+
+  autoaccel::TrialResult result;
+  absl::StatusOr<nlohmann::json> json = autoaccel::ReadJsonFile(spec_path);
+  absl::StatusOr<autoaccel::TrialSpec> spec =
+      json.ok() ? autoaccel::TrialSpecFromJson(*json) : json.status();
+  if (!spec.ok()) {
+    result.status = autoaccel::TrialStatus::kFailed;
+    result.error = "invalid trial spec: " + std::string(spec.status().message());
+    std::fprintf(stderr, "autoaccel-trial: %s\n", result.error.c_str());
+  } else {
+    // Inter-op threads can be set only before any parallel work starts.
+    const int threads = spec->num_threads > 0 ? spec->num_threads : 1;
+    at::set_num_interop_threads(threads);
+    at::set_num_threads(threads);
+    result = autoaccel::RunTrial(*spec, [](const autoaccel::StepReport& r) {
+      std::fprintf(stderr, "step %d/%d %s %.3fs loss %.4f\n", r.step, r.total_steps,
+                   r.measured ? "measured" : "warmup", r.seconds, r.loss);
+    });
+    std::fprintf(stderr, "autoaccel-trial: %s%s%s\n",
+                 std::string(autoaccel::TrialStatusName(result.status)).c_str(),
+                 result.error.empty() ? "" : ": ", result.error.c_str());
+  }
+  absl::Status written =
+      autoaccel::WriteJsonFile(result_path, autoaccel::TrialResultToJson(result));
+  if (!written.ok()) {
+    std::fprintf(stderr, "autoaccel-trial: %s\n", std::string(written.message()).c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,12 @@
+# LibTorch engine tests: only when the engine is built.
+if(TARGET autoaccel_engine)
+  add_executable(engine_test engine_test.cc)
+  target_link_libraries(engine_test PRIVATE autoaccel_engine GTest::gtest_main)
+  target_compile_definitions(engine_test PRIVATE
+    AUTOACCEL_TRIAL_BINARY="$<TARGET_FILE:autoaccel-trial>")
+  add_dependencies(engine_test autoaccel-trial)
+  # PRE_TEST: listing the tests loads LibTorch (a few seconds); do it when
+  # ctest runs rather than on every build.
+  gtest_discover_tests(engine_test TEST_PREFIX "engine." DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+                       PROPERTIES TIMEOUT 300 LABELS engine)
+endif()
