@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   int max_trials = 0, warmup = 0, measured = 0;
   std::vector<int> micro_batch_sizes;
   std::string trial_timeout;
-  bool detach = false, force = false;
+  bool detach = false;
   CLI::App* tune = app.add_subcommand("tune", "submit a tuning job and watch it to the end");
   tune_model.Add(tune);
   tune->add_option("--time-limit", time_limit, "hard limit for the whole job: 90s, 10m, 1h");
@@ -73,7 +73,6 @@ int main(int argc, char** argv) {
   tune->add_option("--measured-steps", measured, "timed steps per trial (default 5)");
   tune->add_option("--trial-timeout", trial_timeout, "limit for one trial, e.g. 5m");
   tune->add_flag("--detach", detach, "print the job id and return without watching");
-  tune->add_flag("--force", force, "tune even if an answer is already recorded");
 
   CLI::App* watch = app.add_subcommand("watch", "follow a running job to its end");
   std::string job_id;
@@ -128,7 +127,6 @@ int main(int argc, char** argv) {
     request.set_max_trials(max_trials);
     request.set_warmup_steps(warmup);
     request.set_measured_steps(measured);
-    request.set_force(force);
     for (int m : micro_batch_sizes) request.add_micro_batch_sizes(m);
     return autoaccel::TuneCommand(c, request, !detach);
   }

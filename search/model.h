@@ -27,16 +27,16 @@ struct ModelSpec {
   // Number of trainable parameters (tied input/output embedding counted once).
   int64_t ParameterCount() const;
 
-  // Model FLOPs of one training step (forward + backward) per token at
-  // sequence length `seq_len`:
+  // Model FLOPs of one training step (forward + backward = 3x forward) per
+  // token at sequence length `seq_len`:
   //   6 * N_matmul + 6 * n_layer * n_embd * seq_len
-  // where N_matmul counts every weight that takes part in a matrix multiply
-  // (all transformer-block weights and the tied LM head, not the position
-  // embedding); the second term is the attention score and value products
-  // (2 * 2 * seq_len * n_embd per layer forward with causal masking not
-  // exploited, times 3 for forward + backward, halved because only the lower
-  // triangle carries information, as in PaLM's appendix B accounting of
-  // 12 * L * H * Q * T / 2).
+  // N_matmul counts the weights that take part in a matrix multiply: every
+  // transformer-block weight and the tied LM head (vocab_size * n_embd), not
+  // the position embedding. The second term is attention's QK^T and AV
+  // products (4 * seq_len * n_embd per token and layer forward), times 3 for
+  // forward + backward, halved because causal masking leaves half the score
+  // matrix useful (PaLM, appendix B). Recomputation is not counted: this is
+  // model FLOPs, as MFU is defined.
   double TrainingFlopsPerToken(int seq_len) const;
 
   // The normalized config that the trial runner reads back.
