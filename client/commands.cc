@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -60,18 +61,18 @@ json StrategyJsonOf(const std::string& text) {
 json MetricsJson(const v1::TrialMetrics& m) { return TrialMetricsToJson(FromProto(m)); }
 
 json TrialJson(const v1::Trial& t) {
-  return json{{"trial_id", t.trial_id()},
-              {"index", t.index()},
-              {"attempt", t.attempt()},
-              {"strategy", t.strategy().text()},
-              {"strategy_json", StrategyJsonOf(t.strategy_json())},
-              {"status", t.status()},
-              {"reason", t.reason()},
-              {"metrics", MetricsJson(t.metrics())},
-              {"worker_ids", std::vector<std::string>(t.worker_ids().begin(),
-                                                      t.worker_ids().end())},
-              {"started_at", t.started_at()},
-              {"finished_at", t.finished_at()}};
+  return json{
+      {"trial_id", t.trial_id()},
+      {"index", t.index()},
+      {"attempt", t.attempt()},
+      {"strategy", t.strategy().text()},
+      {"strategy_json", StrategyJsonOf(t.strategy_json())},
+      {"status", t.status()},
+      {"reason", t.reason()},
+      {"metrics", MetricsJson(t.metrics())},
+      {"worker_ids", std::vector<std::string>(t.worker_ids().begin(), t.worker_ids().end())},
+      {"started_at", t.started_at()},
+      {"finished_at", t.finished_at()}};
 }
 
 json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
@@ -86,9 +87,10 @@ json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
            {"trials_total", j.trials_total()},
            {"trials_done", j.trials_done()},
            {"trials_running", j.trials_running()},
-           {"model", {{"family", j.request().model().family()},
-                      {"seq_len", j.request().seq_len()},
-                      {"global_batch_size", j.request().global_batch_size()}}}};
+           {"model",
+            {{"family", j.request().model().family()},
+             {"seq_len", j.request().seq_len()},
+             {"global_batch_size", j.request().global_batch_size()}}}};
   if (j.has_best()) {
     out["best"] = json{{"trial_id", j.best().trial_id()},
                        {"strategy", j.best().strategy().text()},
@@ -116,13 +118,12 @@ std::string TrialRow(const v1::Trial& t) {
   }
   std::string reason = t.reason().substr(0, t.reason().find('\n'));
   if (reason.size() > 60) reason = reason.substr(0, 57) + "...";
-  return absl::StrFormat("%4d  %-9s  %-58s %s", t.index(), t.status(), t.strategy().text(),
-                         reason);
+  return absl::StrFormat("%4d  %-9s  %-58s %s", t.index(), t.status(), t.strategy().text(), reason);
 }
 
 std::string TableHeader() {
-  return absl::StrFormat("%4s  %-9s  %-58s %10s %9s %9s %7s", "#", "status", "strategy",
-                         "tokens/s", "step ms", "peak MiB", "loss");
+  return absl::StrFormat("%4s  %-9s  %-58s %10s %9s %9s %7s", "#", "status", "strategy", "tokens/s",
+                         "step ms", "peak MiB", "loss");
 }
 
 void PrintTrialTable(std::ostream& out, const std::vector<v1::Trial>& trials) {
@@ -152,11 +153,14 @@ std::string ProgressLine(const v1::Job& j) {
   const int width = 24;
   const int filled = static_cast<int>(std::round(frac * width));
   std::string bar = std::string(filled, '#') + std::string(width - filled, '-');
-  std::string best = j.has_best()
-                         ? absl::StrFormat("best %.0f tok/s", j.best().metrics().tokens_per_second())
-                         : "no result yet";
+  std::string best =
+      j.has_best() ? absl::StrFormat("best %.0f tok/s", j.best().metrics().tokens_per_second())
+                   : "no result yet";
+  // What the job will run at most: the space, or the trial budget if smaller.
+  int planned = j.trials_total();
+  if (j.request().max_trials() > 0) planned = std::min(planned, j.request().max_trials());
   return absl::StrFormat("[%s] %5.0fs/%.0fs  %s  trials %d/%d done, %d running  %s", bar,
-                         j.elapsed_seconds(), limit, j.state(), j.trials_done(), j.trials_total(),
+                         j.elapsed_seconds(), limit, j.state(), j.trials_done(), planned,
                          j.trials_running(), best);
 }
 
@@ -171,8 +175,7 @@ grpc::Status Watch(const ClientContext& c, const std::string& job_id, v1::JobEve
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::hours(48));
   v1::WatchJobRequest req;
   req.set_job_id(job_id);
-  std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> reader =
-      c.stub->WatchJob(&ctx, req);
+  std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> reader = c.stub->WatchJob(&ctx, req);
   std::set<std::string> shown;
   std::string last_state, last_line;
   bool header = false;
@@ -180,10 +183,6 @@ grpc::Status Watch(const ClientContext& c, const std::string& job_id, v1::JobEve
   while (reader->Read(&event)) {
     const v1::Job& j = event.job();
     if (c.interactive) *c.err << "\r\033[K";
-    if (j.state() != last_state) {
-      *c.err << "job " << j.job_id() << ": " << j.state() << " — " << j.status_message() << "\n";
-      last_state = j.state();
-    }
     for (const v1::Trial& t : event.trials()) {
       if (t.status() == "RUNNING" || t.status() == "PENDING" || shown.count(t.trial_id())) continue;
       if (!header) {
@@ -192,6 +191,10 @@ grpc::Status Watch(const ClientContext& c, const std::string& job_id, v1::JobEve
       }
       *c.err << TrialRow(t) << "\n";
       shown.insert(t.trial_id());
+    }
+    if (j.state() != last_state) {
+      *c.err << "job " << j.job_id() << ": " << j.state() << " — " << j.status_message() << "\n";
+      last_state = j.state();
     }
     std::string line = ProgressLine(j);
     if (c.interactive) {
@@ -253,8 +256,8 @@ int TuneCommand(const ClientContext& c, const v1::TuneRequest& request, bool wat
     }
     return 0;
   }
-  *c.err << "watching; Ctrl-C detaches (the job keeps running; `autoaccel cancel "
-         << job.job_id() << "` stops it)\n";
+  *c.err << "watching; Ctrl-C detaches (the job keeps running; `autoaccel cancel " << job.job_id()
+         << "` stops it)\n";
   return WatchCommand(c, job.job_id());
 }
 
@@ -341,9 +344,9 @@ int BestCommand(const ClientContext& c, const v1::QueryStrategiesRequest& reques
     return RpcError(c, s);
   }
   if (resp.answers().empty()) {
-    const std::string what = absl::StrCat("no strategy recorded for this ",
-                                          request.model().family(),
-                                          " model, sequence length and batch size");
+    const std::string what =
+        absl::StrCat("no strategy recorded for this ", request.model().family(),
+                     " model, sequence length and batch size");
     if (c.json) *c.out << json{{"best", nullptr}, {"error", what}}.dump(2) << "\n";
     *c.err << "autoaccel: " << what << "\n";
     return 3;
@@ -400,9 +403,9 @@ int WorkersCommand(const ClientContext& c) {
   for (const v1::Worker& w : resp.workers()) {
     *c.out << w.worker_id() << " at " << w.address() << (w.healthy() ? "" : " (LOST)") << "\n";
     for (const v1::Device& d : w.devices()) {
-      *c.out << absl::StrFormat("  %s:%d  %s MiB  %s\n", d.type(), d.index(),
-                                Mib(d.memory_bytes()),
-                                d.held_by_trial().empty() ? "free" : "running " + d.held_by_trial());
+      *c.out << absl::StrFormat(
+          "  %s:%d  %s MiB  %s\n", d.type(), d.index(), Mib(d.memory_bytes()),
+          d.held_by_trial().empty() ? "free" : "running " + d.held_by_trial());
     }
   }
   return 0;

@@ -9,9 +9,9 @@ namespace autoaccel {
 
 absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text) {
   auto bad = [&] {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "invalid duration '", text,
-        "': expected a number and a unit (ms, s, m, h), e.g. 90s, 10m, 1h"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid duration '", text,
+                     "': expected a number and a unit (ms, s, m, h), e.g. 90s, 10m, 1h"));
   };
   if (text.empty()) return bad();
   absl::Duration total = absl::ZeroDuration();

@@ -11,10 +11,10 @@
 
 // Evaluates `expr` (an absl::Status); returns it from the enclosing function
 // when it is not OK.
-#define RETURN_IF_ERROR(expr)                            \
-  do {                                                   \
-    ::absl::Status aa_status_ = (expr);                  \
-    if (!aa_status_.ok()) return aa_status_;             \
+#define RETURN_IF_ERROR(expr)                \
+  do {                                       \
+    ::absl::Status aa_status_ = (expr);      \
+    if (!aa_status_.ok()) return aa_status_; \
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, F());` assigns the value of an absl::StatusOr or

@@ -43,14 +43,14 @@ absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
     s.device = j.value("device", "cpu");
     s.num_threads = j.value("num_threads", 1);
     s.seed = j.value("seed", uint64_t{1234});
-    ASSIGN_OR_RETURN(s.model, ModelSpecFromJson(j.at("model_family").get<std::string>(),
-                                                j.at("model_config")));
+    ASSIGN_OR_RETURN(
+        s.model, ModelSpecFromJson(j.at("model_family").get<std::string>(), j.at("model_config")));
     ASSIGN_OR_RETURN(s.strategy, StrategyFromJson(j.at("strategy")));
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("trial spec: ", e.what()));
   }
-  if (s.seq_len <= 0 || s.global_batch_size <= 0 || s.measured_steps <= 0 ||
-      s.warmup_steps < 0 || s.world_size <= 0 || s.rank < 0 || s.rank >= s.world_size) {
+  if (s.seq_len <= 0 || s.global_batch_size <= 0 || s.measured_steps <= 0 || s.warmup_steps < 0 ||
+      s.world_size <= 0 || s.rank < 0 || s.rank >= s.world_size) {
     return absl::InvalidArgumentError("trial spec: sizes out of range");
   }
   return s;

@@ -33,7 +33,7 @@ const std::vector<std::string>& KnownModelFamilies() {
 
 int64_t ModelSpec::ParameterCount() const {
   const int64_t d = n_embd, f = n_inner, L = n_layer;
-  const int64_t per_layer = 2 * d              // ln_1
+  const int64_t per_layer = 2 * d                // ln_1
                             + d * 3 * d + 3 * d  // c_attn
                             + d * d + d          // attn c_proj
                             + 2 * d              // ln_2
@@ -49,19 +49,18 @@ double ModelSpec::TrainingFlopsPerToken(int seq_len) const {
 }
 
 nlohmann::json ModelSpec::ToConfigJson() const {
-  return nlohmann::json{{"model_type", family},          {"n_layer", n_layer},
-                        {"n_embd", n_embd},              {"n_head", n_head},
-                        {"vocab_size", vocab_size},      {"n_positions", n_positions},
-                        {"n_inner", n_inner},            {"layer_norm_epsilon", layer_norm_epsilon}};
+  return nlohmann::json{{"model_type", family},     {"n_layer", n_layer},
+                        {"n_embd", n_embd},         {"n_head", n_head},
+                        {"vocab_size", vocab_size}, {"n_positions", n_positions},
+                        {"n_inner", n_inner},       {"layer_norm_epsilon", layer_norm_epsilon}};
 }
 
 absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view family,
                                             const nlohmann::json& config) {
   const auto& known = KnownModelFamilies();
   if (std::find(known.begin(), known.end(), family) == known.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("model: unknown family '", family,
-                                                   "' (allowed: ", absl::StrJoin(known, ", "),
-                                                   ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: unknown family '", family, "' (allowed: ", absl::StrJoin(known, ", "), ")"));
   }
   if (!config.is_object()) {
     return absl::InvalidArgumentError("model_config: expected a JSON object");

@@ -49,10 +49,8 @@ const std::vector<std::string>& KnownModelFamilies();
 // Parses a Hugging Face style config.json text for `family`.
 // Errors are INVALID_ARGUMENT and name the field, e.g.
 //   "model_config.n_head: missing", "model: unknown family 'foo' (allowed: gpt2)".
-absl::StatusOr<ModelSpec> ParseModelConfig(absl::string_view family,
-                                           absl::string_view config_json);
-absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view family,
-                                            const nlohmann::json& config);
+absl::StatusOr<ModelSpec> ParseModelConfig(absl::string_view family, absl::string_view config_json);
+absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view family, const nlohmann::json& config);
 
 }  // namespace autoaccel
 

@@ -34,18 +34,18 @@ absl::string_view EnumName(Enum v, const std::pair<Enum, absl::string_view> (&ta
   return "?";
 }
 
-constexpr std::pair<Precision, absl::string_view> kPrecisions[] = {
-    {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}};
+constexpr std::pair<Precision, absl::string_view> kPrecisions[] = {{Precision::kFp32, "fp32"},
+                                                                   {Precision::kBf16, "bf16"}};
 constexpr std::pair<Checkpointing, absl::string_view> kCheckpointings[] = {
     {Checkpointing::kNone, "none"}, {Checkpointing::kFull, "full"}};
-constexpr std::pair<Attention, absl::string_view> kAttentions[] = {
-    {Attention::kMath, "math"}, {Attention::kSdpa, "sdpa"}};
+constexpr std::pair<Attention, absl::string_view> kAttentions[] = {{Attention::kMath, "math"},
+                                                                   {Attention::kSdpa, "sdpa"}};
 
 absl::StatusOr<int> ParsePositive(absl::string_view key, absl::string_view value) {
   int v = 0;
   if (!absl::SimpleAtoi(value, &v) || v <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "strategy.", key, ": expected a positive integer, got '", value, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("strategy.", key, ": expected a positive integer, got '", value, "'"));
   }
   return v;
 }
@@ -75,7 +75,8 @@ std::string StrategyToText(const Strategy& s) {
 absl::StatusOr<Strategy> ParseStrategyText(absl::string_view text) {
   Strategy s;
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(item, absl::MaxSplits('=', 1));
     absl::string_view key = absl::StripAsciiWhitespace(kv.first);
     absl::string_view value = absl::StripAsciiWhitespace(kv.second);
     if (key == "mbs") {
@@ -89,9 +90,9 @@ absl::StatusOr<Strategy> ParseStrategyText(absl::string_view text) {
     } else if (key == "attention") {
       ASSIGN_OR_RETURN(s.attention, ParseAttention(value));
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "strategy: unknown key '", key,
-          "' (allowed: mbs, ga, precision, checkpoint, attention)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("strategy: unknown key '", key,
+                       "' (allowed: mbs, ga, precision, checkpoint, attention)"));
     }
   }
   return s;

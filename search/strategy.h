@@ -28,16 +28,16 @@ absl::StatusOr<Checkpointing> ParseCheckpointing(absl::string_view name);
 absl::StatusOr<Attention> ParseAttention(absl::string_view name);
 
 struct Strategy {
-  int micro_batch_size = 1;   // samples per forward/backward on one rank
-  int grad_accum_steps = 1;   // micro-batches per optimizer step
+  int micro_batch_size = 1;                // samples per forward/backward on one rank
+  int grad_accum_steps = 1;                // micro-batches per optimizer step
   Precision precision = Precision::kFp32;  // bf16 = autocast, fp32 weights
   Checkpointing checkpointing = Checkpointing::kNone;
   Attention attention = Attention::kMath;
 
   friend bool operator==(const Strategy& a, const Strategy& b) {
-    return a.micro_batch_size == b.micro_batch_size &&
-           a.grad_accum_steps == b.grad_accum_steps && a.precision == b.precision &&
-           a.checkpointing == b.checkpointing && a.attention == b.attention;
+    return a.micro_batch_size == b.micro_batch_size && a.grad_accum_steps == b.grad_accum_steps &&
+           a.precision == b.precision && a.checkpointing == b.checkpointing &&
+           a.attention == b.attention;
   }
   friend bool operator!=(const Strategy& a, const Strategy& b) { return !(a == b); }
 };

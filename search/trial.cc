@@ -28,21 +28,15 @@ absl::StatusOr<TrialStatus> ParseTrialStatus(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat("trial status: unknown value '", name, "'"));
 }
 
-bool IsTerminal(TrialStatus s) {
-  return s != TrialStatus::kPending && s != TrialStatus::kRunning;
-}
+bool IsTerminal(TrialStatus s) { return s != TrialStatus::kPending && s != TrialStatus::kRunning; }
 
 nlohmann::json TrialMetricsToJson(const TrialMetrics& m) {
-  return nlohmann::json{{"measured_steps", m.measured_steps},
-                        {"step_time_median_s", m.step_time_median_s},
-                        {"step_time_min_s", m.step_time_min_s},
-                        {"step_time_max_s", m.step_time_max_s},
-                        {"tokens_per_second", m.tokens_per_second},
-                        {"samples_per_second", m.samples_per_second},
-                        {"achieved_tflops", m.achieved_tflops},
-                        {"peak_memory_bytes", m.peak_memory_bytes},
-                        {"peak_rss_bytes", m.peak_rss_bytes},
-                        {"final_loss", m.final_loss}};
+  return nlohmann::json{
+      {"measured_steps", m.measured_steps},       {"step_time_median_s", m.step_time_median_s},
+      {"step_time_min_s", m.step_time_min_s},     {"step_time_max_s", m.step_time_max_s},
+      {"tokens_per_second", m.tokens_per_second}, {"samples_per_second", m.samples_per_second},
+      {"achieved_tflops", m.achieved_tflops},     {"peak_memory_bytes", m.peak_memory_bytes},
+      {"peak_rss_bytes", m.peak_rss_bytes},       {"final_loss", m.final_loss}};
 }
 
 absl::StatusOr<TrialMetrics> TrialMetricsFromJson(const nlohmann::json& j) {
@@ -62,8 +56,7 @@ absl::StatusOr<TrialMetrics> TrialMetricsFromJson(const nlohmann::json& j) {
         num("step_time_min_s", &m.step_time_min_s), num("step_time_max_s", &m.step_time_max_s),
         num("tokens_per_second", &m.tokens_per_second),
         num("samples_per_second", &m.samples_per_second),
-        num("achieved_tflops", &m.achieved_tflops),
-        num("peak_memory_bytes", &m.peak_memory_bytes),
+        num("achieved_tflops", &m.achieved_tflops), num("peak_memory_bytes", &m.peak_memory_bytes),
         num("peak_rss_bytes", &m.peak_rss_bytes), num("final_loss", &m.final_loss)}) {
     if (!s.ok()) return s;
   }

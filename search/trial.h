@@ -35,7 +35,7 @@ struct TrialMetrics {
   double step_time_median_s = 0;
   double step_time_min_s = 0;
   double step_time_max_s = 0;
-  double tokens_per_second = 0;   // global batch tokens / median step time
+  double tokens_per_second = 0;  // global batch tokens / median step time
   double samples_per_second = 0;
   double achieved_tflops = 0;     // model FLOPs / median step time / 1e12
   int64_t peak_memory_bytes = 0;  // peak tensor memory of the rank (max over ranks)

@@ -26,11 +26,10 @@ void GrpcTrialExecutor::RunTrial(const std::string& address, const v1::RunTrialR
   auto call = std::make_shared<Call>();
   call->request = request;
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout));
-  StubFor(address)->async()->RunTrial(
-      &call->context, &call->request, &call->response,
-      [call, done = std::move(done)](grpc::Status status) {
-        done(FromGrpcStatus(status), std::move(call->response));
-      });
+  StubFor(address)->async()->RunTrial(&call->context, &call->request, &call->response,
+                                      [call, done = std::move(done)](grpc::Status status) {
+                                        done(FromGrpcStatus(status), std::move(call->response));
+                                      });
 }
 
 void GrpcTrialExecutor::CancelTrial(const std::string& address,

@@ -31,8 +31,8 @@ absl::StatusOr<ValidatedRequest> Validate(const v1::TuneRequest& in,
   out.request = in;
   v1::TuneRequest& r = out.request;
   if (r.model().family().empty()) {
-    return absl::InvalidArgumentError("model.family: missing (allowed: " +
-                                      absl::StrJoin(KnownModelFamilies(), ", ") + ")");
+    return absl::InvalidArgumentError(
+        "model.family: missing (allowed: " + absl::StrJoin(KnownModelFamilies(), ", ") + ")");
   }
   ASSIGN_OR_RETURN(out.model, ParseModelConfig(r.model().family(), r.model().config_json()));
   if (!(r.time_limit_seconds() > 0)) {
@@ -241,8 +241,8 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
   rec.state = JobState::kQueued;
   rec.status_message = "queued";
   rec.request_json = ToJson(r);
-  rec.signature = ComputeSignature(valid.model, r.seq_len(), r.global_batch_size(),
-                                   r.world_size(), r.device_type());
+  rec.signature = ComputeSignature(valid.model, r.seq_len(), r.global_batch_size(), r.world_size(),
+                                   r.device_type());
   rec.created_at = clock_->Now();
   rec.deadline = rec.created_at + absl::Seconds(r.time_limit_seconds());
   rec.trials_total = static_cast<int>(valid.space.size());
@@ -268,8 +268,7 @@ absl::StatusOr<v1::Job> JobManager::GetJob(const std::string& job_id) {
   return event.job();
 }
 
-absl::StatusOr<v1::JobEvent> JobManager::GetJobEvent(const std::string& job_id,
-                                                     uint64_t* version) {
+absl::StatusOr<v1::JobEvent> JobManager::GetJobEvent(const std::string& job_id, uint64_t* version) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = active_.find(job_id);
@@ -334,8 +333,8 @@ absl::StatusOr<std::vector<v1::StrategyAnswer>> JobManager::QueryStrategies(
     const int world = q.world_size() > 0 ? q.world_size() : 1;
     const std::string device = q.device_type().empty() ? "cpu" : q.device_type();
     ASSIGN_OR_RETURN(std::optional<StrategyRecord> found,
-                     store_->GetStrategy(ComputeSignature(model, q.seq_len(),
-                                                          q.global_batch_size(), world, device)));
+                     store_->GetStrategy(ComputeSignature(model, q.seq_len(), q.global_batch_size(),
+                                                          world, device)));
     if (found) records.push_back(*found);
   }
   std::vector<v1::StrategyAnswer> answers;
@@ -524,9 +523,8 @@ void JobManager::DispatchLocked(JobRun* job, std::vector<Dispatch>* dispatches) 
     for (const Rank& rank : ranks) worker_ids.push_back(rank.worker_id);
     rec.worker_id = absl::StrJoin(worker_ids, ",");
 
-    absl::Duration timeout =
-        std::min(absl::Seconds(r.trial_timeout_seconds()),
-                 job->record.deadline - clock_->Now() + absl::Seconds(5));
+    absl::Duration timeout = std::min(absl::Seconds(r.trial_timeout_seconds()),
+                                      job->record.deadline - clock_->Now() + absl::Seconds(5));
     TrialSpec spec;
     spec.trial_id = rec.trial_id;
     spec.attempt = rec.attempt;
@@ -622,9 +620,9 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
           TrialStatus st = rank_status.ok() ? *rank_status : TrialStatus::kFailed;
           if (st != TrialStatus::kSucceeded) {
             EndTrialLocked(job, trial, st,
-                           rank_status.ok() ? response.reason()
-                                            : "worker answered an unknown status: " +
-                                                  response.status(),
+                           rank_status.ok()
+                               ? response.reason()
+                               : "worker answered an unknown status: " + response.status(),
                            FromProto(response.metrics()), &cancels);
           } else {
             // Rank 0 measures the gang's throughput; memory is the max over ranks.
@@ -685,7 +683,8 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
         absl::StrFormat("%d trial(s) done", static_cast<int>(job->trials.size()) - job->running);
     PersistJobLocked(job);
   }
-  spdlog::info("job {}: trial {} {} {}{}", job->record.job_id, rec.index, std::string(TrialStatusName(status)),
+  spdlog::info("job {}: trial {} {} {}{}", job->record.job_id, rec.index,
+               std::string(TrialStatusName(status)),
                status == TrialStatus::kSucceeded
                    ? absl::StrFormat("%.0f tokens/s", metrics.tokens_per_second)
                    : "",
@@ -695,9 +694,8 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
 
 void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string& message,
                                  std::vector<Cancel>* cancels) {
-  const std::string reason = state == JobState::kCancelled
-                                 ? absl::StrCat("job ", message)
-                                 : absl::StrCat("job ended: ", message);
+  const std::string reason = state == JobState::kCancelled ? absl::StrCat("job ", message)
+                                                           : absl::StrCat("job ended: ", message);
   for (auto& t : job->trials) {
     if (!IsTerminal(t->record.status)) {
       EndTrialLocked(job, t.get(), TrialStatus::kCancelled, reason, TrialMetrics(), cancels);
@@ -721,10 +719,9 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
                      parts.empty() ? std::string(" (no trial ran)")
                                    : absl::StrCat(" (", absl::StrJoin(parts, ", "), ")"));
   } else if (best != nullptr) {
-    rec.status_message = absl::StrFormat("%s; best %s at %.0f tokens/s after %d trial(s)", message,
-                                         best->record.strategy_text,
-                                         best->record.metrics.tokens_per_second,
-                                         static_cast<int>(job->trials.size()));
+    rec.status_message = absl::StrFormat(
+        "%s; best %s at %.0f tokens/s after %d trial(s)", message, best->record.strategy_text,
+        best->record.metrics.tokens_per_second, static_cast<int>(job->trials.size()));
   } else {
     rec.status_message = message;
   }

@@ -16,8 +16,8 @@ std::string ComputeSignature(const ModelSpec& model, int seq_len, int global_bat
     hash ^= c;
     hash *= 1099511628211ULL;
   }
-  return absl::StrFormat("%s-%016x-s%d-b%d-%s-w%d", model.family, hash, seq_len,
-                         global_batch_size, device_type, world_size);
+  return absl::StrFormat("%s-%016x-s%d-b%d-%s-w%d", model.family, hash, seq_len, global_batch_size,
+                         device_type, world_size);
 }
 
 std::string HardwareName(const std::string& device_type, int world_size) {

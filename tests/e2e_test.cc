@@ -23,8 +23,8 @@ using ::autoaccel::testing::MakeTempDir;
 using ::autoaccel::testing::RunCommand;
 using ::autoaccel::testing::Subprocess;
 using ::autoaccel::testing::WriteFile;
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 
 constexpr char kTinyGpt[] = R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 4,
   "vocab_size": 64, "n_positions": 32})";
@@ -85,8 +85,8 @@ class Cluster {
   }
 
   std::vector<std::string> ModelArgs(int batch = 4) const {
-    return {"--model", "gpt2", "--model-config", config_, "--seq-len", "16",
-            "--global-batch-size", std::to_string(batch)};
+    return {"--model",   "gpt2", "--model-config",      config_,
+            "--seq-len", "16",   "--global-batch-size", std::to_string(batch)};
   }
 
   // Rows of `sql` (first column joined with '|' per row).
@@ -160,11 +160,12 @@ TEST(EndToEnd, TuneRecordsEveryTrialAndBestSurvivesRestart) {
   std::vector<std::string> expected_rows;
   for (const json& t : job["trials"]) {
     const std::string status = t["status"];
-    EXPECT_THAT((std::vector<std::string>{"SUCCEEDED", "OOM", "FAILED", "TIMEOUT", "PRUNED",
-                                          "CANCELLED"}),
-                ::testing::Contains(status));
+    EXPECT_THAT(
+        (std::vector<std::string>{"SUCCEEDED", "OOM", "FAILED", "TIMEOUT", "PRUNED", "CANCELLED"}),
+        ::testing::Contains(status));
     EXPECT_TRUE(StrategyFromJson(t["strategy_json"]).ok());
-    if (status == "SUCCEEDED") fastest = std::max(fastest, t["metrics"]["tokens_per_second"].get<double>());
+    if (status == "SUCCEEDED")
+      fastest = std::max(fastest, t["metrics"]["tokens_per_second"].get<double>());
     expected_rows.push_back(absl::StrCat(t["trial_id"].get<std::string>(), "|", status, "|",
                                          t["strategy"].get<std::string>()));
   }
@@ -266,7 +267,8 @@ TEST(EndToEnd, KilledWorkerFailsItsTrialAndTheJobGoesOn) {
     ASSERT_EQ(cluster.Cli({"workers", "--json"}, &out), 0);
     const json workers = ParseJson(out);
     for (const json& w : workers["workers"]) {
-      if (w["worker_id"] == "doomed" && !w["devices"][0]["held_by_trial"].get<std::string>().empty()) {
+      if (w["worker_id"] == "doomed" &&
+          !w["devices"][0]["held_by_trial"].get<std::string>().empty()) {
         running_on_doomed = true;
       }
     }
@@ -292,6 +294,44 @@ TEST(EndToEnd, KilledWorkerFailsItsTrialAndTheJobGoesOn) {
   EXPECT_GE(succeeded, 1) << out;
 }
 
+TEST(EndToEnd, CancelStopsRunningTrialsAndFreesTheDevice) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  cluster.StartWorker("w1");
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  std::vector<std::string> args = {"tune"};
+  for (const std::string& a : cluster.ModelArgs()) args.push_back(a);
+  // One trial that would run for minutes.
+  for (const char* a : {"--time-limit", "10m", "--max-trials", "1", "--measured-steps", "100000",
+                        "--detach", "--json"}) {
+    args.push_back(a);
+  }
+  std::string out, err;
+  ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
+  const std::string job_id = ParseJson(out)["job_id"];
+  auto device_holder = [&]() -> std::string {
+    std::string w;
+    if (cluster.Cli({"workers", "--json"}, &w) != 0) return "?";
+    const json workers = ParseJson(w);
+    return workers["workers"][0]["devices"][0]["held_by_trial"];
+  };
+  absl::Time end = absl::Now() + absl::Seconds(20);
+  while (device_holder().empty() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_FALSE(device_holder().empty());
+
+  ASSERT_EQ(cluster.Cli({"cancel", job_id, "--json"}, &out, &err), 0) << out << err;
+  json job = ParseJson(out);
+  EXPECT_EQ(job["state"], "CANCELLED");
+  ASSERT_EQ(cluster.Cli({"trials", job_id, "--json"}, &out, &err), 0);
+  json trials = ParseJson(out);
+  ASSERT_EQ(trials["trials"].size(), 1u);
+  EXPECT_EQ(trials["trials"][0]["status"], "CANCELLED");
+  // The worker stops the trial process and gives the device back.
+  end = absl::Now() + absl::Seconds(15);
+  while (!device_holder().empty() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_TRUE(device_holder().empty());
+}
+
 TEST(EndToEnd, BadInputIsRejectedNamingTheFieldAndNothingIsStored) {
   Cluster cluster;
   ASSERT_TRUE(cluster.StartServer());
@@ -305,24 +345,24 @@ TEST(EndToEnd, BadInputIsRejectedNamingTheFieldAndNothingIsStored) {
   EXPECT_THAT(err, HasSubstr("n_head"));
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
 
-  EXPECT_EQ(cluster.Cli({"tune", "--model", "gpt5", "--model-config", cluster.config(),
-                         "--seq-len", "16", "--global-batch-size", "4", "--time-limit", "1m"},
+  EXPECT_EQ(cluster.Cli({"tune", "--model", "gpt5", "--model-config", cluster.config(), "--seq-len",
+                         "16", "--global-batch-size", "4", "--time-limit", "1m"},
                         &out, &err),
             1);
   EXPECT_THAT(err, HasSubstr("model"));
   EXPECT_THAT(err, HasSubstr("gpt2"));
 
-  EXPECT_EQ(cluster.Cli({"tune", "--model", "gpt2", "--model-config", cluster.config(),
-                         "--seq-len", "16", "--global-batch-size", "4", "--time-limit", "0s"},
+  EXPECT_EQ(cluster.Cli({"tune", "--model", "gpt2", "--model-config", cluster.config(), "--seq-len",
+                         "16", "--global-batch-size", "4", "--time-limit", "0s"},
                         &out, &err),
             1);
   EXPECT_THAT(err, HasSubstr("time_limit"));
 
-  EXPECT_EQ(cluster.Cli({"tune", "--model", "gpt2", "--model-config", cluster.config(),
-                         "--seq-len", "16", "--global-batch-size", "6", "--micro-batch-sizes",
-                         "4", "--time-limit", "1m"},
-                        &out, &err),
-            1);
+  EXPECT_EQ(
+      cluster.Cli({"tune", "--model", "gpt2", "--model-config", cluster.config(), "--seq-len", "16",
+                   "--global-batch-size", "6", "--micro-batch-sizes", "4", "--time-limit", "1m"},
+                  &out, &err),
+      1);
   EXPECT_THAT(err, HasSubstr("global_batch_size"));
 
   EXPECT_THAT(cluster.Query("SELECT job_id FROM jobs"), ::testing::IsEmpty());

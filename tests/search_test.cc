@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/clock.h"
@@ -31,16 +32,6 @@ using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
 using ::testing::StartsWith;
-
-// Matches an absl::Status with the given code whose message matches `m`.
-MATCHER_P2(StatusIs, code, message_matcher, "") {
-  if (arg.code() != code) {
-    *result_listener << "code is " << absl::StatusCodeToString(arg.code()) << ": " << arg.message();
-    return false;
-  }
-  return ::testing::ExplainMatchResult(message_matcher, std::string(arg.message()),
-                                       result_listener);
-}
 
 template <typename M>
 auto InvalidArgument(M message_matcher) {

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -22,17 +23,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-#define ASSERT_OK(expr)                    \
-  do {                                     \
-    const ::absl::Status s_ = (expr);      \
-    ASSERT_TRUE(s_.ok()) << s_.ToString(); \
-  } while (0)
-#define EXPECT_OK(expr)                    \
-  do {                                     \
-    const ::absl::Status s_ = (expr);      \
-    EXPECT_TRUE(s_.ok()) << s_.ToString(); \
-  } while (0)
 
 // A fresh directory per test, removed afterwards.
 class TempDir {

@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "HOST:PORT to serve on (port 0 picks a free one)");
   app.add_option("--devices", devices_text, "cpu:N (N CPU slots) or cuda:0,1,...");
   app.add_option("--id", worker_id, "worker id (default: HOST:PORT it listens on)");
-  app.add_option("--trial-runner", runner, "autoaccel-trial executable (default: next to this one)");
+  app.add_option("--trial-runner", runner,
+                 "autoaccel-trial executable (default: next to this one)");
   app.add_option("--work-dir", work_dir, "folder for trial specs, results and logs");
   app.add_option("--device-memory", device_memory,
                  "bytes of memory per device (default: cpu: physical memory / N)");
@@ -64,9 +65,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (threads_per_device <= 0) {
-    threads_per_device =
-        std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                        static_cast<int>(devices->size()));
+    threads_per_device = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                         static_cast<int>(devices->size()));
   }
 
   autoaccel::WorkerOptions options;

@@ -12,7 +12,9 @@ Registrar::Registrar(std::shared_ptr<grpc::Channel> coordinator, v1::RegisterReq
 
 Registrar::~Registrar() { Stop(); }
 
-void Registrar::Start() { thread_ = std::thread([this] { Run(); }); }
+void Registrar::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void Registrar::Stop() {
   {
@@ -46,8 +48,7 @@ void Registrar::Run() {
         wait_s = interval_s;
       } else {
         if (!warned) {
-          spdlog::warn("cannot register with the coordinator ({}); retrying",
-                       s.error_message());
+          spdlog::warn("cannot register with the coordinator ({}); retrying", s.error_message());
           warned = true;
         }
         wait_s = backoff_s;

@@ -1,13 +1,13 @@
 #ifndef AUTOACCEL_WORKER_REGISTRAR_H_
 #define AUTOACCEL_WORKER_REGISTRAR_H_
 
+#include <grpcpp/channel.h>
+
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-
-#include <grpcpp/channel.h>
 
 #include "proto/autoaccel.grpc.pb.h"
 

@@ -120,8 +120,8 @@ TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& op
 
   if (timed_out) {
     result.status = TrialStatus::kTimeout;
-    result.error = absl::StrCat("trial exceeded its ", absl::FormatDuration(options.timeout),
-                                " timeout");
+    result.error =
+        absl::StrCat("trial exceeded its ", absl::FormatDuration(options.timeout), " timeout");
     return result;
   }
   if (cancelled) {
@@ -138,13 +138,12 @@ TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& op
       return result;
     }
   }
-  std::string how = WIFSIGNALED(status)
-                        ? absl::StrCat("was killed by signal ", WTERMSIG(status), " (",
-                                       strsignal(WTERMSIG(status)), ")")
-                        : absl::StrCat("exited with code ", WEXITSTATUS(status),
-                                       " without a result");
-  result.error = absl::StrCat("trial runner ", how, "; log ", log_path, ":\n",
-                              TailOfFile(log_path, 5));
+  std::string how = WIFSIGNALED(status) ? absl::StrCat("was killed by signal ", WTERMSIG(status),
+                                                       " (", strsignal(WTERMSIG(status)), ")")
+                                        : absl::StrCat("exited with code ", WEXITSTATUS(status),
+                                                       " without a result");
+  result.error =
+      absl::StrCat("trial runner ", how, "; log ", log_path, ":\n", TailOfFile(log_path, 5));
   return result;
 }
 

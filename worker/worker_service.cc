@@ -1,5 +1,6 @@
 #include "worker/worker_service.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <thread>
@@ -9,7 +10,6 @@
 #include "absl/strings/str_split.h"
 #include "common/grpc_status.h"
 #include "proto/convert.h"
-#include <spdlog/spdlog.h>
 
 namespace autoaccel {
 namespace {
@@ -23,8 +23,8 @@ std::string Key(const std::string& trial_id, int attempt) {
 absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& text,
                                                      int64_t memory_bytes) {
   auto bad = [&] {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--devices: expected cpu:N (N CPU slots) or cuda:0,1,... — got '", text, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--devices: expected cpu:N (N CPU slots) or cuda:0,1,... — got '", text, "'"));
   };
   std::pair<std::string, std::string> kv = absl::StrSplit(text, absl::MaxSplits(':', 1));
   std::vector<v1::Device> devices;
@@ -80,9 +80,9 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
   };
   const int index = request->device_index();
   if (index < 0 || index >= static_cast<int>(options_.devices.size())) {
-    return fail(absl::InvalidArgumentError(absl::StrCat(
-        "device_index: ", index, " out of range (this worker has ", options_.devices.size(),
-        " devices)")));
+    return fail(absl::InvalidArgumentError(absl::StrCat("device_index: ", index,
+                                                        " out of range (this worker has ",
+                                                        options_.devices.size(), " devices)")));
   }
   nlohmann::json j = nlohmann::json::parse(request->spec_json(), nullptr, false);
   if (j.is_discarded()) return fail(absl::InvalidArgumentError("spec_json: not valid JSON"));

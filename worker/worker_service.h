@@ -25,8 +25,7 @@ struct WorkerOptions {
 
 // Parses "cpu:N" (N CPU slots sharing this node's memory) or "cuda:0,1,..".
 // `memory_bytes` per device: for cpu, 0 means physical memory / N.
-absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& text,
-                                                     int64_t memory_bytes);
+absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& text, int64_t memory_bytes);
 
 // Each RunTrial spawns one child process on a thread of its own and answers
 // when the child is done. A repeated RunTrial for the same trial and attempt
