@@ -193,6 +193,12 @@ void JobManager::Shutdown() {
   SendAll({}, std::move(cancels));
 }
 
+bool JobManager::Drain(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
+                      [this] { return rpcs_in_flight_ == 0; });
+}
+
 void JobManager::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
@@ -219,6 +225,10 @@ void JobManager::Tick() {
 
 void JobManager::SendAll(std::vector<Dispatch> dispatches, std::vector<Cancel> cancels) {
   for (Cancel& c : cancels) executor_->CancelTrial(c.address, c.request);
+  if (!dispatches.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    rpcs_in_flight_ += static_cast<int>(dispatches.size());
+  }
   for (Dispatch& d : dispatches) {
     std::string job_id = d.job_id, trial_id = d.trial_id;
     int rank = d.rank;
@@ -575,6 +585,7 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
   std::vector<Cancel> cancels;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    --rpcs_in_flight_;
     auto job_it = active_.find(job_id);
     TrialRun* trial = nullptr;
     if (job_it != active_.end()) {

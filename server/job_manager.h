@@ -71,6 +71,10 @@ class JobManager {
   void Stop();
   // Cancels every running job (reason: server shutting down).
   void Shutdown();
+  // Waits until every RunTrial sent to a worker has answered, up to
+  // `timeout`; returns false if some are still out. Call after Shutdown(),
+  // before destroying the executor.
+  bool Drain(absl::Duration timeout);
 
   // Validates and stores a job. INVALID_ARGUMENT naming the field for bad
   // input; nothing is stored then.
@@ -166,6 +170,7 @@ class JobManager {
   std::vector<std::string> active_order_;                  // FIFO of job ids
   std::map<std::string, WorkerState> workers_;
   uint64_t job_counter_ = 0;
+  int rpcs_in_flight_ = 0;  // RunTrial calls whose answer has not come back
   std::thread thread_;
 };
 

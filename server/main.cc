@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -71,5 +72,12 @@ int main(int argc, char** argv) {
   (*manager)->Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   (*manager)->Stop();
+  // Workers were told to stop their trials; wait for their answers so no
+  // callback outlives the manager.
+  if (!(*manager)->Drain(absl::Seconds(10))) {
+    spdlog::warn("some workers did not answer in time; exiting anyway");
+    std::fflush(nullptr);
+    std::_Exit(0);
+  }
   return 0;
 }
