@@ -705,8 +705,8 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
 
 void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string& message,
                                  std::vector<Cancel>* cancels) {
-  const std::string reason = state == JobState::kCancelled ? absl::StrCat("job ", message)
-                                                           : absl::StrCat("job ended: ", message);
+  const std::string reason =
+      state == JobState::kCancelled ? message : absl::StrCat("job ended: ", message);
   for (auto& t : job->trials) {
     if (!IsTerminal(t->record.status)) {
       EndTrialLocked(job, t.get(), TrialStatus::kCancelled, reason, TrialMetrics(), cancels);
