@@ -20,9 +20,12 @@ struct ModelFlags {
   int global_batch_size = 0;
   int world_size = 1;
   std::string device = "cpu";
+  std::vector<std::string> overrides;
 
   void Add(CLI::App* cmd) {
-    cmd->add_option("--model", family, "model family: gpt2")->required();
+    cmd->add_option("--model", family, "model family: gpt2, llama, bert, mixtral")->required();
+    cmd->add_option("--override", overrides,
+                    "KEY=VALUE change to the config (repeatable), e.g. --override n_layer=2");
     cmd->add_option("--model-config", config_file, "Hugging Face style config.json")->required();
     cmd->add_option("--seq-len", seq_len, "sequence length")->required();
     cmd->add_option("--global-batch-size", global_batch_size, "samples per optimizer step")
@@ -41,6 +44,7 @@ struct ModelFlags {
     text << in.rdbuf();
     model->set_family(family);
     model->set_config_json(text.str());
+    for (const std::string& o : overrides) model->add_overrides(o);
     return true;
   }
 };

@@ -51,21 +51,12 @@ double Median(std::vector<double> v) {
 
 absl::Status ValidateTrialSpec(const TrialSpec& spec) {
   const ModelSpec& m = spec.model;
-  if (m.n_layer <= 0 || m.n_embd <= 0 || m.n_head <= 0 || m.vocab_size <= 0 || m.n_positions <= 0 ||
-      m.n_inner <= 0 || !(m.layer_norm_epsilon > 0)) {
-    return absl::InvalidArgumentError(
-        "model_config: n_layer, n_embd, n_head, vocab_size, n_positions, n_inner and "
-        "layer_norm_epsilon must be positive");
-  }
-  if (m.n_embd % m.n_head != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("model_config.n_head: n_embd (", m.n_embd,
-                                                   ") must be divisible by n_head (", m.n_head,
-                                                   ")"));
-  }
+  RETURN_IF_ERROR(m.Validate());
   if (spec.seq_len <= 0) return absl::InvalidArgumentError("seq_len: must be positive");
   if (spec.seq_len > m.n_positions) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "seq_len: ", spec.seq_len, " exceeds the model's n_positions (", m.n_positions, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("seq_len: ", spec.seq_len,
+                                                   " exceeds the model's ", m.MaxPositionsKey(),
+                                                   " (", m.n_positions, ")"));
   }
   if (spec.warmup_steps < 0) return absl::InvalidArgumentError("warmup_steps: must be >= 0");
   if (spec.measured_steps <= 0) {
@@ -143,23 +134,27 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
   t->run_options_.attention = spec.strategy.attention;
   t->run_options_.checkpointing = spec.strategy.checkpointing;
 
-  t->model_ = Gpt(spec.model, spec.seed);
+  ASSIGN_OR_RETURN(t->model_, BuildModel(spec.model, spec.seed));
   t->model_->to(device);
   t->optimizer_ = std::make_unique<torch::optim::AdamW>(
       t->model_->parameters(),
       torch::optim::AdamWOptions(kLearningRate).weight_decay(kWeightDecay));
 
   // The same global batch on every rank (seeded), each rank takes its rows;
-  // seq_len + 1 tokens give seq_len inputs and seq_len shifted targets.
+  // seq_len + 1 tokens give seq_len inputs and seq_len targets.
   const int per_rank = spec.strategy.micro_batch_size * spec.strategy.grad_accum_steps;
-  const torch::Tensor tokens = SyntheticTokens(spec.model.vocab_size, spec.global_batch_size,
-                                               spec.seq_len + 1, spec.seed + 1)
-                                   .narrow(0, int64_t{spec.rank} * per_rank, per_rank);
+  const Example batch =
+      t->model_->MakeExample(SyntheticTokens(spec.model.vocab_size, spec.global_batch_size,
+                                             spec.seq_len + 1, spec.seed + 1),
+                             spec.seed + 2);
   for (int i = 0; i < spec.strategy.grad_accum_steps; ++i) {
-    const torch::Tensor micro = tokens.narrow(0, int64_t{i} * spec.strategy.micro_batch_size,
-                                              spec.strategy.micro_batch_size);
-    t->inputs_.push_back(micro.narrow(1, 0, spec.seq_len).contiguous().to(device));
-    t->targets_.push_back(micro.narrow(1, 1, spec.seq_len).contiguous().to(device));
+    const int64_t first =
+        int64_t{spec.rank} * per_rank + int64_t{i} * spec.strategy.micro_batch_size;
+    auto rows = [&](const torch::Tensor& all) {
+      return all.narrow(0, first, spec.strategy.micro_batch_size).contiguous().to(device);
+    };
+    t->inputs_.push_back(rows(batch.input));
+    t->targets_.push_back(rows(batch.target));
   }
   return t;
 }

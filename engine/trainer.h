@@ -23,15 +23,16 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "engine/gpt.h"
+#include "engine/model.h"
 #include "engine/trial_io.h"
 
 namespace autoaccel {
 
 // Checks what running `spec` needs beyond what TrialSpecFromJson checks:
-// positive sizes, micro_batch_size * grad_accum_steps * world_size ==
-// global_batch_size, seq_len <= model n_positions, a known device string,
-// num_threads >= 1, world_size 1 (no distributed strategies yet).
+// a valid model (ModelSpec::Validate), positive sizes, micro_batch_size *
+// grad_accum_steps * world_size == global_batch_size, seq_len <= the model's
+// maximum positions (n_positions / max_position_embeddings), a known device
+// string, num_threads >= 1, world_size 1 (no distributed strategies yet).
 // Returns INVALID_ARGUMENT naming the field, else OK.
 absl::Status ValidateTrialSpec(const TrialSpec& spec);
 
@@ -48,9 +49,11 @@ torch::Tensor SyntheticTokens(int vocab_size, int num_sequences, int length, uin
 
 class Trainer {
  public:
-  // Builds the model (GptImpl(spec.model, spec.seed)) on spec.device, an
+  // Builds the model (BuildModel(spec.model, spec.seed)) on spec.device, an
   // AdamW optimizer (lr 1e-3, weight decay 0.01) and this rank's share of a
-  // fixed synthetic global batch, split into grad_accum_steps micro-batches.
+  // fixed synthetic global batch (SyntheticTokens, made into the family's
+  // task by TrainableModel::MakeExample: next-token prediction, or bert's
+  // masked LM), split into grad_accum_steps micro-batches.
   // Returns the ValidateTrialSpec / ParseDevice error for a bad spec.
   // Throws c10::Error (c10::OutOfMemoryError when it does not fit).
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrialSpec& spec);
@@ -66,7 +69,7 @@ class Trainer {
   // the step's loss (before the update). Throws c10::Error.
   double Step();
 
-  Gpt& model() { return model_; }
+  const std::shared_ptr<TrainableModel>& model() { return model_; }
   const torch::Device& device() const { return device_; }
   const TrialSpec& spec() const { return spec_; }
 
@@ -75,8 +78,8 @@ class Trainer {
 
   TrialSpec spec_;
   torch::Device device_;
-  GptRunOptions run_options_;
-  Gpt model_{nullptr};
+  RunOptions run_options_;
+  std::shared_ptr<TrainableModel> model_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::vector<torch::Tensor> inputs_;   // per micro-batch, [mbs, seq_len]
   std::vector<torch::Tensor> targets_;  // per micro-batch, [mbs, seq_len]

@@ -19,6 +19,20 @@
 namespace autoaccel {
 namespace {
 
+// The model a request describes: its config.json with the overrides applied.
+absl::StatusOr<ModelSpec> ModelFromRequest(const v1::ModelSpec& m) {
+  nlohmann::json config =
+      nlohmann::json::parse(m.config_json(), nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded()) return absl::InvalidArgumentError("model_config: not valid JSON");
+  std::vector<std::pair<std::string, std::string>> overrides;
+  for (const std::string& text : m.overrides()) {
+    ASSIGN_OR_RETURN(auto kv, ParseOverride(text));
+    overrides.push_back(std::move(kv));
+  }
+  RETURN_IF_ERROR(ApplyOverrides(overrides, &config));
+  return ModelSpecFromJson(m.family(), config);
+}
+
 struct ValidatedRequest {
   v1::TuneRequest request;  // with defaults filled in
   ModelSpec model;
@@ -34,7 +48,7 @@ absl::StatusOr<ValidatedRequest> Validate(const v1::TuneRequest& in,
     return absl::InvalidArgumentError(
         "model.family: missing (allowed: " + absl::StrJoin(KnownModelFamilies(), ", ") + ")");
   }
-  ASSIGN_OR_RETURN(out.model, ParseModelConfig(r.model().family(), r.model().config_json()));
+  ASSIGN_OR_RETURN(out.model, ModelFromRequest(r.model()));
   if (!(r.time_limit_seconds() > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("time_limit: must be positive, got ", r.time_limit_seconds(), "s"));
@@ -334,8 +348,7 @@ absl::StatusOr<std::vector<v1::StrategyAnswer>> JobManager::QueryStrategies(
   if (q.model().family().empty() && q.model().config_json().empty()) {
     ASSIGN_OR_RETURN(records, store_->ListStrategies(100));
   } else {
-    ASSIGN_OR_RETURN(ModelSpec model,
-                     ParseModelConfig(q.model().family(), q.model().config_json()));
+    ASSIGN_OR_RETURN(ModelSpec model, ModelFromRequest(q.model()));
     if (q.seq_len() <= 0) return absl::InvalidArgumentError("seq_len: must be positive");
     if (q.global_batch_size() <= 0) {
       return absl::InvalidArgumentError("global_batch_size: must be positive");

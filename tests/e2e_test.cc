@@ -365,6 +365,20 @@ TEST(EndToEnd, BadInputIsRejectedNamingTheFieldAndNothingIsStored) {
       1);
   EXPECT_THAT(err, HasSubstr("global_batch_size"));
 
+  // Overrides are applied to the config before it is validated.
+  EXPECT_EQ(
+      cluster.Cli({"tune", "--model", "gpt2", "--model-config", cluster.config(), "--override",
+                   "n_head=3", "--seq-len", "16", "--global-batch-size", "4", "--time-limit", "1m"},
+                  &out, &err),
+      1);
+  EXPECT_THAT(err, HasSubstr("n_head"));
+  EXPECT_EQ(cluster.Cli({"tune", "--model", "gpt2", "--model-config", cluster.config(),
+                         "--override", "no-equals-sign", "--seq-len", "16", "--global-batch-size",
+                         "4", "--time-limit", "1m"},
+                        &out, &err),
+            1);
+  EXPECT_THAT(err, HasSubstr("override"));
+
   EXPECT_THAT(cluster.Query("SELECT job_id FROM jobs"), ::testing::IsEmpty());
 }
 

@@ -9,4 +9,10 @@ if(TARGET autoaccel_engine)
   # ctest runs rather than on every build.
   gtest_discover_tests(engine_test TEST_PREFIX "engine." DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
                        PROPERTIES TIMEOUT 300 LABELS engine)
+
+  # The other model families, their strategies and weight files.
+  add_executable(engine_models_test engine_models_test.cc)
+  target_link_libraries(engine_models_test PRIVATE autoaccel_engine GTest::gmock_main)
+  gtest_discover_tests(engine_models_test TEST_PREFIX "engine." DISCOVERY_MODE PRE_TEST
+                       DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300 LABELS engine)
 endif()

@@ -66,7 +66,8 @@ double MaxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
 
 // Every parameter of `a` and `b` has a gradient, and they agree within `tol`
 // (max absolute difference relative to the gradient's own scale, floored).
-void ExpectSameGrads(Gpt& a, Gpt& b, double tol) {
+void ExpectSameGrads(const std::shared_ptr<TrainableModel>& a,
+                     const std::shared_ptr<TrainableModel>& b, double tol) {
   auto pa = a->named_parameters();
   auto pb = b->named_parameters();
   ASSERT_EQ(pa.size(), pb.size());
@@ -80,7 +81,7 @@ void ExpectSameGrads(Gpt& a, Gpt& b, double tol) {
   }
 }
 
-double GradNorm(Gpt& model) {
+double GradNorm(const std::shared_ptr<TrainableModel>& model) {
   double sum = 0;
   for (const auto& p : model->parameters()) sum += p.grad().pow(2).sum().item<double>();
   return std::sqrt(sum);

@@ -229,6 +229,341 @@ TEST(ModelConfig, ErrorsNameTheField) {
   EXPECT_THAT(ParseModelConfig("gpt2", "[]").status(), InvalidArgument(HasSubstr("object")));
 }
 
+// Configs as transformers 5.23 writes them (config.to_json_string()), trimmed
+// of keys the engine ignores.
+constexpr absl::string_view kLlama2_7bConfig = R"({
+  "model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
+  "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+  "vocab_size": 32000, "max_position_embeddings": 4096, "rms_norm_eps": 1e-05,
+  "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}, "head_dim": 128,
+  "hidden_act": "silu", "attention_bias": false, "mlp_bias": false,
+  "tie_word_embeddings": false, "attention_dropout": 0.0, "pad_token_id": null
+})";
+
+constexpr absl::string_view kMixtral8x7bConfig = R"({
+  "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
+  "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+  "vocab_size": 32000, "max_position_embeddings": 32768, "rms_norm_eps": 1e-05,
+  "rope_theta": 1000000.0, "num_local_experts": 8, "num_experts_per_tok": 2,
+  "sliding_window": null, "router_aux_loss_coef": 0.02, "output_router_logits": false,
+  "tie_word_embeddings": false, "hidden_act": "silu"
+})";
+
+constexpr absl::string_view kBertBaseConfig = R"({
+  "model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12,
+  "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 30522,
+  "max_position_embeddings": 512, "type_vocab_size": 2, "layer_norm_eps": 1e-12,
+  "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+  "pad_token_id": 0, "is_decoder": false, "tie_word_embeddings": true
+})";
+
+ModelSpec Parsed(absl::string_view family, absl::string_view config) {
+  absl::StatusOr<ModelSpec> m = ParseModelConfig(family, config);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.value_or(ModelSpec{});
+}
+
+// `base` with `changes` merged in (null erases a key).
+std::string Edited(absl::string_view base, const nlohmann::json& changes) {
+  nlohmann::json j = nlohmann::json::parse(base);
+  for (const auto& [key, value] : changes.items()) {
+    if (value.is_null()) {
+      j.erase(key);
+    } else {
+      j[key] = value;
+    }
+  }
+  return j.dump();
+}
+
+TEST(ModelConfig, KnownFamilies) {
+  EXPECT_THAT(KnownModelFamilies(), ElementsAre("gpt2", "llama", "bert", "mixtral"));
+  for (const std::string& name : KnownModelFamilies()) {
+    absl::StatusOr<ModelFamily> f = ParseModelFamily(name);
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_EQ(ModelFamilyName(*f), name);
+  }
+  EXPECT_THAT(ParseModelFamily("t5").status(),
+              InvalidArgument(AllOf(HasSubstr("'t5'"), HasSubstr("gpt2, llama, bert, mixtral"))));
+}
+
+TEST(ModelConfig, LlamaReadsTransformersKeys) {
+  const ModelSpec m = Parsed("llama", kLlama2_7bConfig);
+  EXPECT_EQ(m.family, "llama");
+  EXPECT_EQ(m.n_layer, 32);
+  EXPECT_EQ(m.n_embd, 4096);
+  EXPECT_EQ(m.n_head, 32);
+  EXPECT_EQ(m.n_kv_head, 32);
+  EXPECT_EQ(m.n_inner, 11008);
+  EXPECT_EQ(m.n_positions, 4096);
+  EXPECT_DOUBLE_EQ(m.layer_norm_epsilon, 1e-5);
+  EXPECT_DOUBLE_EQ(m.rope_theta, 10000.0);
+  EXPECT_FALSE(m.tie_word_embeddings);
+  EXPECT_TRUE(m.IsCausal());
+  EXPECT_EQ(m.MaxPositionsKey(), "max_position_embeddings");
+  // transformers' num_parameters() of LlamaForCausalLM for this config.
+  EXPECT_EQ(m.ParameterCount(), 6738415616);
+}
+
+TEST(ModelConfig, LlamaDefaultsFollowTransformers) {
+  // No num_key_value_heads: one per attention head; no rope settings: theta
+  // 10000; no rms_norm_eps: 1e-6.
+  const ModelSpec m = Parsed("llama", Edited(kLlama2_7bConfig, {{"num_key_value_heads", nullptr},
+                                                                {"rope_parameters", nullptr},
+                                                                {"rms_norm_eps", nullptr},
+                                                                {"tie_word_embeddings", nullptr}}));
+  EXPECT_EQ(m.n_kv_head, 32);
+  EXPECT_DOUBLE_EQ(m.rope_theta, 10000.0);
+  EXPECT_DOUBLE_EQ(m.layer_norm_epsilon, 1e-6);
+  EXPECT_FALSE(m.tie_word_embeddings);
+  // transformers 4 spelled the base at the top level.
+  EXPECT_DOUBLE_EQ(Parsed("llama", Edited(kLlama2_7bConfig,
+                                          {{"rope_parameters", nullptr}, {"rope_theta", 500000.0}}))
+                       .rope_theta,
+                   500000.0);
+  // MixtralConfig's default is 8 key/value heads; an explicit null means one
+  // per attention head.
+  EXPECT_EQ(
+      Parsed("mixtral", Edited(kMixtral8x7bConfig, {{"num_key_value_heads", nullptr}})).n_kv_head,
+      8);
+  EXPECT_EQ(Parsed("mixtral",
+                   R"({"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+                       "num_attention_heads": 4, "num_key_value_heads": null,
+                       "vocab_size": 100, "max_position_embeddings": 32,
+                       "num_local_experts": 4, "num_experts_per_tok": 2})")
+                .n_kv_head,
+            4);
+  EXPECT_DOUBLE_EQ(
+      Parsed("mixtral", Edited(kMixtral8x7bConfig, {{"rope_theta", nullptr}})).rope_theta, 1e6);
+}
+
+TEST(ModelConfig, ParameterCountsMatchTransformers) {
+  // Each number is num_parameters() of the transformers model built from the
+  // same config (on the meta device: no weights, no download).
+  EXPECT_EQ(Parsed("mixtral", kMixtral8x7bConfig).ParameterCount(), 46702792704);
+  EXPECT_EQ(Parsed("bert", kBertBaseConfig).ParameterCount(), 109514298);  // BertForMaskedLM
+  // TinyLlama-1.1B: grouped-query attention (4 key/value heads).
+  EXPECT_EQ(Parsed("llama", Edited(kLlama2_7bConfig, {{"hidden_size", 2048},
+                                                      {"intermediate_size", 5632},
+                                                      {"num_hidden_layers", 22},
+                                                      {"num_key_value_heads", 4},
+                                                      {"head_dim", 64}}))
+                .ParameterCount(),
+            1100048384);
+  // Llama-3.2-1B shape: tied embeddings count once.
+  EXPECT_EQ(Parsed("llama", Edited(kLlama2_7bConfig, {{"hidden_size", 2048},
+                                                      {"intermediate_size", 8192},
+                                                      {"num_hidden_layers", 16},
+                                                      {"num_key_value_heads", 8},
+                                                      {"head_dim", 64},
+                                                      {"vocab_size", 128256},
+                                                      {"tie_word_embeddings", true}}))
+                .ParameterCount(),
+            1235814400);
+}
+
+TEST(ModelConfig, MixtralAndBertReadTheirKeys) {
+  const ModelSpec mixtral = Parsed("mixtral", kMixtral8x7bConfig);
+  EXPECT_EQ(mixtral.num_local_experts, 8);
+  EXPECT_EQ(mixtral.num_experts_per_tok, 2);
+  EXPECT_EQ(mixtral.n_kv_head, 8);
+  EXPECT_DOUBLE_EQ(mixtral.rope_theta, 1e6);
+  const ModelSpec bert = Parsed("bert", kBertBaseConfig);
+  EXPECT_EQ(bert.n_layer, 12);
+  EXPECT_EQ(bert.n_inner, 3072);
+  EXPECT_EQ(bert.type_vocab_size, 2);
+  EXPECT_DOUBLE_EQ(bert.layer_norm_epsilon, 1e-12);
+  EXPECT_FALSE(bert.IsCausal());
+}
+
+TEST(ModelConfig, TrainingFlopsPerTokenOfEachFamily) {
+  const double T = 2048;
+  // Llama-2-7B: 6 * (32 * (2 * 4096^2 + 2 * 4096 * 4096 + 3 * 4096 * 11008) + 32000 * 4096)
+  //             + 6 * 32 * 4096 * 2048 (causal attention)
+  const ModelSpec llama = Parsed("llama", kLlama2_7bConfig);
+  EXPECT_DOUBLE_EQ(llama.TrainingFlopsPerToken(2048),
+                   6.0 * (32.0 * (4 * 4096.0 * 4096 + 3 * 4096.0 * 11008) + 32000.0 * 4096) +
+                       6.0 * 32 * 4096 * T);
+  // Mixtral counts the router and only the 2 experts a token uses, not all 8:
+  // FLOPs are those of ~13B active parameters, not 47B.
+  const ModelSpec mixtral = Parsed("mixtral", kMixtral8x7bConfig);
+  const double d = 4096, kv = 8 * 128, f = 14336;
+  EXPECT_DOUBLE_EQ(
+      mixtral.TrainingFlopsPerToken(2048),
+      6.0 * (32 * (2 * d * d + 2 * d * kv + d * 8 + 2 * 3 * d * f) + 32000 * d) + 6.0 * 32 * d * T);
+  ModelSpec more_experts = mixtral;
+  more_experts.num_local_experts = 64;  // same top-2: only the router grows
+  EXPECT_DOUBLE_EQ(more_experts.TrainingFlopsPerToken(2048) - mixtral.TrainingFlopsPerToken(2048),
+                   6.0 * 32 * d * (64 - 8));
+  // BERT attends both ways: the full score matrix counts (12, not 6), and
+  // the MLM transform is a matmul too.
+  const ModelSpec bert = Parsed("bert", kBertBaseConfig);
+  EXPECT_DOUBLE_EQ(bert.TrainingFlopsPerToken(512),
+                   6.0 * (12 * (4 * 768.0 * 768 + 2 * 768.0 * 3072) + 768.0 * 768 + 30522.0 * 768) +
+                       12.0 * 12 * 768 * 512);
+}
+
+TEST(ModelConfig, EveryFamilyRoundTripsThroughItsNormalizedConfig) {
+  ModelSpec tied = Parsed("llama", kLlama2_7bConfig);
+  tied.tie_word_embeddings = true;
+  tied.n_kv_head = 8;
+  tied.rope_theta = 500000.0;
+  for (const ModelSpec& m :
+       {Gpt2Small(), Parsed("llama", kLlama2_7bConfig), tied, Parsed("mixtral", kMixtral8x7bConfig),
+        Parsed("bert", kBertBaseConfig)}) {
+    const nlohmann::json j = m.ToConfigJson();
+    EXPECT_EQ(j.at("model_type"), m.family);
+    absl::StatusOr<ModelSpec> again = ModelSpecFromJson(m.family, j);
+    ASSERT_TRUE(again.ok()) << m.family << ": " << again.status();
+    EXPECT_EQ(again->ToConfigJson(), j) << m.family;
+    EXPECT_EQ(again->ParameterCount(), m.ParameterCount()) << m.family;
+    EXPECT_EQ(again->TrainingFlopsPerToken(128), m.TrainingFlopsPerToken(128)) << m.family;
+    EXPECT_EQ(again->n_kv_head, m.n_kv_head) << m.family;
+    EXPECT_EQ(again->rope_theta, m.rope_theta) << m.family;
+    EXPECT_EQ(again->tie_word_embeddings, m.tie_word_embeddings) << m.family;
+    EXPECT_EQ(again->type_vocab_size, m.type_vocab_size) << m.family;
+    EXPECT_EQ(again->num_local_experts, m.num_local_experts) << m.family;
+    EXPECT_EQ(again->num_experts_per_tok, m.num_experts_per_tok) << m.family;
+  }
+}
+
+TEST(ModelConfig, FamilyErrorsNameTheField) {
+  auto llama = [](const nlohmann::json& changes) {
+    return ParseModelConfig("llama", Edited(kLlama2_7bConfig, changes)).status();
+  };
+  EXPECT_THAT(llama({{"num_key_value_heads", 5}}),
+              InvalidArgument(AllOf(HasSubstr("model_config.num_key_value_heads"),
+                                    HasSubstr("must divide num_attention_heads (32)"))));
+  EXPECT_THAT(llama({{"hidden_size", nullptr}}),
+              InvalidArgument(HasSubstr("model_config.hidden_size: missing")));
+  EXPECT_THAT(llama({{"hidden_act", "gelu"}}),
+              InvalidArgument(HasSubstr("model_config.hidden_act")));
+  EXPECT_THAT(llama({{"head_dim", 64}}), InvalidArgument(HasSubstr("model_config.head_dim")));
+  EXPECT_THAT(llama({{"attention_bias", true}}),
+              InvalidArgument(HasSubstr("model_config.attention_bias")));
+  EXPECT_THAT(llama({{"rope_parameters", {{"rope_type", "llama3"}, {"factor", 8.0}}}}),
+              InvalidArgument(
+                  AllOf(HasSubstr("model_config.rope_parameters.rope_type"), HasSubstr("llama3"))));
+  EXPECT_THAT(llama({{"rope_theta", -1}}), InvalidArgument(HasSubstr("model_config.rope_theta")));
+  EXPECT_THAT(llama({{"tie_word_embeddings", "yes"}}),
+              InvalidArgument(HasSubstr("model_config.tie_word_embeddings")));
+  EXPECT_THAT(llama({{"num_attention_heads", 4096}, {"head_dim", nullptr}}),  // head size 1
+              InvalidArgument(HasSubstr("must be even")));
+  EXPECT_THAT(ParseModelConfig("llama", kMixtral8x7bConfig).status(),
+              InvalidArgument(AllOf(HasSubstr("model_config.model_type"), HasSubstr("mixtral"),
+                                    HasSubstr("llama"))));
+
+  auto mixtral = [](const nlohmann::json& changes) {
+    return ParseModelConfig("mixtral", Edited(kMixtral8x7bConfig, changes)).status();
+  };
+  EXPECT_THAT(mixtral({{"num_experts_per_tok", 9}}),
+              InvalidArgument(AllOf(HasSubstr("model_config.num_experts_per_tok"),
+                                    HasSubstr("num_local_experts = 8"))));
+  EXPECT_THAT(mixtral({{"num_local_experts", nullptr}}),
+              InvalidArgument(HasSubstr("model_config.num_local_experts: missing")));
+  EXPECT_THAT(mixtral({{"sliding_window", 4096}}),
+              InvalidArgument(HasSubstr("model_config.sliding_window")));
+
+  auto bert = [](const nlohmann::json& changes) {
+    return ParseModelConfig("bert", Edited(kBertBaseConfig, changes)).status();
+  };
+  EXPECT_THAT(bert({{"type_vocab_size", 0}}),
+              InvalidArgument(HasSubstr("model_config.type_vocab_size")));
+  EXPECT_THAT(bert({{"num_attention_heads", 7}}),
+              InvalidArgument(AllOf(HasSubstr("model_config.num_attention_heads"),
+                                    HasSubstr("hidden_size (768)"))));
+  EXPECT_THAT(bert({{"position_embedding_type", "relative_key"}}),
+              InvalidArgument(HasSubstr("model_config.position_embedding_type")));
+  EXPECT_THAT(bert({{"tie_word_embeddings", false}}),
+              InvalidArgument(HasSubstr("model_config.tie_word_embeddings")));
+  EXPECT_THAT(bert({{"layer_norm_eps", 0}}),
+              InvalidArgument(HasSubstr("model_config.layer_norm_eps")));
+
+  // A spec built by hand gets the same checks.
+  ModelSpec m = Parsed("llama", kLlama2_7bConfig);
+  m.n_kv_head = 0;
+  EXPECT_THAT(m.Validate(), InvalidArgument(HasSubstr("num_key_value_heads")));
+  m.family = "gpt3";
+  EXPECT_THAT(m.Validate(), InvalidArgument(HasSubstr("gpt3")));
+  EXPECT_THAT(Gpt2Small().Validate(), IsOk());
+}
+
+TEST(ModelOverrides, ParseKeyEqualsValue) {
+  absl::StatusOr<std::pair<std::string, std::string>> kv = ParseOverride("n_layer=2");
+  ASSERT_TRUE(kv.ok()) << kv.status();
+  EXPECT_EQ(kv->first, "n_layer");
+  EXPECT_EQ(kv->second, "2");
+  kv = ParseOverride("activation_function=a=b");  // the first '=' splits
+  ASSERT_TRUE(kv.ok());
+  EXPECT_EQ(kv->second, "a=b");
+  kv = ParseOverride("name=");
+  ASSERT_TRUE(kv.ok());
+  EXPECT_EQ(kv->second, "");
+  EXPECT_THAT(ParseOverride("n_layer").status(), InvalidArgument(HasSubstr("key=value")));
+  EXPECT_THAT(ParseOverride("=2").status(), InvalidArgument(HasSubstr("key=value")));
+}
+
+TEST(ModelOverrides, ValuesAreJsonWhenTheyParseElseStrings) {
+  nlohmann::json config = nlohmann::json::parse(kGpt2SmallConfig);
+  ASSERT_THAT(ApplyOverrides({{"n_layer", "2"},
+                              {"resid_pdrop", "0.0"},
+                              {"activation_function", "gelu_pytorch_tanh"},
+                              {"n_inner", "null"},
+                              {"use_cache", "false"},
+                              {"quoted", "\"2\""},
+                              {"list", "[1, 2]"},
+                              {"empty", ""}},
+                             &config),
+              IsOk());
+  EXPECT_EQ(config["n_layer"], 2);
+  EXPECT_EQ(config["resid_pdrop"], 0.0);
+  EXPECT_TRUE(config["resid_pdrop"].is_number_float());
+  EXPECT_EQ(config["activation_function"], "gelu_pytorch_tanh");
+  EXPECT_TRUE(config["n_inner"].is_null());
+  EXPECT_EQ(config["use_cache"], false);
+  EXPECT_EQ(config["quoted"], "2");
+  EXPECT_EQ(config["list"], nlohmann::json::array({1, 2}));
+  EXPECT_EQ(config["empty"], "");
+  // The overridden config is what gets parsed: fewer layers.
+  absl::StatusOr<ModelSpec> m = ModelSpecFromJson("gpt2", config);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->n_layer, 2);
+  EXPECT_LT(m->ParameterCount(), Gpt2Small().ParameterCount());
+}
+
+TEST(ModelOverrides, DottedKeysReachNestedFieldsAndLaterOnesWin) {
+  nlohmann::json config = nlohmann::json::parse(kLlama2_7bConfig);
+  ASSERT_THAT(ApplyOverrides({{"rope_parameters.rope_theta", "500000"},
+                              {"num_hidden_layers", "4"},
+                              {"num_hidden_layers", "2"},
+                              {"new.nested.key", "1"}},
+                             &config),
+              IsOk());
+  EXPECT_EQ(config["rope_parameters"]["rope_theta"], 500000);
+  EXPECT_EQ(config["rope_parameters"]["rope_type"], "default");  // siblings kept
+  EXPECT_EQ(config["num_hidden_layers"], 2);
+  EXPECT_EQ(config["new"]["nested"]["key"], 1);
+  absl::StatusOr<ModelSpec> m = ModelSpecFromJson("llama", config);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->n_layer, 2);
+  EXPECT_DOUBLE_EQ(m->rope_theta, 500000.0);
+}
+
+TEST(ModelOverrides, BadOverridesChangeNothing) {
+  const nlohmann::json original = nlohmann::json::parse(kGpt2SmallConfig);
+  nlohmann::json config = original;
+  EXPECT_THAT(
+      ApplyOverrides({{"n_layer", "2"}, {"n_head.x", "1"}}, &config),
+      InvalidArgument(AllOf(HasSubstr("override[1]"), HasSubstr("'n_head' is not an object"))));
+  EXPECT_EQ(config, original);
+  EXPECT_THAT(ApplyOverrides({{"", "1"}}, &config), InvalidArgument(HasSubstr("override[0]")));
+  EXPECT_THAT(ApplyOverrides({{"a..b", "1"}}, &config), InvalidArgument(HasSubstr("empty key")));
+  EXPECT_EQ(config, original);
+  nlohmann::json not_object = nlohmann::json::array();
+  EXPECT_THAT(ApplyOverrides({{"n_layer", "2"}}, &not_object),
+              InvalidArgument(HasSubstr("object")));
+}
+
 // ------------------------------------------------------------------- space
 
 TEST(EnumerateSpace, DefaultSpaceOfGlobalBatch8) {

@@ -1,0 +1,173 @@
+#include "engine/model.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/autograd.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "common/status_macros.h"
+#include "engine/bert.h"
+#include "engine/gpt.h"
+#include "engine/llama.h"
+
+namespace autoaccel {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Activation checkpointing of one block (LibTorch has no
+// torch.utils.checkpoint). Function::apply runs forward() with grad mode off,
+// so the block keeps no activations; backward() recomputes it with grad on,
+// under the autocast state that the forward pass saw, and differentiates it.
+// The block's parameters are inputs of the node, so the autograd engine
+// accumulates their gradients as usual. No family has dropout or other
+// randomness in a block, so no RNG state has to be replayed; mixtral's
+// routing is a deterministic function of the block's input and so picks the
+// same experts again.
+class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, CheckpointableBlock* block,
+                               Attention attention, const torch::Tensor& x,
+                               torch::TensorList params) {
+    (void)params;  // inputs only so that their gradients flow
+    const c10::DeviceType device_type = x.device().type();
+    ctx->saved_data["block"] = reinterpret_cast<int64_t>(block);
+    ctx->saved_data["attention"] = static_cast<int64_t>(attention);
+    ctx->saved_data["autocast"] = at::autocast::is_autocast_enabled(device_type);
+    ctx->saved_data["autocast_dtype"] =
+        static_cast<int64_t>(at::autocast::get_autocast_dtype(device_type));
+    ctx->save_for_backward({x});
+    return block->Forward(x, RunOptions{attention, Checkpointing::kNone});
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    auto* block = reinterpret_cast<CheckpointableBlock*>(ctx->saved_data["block"].toInt());
+    const RunOptions options{static_cast<Attention>(ctx->saved_data["attention"].toInt()),
+                             Checkpointing::kNone};
+    const torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    torch::Tensor y;
+    {
+      torch::AutoGradMode grad_mode(true);
+      AutocastScope autocast(
+          x.device().type(), ctx->saved_data["autocast"].toBool(),
+          static_cast<c10::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
+      y = block->Forward(x, options);
+    }
+    variable_list inputs{x};
+    for (const torch::Tensor& p : block->parameters()) inputs.push_back(p);
+    variable_list grads = torch::autograd::grad({y}, inputs, {grad_outputs[0]},
+                                                /*retain_graph=*/false, /*create_graph=*/false,
+                                                /*allow_unused=*/true);
+    // One entry per forward argument, params flattened: block, attention, x, params...
+    variable_list result{torch::Tensor(), torch::Tensor()};
+    result.insert(result.end(), grads.begin(), grads.end());
+    return result;
+  }
+};
+
+}  // namespace
+
+torch::Tensor TrainableModel::Loss(const torch::Tensor& input, const torch::Tensor& target,
+                                   const RunOptions& options) {
+  const torch::Tensor logits = Forward(input, options);
+  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
+                                target.reshape({-1}), /*weight=*/{}, at::Reduction::Mean,
+                                /*ignore_index=*/kIgnoreIndex);
+}
+
+Example TrainableModel::MakeExample(const torch::Tensor& tokens, uint64_t /*seed*/) const {
+  const int64_t T = tokens.size(1) - 1;
+  return Example{tokens.narrow(1, 0, T), tokens.narrow(1, 1, T)};
+}
+
+absl::StatusOr<std::shared_ptr<TrainableModel>> BuildModel(const ModelSpec& spec, uint64_t seed) {
+  RETURN_IF_ERROR(spec.Validate());
+  ASSIGN_OR_RETURN(ModelFamily family, spec.Family());
+  switch (family) {
+    case ModelFamily::kGpt2:
+      return std::shared_ptr<TrainableModel>(std::make_shared<GptImpl>(spec, seed));
+    case ModelFamily::kLlama:
+    case ModelFamily::kMixtral:
+      return std::shared_ptr<TrainableModel>(std::make_shared<LlamaImpl>(spec, seed));
+    case ModelFamily::kBert:
+      return std::shared_ptr<TrainableModel>(std::make_shared<BertImpl>(spec, seed));
+  }
+  return absl::InvalidArgumentError("model: unknown family");
+}
+
+void InitLikeHuggingFace(torch::nn::Module& module, uint64_t seed, double std) {
+  torch::NoGradGuard no_grad;
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  for (auto& item : module.named_parameters(/*recurse=*/true)) {
+    const std::string& name = item.key();
+    torch::Tensor& p = item.value();
+    if (absl::EndsWith(name, "bias")) {
+      p.zero_();
+    } else if (absl::StrContains(name, "norm") || absl::StrContains(name, "LayerNorm")) {
+      p.fill_(1.0);
+    } else {
+      p.normal_(0.0, std, gen);
+    }
+  }
+}
+
+torch::Tensor RunBlock(CheckpointableBlock& block, const torch::Tensor& x,
+                       const RunOptions& options) {
+  if (options.checkpointing != Checkpointing::kFull) return block.Forward(x, options);
+  const std::vector<torch::Tensor> params = block.parameters();
+  return CheckpointedBlock::apply(&block, options.attention, x, torch::TensorList(params));
+}
+
+torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     bool causal, Attention attention) {
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+  const int64_t kv_heads = k.size(1);
+  torch::Tensor keys = k, values = v;
+  if (kv_heads != H) {
+    // [B, H_kv, T, D] -> [B, H_kv, H / H_kv, T, D] -> [B, H, T, D]: key/value
+    // head j serves query heads j * rep ... j * rep + rep - 1.
+    const int64_t rep = H / kv_heads;
+    auto repeat = [&](const torch::Tensor& t) {
+      return t.unsqueeze(2).expand({B, kv_heads, rep, T, D}).reshape({B, H, T, D});
+    };
+    keys = repeat(k);
+    values = repeat(v);
+  }
+  torch::Tensor y;
+  if (attention == Attention::kSdpa) {
+    y = at::scaled_dot_product_attention(q, keys, values, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                         /*is_causal=*/causal);
+  } else {
+    torch::Tensor scores = q.matmul(keys.transpose(-2, -1)).mul(1.0 / std::sqrt(double(D)));
+    if (causal) {
+      const torch::Tensor future =
+          torch::ones({T, T}, q.options().dtype(torch::kBool)).triu(/*diagonal=*/1);
+      scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+    }
+    y = scores.softmax(/*dim=*/-1, torch::kFloat).to(q.scalar_type()).matmul(values);
+  }
+  return y.transpose(1, 2).reshape({B, T, H * D});
+}
+
+AutocastScope::AutocastScope(c10::DeviceType device_type, bool enabled, c10::ScalarType dtype)
+    : device_type_(device_type),
+      previous_enabled_(at::autocast::is_autocast_enabled(device_type)),
+      previous_dtype_(at::autocast::get_autocast_dtype(device_type)) {
+  at::autocast::set_autocast_enabled(device_type_, enabled);
+  at::autocast::set_autocast_dtype(device_type_, dtype);
+  at::autocast::increment_nesting();
+}
+
+AutocastScope::~AutocastScope() {
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  at::autocast::set_autocast_enabled(device_type_, previous_enabled_);
+  at::autocast::set_autocast_dtype(device_type_, previous_dtype_);
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,137 @@
+// What the trainer needs from a network, whatever its family, and the pieces
+// every family shares: attention (math or SDPA), full activation
+// checkpointing, autocast regions and Hugging Face style initialisation.
+//
+// Families: gpt2 (gpt.h), llama and mixtral (llama.h), bert (bert.h).
+// BuildModel() picks one from a ModelSpec. Parameter names are those of the
+// matching transformers model (GPT2Model, LlamaForCausalLM,
+// MixtralForCausalLM, BertForMaskedLM) so that weights load by name
+// (weights.h).
+//
+// Methods throw c10::Error (OutOfMemoryError included) like any LibTorch code;
+// the trial runner (trainer.h) is where they are caught.
+#ifndef AUTOACCEL_ENGINE_MODEL_H_
+#define AUTOACCEL_ENGINE_MODEL_H_
+
+#include <ATen/autocast_mode.h>
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "search/model.h"
+#include "search/strategy.h"
+
+namespace autoaccel {
+
+// How the forward pass runs; the weights do not depend on it.
+struct RunOptions {
+  Attention attention = Attention::kMath;
+  // kFull: each transformer layer's activations are dropped after the forward
+  // pass and recomputed during backward. Same loss and gradients as kNone.
+  Checkpointing checkpointing = Checkpointing::kNone;
+};
+using GptRunOptions = RunOptions;  // the name from when GPT-2 was the only family
+
+// Targets equal to this are left out of the loss (PyTorch's default
+// ignore_index, which transformers uses for unmasked MLM positions too).
+inline constexpr int64_t kIgnoreIndex = -100;
+
+// One batch as a model trains on it: `input` [B, T] token ids, `target`
+// [B, T] the token to predict at each position or kIgnoreIndex.
+struct Example {
+  torch::Tensor input;
+  torch::Tensor target;
+};
+
+// A language model: tokens in, logits over the vocabulary out.
+class TrainableModel : public torch::nn::Module {
+ public:
+  explicit TrainableModel(const ModelSpec& spec) : spec_(spec) {}
+
+  // tokens: [B, T] int64 with T <= spec().n_positions. Returns logits
+  // [B, T, vocab_size] (in the autocast dtype under autocast).
+  torch::Tensor Forward(const torch::Tensor& tokens, const RunOptions& options = {}) {
+    return Logits(tokens, options);
+  }
+
+  // Mean cross-entropy of Forward(input) against `target`, computed in fp32
+  // even under autocast, over the positions whose target is not
+  // kIgnoreIndex (as transformers' losses do). REQUIRES: at least one such
+  // position, else the mean is NaN.
+  torch::Tensor Loss(const torch::Tensor& input, const torch::Tensor& target,
+                     const RunOptions& options = {});
+
+  // The training example for `tokens` [B, T + 1] (CPU, int64): decoders
+  // predict the next token (input tokens[:, :T], target tokens[:, 1:]); bert
+  // overrides it with its masked-LM task. Deterministic in `seed`.
+  virtual Example MakeExample(const torch::Tensor& tokens, uint64_t seed) const;
+
+  const ModelSpec& spec() const { return spec_; }
+
+ protected:
+  virtual torch::Tensor Logits(const torch::Tensor& tokens, const RunOptions& options) = 0;
+
+ private:
+  ModelSpec spec_;
+};
+
+// Builds the network of `spec`'s family on CPU with transformers'
+// initialisation for it, from a generator seeded with `seed` (the global RNG
+// plays no part): the same spec and seed give bit-identical weights. Move it
+// with ->to(device). INVALID_ARGUMENT when spec.Validate() fails.
+absl::StatusOr<std::shared_ptr<TrainableModel>> BuildModel(const ModelSpec& spec, uint64_t seed);
+
+// transformers' default initialisation (PreTrainedModel._init_weights) of
+// every parameter of `module`, from a generator seeded with `seed`: biases 0
+// (names ending "bias"), norm weights 1 (names containing "norm" or
+// "LayerNorm"), everything else N(0, std).
+void InitLikeHuggingFace(torch::nn::Module& module, uint64_t seed, double std = 0.02);
+
+// A unit that full activation checkpointing drops and recomputes: one
+// transformer layer, x [B, T, C] -> [B, T, C]. Its Forward must be a pure
+// function of x and its parameters (no RNG, no state).
+class CheckpointableBlock : public torch::nn::Module {
+ public:
+  virtual torch::Tensor Forward(const torch::Tensor& x, const RunOptions& options) = 0;
+};
+
+// block.Forward(x, options), with activation checkpointing when
+// options.checkpointing is kFull: nothing inside the block is kept for
+// backward, which recomputes it under the autocast state of the forward
+// pass. `block` must outlive the backward pass (the model owns it).
+torch::Tensor RunBlock(CheckpointableBlock& block, const torch::Tensor& x,
+                       const RunOptions& options);
+
+// Scaled dot-product attention of q [B, H, T, D] with k, v [B, H_kv, T, D]
+// (H_kv divides H: grouped-query attention; each key/value head serves
+// H / H_kv consecutive query heads, as transformers' repeat_kv), scale
+// 1/sqrt(D), causal or not. kMath spells it out as transformers' eager
+// attention does (softmax in fp32); kSdpa calls at::scaled_dot_product_attention.
+// Returns [B, T, H * D].
+torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     bool causal, Attention attention);
+
+// Autocast region for one device type, like Python's `with torch.autocast()`:
+// sets the thread's autocast state for `device_type`, and on destruction
+// restores it and drops the autocast weight cache when the outermost region
+// ends. `enabled` false gives a region with autocast off (e.g. to run fp32
+// inside a bf16 region). Thread-local state: create and destroy on one thread.
+class AutocastScope {
+ public:
+  AutocastScope(c10::DeviceType device_type, bool enabled, c10::ScalarType dtype);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  c10::DeviceType device_type_;
+  bool previous_enabled_;
+  c10::ScalarType previous_dtype_;
+};
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_ENGINE_MODEL_H_

@@ -1,0 +1,13 @@
+# Correctness against a reference nobody here wrote: the engine's GPT-2,
+# Llama, Mixtral and BERT against Hugging Face transformers (config only,
+# random weights, no download), compared through autoaccel-reference. Needs
+# torch and transformers in AUTOACCEL_PYTHON (scripts/setup installs both);
+# ~10 s on two cores.
+if(TARGET autoaccel-reference)
+  add_test(NAME reference.hf_models
+           COMMAND ${AUTOACCEL_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/reference/check.py
+                   --runner $<TARGET_FILE:autoaccel-reference>)
+  set_tests_properties(reference.hf_models PROPERTIES
+    TIMEOUT 180 LABELS "engine;reference"
+    ENVIRONMENT "HF_HUB_OFFLINE=1;TRANSFORMERS_OFFLINE=1;OMP_NUM_THREADS=2")
+endif()

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Checks the engine's models against Hugging Face transformers.
+
+For tiny GPT-2, Llama (grouped-query and multi-query/tied variants), BERT and
+Mixtral configs, builds the transformers model from the config alone (random
+weights, nothing downloaded), in fp32 with eager attention and no dropout,
+then scales its weights up so that every part of the network visibly moves
+the output (transformers' N(0, 0.02) init leaves attention almost uniform,
+which would hide a wrong position encoding). The weights and a fixed token
+batch go to the C++ side (autoaccel-reference, engine/reference_main.cc) as
+safetensors files; it loads them by name and writes back logits, loss and
+the gradients of one backward pass, which must agree with transformers':
+
+  logits:    max |cpp - hf| <= 1e-4
+  loss:      |cpp - hf| <= 1e-4
+  gradients: per tensor, max |cpp - hf| <= 1e-4 * max |hf| + 1e-6
+             (relative to the tensor's own scale, so that it means the same
+             for large and small gradients; the 1e-6 floor only matters for
+             a tensor whose gradient is ~0)
+
+and the parameter count must equal transformers' num_parameters() both as
+ModelSpec::ParameterCount() computes it and as the built module has it.
+
+Each configuration runs with math attention and no checkpointing, and with
+SDPA and full activation checkpointing. A negative control (one weight
+perturbed by 1e-3 before it goes to C++) must fail, so the comparison itself
+is shown to be able to fail.
+
+usage: check.py --runner PATH/autoaccel-reference [--workdir DIR] [--verbose]
+Exit status 0 when everything agrees, 1 otherwise.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+try:
+    import torch
+    import transformers
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+except ImportError as e:  # a clear message rather than a traceback
+    sys.exit(f"check.py: {e}; run scripts/setup (it installs torch and transformers into .venv)")
+
+LOGITS_TOL = 1e-4
+LOSS_TOL = 1e-4
+GRAD_RTOL = 1e-4
+GRAD_ATOL = 1e-6
+
+BATCH, SEQ_LEN, VOCAB = 2, 16, 96
+
+# GPT-2's Conv1D layers store [in, out]; the engine uses nn.Linear's [out, in].
+GPT2_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
+def configs():
+    """(name, family, transformers model class, config) for every case."""
+    no_dropout_gpt2 = dict(attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+    llama_sizes = dict(hidden_size=32, intermediate_size=56, num_hidden_layers=2,
+                       num_attention_heads=4, vocab_size=VOCAB, max_position_embeddings=32,
+                       rms_norm_eps=1e-5, attention_dropout=0.0, pad_token_id=None,
+                       bos_token_id=None, eos_token_id=None)
+    return [
+        ("gpt2", "gpt2", transformers.GPT2LMHeadModel,
+         transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB,
+                                 n_positions=32, bos_token_id=None, eos_token_id=None,
+                                 **no_dropout_gpt2)),
+        # Grouped-query attention (2 key/value heads for 4 query heads), a
+        # non-default rope_theta, untied LM head.
+        ("llama", "llama", transformers.LlamaForCausalLM,
+         transformers.LlamaConfig(num_key_value_heads=2, rope_theta=1000.0,
+                                  tie_word_embeddings=False, **llama_sizes)),
+        # Multi-query attention (one key/value head), tied embeddings.
+        ("llama-mqa-tied", "llama", transformers.LlamaForCausalLM,
+         transformers.LlamaConfig(num_key_value_heads=1, tie_word_embeddings=True,
+                                  **llama_sizes)),
+        ("mixtral", "mixtral", transformers.MixtralForCausalLM,
+         transformers.MixtralConfig(num_key_value_heads=2, rope_theta=1000.0,
+                                    num_local_experts=4, num_experts_per_tok=2,
+                                    sliding_window=None, router_jitter_noise=0.0,
+                                    **llama_sizes)),
+        ("bert", "bert", transformers.BertForMaskedLM,
+         transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=64, vocab_size=VOCAB,
+                                 max_position_embeddings=32, type_vocab_size=2,
+                                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                 pad_token_id=None)),
+    ]
+
+
+def scale_up_weights(model, hidden_size, seed):
+    """Weights of O(1) effect: matrices N(0, 1/hidden), vectors ~N(0, 0.1)
+    (norm weights around 1). Tied parameters are drawn once."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen)
+            if p.dim() >= 2:
+                p.copy_(noise / hidden_size ** 0.5)
+            elif ("norm" in name.lower() or ".ln_" in name) and name.endswith("weight"):
+                p.copy_(1.0 + 0.1 * noise)
+            else:
+                p.copy_(0.1 * noise)
+
+
+def engine_name(family, hf_name):
+    """transformers' parameter name -> the engine's, and whether to transpose."""
+    if family == "gpt2":
+        name = hf_name.removeprefix("transformer.")
+        return name, name.endswith(GPT2_CONV1D)
+    return hf_name, False
+
+
+def make_batch(family, seed):
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, VOCAB, (BATCH, SEQ_LEN + 1), generator=gen)
+    if family != "bert":
+        return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    # Masked LM: about 15% of positions replaced by the last id, the only
+    # positions with a target.
+    sequence = tokens[:, :-1]
+    masked = torch.rand(sequence.shape, generator=gen) < 0.15
+    masked[:, 0] = True  # at least one per row
+    return (torch.where(masked, VOCAB - 1, sequence).contiguous(),
+            torch.where(masked, sequence, -100).contiguous())
+
+
+def hf_reference(family, model, inputs, target):
+    """Logits, loss and gradients by engine name, from transformers."""
+    model.eval()  # no dropout anywhere (the configs say 0 as well)
+    model.zero_grad()
+    if family == "bert":
+        out = model(input_ids=inputs, labels=target)
+    else:
+        # shift_labels: every position predicts its target (transformers'
+        # default shift would drop the last position).
+        out = model(input_ids=inputs, labels=target, shift_labels=target)
+    manual = torch.nn.functional.cross_entropy(out.logits.reshape(-1, VOCAB).float(),
+                                               target.reshape(-1), ignore_index=-100)
+    assert abs(out.loss.item() - manual.item()) < 1e-6, (out.loss.item(), manual.item())
+    out.loss.backward()
+    grads = {}
+    for name, p in model.named_parameters():
+        ename, transpose = engine_name(family, name)
+        grads[ename] = (p.grad.t() if transpose else p.grad).detach().clone()
+    return out.logits.detach(), out.loss.detach(), grads
+
+
+def export_weights(family, model, path, perturb=None):
+    tensors = {}
+    for name, p in model.named_parameters():
+        ename, transpose = engine_name(family, name)
+        t = (p.t() if transpose else p).detach().contiguous().clone()
+        if ename == perturb:
+            t.view(-1)[0] += 1e-3
+        tensors[ename] = t
+    save_file(tensors, path)
+
+
+def run_engine(runner, family, workdir, tag, attention, checkpointing, weights="weights"):
+    out = os.path.join(workdir, f"{tag}-{weights}-{attention}-{checkpointing}.out.safetensors")
+    cmd = [runner, "--model", family, "--config", os.path.join(workdir, f"{tag}.config.json"),
+           "--weights", os.path.join(workdir, f"{tag}.{weights}.safetensors"),
+           "--batch", os.path.join(workdir, f"{tag}.batch.safetensors"), "--out", out,
+           "--attention", attention, "--checkpointing", checkpointing]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()}")
+    with safe_open(out, "pt") as f:
+        metadata = f.metadata()
+    return load_file(out), metadata
+
+
+def compare(ref, got):
+    """Failures (strings) and the worst figures of `got` against `ref`."""
+    logits, loss, grads = ref
+    failures = []
+    logits_err = (got["logits"] - logits).abs().max().item()
+    loss_err = abs(got["loss"].item() - loss.item())
+    if logits_err > LOGITS_TOL:
+        failures.append(f"logits differ by {logits_err:.3g} (tolerance {LOGITS_TOL})")
+    if loss_err > LOSS_TOL:
+        failures.append(f"loss differs by {loss_err:.3g} (tolerance {LOSS_TOL})")
+    worst_ratio = 0.0
+    got_names = {k.removeprefix("grad.") for k in got if k.startswith("grad.")}
+    if got_names != set(grads):
+        failures.append(f"gradient names differ: engine only {sorted(got_names - set(grads))}, "
+                        f"transformers only {sorted(set(grads) - got_names)}")
+    for name, g in grads.items():
+        if name not in got_names:
+            continue
+        mine = got["grad." + name]
+        if mine.shape != g.shape:
+            failures.append(f"grad {name}: shape {tuple(mine.shape)} vs {tuple(g.shape)}")
+            continue
+        allowed = GRAD_RTOL * g.abs().max().item() + GRAD_ATOL
+        err = (mine - g).abs().max().item()
+        worst_ratio = max(worst_ratio, err / allowed)
+        if err > allowed:
+            failures.append(f"grad {name}: max |diff| {err:.3g} > {allowed:.3g}")
+    return failures, logits_err, loss_err, worst_ratio
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runner", required=True, help="path to autoaccel-reference")
+    parser.add_argument("--workdir", help="keep the exchanged files here (default: a temp dir)")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args()
+    if not transformers.__version__.startswith("5."):
+        print(f"check.py: note: transformers {transformers.__version__}; written against 5.23")
+    start = time.monotonic()
+    torch.set_num_threads(2)
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = args.workdir or tmp
+        os.makedirs(workdir, exist_ok=True)
+        print(f"{'case':<16} {'run':<11} {'params':>7} {'logits err':>11} {'loss err':>10} "
+              f"{'grad err/tol':>12}  result")
+        for seed, (tag, family, cls, config) in enumerate(configs(), start=1):
+            torch.manual_seed(seed)
+            model = cls._from_config(config, attn_implementation="eager", dtype=torch.float32)
+            scale_up_weights(model, config.hidden_size, seed)
+            inputs, target = make_batch(family, seed)
+            ref = hf_reference(family, model, inputs, target)
+            with open(os.path.join(workdir, f"{tag}.config.json"), "w") as f:
+                f.write(config.to_json_string())
+            export_weights(family, model, os.path.join(workdir, f"{tag}.weights.safetensors"))
+            save_file({"input": inputs, "target": target},
+                      os.path.join(workdir, f"{tag}.batch.safetensors"))
+            hf_params = model.num_parameters()
+            for attention, checkpointing in (("math", "none"), ("sdpa", "full")):
+                run = f"{attention}/{checkpointing}"
+                try:
+                    got, meta = run_engine(args.runner, family, workdir, tag, attention,
+                                           checkpointing)
+                except RuntimeError as e:
+                    print(f"{tag:<16} {run:<11} FAILED: {e}")
+                    ok = False
+                    continue
+                failures, logits_err, loss_err, ratio = compare(ref, got)
+                for key in ("parameter_count", "parameter_numel"):
+                    if int(meta[key]) != hf_params:
+                        failures.append(f"{key} {meta[key]} != transformers' {hf_params}")
+                print(f"{tag:<16} {run:<11} {hf_params:>7} {logits_err:>11.2e} {loss_err:>10.2e} "
+                      f"{ratio:>12.3f}  {'ok' if not failures else 'FAILED'}")
+                for failure in failures if args.verbose else failures[:5]:
+                    print(f"    {failure}")
+                ok &= not failures
+            if tag == "llama":
+                # Negative control: a weight off by 1e-3 must be noticed.
+                perturbed = "model.layers.1.self_attn.k_proj.weight"
+                export_weights(family, model, os.path.join(workdir, f"{tag}.perturbed.safetensors"),
+                               perturb=perturbed)
+                got, _ = run_engine(args.runner, family, workdir, tag, "math", "none",
+                                    weights="perturbed")
+                failures, *_ = compare(ref, got)
+                noticed = bool(failures)
+                print(f"{tag:<16} {'control':<11} {'':>7} perturbed {perturbed} by 1e-3: "
+                      f"{'detected' if noticed else 'NOT DETECTED'}")
+                ok &= noticed
+    print(f"check.py: {'all agree' if ok else 'MISMATCH'} "
+          f"({time.monotonic() - start:.1f} s, transformers {transformers.__version__}, "
+          f"torch {torch.__version__})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
