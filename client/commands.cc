@@ -111,10 +111,10 @@ std::string Mib(int64_t bytes) { return absl::StrFormat("%.1f", bytes / (1024.0 
 std::string TrialRow(const v1::Trial& t) {
   const v1::TrialMetrics& m = t.metrics();
   if (t.status() == "SUCCEEDED") {
-    return absl::StrFormat("%4d  %-9s  %-58s %10.0f %9.1f %9s %7.3f", t.index(), t.status(),
+    return absl::StrFormat("%4d  %-9s  %-58s %10.0f %9.1f %9s %7.3f%s", t.index(), t.status(),
                            t.strategy().text(), m.tokens_per_second(),
                            m.step_time_median_s() * 1000, Mib(m.peak_memory_bytes()),
-                           m.final_loss());
+                           m.final_loss(), FromProto(m).IsNoisy() ? "  noisy" : "");
   }
   std::string reason = t.reason().substr(0, t.reason().find('\n'));
   if (reason.size() > 60) reason = reason.substr(0, 57) + "...";

@@ -31,12 +31,17 @@ absl::StatusOr<TrialStatus> ParseTrialStatus(absl::string_view name) {
 bool IsTerminal(TrialStatus s) { return s != TrialStatus::kPending && s != TrialStatus::kRunning; }
 
 nlohmann::json TrialMetricsToJson(const TrialMetrics& m) {
-  return nlohmann::json{
-      {"measured_steps", m.measured_steps},       {"step_time_median_s", m.step_time_median_s},
-      {"step_time_min_s", m.step_time_min_s},     {"step_time_max_s", m.step_time_max_s},
-      {"tokens_per_second", m.tokens_per_second}, {"samples_per_second", m.samples_per_second},
-      {"achieved_tflops", m.achieved_tflops},     {"peak_memory_bytes", m.peak_memory_bytes},
-      {"peak_rss_bytes", m.peak_rss_bytes},       {"final_loss", m.final_loss}};
+  return nlohmann::json{{"measured_steps", m.measured_steps},
+                        {"step_time_median_s", m.step_time_median_s},
+                        {"step_time_min_s", m.step_time_min_s},
+                        {"step_time_max_s", m.step_time_max_s},
+                        {"tokens_per_second", m.tokens_per_second},
+                        {"samples_per_second", m.samples_per_second},
+                        {"achieved_tflops", m.achieved_tflops},
+                        {"peak_memory_bytes", m.peak_memory_bytes},
+                        {"peak_rss_bytes", m.peak_rss_bytes},
+                        {"final_loss", m.final_loss},
+                        {"noisy", m.IsNoisy()}};
 }
 
 absl::StatusOr<TrialMetrics> TrialMetricsFromJson(const nlohmann::json& j) {

@@ -41,6 +41,15 @@ struct TrialMetrics {
   int64_t peak_memory_bytes = 0;  // peak tensor memory of the rank (max over ranks)
   int64_t peak_rss_bytes = 0;     // peak resident set of the trial process
   double final_loss = 0;
+
+  // Step times spread by more than 20% of the median ((max - min) / median):
+  // the throughput figure is less trustworthy (a busy machine, a
+  // data-dependent kernel, too few measured steps).
+  bool IsNoisy() const {
+    return step_time_median_s > 0 &&
+           (step_time_max_s - step_time_min_s) > kNoisySpread * step_time_median_s;
+  }
+  static constexpr double kNoisySpread = 0.2;
 };
 
 nlohmann::json TrialMetricsToJson(const TrialMetrics& m);
