@@ -26,6 +26,7 @@
 #include "engine/weights.h"
 #include "gmock/gmock.h"
 #include "nlohmann/json.hpp"
+#include "tests/engine_test_util.h"
 
 namespace autoaccel {
 namespace {
@@ -78,32 +79,9 @@ std::shared_ptr<TrainableModel> Build(const ModelSpec& spec, uint64_t seed) {
   return m.ok() ? *m : nullptr;
 }
 
-std::unique_ptr<Trainer> MakeTrainer(const TrialSpec& spec) {
-  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(spec);
-  EXPECT_TRUE(t.ok()) << t.status();
-  return t.ok() ? std::move(*t) : nullptr;
-}
-
-double MaxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<double>();
-}
-
-// Every parameter of `a` and `b` has a gradient, and they agree within `tol`
-// of the gradient's own scale (floored at 1).
-void ExpectSameGrads(const std::shared_ptr<TrainableModel>& a,
-                     const std::shared_ptr<TrainableModel>& b, double tol) {
-  auto pa = a->named_parameters();
-  auto pb = b->named_parameters();
-  ASSERT_EQ(pa.size(), pb.size());
-  for (size_t i = 0; i < pa.size(); ++i) {
-    ASSERT_EQ(pa[i].key(), pb[i].key());
-    const torch::Tensor ga = pa[i].value().grad(), gb = pb[i].value().grad();
-    ASSERT_TRUE(ga.defined()) << pa[i].key();
-    ASSERT_TRUE(gb.defined()) << pb[i].key();
-    const double scale = std::max(1.0, ga.abs().max().item<double>());
-    EXPECT_LE(MaxAbsDiff(ga, gb), tol * scale) << pa[i].key();
-  }
-}
+using ::autoaccel::testing::ExpectSameGrads;
+using ::autoaccel::testing::MakeTrainer;
+using ::autoaccel::testing::MaxAbsDiff;
 
 class FamilyTest : public ::testing::TestWithParam<std::string> {};
 

@@ -1,0 +1,43 @@
+// Helpers shared by the engine tests.
+#ifndef AUTOACCEL_TESTS_ENGINE_TEST_UTIL_H_
+#define AUTOACCEL_TESTS_ENGINE_TEST_UTIL_H_
+
+#include <algorithm>
+#include <memory>
+
+#include "engine/model.h"
+#include "engine/trainer.h"
+#include "gtest/gtest.h"
+
+namespace autoaccel::testing {
+
+inline std::unique_ptr<Trainer> MakeTrainer(const TrialSpec& spec) {
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(spec);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+inline double MaxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
+
+// Every parameter of `a` and `b` has a gradient, and they agree within `tol`
+// (max absolute difference relative to the gradient's own scale, floored at 1).
+inline void ExpectSameGrads(const std::shared_ptr<TrainableModel>& a,
+                            const std::shared_ptr<TrainableModel>& b, double tol) {
+  auto pa = a->named_parameters();
+  auto pb = b->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    ASSERT_EQ(pa[i].key(), pb[i].key());
+    const torch::Tensor ga = pa[i].value().grad(), gb = pb[i].value().grad();
+    ASSERT_TRUE(ga.defined()) << pa[i].key();
+    ASSERT_TRUE(gb.defined()) << pb[i].key();
+    const double scale = std::max(1.0, ga.abs().max().item<double>());
+    EXPECT_LE(MaxAbsDiff(ga, gb), tol * scale) << pa[i].key();
+  }
+}
+
+}  // namespace autoaccel::testing
+
+#endif  // AUTOACCEL_TESTS_ENGINE_TEST_UTIL_H_
