@@ -59,18 +59,7 @@ ModelSpec TinyModel(const std::string& family) {
 }
 
 TrialSpec TinySpec(const std::string& family, int mbs = 4, int ga = 1) {
-  TrialSpec s;
-  s.trial_id = "test";
-  s.model = TinyModel(family);
-  s.seq_len = 16;
-  s.strategy.micro_batch_size = mbs;
-  s.strategy.grad_accum_steps = ga;
-  s.global_batch_size = mbs * ga;
-  s.warmup_steps = 1;
-  s.measured_steps = 2;
-  s.num_threads = 2;
-  s.seed = 7;
-  return s;
+  return ::autoaccel::testing::TinyTrialSpec(TinyModel(family), mbs, ga);
 }
 
 std::shared_ptr<TrainableModel> Build(const ModelSpec& spec, uint64_t seed) {

@@ -41,18 +41,7 @@ ModelSpec TinyModel() {
 }
 
 TrialSpec TinySpec(int mbs = 4, int ga = 1) {
-  TrialSpec s;
-  s.trial_id = "test";
-  s.model = TinyModel();
-  s.seq_len = 16;
-  s.strategy.micro_batch_size = mbs;
-  s.strategy.grad_accum_steps = ga;
-  s.global_batch_size = mbs * ga;
-  s.warmup_steps = 1;
-  s.measured_steps = 2;
-  s.num_threads = 2;
-  s.seed = 7;
-  return s;
+  return ::autoaccel::testing::TinyTrialSpec(TinyModel(), mbs, ga);
 }
 
 using ::autoaccel::testing::ExpectSameGrads;

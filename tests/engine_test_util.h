@@ -11,6 +11,23 @@
 
 namespace autoaccel::testing {
 
+// A short trial of `model`: seq 16, one warm-up and two measured steps,
+// global batch mbs * ga on one rank, two threads, fixed seed.
+inline TrialSpec TinyTrialSpec(const ModelSpec& model, int mbs, int ga) {
+  TrialSpec s;
+  s.trial_id = "test";
+  s.model = model;
+  s.seq_len = 16;
+  s.strategy.micro_batch_size = mbs;
+  s.strategy.grad_accum_steps = ga;
+  s.global_batch_size = mbs * ga;
+  s.warmup_steps = 1;
+  s.measured_steps = 2;
+  s.num_threads = 2;
+  s.seed = 7;
+  return s;
+}
+
 inline std::unique_ptr<Trainer> MakeTrainer(const TrialSpec& spec) {
   absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(spec);
   EXPECT_TRUE(t.ok()) << t.status();
