@@ -24,7 +24,8 @@ nlohmann::json TrialSpecToJson(const TrialSpec& s) {
                         {"memory_limit_bytes", s.memory_limit_bytes},
                         {"device", s.device},
                         {"num_threads", s.num_threads},
-                        {"seed", s.seed}};
+                        {"seed", s.seed},
+                        {"peak_tflops", PeakTflopsToJson(s.peak_tflops)}};
 }
 
 absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
@@ -46,6 +47,9 @@ absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
     ASSIGN_OR_RETURN(
         s.model, ModelSpecFromJson(j.at("model_family").get<std::string>(), j.at("model_config")));
     ASSIGN_OR_RETURN(s.strategy, StrategyFromJson(j.at("strategy")));
+    if (j.contains("peak_tflops")) {
+      ASSIGN_OR_RETURN(s.peak_tflops, PeakTflopsFromJson(j.at("peak_tflops")));
+    }
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("trial spec: ", e.what()));
   }

@@ -36,6 +36,8 @@ struct TrialSpec {
   std::string device = "cpu";  // "cpu" or "cuda:N"
   int num_threads = 1;         // intra-op threads on CPU
   uint64_t seed = 1234;
+  // The device's dense peak, for MFU; zeros (unknown) leave mfu at 0.
+  PeakTflops peak_tflops;
 };
 
 nlohmann::json TrialSpecToJson(const TrialSpec& spec);

@@ -11,6 +11,9 @@ v1::Strategy ToProto(const Strategy& s) {
   p.set_precision(std::string(PrecisionName(s.precision)));
   p.set_checkpointing(std::string(CheckpointingName(s.checkpointing)));
   p.set_attention(std::string(AttentionName(s.attention)));
+  p.set_checkpoint_percent(s.checkpoint_percent);
+  p.set_optimizer(std::string(OptimizerName(s.optimizer)));
+  p.set_offload(std::string(OffloadName(s.offload)));
   p.set_text(StrategyToText(s));
   return p;
 }
@@ -26,6 +29,16 @@ absl::StatusOr<Strategy> FromProto(const v1::Strategy& p) {
   ASSIGN_OR_RETURN(s.precision, ParsePrecision(p.precision()));
   ASSIGN_OR_RETURN(s.checkpointing, ParseCheckpointing(p.checkpointing()));
   ASSIGN_OR_RETURN(s.attention, ParseAttention(p.attention()));
+  s.checkpoint_percent = p.checkpoint_percent() == 0 ? 100 : p.checkpoint_percent();
+  if (s.checkpoint_percent < 1 || s.checkpoint_percent > 100) {
+    return absl::InvalidArgumentError("strategy.checkpoint_percent: expected 1..100");
+  }
+  if (s.checkpointing == Checkpointing::kNone && s.checkpoint_percent != 100) {
+    return absl::InvalidArgumentError(
+        "strategy.checkpoint_percent: needs checkpointing selective or full");
+  }
+  if (!p.optimizer().empty()) ASSIGN_OR_RETURN(s.optimizer, ParseOptimizer(p.optimizer()));
+  if (!p.offload().empty()) ASSIGN_OR_RETURN(s.offload, ParseOffload(p.offload()));
   return s;
 }
 
@@ -41,6 +54,8 @@ v1::TrialMetrics ToProto(const TrialMetrics& m) {
   p.set_peak_memory_bytes(m.peak_memory_bytes);
   p.set_peak_rss_bytes(m.peak_rss_bytes);
   p.set_final_loss(m.final_loss);
+  p.set_mfu(m.mfu);
+  p.set_peak_tflops(m.peak_tflops);
   return p;
 }
 
@@ -56,7 +71,25 @@ TrialMetrics FromProto(const v1::TrialMetrics& p) {
   m.peak_memory_bytes = p.peak_memory_bytes();
   m.peak_rss_bytes = p.peak_rss_bytes();
   m.final_loss = p.final_loss();
+  m.mfu = p.mfu();
+  m.peak_tflops = p.peak_tflops();
   return m;
+}
+
+v1::PeakTflops ToProto(const PeakTflops& peak) {
+  v1::PeakTflops p;
+  p.set_fp32(peak.fp32);
+  p.set_bf16(peak.bf16);
+  p.set_fp16(peak.fp16);
+  return p;
+}
+
+PeakTflops FromProto(const v1::PeakTflops& p) {
+  PeakTflops peak;
+  peak.fp32 = p.fp32();
+  peak.bf16 = p.bf16();
+  peak.fp16 = p.fp16();
+  return peak;
 }
 
 double UnixSecondsOrZero(absl::Time t) {

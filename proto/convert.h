@@ -18,6 +18,9 @@ absl::StatusOr<Strategy> FromProto(const v1::Strategy& s);
 v1::TrialMetrics ToProto(const TrialMetrics& m);
 TrialMetrics FromProto(const v1::TrialMetrics& m);
 
+v1::PeakTflops ToProto(const PeakTflops& p);
+PeakTflops FromProto(const v1::PeakTflops& p);
+
 // Unix seconds; InfinitePast/InfiniteFuture map to 0.
 double UnixSecondsOrZero(absl::Time t);
 

@@ -34,12 +34,28 @@ absl::string_view EnumName(Enum v, const std::pair<Enum, absl::string_view> (&ta
   return "?";
 }
 
-constexpr std::pair<Precision, absl::string_view> kPrecisions[] = {{Precision::kFp32, "fp32"},
-                                                                   {Precision::kBf16, "bf16"}};
+constexpr std::pair<Precision, absl::string_view> kPrecisions[] = {
+    {Precision::kFp32, "fp32"},
+    {Precision::kBf16, "bf16"},
+    {Precision::kFp16, "fp16"},
+    {Precision::kPureBf16, "pure_bf16"}};
 constexpr std::pair<Checkpointing, absl::string_view> kCheckpointings[] = {
-    {Checkpointing::kNone, "none"}, {Checkpointing::kFull, "full"}};
+    {Checkpointing::kNone, "none"},
+    {Checkpointing::kSelective, "selective"},
+    {Checkpointing::kFull, "full"}};
 constexpr std::pair<Attention, absl::string_view> kAttentions[] = {{Attention::kMath, "math"},
                                                                    {Attention::kSdpa, "sdpa"}};
+constexpr std::pair<Optimizer, absl::string_view> kOptimizers[] = {
+    {Optimizer::kAdamW, "adamw"}, {Optimizer::kFusedAdamW, "fused_adamw"}};
+constexpr std::pair<Offload, absl::string_view> kOffloads[] = {{Offload::kNone, "none"},
+                                                               {Offload::kCpu, "cpu"}};
+
+template <typename Enum, size_t N>
+std::vector<Enum> Values(const std::pair<Enum, absl::string_view> (&table)[N]) {
+  std::vector<Enum> out;
+  for (const auto& entry : table) out.push_back(entry.first);
+  return out;
+}
 
 absl::StatusOr<int> ParsePositive(absl::string_view key, absl::string_view value) {
   int v = 0;
@@ -50,11 +66,27 @@ absl::StatusOr<int> ParsePositive(absl::string_view key, absl::string_view value
   return v;
 }
 
+// The rules on checkpoint_percent that make each strategy's forms unique.
+absl::Status CheckCheckpointPercent(absl::string_view key, const Strategy& s) {
+  if (s.checkpoint_percent < 1 || s.checkpoint_percent > 100) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "strategy.", key, ": expected a percentage in 1..100, got ", s.checkpoint_percent));
+  }
+  if (s.checkpointing == Checkpointing::kNone && s.checkpoint_percent != 100) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "strategy.", key, ": ", s.checkpoint_percent,
+        "% of layers needs checkpoint=selective or full (with none it must be 100)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::string_view PrecisionName(Precision p) { return EnumName(p, kPrecisions); }
 absl::string_view CheckpointingName(Checkpointing c) { return EnumName(c, kCheckpointings); }
 absl::string_view AttentionName(Attention a) { return EnumName(a, kAttentions); }
+absl::string_view OptimizerName(Optimizer o) { return EnumName(o, kOptimizers); }
+absl::string_view OffloadName(Offload o) { return EnumName(o, kOffloads); }
 absl::StatusOr<Precision> ParsePrecision(absl::string_view name) {
   return ParseEnum("precision", name, kPrecisions);
 }
@@ -64,12 +96,44 @@ absl::StatusOr<Checkpointing> ParseCheckpointing(absl::string_view name) {
 absl::StatusOr<Attention> ParseAttention(absl::string_view name) {
   return ParseEnum("attention", name, kAttentions);
 }
+absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view name) {
+  return ParseEnum("optimizer", name, kOptimizers);
+}
+absl::StatusOr<Offload> ParseOffload(absl::string_view name) {
+  return ParseEnum("offload", name, kOffloads);
+}
+
+const std::vector<Precision>& AllPrecisions() {
+  static const auto* v = new std::vector<Precision>(Values(kPrecisions));
+  return *v;
+}
+const std::vector<Checkpointing>& AllCheckpointings() {
+  static const auto* v = new std::vector<Checkpointing>(Values(kCheckpointings));
+  return *v;
+}
+const std::vector<Attention>& AllAttentions() {
+  static const auto* v = new std::vector<Attention>(Values(kAttentions));
+  return *v;
+}
+const std::vector<Optimizer>& AllOptimizers() {
+  static const auto* v = new std::vector<Optimizer>(Values(kOptimizers));
+  return *v;
+}
+const std::vector<Offload>& AllOffloads() {
+  static const auto* v = new std::vector<Offload>(Values(kOffloads));
+  return *v;
+}
+
+bool UsesBf16(Precision p) { return p == Precision::kBf16 || p == Precision::kPureBf16; }
 
 std::string StrategyToText(const Strategy& s) {
-  return absl::StrCat("mbs=", s.micro_batch_size, ",ga=", s.grad_accum_steps,
-                      ",precision=", PrecisionName(s.precision),
-                      ",checkpoint=", CheckpointingName(s.checkpointing),
-                      ",attention=", AttentionName(s.attention));
+  std::string out = absl::StrCat("mbs=", s.micro_batch_size, ",ga=", s.grad_accum_steps,
+                                 ",precision=", PrecisionName(s.precision),
+                                 ",checkpoint=", CheckpointingName(s.checkpointing));
+  if (s.checkpoint_percent != 100) absl::StrAppend(&out, ",ckpt_pct=", s.checkpoint_percent);
+  absl::StrAppend(&out, ",attention=", AttentionName(s.attention),
+                  ",optimizer=", OptimizerName(s.optimizer), ",offload=", OffloadName(s.offload));
+  return out;
 }
 
 absl::StatusOr<Strategy> ParseStrategyText(absl::string_view text) {
@@ -87,14 +151,21 @@ absl::StatusOr<Strategy> ParseStrategyText(absl::string_view text) {
       ASSIGN_OR_RETURN(s.precision, ParsePrecision(value));
     } else if (key == "checkpoint") {
       ASSIGN_OR_RETURN(s.checkpointing, ParseCheckpointing(value));
+    } else if (key == "ckpt_pct") {
+      ASSIGN_OR_RETURN(s.checkpoint_percent, ParsePositive("ckpt_pct", value));
     } else if (key == "attention") {
       ASSIGN_OR_RETURN(s.attention, ParseAttention(value));
+    } else if (key == "optimizer") {
+      ASSIGN_OR_RETURN(s.optimizer, ParseOptimizer(value));
+    } else if (key == "offload") {
+      ASSIGN_OR_RETURN(s.offload, ParseOffload(value));
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("strategy: unknown key '", key,
-                       "' (allowed: mbs, ga, precision, checkpoint, attention)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "strategy: unknown key '", key,
+          "' (allowed: mbs, ga, precision, checkpoint, ckpt_pct, attention, optimizer, offload)"));
     }
   }
+  RETURN_IF_ERROR(CheckCheckpointPercent("ckpt_pct", s));
   return s;
 }
 
@@ -103,21 +174,32 @@ nlohmann::json StrategyToJson(const Strategy& s) {
                         {"grad_accum_steps", s.grad_accum_steps},
                         {"precision", std::string(PrecisionName(s.precision))},
                         {"checkpointing", std::string(CheckpointingName(s.checkpointing))},
-                        {"attention", std::string(AttentionName(s.attention))}};
+                        {"checkpoint_percent", s.checkpoint_percent},
+                        {"attention", std::string(AttentionName(s.attention))},
+                        {"optimizer", std::string(OptimizerName(s.optimizer))},
+                        {"offload", std::string(OffloadName(s.offload))}};
 }
 
 absl::StatusOr<Strategy> StrategyFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("strategy: expected a JSON object");
   Strategy s;
   for (const auto& [key, value] : j.items()) {
-    if (key == "micro_batch_size" || key == "grad_accum_steps") {
+    if (key == "micro_batch_size" || key == "grad_accum_steps" || key == "checkpoint_percent") {
       if (!value.is_number_integer() || value.get<int64_t>() <= 0 ||
           value.get<int64_t>() > std::numeric_limits<int>::max()) {
         return absl::InvalidArgumentError(
             absl::StrCat("strategy.", key, ": expected a positive integer"));
       }
-      (key == "micro_batch_size" ? s.micro_batch_size : s.grad_accum_steps) = value.get<int>();
-    } else if (key == "precision" || key == "checkpointing" || key == "attention") {
+      const int v = value.get<int>();
+      if (key == "micro_batch_size") {
+        s.micro_batch_size = v;
+      } else if (key == "grad_accum_steps") {
+        s.grad_accum_steps = v;
+      } else {
+        s.checkpoint_percent = v;
+      }
+    } else if (key == "precision" || key == "checkpointing" || key == "attention" ||
+               key == "optimizer" || key == "offload") {
       if (!value.is_string()) {
         return absl::InvalidArgumentError(absl::StrCat("strategy.", key, ": expected a string"));
       }
@@ -126,13 +208,18 @@ absl::StatusOr<Strategy> StrategyFromJson(const nlohmann::json& j) {
         ASSIGN_OR_RETURN(s.precision, ParsePrecision(v));
       } else if (key == "checkpointing") {
         ASSIGN_OR_RETURN(s.checkpointing, ParseCheckpointing(v));
-      } else {
+      } else if (key == "attention") {
         ASSIGN_OR_RETURN(s.attention, ParseAttention(v));
+      } else if (key == "optimizer") {
+        ASSIGN_OR_RETURN(s.optimizer, ParseOptimizer(v));
+      } else {
+        ASSIGN_OR_RETURN(s.offload, ParseOffload(v));
       }
     } else {
       return absl::InvalidArgumentError(absl::StrCat("strategy: unknown key '", key, "'"));
     }
   }
+  RETURN_IF_ERROR(CheckCheckpointPercent("checkpoint_percent", s));
   return s;
 }
 

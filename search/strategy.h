@@ -15,44 +15,93 @@
 
 namespace autoaccel {
 
-enum class Precision { kFp32, kBf16 };
-enum class Checkpointing { kNone, kFull };
-enum class Attention { kMath, kSdpa };
+// How weights, activations and gradients are stored and computed.
+enum class Precision {
+  kFp32,      // "fp32": everything fp32
+  kBf16,      // "bf16": fp32 weights, bf16 autocast (per-op casts), no loss scaling
+  kFp16,      // "fp16": fp32 weights, fp16 autocast, dynamic loss scaling (skip on inf/nan)
+  kPureBf16,  // "pure_bf16": bf16 weights, activations and gradients; the optimizer
+              // updates an fp32 master copy and writes it back rounded to bf16
+};
+// Which activations are dropped after the forward pass and recomputed in
+// backward, in the layers that checkpoint_percent selects.
+enum class Checkpointing {
+  kNone,       // "none": keep everything
+  kSelective,  // "selective": the attention core (scores, softmax, weighted sum) only
+  kFull,       // "full": the whole transformer layer
+};
+enum class Attention { kMath, kSdpa };  // "math": spelled out; "sdpa": fused kernel
+enum class Optimizer {
+  kAdamW,       // "adamw": one parameter at a time (torch::optim::AdamW)
+  kFusedAdamW,  // "fused_adamw": one fused ATen kernel over all parameters (_fused_adamw_)
+};
+enum class Offload {
+  kNone,  // "none": optimizer state on the training device
+  kCpu,   // "cpu": fp32 master weights and AdamW moments in host memory; gradients go
+          // to the host, the optimizer steps there, weights come back
+};
 
-// User-facing names ("fp32", "bf16", "none", "full", "math", "sdpa").
+// User-facing names, as in the lists above.
 absl::string_view PrecisionName(Precision p);
 absl::string_view CheckpointingName(Checkpointing c);
 absl::string_view AttentionName(Attention a);
+absl::string_view OptimizerName(Optimizer o);
+absl::string_view OffloadName(Offload o);
 absl::StatusOr<Precision> ParsePrecision(absl::string_view name);
 absl::StatusOr<Checkpointing> ParseCheckpointing(absl::string_view name);
 absl::StatusOr<Attention> ParseAttention(absl::string_view name);
+absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view name);
+absl::StatusOr<Offload> ParseOffload(absl::string_view name);
+
+// Every enumerator of each dimension, in declaration order.
+const std::vector<Precision>& AllPrecisions();
+const std::vector<Checkpointing>& AllCheckpointings();
+const std::vector<Attention>& AllAttentions();
+const std::vector<Optimizer>& AllOptimizers();
+const std::vector<Offload>& AllOffloads();
+
+// True for the precisions that compute in bf16 (bf16, pure_bf16).
+bool UsesBf16(Precision p);
 
 struct Strategy {
   int micro_batch_size = 1;                // samples per forward/backward on one rank
   int grad_accum_steps = 1;                // micro-batches per optimizer step
-  Precision precision = Precision::kFp32;  // bf16 = autocast, fp32 weights
+  Precision precision = Precision::kFp32;
   Checkpointing checkpointing = Checkpointing::kNone;
+  // Share of the transformer layers that `checkpointing` applies to, in
+  // percent (1..100): the first ceil(L * percent / 100) of L layers. Always
+  // 100 when checkpointing is kNone (the only canonical value there).
+  int checkpoint_percent = 100;
   Attention attention = Attention::kMath;
+  Optimizer optimizer = Optimizer::kAdamW;
+  Offload offload = Offload::kNone;
 
   friend bool operator==(const Strategy& a, const Strategy& b) {
     return a.micro_batch_size == b.micro_batch_size && a.grad_accum_steps == b.grad_accum_steps &&
            a.precision == b.precision && a.checkpointing == b.checkpointing &&
-           a.attention == b.attention;
+           a.checkpoint_percent == b.checkpoint_percent && a.attention == b.attention &&
+           a.optimizer == b.optimizer && a.offload == b.offload;
   }
   friend bool operator!=(const Strategy& a, const Strategy& b) { return !(a == b); }
 };
 
 // Canonical text, keys in a fixed order:
-//   "mbs=4,ga=2,precision=bf16,checkpoint=full,attention=sdpa"
+//   "mbs=4,ga=2,precision=bf16,checkpoint=full,attention=sdpa,optimizer=adamw,offload=none"
+// with ",ckpt_pct=P" after "checkpoint=..." only when checkpoint_percent is
+// not 100.
 std::string StrategyToText(const Strategy& s);
 
 // Parses the canonical text. Keys may come in any order; a missing key keeps
-// its default. Unknown keys, bad values and non-positive sizes give
-// INVALID_ARGUMENT naming the key.
+// its default (texts written before a dimension existed still parse). Unknown
+// keys, bad values, non-positive sizes, a percent outside 1..100 and a
+// percent other than 100 with checkpoint=none give INVALID_ARGUMENT naming
+// the key.
 absl::StatusOr<Strategy> ParseStrategyText(absl::string_view text);
 
-// JSON form: {"micro_batch_size":4,"grad_accum_steps":2,"precision":"bf16",
-//             "checkpointing":"full","attention":"sdpa"}
+// JSON form, every key always present:
+//   {"micro_batch_size":4,"grad_accum_steps":2,"precision":"bf16",
+//    "checkpointing":"full","checkpoint_percent":100,"attention":"sdpa",
+//    "optimizer":"adamw","offload":"none"}
 nlohmann::json StrategyToJson(const Strategy& s);
 
 // Inverse of StrategyToJson; same error rules as ParseStrategyText.

@@ -1,5 +1,7 @@
 #include "search/trial.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace autoaccel {
@@ -30,6 +32,40 @@ absl::StatusOr<TrialStatus> ParseTrialStatus(absl::string_view name) {
 
 bool IsTerminal(TrialStatus s) { return s != TrialStatus::kPending && s != TrialStatus::kRunning; }
 
+double PeakTflops::For(Precision p) const {
+  switch (p) {
+    case Precision::kBf16:
+    case Precision::kPureBf16:
+      return bf16;
+    case Precision::kFp16:
+      return fp16;
+    case Precision::kFp32:
+      break;
+  }
+  return fp32;
+}
+
+nlohmann::json PeakTflopsToJson(const PeakTflops& p) {
+  return nlohmann::json{{"fp32", p.fp32}, {"bf16", p.bf16}, {"fp16", p.fp16}};
+}
+
+absl::StatusOr<PeakTflops> PeakTflopsFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("peak_tflops: expected a JSON object");
+  PeakTflops p;
+  for (auto [key, out] : {std::pair<const char*, double*>{"fp32", &p.fp32},
+                          {"bf16", &p.bf16},
+                          {"fp16", &p.fp16}}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_number() || it->get<double>() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("peak_tflops.", key, ": expected a non-negative number"));
+    }
+    *out = it->get<double>();
+  }
+  return p;
+}
+
 nlohmann::json TrialMetricsToJson(const TrialMetrics& m) {
   return nlohmann::json{{"measured_steps", m.measured_steps},
                         {"step_time_median_s", m.step_time_median_s},
@@ -41,6 +77,8 @@ nlohmann::json TrialMetricsToJson(const TrialMetrics& m) {
                         {"peak_memory_bytes", m.peak_memory_bytes},
                         {"peak_rss_bytes", m.peak_rss_bytes},
                         {"final_loss", m.final_loss},
+                        {"mfu", m.mfu},
+                        {"peak_tflops", m.peak_tflops},
                         {"noisy", m.IsNoisy()}};
 }
 
@@ -62,7 +100,8 @@ absl::StatusOr<TrialMetrics> TrialMetricsFromJson(const nlohmann::json& j) {
         num("tokens_per_second", &m.tokens_per_second),
         num("samples_per_second", &m.samples_per_second),
         num("achieved_tflops", &m.achieved_tflops), num("peak_memory_bytes", &m.peak_memory_bytes),
-        num("peak_rss_bytes", &m.peak_rss_bytes), num("final_loss", &m.final_loss)}) {
+        num("peak_rss_bytes", &m.peak_rss_bytes), num("final_loss", &m.final_loss),
+        num("mfu", &m.mfu), num("peak_tflops", &m.peak_tflops)}) {
     if (!s.ok()) return s;
   }
   return m;

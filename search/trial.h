@@ -41,6 +41,8 @@ struct TrialMetrics {
   int64_t peak_memory_bytes = 0;  // peak tensor memory of the rank (max over ranks)
   int64_t peak_rss_bytes = 0;     // peak resident set of the trial process
   double final_loss = 0;
+  double mfu = 0;          // achieved_tflops / peak_tflops; 0 when the peak is unknown
+  double peak_tflops = 0;  // the device's dense peak at the trial's compute precision
 
   // Step times spread by more than 20% of the median ((max - min) / median):
   // the throughput figure is less trustworthy (a busy machine, a
@@ -51,6 +53,27 @@ struct TrialMetrics {
   }
   static constexpr double kNoisySpread = 0.2;
 };
+
+// Dense peak throughput of one device in TFLOP/s per compute precision; 0 =
+// unknown. CUDA devices take it from a table of GPU models, CPU devices from
+// a GEMM probe the worker runs when it starts.
+struct PeakTflops {
+  double fp32 = 0;
+  double bf16 = 0;
+  double fp16 = 0;
+
+  // The peak a strategy of precision `p` computes at: bf16 for bf16 and
+  // pure_bf16, fp16 for fp16, fp32 for fp32.
+  double For(Precision p) const;
+  friend bool operator==(const PeakTflops& a, const PeakTflops& b) {
+    return a.fp32 == b.fp32 && a.bf16 == b.bf16 && a.fp16 == b.fp16;
+  }
+};
+
+// {"fp32": x, "bf16": y, "fp16": z}; missing keys read as 0, negative or
+// non-numeric values give INVALID_ARGUMENT.
+nlohmann::json PeakTflopsToJson(const PeakTflops& p);
+absl::StatusOr<PeakTflops> PeakTflopsFromJson(const nlohmann::json& j);
 
 nlohmann::json TrialMetricsToJson(const TrialMetrics& m);
 // Missing keys stay zero; wrong types give INVALID_ARGUMENT.
