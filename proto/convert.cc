@@ -37,8 +37,12 @@ absl::StatusOr<Strategy> FromProto(const v1::Strategy& p) {
     return absl::InvalidArgumentError(
         "strategy.checkpoint_percent: needs checkpointing selective or full");
   }
-  if (!p.optimizer().empty()) ASSIGN_OR_RETURN(s.optimizer, ParseOptimizer(p.optimizer()));
-  if (!p.offload().empty()) ASSIGN_OR_RETURN(s.offload, ParseOffload(p.offload()));
+  if (!p.optimizer().empty()) {
+    ASSIGN_OR_RETURN(s.optimizer, ParseOptimizer(p.optimizer()));
+  }
+  if (!p.offload().empty()) {
+    ASSIGN_OR_RETURN(s.offload, ParseOffload(p.offload()));
+  }
   return s;
 }
 
