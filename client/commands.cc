@@ -108,22 +108,30 @@ json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
 
 std::string Mib(int64_t bytes) { return absl::StrFormat("%.1f", bytes / (1024.0 * 1024.0)); }
 
+// MFU as a percentage, or "-" when the device's peak is unknown.
+std::string Mfu(double mfu) { return mfu > 0 ? absl::StrFormat("%.1f%%", 100 * mfu) : "-"; }
+
+// The strategy column comes last: its canonical text varies in length (new
+// dimensions add keys, ckpt_pct appears only when not 100), so fixed-width
+// columns stay aligned only before it.
 std::string TrialRow(const v1::Trial& t) {
   const v1::TrialMetrics& m = t.metrics();
   if (t.status() == "SUCCEEDED") {
-    return absl::StrFormat("%4d  %-9s  %-58s %10.0f %9.1f %9s %7.3f%s", t.index(), t.status(),
-                           t.strategy().text(), m.tokens_per_second(),
-                           m.step_time_median_s() * 1000, Mib(m.peak_memory_bytes()),
-                           m.final_loss(), FromProto(m).IsNoisy() ? "  noisy" : "");
+    return absl::StrFormat("%4d  %-9s %10.0f %9.1f %9s %6s %7.3f  %s%s", t.index(), t.status(),
+                           m.tokens_per_second(), m.step_time_median_s() * 1000,
+                           Mib(m.peak_memory_bytes()), Mfu(m.mfu()), m.final_loss(),
+                           t.strategy().text(), FromProto(m).IsNoisy() ? "  noisy" : "");
   }
   std::string reason = t.reason().substr(0, t.reason().find('\n'));
   if (reason.size() > 60) reason = reason.substr(0, 57) + "...";
-  return absl::StrFormat("%4d  %-9s  %-58s %s", t.index(), t.status(), t.strategy().text(), reason);
+  return absl::StrFormat("%4d  %-9s %10s %9s %9s %6s %7s  %s%s", t.index(), t.status(), "-", "-",
+                         "-", "-", "-", t.strategy().text(),
+                         reason.empty() ? "" : absl::StrCat("  (", reason, ")"));
 }
 
 std::string TableHeader() {
-  return absl::StrFormat("%4s  %-9s  %-58s %10s %9s %9s %7s", "#", "status", "strategy", "tokens/s",
-                         "step ms", "peak MiB", "loss");
+  return absl::StrFormat("%4s  %-9s %10s %9s %9s %6s %7s  %s", "#", "status", "tokens/s", "step ms",
+                         "peak MiB", "MFU", "loss", "strategy");
 }
 
 void PrintTrialTable(std::ostream& out, const std::vector<v1::Trial>& trials) {
@@ -140,9 +148,12 @@ void PrintJobSummary(std::ostream& out, const v1::Job& j) {
     const v1::TrialMetrics& m = j.best().metrics();
     out << "  best strategy: " << j.best().strategy().text() << "\n";
     out << absl::StrFormat(
-        "    %.0f tokens/s, %.1f samples/s, %.3f TFLOP/s, step %.1f ms, peak memory %s MiB, "
+        "    %.0f tokens/s, %.1f samples/s, %.3f TFLOP/s%s, step %.1f ms, peak memory %s MiB, "
         "loss %.3f\n",
         m.tokens_per_second(), m.samples_per_second(), m.achieved_tflops(),
+        m.mfu() > 0
+            ? absl::StrFormat(" (MFU %s of %.3g TFLOP/s peak)", Mfu(m.mfu()), m.peak_tflops())
+            : "",
         m.step_time_median_s() * 1000, Mib(m.peak_memory_bytes()), m.final_loss());
   }
 }
@@ -365,9 +376,11 @@ int BestCommand(const ClientContext& c, const v1::QueryStrategiesRequest& reques
            << "\n";
   } else {
     *c.out << "best strategy: " << a.strategy().text() << "\n"
-           << absl::StrFormat("  %.0f tokens/s, peak memory %s MiB on %s (found by job %s)\n",
-                              a.metrics().tokens_per_second(), Mib(a.metrics().peak_memory_bytes()),
-                              a.hardware(), a.job_id());
+           << absl::StrFormat(
+                  "  %.0f tokens/s%s, peak memory %s MiB on %s (found by job %s)\n",
+                  a.metrics().tokens_per_second(),
+                  a.metrics().mfu() > 0 ? absl::StrCat(", MFU ", Mfu(a.metrics().mfu())) : "",
+                  Mib(a.metrics().peak_memory_bytes()), a.hardware(), a.job_id());
   }
   return 0;
 }
@@ -388,6 +401,10 @@ int WorkersCommand(const ClientContext& c) {
                            {"index", d.index()},
                            {"name", d.name()},
                            {"memory_bytes", d.memory_bytes()},
+                           {"peak_tflops",
+                            {{"fp32", d.peak_tflops().fp32()},
+                             {"bf16", d.peak_tflops().bf16()},
+                             {"fp16", d.peak_tflops().fp16()}}},
                            {"held_by_trial", d.held_by_trial()}});
       }
       out.push_back({{"worker_id", w.worker_id()},
@@ -403,9 +420,15 @@ int WorkersCommand(const ClientContext& c) {
   for (const v1::Worker& w : resp.workers()) {
     *c.out << w.worker_id() << " at " << w.address() << (w.healthy() ? "" : " (LOST)") << "\n";
     for (const v1::Device& d : w.devices()) {
+      const v1::PeakTflops& peak = d.peak_tflops();
+      const std::string peak_text =
+          peak.fp32() == 0 && peak.bf16() == 0 && peak.fp16() == 0
+              ? "peak unknown"
+              : absl::StrFormat("peak TFLOP/s bf16 %.4g fp16 %.4g fp32 %.4g", peak.bf16(),
+                                peak.fp16(), peak.fp32());
       *c.out << absl::StrFormat(
-          "  %s:%d  %s MiB  %s\n", d.type(), d.index(), Mib(d.memory_bytes()),
-          d.held_by_trial().empty() ? "free" : "running " + d.held_by_trial());
+          "  %s:%d  %s  %s MiB  %s  %s\n", d.type(), d.index(), d.name(), Mib(d.memory_bytes()),
+          peak_text, d.held_by_trial().empty() ? "free" : "running " + d.held_by_trial());
     }
   }
   return 0;

@@ -10,12 +10,15 @@
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
 #include "common/duration.h"
+#include "proto/convert.h"
 
 namespace {
 
 struct ModelFlags {
   std::string family;
   std::string config_file;
+  std::string model_file;  // torchscript
+  std::string input_spec;  // torchscript
   int seq_len = 0;
   int global_batch_size = 0;
   int world_size = 1;
@@ -23,28 +26,67 @@ struct ModelFlags {
   std::vector<std::string> overrides;
 
   void Add(CLI::App* cmd) {
-    cmd->add_option("--model", family, "model family: gpt2, llama, bert, mixtral")->required();
+    cmd->add_option("--model", family, "model family: gpt2, llama, bert, mixtral, torchscript")
+        ->required();
     cmd->add_option("--override", overrides,
                     "KEY=VALUE change to the config (repeatable), e.g. --override n_layer=2");
-    cmd->add_option("--model-config", config_file, "Hugging Face style config.json")->required();
+    cmd->add_option("--model-config", config_file,
+                    "Hugging Face style config.json (every family but torchscript)");
+    cmd->add_option("--model-file", model_file,
+                    "torchscript: torch.jit.save file of a module whose forward returns the loss");
+    cmd->add_option("--input-spec", input_spec,
+                    "torchscript: the forward's inputs, e.g. "
+                    "\"input_ids:int64[B,T]<50257; labels=input_ids\" (docs/CLI.md)");
     cmd->add_option("--seq-len", seq_len, "sequence length")->required();
     cmd->add_option("--global-batch-size", global_batch_size, "samples per optimizer step")
         ->required();
     cmd->add_option("--world-size", world_size, "ranks per trial (1 for now)");
     cmd->add_option("--device", device, "device type the trials run on: cpu or cuda");
   }
-  // Reads the config file; prints one line and returns false if it cannot.
+  // Reads the config file (or the torchscript file); prints one line and
+  // returns false if it cannot.
   bool Fill(autoaccel::v1::ModelSpec* model) const {
-    std::ifstream in(config_file);
+    model->set_family(family);
+    for (const std::string& o : overrides) model->add_overrides(o);
+    if (family == "torchscript") {
+      if (model_file.empty() || input_spec.empty()) {
+        std::cerr << "autoaccel: --model torchscript needs --model-file FILE.pt and "
+                     "--input-spec SPEC\n";
+        return false;
+      }
+      std::string bytes;
+      if (!ReadFile("--model-file", model_file, autoaccel::kMaxModelFileBytes, &bytes)) {
+        return false;
+      }
+      model->set_script(std::move(bytes));
+      model->set_input_spec(input_spec);
+      return true;
+    }
+    if (config_file.empty()) {
+      std::cerr << "autoaccel: --model " << family << " needs --model-config FILE\n";
+      return false;
+    }
+    std::string text;
+    if (!ReadFile("--model-config", config_file, int64_t{64} << 20, &text)) return false;
+    model->set_config_json(std::move(text));
+    return true;
+  }
+
+  static bool ReadFile(const char* flag, const std::string& path, int64_t max_bytes,
+                       std::string* out) {
+    std::ifstream in(path, std::ios::binary);
     if (!in) {
-      std::cerr << "autoaccel: --model-config: cannot read " << config_file << "\n";
+      std::cerr << "autoaccel: " << flag << ": cannot read " << path << "\n";
       return false;
     }
     std::stringstream text;
     text << in.rdbuf();
-    model->set_family(family);
-    model->set_config_json(text.str());
-    for (const std::string& o : overrides) model->add_overrides(o);
+    if (static_cast<int64_t>(text.str().size()) > max_bytes) {
+      std::cerr << "autoaccel: " << flag << ": " << path << " is larger than " << (max_bytes >> 20)
+                << " MiB\n";
+      return false;
+    }
+    *out = text.str();
     return true;
   }
 };
@@ -72,6 +114,28 @@ int main(int argc, char** argv) {
   tune->add_option("--max-trials", max_trials, "stop after this many trials (0 = no limit)");
   tune->add_option("--micro-batch-sizes", micro_batch_sizes,
                    "micro-batch sizes to try (default: powers of two)")
+      ->delimiter(',');
+  // Candidate values per strategy dimension; empty = every value the device
+  // supports. The server validates the names.
+  std::vector<std::string> precisions, checkpointings, attentions, optimizers, offloads;
+  std::vector<int> checkpoint_percents;
+  tune->add_option("--precisions", precisions,
+                   "precisions to try: bf16,pure_bf16,fp16,fp32 (default: all the device runs)")
+      ->delimiter(',');
+  tune->add_option("--checkpointings", checkpointings,
+                   "activation checkpointing to try: none,selective,full (default: all)")
+      ->delimiter(',');
+  tune->add_option("--checkpoint-percents", checkpoint_percents,
+                   "share of layers, 1..100, that selective/full checkpoint (default: 50,100)")
+      ->delimiter(',');
+  tune->add_option("--attentions", attentions, "attention kernels to try: sdpa,math (default: all)")
+      ->delimiter(',');
+  tune->add_option("--optimizers", optimizers,
+                   "optimizers to try: fused_adamw,adamw (default: all)")
+      ->delimiter(',');
+  tune->add_option("--offloads", offloads,
+                   "optimizer state placement to try: none,cpu (default: none on a cpu device, "
+                   "both on cuda)")
       ->delimiter(',');
   tune->add_option("--warmup-steps", warmup, "untimed steps per trial (default 2)");
   tune->add_option("--measured-steps", measured, "timed steps per trial (default 5)");
@@ -132,6 +196,12 @@ int main(int argc, char** argv) {
     request.set_warmup_steps(warmup);
     request.set_measured_steps(measured);
     for (int m : micro_batch_sizes) request.add_micro_batch_sizes(m);
+    for (const std::string& p : precisions) request.add_precisions(p);
+    for (const std::string& c : checkpointings) request.add_checkpointings(c);
+    for (int p : checkpoint_percents) request.add_checkpoint_percents(p);
+    for (const std::string& a : attentions) request.add_attentions(a);
+    for (const std::string& o : optimizers) request.add_optimizers(o);
+    for (const std::string& o : offloads) request.add_offloads(o);
     return autoaccel::TuneCommand(c, request, !detach);
   }
   if (*watch) return autoaccel::WatchCommand(c, job_id);

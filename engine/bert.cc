@@ -49,7 +49,7 @@ class BertLayer : public CheckpointableBlock {
     };
     const torch::Tensor context =
         Attend(heads(query_->forward(x)), heads(key_->forward(x)), heads(value_->forward(x)),
-               /*causal=*/false, options.attention);
+               /*causal=*/false, options);
     const torch::Tensor a = attention_norm_->forward(attention_dense_->forward(context) + x);
     const torch::Tensor m = output_dense_->forward(Gelu(intermediate_dense_->forward(a)));
     return output_norm_->forward(m + a);
@@ -95,7 +95,8 @@ torch::Tensor BertImpl::Logits(const torch::Tensor& tokens, const RunOptions& op
   torch::Tensor x = word_embeddings_->forward(tokens) +
                     token_type_embeddings_->forward(torch::zeros_like(positions));
   x = embeddings_norm_->forward(x + position_embeddings_->forward(positions));
-  for (const auto& module : *layers_) x = RunBlock(*module->as<BertLayer>(), x, options);
+  const int n = static_cast<int>(layers_->size());
+  for (int i = 0; i < n; ++i) x = RunBlock(*layers_[i]->as<BertLayer>(), x, options, i, n);
   const torch::Tensor h = transform_norm_->forward(Gelu(transform_dense_->forward(x)));
   return at::linear(h, word_embeddings_->weight, decoder_bias_);
 }

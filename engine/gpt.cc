@@ -21,7 +21,7 @@ GptAttentionImpl::GptAttentionImpl(const ModelSpec& spec) : n_head_(spec.n_head)
   c_proj_ = register_module("c_proj", torch::nn::Linear(spec.n_embd, spec.n_embd));
 }
 
-torch::Tensor GptAttentionImpl::Forward(const torch::Tensor& x, Attention attention) {
+torch::Tensor GptAttentionImpl::Forward(const torch::Tensor& x, const RunOptions& options) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
   const int64_t head_dim = C / n_head_;
   // [B, T, 3C] -> 3 x [B, n_head, T, head_dim]
@@ -30,7 +30,7 @@ torch::Tensor GptAttentionImpl::Forward(const torch::Tensor& x, Attention attent
     return t.view({B, T, n_head_, head_dim}).transpose(1, 2);
   };
   return c_proj_->forward(
-      Attend(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), /*causal=*/true, attention));
+      Attend(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), /*causal=*/true, options));
 }
 
 GptMlpImpl::GptMlpImpl(const ModelSpec& spec) {
@@ -50,7 +50,7 @@ GptBlockImpl::GptBlockImpl(const ModelSpec& spec) {
 }
 
 torch::Tensor GptBlockImpl::Forward(const torch::Tensor& x, const RunOptions& options) {
-  const torch::Tensor h = x + attn_->Forward(ln_1_->forward(x), options.attention);
+  const torch::Tensor h = x + attn_->Forward(ln_1_->forward(x), options);
   return h + mlp_->Forward(ln_2_->forward(h));
 }
 
@@ -89,7 +89,8 @@ torch::Tensor GptImpl::Logits(const torch::Tensor& tokens, const RunOptions& opt
               spec().n_positions);
   const torch::Tensor positions = torch::arange(T, tokens.options().dtype(torch::kLong));
   torch::Tensor x = wte_->forward(tokens) + wpe_->forward(positions);
-  for (const auto& module : *h_) x = RunBlock(*module->as<GptBlockImpl>(), x, options);
+  const int n = static_cast<int>(h_->size());
+  for (int i = 0; i < n; ++i) x = RunBlock(*h_[i]->as<GptBlockImpl>(), x, options, i, n);
   x = ln_f_->forward(x);
   return at::linear(x, wte_->weight);  // tied LM head
 }

@@ -30,7 +30,7 @@ class GptAttentionImpl : public torch::nn::Module {
  public:
   explicit GptAttentionImpl(const ModelSpec& spec);
   // x: [B, T, C] -> [B, T, C], causal.
-  torch::Tensor Forward(const torch::Tensor& x, Attention attention);
+  torch::Tensor Forward(const torch::Tensor& x, const RunOptions& options);
 
  private:
   int64_t n_head_;

@@ -43,16 +43,20 @@ class LlamaAttentionImpl : public torch::nn::Module {
 
   // x [B, T, C]; cos, sin [T, head_dim].
   torch::Tensor Forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        Attention attention) {
+                        const RunOptions& options) {
     const int64_t B = x.size(0), T = x.size(1);
     auto heads = [&](const torch::Tensor& t, int64_t n) {
       return t.view({B, T, n, head_dim_}).transpose(1, 2);
     };
-    auto rotate = [&](const torch::Tensor& t) { return t * cos + RotateHalf(t) * sin; };
+    // In the projections' dtype, as transformers does (cos and sin are cast
+    // to it), so that bf16 weights give bf16 q and k.
+    auto rotate = [&](const torch::Tensor& t) {
+      return t * cos.to(t.scalar_type()) + RotateHalf(t) * sin.to(t.scalar_type());
+    };
     const torch::Tensor q = rotate(heads(q_proj_->forward(x), n_head_));
     const torch::Tensor k = rotate(heads(k_proj_->forward(x), n_kv_head_));
     const torch::Tensor v = heads(v_proj_->forward(x), n_kv_head_);
-    return o_proj_->forward(Attend(q, k, v, /*causal=*/true, attention));
+    return o_proj_->forward(Attend(q, k, v, /*causal=*/true, options));
   }
 
  private:
@@ -137,7 +141,7 @@ class LlamaBlock : public CheckpointableBlock {
     // layer's matrix products.
     const auto [cos, sin] = RotaryCosSin(x.size(1), head_dim_, rope_theta_, x.device());
     const torch::Tensor h =
-        x + self_attn_->Forward(input_layernorm_->forward(x), cos, sin, options.attention);
+        x + self_attn_->Forward(input_layernorm_->forward(x), cos, sin, options);
     const torch::Tensor normed = post_attention_layernorm_->forward(h);
     return h + (moe_ ? moe_->Forward(normed) : mlp_->Forward(normed));
   }
@@ -181,7 +185,8 @@ torch::Tensor LlamaImpl::Logits(const torch::Tensor& tokens, const RunOptions& o
   TORCH_CHECK(tokens.size(1) <= spec().n_positions, "sequence length ", tokens.size(1),
               " exceeds max_position_embeddings ", spec().n_positions);
   torch::Tensor x = embed_tokens_->forward(tokens);
-  for (const auto& module : *layers_) x = RunBlock(*module->as<LlamaBlock>(), x, options);
+  const int n = static_cast<int>(layers_->size());
+  for (int i = 0; i < n; ++i) x = RunBlock(*layers_[i]->as<LlamaBlock>(), x, options, i, n);
   x = norm_->forward(x);
   return at::linear(x, lm_head_ ? lm_head_->weight : embed_tokens_->weight);
 }

@@ -4,7 +4,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <limits>
 #include <string>
 #include <vector>
@@ -21,6 +23,20 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// The autocast state of the forward pass, kept in a node's saved data so that
+// backward recomputes under the same casts.
+void SaveAutocast(AutogradContext* ctx, c10::DeviceType device_type) {
+  ctx->saved_data["autocast"] = at::autocast::is_autocast_enabled(device_type);
+  ctx->saved_data["autocast_dtype"] =
+      static_cast<int64_t>(at::autocast::get_autocast_dtype(device_type));
+}
+
+std::unique_ptr<AutocastScope> RestoreAutocast(AutogradContext* ctx, c10::DeviceType device_type) {
+  return std::make_unique<AutocastScope>(
+      device_type, ctx->saved_data["autocast"].toBool(),
+      static_cast<c10::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
+}
+
 // Activation checkpointing of one block (LibTorch has no
 // torch.utils.checkpoint). Function::apply runs forward() with grad mode off,
 // so the block keeps no activations; backward() recomputes it with grad on,
@@ -36,12 +52,9 @@ class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
                                Attention attention, const torch::Tensor& x,
                                torch::TensorList params) {
     (void)params;  // inputs only so that their gradients flow
-    const c10::DeviceType device_type = x.device().type();
     ctx->saved_data["block"] = reinterpret_cast<int64_t>(block);
     ctx->saved_data["attention"] = static_cast<int64_t>(attention);
-    ctx->saved_data["autocast"] = at::autocast::is_autocast_enabled(device_type);
-    ctx->saved_data["autocast_dtype"] =
-        static_cast<int64_t>(at::autocast::get_autocast_dtype(device_type));
+    SaveAutocast(ctx, x.device().type());
     ctx->save_for_backward({x});
     return block->Forward(x, RunOptions{attention, Checkpointing::kNone});
   }
@@ -54,9 +67,7 @@ class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
     torch::Tensor y;
     {
       torch::AutoGradMode grad_mode(true);
-      AutocastScope autocast(
-          x.device().type(), ctx->saved_data["autocast"].toBool(),
-          static_cast<c10::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
+      const auto autocast = RestoreAutocast(ctx, x.device().type());
       y = block->Forward(x, options);
     }
     variable_list inputs{x};
@@ -68,6 +79,39 @@ class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
     variable_list result{torch::Tensor(), torch::Tensor()};
     result.insert(result.end(), grads.begin(), grads.end());
     return result;
+  }
+};
+
+// Selective checkpointing: the attention core of one layer. Keeps q, k and v
+// (which the projections produce anyway) and recomputes scores, softmax and
+// the weighted sum in backward.
+class CheckpointedAttention : public torch::autograd::Function<CheckpointedAttention> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, bool causal, Attention attention) {
+    ctx->saved_data["causal"] = causal;
+    ctx->saved_data["attention"] = static_cast<int64_t>(attention);
+    SaveAutocast(ctx, q.device().type());
+    ctx->save_for_backward({q, k, v});
+    return Attend(q, k, v, causal, attention);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    variable_list saved = ctx->get_saved_variables();
+    variable_list inputs;
+    for (const torch::Tensor& t : saved) inputs.push_back(t.detach().requires_grad_(true));
+    torch::Tensor y;
+    {
+      torch::AutoGradMode grad_mode(true);
+      const auto autocast = RestoreAutocast(ctx, inputs[0].device().type());
+      y = Attend(inputs[0], inputs[1], inputs[2], ctx->saved_data["causal"].toBool(),
+                 static_cast<Attention>(ctx->saved_data["attention"].toInt()));
+    }
+    variable_list grads = torch::autograd::grad({y}, inputs, {grad_outputs[0]},
+                                                /*retain_graph=*/false, /*create_graph=*/false,
+                                                /*allow_unused=*/true);
+    // q, k, v, then nothing for causal and attention.
+    return {grads[0], grads[1], grads[2], torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -97,6 +141,9 @@ absl::StatusOr<std::shared_ptr<TrainableModel>> BuildModel(const ModelSpec& spec
       return std::shared_ptr<TrainableModel>(std::make_shared<LlamaImpl>(spec, seed));
     case ModelFamily::kBert:
       return std::shared_ptr<TrainableModel>(std::make_shared<BertImpl>(spec, seed));
+    case ModelFamily::kTorchScript:
+      return absl::InvalidArgumentError(
+          "model: a torchscript model is loaded from its file (ScriptedModel), not built");
   }
   return absl::InvalidArgumentError("model: unknown family");
 }
@@ -117,9 +164,19 @@ void InitLikeHuggingFace(torch::nn::Module& module, uint64_t seed, double std) {
   }
 }
 
+int CheckpointedLayers(const RunOptions& options, int num_layers) {
+  if (options.checkpointing == Checkpointing::kNone) return 0;
+  const int percent = std::clamp(options.checkpoint_percent, 0, 100);
+  return static_cast<int>((int64_t{num_layers} * percent + 99) / 100);
+}
+
 torch::Tensor RunBlock(CheckpointableBlock& block, const torch::Tensor& x,
-                       const RunOptions& options) {
-  if (options.checkpointing != Checkpointing::kFull) return block.Forward(x, options);
+                       const RunOptions& options, int layer, int num_layers) {
+  RunOptions layer_options = options;
+  if (layer >= CheckpointedLayers(options, num_layers)) {
+    layer_options.checkpointing = Checkpointing::kNone;
+  }
+  if (layer_options.checkpointing != Checkpointing::kFull) return block.Forward(x, layer_options);
   const std::vector<torch::Tensor> params = block.parameters();
   return CheckpointedBlock::apply(&block, options.attention, x, torch::TensorList(params));
 }
@@ -153,6 +210,14 @@ torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch
     y = scores.softmax(/*dim=*/-1, torch::kFloat).to(q.scalar_type()).matmul(values);
   }
   return y.transpose(1, 2).reshape({B, T, H * D});
+}
+
+torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     bool causal, const RunOptions& options) {
+  if (options.checkpointing == Checkpointing::kSelective) {
+    return CheckpointedAttention::apply(q, k, v, causal, options.attention);
+  }
+  return Attend(q, k, v, causal, options.attention);
 }
 
 AutocastScope::AutocastScope(c10::DeviceType device_type, bool enabled, c10::ScalarType dtype)

@@ -29,9 +29,14 @@ namespace autoaccel {
 // How the forward pass runs; the weights do not depend on it.
 struct RunOptions {
   Attention attention = Attention::kMath;
-  // kFull: each transformer layer's activations are dropped after the forward
-  // pass and recomputed during backward. Same loss and gradients as kNone.
+  // Activation checkpointing of the first ceil(L * checkpoint_percent / 100)
+  // of the model's L transformer layers (see RunBlock): kFull drops each such
+  // layer's activations after the forward pass and recomputes the layer in
+  // backward; kSelective does so for the attention core only (scores,
+  // softmax, weighted sum: the activations that grow with T^2 under math
+  // attention). Every choice gives the loss and gradients of kNone.
   Checkpointing checkpointing = Checkpointing::kNone;
+  int checkpoint_percent = 100;
 };
 using GptRunOptions = RunOptions;  // the name from when GPT-2 was the only family
 
@@ -98,12 +103,19 @@ class CheckpointableBlock : public torch::nn::Module {
   virtual torch::Tensor Forward(const torch::Tensor& x, const RunOptions& options) = 0;
 };
 
-// block.Forward(x, options), with activation checkpointing when
-// options.checkpointing is kFull: nothing inside the block is kept for
-// backward, which recomputes it under the autocast state of the forward
-// pass. `block` must outlive the backward pass (the model owns it).
+// How many of `num_layers` layers options.checkpointing applies to: 0 for
+// kNone, else ceil(num_layers * checkpoint_percent / 100).
+int CheckpointedLayers(const RunOptions& options, int num_layers);
+
+// block.Forward(x, ...) for layer `layer` (0-based) of `num_layers`. When the
+// layer is among the first CheckpointedLayers(): with kFull nothing inside
+// the block is kept for backward, which recomputes it under the autocast
+// state of the forward pass; with kSelective the block runs with
+// options.checkpointing kSelective, so its Attend() checkpoints itself. Other
+// layers run with checkpointing kNone. `block` must outlive the backward pass
+// (the model owns it).
 torch::Tensor RunBlock(CheckpointableBlock& block, const torch::Tensor& x,
-                       const RunOptions& options);
+                       const RunOptions& options, int layer, int num_layers);
 
 // Scaled dot-product attention of q [B, H, T, D] with k, v [B, H_kv, T, D]
 // (H_kv divides H: grouped-query attention; each key/value head serves
@@ -113,6 +125,12 @@ torch::Tensor RunBlock(CheckpointableBlock& block, const torch::Tensor& x,
 // Returns [B, T, H * D].
 torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      bool causal, Attention attention);
+
+// Attend(q, k, v, causal, options.attention), checkpointed when
+// options.checkpointing is kSelective: only q, k and v are kept for backward,
+// which recomputes the attention core. What attention modules call.
+torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     bool causal, const RunOptions& options);
 
 // Autocast region for one device type, like Python's `with torch.autocast()`:
 // sets the thread's autocast state for `device_type`, and on destruction

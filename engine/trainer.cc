@@ -24,9 +24,6 @@
 namespace autoaccel {
 namespace {
 
-constexpr double kLearningRate = 1e-3;
-constexpr double kWeightDecay = 0.01;
-
 bool IsCuda(const torch::Device& device) { return device.type() == c10::DeviceType::CUDA; }
 
 void Synchronize(const torch::Device& device) {
@@ -133,13 +130,43 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
   std::unique_ptr<Trainer> t(new Trainer(spec, device));
   t->run_options_.attention = spec.strategy.attention;
   t->run_options_.checkpointing = spec.strategy.checkpointing;
+  t->run_options_.checkpoint_percent = spec.strategy.checkpoint_percent;
 
-  ASSIGN_OR_RETURN(t->model_, BuildModel(spec.model, spec.seed));
-  t->model_->to(device);
-  t->optimizer_ = std::make_unique<torch::optim::AdamW>(
-      t->model_->parameters(),
-      torch::optim::AdamWOptions(kLearningRate).weight_decay(kWeightDecay));
+  const Strategy& strategy = spec.strategy;
+  const bool pure_bf16 = strategy.precision == Precision::kPureBf16;
+  if (spec.model.IsTorchScript()) {
+    if (spec.model_file.empty()) {
+      return absl::InvalidArgumentError("model_file: the trial spec names no torchscript file");
+    }
+    ASSIGN_OR_RETURN(const InputSpec inputs, ParseInputSpec(spec.model.input_spec));
+    ASSIGN_OR_RETURN(t->scripted_, ScriptedModel::Load(spec.model_file, inputs));
+    t->scripted_->To(device, pure_bf16 ? std::optional<c10::ScalarType>(torch::kBFloat16)
+                                       : std::nullopt);
+    t->scripted_->Train();
+    t->parameters_ = t->scripted_->Parameters();
+  } else {
+    ASSIGN_OR_RETURN(t->model_, BuildModel(spec.model, spec.seed));
+    t->model_->to(device);
+    if (pure_bf16) t->model_->to(torch::kBFloat16);
+    t->parameters_ = t->model_->parameters();
+  }
+  const bool offload = strategy.offload == Offload::kCpu;
+  t->optimizer_ = std::make_unique<TrainingOptimizer>(
+      t->parameters_, strategy.optimizer,
+      /*master_copies=*/strategy.precision == Precision::kPureBf16 || offload,
+      /*master_device=*/offload ? torch::Device(torch::kCPU) : device);
+  if (strategy.precision == Precision::kFp16) t->scaler_ = std::make_unique<DynamicLossScaler>(device);
 
+  if (t->scripted_) {
+    // The input spec's tensors, seeded per rank and micro-batch.
+    for (int i = 0; i < spec.strategy.grad_accum_steps; ++i) {
+      t->scripted_inputs_.push_back(t->scripted_->MakeInputs(
+          spec.strategy.micro_batch_size, spec.seq_len,
+          spec.seed + 1 + uint64_t(spec.rank) * 100003 + uint64_t(i), device,
+          pure_bf16 ? std::optional<c10::ScalarType>(torch::kBFloat16) : std::nullopt));
+    }
+    return t;
+  }
   // The same global batch on every rank (seeded), each rank takes its rows;
   // seq_len + 1 tokens give seq_len inputs and seq_len targets.
   const int per_rank = spec.strategy.micro_batch_size * spec.strategy.grad_accum_steps;
@@ -160,28 +187,45 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
 }
 
 double Trainer::ForwardBackward() {
-  optimizer_->zero_grad(/*set_to_none=*/true);
-  const double scale = 1.0 / static_cast<double>(inputs_.size());
+  optimizer_->ZeroGrad();
+  const double scale = 1.0 / static_cast<double>(spec_.strategy.grad_accum_steps);
+  const Precision precision = spec_.strategy.precision;
+  // bf16 and fp16 keep fp32 weights and let autocast cast per op; the loss
+  // stays fp32. pure_bf16 runs on bf16 weights with autocast off.
+  const bool autocast = precision == Precision::kBf16 || precision == Precision::kFp16;
+  const c10::ScalarType autocast_dtype =
+      precision == Precision::kFp16 ? torch::kHalf : torch::kBFloat16;
   torch::Tensor total = torch::zeros({}, torch::TensorOptions().device(device_));
-  for (size_t i = 0; i < inputs_.size(); ++i) {
+  for (int i = 0; i < spec_.strategy.grad_accum_steps; ++i) {
     torch::Tensor loss;
-    if (spec_.strategy.precision == Precision::kBf16) {
-      // fp32 master weights; autocast casts per op, the loss stays fp32.
-      AutocastScope autocast(device_.type(), /*enabled=*/true, torch::kBFloat16);
-      loss = model_->Loss(inputs_[i], targets_[i], run_options_);
-    } else {
-      loss = model_->Loss(inputs_[i], targets_[i], run_options_);
+    {
+      AutocastScope region(device_.type(), autocast, autocast_dtype);
+      loss = (scripted_ ? scripted_->Loss(scripted_inputs_[i])
+                        : model_->Loss(inputs_[i], targets_[i], run_options_)) *
+             scale;
     }
-    loss = loss * scale;
-    loss.backward();
+    (scaler_ ? scaler_->Scale(loss) : loss).backward();
     total += loss.detach();
   }
   return total.item<double>();
 }
 
+int64_t Trainer::tokens_per_sample() const {
+  return scripted_ ? TokensPerSample(scripted_->spec(), spec_.seq_len) : spec_.seq_len;
+}
+
+double Trainer::training_flops_per_token() const {
+  return scripted_ ? 6.0 * static_cast<double>(scripted_->ParameterCount())
+                   : spec_.model.TrainingFlopsPerToken(spec_.seq_len);
+}
+
 double Trainer::Step() {
   const double loss = ForwardBackward();
-  optimizer_->step();
+  if (scaler_ && scaler_->UnscaleAndUpdate(parameters_)) {
+    ++skipped_steps_;  // inf/NaN gradients: the scale shrank, the weights stay
+    return loss;
+  }
+  optimizer_->Step();
   return loss;
 }
 
@@ -252,12 +296,15 @@ TrialResult RunTrialUnfenced(const TrialSpec& spec, const torch::Device& device,
   m.step_time_median_s = Median(times);
   m.step_time_min_s = *std::min_element(times.begin(), times.end());
   m.step_time_max_s = *std::max_element(times.begin(), times.end());
-  const double tokens_per_step = double(spec.global_batch_size) * spec.seq_len;
+  const double tokens_per_step =
+      double(spec.global_batch_size) * double((*trainer)->tokens_per_sample());
   m.tokens_per_second = tokens_per_step / m.step_time_median_s;
   m.samples_per_second = spec.global_batch_size / m.step_time_median_s;
-  m.achieved_tflops = spec.model.TrainingFlopsPerToken(spec.seq_len) * tokens_per_step /
+  m.achieved_tflops = (*trainer)->training_flops_per_token() * tokens_per_step /
                       m.step_time_median_s / 1e12;
   m.final_loss = loss;
+  m.peak_tflops = spec.peak_tflops.For(spec.strategy.precision);
+  if (m.peak_tflops > 0) m.mfu = m.achieved_tflops / m.peak_tflops;
   return result;
 }
 
@@ -295,6 +342,9 @@ TrialResult RunTrial(const TrialSpec& spec, const StepCallback& on_step) {
   if (device) {
     try {
       result.metrics.peak_memory_bytes = PeakMemoryBytes(*device);
+      // Give the device back clean: cached blocks return to the driver (an
+      // OOM leaves the most behind), so the next trial starts from empty.
+      if (IsCuda(*device)) c10::getDeviceAllocator(device->type())->emptyCache();
     } catch (...) {
       // Statistics unavailable; leave 0 rather than fail the trial.
     }

@@ -12,7 +12,6 @@
 #ifndef AUTOACCEL_ENGINE_TRAINER_H_
 #define AUTOACCEL_ENGINE_TRAINER_H_
 
-#include <torch/optim/adamw.h>
 #include <torch/types.h>
 
 #include <cstdint>
@@ -24,6 +23,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/model.h"
+#include "engine/optim.h"
+#include "engine/scripted_model.h"
 #include "engine/trial_io.h"
 
 namespace autoaccel {
@@ -49,9 +50,11 @@ torch::Tensor SyntheticTokens(int vocab_size, int num_sequences, int length, uin
 
 class Trainer {
  public:
-  // Builds the model (BuildModel(spec.model, spec.seed)) on spec.device, an
-  // AdamW optimizer (lr 1e-3, weight decay 0.01) and this rank's share of a
-  // fixed synthetic global batch (SyntheticTokens, made into the family's
+  // Builds the model (BuildModel(spec.model, spec.seed)) on spec.device (in
+  // bf16 for pure_bf16), the strategy's AdamW (lr 1e-3, weight decay 0.01;
+  // plain or fused; fp32 master copies for pure_bf16, on the CPU with
+  // offload=cpu; see optim.h), a loss scaler for fp16 and this rank's share of
+  // a fixed synthetic global batch (SyntheticTokens, made into the family's
   // task by TrainableModel::MakeExample: next-token prediction, or bert's
   // masked LM), split into grad_accum_steps micro-batches.
   // Returns the ValidateTrialSpec / ParseDevice error for a bad spec.
@@ -59,17 +62,35 @@ class Trainer {
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrialSpec& spec);
 
   // Clears the gradients, then runs forward + backward over every
-  // micro-batch of the rank's batch, each loss scaled by 1/grad_accum_steps,
-  // with the strategy's precision, checkpointing and attention. Leaves the
-  // accumulated gradients in the parameters. Returns the mean loss over the
-  // rank's batch. Throws c10::Error.
+  // micro-batch of the rank's batch, each loss scaled by 1/grad_accum_steps
+  // (and by the loss scale for fp16), with the strategy's precision,
+  // checkpointing and attention. Leaves the accumulated gradients in the
+  // parameters. Returns the mean loss over the rank's batch (unscaled).
+  // Throws c10::Error.
   double ForwardBackward();
 
-  // One training step: ForwardBackward() and then an optimizer step. Returns
-  // the step's loss (before the update). Throws c10::Error.
+  // One training step: ForwardBackward(), for fp16 the gradients unscaled
+  // (the step skipped when one is inf or NaN), and the optimizer step.
+  // Returns the step's loss (before the update). Throws c10::Error.
   double Step();
 
+  // fp16: optimizer steps skipped for inf/NaN gradients so far, and the
+  // current loss scale. 0 and 1 for other precisions.
+  int skipped_steps() const { return skipped_steps_; }
+  double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
+  const TrainingOptimizer& optimizer() const { return *optimizer_; }
+
+  // The built-in family's network; null for a torchscript model.
   const std::shared_ptr<TrainableModel>& model() { return model_; }
+  // The torchscript model; null for the built-in families.
+  ScriptedModel* scripted_model() { return scripted_.get(); }
+
+  // Tokens of one sample (seq_len; for a torchscript model seq_len when an
+  // input uses T, else 1) and model FLOPs of a training step per token:
+  // ModelSpec::TrainingFlopsPerToken, or 6 * parameters for a torchscript
+  // model (no attention term: its architecture is not known).
+  int64_t tokens_per_sample() const;
+  double training_flops_per_token() const;
   const torch::Device& device() const { return device_; }
   const TrialSpec& spec() const { return spec_; }
 
@@ -80,7 +101,12 @@ class Trainer {
   torch::Device device_;
   RunOptions run_options_;
   std::shared_ptr<TrainableModel> model_;
-  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<ScriptedModel> scripted_;
+  std::vector<std::vector<torch::IValue>> scripted_inputs_;  // per micro-batch
+  std::vector<torch::Tensor> parameters_;
+  std::unique_ptr<TrainingOptimizer> optimizer_;
+  std::unique_ptr<DynamicLossScaler> scaler_;  // fp16 only
+  int skipped_steps_ = 0;
   std::vector<torch::Tensor> inputs_;   // per micro-batch, [mbs, seq_len]
   std::vector<torch::Tensor> targets_;  // per micro-batch, [mbs, seq_len]
 };

@@ -25,7 +25,8 @@ nlohmann::json TrialSpecToJson(const TrialSpec& s) {
                         {"device", s.device},
                         {"num_threads", s.num_threads},
                         {"seed", s.seed},
-                        {"peak_tflops", PeakTflopsToJson(s.peak_tflops)}};
+                        {"peak_tflops", PeakTflopsToJson(s.peak_tflops)},
+                        {"model_file", s.model_file}};
 }
 
 absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
@@ -44,6 +45,7 @@ absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
     s.device = j.value("device", "cpu");
     s.num_threads = j.value("num_threads", 1);
     s.seed = j.value("seed", uint64_t{1234});
+    s.model_file = j.value("model_file", "");
     ASSIGN_OR_RETURN(
         s.model, ModelSpecFromJson(j.at("model_family").get<std::string>(), j.at("model_config")));
     ASSIGN_OR_RETURN(s.strategy, StrategyFromJson(j.at("strategy")));

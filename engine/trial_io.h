@@ -38,6 +38,9 @@ struct TrialSpec {
   uint64_t seed = 1234;
   // The device's dense peak, for MFU; zeros (unknown) leave mfu at 0.
   PeakTflops peak_tflops;
+  // torchscript models: path of the module file on the trial's machine (the
+  // worker writes it there).
+  std::string model_file;
 };
 
 nlohmann::json TrialSpecToJson(const TrialSpec& spec);

@@ -1,15 +1,22 @@
 // autoaccel-trial --spec SPEC.json --result RESULT.json
+// autoaccel-trial --probe-peak [--threads N]
 //
 // Runs one rank of one trial and writes its TrialResult. Exit status 0 when
 // the result file was written, whatever the trial's status (OOM and FAILED
 // included); 2 for bad arguments; 1 when the result cannot be written.
 // Progress goes to stderr, one line per step.
+//
+// --probe-peak measures this CPU's GEMM peak with N intra-op threads
+// (default 1; engine/peak_probe.h) and prints it as one line of JSON,
+// {"bf16": X, "fp16": Y, "fp32": Z} in TFLOP/s, on stdout; exit 0.
 #include <ATen/Parallel.h>
 
 #include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "absl/strings/numbers.h"
+#include "engine/peak_probe.h"
 #include "engine/trainer.h"
 #include "engine/trial_io.h"
 
@@ -17,22 +24,37 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: autoaccel-trial --spec SPEC.json --result RESULT.json\n"
+    "       autoaccel-trial --probe-peak [--threads N]\n"
     "Runs one trial rank described by SPEC.json (a TrialSpec) and writes its\n"
-    "TrialResult to RESULT.json (atomically). Exit 0 once the result is written.\n";
+    "TrialResult to RESULT.json (atomically). Exit 0 once the result is written.\n"
+    "--probe-peak prints this CPU's measured GEMM peak with N threads (default 1)\n"
+    "as one line of JSON: {\"bf16\": X, \"fp16\": Y, \"fp32\": Z} (TFLOP/s).\n";
 
 int Usage(const char* problem) {
   std::fprintf(stderr, "autoaccel-trial: %s\n%s", problem, kUsage);
   return 2;
 }
 
+struct Args {
+  std::string spec;
+  std::string result;
+  bool probe_peak = false;
+  std::string threads;  // --probe-peak only
+};
+
 // Accepts "--flag VALUE" and "--flag=VALUE".
-bool ParseArgs(int argc, char** argv, std::string* spec, std::string* result, std::string* error) {
+bool ParseArgs(int argc, char** argv, Args* args, std::string* error) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "--probe-peak") {
+      args->probe_peak = true;
+      continue;
+    }
     std::string* target = nullptr;
     std::string value;
-    for (auto [name, out] : {std::pair<const char*, std::string*>{"--spec", spec},
-                             std::pair<const char*, std::string*>{"--result", result}}) {
+    for (auto [name, out] : {std::pair<const char*, std::string*>{"--spec", &args->spec},
+                             std::pair<const char*, std::string*>{"--result", &args->result},
+                             std::pair<const char*, std::string*>{"--threads", &args->threads}}) {
       const size_t len = std::strlen(name);
       if (arg == name) {
         if (i + 1 >= argc) {
@@ -52,22 +74,50 @@ bool ParseArgs(int argc, char** argv, std::string* spec, std::string* result, st
     }
     *target = value;
   }
-  if (spec->empty() || result->empty()) {
+  if (args->probe_peak) {
+    if (!args->spec.empty() || !args->result.empty()) {
+      *error = "--probe-peak takes no --spec or --result";
+      return false;
+    }
+    return true;
+  }
+  if (!args->threads.empty()) {
+    *error = "--threads goes with --probe-peak (a trial's threads are in its spec)";
+    return false;
+  }
+  if (args->spec.empty() || args->result.empty()) {
     *error = "--spec and --result are required";
     return false;
   }
   return true;
 }
 
+int ProbePeak(const std::string& threads_text) {
+  int threads = 1;
+  if (!threads_text.empty() &&
+      (!absl::SimpleAtoi(threads_text, &threads) || threads < 1 || threads > 1024)) {
+    return Usage(
+        ("--threads: expected a whole number from 1 to 1024, got '" + threads_text + "'").c_str());
+  }
+  at::set_num_interop_threads(1);  // the probe runs no inter-op work
+  const autoaccel::PeakTflops peak = autoaccel::MeasureCpuPeakTflops(threads);
+  std::printf("%s\n", autoaccel::PeakTflopsToJson(peak).dump().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string spec_path, result_path, error;
+  Args args;
+  std::string error;
   if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (!ParseArgs(argc, argv, &spec_path, &result_path, &error)) return Usage(error.c_str());
+  if (!ParseArgs(argc, argv, &args, &error)) return Usage(error.c_str());
+  if (args.probe_peak) return ProbePeak(args.threads);
+  const std::string& spec_path = args.spec;
+  const std::string& result_path = args.result;
 
   autoaccel::TrialResult result;
   absl::StatusOr<nlohmann::json> json = autoaccel::ReadJsonFile(spec_path);

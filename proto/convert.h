@@ -4,6 +4,8 @@
 #ifndef AUTOACCEL_PROTO_CONVERT_H_
 #define AUTOACCEL_PROTO_CONVERT_H_
 
+#include <cstdint>
+
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/autoaccel.pb.h"
@@ -11,6 +13,11 @@
 #include "search/trial.h"
 
 namespace autoaccel {
+
+// The largest torchscript model file a job may carry, and the gRPC message
+// size the coordinator and the workers accept so that it fits.
+inline constexpr int64_t kMaxModelFileBytes = int64_t{512} << 20;
+inline constexpr int kMaxMessageBytes = static_cast<int>(kMaxModelFileBytes + (int64_t{16} << 20));
 
 v1::Strategy ToProto(const Strategy& s);  // fills `text` with the canonical form
 absl::StatusOr<Strategy> FromProto(const v1::Strategy& s);

@@ -5,9 +5,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "search/input_spec.h"
 
 namespace autoaccel {
 namespace {
@@ -17,6 +19,7 @@ constexpr std::pair<ModelFamily, absl::string_view> kFamilies[] = {
     {ModelFamily::kLlama, "llama"},
     {ModelFamily::kBert, "bert"},
     {ModelFamily::kMixtral, "mixtral"},
+    {ModelFamily::kTorchScript, "torchscript"},
 };
 
 // The config keys of the fields every family has (see the table in model.h).
@@ -40,6 +43,8 @@ CommonKeys KeysOf(ModelFamily family) {
     case ModelFamily::kBert:
       return {"num_hidden_layers",       "hidden_size",       "num_attention_heads",
               "max_position_embeddings", "intermediate_size", "layer_norm_eps"};
+    case ModelFamily::kTorchScript:
+      break;
   }
   return {};
 }
@@ -215,7 +220,51 @@ absl::Status ReadBert(const nlohmann::json& config, ModelSpec* m) {
   return absl::OkStatus();
 }
 
+// torchscript: the config is what ToConfigJson() writes.
+absl::Status ReadTorchScript(const nlohmann::json& config, ModelSpec* m) {
+  const nlohmann::json* spec = Find(config, "input_spec");
+  if (spec == nullptr || !spec->is_string()) {
+    return absl::InvalidArgumentError("input_spec: missing (--input-spec)");
+  }
+  ASSIGN_OR_RETURN(const InputSpec parsed, ParseInputSpec(spec->get<std::string>()));
+  m->input_spec = InputSpecToText(parsed);
+  if (const nlohmann::json* d = Find(config, "script_digest"); d != nullptr && d->is_string()) {
+    m->script_digest = d->get<std::string>();
+  }
+  if (const nlohmann::json* n = Find(config, "script_bytes"); n != nullptr) {
+    if (!n->is_number_integer()) return FieldError("script_bytes", "expected an integer");
+    m->script_bytes = n->get<int64_t>();
+  }
+  m->n_positions = ModelSpec::kTorchScriptMaxSeqLen;
+  return Int(config, "max_seq_len", &m->n_positions, /*required=*/false);
+}
+
+absl::Status ValidateTorchScript(const ModelSpec& m) {
+  RETURN_IF_ERROR(ParseInputSpec(m.input_spec).status());
+  if (m.script_digest.empty() || m.script_bytes <= 0) {
+    return absl::InvalidArgumentError("model_file: missing or empty (--model-file FILE.pt)");
+  }
+  if (m.n_positions <= 0) {
+    return FieldError("max_seq_len", absl::StrCat("expected a positive integer, got ",
+                                                  m.n_positions));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+uint64_t Fnv1a64(absl::string_view bytes) {
+  uint64_t hash = 1469598103934665603ULL;
+  for (unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
+std::string ContentDigest(absl::string_view bytes) {
+  return absl::StrFormat("fnv1a64:%016x", Fnv1a64(bytes));
+}
 
 absl::string_view ModelFamilyName(ModelFamily family) {
   for (const auto& [value, name] : kFamilies) {
@@ -247,6 +296,7 @@ absl::string_view ModelSpec::MaxPositionsKey() const {
 
 absl::Status ModelSpec::Validate() const {
   ASSIGN_OR_RETURN(ModelFamily f, Family());
+  if (f == ModelFamily::kTorchScript) return ValidateTorchScript(*this);
   const CommonKeys keys = KeysOf(f);
   for (const auto& [key, value] :
        std::initializer_list<std::pair<const char*, int>>{{keys.n_layer, n_layer},
@@ -298,6 +348,7 @@ absl::Status ModelSpec::Validate() const {
 }
 
 int64_t ModelSpec::ParameterCount() const {
+  if (IsTorchScript()) return 0;
   const int64_t d = n_embd, f = n_inner, L = n_layer, V = vocab_size, P = n_positions;
   if (family == "llama" || family == "mixtral") {
     const int64_t kv_width = int64_t{n_kv_head} * (d / n_head);
@@ -326,6 +377,7 @@ int64_t ModelSpec::ParameterCount() const {
 }
 
 double ModelSpec::TrainingFlopsPerToken(int seq_len) const {
+  if (IsTorchScript()) return 0;
   const double d = n_embd, f = n_inner, L = n_layer, V = vocab_size;
   double per_layer = 4 * d * d + 2 * d * f;  // gpt2, bert
   double outside_layers = V * d;             // LM head / MLM decoder
@@ -343,6 +395,13 @@ double ModelSpec::TrainingFlopsPerToken(int seq_len) const {
 }
 
 nlohmann::json ModelSpec::ToConfigJson() const {
+  if (IsTorchScript()) {
+    return nlohmann::json{{"model_type", family},
+                          {"input_spec", input_spec},
+                          {"script_digest", script_digest},
+                          {"script_bytes", script_bytes},
+                          {"max_seq_len", n_positions}};
+  }
   if (family == "llama" || family == "mixtral") {
     nlohmann::json j{{"model_type", family},
                      {"hidden_size", n_embd},
@@ -392,6 +451,11 @@ absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view family,
   }
   ModelSpec m;
   m.family = std::string(family);
+  if (f == ModelFamily::kTorchScript) {
+    RETURN_IF_ERROR(ReadTorchScript(config, &m));
+    RETURN_IF_ERROR(m.Validate());
+    return m;
+  }
   const CommonKeys keys = KeysOf(f);
   RETURN_IF_ERROR(Int(config, keys.n_layer, &m.n_layer, true));
   RETURN_IF_ERROR(Int(config, keys.n_embd, &m.n_embd, true));
@@ -408,6 +472,8 @@ absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view family,
       break;
     case ModelFamily::kBert:
       RETURN_IF_ERROR(ReadBert(config, &m));
+      break;
+    case ModelFamily::kTorchScript:
       break;
   }
   RETURN_IF_ERROR(m.Validate());

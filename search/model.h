@@ -20,10 +20,13 @@ enum class ModelFamily {
   kLlama,    // Llama decoder: RMSNorm, rotary positions, SwiGLU, grouped-query attention
   kBert,     // BERT encoder with its masked-LM head (tied decoder)
   kMixtral,  // Llama with a sparse mixture-of-experts MLP (top-k router)
+  // The user's own module, saved with torch.jit.save; its forward takes the
+  // inputs of an input spec (search/input_spec.h) and returns the loss.
+  kTorchScript,
 };
 
 // "gpt2", "llama", "bert", "mixtral" — the names Hugging Face uses as
-// model_type, and the names KnownModelFamilies() lists.
+// model_type — and "torchscript"; the names KnownModelFamilies() lists.
 absl::string_view ModelFamilyName(ModelFamily family);
 // INVALID_ARGUMENT "model: unknown family 'foo' (allowed: gpt2, llama, bert, mixtral)".
 absl::StatusOr<ModelFamily> ParseModelFamily(absl::string_view name);
@@ -70,12 +73,25 @@ struct ModelSpec {
   int num_local_experts = 0;
   int num_experts_per_tok = 0;
 
+  // torchscript: the model is a file the coordinator does not look inside.
+  // The spec holds its input spec (canonical text), a digest of its bytes
+  // (ContentDigest) and its size, so that equal files give equal
+  // signatures. The transformer fields above stay 0, except n_positions,
+  // which is kTorchScriptMaxSeqLen (no limit known). ParameterCount() and
+  // TrainingFlopsPerToken() are 0: the trial runner counts the loaded
+  // module's parameters itself.
+  std::string input_spec;
+  std::string script_digest;
+  int64_t script_bytes = 0;
+  static constexpr int kTorchScriptMaxSeqLen = 1 << 20;
+
   // The parsed family; INVALID_ARGUMENT when `family` is not a known one.
   absl::StatusOr<ModelFamily> Family() const { return ParseModelFamily(family); }
 
   // True for the decoders (next-token prediction with a causal mask); false
   // for bert (bidirectional, masked-LM).
   bool IsCausal() const { return family != "bert"; }
+  bool IsTorchScript() const { return family == "torchscript"; }
 
   // Checks what ModelSpecFromJson checks, for a spec built by hand: a known
   // family, positive sizes, heads dividing n_embd, n_kv_head dividing n_head,
@@ -118,7 +134,15 @@ struct ModelSpec {
   nlohmann::json ToConfigJson() const;
 };
 
-// Lists the families this build understands: gpt2, llama, bert, mixtral.
+// 64-bit FNV-1a of `bytes`: stable across processes and builds.
+uint64_t Fnv1a64(absl::string_view bytes);
+
+// "fnv1a64:<16 hex digits>": a stable digest of a file's bytes (FNV-1a, 64
+// bits; tells files apart, is no defence against a forger).
+std::string ContentDigest(absl::string_view bytes);
+
+// Lists the families this build understands: gpt2, llama, bert, mixtral,
+// torchscript.
 const std::vector<std::string>& KnownModelFamilies();
 
 // Parses a Hugging Face style config.json text for `family`.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -12,9 +13,20 @@ namespace autoaccel {
 namespace {
 
 // Preferred order of each enum dimension, best first (see EnumerateSpace()).
-constexpr Precision kPrecisionOrder[] = {Precision::kBf16, Precision::kFp32};
+// Each lists every enumerator of its dimension: "known_values" relies on it.
+constexpr Precision kPrecisionOrder[] = {Precision::kBf16, Precision::kPureBf16, Precision::kFp16,
+                                         Precision::kFp32};
 constexpr Attention kAttentionOrder[] = {Attention::kSdpa, Attention::kMath};
-constexpr Checkpointing kCheckpointingOrder[] = {Checkpointing::kNone, Checkpointing::kFull};
+constexpr Checkpointing kCheckpointingOrder[] = {Checkpointing::kNone, Checkpointing::kSelective,
+                                                 Checkpointing::kFull};
+constexpr Optimizer kOptimizerOrder[] = {Optimizer::kFusedAdamW, Optimizer::kAdamW};
+constexpr Offload kOffloadOrder[] = {Offload::kNone, Offload::kCpu};
+constexpr int kDefaultCheckpointPercents[] = {50, 100};
+
+template <typename Enum, size_t N>
+bool Contains(const Enum (&order)[N], Enum v) {
+  return std::find(std::begin(order), std::end(order), v) != std::end(order);
+}
 
 // The values of `order` that are in `given` (all of `order` when `given` is
 // empty), in the order of `order`. Fails naming `field` when `given` holds a
@@ -24,7 +36,7 @@ absl::StatusOr<std::vector<Enum>> Candidates(absl::string_view field,
                                              const std::vector<Enum>& given, const Enum (&order)[N],
                                              absl::string_view (*name)(Enum)) {
   for (Enum v : given) {
-    if (std::find(std::begin(order), std::end(order), v) == std::end(order)) {
+    if (!Contains(order, v)) {
       std::vector<std::string> allowed;
       for (Enum o : order) allowed.emplace_back(name(o));
       return absl::InvalidArgumentError(absl::StrCat(field, ": unknown value ", static_cast<int>(v),
@@ -41,19 +53,28 @@ absl::StatusOr<std::vector<Enum>> Candidates(absl::string_view field,
   return out;
 }
 
-absl::StatusOr<std::vector<Precision>> PrecisionCandidates(const SpaceRequest& r) {
-  ASSIGN_OR_RETURN(std::vector<Precision> out,
-                   Candidates("precisions", r.precisions, kPrecisionOrder, &PrecisionName));
-  if (!r.device_supports_bf16) {
-    out.erase(std::remove(out.begin(), out.end(), Precision::kBf16), out.end());
-    if (out.empty()) {
-      return absl::InvalidArgumentError(
-          "precisions: only bf16 was requested and the device does not support bf16 "
-          "(allowed on this device: fp32)");
-    }
+// Drops from `values` what the device cannot run (`unsupported`). Fails
+// naming `field` when nothing is left, saying `why` and what the device does
+// allow out of `order`.
+template <typename Enum, size_t N>
+absl::Status DropUnsupported(absl::string_view field, absl::string_view why,
+                             bool (*unsupported)(Enum), const Enum (&order)[N],
+                             absl::string_view (*name)(Enum), std::vector<Enum>* values) {
+  std::vector<std::string> requested, allowed;
+  for (Enum v : *values) requested.emplace_back(name(v));
+  for (Enum o : order) {
+    if (!unsupported(o)) allowed.emplace_back(name(o));
   }
-  return out;
+  values->erase(std::remove_if(values->begin(), values->end(), unsupported), values->end());
+  if (values->empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": only ", absl::StrJoin(requested, ", "), " requested, and ", why,
+                     " (allowed on this device: ", absl::StrJoin(allowed, ", "), ")"));
+  }
+  return absl::OkStatus();
 }
+
+bool IsCpuOffload(Offload o) { return o == Offload::kCpu; }
 
 // Micro-batch sizes to try, largest first. REQUIRES: the batch fields of `r`
 // are valid (world_size > 0, global_batch_size a positive multiple of it).
@@ -86,6 +107,41 @@ absl::StatusOr<std::vector<int>> MicroBatchCandidates(const SpaceRequest& r) {
   return out;
 }
 
+// One value of the checkpointing dimension: the mode and its share of layers.
+struct CheckpointChoice {
+  Checkpointing checkpointing;
+  int percent;
+};
+
+// Least recompute first: none (at 100), then selective at each percent
+// ascending, then full at each percent ascending.
+absl::StatusOr<std::vector<CheckpointChoice>> CheckpointCandidates(const SpaceRequest& r) {
+  ASSIGN_OR_RETURN(
+      const std::vector<Checkpointing> modes,
+      Candidates("checkpointings", r.checkpointings, kCheckpointingOrder, &CheckpointingName));
+  std::vector<int> percents = r.checkpoint_percents;
+  if (percents.empty()) {
+    percents.assign(std::begin(kDefaultCheckpointPercents), std::end(kDefaultCheckpointPercents));
+  }
+  for (int p : percents) {
+    if (p < 1 || p > 100) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint_percents: expected percentages in 1..100, got ", p));
+    }
+  }
+  std::sort(percents.begin(), percents.end());
+  percents.erase(std::unique(percents.begin(), percents.end()), percents.end());
+  std::vector<CheckpointChoice> out;
+  for (Checkpointing mode : modes) {
+    if (mode == Checkpointing::kNone) {
+      out.push_back({mode, 100});
+    } else {
+      for (int p : percents) out.push_back({mode, p});
+    }
+  }
+  return out;
+}
+
 absl::Status ValidateShape(const SpaceRequest& r) {
   if (r.seq_len <= 0 || r.seq_len > r.model.n_positions) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -107,6 +163,44 @@ absl::Status ValidateShape(const SpaceRequest& r) {
   return absl::OkStatus();
 }
 
+// Every dimension's candidates, each in its preferred order.
+struct Dimensions {
+  std::vector<int> micro_batches;
+  std::vector<Precision> precisions;
+  std::vector<Attention> attentions;
+  std::vector<CheckpointChoice> checkpoints;
+  std::vector<Optimizer> optimizers;
+  std::vector<Offload> offloads;
+};
+
+// The request's dimensions, or the first error of ValidateSpaceRequest().
+absl::StatusOr<Dimensions> ResolveDimensions(const SpaceRequest& r) {
+  RETURN_IF_ERROR(ValidateShape(r));
+  Dimensions d;
+  ASSIGN_OR_RETURN(d.micro_batches, MicroBatchCandidates(r));
+  ASSIGN_OR_RETURN(d.precisions,
+                   Candidates("precisions", r.precisions, kPrecisionOrder, &PrecisionName));
+  if (!r.device_supports_bf16) {
+    RETURN_IF_ERROR(DropUnsupported<Precision>("precisions", "the device does not support bf16",
+                                               &UsesBf16, kPrecisionOrder, &PrecisionName,
+                                               &d.precisions));
+  }
+  ASSIGN_OR_RETURN(d.checkpoints, CheckpointCandidates(r));
+  ASSIGN_OR_RETURN(d.attentions,
+                   Candidates("attentions", r.attentions, kAttentionOrder, &AttentionName));
+  ASSIGN_OR_RETURN(d.optimizers,
+                   Candidates("optimizers", r.optimizers, kOptimizerOrder, &OptimizerName));
+  ASSIGN_OR_RETURN(d.offloads, Candidates("offloads", r.offloads, kOffloadOrder, &OffloadName));
+  if (!r.device_is_accelerator) {
+    RETURN_IF_ERROR(DropUnsupported<Offload>(
+        "offloads",
+        "offload=cpu needs an accelerator device (on a CPU device the optimizer state already "
+        "lives in host memory)",
+        &IsCpuOffload, kOffloadOrder, &OffloadName, &d.offloads));
+  }
+  return d;
+}
+
 absl::Status CheckPositiveSizes(const SpaceRequest&, const Strategy& s) {
   if (s.micro_batch_size <= 0) {
     return absl::InvalidArgumentError(
@@ -120,20 +214,30 @@ absl::Status CheckPositiveSizes(const SpaceRequest&, const Strategy& s) {
 }
 
 absl::Status CheckKnownValues(const SpaceRequest&, const Strategy& s) {
-  const auto known = [](auto v, const auto& order) {
-    return std::find(std::begin(order), std::end(order), v) != std::end(order);
+  const auto unknown = [](absl::string_view field, auto v) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("strategy.", field, ": unknown value ", static_cast<int>(v)));
   };
-  if (!known(s.precision, kPrecisionOrder)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("strategy.precision: unknown value ", static_cast<int>(s.precision)));
+  if (!Contains(kPrecisionOrder, s.precision)) return unknown("precision", s.precision);
+  if (!Contains(kCheckpointingOrder, s.checkpointing)) {
+    return unknown("checkpointing", s.checkpointing);
   }
-  if (!known(s.checkpointing, kCheckpointingOrder)) {
+  if (!Contains(kAttentionOrder, s.attention)) return unknown("attention", s.attention);
+  if (!Contains(kOptimizerOrder, s.optimizer)) return unknown("optimizer", s.optimizer);
+  if (!Contains(kOffloadOrder, s.offload)) return unknown("offload", s.offload);
+  return absl::OkStatus();
+}
+
+absl::Status CheckCheckpointPercent(const SpaceRequest&, const Strategy& s) {
+  if (s.checkpoint_percent < 1 || s.checkpoint_percent > 100) {
     return absl::InvalidArgumentError(
-        absl::StrCat("strategy.checkpointing: unknown value ", static_cast<int>(s.checkpointing)));
+        absl::StrCat("strategy.checkpoint_percent: must be in 1..100, got ", s.checkpoint_percent));
   }
-  if (!known(s.attention, kAttentionOrder)) {
+  if (s.checkpointing == Checkpointing::kNone && s.checkpoint_percent != 100) {
     return absl::InvalidArgumentError(
-        absl::StrCat("strategy.attention: unknown value ", static_cast<int>(s.attention)));
+        absl::StrCat("strategy.checkpoint_percent: ", s.checkpoint_percent,
+                     "% of layers needs checkpointing selective or full (with none it must be "
+                     "100)"));
   }
   return absl::OkStatus();
 }
@@ -153,9 +257,34 @@ absl::Status CheckBatchProduct(const SpaceRequest& r, const Strategy& s) {
 }
 
 absl::Status CheckBf16Device(const SpaceRequest& r, const Strategy& s) {
-  if (s.precision == Precision::kBf16 && !r.device_supports_bf16) {
+  if (UsesBf16(s.precision) && !r.device_supports_bf16) {
     return absl::InvalidArgumentError(
-        "strategy.precision: bf16 is not supported by the device (allowed: fp32)");
+        absl::StrCat("strategy.precision: ", PrecisionName(s.precision),
+                     " computes in bf16, which the device does not support (allowed: fp16, fp32)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckOffloadDevice(const SpaceRequest& r, const Strategy& s) {
+  if (s.offload == Offload::kCpu && !r.device_is_accelerator) {
+    return absl::InvalidArgumentError(
+        "strategy.offload: cpu needs an accelerator device; on a CPU device the optimizer state "
+        "already lives in host memory (allowed: none)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFixedGraph(const SpaceRequest& r, const Strategy& s) {
+  if (!r.model.IsTorchScript()) return absl::OkStatus();
+  if (s.checkpointing != Checkpointing::kNone) {
+    return absl::InvalidArgumentError(
+        "strategy.checkpointing: a TorchScript model's layers are not known to the trial runner, "
+        "so it cannot checkpoint them (allowed: none)");
+  }
+  if (s.attention != Attention::kMath) {
+    return absl::InvalidArgumentError(
+        "strategy.attention: a TorchScript model runs its own attention code (allowed: math, "
+        "meaning the model's own)");
   }
   return absl::OkStatus();
 }
@@ -163,20 +292,17 @@ absl::Status CheckBf16Device(const SpaceRequest& r, const Strategy& s) {
 constexpr CompatibilityRule kRules[] = {
     {"positive_sizes", &CheckPositiveSizes},
     {"known_values", &CheckKnownValues},
+    {"checkpoint_percent", &CheckCheckpointPercent},
     {"batch_product", &CheckBatchProduct},
     {"bf16_device", &CheckBf16Device},
+    {"offload_device", &CheckOffloadDevice},
+    {"fixed_graph", &CheckFixedGraph},
 };
 
 }  // namespace
 
 absl::Status ValidateSpaceRequest(const SpaceRequest& request) {
-  RETURN_IF_ERROR(ValidateShape(request));
-  RETURN_IF_ERROR(MicroBatchCandidates(request).status());
-  RETURN_IF_ERROR(PrecisionCandidates(request).status());
-  RETURN_IF_ERROR(
-      Candidates("checkpointings", request.checkpointings, kCheckpointingOrder, &CheckpointingName)
-          .status());
-  return Candidates("attentions", request.attentions, kAttentionOrder, &AttentionName).status();
+  return ResolveDimensions(request).status();
 }
 
 absl::Span<const CompatibilityRule> CompatibilityRules() { return kRules; }
@@ -189,33 +315,32 @@ absl::Status CheckCompatible(const SpaceRequest& request, const Strategy& strate
 }
 
 absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request) {
-  RETURN_IF_ERROR(ValidateShape(request));
-  ASSIGN_OR_RETURN(const std::vector<int> micro_batches, MicroBatchCandidates(request));
-  ASSIGN_OR_RETURN(const std::vector<Precision> precisions, PrecisionCandidates(request));
-  ASSIGN_OR_RETURN(const std::vector<Checkpointing> checkpointings,
-                   Candidates("checkpointings", request.checkpointings, kCheckpointingOrder,
-                              &CheckpointingName));
-  ASSIGN_OR_RETURN(const std::vector<Attention> attentions,
-                   Candidates("attentions", request.attentions, kAttentionOrder, &AttentionName));
-
+  ASSIGN_OR_RETURN(const Dimensions d, ResolveDimensions(request));
   const int per_rank = request.global_batch_size / request.world_size;
   std::vector<Strategy> space;
   absl::Status first_rejection;
-  for (Precision precision : precisions) {
-    for (Attention attention : attentions) {
-      for (Checkpointing checkpointing : checkpointings) {
-        for (int micro_batch : micro_batches) {
-          Strategy s;
-          s.micro_batch_size = micro_batch;
-          s.grad_accum_steps = per_rank / micro_batch;
-          s.precision = precision;
-          s.checkpointing = checkpointing;
-          s.attention = attention;
-          absl::Status compatible = CheckCompatible(request, s);
-          if (compatible.ok()) {
-            space.push_back(s);
-          } else if (first_rejection.ok()) {
-            first_rejection = compatible;
+  for (Precision precision : d.precisions) {
+    for (Attention attention : d.attentions) {
+      for (const CheckpointChoice& checkpoint : d.checkpoints) {
+        for (Optimizer optimizer : d.optimizers) {
+          for (Offload offload : d.offloads) {
+            for (int micro_batch : d.micro_batches) {
+              Strategy s;
+              s.micro_batch_size = micro_batch;
+              s.grad_accum_steps = per_rank / micro_batch;
+              s.precision = precision;
+              s.checkpointing = checkpoint.checkpointing;
+              s.checkpoint_percent = checkpoint.percent;
+              s.attention = attention;
+              s.optimizer = optimizer;
+              s.offload = offload;
+              absl::Status compatible = CheckCompatible(request, s);
+              if (compatible.ok()) {
+                space.push_back(s);
+              } else if (first_rejection.ok()) {
+                first_rejection = compatible;
+              }
+            }
           }
         }
       }

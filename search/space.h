@@ -26,18 +26,30 @@ struct SpaceRequest {
   int seq_len = 0;            // tokens per sample; 0 < seq_len <= model.n_positions
   int global_batch_size = 0;  // samples per optimizer step, summed over ranks
   int world_size = 1;         // ranks per trial (data-parallel only for now)
-  // Candidate values per dimension. Empty means every value:
-  //   micro_batch_sizes: every power of two (1, 2, 4, ...) that divides
-  //                      global_batch_size / world_size;
-  //   precisions, checkpointings, attentions: every enumerator.
+  // Candidate values per dimension. Empty means every value the device can
+  // run:
+  //   micro_batch_sizes:   every power of two (1, 2, 4, ...) that divides
+  //                        global_batch_size / world_size;
+  //   checkpoint_percents: {50, 100} (applied to selective and full; none
+  //                        always runs at 100);
+  //   the enum lists:      every enumerator the device supports (see
+  //                        device_supports_bf16 and device_is_accelerator).
   // Given values may come in any order and may repeat; the output order does
   // not depend on it. Given micro-batch sizes that do not divide the per-rank
   // batch are skipped.
   std::vector<int> micro_batch_sizes;
   std::vector<Precision> precisions;
   std::vector<Checkpointing> checkpointings;
+  std::vector<int> checkpoint_percents;  // each in 1..100
   std::vector<Attention> attentions;
-  bool device_supports_bf16 = true;  // bf16 is dropped from the space when false
+  std::vector<Optimizer> optimizers;
+  std::vector<Offload> offloads;
+  // bf16 and pure_bf16 are dropped from the space when false.
+  bool device_supports_bf16 = true;
+  // True for an accelerator (cuda), false for a CPU device. offload=cpu is
+  // dropped from the space when false: on a CPU device the optimizer state
+  // already lives in host memory.
+  bool device_is_accelerator = false;
 };
 
 // Checks the request itself (not any strategy). Returns OK or
@@ -48,9 +60,14 @@ struct SpaceRequest {
 //                             per-rank batch is not divisible by any of the
 //                             given micro-batch sizes
 //   "micro_batch_sizes: ..."  a given size <= 0
-//   "precisions: ..." / "checkpointings: ..." / "attentions: ..."
-//                             an unknown enumerator, or (precisions) nothing
-//                             left once bf16 is dropped for a device without it
+//   "checkpoint_percents: ..." a given percent outside 1..100
+//   "precisions: ..." / "checkpointings: ..." / "attentions: ..." /
+//   "optimizers: ..." / "offloads: ..."
+//                             an unknown enumerator, or nothing left once the
+//                             values the device cannot run are dropped
+//                             (precisions: only bf16/pure_bf16 without
+//                             device_supports_bf16; offloads: only cpu
+//                             without device_is_accelerator)
 absl::Status ValidateSpaceRequest(const SpaceRequest& request);
 
 // One compatibility rule. `check` returns OK when the strategy may run under
@@ -62,11 +79,18 @@ struct CompatibilityRule {
 };
 
 // The rules CheckCompatible() applies, in order:
-//   "positive_sizes"  micro_batch_size and grad_accum_steps are positive;
-//   "known_values"    precision, checkpointing and attention are enumerators;
-//   "batch_product"   world_size * micro_batch_size * grad_accum_steps ==
-//                     global_batch_size;
-//   "bf16_device"     bf16 needs device_supports_bf16.
+//   "positive_sizes"      micro_batch_size and grad_accum_steps are positive;
+//   "known_values"        precision, checkpointing, attention, optimizer and
+//                         offload are enumerators;
+//   "checkpoint_percent"  checkpoint_percent is in 1..100, and 100 when
+//                         checkpointing is none;
+//   "batch_product"       world_size * micro_batch_size * grad_accum_steps ==
+//                         global_batch_size;
+//   "bf16_device"         bf16 and pure_bf16 need device_supports_bf16;
+//   "offload_device"      offload=cpu needs device_is_accelerator.
+//   "fixed_graph"         a torchscript model allows checkpointing none and
+//                         attention math only (its forward is the user's
+//                         code: no layers to checkpoint, its own attention).
 // The per-dimension candidate lists of the request are a choice of the user,
 // not a compatibility rule: a strategy outside them can still be compatible.
 absl::Span<const CompatibilityRule> CompatibilityRules();
@@ -81,10 +105,19 @@ absl::Status CheckCompatible(const SpaceRequest& request, const Strategy& strate
 // Order (deterministic; likely-best first, so a job cut short by its time
 // limit has already tried the promising strategies). Nested loops, outermost
 // first, each dimension in its preferred order:
-//   precision      bf16, fp32           (tensor-core GEMMs, half the bytes)
-//   attention      sdpa, math           (fused kernel, no seq^2 buffer)
-//   checkpointing  none, full           (no recomputation)
-//   micro batch    largest to smallest  (fewer, larger GEMMs)
+//   precision      bf16, pure_bf16, fp16, fp32
+//                  (tensor-core GEMMs and half the bytes first; bf16 needs no
+//                  loss scaling; pure_bf16 also keeps weights and gradients
+//                  in bf16, with the fp32 master copy in the optimizer; fp16
+//                  pays for loss scaling)
+//   attention      sdpa, math             (fused kernel, no seq^2 buffer)
+//   checkpointing  least recompute first: none, then selective at each
+//                  percent ascending, then full at each percent ascending;
+//                  with the default percents: none, selective@50,
+//                  selective@100, full@50, full@100
+//   optimizer      fused_adamw, adamw     (one kernel over all parameters)
+//   offload        none, cpu              (no host round trip per step)
+//   micro batch    largest to smallest    (fewer, larger GEMMs)
 // Micro batch is innermost so that, under the best flags, an OOM at a large
 // micro batch is followed straight away by the next smaller one.
 //

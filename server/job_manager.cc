@@ -21,6 +21,24 @@ namespace {
 
 // The model a request describes: its config.json with the overrides applied.
 absl::StatusOr<ModelSpec> ModelFromRequest(const v1::ModelSpec& m) {
+  if (m.family() == "torchscript") {
+    if (!m.overrides().empty()) {
+      return absl::InvalidArgumentError(
+          "override: not supported for torchscript models (change the module and save it again)");
+    }
+    if (m.script().empty()) {
+      return absl::InvalidArgumentError("model_file: missing or empty (--model-file FILE.pt)");
+    }
+    if (m.input_spec().empty()) {
+      return absl::InvalidArgumentError(
+          "input_spec: missing (--input-spec, e.g. \"input_ids:int64[B,T]<50257; "
+          "labels=input_ids\")");
+    }
+    const nlohmann::json config{{"input_spec", m.input_spec()},
+                                {"script_digest", ContentDigest(m.script())},
+                                {"script_bytes", static_cast<int64_t>(m.script().size())}};
+    return ModelSpecFromJson(m.family(), config);
+  }
   nlohmann::json config =
       nlohmann::json::parse(m.config_json(), nullptr, /*allow_exceptions=*/false);
   if (config.is_discarded()) return absl::InvalidArgumentError("model_config: not valid JSON");
@@ -80,6 +98,31 @@ absl::StatusOr<ValidatedRequest> Validate(const v1::TuneRequest& in,
   space.global_batch_size = r.global_batch_size();
   space.world_size = r.world_size();
   space.micro_batch_sizes.assign(r.micro_batch_sizes().begin(), r.micro_batch_sizes().end());
+  // Candidate names as in Strategy; a bad one is reported under the request
+  // field: "precisions: unknown value 'fp8' (allowed: ...)".
+  const auto parse_names = [](absl::string_view field, const auto& names, auto parse,
+                              auto* values) -> absl::Status {
+    for (const std::string& name : names) {
+      auto value = parse(name);
+      if (!value.ok()) {
+        absl::string_view why = value.status().message();  // "strategy.<key>: <why>"
+        if (size_t colon = why.find(": "); colon != absl::string_view::npos) {
+          why.remove_prefix(colon + 2);
+        }
+        return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+      }
+      values->push_back(*value);
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(parse_names("precisions", r.precisions(), &ParsePrecision, &space.precisions));
+  RETURN_IF_ERROR(parse_names("checkpointings", r.checkpointings(), &ParseCheckpointing,
+                              &space.checkpointings));
+  RETURN_IF_ERROR(parse_names("attentions", r.attentions(), &ParseAttention, &space.attentions));
+  RETURN_IF_ERROR(parse_names("optimizers", r.optimizers(), &ParseOptimizer, &space.optimizers));
+  RETURN_IF_ERROR(parse_names("offloads", r.offloads(), &ParseOffload, &space.offloads));
+  space.checkpoint_percents.assign(r.checkpoint_percents().begin(), r.checkpoint_percents().end());
+  space.device_is_accelerator = r.device_type() == "cuda";
   ASSIGN_OR_RETURN(out.space, EnumerateSpace(space));
   return out;
 }
@@ -259,12 +302,18 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
   auto job = std::make_unique<JobRun>();
   job->request = r;
+  // A torchscript file stays in memory for the trials, out of the database
+  // and of every answer.
+  if (!r.model().script().empty()) {
+    job->script = std::make_shared<const std::string>(r.model().script());
+    job->request.mutable_model()->clear_script();
+  }
   job->model = valid.model;
   JobRecord& rec = job->record;
   rec.job_id = NewJobIdLocked();
   rec.state = JobState::kQueued;
   rec.status_message = "queued";
-  rec.request_json = ToJson(r);
+  rec.request_json = ToJson(job->request);
   rec.signature = ComputeSignature(valid.model, r.seq_len(), r.global_batch_size(), r.world_size(),
                                    r.device_type());
   rec.created_at = clock_->Now();
@@ -568,6 +617,7 @@ void JobManager::DispatchLocked(JobRun* job, std::vector<Dispatch>* dispatches) 
       d.request.set_device_index(ranks[i].device_index);
       d.request.set_spec_json(TrialSpecToJson(spec).dump());
       d.request.set_timeout_seconds(absl::ToDoubleSeconds(timeout));
+      if (job->script) d.request.set_model_file(*job->script);
       d.rpc_timeout = timeout + options_.rpc_grace;
       d.job_id = job->record.job_id;
       d.trial_id = rec.trial_id;

@@ -110,8 +110,9 @@ class JobManager {
   };
   struct JobRun {
     JobRecord record;
-    v1::TuneRequest request;
+    v1::TuneRequest request;  // without the torchscript file
     ModelSpec model;
+    std::shared_ptr<const std::string> script;  // torchscript file, when there is one
     std::unique_ptr<Searcher> searcher;
     std::vector<std::unique_ptr<TrialRun>> trials;
     int running = 0;

@@ -10,6 +10,7 @@
 
 #include "common/signals.h"
 #include "search/clock.h"
+#include "proto/convert.h"
 #include "server/grpc_executor.h"
 #include "server/job_manager.h"
 #include "server/service.h"
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(autoaccel::kMaxMessageBytes);  // torchscript files
   builder.RegisterService(&tuning);
   builder.RegisterService(&registry);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

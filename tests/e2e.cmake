@@ -7,5 +7,10 @@ if(AUTOACCEL_BUILD_SERVICES AND AUTOACCEL_BUILD_ENGINE)
     AUTOACCEL_WORKER_BIN="$<TARGET_FILE:autoaccel-worker>"
     AUTOACCEL_CLI_BIN="$<TARGET_FILE:autoaccel>")
   add_dependencies(e2e_test autoaccel-server autoaccel-worker autoaccel autoaccel-trial)
-  gtest_discover_tests(e2e_test TEST_PREFIX "e2e." PROPERTIES TIMEOUT 300 DISCOVERY_TIMEOUT 30)
+  # The torchscript test trains a module made by the scripted_models fixture
+  # (tests/scripted_model.cmake).
+  gtest_discover_tests(e2e_test TEST_PREFIX "e2e." DISCOVERY_TIMEOUT 30
+                       PROPERTIES TIMEOUT 300 FIXTURES_REQUIRED scripted_models
+                                  ENVIRONMENT
+                                  "AUTOACCEL_SCRIPTED_MODELS=${CMAKE_CURRENT_BINARY_DIR}/scripted_models")
 endif()

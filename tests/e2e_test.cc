@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -56,7 +57,9 @@ class Cluster {
     workers_.push_back(std::make_unique<Subprocess>(
         std::vector<std::string>{AUTOACCEL_WORKER_BIN, "--coordinator", address_, "--listen",
                                  "127.0.0.1:0", "--devices", "cpu:1", "--id", name,
-                                 "--threads-per-device", "1", "--work-dir", dir_},
+                                 "--threads-per-device", "1", "--work-dir", dir_,
+                                 // Known peaks skip the GEMM probe (~1 s per start).
+                                 "--peak-tflops", "fp32=0.1,bf16=0.4,fp16=0.01"},
         dir_, name));
     return workers_.back().get();
   }
@@ -194,6 +197,63 @@ TEST(EndToEnd, TuneRecordsEveryTrialAndBestSurvivesRestart) {
   for (const std::string& a : cluster.ModelArgs(8)) best_args.push_back(a);
   EXPECT_EQ(cluster.Cli(best_args, &out, &err), 3);
   EXPECT_THAT(err, HasSubstr("no strategy recorded"));
+}
+
+TEST(EndToEnd, TorchScriptModelIsTunedFromItsFile) {
+  const char* models = std::getenv("AUTOACCEL_SCRIPTED_MODELS");
+  ASSERT_NE(models, nullptr) << "the scripted_models fixture sets AUTOACCEL_SCRIPTED_MODELS";
+  const std::string file = absl::StrCat(models, "/tiny_lm.pt");
+  ASSERT_TRUE(std::filesystem::exists(file)) << file;
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  cluster.StartWorker("w1");
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+
+  const std::vector<std::string> model = {
+      "--model",   "torchscript", "--model-file",        file, "--input-spec",
+      "input_ids:int64[B,T]<64; labels=input_ids", "--seq-len", "16", "--global-batch-size", "4"};
+  std::vector<std::string> args = {"tune"};
+  args.insert(args.end(), model.begin(), model.end());
+  for (const char* a : {"--time-limit", "3m", "--precisions", "bf16,fp32", "--optimizers",
+                        "fused_adamw", "--warmup-steps", "3", "--measured-steps", "2", "--json"}) {
+    args.push_back(a);
+  }
+  std::string out, err;
+  ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
+  json job = ParseJson(out);
+  EXPECT_EQ(job["state"], "SUCCEEDED") << out;
+  // 2 precisions x micro-batches 4, 2, 1; no checkpointing or attention
+  // choices for a module the runner cannot look inside.
+  ASSERT_EQ(job["trials"].size(), 6u) << out;
+  for (const json& t : job["trials"]) {
+    EXPECT_EQ(t["status"], "SUCCEEDED") << t.dump();
+    EXPECT_EQ(t["strategy_json"]["checkpointing"], "none");
+    EXPECT_EQ(t["strategy_json"]["attention"], "math");
+    EXPECT_GT(t["metrics"]["tokens_per_second"].get<double>(), 0);
+    EXPECT_GT(t["metrics"]["achieved_tflops"].get<double>(), 0);
+    // The worker's --peak-tflops reached the trial: MFU against its precision.
+    const double peak = t["strategy_json"]["precision"] == "bf16" ? 0.4 : 0.1;
+    EXPECT_EQ(t["metrics"]["peak_tflops"].get<double>(), peak);
+    EXPECT_NEAR(t["metrics"]["mfu"].get<double>(),
+                t["metrics"]["achieved_tflops"].get<double>() / peak, 1e-9);
+  }
+  // The file itself is not echoed back (nor stored in the jobs table).
+  EXPECT_FALSE(job["request"]["model"].contains("script")) << job["request"].dump();
+  EXPECT_THAT(cluster.Query("SELECT request_json FROM jobs"),
+              ::testing::Each(::testing::Not(HasSubstr("\"script\""))));
+
+  // The same file answers `best`; another file (a different digest) does not.
+  std::vector<std::string> best_args = {"best"};
+  best_args.insert(best_args.end(), model.begin(), model.end());
+  ASSERT_EQ(cluster.Cli(best_args, &out, &err), 0) << out << err;
+  EXPECT_THAT(out, HasSubstr(job["best"]["strategy"].get<std::string>()));
+  best_args[4] = absl::StrCat(models, "/dict_loss.pt");
+  EXPECT_EQ(cluster.Cli(best_args, &out, &err), 3) << out << err;
+
+  // A bad input spec is refused naming it.
+  args[6] = "input_ids:int8[B,T]<64";
+  EXPECT_EQ(cluster.Cli(args, &out, &err), 1);
+  EXPECT_THAT(err, HasSubstr("input_spec"));
 }
 
 TEST(EndToEnd, JobWaitsForAWorkerThenRuns) {

@@ -15,4 +15,11 @@ if(TARGET autoaccel_engine)
   target_link_libraries(engine_models_test PRIVATE autoaccel_engine GTest::gmock_main)
   gtest_discover_tests(engine_models_test TEST_PREFIX "engine." DISCOVERY_MODE PRE_TEST
                        DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300 LABELS engine)
+
+  # The single-device strategies: checkpointing variants, precisions,
+  # optimizers, offload, MFU.
+  add_executable(engine_strategies_test engine_strategies_test.cc)
+  target_link_libraries(engine_strategies_test PRIVATE autoaccel_engine GTest::gtest_main)
+  gtest_discover_tests(engine_strategies_test TEST_PREFIX "engine." DISCOVERY_MODE PRE_TEST
+                       DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300 LABELS engine)
 endif()

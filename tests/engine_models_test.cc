@@ -35,27 +35,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 ModelSpec TinyModel(const std::string& family) {
-  ModelSpec m;
-  m.family = family;
-  m.n_layer = 2;
-  m.n_embd = 32;
-  m.n_head = 4;
-  m.vocab_size = 96;
-  m.n_positions = 32;
-  m.n_inner = 64;
-  if (family == "bert") {
-    m.layer_norm_epsilon = 1e-12;
-    m.type_vocab_size = 2;
-    m.n_kv_head = m.n_head;
-  } else {
-    m.layer_norm_epsilon = 1e-6;
-    m.n_kv_head = 2;  // grouped-query attention
-  }
-  if (family == "mixtral") {
-    m.num_local_experts = 4;
-    m.num_experts_per_tok = 2;
-  }
-  return m;
+  return ::autoaccel::testing::TinyModelSpec(family);
 }
 
 TrialSpec TinySpec(const std::string& family, int mbs = 4, int ga = 1) {

@@ -28,17 +28,7 @@ void PrintTo(Attention a, std::ostream* os) { *os << AttentionName(a); }
 
 namespace {
 
-ModelSpec TinyModel() {
-  ModelSpec m;
-  m.family = "gpt2";
-  m.n_layer = 2;
-  m.n_embd = 32;
-  m.n_head = 4;
-  m.vocab_size = 96;
-  m.n_positions = 32;
-  m.n_inner = 4 * m.n_embd;
-  return m;
-}
+ModelSpec TinyModel() { return ::autoaccel::testing::TinyModelSpec("gpt2"); }
 
 TrialSpec TinySpec(int mbs = 4, int ga = 1) {
   return ::autoaccel::testing::TinyTrialSpec(TinyModel(), mbs, ga);

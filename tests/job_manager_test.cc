@@ -13,7 +13,10 @@
 namespace autoaccel {
 namespace {
 
+using ::testing::AllOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 constexpr char kTinyGpt[] = R"({"n_layer": 2, "n_embd": 32, "n_head": 4, "vocab_size": 64,
   "n_positions": 32})";
@@ -115,6 +118,91 @@ TEST_F(JobManagerTest, BadRequestsNameTheFieldAndStoreNothing) {
   r.set_seq_len(64);  // beyond n_positions
   EXPECT_THAT(manager_->SubmitJob(r).status().message(), HasSubstr("seq_len"));
   EXPECT_TRUE(store_->ListJobs(0)->empty());
+}
+
+TEST_F(JobManagerTest, BadCandidateListsNameTheRequestField) {
+  const auto error_of = [this](v1::TuneRequest r) {
+    absl::Status s = manager_->SubmitJob(r).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    return std::string(s.message());
+  };
+  v1::TuneRequest r = Request();
+  r.add_precisions("bf16");
+  r.add_precisions("fp8");
+  EXPECT_EQ(error_of(r), "precisions: unknown value 'fp8' (allowed: fp32, bf16, fp16, pure_bf16)");
+  r = Request();
+  r.add_checkpointings("partial");
+  EXPECT_THAT(error_of(r), StartsWith("checkpointings: unknown value 'partial'"));
+  r = Request();
+  r.add_attentions("flash");
+  EXPECT_THAT(error_of(r), StartsWith("attentions: unknown value 'flash'"));
+  r = Request();
+  r.add_optimizers("sgd");
+  EXPECT_THAT(error_of(r), StartsWith("optimizers: unknown value 'sgd'"));
+  r = Request();
+  r.add_offloads("nvme");
+  EXPECT_THAT(error_of(r), StartsWith("offloads: unknown value 'nvme'"));
+  r = Request();
+  r.add_checkpoint_percents(0);
+  EXPECT_THAT(error_of(r), StartsWith("checkpoint_percents:"));
+  r = Request();  // a cpu device: offload has nowhere to go
+  r.add_offloads("cpu");
+  EXPECT_THAT(error_of(r), AllOf(StartsWith("offloads:"), HasSubstr("accelerator")));
+  EXPECT_TRUE(store_->ListJobs(0)->empty());
+}
+
+TEST_F(JobManagerTest, CandidateListsNarrowTheSpace) {
+  // Global batch 4: micro batches {4, 2, 1}. A cpu device leaves offload=cpu
+  // out: 4 precisions x 2 attentions x 5 checkpointings x 2 optimizers.
+  auto all = manager_->SubmitJob(Request());
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->trials_total(), 3 * 4 * 2 * 5 * 2);
+
+  v1::TuneRequest r = Request();
+  r.set_device_type("cuda");  // offload=cpu joins the space
+  auto cuda = manager_->SubmitJob(r);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  EXPECT_EQ(cuda->trials_total(), 2 * 3 * 4 * 2 * 5 * 2);
+
+  r = Request();
+  for (const char* p : {"fp32", "pure_bf16"}) r.add_precisions(p);
+  r.add_checkpointings("selective");
+  r.add_checkpoint_percents(25);
+  r.add_attentions("math");
+  r.add_optimizers("fused_adamw");
+  r.add_offloads("none");
+  auto narrow = manager_->SubmitJob(r);
+  ASSERT_TRUE(narrow.ok()) << narrow.status();
+  EXPECT_EQ(narrow->trials_total(), 3 * 2);
+}
+
+TEST_F(JobManagerTest, NarrowedJobRunsExactlyTheRequestedStrategiesBestFirst) {
+  v1::TuneRequest r = Request();
+  r.add_micro_batch_sizes(4);
+  for (const char* p : {"fp32", "pure_bf16"}) r.add_precisions(p);
+  r.add_checkpointings("selective");
+  r.add_checkpoint_percents(25);
+  r.add_attentions("math");
+  r.add_optimizers("fused_adamw");
+  auto job = manager_->SubmitJob(r);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(job->trials_total(), 2);
+  AddWorker("a", 1);
+  for (int i = 0; i < 2; ++i) {
+    manager_->Tick();
+    ASSERT_EQ(executor_.calls.size(), 1u) << i;
+    executor_.Succeed(100 + i);
+  }
+  manager_->Tick();
+  auto trials = manager_->ListTrials(job->job_id());
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  std::vector<std::string> texts;
+  for (const v1::Trial& t : *trials) texts.push_back(t.strategy().text());
+  EXPECT_THAT(texts, ElementsAre("mbs=4,ga=1,precision=pure_bf16,checkpoint=selective,ckpt_pct=25,"
+                                 "attention=math,optimizer=fused_adamw,offload=none",
+                                 "mbs=4,ga=1,precision=fp32,checkpoint=selective,ckpt_pct=25,"
+                                 "attention=math,optimizer=fused_adamw,offload=none"));
+  EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "SUCCEEDED");
 }
 
 TEST_F(JobManagerTest, FillsEveryFreeDeviceAndRecordsTheBest) {

@@ -30,6 +30,7 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::SizeIs;
 using ::testing::StartsWith;
 
@@ -79,11 +80,34 @@ SpaceRequest BaseRequest(int global_batch_size, int world_size = 1) {
 
 TEST(StrategyText, CanonicalFormOfAnExample) {
   const Strategy s = MakeStrategy(4, 2, Precision::kBf16, Checkpointing::kFull, Attention::kSdpa);
-  EXPECT_EQ(StrategyToText(s), "mbs=4,ga=2,precision=bf16,checkpoint=full,attention=sdpa");
-  absl::StatusOr<Strategy> parsed =
-      ParseStrategyText("mbs=4,ga=2,precision=bf16,checkpoint=full,attention=sdpa");
+  EXPECT_EQ(
+      StrategyToText(s),
+      "mbs=4,ga=2,precision=bf16,checkpoint=full,attention=sdpa,optimizer=adamw,offload=none");
+  absl::StatusOr<Strategy> parsed = ParseStrategyText(
+      "mbs=4,ga=2,precision=bf16,checkpoint=full,attention=sdpa,optimizer=adamw,offload=none");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed, s);
+}
+
+TEST(StrategyText, CanonicalFormWithEveryDimensionSet) {
+  Strategy s =
+      MakeStrategy(4, 2, Precision::kPureBf16, Checkpointing::kSelective, Attention::kSdpa);
+  s.checkpoint_percent = 50;
+  s.optimizer = Optimizer::kFusedAdamW;
+  s.offload = Offload::kCpu;
+  const std::string text =
+      "mbs=4,ga=2,precision=pure_bf16,checkpoint=selective,ckpt_pct=50,attention=sdpa,"
+      "optimizer=fused_adamw,offload=cpu";
+  EXPECT_EQ(StrategyToText(s), text);
+  absl::StatusOr<Strategy> parsed = ParseStrategyText(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, s);
+  // ckpt_pct=100 is the default: accepted, and left out of the canonical text.
+  s.checkpoint_percent = 100;
+  parsed = ParseStrategyText(absl::StrCat(text, ",ckpt_pct=100"));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, s);
+  EXPECT_THAT(StrategyToText(s), Not(HasSubstr("ckpt_pct")));
 }
 
 TEST(StrategyText, KeysInAnyOrderAndMissingKeysKeepDefaults) {
@@ -92,26 +116,68 @@ TEST(StrategyText, KeysInAnyOrderAndMissingKeysKeepDefaults) {
   EXPECT_EQ(*parsed, MakeStrategy(16, 1, Precision::kFp32, Checkpointing::kNone, Attention::kSdpa));
 }
 
+// Texts and JSON stored before optimizer, offload and ckpt_pct existed.
+TEST(StrategyText, OldFormsWithoutTheNewKeysParseToTheDefaults) {
+  const Strategy expected =
+      MakeStrategy(4, 2, Precision::kBf16, Checkpointing::kFull, Attention::kSdpa);
+  absl::StatusOr<Strategy> from_text =
+      ParseStrategyText("mbs=4,ga=2,precision=bf16,checkpoint=full,attention=sdpa");
+  ASSERT_TRUE(from_text.ok()) << from_text.status();
+  EXPECT_EQ(*from_text, expected);
+  EXPECT_EQ(from_text->checkpoint_percent, 100);
+  EXPECT_EQ(from_text->optimizer, Optimizer::kAdamW);
+  EXPECT_EQ(from_text->offload, Offload::kNone);
+  absl::StatusOr<Strategy> from_json = StrategyFromJson(nlohmann::json::parse(R"({
+      "micro_batch_size": 4, "grad_accum_steps": 2, "precision": "bf16",
+      "checkpointing": "full", "attention": "sdpa"})"));
+  ASSERT_TRUE(from_json.ok()) << from_json.status();
+  EXPECT_EQ(*from_json, expected);
+}
+
 TEST(StrategyText, MalformedTextNamesTheKey) {
   EXPECT_THAT(ParseStrategyText("mbs=0").status(), InvalidArgument(HasSubstr("mbs")));
   EXPECT_THAT(ParseStrategyText("mbs=x").status(), InvalidArgument(HasSubstr("mbs")));
   EXPECT_THAT(ParseStrategyText("mbs=99999999999").status(), InvalidArgument(HasSubstr("mbs")));
   EXPECT_THAT(ParseStrategyText("ga=-1").status(), InvalidArgument(HasSubstr("ga")));
   EXPECT_THAT(ParseStrategyText("precision=fp8").status(),
-              InvalidArgument(AllOf(HasSubstr("precision"), HasSubstr("fp8"), HasSubstr("bf16"))));
+              InvalidArgument(AllOf(HasSubstr("precision"), HasSubstr("fp8"), HasSubstr("bf16"),
+                                    HasSubstr("pure_bf16"))));
   EXPECT_THAT(ParseStrategyText("checkpoint=partial").status(),
-              InvalidArgument(HasSubstr("checkpoint")));
+              InvalidArgument(AllOf(HasSubstr("checkpoint"), HasSubstr("selective"))));
   EXPECT_THAT(ParseStrategyText("attention=flash").status(),
               InvalidArgument(HasSubstr("attention")));
+  EXPECT_THAT(ParseStrategyText("optimizer=sgd").status(),
+              InvalidArgument(AllOf(HasSubstr("optimizer"), HasSubstr("fused_adamw"))));
+  EXPECT_THAT(ParseStrategyText("offload=nvme").status(),
+              InvalidArgument(AllOf(HasSubstr("offload"), HasSubstr("cpu"))));
+  EXPECT_THAT(ParseStrategyText("checkpoint=full,ckpt_pct=0").status(),
+              InvalidArgument(HasSubstr("ckpt_pct")));
+  EXPECT_THAT(ParseStrategyText("checkpoint=full,ckpt_pct=101").status(),
+              InvalidArgument(HasSubstr("ckpt_pct")));
+  EXPECT_THAT(ParseStrategyText("checkpoint=full,ckpt_pct=half").status(),
+              InvalidArgument(HasSubstr("ckpt_pct")));
+  // A share of layers means nothing without checkpointing.
+  EXPECT_THAT(ParseStrategyText("checkpoint=none,ckpt_pct=50").status(),
+              InvalidArgument(HasSubstr("ckpt_pct")));
+  EXPECT_THAT(ParseStrategyText("ckpt_pct=50").status(), InvalidArgument(HasSubstr("ckpt_pct")));
   EXPECT_THAT(ParseStrategyText("foo=1").status(), InvalidArgument(HasSubstr("foo")));
   EXPECT_THAT(ParseStrategyText("mbs=4,foo=1").status(), InvalidArgument(HasSubstr("foo")));
 }
 
 TEST(StrategyJson, FormOfAnExample) {
-  const Strategy s = MakeStrategy(4, 2, Precision::kBf16, Checkpointing::kFull, Attention::kSdpa);
+  Strategy s = MakeStrategy(4, 2, Precision::kBf16, Checkpointing::kFull, Attention::kSdpa);
   EXPECT_EQ(StrategyToJson(s), nlohmann::json::parse(R"({
       "micro_batch_size": 4, "grad_accum_steps": 2, "precision": "bf16",
-      "checkpointing": "full", "attention": "sdpa"})"));
+      "checkpointing": "full", "checkpoint_percent": 100, "attention": "sdpa",
+      "optimizer": "adamw", "offload": "none"})"));
+  s.precision = Precision::kFp16;
+  s.checkpoint_percent = 25;
+  s.optimizer = Optimizer::kFusedAdamW;
+  s.offload = Offload::kCpu;
+  EXPECT_EQ(StrategyToJson(s), nlohmann::json::parse(R"({
+      "micro_batch_size": 4, "grad_accum_steps": 2, "precision": "fp16",
+      "checkpointing": "full", "checkpoint_percent": 25, "attention": "sdpa",
+      "optimizer": "fused_adamw", "offload": "cpu"})"));
 }
 
 TEST(StrategyJson, MalformedJsonNamesTheKey) {
@@ -123,6 +189,14 @@ TEST(StrategyJson, MalformedJsonNamesTheKey) {
   EXPECT_THAT(from(R"({"grad_accum_steps": 1.5})"), InvalidArgument(HasSubstr("grad_accum_steps")));
   EXPECT_THAT(from(R"({"precision": "fp8"})"), InvalidArgument(HasSubstr("precision")));
   EXPECT_THAT(from(R"({"checkpointing": 1})"), InvalidArgument(HasSubstr("checkpointing")));
+  EXPECT_THAT(from(R"({"checkpointing": "full", "checkpoint_percent": 0})"),
+              InvalidArgument(HasSubstr("checkpoint_percent")));
+  EXPECT_THAT(from(R"({"checkpointing": "full", "checkpoint_percent": 101})"),
+              InvalidArgument(HasSubstr("checkpoint_percent")));
+  EXPECT_THAT(from(R"({"checkpointing": "none", "checkpoint_percent": 50})"),
+              InvalidArgument(HasSubstr("checkpoint_percent")));
+  EXPECT_THAT(from(R"({"optimizer": "sgd"})"), InvalidArgument(HasSubstr("optimizer")));
+  EXPECT_THAT(from(R"({"offload": 1})"), InvalidArgument(HasSubstr("offload")));
   EXPECT_THAT(from(R"({"foo": 1})"), InvalidArgument(HasSubstr("foo")));
   EXPECT_THAT(from("[1, 2]"), InvalidArgument(HasSubstr("object")));
 }
@@ -136,25 +210,49 @@ TEST(StrategyJson, SizeAboveIntMaxIsRejected) {
       InvalidArgument(HasSubstr("micro_batch_size")));
 }
 
+template <typename T>
+T Pick(std::mt19937& rng, const std::vector<T>& values) {
+  return values[std::uniform_int_distribution<size_t>(0, values.size() - 1)(rng)];
+}
+
+// A valid strategy drawn from every dimension.
 Strategy RandomStrategy(std::mt19937& rng) {
   // Mostly small sizes, sometimes anything up to INT_MAX.
   std::uniform_int_distribution<int> small(1, 64);
   std::uniform_int_distribution<int> any(1, INT_MAX);
+  std::uniform_int_distribution<int> percent(1, 100);
   std::bernoulli_distribution coin(0.5);
   std::bernoulli_distribution rare(0.1);
-  return MakeStrategy(rare(rng) ? any(rng) : small(rng), rare(rng) ? any(rng) : small(rng),
-                      coin(rng) ? Precision::kBf16 : Precision::kFp32,
-                      coin(rng) ? Checkpointing::kFull : Checkpointing::kNone,
-                      coin(rng) ? Attention::kSdpa : Attention::kMath);
+  Strategy s = MakeStrategy(rare(rng) ? any(rng) : small(rng), rare(rng) ? any(rng) : small(rng),
+                            Pick(rng, AllPrecisions()), Pick(rng, AllCheckpointings()),
+                            Pick(rng, AllAttentions()));
+  // Half the checkpointing strategies cover every layer (the default, left
+  // out of the text); none always does.
+  if (s.checkpointing != Checkpointing::kNone && coin(rng)) s.checkpoint_percent = percent(rng);
+  s.optimizer = Pick(rng, AllOptimizers());
+  s.offload = Pick(rng, AllOffloads());
+  return s;
 }
 
 TEST(StrategyRoundTrip, RandomStrategiesSurviveTextAndJson) {
   std::mt19937 rng(20240601);
   std::set<std::string> distinct;
+  std::set<Precision> seen_precisions;
+  std::set<Checkpointing> seen_checkpointings;
+  std::set<int> seen_percents;
+  std::set<Attention> seen_attentions;
+  std::set<Optimizer> seen_optimizers;
+  std::set<Offload> seen_offloads;
   for (int i = 0; i < 1000; ++i) {
     const Strategy s = RandomStrategy(rng);
     const std::string text = StrategyToText(s);
     distinct.insert(text);
+    seen_precisions.insert(s.precision);
+    seen_checkpointings.insert(s.checkpointing);
+    seen_percents.insert(s.checkpoint_percent);
+    seen_attentions.insert(s.attention);
+    seen_optimizers.insert(s.optimizer);
+    seen_offloads.insert(s.offload);
 
     absl::StatusOr<Strategy> from_text = ParseStrategyText(text);
     ASSERT_TRUE(from_text.ok()) << text << ": " << from_text.status();
@@ -171,8 +269,15 @@ TEST(StrategyRoundTrip, RandomStrategiesSurviveTextAndJson) {
     EXPECT_EQ(*from_dump, s) << dumped;
     EXPECT_EQ(StrategyToJson(*from_dump).dump(), dumped);
   }
-  // The generator really covered the space rather than repeating one value.
+  // The generator really covered the space rather than repeating one value,
+  // every value of every dimension included.
   EXPECT_GT(distinct.size(), 900u);
+  for (Precision p : AllPrecisions()) EXPECT_TRUE(seen_precisions.count(p));
+  for (Checkpointing c : AllCheckpointings()) EXPECT_TRUE(seen_checkpointings.count(c));
+  for (Attention a : AllAttentions()) EXPECT_TRUE(seen_attentions.count(a));
+  for (Optimizer o : AllOptimizers()) EXPECT_TRUE(seen_optimizers.count(o));
+  for (Offload o : AllOffloads()) EXPECT_TRUE(seen_offloads.count(o));
+  EXPECT_GT(seen_percents.size(), 50u);
 }
 
 TEST(StrategyRoundTrip, DistinctStrategiesHaveDistinctForms) {
@@ -277,7 +382,7 @@ std::string Edited(absl::string_view base, const nlohmann::json& changes) {
 }
 
 TEST(ModelConfig, KnownFamilies) {
-  EXPECT_THAT(KnownModelFamilies(), ElementsAre("gpt2", "llama", "bert", "mixtral"));
+  EXPECT_THAT(KnownModelFamilies(), ElementsAre("gpt2", "llama", "bert", "mixtral", "torchscript"));
   for (const std::string& name : KnownModelFamilies()) {
     absl::StatusOr<ModelFamily> f = ParseModelFamily(name);
     ASSERT_TRUE(f.ok()) << f.status();
@@ -566,45 +671,209 @@ TEST(ModelOverrides, BadOverridesChangeNothing) {
 
 // ------------------------------------------------------------------- space
 
+// Default space per micro-batch size on a CPU device: precision (4) x
+// attention (2) x checkpointing (none, selective@50, selective@100, full@50,
+// full@100) x optimizer (2); offload=cpu needs an accelerator.
+constexpr int kCpuFlagCombos = 4 * 2 * 5 * 2;
+
 TEST(EnumerateSpace, DefaultSpaceOfGlobalBatch8) {
   absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(BaseRequest(8));
   ASSERT_TRUE(space.ok()) << space.status();
-  // mbs {8, 4, 2, 1} x precision x checkpointing x attention.
-  ASSERT_THAT(*space, SizeIs(32));
+  // mbs {8, 4, 2, 1} x the flag combinations.
+  ASSERT_THAT(*space, SizeIs(4 * kCpuFlagCombos));
+  ASSERT_EQ(space->size(), 320u);
   for (const Strategy& s : *space) {
     EXPECT_EQ(s.micro_batch_size * s.grad_accum_steps, 8) << StrategyToText(s);
+    EXPECT_EQ(s.offload, Offload::kNone) << StrategyToText(s);
   }
   const std::vector<std::string> texts = Texts(*space);
-  EXPECT_EQ(std::set<std::string>(texts.begin(), texts.end()).size(), 32u);
+  EXPECT_EQ(std::set<std::string>(texts.begin(), texts.end()).size(), 320u);
   // Documented order: precision (bf16 first) > attention (sdpa first) >
-  // checkpointing (none first) > micro batch (largest first).
-  EXPECT_THAT(std::vector<std::string>(texts.begin(), texts.begin() + 9),
-              ElementsAre("mbs=8,ga=1,precision=bf16,checkpoint=none,attention=sdpa",
-                          "mbs=4,ga=2,precision=bf16,checkpoint=none,attention=sdpa",
-                          "mbs=2,ga=4,precision=bf16,checkpoint=none,attention=sdpa",
-                          "mbs=1,ga=8,precision=bf16,checkpoint=none,attention=sdpa",
-                          "mbs=8,ga=1,precision=bf16,checkpoint=full,attention=sdpa",
-                          "mbs=4,ga=2,precision=bf16,checkpoint=full,attention=sdpa",
-                          "mbs=2,ga=4,precision=bf16,checkpoint=full,attention=sdpa",
-                          "mbs=1,ga=8,precision=bf16,checkpoint=full,attention=sdpa",
-                          "mbs=8,ga=1,precision=bf16,checkpoint=none,attention=math"));
-  EXPECT_EQ(texts[16], "mbs=8,ga=1,precision=fp32,checkpoint=none,attention=sdpa");
-  EXPECT_EQ(texts.back(), "mbs=1,ga=8,precision=fp32,checkpoint=full,attention=math");
+  // checkpointing (least recompute first) > optimizer (fused first) > offload
+  // (none first) > micro batch (largest first).
+  EXPECT_THAT(
+      std::vector<std::string>(texts.begin(), texts.begin() + 9),
+      ElementsAre(
+          "mbs=8,ga=1,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,"
+          "offload=none",
+          "mbs=4,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,"
+          "offload=none",
+          "mbs=2,ga=4,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,"
+          "offload=none",
+          "mbs=1,ga=8,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,"
+          "offload=none",
+          "mbs=8,ga=1,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
+          "mbs=4,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
+          "mbs=2,ga=4,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
+          "mbs=1,ga=8,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
+          "mbs=8,ga=1,precision=bf16,checkpoint=selective,ckpt_pct=50,attention=sdpa,"
+          "optimizer=fused_adamw,offload=none"));
+  EXPECT_EQ(texts[16],
+            "mbs=8,ga=1,precision=bf16,checkpoint=selective,attention=sdpa,optimizer=fused_adamw,"
+            "offload=none");
+  EXPECT_EQ(texts[24],
+            "mbs=8,ga=1,precision=bf16,checkpoint=full,ckpt_pct=50,attention=sdpa,"
+            "optimizer=fused_adamw,offload=none");
+  EXPECT_EQ(texts[32],
+            "mbs=8,ga=1,precision=bf16,checkpoint=full,attention=sdpa,optimizer=fused_adamw,"
+            "offload=none");
+  EXPECT_EQ(texts[40],
+            "mbs=8,ga=1,precision=bf16,checkpoint=none,attention=math,optimizer=fused_adamw,"
+            "offload=none");
+  EXPECT_EQ(texts[80],
+            "mbs=8,ga=1,precision=pure_bf16,checkpoint=none,attention=sdpa,"
+            "optimizer=fused_adamw,offload=none");
+  EXPECT_EQ(texts[160],
+            "mbs=8,ga=1,precision=fp16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,"
+            "offload=none");
+  EXPECT_EQ(texts[240],
+            "mbs=8,ga=1,precision=fp32,checkpoint=none,attention=sdpa,optimizer=fused_adamw,"
+            "offload=none");
+  EXPECT_EQ(texts.back(),
+            "mbs=1,ga=8,precision=fp32,checkpoint=full,attention=math,optimizer=adamw,"
+            "offload=none");
+}
+
+TEST(EnumerateSpace, DefaultSpaceOfAnAcceleratorAlsoTriesCpuOffload) {
+  SpaceRequest r = BaseRequest(8);
+  r.device_is_accelerator = true;
+  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  ASSERT_THAT(*space, SizeIs(2 * 4 * kCpuFlagCombos));
+  // Offload sits just outside micro batch: none for every size, then cpu.
+  EXPECT_EQ(StrategyToText((*space)[3]),
+            "mbs=1,ga=8,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,"
+            "offload=none");
+  EXPECT_EQ(StrategyToText((*space)[4]),
+            "mbs=8,ga=1,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,"
+            "offload=cpu");
+  EXPECT_EQ((*space)[8].optimizer, Optimizer::kAdamW);
+  EXPECT_EQ((*space)[8].offload, Offload::kNone);
+}
+
+// The order of one dimension with every other dimension held to one value.
+template <typename T>
+std::vector<T> Sequence(const SpaceRequest& r, T Strategy::*field) {
+  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
+  EXPECT_TRUE(space.ok()) << space.status();
+  std::vector<T> out;
+  for (const Strategy& s : space.value_or(std::vector<Strategy>{})) out.push_back(s.*field);
+  return out;
+}
+
+SpaceRequest OneOfEach() {
+  SpaceRequest r = BaseRequest(8);
+  r.device_is_accelerator = true;
+  r.micro_batch_sizes = {4};
+  r.precisions = {Precision::kFp32};
+  r.attentions = {Attention::kSdpa};
+  r.checkpointings = {Checkpointing::kNone};
+  r.optimizers = {Optimizer::kAdamW};
+  r.offloads = {Offload::kNone};
+  return r;
+}
+
+TEST(EnumerateSpace, EachDimensionInItsPreferredOrder) {
+  SpaceRequest r = OneOfEach();
+  r.precisions.clear();
+  EXPECT_THAT(Sequence(r, &Strategy::precision), ElementsAre(Precision::kBf16, Precision::kPureBf16,
+                                                             Precision::kFp16, Precision::kFp32));
+  r = OneOfEach();
+  r.attentions.clear();
+  EXPECT_THAT(Sequence(r, &Strategy::attention), ElementsAre(Attention::kSdpa, Attention::kMath));
+  r = OneOfEach();
+  r.optimizers.clear();
+  EXPECT_THAT(Sequence(r, &Strategy::optimizer),
+              ElementsAre(Optimizer::kFusedAdamW, Optimizer::kAdamW));
+  r = OneOfEach();
+  r.offloads.clear();
+  EXPECT_THAT(Sequence(r, &Strategy::offload), ElementsAre(Offload::kNone, Offload::kCpu));
+  r = OneOfEach();
+  r.micro_batch_sizes.clear();
+  EXPECT_THAT(Sequence(r, &Strategy::micro_batch_size), ElementsAre(8, 4, 2, 1));
+
+  // Checkpointing: least recompute first.
+  r = OneOfEach();
+  r.checkpointings.clear();
+  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::vector<std::pair<Checkpointing, int>> checkpoints;
+  for (const Strategy& s : *space) checkpoints.emplace_back(s.checkpointing, s.checkpoint_percent);
+  EXPECT_THAT(
+      checkpoints,
+      ElementsAre(std::pair(Checkpointing::kNone, 100), std::pair(Checkpointing::kSelective, 50),
+                  std::pair(Checkpointing::kSelective, 100), std::pair(Checkpointing::kFull, 50),
+                  std::pair(Checkpointing::kFull, 100)));
+}
+
+TEST(EnumerateSpace, CheckpointPercentsApplyToSelectiveAndFullOnly) {
+  SpaceRequest r = OneOfEach();
+  r.checkpointings.clear();
+  r.checkpoint_percents = {100, 25, 75, 25};  // any order, repeats collapse
+  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::vector<std::pair<Checkpointing, int>> checkpoints;
+  for (const Strategy& s : *space) checkpoints.emplace_back(s.checkpointing, s.checkpoint_percent);
+  EXPECT_THAT(
+      checkpoints,
+      ElementsAre(std::pair(Checkpointing::kNone, 100), std::pair(Checkpointing::kSelective, 25),
+                  std::pair(Checkpointing::kSelective, 75),
+                  std::pair(Checkpointing::kSelective, 100), std::pair(Checkpointing::kFull, 25),
+                  std::pair(Checkpointing::kFull, 75), std::pair(Checkpointing::kFull, 100)));
+  // Percents without a checkpointing mode that uses them change nothing.
+  r.checkpointings = {Checkpointing::kNone};
+  space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  ASSERT_THAT(*space, SizeIs(1));
+  EXPECT_EQ(space->front().checkpoint_percent, 100);
+  // Only 100: one value per mode.
+  r.checkpointings.clear();
+  r.checkpoint_percents = {100};
+  EXPECT_THAT(EnumerateSpace(r).value_or(std::vector<Strategy>{}), SizeIs(3));
+}
+
+TEST(EnumerateSpace, EveryEnumeratorIsPartOfTheDefaultSpace) {
+  SpaceRequest r = BaseRequest(2);
+  r.device_is_accelerator = true;
+  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::set<Precision> precisions;
+  std::set<Checkpointing> checkpointings;
+  std::set<Attention> attentions;
+  std::set<Optimizer> optimizers;
+  std::set<Offload> offloads;
+  for (const Strategy& s : *space) {
+    precisions.insert(s.precision);
+    checkpointings.insert(s.checkpointing);
+    attentions.insert(s.attention);
+    optimizers.insert(s.optimizer);
+    offloads.insert(s.offload);
+  }
+  EXPECT_EQ(precisions.size(), AllPrecisions().size());
+  EXPECT_EQ(checkpointings.size(), AllCheckpointings().size());
+  EXPECT_EQ(attentions.size(), AllAttentions().size());
+  EXPECT_EQ(optimizers.size(), AllOptimizers().size());
+  EXPECT_EQ(offloads.size(), AllOffloads().size());
 }
 
 TEST(EnumerateSpace, OrderDoesNotDependOnTheOrderOfTheGivenLists) {
   SpaceRequest a = BaseRequest(16);
+  a.device_is_accelerator = true;
   a.micro_batch_sizes = {2, 16, 4};
-  a.precisions = {Precision::kFp32, Precision::kBf16};
-  a.checkpointings = {Checkpointing::kFull, Checkpointing::kNone};
+  a.precisions = {Precision::kFp32, Precision::kFp16, Precision::kPureBf16, Precision::kBf16};
+  a.checkpointings = {Checkpointing::kFull, Checkpointing::kNone, Checkpointing::kSelective};
+  a.checkpoint_percents = {100, 50, 100};
   a.attentions = {Attention::kMath, Attention::kSdpa};
+  a.optimizers = {Optimizer::kAdamW, Optimizer::kFusedAdamW};
+  a.offloads = {Offload::kCpu, Offload::kNone, Offload::kCpu};
   SpaceRequest b = BaseRequest(16);
+  b.device_is_accelerator = true;
   b.micro_batch_sizes = {16, 4, 2, 4, 16};  // repeats collapse
   absl::StatusOr<std::vector<Strategy>> sa = EnumerateSpace(a);
   absl::StatusOr<std::vector<Strategy>> sb = EnumerateSpace(b);
   ASSERT_TRUE(sa.ok()) << sa.status();
   ASSERT_TRUE(sb.ok()) << sb.status();
-  EXPECT_THAT(*sa, SizeIs(3 * 8));
+  EXPECT_THAT(*sa, SizeIs(3 * 2 * kCpuFlagCombos));
   EXPECT_EQ(Texts(*sa), Texts(*sb));
   EXPECT_EQ(sa->front().micro_batch_size, 16);
 }
@@ -616,14 +885,20 @@ TEST(EnumerateSpace, RestrictingListsShrinksTheSpaceExactly) {
     return space.ok() ? static_cast<int>(space->size()) : -1;
   };
   SpaceRequest r = BaseRequest(8);
-  EXPECT_EQ(size_of(r), 32);
+  EXPECT_EQ(size_of(r), 4 * 4 * 2 * 5 * 2);
   r.micro_batch_sizes = {8, 2};
-  EXPECT_EQ(size_of(r), 16);
+  EXPECT_EQ(size_of(r), 2 * 4 * 2 * 5 * 2);
   r.precisions = {Precision::kFp32};
-  EXPECT_EQ(size_of(r), 8);
+  EXPECT_EQ(size_of(r), 2 * 1 * 2 * 5 * 2);
   r.attentions = {Attention::kSdpa};
-  EXPECT_EQ(size_of(r), 4);
+  EXPECT_EQ(size_of(r), 2 * 1 * 1 * 5 * 2);
   r.checkpointings = {Checkpointing::kFull};
+  EXPECT_EQ(size_of(r), 2 * 1 * 1 * 2 * 2);
+  r.checkpoint_percents = {100};
+  EXPECT_EQ(size_of(r), 2 * 1 * 1 * 1 * 2);
+  r.optimizers = {Optimizer::kAdamW};
+  EXPECT_EQ(size_of(r), 2);
+  r.offloads = {Offload::kNone};
   EXPECT_EQ(size_of(r), 2);
   r.micro_batch_sizes = {2};
   absl::StatusOr<std::vector<Strategy>> one = EnumerateSpace(r);
@@ -635,7 +910,7 @@ TEST(EnumerateSpace, RestrictingListsShrinksTheSpaceExactly) {
 TEST(EnumerateSpace, DataParallelRanksShareTheGlobalBatch) {
   absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(BaseRequest(32, 4));
   ASSERT_TRUE(space.ok()) << space.status();
-  EXPECT_THAT(*space, SizeIs(4 * 8));  // 8 per rank: mbs {8, 4, 2, 1}
+  EXPECT_THAT(*space, SizeIs(4 * kCpuFlagCombos));  // 8 per rank: mbs {8, 4, 2, 1}
   for (const Strategy& s : *space) {
     EXPECT_EQ(4 * s.micro_batch_size * s.grad_accum_steps, 32) << StrategyToText(s);
   }
@@ -660,7 +935,7 @@ TEST(EnumerateSpace, DefaultMicroBatchesArePowersOfTwoDividingThePerRankBatch) {
         EXPECT_EQ(world * s.micro_batch_size * s.grad_accum_steps, per_rank * world);
       }
       EXPECT_EQ(got, expected) << "per_rank " << per_rank << " world " << world;
-      EXPECT_EQ(space->size(), expected.size() * 8);
+      EXPECT_EQ(space->size(), expected.size() * kCpuFlagCombos);
     }
   }
 }
@@ -670,30 +945,57 @@ TEST(EnumerateSpace, GivenMicroBatchesThatDoNotDivideAreSkipped) {
   r.micro_batch_sizes = {8, 3, 5};
   absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
   ASSERT_TRUE(space.ok()) << space.status();
-  ASSERT_THAT(*space, SizeIs(8));
+  ASSERT_THAT(*space, SizeIs(kCpuFlagCombos));
   for (const Strategy& s : *space) {
     EXPECT_EQ(s.micro_batch_size, 3);
     EXPECT_EQ(s.grad_accum_steps, 4);
   }
 }
 
-TEST(EnumerateSpace, DeviceWithoutBf16DropsBf16) {
+TEST(EnumerateSpace, DeviceWithoutBf16DropsBf16AndPureBf16) {
   SpaceRequest r = BaseRequest(8);
   r.device_supports_bf16 = false;
   absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
   ASSERT_TRUE(space.ok()) << space.status();
-  EXPECT_THAT(*space, SizeIs(16));
-  for (const Strategy& s : *space) EXPECT_EQ(s.precision, Precision::kFp32);
+  EXPECT_THAT(*space, SizeIs(4 * kCpuFlagCombos / 2));
+  for (const Strategy& s : *space) EXPECT_FALSE(UsesBf16(s.precision)) << StrategyToText(s);
 
-  r.precisions = {Precision::kBf16, Precision::kFp32};
+  r.precisions = {Precision::kBf16, Precision::kPureBf16, Precision::kFp32};
   space = EnumerateSpace(r);
   ASSERT_TRUE(space.ok()) << space.status();
-  EXPECT_THAT(*space, SizeIs(16));
+  EXPECT_THAT(*space, SizeIs(4 * kCpuFlagCombos / 4));
 
   r.precisions = {Precision::kBf16};
   EXPECT_THAT(EnumerateSpace(r).status(),
-              InvalidArgument(AllOf(StartsWith("precisions:"), HasSubstr("bf16"))));
+              InvalidArgument(AllOf(StartsWith("precisions:"), HasSubstr("bf16"),
+                                    HasSubstr("allowed on this device: fp16, fp32"))));
   EXPECT_THAT(ValidateSpaceRequest(r), InvalidArgument(StartsWith("precisions:")));
+  r.precisions = {Precision::kPureBf16, Precision::kBf16};
+  EXPECT_THAT(EnumerateSpace(r).status(),
+              InvalidArgument(AllOf(StartsWith("precisions:"), HasSubstr("pure_bf16"))));
+}
+
+TEST(EnumerateSpace, CpuOffloadOnlyOnAnAccelerator) {
+  SpaceRequest r = BaseRequest(8);
+  r.offloads = {Offload::kNone, Offload::kCpu};
+  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  EXPECT_THAT(*space, SizeIs(4 * kCpuFlagCombos));
+  for (const Strategy& s : *space) EXPECT_EQ(s.offload, Offload::kNone) << StrategyToText(s);
+
+  // Asking for nothing but offload on a CPU device is a mistake worth saying.
+  r.offloads = {Offload::kCpu};
+  EXPECT_THAT(
+      EnumerateSpace(r).status(),
+      InvalidArgument(AllOf(StartsWith("offloads: only cpu requested"), HasSubstr("accelerator"),
+                            HasSubstr("host memory"), HasSubstr("allowed on this device: none"))));
+  EXPECT_THAT(ValidateSpaceRequest(r), InvalidArgument(StartsWith("offloads:")));
+
+  r.device_is_accelerator = true;
+  space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  EXPECT_THAT(*space, SizeIs(4 * kCpuFlagCombos));
+  for (const Strategy& s : *space) EXPECT_EQ(s.offload, Offload::kCpu) << StrategyToText(s);
 }
 
 TEST(EnumerateSpace, BadRequestsNameTheField) {
@@ -731,13 +1033,28 @@ TEST(EnumerateSpace, BadRequestsNameTheField) {
 
   r = BaseRequest(8);
   r.precisions = {static_cast<Precision>(7)};
-  EXPECT_THAT(EnumerateSpace(r).status(), InvalidArgument(StartsWith("precisions:")));
+  EXPECT_THAT(EnumerateSpace(r).status(),
+              InvalidArgument(AllOf(StartsWith("precisions:"), HasSubstr("pure_bf16"))));
   r = BaseRequest(8);
   r.checkpointings = {static_cast<Checkpointing>(7)};
   EXPECT_THAT(EnumerateSpace(r).status(), InvalidArgument(StartsWith("checkpointings:")));
   r = BaseRequest(8);
   r.attentions = {static_cast<Attention>(7)};
   EXPECT_THAT(EnumerateSpace(r).status(), InvalidArgument(StartsWith("attentions:")));
+  r = BaseRequest(8);
+  r.optimizers = {static_cast<Optimizer>(7)};
+  EXPECT_THAT(EnumerateSpace(r).status(),
+              InvalidArgument(AllOf(StartsWith("optimizers:"), HasSubstr("fused_adamw"))));
+  r = BaseRequest(8);
+  r.offloads = {static_cast<Offload>(7)};
+  EXPECT_THAT(EnumerateSpace(r).status(), InvalidArgument(StartsWith("offloads:")));
+  for (int bad : {0, -50, 101}) {
+    r = BaseRequest(8);
+    r.checkpoint_percents = {50, bad};
+    EXPECT_THAT(EnumerateSpace(r).status(),
+                InvalidArgument(AllOf(StartsWith("checkpoint_percents:"), HasSubstr("1..100"),
+                                      HasSubstr(absl::StrCat(bad)))));
+  }
 }
 
 TEST(EnumerateSpace, ValidateAgreesWithEnumerate) {
@@ -753,6 +1070,20 @@ TEST(EnumerateSpace, ValidateAgreesWithEnumerate) {
   r = BaseRequest(8);
   r.seq_len = 4096;
   requests.push_back(r);
+  r = BaseRequest(8);
+  r.checkpoint_percents = {0};
+  requests.push_back(r);
+  r = BaseRequest(8);
+  r.offloads = {Offload::kCpu};
+  requests.push_back(r);
+  r.device_is_accelerator = true;
+  requests.push_back(r);
+  r = BaseRequest(8);
+  r.device_supports_bf16 = false;
+  r.precisions = {Precision::kPureBf16};
+  requests.push_back(r);
+  r.optimizers = {static_cast<Optimizer>(5)};
+  requests.push_back(r);
   for (const SpaceRequest& request : requests) {
     EXPECT_EQ(ValidateSpaceRequest(request), EnumerateSpace(request).status());
   }
@@ -764,7 +1095,8 @@ TEST(Compatibility, RulesAreNamedAndDistinct) {
     EXPECT_NE(rule.check, nullptr);
     names.emplace_back(rule.name);
   }
-  EXPECT_THAT(names, ElementsAre("positive_sizes", "known_values", "batch_product", "bf16_device"));
+  EXPECT_THAT(names, ElementsAre("positive_sizes", "known_values", "checkpoint_percent",
+                                 "batch_product", "bf16_device", "offload_device", "fixed_graph"));
 }
 
 TEST(Compatibility, ExplainsWhyAStrategyCannotRun) {
@@ -794,6 +1126,59 @@ TEST(Compatibility, ExplainsWhyAStrategyCannotRun) {
                   .ok());
 }
 
+TEST(Compatibility, PureBf16NeedsABf16Device) {
+  SpaceRequest r = BaseRequest(8);
+  const Strategy s =
+      MakeStrategy(8, 1, Precision::kPureBf16, Checkpointing::kNone, Attention::kSdpa);
+  EXPECT_TRUE(CheckCompatible(r, s).ok());
+  r.device_supports_bf16 = false;
+  EXPECT_THAT(CheckCompatible(r, s),
+              InvalidArgument(AllOf(StartsWith("strategy.precision:"), HasSubstr("pure_bf16"),
+                                    HasSubstr("does not support"))));
+  EXPECT_TRUE(CheckCompatible(
+                  r, MakeStrategy(8, 1, Precision::kFp16, Checkpointing::kNone, Attention::kSdpa))
+                  .ok());
+}
+
+TEST(Compatibility, CpuOffloadNeedsAnAccelerator) {
+  SpaceRequest r = BaseRequest(8);
+  Strategy s = MakeStrategy(8, 1, Precision::kBf16, Checkpointing::kNone, Attention::kSdpa);
+  s.offload = Offload::kCpu;
+  EXPECT_THAT(CheckCompatible(r, s),
+              InvalidArgument(AllOf(StartsWith("strategy.offload:"), HasSubstr("accelerator"),
+                                    HasSubstr("host memory"))));
+  r.device_is_accelerator = true;
+  EXPECT_TRUE(CheckCompatible(r, s).ok());
+  s.offload = static_cast<Offload>(4);
+  EXPECT_THAT(CheckCompatible(r, s), InvalidArgument(StartsWith("strategy.offload:")));
+  s.offload = Offload::kNone;
+  s.optimizer = static_cast<Optimizer>(4);
+  EXPECT_THAT(CheckCompatible(r, s), InvalidArgument(StartsWith("strategy.optimizer:")));
+}
+
+TEST(Compatibility, CheckpointPercentIsAShareOfCheckpointedLayers) {
+  SpaceRequest r = BaseRequest(8);
+  Strategy s = MakeStrategy(8, 1, Precision::kBf16, Checkpointing::kSelective, Attention::kSdpa);
+  for (int ok : {1, 50, 100}) {
+    s.checkpoint_percent = ok;
+    EXPECT_TRUE(CheckCompatible(r, s).ok()) << ok;
+  }
+  for (int bad : {0, -1, 101}) {
+    s.checkpoint_percent = bad;
+    EXPECT_THAT(
+        CheckCompatible(r, s),
+        InvalidArgument(AllOf(StartsWith("strategy.checkpoint_percent:"), HasSubstr("1..100"))))
+        << bad;
+  }
+  s.checkpointing = Checkpointing::kNone;
+  s.checkpoint_percent = 50;
+  EXPECT_THAT(CheckCompatible(r, s),
+              InvalidArgument(AllOf(StartsWith("strategy.checkpoint_percent:"),
+                                    HasSubstr("with none it must be 100"))));
+  s.checkpoint_percent = 100;
+  EXPECT_TRUE(CheckCompatible(r, s).ok());
+}
+
 TEST(Compatibility, HugeSizesDoNotOverflowIntoAMatch) {
   SpaceRequest r = BaseRequest(INT_MAX, INT_MAX);
   // INT_MAX^3 wraps in 64 bits; it must still be rejected, not matched.
@@ -817,12 +1202,16 @@ TEST(Compatibility, HugeSizesDoNotOverflowIntoAMatch) {
 
 TEST(Compatibility, EveryEnumeratedStrategyIsCompatible) {
   for (int world : {1, 2, 8}) {
-    SpaceRequest r = BaseRequest(48 * world, world);
-    r.device_supports_bf16 = (world != 2);
-    absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
-    ASSERT_TRUE(space.ok()) << space.status();
-    for (const Strategy& s : *space) {
-      EXPECT_TRUE(CheckCompatible(r, s).ok()) << StrategyToText(s);
+    for (bool accelerator : {false, true}) {
+      SpaceRequest r = BaseRequest(48 * world, world);
+      r.device_supports_bf16 = (world != 2);
+      r.device_is_accelerator = accelerator;
+      r.checkpoint_percents = {1, 33, 100};
+      absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
+      ASSERT_TRUE(space.ok()) << space.status();
+      for (const Strategy& s : *space) {
+        EXPECT_TRUE(CheckCompatible(r, s).ok()) << StrategyToText(s);
+      }
     }
   }
 }
@@ -1116,8 +1505,10 @@ TEST(ExhaustiveSearcher, FindsTheBestStrategyOfAToyDevice) {
   EXPECT_EQ(searcher->Best()->strategy, expected->strategy);
   // bf16 + sdpa + no checkpointing at mbs 4 is 1000 + 100 * 16 = 2600 bytes;
   // mbs 8 would need 4200 and OOMs.
+  // The toy device ignores the optimizer: fused_adamw ties and comes first.
   EXPECT_EQ(StrategyToText(searcher->Best()->strategy),
-            "mbs=4,ga=8,precision=bf16,checkpoint=none,attention=sdpa");
+            "mbs=4,ga=8,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,"
+            "offload=none");
 }
 
 }  // namespace

@@ -1,9 +1,14 @@
 // The worker's child-process handling, with small shell scripts standing in
 // for the trial runner: whatever the child does, the daemon gets a result.
+#include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <optional>
+#include <ostream>
 #include <string>
 #include <thread>
 
@@ -11,13 +16,22 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/convert.h"
+#include "search/trial.h"
 #include "tests/subprocess.h"
 #include "worker/trial_process.h"
 #include "worker/worker_service.h"
 
 namespace autoaccel {
+
+// Readable PeakTflops in failure messages (found by argument-dependent lookup).
+static void PrintTo(const PeakTflops& p, std::ostream* os) {
+  *os << "{fp32 " << p.fp32 << ", bf16 " << p.bf16 << ", fp16 " << p.fp16 << "}";
+}
+
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 class TrialProcessTest : public ::testing::Test {
@@ -122,6 +136,236 @@ TEST(ParseDevicesTest, CpuSlotsShareMemoryAndBadTextIsRejected) {
   for (const char* bad : {"cpu:0", "cpu:x", "gpu:1", "cuda:", "cpu"}) {
     EXPECT_THAT(ParseDevices(bad, 0).status().message(), HasSubstr("--devices")) << bad;
   }
+}
+
+TEST(ParsePeakTflopsTest, ReadsAnyOfTheThreePrecisions) {
+  absl::StatusOr<PeakTflops> all = ParsePeakTflops("fp32=1.5,bf16=20,fp16=19.25");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(*all, (PeakTflops{1.5, 20, 19.25}));
+  absl::StatusOr<PeakTflops> some = ParsePeakTflops("bf16=989");
+  ASSERT_TRUE(some.ok()) << some.status();
+  EXPECT_EQ(*some, (PeakTflops{0, 989, 0}));
+}
+
+TEST(ParsePeakTflopsTest, BadTextNamesTheFlag) {
+  for (const char* bad : {"", "989", "fp32", "fp32=", "fp32=x", "fp32=-1", "fp32=inf", "tf32=1",
+                          "fp32=1,fp32=2", "fp32=1;bf16=2"}) {
+    absl::StatusOr<PeakTflops> p = ParsePeakTflops(bad);
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(p.status().message(), HasSubstr("--peak-tflops")) << bad;
+  }
+}
+
+// Stand-in runners and nvidia-smi for the worker's start-up probes.
+class DescribeDevicesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("autoaccel-devices-");
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (visible != nullptr) saved_visible_ = visible;
+    ::unsetenv("CUDA_VISIBLE_DEVICES");
+    options_.work_dir = dir_;
+    options_.runner_path = Script("echo 'runner not expected' >&2\nexit 1");
+    options_.nvidia_smi = dir_ + "/no-nvidia-smi";
+    options_.timeout = absl::Seconds(20);
+  }
+  void TearDown() override {
+    if (saved_visible_) ::setenv("CUDA_VISIBLE_DEVICES", saved_visible_->c_str(), 1);
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string Script(const std::string& body) {
+    const std::string path = absl::StrCat(dir_, "/script", ++scripts_, ".sh");
+    testing::WriteFile(path, "#!/bin/sh\n" + body + "\n");
+    ::chmod(path.c_str(), 0755);
+    return path;
+  }
+  // nvidia-smi as on a node of two H100s, the second one a PCIe card.
+  std::string FakeNvidiaSmi() {
+    return Script(R"(case "$*" in *--query-gpu=index,name,memory.total*) ;; *) exit 9 ;; esac
+echo '0, NVIDIA H100 80GB HBM3, 81559'
+echo '1, NVIDIA H100 PCIe, 81559')");
+  }
+
+  std::string dir_;
+  int scripts_ = 0;
+  std::optional<std::string> saved_visible_;
+  DeviceProbeOptions options_;
+};
+
+TEST_F(DescribeDevicesTest, CpuDevicesTakeThePeakTheRunnersProbeMeasures) {
+  options_.threads_per_device = 3;
+  options_.runner_path = Script(R"(test "$1 $2 $3" = "--probe-peak --threads 3" || exit 9
+echo 'loading' >&2
+echo '{"bf16": 0.4, "fp16": 0.002, "fp32": 0.1}')");
+  auto devices = ParseDevices("cpu:2", int64_t{1} << 30);
+  ASSERT_TRUE(devices.ok());
+  EXPECT_THAT(DescribeDevices(options_, &*devices), ElementsAre("cpu", "cpu"));
+  for (const v1::Device& d : *devices) {
+    EXPECT_EQ(FromProto(d.peak_tflops()), (PeakTflops{0.1, 0.4, 0.002}));
+  }
+}
+
+TEST_F(DescribeDevicesTest, AFailedProbeLeavesThePeakUnknownAndTheWorkerStarts) {
+  for (const std::string& body : {std::string("echo 'no torch here' >&2\nexit 1"),
+                                  std::string("echo 'not json'"), std::string("sleep 30")}) {
+    options_.runner_path = Script(body);
+    options_.timeout = absl::Seconds(1);
+    auto devices = ParseDevices("cpu:1", int64_t{1} << 30);
+    ASSERT_TRUE(devices.ok());
+    EXPECT_THAT(DescribeDevices(options_, &*devices), ElementsAre("cpu")) << body;
+    EXPECT_EQ(FromProto((*devices)[0].peak_tflops()), PeakTflops{}) << body;
+  }
+}
+
+TEST_F(DescribeDevicesTest, AnExplicitPeakIsUsedAndNothingIsProbed) {
+  const std::string marker = dir_ + "/probed";
+  options_.runner_path = Script(absl::StrCat("touch ", marker, "\nexit 1"));
+  options_.nvidia_smi = FakeNvidiaSmi();
+  options_.peak = PeakTflops{1, 2, 3};
+  for (const char* text : {"cpu:2", "cuda:0"}) {
+    auto devices = ParseDevices(text, int64_t{1} << 30);
+    ASSERT_TRUE(devices.ok());
+    DescribeDevices(options_, &*devices);
+    for (const v1::Device& d : *devices) {
+      EXPECT_EQ(FromProto(d.peak_tflops()), (PeakTflops{1, 2, 3})) << text;
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "the CPU probe ran despite --peak-tflops";
+}
+
+TEST_F(DescribeDevicesTest, CudaDevicesTakeNameMemoryAndPeakFromNvidiaSmi) {
+  options_.nvidia_smi = FakeNvidiaSmi();
+  auto devices = ParseDevices("cuda:1,0", 0);
+  ASSERT_TRUE(devices.ok());
+  EXPECT_THAT(DescribeDevices(options_, &*devices), ElementsAre("cuda:1", "cuda:0"));
+  EXPECT_EQ((*devices)[0].name(), "NVIDIA H100 PCIe");
+  EXPECT_EQ((*devices)[0].memory_bytes(), int64_t{81559} << 20);
+  EXPECT_EQ(FromProto((*devices)[0].peak_tflops()), (PeakTflops{51, 756, 756}));
+  EXPECT_EQ((*devices)[1].name(), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(FromProto((*devices)[1].peak_tflops()), (PeakTflops{67, 989, 989}));
+
+  // --device-memory given: it stands. CUDA_VISIBLE_DEVICES renumbers.
+  options_.keep_memory = true;
+  ::setenv("CUDA_VISIBLE_DEVICES", "1", 1);
+  devices = ParseDevices("cuda:0", int64_t{40} << 30);
+  ASSERT_TRUE(devices.ok());
+  EXPECT_THAT(DescribeDevices(options_, &*devices), ElementsAre("cuda:0"));
+  EXPECT_EQ((*devices)[0].name(), "NVIDIA H100 PCIe");
+  EXPECT_EQ((*devices)[0].memory_bytes(), int64_t{40} << 30);
+}
+
+TEST_F(DescribeDevicesTest, WithoutNvidiaSmiCudaDevicesStayAsTheyWere) {
+  for (const std::string& smi :
+       {dir_ + "/no-such-file", std::string("no-such-nvidia-smi"),
+        Script("echo 'NVIDIA-SMI has failed' >&2\nexit 9"), Script("echo 'garbage'")}) {
+    options_.nvidia_smi = smi;
+    auto devices = ParseDevices("cuda:0", 0);
+    ASSERT_TRUE(devices.ok());
+    EXPECT_THAT(DescribeDevices(options_, &*devices), ElementsAre("cuda:0")) << smi;
+    EXPECT_EQ((*devices)[0].name(), "cuda:0") << smi;
+    EXPECT_EQ((*devices)[0].memory_bytes(), 0) << smi;
+    EXPECT_EQ(FromProto((*devices)[0].peak_tflops()), PeakTflops{}) << smi;
+  }
+}
+
+// RunTrial end to end through gRPC, with a runner that keeps the spec it got.
+class WorkerServiceTest : public DescribeDevicesTest {
+ protected:
+  void Start(std::vector<v1::Device> devices, std::vector<std::string> runner_devices) {
+    WorkerOptions options;
+    options.runner_path = Script(absl::StrCat(R"(cp "$2" )", dir_, R"(/seen-spec.json
+cat > "$4" <<'JSON'
+{"status": "SUCCEEDED", "error": "", "metrics": {"tokens_per_second": 1}}
+JSON)"));
+    options.work_dir = dir_;
+    options.devices = std::move(devices);
+    options.runner_devices = std::move(runner_devices);
+    service_ = std::make_unique<WorkerServiceImpl>(options);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_NE(port, 0);
+    stub_ = v1::WorkerService::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+    if (service_) service_->Shutdown();
+    DescribeDevicesTest::TearDown();
+  }
+
+  // Runs `spec` on device 0; returns the spec the runner was given.
+  TrialSpec RunAndReadSpec(const TrialSpec& spec) {
+    v1::RunTrialRequest req;
+    req.set_trial_id("t1");
+    req.set_attempt(++attempts_);
+    req.set_device_index(0);
+    req.set_spec_json(TrialSpecToJson(spec).dump());
+    req.set_timeout_seconds(20);
+    v1::RunTrialResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    grpc::Status s = stub_->RunTrial(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.status(), "SUCCEEDED") << resp.reason();
+    absl::StatusOr<nlohmann::json> j = ReadJsonFile(dir_ + "/seen-spec.json");
+    EXPECT_TRUE(j.ok()) << j.status();
+    absl::StatusOr<TrialSpec> seen = j.ok() ? TrialSpecFromJson(*j) : j.status();
+    EXPECT_TRUE(seen.ok()) << seen.status();
+    return seen.ok() ? *seen : TrialSpec{};
+  }
+
+  static TrialSpec TinySpec() {
+    TrialSpec spec;
+    spec.model.family = "gpt2";
+    spec.model.n_layer = 1;
+    spec.model.n_embd = 8;
+    spec.model.n_head = 2;
+    spec.model.vocab_size = 16;
+    spec.model.n_positions = 8;
+    spec.model.n_inner = 32;
+    spec.seq_len = 4;
+    spec.global_batch_size = 1;
+    return spec;
+  }
+
+  std::unique_ptr<WorkerServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  int attempts_ = 0;
+};
+
+TEST_F(WorkerServiceTest, TheRunnerGetsTheDevicesPeakUnlessTheSpecBringsOne) {
+  options_.peak = PeakTflops{0.5, 1.25, 0.01};  // as --peak-tflops fp32=0.5,bf16=1.25,fp16=0.01
+  auto devices = ParseDevices("cpu:1", int64_t{1} << 30);
+  ASSERT_TRUE(devices.ok());
+  std::vector<std::string> runner_devices = DescribeDevices(options_, &*devices);
+  Start(*devices, runner_devices);
+
+  TrialSpec seen = RunAndReadSpec(TinySpec());
+  EXPECT_EQ(seen.peak_tflops, (PeakTflops{0.5, 1.25, 0.01}));
+  EXPECT_EQ(seen.device, "cpu");
+
+  TrialSpec own = TinySpec();
+  own.peak_tflops.bf16 = 7;
+  EXPECT_EQ(RunAndReadSpec(own).peak_tflops, (PeakTflops{0, 7, 0}));
+}
+
+TEST_F(WorkerServiceTest, AGpuNamedAfterItsModelStillRunsOnItsOrdinal) {
+  options_.nvidia_smi = FakeNvidiaSmi();
+  auto devices = ParseDevices("cuda:1", 0);
+  ASSERT_TRUE(devices.ok());
+  std::vector<std::string> runner_devices = DescribeDevices(options_, &*devices);
+  Start(*devices, runner_devices);
+
+  TrialSpec seen = RunAndReadSpec(TinySpec());
+  EXPECT_EQ(seen.device, "cuda:1");
+  EXPECT_EQ(seen.memory_limit_bytes, int64_t{81559} << 20);
+  EXPECT_EQ(seen.peak_tflops, (PeakTflops{51, 756, 756}));
 }
 
 }  // namespace

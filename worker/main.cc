@@ -7,10 +7,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/signals.h"
+#include "proto/convert.h"
 #include "worker/registrar.h"
 #include "worker/worker_service.h"
 
@@ -26,6 +28,7 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   int64_t device_memory = 0;
   int threads_per_device = 0;
+  std::string peak_text;
   app.add_option("--coordinator", coordinator, "HOST:PORT of autoaccel-server");
   app.add_option("--listen", listen, "HOST:PORT to serve on (port 0 picks a free one)");
   app.add_option("--devices", devices_text, "cpu:N (N CPU slots) or cuda:0,1,...");
@@ -37,6 +40,10 @@ int main(int argc, char** argv) {
                  "bytes of memory per device (default: cpu: physical memory / N)");
   app.add_option("--threads-per-device", threads_per_device,
                  "CPU threads per trial rank (default: cores / devices)");
+  CLI::Option* peak_option =
+      app.add_option("--peak-tflops", peak_text,
+                     "each device's dense peak, fp32=X,bf16=Y,fp16=Z TFLOP/s, for MFU (default: "
+                     "cpu: measured at start; cuda: the GPU model's datasheet figure)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -45,6 +52,16 @@ int main(int argc, char** argv) {
   if (!devices.ok()) {
     std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(devices.status().message()).c_str());
     return 2;
+  }
+  std::optional<autoaccel::PeakTflops> peak;
+  if (peak_option->count() > 0) {
+    absl::StatusOr<autoaccel::PeakTflops> parsed = autoaccel::ParsePeakTflops(peak_text);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "autoaccel-worker: %s\n",
+                   std::string(parsed.status().message()).c_str());
+      return 2;
+    }
+    peak = *parsed;
   }
   namespace fs = std::filesystem;
   if (runner.empty()) {
@@ -69,9 +86,17 @@ int main(int argc, char** argv) {
                                          static_cast<int>(devices->size()));
   }
 
+  autoaccel::DeviceProbeOptions probe;
+  probe.runner_path = runner;
+  probe.threads_per_device = threads_per_device;
+  probe.work_dir = work_dir;
+  probe.peak = peak;
+  probe.keep_memory = device_memory > 0;
+
   autoaccel::WorkerOptions options;
   options.runner_path = runner;
   options.work_dir = work_dir;
+  options.runner_devices = autoaccel::DescribeDevices(probe, &*devices);
   options.devices = *devices;
   options.threads_per_device = threads_per_device;
   autoaccel::WorkerServiceImpl service(options);
@@ -80,6 +105,7 @@ int main(int argc, char** argv) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(autoaccel::kMaxMessageBytes);  // torchscript files
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -14,6 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 
 namespace autoaccel {
 namespace {
@@ -39,7 +42,75 @@ int StopAndReap(pid_t pid) {
   return status;
 }
 
+// `name` itself when it holds a '/', else the first executable of that name
+// in $PATH.
+absl::StatusOr<std::string> FindExecutable(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path ? path : "/usr/bin:/bin", ':')) {
+    std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", name);
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return absl::NotFoundError(absl::StrCat(name, ": not found in PATH"));
+}
+
+// Starts `args` (args[0]: a path, or a name looked up in PATH) in a process
+// group of its own, stdin from /dev/null, stdout and stderr to the files at
+// the given paths (truncated; they may be the same file).
+absl::StatusOr<pid_t> Spawn(std::vector<std::string> args, const std::string& stdout_path,
+                            const std::string& stderr_path) {
+  ASSIGN_OR_RETURN(args[0], FindExecutable(args[0]));
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const bool same_file = stdout_path == stderr_path;
+  const pid_t parent = ::getpid();
+  // fork + exec rather than posix_spawn: the child must ask for SIGKILL when
+  // the daemon dies (PR_SET_PDEATHSIG), so a killed worker leaves no orphan
+  // trial behind. Only async-signal-safe calls between fork and exec.
+  pid_t pid = ::fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    ::setpgid(0, 0);  // own process group: stopping the trial stops all it started
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the daemon died before prctl
+    sigset_t empty;
+    sigemptyset(&empty);
+    ::sigprocmask(SIG_SETMASK, &empty, nullptr);  // the daemon blocks SIGTERM; the trial must not
+    int in = ::open("/dev/null", O_RDONLY);
+    int out = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = same_file ? out : ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0 || err < 0) ::_exit(126);
+    ::dup2(in, STDIN_FILENO);
+    ::dup2(out, STDOUT_FILENO);
+    ::dup2(err, STDERR_FILENO);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also from the parent, so the group exists before any kill
+  return pid;
+}
+
 }  // namespace
+
+absl::StatusOr<int> RunChildProcess(const std::vector<std::string>& args,
+                                    const std::string& stdout_path, const std::string& stderr_path,
+                                    absl::Duration timeout) {
+  if (args.empty()) return absl::InvalidArgumentError("RunChildProcess: no command");
+  ASSIGN_OR_RETURN(const pid_t pid, Spawn(args, stdout_path, stderr_path));
+  const absl::Time deadline = absl::Now() + timeout;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) != pid) {
+    if (absl::Now() >= deadline) {
+      StopAndReap(pid);
+      return absl::DeadlineExceededError(absl::StrCat(
+          args[0], " did not finish within ", absl::FormatDuration(timeout), "; stopped it"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  KillGroup(pid, SIGKILL);  // nothing it started outlives it
+  return status;
+}
 
 std::string TailOfFile(const std::string& path, int max_lines) {
   std::ifstream in(path);
@@ -66,37 +137,13 @@ TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& op
     return result;
   }
 
-  std::vector<std::string> args = {options.runner_path, "--spec", spec_path, "--result",
-                                   result_path};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t parent = ::getpid();
-  // fork + exec rather than posix_spawn: the child must ask for SIGKILL when
-  // the daemon dies (PR_SET_PDEATHSIG), so a killed worker leaves no orphan
-  // trial behind. Only async-signal-safe calls between fork and exec.
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    result.error = absl::StrCat("cannot start trial runner: fork: ", std::strerror(errno));
+  absl::StatusOr<pid_t> started = Spawn(
+      {options.runner_path, "--spec", spec_path, "--result", result_path}, log_path, log_path);
+  if (!started.ok()) {
+    result.error = absl::StrCat("cannot start trial runner: ", started.status().message());
     return result;
   }
-  if (pid == 0) {
-    ::setpgid(0, 0);  // own process group: stopping the trial stops all it started
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);  // the daemon died before prctl
-    sigset_t empty;
-    sigemptyset(&empty);
-    ::sigprocmask(SIG_SETMASK, &empty, nullptr);  // the daemon blocks SIGTERM; the trial must not
-    int in = ::open("/dev/null", O_RDONLY);
-    int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (in < 0 || log < 0) ::_exit(126);
-    ::dup2(in, STDIN_FILENO);
-    ::dup2(log, STDOUT_FILENO);
-    ::dup2(log, STDERR_FILENO);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);  // also from the parent, so the group exists before any kill
+  const pid_t pid = *started;
 
   const absl::Time deadline = absl::Now() + options.timeout;
   int status = 0;

@@ -32,6 +32,17 @@ struct TrialProcessOptions {
 // otherwise. Blocks the calling thread. Thread-safe.
 TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& options);
 
+// Runs `args` (args[0]: a path, or a name looked up in $PATH) to completion,
+// the way a trial runs (own process group, parent-death signal, stdin from
+// /dev/null), with stdout and stderr written to the given files (truncated;
+// they may be the same file). Returns the wait status (as waitpid gives it;
+// exit code 127 when it could not be executed); NOT_FOUND when args[0] is
+// not in $PATH; DEADLINE_EXCEEDED when it ran past `timeout` and was killed;
+// INTERNAL when it could not be started. Blocks. Thread-safe.
+absl::StatusOr<int> RunChildProcess(const std::vector<std::string>& args,
+                                    const std::string& stdout_path, const std::string& stderr_path,
+                                    absl::Duration timeout);
+
 // Last `max_lines` lines of a text file ("" if unreadable).
 std::string TailOfFile(const std::string& path, int max_lines);
 

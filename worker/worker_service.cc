@@ -1,15 +1,26 @@
 #include "worker/worker_service.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
 #include "proto/convert.h"
+#include "search/device_peak.h"
+#include "search/model.h"
 
 namespace autoaccel {
 namespace {
@@ -18,7 +29,228 @@ std::string Key(const std::string& trial_id, int attempt) {
   return absl::StrCat(trial_id, "/", attempt);
 }
 
+// "exited with code N" / "was killed by signal N" for a wait status.
+std::string HowItEnded(int status) {
+  return WIFSIGNALED(status) ? absl::StrCat("was killed by signal ", WTERMSIG(status))
+                             : absl::StrCat("exited with code ", WEXITSTATUS(status));
+}
+
+bool Succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+std::string PeakText(const PeakTflops& p) {
+  return absl::StrCat("fp32 ", p.fp32, ", bf16 ", p.bf16, ", fp16 ", p.fp16, " TFLOP/s");
+}
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  int64_t memory_bytes = 0;  // 0 when nvidia-smi does not say
+};
+
+// Lines "INDEX, NAME, MEMORY_MIB" (csv,noheader,nounits).
+absl::StatusOr<std::vector<GpuInfo>> ParseNvidiaSmi(const std::string& csv) {
+  std::vector<GpuInfo> gpus;
+  for (absl::string_view line : absl::StrSplit(csv, '\n', absl::SkipWhitespace())) {
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ',');
+    for (absl::string_view& f : fields) f = absl::StripAsciiWhitespace(f);
+    GpuInfo gpu;
+    if (fields.size() < 3 || !absl::SimpleAtoi(fields[0], &gpu.index)) {
+      return absl::InvalidArgumentError(absl::StrCat("unexpected line '", line, "'"));
+    }
+    gpu.name = absl::StrJoin(fields.begin() + 1, fields.end() - 1, ",");
+    int64_t mib = 0;
+    if (absl::SimpleAtoi(fields.back(), &mib) && mib > 0) gpu.memory_bytes = mib << 20;
+    gpus.push_back(std::move(gpu));
+  }
+  return gpus;
+}
+
+// nvidia-smi's index of CUDA ordinal `ordinal`: the same unless
+// CUDA_VISIBLE_DEVICES renumbers. nullopt when it names devices some other
+// way (UUIDs, MIG instances) or has no such entry.
+std::optional<int> NvidiaSmiIndex(int ordinal) {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible == nullptr) return ordinal;
+  std::vector<absl::string_view> entries = absl::StrSplit(visible, ',');
+  int index = 0;
+  if (ordinal >= static_cast<int>(entries.size()) ||
+      !absl::SimpleAtoi(absl::StripAsciiWhitespace(entries[ordinal]), &index)) {
+    return std::nullopt;
+  }
+  return index;
+}
+
+void DescribeGpus(const DeviceProbeOptions& options, const std::vector<std::string>& runner_devices,
+                  std::vector<v1::Device>* devices) {
+  const std::string out = options.work_dir + "/nvidia-smi.out";
+  const std::string log = options.work_dir + "/nvidia-smi.log";
+  absl::StatusOr<int> status = RunChildProcess(
+      {options.nvidia_smi, "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"},
+      out, log, options.timeout);
+  absl::StatusOr<std::vector<GpuInfo>> gpus =
+      !status.ok() ? status.status()
+      : Succeeded(*status)
+          ? ParseNvidiaSmi(TailOfFile(out, 1024))
+          : absl::UnavailableError(absl::StrCat(options.nvidia_smi, " ", HowItEnded(*status), ": ",
+                                                TailOfFile(log, 3)));
+  if (!gpus.ok()) {
+    spdlog::warn(
+        "cannot query the GPUs ({}): cuda devices keep their names and memory, and "
+        "their peak TFLOP/s is unknown (MFU 0) unless --peak-tflops gives it",
+        std::string(gpus.status().message()));
+    return;
+  }
+  for (size_t i = 0; i < devices->size(); ++i) {
+    v1::Device& d = (*devices)[i];
+    if (d.type() != "cuda") continue;
+    int ordinal = -1;
+    absl::SimpleAtoi(absl::StripPrefix(runner_devices[i], "cuda:"), &ordinal);
+    std::optional<int> index = NvidiaSmiIndex(ordinal);
+    const GpuInfo* gpu = nullptr;
+    for (const GpuInfo& g : *gpus) {
+      if (index && g.index == *index) gpu = &g;
+    }
+    if (gpu == nullptr) {
+      const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+      spdlog::warn(
+          "{}: not among the GPUs nvidia-smi lists (CUDA_VISIBLE_DEVICES {}); its "
+          "name, memory and peak stay unknown",
+          runner_devices[i], visible ? absl::StrCat("'", visible, "'") : "unset");
+      continue;
+    }
+    d.set_name(gpu->name);
+    if (!options.keep_memory && gpu->memory_bytes > 0) d.set_memory_bytes(gpu->memory_bytes);
+    spdlog::info("{}: {}, {} MiB", runner_devices[i], gpu->name, d.memory_bytes() >> 20);
+    if (options.peak) continue;
+    const PeakTflops peak = PeakTflopsForGpuName(gpu->name);
+    *d.mutable_peak_tflops() = ToProto(peak);
+    if (peak == PeakTflops{}) {
+      spdlog::warn("{}: no peak TFLOP/s known for '{}' (MFU reads 0); --peak-tflops sets it",
+                   runner_devices[i], gpu->name);
+    } else {
+      spdlog::info("{}: datasheet peak {}", runner_devices[i], PeakText(peak));
+    }
+  }
+}
+
+absl::StatusOr<PeakTflops> ProbeCpuPeak(const DeviceProbeOptions& options) {
+  const std::string out = options.work_dir + "/peak-probe.out";
+  const std::string log = options.work_dir + "/peak-probe.log";
+  ASSIGN_OR_RETURN(const int status,
+                   RunChildProcess({options.runner_path, "--probe-peak", "--threads",
+                                    absl::StrCat(options.threads_per_device)},
+                                   out, log, options.timeout));
+  if (!Succeeded(status)) {
+    return absl::UnavailableError(absl::StrCat(options.runner_path, " --probe-peak ",
+                                               HowItEnded(status), ": ", TailOfFile(log, 3)));
+  }
+  const std::string line = TailOfFile(out, 1);
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.runner_path, " --probe-peak printed '", line, "', not JSON"));
+  }
+  ASSIGN_OR_RETURN(PeakTflops peak, PeakTflopsFromJson(j));
+  if (peak == PeakTflops{}) return absl::UnavailableError("the probe measured nothing");
+  return peak;
+}
+
+// Stores a torchscript model file under work_dir/models/, named by its
+// digest (so trials of one job share it), and returns its path. The bytes must
+// match the digest the coordinator computed. Written to a temporary name and
+// renamed, so concurrent trials never read half a file.
+absl::StatusOr<std::string> StoreModelFile(const std::string& work_dir, const std::string& digest,
+                                           const std::string& bytes, const std::string& writer) {
+  if (bytes.empty()) {
+    return absl::InvalidArgumentError("model_file: a torchscript trial came without its file");
+  }
+  if (ContentDigest(bytes) != digest) {
+    return absl::InvalidArgumentError(absl::StrCat("model_file: content digest ",
+                                                   ContentDigest(bytes), " does not match ",
+                                                   digest));
+  }
+  const std::string dir = work_dir + "/models";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  std::string name = digest;
+  std::replace(name.begin(), name.end(), ':', '-');
+  const std::string path = absl::StrCat(dir, "/", name, ".pt");
+  if (std::filesystem::exists(path, ec) &&
+      std::filesystem::file_size(path, ec) == static_cast<uintmax_t>(bytes.size())) {
+    return path;
+  }
+  std::string unique = writer;  // e.g. "job-...-t0003/1": one file name part
+  std::replace(unique.begin(), unique.end(), '/', '-');
+  const std::string tmp = absl::StrCat(path, ".", unique, ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
+  return path;
+}
+
 }  // namespace
+
+absl::StatusOr<PeakTflops> ParsePeakTflops(const std::string& text) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--peak-tflops: ", why,
+        "; expected fp32=X,bf16=Y,fp16=Z (TFLOP/s, any of the three), got '", text, "'"));
+  };
+  if (absl::StripAsciiWhitespace(text).empty()) return bad("empty");
+  PeakTflops peak;
+  bool seen[3] = {false, false, false};
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(part, absl::MaxSplits('=', 1));
+    const absl::string_view key = absl::StripAsciiWhitespace(kv.first);
+    const int which = key == "fp32" ? 0 : key == "bf16" ? 1 : key == "fp16" ? 2 : -1;
+    if (which < 0) return bad(absl::StrCat("unknown precision '", key, "'"));
+    if (seen[which]) return bad(absl::StrCat(key, " given twice"));
+    seen[which] = true;
+    double value = 0;
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(kv.second), &value) || !std::isfinite(value) ||
+        value < 0) {
+      return bad(absl::StrCat(key, ": expected a non-negative number"));
+    }
+    (which == 0 ? peak.fp32 : which == 1 ? peak.bf16 : peak.fp16) = value;
+  }
+  return peak;
+}
+
+std::vector<std::string> DescribeDevices(const DeviceProbeOptions& options,
+                                         std::vector<v1::Device>* devices) {
+  std::vector<std::string> runner_devices;
+  bool any_cpu = false, any_cuda = false;
+  for (const v1::Device& d : *devices) {
+    runner_devices.push_back(d.type() == "cpu" ? "cpu" : d.name());
+    (d.type() == "cpu" ? any_cpu : any_cuda) = true;
+  }
+  if (any_cuda) DescribeGpus(options, runner_devices, devices);
+  if (options.peak) {
+    for (v1::Device& d : *devices) *d.mutable_peak_tflops() = ToProto(*options.peak);
+    spdlog::info("peak of every device (--peak-tflops): {}", PeakText(*options.peak));
+  } else if (any_cpu) {
+    absl::StatusOr<PeakTflops> peak = ProbeCpuPeak(options);
+    if (!peak.ok()) {
+      spdlog::warn(
+          "cannot measure the CPU's peak TFLOP/s ({}): MFU of cpu trials reads 0; "
+          "--peak-tflops sets it",
+          std::string(peak.status().message()));
+    } else {
+      for (v1::Device& d : *devices) {
+        if (d.type() == "cpu") *d.mutable_peak_tflops() = ToProto(*peak);
+      }
+      spdlog::info("cpu peak, measured with {} thread(s): {}", options.threads_per_device,
+                   PeakText(*peak));
+    }
+  }
+  return runner_devices;
+}
 
 absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& text,
                                                      int64_t memory_bytes) {
@@ -92,9 +324,21 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
   spec->trial_id = request->trial_id();
   spec->attempt = request->attempt();
   const v1::Device& device = options_.devices[index];
-  spec->device = device.type() == "cpu" ? "cpu" : device.name();
+  if (index < static_cast<int>(options_.runner_devices.size())) {
+    spec->device = options_.runner_devices[index];
+  } else {
+    spec->device = device.type() == "cpu" ? "cpu" : device.name();
+  }
   spec->num_threads = options_.threads_per_device;
   if (spec->memory_limit_bytes <= 0) spec->memory_limit_bytes = device.memory_bytes();
+  if (spec->peak_tflops == PeakTflops{}) spec->peak_tflops = FromProto(device.peak_tflops());
+  if (spec->model.IsTorchScript()) {
+    absl::StatusOr<std::string> path =
+        StoreModelFile(options_.work_dir, spec->model.script_digest, request->model_file(),
+                       Key(request->trial_id(), request->attempt()));
+    if (!path.ok()) return fail(path.status());
+    spec->model_file = *path;
+  }
   absl::Duration timeout = request->timeout_seconds() > 0
                                ? absl::Seconds(request->timeout_seconds())
                                : absl::Minutes(10);

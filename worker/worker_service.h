@@ -7,10 +7,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "proto/autoaccel.grpc.pb.h"
 #include "worker/trial_process.h"
 
@@ -21,11 +23,47 @@ struct WorkerOptions {
   std::string work_dir;
   std::vector<v1::Device> devices;
   int threads_per_device = 1;
+  // What each rank's spec is told to run on, by device index ("cpu",
+  // "cuda:N"), as DescribeDevices returns it. Empty: "cpu" for cpu devices,
+  // the device's name for the others (ParseDevices names them "cuda:N").
+  std::vector<std::string> runner_devices;
 };
 
 // Parses "cpu:N" (N CPU slots sharing this node's memory) or "cuda:0,1,..".
 // `memory_bytes` per device: for cpu, 0 means physical memory / N.
 absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& text, int64_t memory_bytes);
+
+// "fp32=X,bf16=Y,fp16=Z" (TFLOP/s, non-negative; any of the three, each at
+// most once, the others 0 = unknown). INVALID_ARGUMENT naming --peak-tflops
+// otherwise.
+absl::StatusOr<PeakTflops> ParsePeakTflops(const std::string& text);
+
+// How the worker learns what its devices are when it starts.
+struct DeviceProbeOptions {
+  std::string runner_path;  // cpu: runs `RUNNER --probe-peak --threads N` once
+  int threads_per_device = 1;
+  std::string work_dir;  // the probes' output and logs
+  // --peak-tflops: every device's peak; nothing is probed for it.
+  std::optional<PeakTflops> peak;
+  // --device-memory was given: nvidia-smi's memory.total is not used.
+  bool keep_memory = false;
+  // Queried as `NVIDIA_SMI --query-gpu=index,name,memory.total
+  // --format=csv,noheader,nounits`; a path or a name in $PATH.
+  std::string nvidia_smi = "nvidia-smi";
+  absl::Duration timeout = absl::Minutes(1);  // per probe
+};
+
+// Fills in `devices` as ParseDevices made them. cuda devices: name = the GPU
+// model nvidia-smi reports for the ordinal (renumbered through a numeric
+// CUDA_VISIBLE_DEVICES), memory_bytes = its memory.total unless
+// keep_memory, peak_tflops from PeakTflopsForGpuName. cpu devices:
+// peak_tflops measured by the trial runner's probe. An explicit `peak`
+// replaces both peak sources. Never fails: what cannot be learnt (no
+// nvidia-smi, a probe that fails) stays as it was, peak 0 = unknown, and a
+// warning is logged. Returns the devices' runner_devices (WorkerOptions).
+// Blocks while the probes run (about a second, most of it loading LibTorch).
+std::vector<std::string> DescribeDevices(const DeviceProbeOptions& options,
+                                         std::vector<v1::Device>* devices);
 
 // Each RunTrial spawns one child process on a thread of its own and answers
 // when the child is done. A repeated RunTrial for the same trial and attempt
