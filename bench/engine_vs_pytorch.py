@@ -6,7 +6,10 @@ from the same config, random weights, dropout off) with the same global batch,
 micro-batching, precision and attention kernel, on the same device and thread
 count, in two ways:
   * ours:    build/bin/autoaccel-trial (LibTorch C++), one process per run;
-  * pytorch: an eager Python loop in this process (AdamW, same hyper-parameters).
+  * pytorch: an eager Python loop in this process (AdamW, same hyper-parameters;
+             fused_adamw is torch.optim.AdamW(fused=True); pure_bf16 keeps an fp32
+             master copy that a second AdamW updates, as our runner does; fp16
+             uses torch.amp.GradScaler).
 Runs alternate (ours, pytorch, ours, ...) so that machine noise hits both, and
 the median step time of each run gives tokens/s. Prints one row per strategy
 with the median ratio ours/pytorch over the repeats (> 1.0: we are faster).
@@ -27,13 +30,20 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# (micro_batch_size, precision, checkpointing, attention); grad accumulation
-# fills the global batch.
+# (micro_batch_size, precision, checkpointing, attention, optimizer); grad
+# accumulation fills the global batch.
 DEFAULT_STRATEGIES = [
-    (8, "fp32", "none", "math"),
-    (8, "fp32", "none", "sdpa"),
-    (4, "bf16", "none", "sdpa"),
-    (8, "fp32", "full", "sdpa"),
+    (8, "fp32", "none", "math", "adamw"),
+    (8, "fp32", "none", "sdpa", "adamw"),
+    (8, "fp32", "none", "sdpa", "fused_adamw"),
+    (4, "bf16", "none", "sdpa", "adamw"),
+    (4, "bf16", "none", "sdpa", "fused_adamw"),
+    (4, "pure_bf16", "none", "sdpa", "fused_adamw"),
+    (8, "fp32", "full", "sdpa", "adamw"),
+]
+# fp16 GEMMs are emulated on most CPUs (orders of magnitude slower): GPU only.
+CUDA_ONLY_STRATEGIES = [
+    (4, "fp16", "none", "sdpa", "fused_adamw"),
 ]
 
 
@@ -42,7 +52,7 @@ def synthetic_tokens(vocab, n, length, seed):
     return torch.randint(vocab, (n, length), generator=g)
 
 
-def pytorch_run(cfg, args, mbs, precision, checkpointing, attention):
+def pytorch_run(cfg, args, mbs, precision, checkpointing, attention, optimizer):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(1234)
@@ -59,7 +69,17 @@ def pytorch_run(cfg, args, mbs, precision, checkpointing, attention):
             model.activation_checkpointing_enable({"use_reentrant": False})
         else:
             model.gradient_checkpointing_enable({"use_reentrant": False})
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    fused = optimizer == "fused_adamw"
+    params = list(model.parameters())
+    masters = None
+    if precision == "pure_bf16":
+        model.to(torch.bfloat16)
+        params = list(model.parameters())
+        masters = [p.detach().float().clone().requires_grad_(True) for p in params]
+    opt = torch.optim.AdamW(masters if masters else params, lr=1e-3, weight_decay=0.01,
+                            fused=fused, foreach=False if not fused else None)
+    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+    autocast_dtype = torch.float16 if precision == "fp16" else torch.bfloat16
     ga = args.global_batch // mbs
     tokens = synthetic_tokens(cfg["vocab_size"], args.global_batch, args.seq_len + 1, 1235)
     micro = [(tokens[i * mbs:(i + 1) * mbs, :-1].to(device), tokens[i * mbs:(i + 1) * mbs, 1:].to(device))
@@ -70,11 +90,28 @@ def pytorch_run(cfg, args, mbs, precision, checkpointing, attention):
         start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         for inp, tgt in micro:
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            with torch.autocast(device.type, dtype=autocast_dtype,
+                                enabled=precision in ("bf16", "fp16")):
                 logits = model(input_ids=inp).logits
             loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), tgt.flatten())
-            (loss / ga).backward()
-        opt.step()
+            if scaler:
+                scaler.scale(loss / ga).backward()
+            else:
+                (loss / ga).backward()
+        if masters:
+            for p, m in zip(params, masters):
+                m.grad = p.grad.float()
+            opt.step()
+            with torch.no_grad():
+                for p, m in zip(params, masters):
+                    p.copy_(m)
+            for m in masters:
+                m.grad = None
+        elif scaler:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
         sync(device)
         if step >= args.warmup:
             times.append(time.perf_counter() - start)
@@ -86,13 +123,13 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
-def ours_run(cfg, args, mbs, precision, checkpointing, attention, workdir):
+def ours_run(cfg, args, mbs, precision, checkpointing, attention, optimizer, workdir):
     spec = {
         "trial_id": "bench", "model_family": "gpt2", "model_config": cfg,
         "seq_len": args.seq_len, "global_batch_size": args.global_batch,
         "strategy": {"micro_batch_size": mbs, "grad_accum_steps": args.global_batch // mbs,
                      "precision": precision, "checkpointing": checkpointing,
-                     "attention": attention},
+                     "attention": attention, "optimizer": optimizer},
         "warmup_steps": args.warmup, "measured_steps": args.steps,
         "device": args.device if args.device == "cpu" else "cuda:0",
         "num_threads": args.threads,
@@ -121,6 +158,8 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--only", nargs="*", default=[],
+                   help="run only strategies whose fields contain one of these words")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     with open(args.config) as f:
@@ -129,18 +168,22 @@ def main():
     print(f"# engine_vs_pytorch: gpt2 {cfg}, seq {args.seq_len}, global batch {args.global_batch}, "
           f"device {args.device}, threads {args.threads}, torch {torch.__version__}, "
           f"{args.repeats} alternating repeats of {args.warmup}+{args.steps} steps")
-    print(f"{'strategy':44s} {'ours tok/s':>11s} {'pytorch tok/s':>14s} {'ratio':>7s}")
+    print(f"{'strategy':56s} {'ours tok/s':>11s} {'pytorch tok/s':>14s} {'ratio':>7s}")
+    strategies = DEFAULT_STRATEGIES + (CUDA_ONLY_STRATEGIES if args.device == "cuda" else [])
+    if args.only:
+        strategies = [s for s in strategies if any(o in ",".join(map(str, s)) for o in args.only)]
     with tempfile.TemporaryDirectory() as workdir:
-        for mbs, precision, ckpt, attention in DEFAULT_STRATEGIES:
+        for strategy in strategies:
             ours, theirs, ratios = [], [], []
             for _ in range(args.repeats):
-                o = ours_run(cfg, args, mbs, precision, ckpt, attention, workdir)
-                t = pytorch_run(cfg, args, mbs, precision, ckpt, attention)
+                o = ours_run(cfg, args, *strategy, workdir)
+                t = pytorch_run(cfg, args, *strategy)
                 ours.append(o)
                 theirs.append(t)
                 ratios.append(o / t)
-            name = f"mbs={mbs},{precision},ckpt={ckpt},{attention}"
-            print(f"{name:44s} {statistics.median(ours):11.0f} {statistics.median(theirs):14.0f} "
+            mbs, precision, ckpt, attention, optimizer = strategy
+            name = f"mbs={mbs},{precision},ckpt={ckpt},{attention},{optimizer}"
+            print(f"{name:56s} {statistics.median(ours):11.0f} {statistics.median(theirs):14.0f} "
                   f"{statistics.median(ratios):7.2f}", flush=True)
 
 
