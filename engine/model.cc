@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <memory>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 

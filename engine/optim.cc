@@ -24,11 +24,11 @@ TrainingOptimizer::TrainingOptimizer(std::vector<torch::Tensor> params, Optimize
     }
   }
   if (kind_ == Optimizer::kAdamW) {
-    adamw_ = std::make_unique<torch::optim::AdamW>(
-        updated_tensors(), torch::optim::AdamWOptions(config_.lr)
-                               .betas({config_.beta1, config_.beta2})
-                               .eps(config_.eps)
-                               .weight_decay(config_.weight_decay));
+    adamw_ = std::make_unique<torch::optim::AdamW>(updated_tensors(),
+                                                   torch::optim::AdamWOptions(config_.lr)
+                                                       .betas({config_.beta1, config_.beta2})
+                                                       .eps(config_.eps)
+                                                       .weight_decay(config_.weight_decay));
   }
 }
 
@@ -84,8 +84,8 @@ void TrainingOptimizer::FusedStep(const std::vector<torch::Tensor>& targets) {
   }
   if (params.empty()) return;
   at::_foreach_add_(steps, 1);
-  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps,
-                    config_.lr, config_.beta1, config_.beta2, config_.weight_decay, config_.eps,
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, config_.lr,
+                    config_.beta1, config_.beta2, config_.weight_decay, config_.eps,
                     /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/std::nullopt,
                     /*found_inf=*/std::nullopt);
 }

@@ -140,8 +140,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
     }
     ASSIGN_OR_RETURN(const InputSpec inputs, ParseInputSpec(spec.model.input_spec));
     ASSIGN_OR_RETURN(t->scripted_, ScriptedModel::Load(spec.model_file, inputs));
-    t->scripted_->To(device, pure_bf16 ? std::optional<c10::ScalarType>(torch::kBFloat16)
-                                       : std::nullopt);
+    t->scripted_->To(device,
+                     pure_bf16 ? std::optional<c10::ScalarType>(torch::kBFloat16) : std::nullopt);
     t->scripted_->Train();
     t->parameters_ = t->scripted_->Parameters();
   } else {
@@ -155,7 +155,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
       t->parameters_, strategy.optimizer,
       /*master_copies=*/strategy.precision == Precision::kPureBf16 || offload,
       /*master_device=*/offload ? torch::Device(torch::kCPU) : device);
-  if (strategy.precision == Precision::kFp16) t->scaler_ = std::make_unique<DynamicLossScaler>(device);
+  if (strategy.precision == Precision::kFp16)
+    t->scaler_ = std::make_unique<DynamicLossScaler>(device);
 
   if (t->scripted_) {
     // The input spec's tensors, seeded per rank and micro-batch.
@@ -300,8 +301,8 @@ TrialResult RunTrialUnfenced(const TrialSpec& spec, const torch::Device& device,
       double(spec.global_batch_size) * double((*trainer)->tokens_per_sample());
   m.tokens_per_second = tokens_per_step / m.step_time_median_s;
   m.samples_per_second = spec.global_batch_size / m.step_time_median_s;
-  m.achieved_tflops = (*trainer)->training_flops_per_token() * tokens_per_step /
-                      m.step_time_median_s / 1e12;
+  m.achieved_tflops =
+      (*trainer)->training_flops_per_token() * tokens_per_step / m.step_time_median_s / 1e12;
   m.final_loss = loss;
   m.peak_tflops = spec.peak_tflops.For(spec.strategy.precision);
   if (m.peak_tflops > 0) m.mfu = m.achieved_tflops / m.peak_tflops;

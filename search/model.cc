@@ -245,8 +245,8 @@ absl::Status ValidateTorchScript(const ModelSpec& m) {
     return absl::InvalidArgumentError("model_file: missing or empty (--model-file FILE.pt)");
   }
   if (m.n_positions <= 0) {
-    return FieldError("max_seq_len", absl::StrCat("expected a positive integer, got ",
-                                                  m.n_positions));
+    return FieldError("max_seq_len",
+                      absl::StrCat("expected a positive integer, got ", m.n_positions));
   }
   return absl::OkStatus();
 }

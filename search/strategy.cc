@@ -73,9 +73,9 @@ absl::Status CheckCheckpointPercent(absl::string_view key, const Strategy& s) {
         "strategy.", key, ": expected a percentage in 1..100, got ", s.checkpoint_percent));
   }
   if (s.checkpointing == Checkpointing::kNone && s.checkpoint_percent != 100) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "strategy.", key, ": ", s.checkpoint_percent,
-        "% of layers needs checkpoint=selective or full (with none it must be 100)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("strategy.", key, ": ", s.checkpoint_percent,
+                     "% of layers needs checkpoint=selective or full (with none it must be 100)"));
   }
   return absl::OkStatus();
 }

@@ -64,8 +64,8 @@ const std::vector<Offload>& AllOffloads();
 bool UsesBf16(Precision p);
 
 struct Strategy {
-  int micro_batch_size = 1;                // samples per forward/backward on one rank
-  int grad_accum_steps = 1;                // micro-batches per optimizer step
+  int micro_batch_size = 1;  // samples per forward/backward on one rank
+  int grad_accum_steps = 1;  // micro-batches per optimizer step
   Precision precision = Precision::kFp32;
   Checkpointing checkpointing = Checkpointing::kNone;
   // Share of the transformer layers that `checkpointing` applies to, in

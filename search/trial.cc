@@ -52,9 +52,8 @@ nlohmann::json PeakTflopsToJson(const PeakTflops& p) {
 absl::StatusOr<PeakTflops> PeakTflopsFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("peak_tflops: expected a JSON object");
   PeakTflops p;
-  for (auto [key, out] : {std::pair<const char*, double*>{"fp32", &p.fp32},
-                          {"bf16", &p.bf16},
-                          {"fp16", &p.fp16}}) {
+  for (auto [key, out] :
+       {std::pair<const char*, double*>{"fp32", &p.fp32}, {"bf16", &p.bf16}, {"fp16", &p.fp16}}) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) continue;
     if (!it->is_number() || it->get<double>() < 0) {

@@ -210,8 +210,10 @@ TEST(EndToEnd, TorchScriptModelIsTunedFromItsFile) {
   ASSERT_TRUE(cluster.WaitForWorkers(1));
 
   const std::vector<std::string> model = {
-      "--model",   "torchscript", "--model-file",        file, "--input-spec",
-      "input_ids:int64[B,T]<64; labels=input_ids", "--seq-len", "16", "--global-batch-size", "4"};
+      "--model",   "torchscript",  "--model-file",
+      file,        "--input-spec", "input_ids:int64[B,T]<64; labels=input_ids",
+      "--seq-len", "16",           "--global-batch-size",
+      "4"};
   std::vector<std::string> args = {"tune"};
   args.insert(args.end(), model.begin(), model.end());
   for (const char* a : {"--time-limit", "3m", "--precisions", "bf16,fp32", "--optimizers",

@@ -157,31 +157,6 @@ TEST_P(FamilyTest, LossDecreasesOverThirtySteps) {
   EXPECT_LT(last, 0.75 * first) << "first " << first << " last " << last;
 }
 
-class FamilyAttentionTest : public ::testing::TestWithParam<std::tuple<std::string, Attention>> {};
-
-INSTANTIATE_TEST_SUITE_P(Families, FamilyAttentionTest,
-                         ::testing::Combine(::testing::Values("llama", "mixtral", "bert"),
-                                            ::testing::Values(Attention::kMath, Attention::kSdpa)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" +
-                                  std::string(AttentionName(std::get<1>(info.param)));
-                         });
-
-TEST_P(FamilyAttentionTest, CheckpointingGivesTheSameLossAndGradients) {
-  TrialSpec plain = TinySpec(std::get<0>(GetParam()));
-  plain.strategy.attention = std::get<1>(GetParam());
-  TrialSpec ckpt = plain;
-  ckpt.strategy.checkpointing = Checkpointing::kFull;
-  auto a = MakeTrainer(plain), b = MakeTrainer(ckpt);
-  ASSERT_TRUE(a && b);
-  EXPECT_NEAR(a->ForwardBackward(), b->ForwardBackward(), 1e-5);
-  ExpectSameGrads(a->model(), b->model(), 1e-5);
-  // And they stay together through optimizer steps.
-  a->Step();
-  b->Step();
-  EXPECT_NEAR(a->Step(), b->Step(), 1e-5);
-}
-
 TEST_P(FamilyTest, MathAndSdpaAttentionAgree) {
   TrialSpec math = TinySpec(GetParam());
   TrialSpec sdpa = math;

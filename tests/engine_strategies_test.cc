@@ -77,18 +77,18 @@ TEST(CheckpointedLayersTest, RoundsUpAndIsZeroWithoutCheckpointing) {
 using CheckpointCase = std::tuple<std::string, Checkpointing, int, Attention>;
 class CheckpointVariantTest : public ::testing::TestWithParam<CheckpointCase> {};
 
-INSTANTIATE_TEST_SUITE_P(
-    Variants, CheckpointVariantTest,
-    ::testing::Combine(::testing::Values("gpt2", "llama", "bert"),
-                       ::testing::Values(Checkpointing::kSelective, Checkpointing::kFull),
-                       ::testing::Values(50, 100),
-                       ::testing::Values(Attention::kMath, Attention::kSdpa)),
-    [](const auto& info) {
-      return std::get<0>(info.param) + "_" +
-             std::string(CheckpointingName(std::get<1>(info.param))) + "_" +
-             std::to_string(std::get<2>(info.param)) + "_" +
-             std::string(AttentionName(std::get<3>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(Variants, CheckpointVariantTest,
+                         ::testing::Combine(::testing::Values("gpt2", "llama", "mixtral", "bert"),
+                                            ::testing::Values(Checkpointing::kSelective,
+                                                              Checkpointing::kFull),
+                                            ::testing::Values(50, 100),
+                                            ::testing::Values(Attention::kMath, Attention::kSdpa)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" +
+                                  std::string(CheckpointingName(std::get<1>(info.param))) + "_" +
+                                  std::to_string(std::get<2>(info.param)) + "_" +
+                                  std::string(AttentionName(std::get<3>(info.param)));
+                         });
 
 TEST_P(CheckpointVariantTest, SameLossGradientsAndUpdatesAsWithout) {
   const auto& [family, checkpointing, percent, attention] = GetParam();
@@ -101,6 +101,9 @@ TEST_P(CheckpointVariantTest, SameLossGradientsAndUpdatesAsWithout) {
   ASSERT_TRUE(a && b);
   EXPECT_NEAR(a->ForwardBackward(), b->ForwardBackward(), 1e-5);
   ExpectSameGrads(a->model(), b->model(), 1e-5);
+  double grad_sum = 0;
+  for (const auto& p : b->model()->parameters()) grad_sum += p.grad().abs().sum().item<double>();
+  EXPECT_GT(grad_sum, 0);  // gradients flowed through the recomputation
   a->Step();
   b->Step();
   EXPECT_NEAR(a->Step(), b->Step(), 1e-5);
@@ -212,8 +215,8 @@ TEST(PureBf16Test, WeightsActivationsAndGradientsAreBf16AndItTrains) {
       ASSERT_TRUE(p.grad().defined()) << family;
       EXPECT_EQ(p.grad().scalar_type(), torch::kBFloat16) << family;
     }
-    const torch::Tensor logits = b->model()->Forward(b->model()->MakeExample(
-        SyntheticTokens(96, 2, 17, 1), 1).input);
+    const torch::Tensor logits =
+        b->model()->Forward(b->model()->MakeExample(SyntheticTokens(96, 2, 17, 1), 1).input);
     EXPECT_EQ(logits.scalar_type(), torch::kBFloat16) << family;
     if (!train) continue;
     double last = first;

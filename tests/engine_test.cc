@@ -23,9 +23,6 @@
 
 namespace autoaccel {
 
-// Readable names for parameterised tests.
-void PrintTo(Attention a, std::ostream* os) { *os << AttentionName(a); }
-
 namespace {
 
 ModelSpec TinyModel() { return ::autoaccel::testing::TinyModelSpec("gpt2"); }
@@ -37,12 +34,6 @@ TrialSpec TinySpec(int mbs = 4, int ga = 1) {
 using ::autoaccel::testing::ExpectSameGrads;
 using ::autoaccel::testing::MakeTrainer;
 using ::autoaccel::testing::MaxAbsDiff;
-
-double GradNorm(const std::shared_ptr<TrainableModel>& model) {
-  double sum = 0;
-  for (const auto& p : model->parameters()) sum += p.grad().pow(2).sum().item<double>();
-  return std::sqrt(sum);
-}
 
 TEST(GptTest, ParametersMatchModelSpecAndHuggingFaceNames) {
   Gpt model(TinyModel(), 1);
@@ -115,29 +106,6 @@ TrialSpec MediumSpec() {
   spec.measured_steps = 1;
   return spec;
 }
-
-class CheckpointingTest : public ::testing::TestWithParam<Attention> {};
-
-TEST_P(CheckpointingTest, SameLossAndGradientsAsWithout) {
-  TrialSpec plain = TinySpec();
-  plain.strategy.attention = GetParam();
-  TrialSpec ckpt = plain;
-  ckpt.strategy.checkpointing = Checkpointing::kFull;
-  auto a = MakeTrainer(plain), b = MakeTrainer(ckpt);
-  ASSERT_TRUE(a && b);
-  const double loss_a = a->ForwardBackward(), loss_b = b->ForwardBackward();
-  EXPECT_NEAR(loss_a, loss_b, 1e-5);
-  ExpectSameGrads(a->model(), b->model(), 1e-5);
-  EXPECT_GT(GradNorm(b->model()), 0);
-  // And they stay together through optimizer steps.
-  a->Step();
-  b->Step();
-  EXPECT_NEAR(a->Step(), b->Step(), 1e-5);
-}
-
-INSTANTIATE_TEST_SUITE_P(Attention, CheckpointingTest,
-                         ::testing::Values(Attention::kMath, Attention::kSdpa),
-                         [](const auto& info) { return std::string(AttentionName(info.param)); });
 
 TEST(TrainerTest, CheckpointingLowersPeakMemory) {
   TrialSpec spec = MediumSpec();

@@ -165,9 +165,8 @@ absl::StatusOr<std::string> StoreModelFile(const std::string& work_dir, const st
     return absl::InvalidArgumentError("model_file: a torchscript trial came without its file");
   }
   if (ContentDigest(bytes) != digest) {
-    return absl::InvalidArgumentError(absl::StrCat("model_file: content digest ",
-                                                   ContentDigest(bytes), " does not match ",
-                                                   digest));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model_file: content digest ", ContentDigest(bytes), " does not match ", digest));
   }
   const std::string dir = work_dir + "/models";
   std::error_code ec;
