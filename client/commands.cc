@@ -155,6 +155,12 @@ void PrintJobSummary(std::ostream& out, const v1::Job& j) {
             ? absl::StrFormat(" (MFU %s of %.3g TFLOP/s peak)", Mfu(m.mfu()), m.peak_tflops())
             : "",
         m.step_time_median_s() * 1000, Mib(m.peak_memory_bytes()), m.final_loss());
+    if (m.skipped_steps() > 0) {
+      out << absl::StrFormat(
+          "    note: %d of %d measured fp16 steps skipped their update (gradient overflow), so "
+          "the step time is optimistic\n",
+          m.skipped_steps(), m.measured_steps());
+    }
   }
 }
 

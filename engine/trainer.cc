@@ -267,7 +267,9 @@ TrialResult RunTrialUnfenced(const TrialSpec& spec, const torch::Device& device,
   std::vector<double> times;
   times.reserve(spec.measured_steps);
   double loss = 0;
+  int skipped_before_measuring = 0;
   for (int step = 1; step <= total; ++step) {
+    if (step == spec.warmup_steps + 1) skipped_before_measuring = (*trainer)->skipped_steps();
     Synchronize(device);
     const auto start = std::chrono::steady_clock::now();
     loss = (*trainer)->Step();
@@ -304,6 +306,7 @@ TrialResult RunTrialUnfenced(const TrialSpec& spec, const torch::Device& device,
   m.achieved_tflops =
       (*trainer)->training_flops_per_token() * tokens_per_step / m.step_time_median_s / 1e12;
   m.final_loss = loss;
+  m.skipped_steps = (*trainer)->skipped_steps() - skipped_before_measuring;
   m.peak_tflops = spec.peak_tflops.For(spec.strategy.precision);
   if (m.peak_tflops > 0) m.mfu = m.achieved_tflops / m.peak_tflops;
   return result;

@@ -60,6 +60,7 @@ v1::TrialMetrics ToProto(const TrialMetrics& m) {
   p.set_final_loss(m.final_loss);
   p.set_mfu(m.mfu);
   p.set_peak_tflops(m.peak_tflops);
+  p.set_skipped_steps(m.skipped_steps);
   return p;
 }
 
@@ -77,6 +78,7 @@ TrialMetrics FromProto(const v1::TrialMetrics& p) {
   m.final_loss = p.final_loss();
   m.mfu = p.mfu();
   m.peak_tflops = p.peak_tflops();
+  m.skipped_steps = p.skipped_steps();
   return m;
 }
 

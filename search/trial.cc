@@ -76,6 +76,7 @@ nlohmann::json TrialMetricsToJson(const TrialMetrics& m) {
                         {"peak_memory_bytes", m.peak_memory_bytes},
                         {"peak_rss_bytes", m.peak_rss_bytes},
                         {"final_loss", m.final_loss},
+                        {"skipped_steps", m.skipped_steps},
                         {"mfu", m.mfu},
                         {"peak_tflops", m.peak_tflops},
                         {"noisy", m.IsNoisy()}};
@@ -100,7 +101,8 @@ absl::StatusOr<TrialMetrics> TrialMetricsFromJson(const nlohmann::json& j) {
         num("samples_per_second", &m.samples_per_second),
         num("achieved_tflops", &m.achieved_tflops), num("peak_memory_bytes", &m.peak_memory_bytes),
         num("peak_rss_bytes", &m.peak_rss_bytes), num("final_loss", &m.final_loss),
-        num("mfu", &m.mfu), num("peak_tflops", &m.peak_tflops)}) {
+        num("mfu", &m.mfu), num("peak_tflops", &m.peak_tflops),
+        num("skipped_steps", &m.skipped_steps)}) {
     if (!s.ok()) return s;
   }
   return m;

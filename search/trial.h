@@ -41,6 +41,10 @@ struct TrialMetrics {
   int64_t peak_memory_bytes = 0;  // peak tensor memory of the rank (max over ranks)
   int64_t peak_rss_bytes = 0;     // peak resident set of the trial process
   double final_loss = 0;
+  // fp16: measured steps whose optimizer update was skipped because a
+  // gradient overflowed (the loss scale then shrinks). Such a step skips the
+  // optimizer, so many of them make the step time optimistic.
+  int skipped_steps = 0;
   double mfu = 0;          // achieved_tflops / peak_tflops; 0 when the peak is unknown
   double peak_tflops = 0;  // the device's dense peak at the trial's compute precision
 

@@ -253,6 +253,9 @@ TEST(Fp16Test, AutocastsToHalfKeepsFp32WeightsScalesTheLossAndTrains) {
   double last = first;
   for (int i = 0; i < 30; ++i) last = b->Step();
   EXPECT_EQ(b->skipped_steps(), 0);
+  TrialSpec trial = fp16;
+  trial.measured_steps = 3;
+  EXPECT_EQ(RunOk(trial).metrics.skipped_steps, 0);
   EXPECT_LT(last, 0.8 * first) << "first " << first << " last " << last;
   EXPECT_FALSE(at::autocast::is_autocast_enabled(at::kCPU));
 }
