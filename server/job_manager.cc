@@ -20,6 +20,9 @@ namespace autoaccel {
 namespace {
 
 // The model a request describes: its config.json with the overrides applied.
+// Default warm-up for torchscript jobs (see Validate).
+constexpr int kTorchScriptWarmupSteps = 3;
+
 absl::StatusOr<ModelSpec> ModelFromRequest(const v1::ModelSpec& m) {
   if (m.family() == "torchscript") {
     if (!m.overrides().empty()) {
@@ -87,7 +90,13 @@ absl::StatusOr<ValidatedRequest> Validate(const v1::TuneRequest& in,
     return absl::InvalidArgumentError(
         "warmup_steps, measured_steps, trial_timeout_seconds: must not be negative");
   }
-  if (r.warmup_steps() == 0) r.set_warmup_steps(options.default_warmup_steps);
+  if (r.warmup_steps() == 0) {
+    // TorchScript's executor profiles and optimises the graph over the first
+    // calls (~3 steps): measuring them would time the compiler, not the model.
+    r.set_warmup_steps(r.model().family() == "torchscript"
+                           ? std::max(options.default_warmup_steps, kTorchScriptWarmupSteps)
+                           : options.default_warmup_steps);
+  }
   if (r.measured_steps() == 0) r.set_measured_steps(options.default_measured_steps);
   if (r.trial_timeout_seconds() == 0) {
     r.set_trial_timeout_seconds(absl::ToDoubleSeconds(options.default_trial_timeout));

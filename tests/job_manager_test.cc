@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "search/model.h"
 #include "tests/subprocess.h"
 
 namespace autoaccel {
@@ -16,6 +18,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr char kTinyGpt[] = R"({"n_layer": 2, "n_embd": 32, "n_head": 4, "vocab_size": 64,
@@ -118,6 +121,47 @@ TEST_F(JobManagerTest, BadRequestsNameTheFieldAndStoreNothing) {
   r.set_seq_len(64);  // beyond n_positions
   EXPECT_THAT(manager_->SubmitJob(r).status().message(), HasSubstr("seq_len"));
   EXPECT_TRUE(store_->ListJobs(0)->empty());
+}
+
+TEST_F(JobManagerTest, TorchScriptFileGoesToEveryTrialButNeverIntoAnswersOrTheStore) {
+  v1::TuneRequest r = Request();
+  r.mutable_model()->set_family("torchscript");
+  r.mutable_model()->clear_config_json();
+  const std::string file(4096, 'x');  // the coordinator does not look inside
+  r.mutable_model()->set_script(file);
+  r.mutable_model()->set_input_spec("ids:int64[B,T]<64; labels=ids");
+  r.add_precisions("fp32");
+  r.add_optimizers("adamw");
+  auto job = manager_->SubmitJob(r);
+  ASSERT_TRUE(job.ok()) << job.status();
+  // No layers to checkpoint, no attention choice: micro-batches 4, 2, 1 only.
+  EXPECT_EQ(job->trials_total(), 3);
+  EXPECT_EQ(job->request().warmup_steps(), 3);  // the JIT's profiling steps are not measured
+  EXPECT_TRUE(job->request().model().script().empty());
+  EXPECT_EQ(job->request().model().input_spec(), "ids:int64[B,T]<64; labels=ids");
+  AddWorker("a", 1);
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  EXPECT_EQ(executor_.calls.front().request.model_file(), file);
+  const nlohmann::json spec = nlohmann::json::parse(executor_.calls.front().request.spec_json());
+  EXPECT_EQ(spec["model_family"], "torchscript");
+  EXPECT_EQ(spec["model_config"]["script_digest"], ContentDigest(file));
+  executor_.Succeed(100);
+  auto stored = store_->ListJobs(0);
+  ASSERT_TRUE(stored.ok() && stored->size() == 1u);
+  EXPECT_THAT(stored->front().request_json, Not(HasSubstr("\"script\"")));
+
+  // Refused: no file, no input spec, overrides.
+  r = Request();
+  r.mutable_model()->set_family("torchscript");
+  r.mutable_model()->set_input_spec("ids:int64[B,T]<64");
+  EXPECT_THAT(manager_->SubmitJob(r).status().message(), HasSubstr("model_file"));
+  r.mutable_model()->set_script(file);
+  r.mutable_model()->set_input_spec("ids:int8[B]");
+  EXPECT_THAT(manager_->SubmitJob(r).status().message(), HasSubstr("input_spec"));
+  r.mutable_model()->set_input_spec("ids:int64[B,T]<64");
+  r.mutable_model()->add_overrides("n_layer=1");
+  EXPECT_THAT(manager_->SubmitJob(r).status().message(), HasSubstr("override"));
 }
 
 TEST_F(JobManagerTest, BadCandidateListsNameTheRequestField) {
