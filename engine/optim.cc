@@ -37,8 +37,9 @@ const std::vector<torch::Tensor>& TrainingOptimizer::updated_tensors() const {
 }
 
 void TrainingOptimizer::ZeroGrad() {
+  // Master gradients are buffers Step() overwrites; keeping them saves an
+  // allocation per parameter and step.
   for (torch::Tensor& p : params_) p.mutable_grad().reset();
-  for (torch::Tensor& m : masters_) m.mutable_grad().reset();
 }
 
 void TrainingOptimizer::Step() {
@@ -46,8 +47,14 @@ void TrainingOptimizer::Step() {
   if (!masters_.empty()) {
     for (size_t i = 0; i < params_.size(); ++i) {
       const torch::Tensor& g = params_[i].grad();
-      masters_[i].mutable_grad() =
-          g.defined() ? g.to(masters_[i].device(), torch::kFloat) : torch::Tensor();
+      torch::Tensor& master_grad = masters_[i].mutable_grad();
+      if (!g.defined()) {
+        master_grad.reset();  // no gradient this step: the optimizer skips it
+      } else if (master_grad.defined()) {
+        master_grad.copy_(g);  // converts dtype and device
+      } else {
+        master_grad = g.to(masters_[i].device(), torch::kFloat);
+      }
     }
   }
   if (kind_ == Optimizer::kAdamW) {

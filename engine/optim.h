@@ -45,7 +45,8 @@ class TrainingOptimizer {
   TrainingOptimizer(std::vector<torch::Tensor> params, Optimizer kind, bool master_copies,
                     torch::Device master_device, AdamWConfig config = {});
 
-  // Drops the gradients of the parameters (and of the master copies).
+  // Drops the gradients of the parameters. (The master copies' gradients
+  // are kept as buffers: Step() overwrites them.)
   void ZeroGrad();
 
   // One AdamW step from the parameters' current gradients, which must be

@@ -30,13 +30,7 @@ absl::StatusOr<Strategy> FromProto(const v1::Strategy& p) {
   ASSIGN_OR_RETURN(s.checkpointing, ParseCheckpointing(p.checkpointing()));
   ASSIGN_OR_RETURN(s.attention, ParseAttention(p.attention()));
   s.checkpoint_percent = p.checkpoint_percent() == 0 ? 100 : p.checkpoint_percent();
-  if (s.checkpoint_percent < 1 || s.checkpoint_percent > 100) {
-    return absl::InvalidArgumentError("strategy.checkpoint_percent: expected 1..100");
-  }
-  if (s.checkpointing == Checkpointing::kNone && s.checkpoint_percent != 100) {
-    return absl::InvalidArgumentError(
-        "strategy.checkpoint_percent: needs checkpointing selective or full");
-  }
+  RETURN_IF_ERROR(CheckCheckpointPercent(s));
   if (!p.optimizer().empty()) {
     ASSIGN_OR_RETURN(s.optimizer, ParseOptimizer(p.optimizer()));
   }

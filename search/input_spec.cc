@@ -1,6 +1,7 @@
 #include "search/input_spec.h"
 
 #include <cassert>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/enum_names.h"
 
 namespace autoaccel {
 namespace {
@@ -176,21 +178,12 @@ std::string DimText(const InputDim& d) {
 
 }  // namespace
 
-absl::string_view InputDtypeName(InputDtype dtype) {
-  for (const auto& [value, text] : kDtypes) {
-    if (value == dtype) return text;
-  }
-  return "?";
-}
+absl::string_view InputDtypeName(InputDtype dtype) { return EnumName(kDtypes, dtype, "?"); }
 
 absl::StatusOr<InputDtype> ParseInputDtype(absl::string_view name) {
-  std::vector<absl::string_view> allowed;
-  for (const auto& [value, text] : kDtypes) {
-    if (text == name) return value;
-    allowed.push_back(text);
-  }
+  if (std::optional<InputDtype> d = EnumFromName(kDtypes, name)) return *d;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown dtype '", name, "' (allowed: ", absl::StrJoin(allowed, ", "), ")"));
+      absl::StrCat("unknown dtype '", name, "' (allowed: ", EnumNameList(kDtypes), ")"));
 }
 
 bool IsIntegerDtype(InputDtype dtype) {

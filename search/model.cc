@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/enum_names.h"
 #include "common/status_macros.h"
 #include "search/input_spec.h"
 
@@ -267,18 +269,13 @@ std::string ContentDigest(absl::string_view bytes) {
 }
 
 absl::string_view ModelFamilyName(ModelFamily family) {
-  for (const auto& [value, name] : kFamilies) {
-    if (value == family) return name;
-  }
-  return "unknown";
+  return EnumName(kFamilies, family, "unknown");
 }
 
 absl::StatusOr<ModelFamily> ParseModelFamily(absl::string_view name) {
-  for (const auto& [value, text] : kFamilies) {
-    if (text == name) return value;
-  }
-  return absl::InvalidArgumentError(absl::StrCat("model: unknown family '", name, "' (allowed: ",
-                                                 absl::StrJoin(KnownModelFamilies(), ", "), ")"));
+  if (std::optional<ModelFamily> f = EnumFromName(kFamilies, name)) return *f;
+  return absl::InvalidArgumentError(
+      absl::StrCat("model: unknown family '", name, "' (allowed: ", EnumNameList(kFamilies), ")"));
 }
 
 const std::vector<std::string>& KnownModelFamilies() {

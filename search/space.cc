@@ -228,18 +228,8 @@ absl::Status CheckKnownValues(const SpaceRequest&, const Strategy& s) {
   return absl::OkStatus();
 }
 
-absl::Status CheckCheckpointPercent(const SpaceRequest&, const Strategy& s) {
-  if (s.checkpoint_percent < 1 || s.checkpoint_percent > 100) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("strategy.checkpoint_percent: must be in 1..100, got ", s.checkpoint_percent));
-  }
-  if (s.checkpointing == Checkpointing::kNone && s.checkpoint_percent != 100) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("strategy.checkpoint_percent: ", s.checkpoint_percent,
-                     "% of layers needs checkpointing selective or full (with none it must be "
-                     "100)"));
-  }
-  return absl::OkStatus();
+absl::Status CheckCheckpointRule(const SpaceRequest&, const Strategy& s) {
+  return CheckCheckpointPercent(s);
 }
 
 absl::Status CheckBatchProduct(const SpaceRequest& r, const Strategy& s) {
@@ -292,7 +282,7 @@ absl::Status CheckFixedGraph(const SpaceRequest& r, const Strategy& s) {
 constexpr CompatibilityRule kRules[] = {
     {"positive_sizes", &CheckPositiveSizes},
     {"known_values", &CheckKnownValues},
-    {"checkpoint_percent", &CheckCheckpointPercent},
+    {"checkpoint_percent", &CheckCheckpointRule},
     {"batch_product", &CheckBatchProduct},
     {"bf16_device", &CheckBf16Device},
     {"offload_device", &CheckOffloadDevice},

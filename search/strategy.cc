@@ -2,12 +2,13 @@
 
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/enum_names.h"
 #include "common/status_macros.h"
 
 namespace autoaccel {
@@ -15,23 +16,10 @@ namespace {
 
 template <typename Enum, size_t N>
 absl::StatusOr<Enum> ParseEnum(absl::string_view what, absl::string_view name,
-                               const std::pair<Enum, absl::string_view> (&table)[N]) {
-  std::vector<std::string> allowed;
-  for (const auto& [value, text] : table) {
-    if (text == name) return value;
-    allowed.emplace_back(text);
-  }
+                               const EnumNameTable<Enum, N>& table) {
+  if (std::optional<Enum> v = EnumFromName(table, name)) return *v;
   return absl::InvalidArgumentError(absl::StrCat("strategy.", what, ": unknown value '", name,
-                                                 "' (allowed: ", absl::StrJoin(allowed, ", "),
-                                                 ")"));
-}
-
-template <typename Enum, size_t N>
-absl::string_view EnumName(Enum v, const std::pair<Enum, absl::string_view> (&table)[N]) {
-  for (const auto& [value, text] : table) {
-    if (value == v) return text;
-  }
-  return "?";
+                                                 "' (allowed: ", EnumNameList(table), ")"));
 }
 
 constexpr std::pair<Precision, absl::string_view> kPrecisions[] = {
@@ -66,27 +54,13 @@ absl::StatusOr<int> ParsePositive(absl::string_view key, absl::string_view value
   return v;
 }
 
-// The rules on checkpoint_percent that make each strategy's forms unique.
-absl::Status CheckCheckpointPercent(absl::string_view key, const Strategy& s) {
-  if (s.checkpoint_percent < 1 || s.checkpoint_percent > 100) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "strategy.", key, ": expected a percentage in 1..100, got ", s.checkpoint_percent));
-  }
-  if (s.checkpointing == Checkpointing::kNone && s.checkpoint_percent != 100) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("strategy.", key, ": ", s.checkpoint_percent,
-                     "% of layers needs checkpoint=selective or full (with none it must be 100)"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
-absl::string_view PrecisionName(Precision p) { return EnumName(p, kPrecisions); }
-absl::string_view CheckpointingName(Checkpointing c) { return EnumName(c, kCheckpointings); }
-absl::string_view AttentionName(Attention a) { return EnumName(a, kAttentions); }
-absl::string_view OptimizerName(Optimizer o) { return EnumName(o, kOptimizers); }
-absl::string_view OffloadName(Offload o) { return EnumName(o, kOffloads); }
+absl::string_view PrecisionName(Precision p) { return EnumName(kPrecisions, p, "?"); }
+absl::string_view CheckpointingName(Checkpointing c) { return EnumName(kCheckpointings, c, "?"); }
+absl::string_view AttentionName(Attention a) { return EnumName(kAttentions, a, "?"); }
+absl::string_view OptimizerName(Optimizer o) { return EnumName(kOptimizers, o, "?"); }
+absl::string_view OffloadName(Offload o) { return EnumName(kOffloads, o, "?"); }
 absl::StatusOr<Precision> ParsePrecision(absl::string_view name) {
   return ParseEnum("precision", name, kPrecisions);
 }
@@ -122,6 +96,19 @@ const std::vector<Optimizer>& AllOptimizers() {
 const std::vector<Offload>& AllOffloads() {
   static const auto* v = new std::vector<Offload>(Values(kOffloads));
   return *v;
+}
+
+absl::Status CheckCheckpointPercent(const Strategy& s, absl::string_view key) {
+  if (s.checkpoint_percent < 1 || s.checkpoint_percent > 100) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "strategy.", key, ": expected a percentage in 1..100, got ", s.checkpoint_percent));
+  }
+  if (s.checkpointing == Checkpointing::kNone && s.checkpoint_percent != 100) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("strategy.", key, ": ", s.checkpoint_percent,
+                     "% of layers needs checkpoint=selective or full (with none it must be 100)"));
+  }
+  return absl::OkStatus();
 }
 
 bool UsesBf16(Precision p) { return p == Precision::kBf16 || p == Precision::kPureBf16; }
@@ -165,7 +152,7 @@ absl::StatusOr<Strategy> ParseStrategyText(absl::string_view text) {
           "' (allowed: mbs, ga, precision, checkpoint, ckpt_pct, attention, optimizer, offload)"));
     }
   }
-  RETURN_IF_ERROR(CheckCheckpointPercent("ckpt_pct", s));
+  RETURN_IF_ERROR(CheckCheckpointPercent(s, "ckpt_pct"));
   return s;
 }
 
@@ -219,7 +206,7 @@ absl::StatusOr<Strategy> StrategyFromJson(const nlohmann::json& j) {
       return absl::InvalidArgumentError(absl::StrCat("strategy: unknown key '", key, "'"));
     }
   }
-  RETURN_IF_ERROR(CheckCheckpointPercent("checkpoint_percent", s));
+  RETURN_IF_ERROR(CheckCheckpointPercent(s));
   return s;
 }
 

@@ -85,6 +85,14 @@ struct Strategy {
   friend bool operator!=(const Strategy& a, const Strategy& b) { return !(a == b); }
 };
 
+// The rules that make checkpoint_percent meaningful and each strategy's forms
+// unique: 1..100, and exactly 100 when checkpointing is kNone. OK, or
+// INVALID_ARGUMENT "strategy.<key>: ..." (key: the name the caller's input
+// uses, "ckpt_pct" in the text form). Every parser and the search space's
+// "checkpoint_percent" rule apply this one check.
+absl::Status CheckCheckpointPercent(const Strategy& s,
+                                    absl::string_view key = "checkpoint_percent");
+
 // Canonical text, keys in a fixed order:
 //   "mbs=4,ga=2,precision=bf16,checkpoint=full,attention=sdpa,optimizer=adamw,offload=none"
 // with ",ckpt_pct=P" after "checkpoint=..." only when checkpoint_percent is

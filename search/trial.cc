@@ -1,8 +1,10 @@
 #include "search/trial.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/enum_names.h"
 
 namespace autoaccel {
 namespace {
@@ -16,17 +18,10 @@ constexpr std::pair<TrialStatus, absl::string_view> kStatuses[] = {
 
 }  // namespace
 
-absl::string_view TrialStatusName(TrialStatus s) {
-  for (const auto& [value, name] : kStatuses) {
-    if (value == s) return name;
-  }
-  return "UNKNOWN";
-}
+absl::string_view TrialStatusName(TrialStatus s) { return EnumName(kStatuses, s, "UNKNOWN"); }
 
 absl::StatusOr<TrialStatus> ParseTrialStatus(absl::string_view name) {
-  for (const auto& [value, text] : kStatuses) {
-    if (text == name) return value;
-  }
+  if (std::optional<TrialStatus> s = EnumFromName(kStatuses, name)) return *s;
   return absl::InvalidArgumentError(absl::StrCat("trial status: unknown value '", name, "'"));
 }
 

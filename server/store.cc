@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/enum_names.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -493,20 +495,12 @@ constexpr std::pair<JobState, absl::string_view> kJobStates[] = {
 };
 }  // namespace
 
-absl::string_view JobStateName(JobState s) {
-  for (const auto& [value, name] : kJobStates) {
-    if (value == s) return name;
-  }
-  return "UNKNOWN";
-}
+absl::string_view JobStateName(JobState s) { return EnumName(kJobStates, s, "UNKNOWN"); }
 
 absl::StatusOr<JobState> ParseJobState(absl::string_view name) {
-  for (const auto& [value, text] : kJobStates) {
-    if (text == name) return value;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "job state: unknown value '", name,
-      "' (allowed: QUEUED, WAITING_FOR_WORKERS, RUNNING, SUCCEEDED, FAILED, CANCELLED)"));
+  if (std::optional<JobState> s = EnumFromName(kJobStates, name)) return *s;
+  return absl::InvalidArgumentError(absl::StrCat("job state: unknown value '", name,
+                                                 "' (allowed: ", EnumNameList(kJobStates), ")"));
 }
 
 bool IsTerminal(JobState s) {

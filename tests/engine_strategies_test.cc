@@ -25,22 +25,12 @@ namespace {
 using ::autoaccel::testing::ExpectSameGrads;
 using ::autoaccel::testing::MakeTrainer;
 using ::autoaccel::testing::MaxAbsDiff;
+using ::autoaccel::testing::MediumGptTrialSpec;
 using ::autoaccel::testing::TinyModelSpec;
 using ::autoaccel::testing::TinyTrialSpec;
 
 TrialSpec TinySpec(const std::string& family = "gpt2", int mbs = 4, int ga = 1) {
   return TinyTrialSpec(TinyModelSpec(family), mbs, ga);
-}
-
-// Long enough sequences that attention activations matter: 4 layers, T=64.
-TrialSpec MediumSpec() {
-  TrialSpec spec = TinySpec("gpt2", 8, 1);
-  spec.model.n_layer = 4;
-  spec.model.n_positions = 64;
-  spec.seq_len = 64;
-  spec.warmup_steps = 0;
-  spec.measured_steps = 1;
-  return spec;
 }
 
 TrialResult RunOk(const TrialSpec& spec) {
@@ -113,7 +103,7 @@ TEST(CheckpointMemoryTest, EachVariantSavesWhatItShould) {
   // Math attention keeps [B, heads, T, T] scores per layer: the activations
   // selective checkpointing drops. Full drops whole layers; half the layers
   // saves about half of that.
-  TrialSpec spec = MediumSpec();
+  TrialSpec spec = MediumGptTrialSpec();
   auto peak = [&](Checkpointing c, int percent) {
     TrialSpec s = spec;
     s.strategy.checkpointing = c;

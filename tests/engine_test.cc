@@ -34,6 +34,7 @@ TrialSpec TinySpec(int mbs = 4, int ga = 1) {
 using ::autoaccel::testing::ExpectSameGrads;
 using ::autoaccel::testing::MakeTrainer;
 using ::autoaccel::testing::MaxAbsDiff;
+using ::autoaccel::testing::MediumGptTrialSpec;
 
 TEST(GptTest, ParametersMatchModelSpecAndHuggingFaceNames) {
   Gpt model(TinyModel(), 1);
@@ -96,19 +97,8 @@ TEST(TrainerTest, LossDecreasesOverThirtySteps) {
   EXPECT_LT(last, 0.75 * first) << "first " << first << " last " << last;
 }
 
-// A trial that a user can see the strategies' memory effects in.
-TrialSpec MediumSpec() {
-  TrialSpec spec = TinySpec(8, 1);
-  spec.model.n_layer = 4;
-  spec.model.n_positions = 64;
-  spec.seq_len = 64;
-  spec.warmup_steps = 0;
-  spec.measured_steps = 1;
-  return spec;
-}
-
 TEST(TrainerTest, CheckpointingLowersPeakMemory) {
-  TrialSpec spec = MediumSpec();
+  TrialSpec spec = MediumGptTrialSpec();
   const TrialResult plain = RunTrial(spec);
   spec.strategy.checkpointing = Checkpointing::kFull;
   const TrialResult ckpt = RunTrial(spec);
@@ -122,7 +112,7 @@ TEST(TrainerTest, CheckpointingLowersPeakMemory) {
 
 TEST(TrainerTest, SdpaNeedsLessMemoryThanMathAttention) {
   // The fused kernel never materialises the [B, heads, T, T] score matrix.
-  TrialSpec spec = MediumSpec();
+  TrialSpec spec = MediumGptTrialSpec();
   const TrialResult math = RunTrial(spec);
   spec.strategy.attention = Attention::kSdpa;
   const TrialResult sdpa = RunTrial(spec);
@@ -234,7 +224,7 @@ TEST(RunTrialTest, ImpossibleMemoryLimitIsOomAndTheNextTrialRuns) {
 }
 
 TEST(RunTrialTest, MeasuredPeakIsExactlyTheMemoryTheTrialNeeds) {
-  TrialSpec spec = MediumSpec();
+  TrialSpec spec = MediumGptTrialSpec();
   spec.num_threads = 1;  // one allocation order
   const TrialResult free_run = RunTrial(spec);
   ASSERT_EQ(free_run.status, TrialStatus::kSucceeded) << free_run.error;

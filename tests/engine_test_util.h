@@ -60,6 +60,18 @@ inline TrialSpec TinyTrialSpec(const ModelSpec& model, int mbs, int ga) {
   return s;
 }
 
+// A GPT-2 trial whose strategies' memory effects show: 4 layers, T=64 (math
+// attention keeps [B, heads, T, T] scores per layer), mbs 8, one measured step.
+inline TrialSpec MediumGptTrialSpec() {
+  TrialSpec spec = TinyTrialSpec(TinyModelSpec("gpt2"), 8, 1);
+  spec.model.n_layer = 4;
+  spec.model.n_positions = 64;
+  spec.seq_len = 64;
+  spec.warmup_steps = 0;
+  spec.measured_steps = 1;
+  return spec;
+}
+
 inline std::unique_ptr<Trainer> MakeTrainer(const TrialSpec& spec) {
   absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(spec);
   EXPECT_TRUE(t.ok()) << t.status();

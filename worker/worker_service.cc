@@ -164,21 +164,23 @@ absl::StatusOr<std::string> StoreModelFile(const std::string& work_dir, const st
   if (bytes.empty()) {
     return absl::InvalidArgumentError("model_file: a torchscript trial came without its file");
   }
-  if (ContentDigest(bytes) != digest) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model_file: content digest ", ContentDigest(bytes), " does not match ", digest));
-  }
   const std::string dir = work_dir + "/models";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
   std::string name = digest;
   std::replace(name.begin(), name.end(), ':', '-');
   const std::string path = absl::StrCat(dir, "/", name, ".pt");
+  // Only verified files get this name: a job's later trials reuse it without
+  // hashing the bytes again (up to 512 MiB, on the RPC thread).
+  std::error_code ec;
   if (std::filesystem::exists(path, ec) &&
       std::filesystem::file_size(path, ec) == static_cast<uintmax_t>(bytes.size())) {
     return path;
   }
+  if (const std::string actual = ContentDigest(bytes); actual != digest) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model_file: content digest ", actual, " does not match ", digest));
+  }
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
   std::string unique = writer;  // e.g. "job-...-t0003/1": one file name part
   std::replace(unique.begin(), unique.end(), '/', '-');
   const std::string tmp = absl::StrCat(path, ".", unique, ".tmp");
