@@ -14,6 +14,9 @@ nlohmann::json TrialSpecToJson(const TrialSpec& s) {
                         {"attempt", s.attempt},
                         {"rank", s.rank},
                         {"world_size", s.world_size},
+                        {"local_rank", s.local_rank},
+                        {"master_addr", s.master_addr},
+                        {"master_port", s.master_port},
                         {"model_family", s.model.family},
                         {"model_config", s.model.ToConfigJson()},
                         {"seq_len", s.seq_len},
@@ -37,6 +40,9 @@ absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
     s.attempt = j.value("attempt", 1);
     s.rank = j.value("rank", 0);
     s.world_size = j.value("world_size", 1);
+    s.local_rank = j.value("local_rank", 0);
+    s.master_addr = j.value("master_addr", "127.0.0.1");
+    s.master_port = j.value("master_port", 0);
     s.seq_len = j.at("seq_len").get<int>();
     s.global_batch_size = j.at("global_batch_size").get<int>();
     s.warmup_steps = j.value("warmup_steps", 2);

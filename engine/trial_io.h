@@ -23,6 +23,13 @@ struct TrialSpec {
   // Gang position; a single-rank trial has rank 0 of world_size 1.
   int rank = 0;
   int world_size = 1;
+  // This rank's index among the trial's ranks on its worker (0-based).
+  int local_rank = 0;
+  // Rendezvous of a multi-rank trial: rank 0 serves a c10d TCPStore on
+  // master_port of its host, the others connect to master_addr:master_port.
+  // Unused when world_size is 1.
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
 
   ModelSpec model;
   int seq_len = 0;

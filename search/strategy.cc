@@ -37,6 +37,12 @@ constexpr std::pair<Optimizer, absl::string_view> kOptimizers[] = {
     {Optimizer::kAdamW, "adamw"}, {Optimizer::kFusedAdamW, "fused_adamw"}};
 constexpr std::pair<Offload, absl::string_view> kOffloads[] = {{Offload::kNone, "none"},
                                                                {Offload::kCpu, "cpu"}};
+constexpr std::pair<Sharding, absl::string_view> kShardings[] = {{Sharding::kNone, "none"},
+                                                                 {Sharding::kZero1, "zero1"},
+                                                                 {Sharding::kZero2, "zero2"},
+                                                                 {Sharding::kFsdp, "fsdp"}};
+constexpr std::pair<PipelineSchedule, absl::string_view> kPipelineSchedules[] = {
+    {PipelineSchedule::k1F1B, "1f1b"}, {PipelineSchedule::kInterleaved, "interleaved"}};
 
 template <typename Enum, size_t N>
 std::vector<Enum> Values(const std::pair<Enum, absl::string_view> (&table)[N]) {
@@ -61,6 +67,16 @@ absl::string_view CheckpointingName(Checkpointing c) { return EnumName(kCheckpoi
 absl::string_view AttentionName(Attention a) { return EnumName(kAttentions, a, "?"); }
 absl::string_view OptimizerName(Optimizer o) { return EnumName(kOptimizers, o, "?"); }
 absl::string_view OffloadName(Offload o) { return EnumName(kOffloads, o, "?"); }
+absl::string_view ShardingName(Sharding s) { return EnumName(kShardings, s, "?"); }
+absl::string_view PipelineScheduleName(PipelineSchedule p) {
+  return EnumName(kPipelineSchedules, p, "?");
+}
+absl::StatusOr<Sharding> ParseSharding(absl::string_view name) {
+  return ParseEnum("sharding", name, kShardings);
+}
+absl::StatusOr<PipelineSchedule> ParsePipelineSchedule(absl::string_view name) {
+  return ParseEnum("pipeline_schedule", name, kPipelineSchedules);
+}
 absl::StatusOr<Precision> ParsePrecision(absl::string_view name) {
   return ParseEnum("precision", name, kPrecisions);
 }
@@ -95,6 +111,14 @@ const std::vector<Optimizer>& AllOptimizers() {
 }
 const std::vector<Offload>& AllOffloads() {
   static const auto* v = new std::vector<Offload>(Values(kOffloads));
+  return *v;
+}
+const std::vector<Sharding>& AllShardings() {
+  static const auto* v = new std::vector<Sharding>(Values(kShardings));
+  return *v;
+}
+const std::vector<PipelineSchedule>& AllPipelineSchedules() {
+  static const auto* v = new std::vector<PipelineSchedule>(Values(kPipelineSchedules));
   return *v;
 }
 

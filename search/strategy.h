@@ -41,6 +41,21 @@ enum class Offload {
           // to the host, the optimizer steps there, weights come back
 };
 
+// How a data-parallel group shares the model state (ZeRO stages).
+enum class Sharding {
+  kNone,   // "none": every data-parallel rank holds parameters, gradients and optimizer state
+  kZero1,  // "zero1": optimizer state (and fp32 masters) sharded over the data-parallel ranks
+  kZero2,  // "zero2": gradients reduce-scattered and sharded too
+  kFsdp,   // "fsdp": parameters sharded as well (ZeRO-3), gathered per layer for forward
+           // and backward and freed after
+};
+// Order in which a pipeline stage runs the forward and backward passes of
+// the step's micro-batches.
+enum class PipelineSchedule {
+  k1F1B,         // "1f1b": warm-up forwards, then one forward one backward, then cool-down
+  kInterleaved,  // "interleaved": 1F1B over virtual_stages model chunks per rank (smaller bubble)
+};
+
 // User-facing names, as in the lists above.
 absl::string_view PrecisionName(Precision p);
 absl::string_view CheckpointingName(Checkpointing c);
@@ -52,6 +67,10 @@ absl::StatusOr<Checkpointing> ParseCheckpointing(absl::string_view name);
 absl::StatusOr<Attention> ParseAttention(absl::string_view name);
 absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view name);
 absl::StatusOr<Offload> ParseOffload(absl::string_view name);
+absl::string_view ShardingName(Sharding s);
+absl::string_view PipelineScheduleName(PipelineSchedule p);
+absl::StatusOr<Sharding> ParseSharding(absl::string_view name);
+absl::StatusOr<PipelineSchedule> ParsePipelineSchedule(absl::string_view name);
 
 // Every enumerator of each dimension, in declaration order.
 const std::vector<Precision>& AllPrecisions();
@@ -59,13 +78,32 @@ const std::vector<Checkpointing>& AllCheckpointings();
 const std::vector<Attention>& AllAttentions();
 const std::vector<Optimizer>& AllOptimizers();
 const std::vector<Offload>& AllOffloads();
+const std::vector<Sharding>& AllShardings();
+const std::vector<PipelineSchedule>& AllPipelineSchedules();
 
 // True for the precisions that compute in bf16 (bf16, pure_bf16).
 bool UsesBf16(Precision p);
 
 struct Strategy {
+  // Parallel layout: data_parallel * tensor_parallel * pipeline_parallel ==
+  // the trial's world size. Ranks are numbered tensor-parallel fastest, then
+  // data-parallel, then pipeline stage:
+  //   rank = (pp_rank * data_parallel + dp_rank) * tensor_parallel + tp_rank.
+  int data_parallel = 1;
+  int tensor_parallel = 1;    // Megatron-style column/row-parallel layers
+  int pipeline_parallel = 1;  // pipeline stages
+  Sharding sharding = Sharding::kNone;  // kNone whenever data_parallel == 1
+  // Pipeline schedule and model chunks per rank: k1F1B with 1 chunk, or
+  // kInterleaved with >= 2. Always k1F1B / 1 when pipeline_parallel == 1.
+  PipelineSchedule pipeline_schedule = PipelineSchedule::k1F1B;
+  int virtual_stages = 1;
+  // Megatron sequence parallelism: layer norms and residuals split along the
+  // sequence over the tensor-parallel ranks. Only with tensor_parallel > 1.
+  bool sequence_parallel = false;
+
+  // global batch = micro_batch_size * grad_accum_steps * data_parallel.
   int micro_batch_size = 1;  // samples per forward/backward on one rank
-  int grad_accum_steps = 1;  // micro-batches per optimizer step
+  int grad_accum_steps = 1;  // micro-batches per optimizer step (pipeline: per step in flight)
   Precision precision = Precision::kFp32;
   Checkpointing checkpointing = Checkpointing::kNone;
   // Share of the transformer layers that `checkpointing` applies to, in
@@ -80,9 +118,15 @@ struct Strategy {
     return a.micro_batch_size == b.micro_batch_size && a.grad_accum_steps == b.grad_accum_steps &&
            a.precision == b.precision && a.checkpointing == b.checkpointing &&
            a.checkpoint_percent == b.checkpoint_percent && a.attention == b.attention &&
-           a.optimizer == b.optimizer && a.offload == b.offload;
+           a.optimizer == b.optimizer && a.offload == b.offload &&
+           a.data_parallel == b.data_parallel && a.tensor_parallel == b.tensor_parallel &&
+           a.pipeline_parallel == b.pipeline_parallel && a.sharding == b.sharding &&
+           a.pipeline_schedule == b.pipeline_schedule && a.virtual_stages == b.virtual_stages &&
+           a.sequence_parallel == b.sequence_parallel;
   }
   friend bool operator!=(const Strategy& a, const Strategy& b) { return !(a == b); }
+
+  int world_size() const { return data_parallel * tensor_parallel * pipeline_parallel; }
 };
 
 // The rules that make checkpoint_percent meaningful and each strategy's forms

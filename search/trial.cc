@@ -74,6 +74,8 @@ nlohmann::json TrialMetricsToJson(const TrialMetrics& m) {
                         {"skipped_steps", m.skipped_steps},
                         {"mfu", m.mfu},
                         {"peak_tflops", m.peak_tflops},
+                        {"comm_time_s", m.comm_time_s},
+                        {"rank_peak_memory_bytes", m.rank_peak_memory_bytes},
                         {"noisy", m.IsNoisy()}};
 }
 
@@ -97,8 +99,20 @@ absl::StatusOr<TrialMetrics> TrialMetricsFromJson(const nlohmann::json& j) {
         num("achieved_tflops", &m.achieved_tflops), num("peak_memory_bytes", &m.peak_memory_bytes),
         num("peak_rss_bytes", &m.peak_rss_bytes), num("final_loss", &m.final_loss),
         num("mfu", &m.mfu), num("peak_tflops", &m.peak_tflops),
-        num("skipped_steps", &m.skipped_steps)}) {
+        num("skipped_steps", &m.skipped_steps), num("comm_time_s", &m.comm_time_s)}) {
     if (!s.ok()) return s;
+  }
+  if (auto it = j.find("rank_peak_memory_bytes"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) {
+      return absl::InvalidArgumentError("metrics.rank_peak_memory_bytes: expected an array");
+    }
+    for (const nlohmann::json& v : *it) {
+      if (!v.is_number_integer()) {
+        return absl::InvalidArgumentError(
+            "metrics.rank_peak_memory_bytes: expected whole numbers of bytes");
+      }
+      m.rank_peak_memory_bytes.push_back(v.get<int64_t>());
+    }
   }
   return m;
 }

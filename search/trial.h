@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -45,6 +46,14 @@ struct TrialMetrics {
   // gradient overflowed (the loss scale then shrinks). Such a step skips the
   // optimizer, so many of them make the step time optimistic.
   int skipped_steps = 0;
+  // Multi-rank trials: per-step time a rank spent in collectives it waited
+  // for (gradient all-reduce / reduce-scatter, parameter all-gather, tensor
+  // and pipeline exchanges), median over measured steps, the maximum over
+  // ranks; 0 for a single rank. Step times are the slowest rank's.
+  double comm_time_s = 0;
+  // Peak tensor memory of each rank, by rank (peak_memory_bytes is the max);
+  // empty when unknown.
+  std::vector<int64_t> rank_peak_memory_bytes;
   double mfu = 0;          // achieved_tflops / peak_tflops; 0 when the peak is unknown
   double peak_tflops = 0;  // the device's dense peak at the trial's compute precision
 
