@@ -58,6 +58,8 @@ class BertImpl : public TrainableModel {
   // of a batch split into micro-batches average the same as the whole.
   Example MakeExample(const torch::Tensor& tokens, uint64_t seed) const override;
 
+  std::vector<torch::nn::Module*> Layers() override { return ModulesOf(layers_); }
+
  protected:
   torch::Tensor Logits(const torch::Tensor& tokens, const RunOptions& options) override;
 

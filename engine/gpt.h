@@ -75,6 +75,8 @@ class GptImpl : public TrainableModel {
 
   // Forward, Loss, MakeExample: see TrainableModel (next-token prediction).
 
+  std::vector<torch::nn::Module*> Layers() override { return ModulesOf(h_); }
+
  protected:
   torch::Tensor Logits(const torch::Tensor& tokens, const RunOptions& options) override;
 

@@ -63,6 +63,8 @@ class LlamaImpl : public TrainableModel {
   // the family is llama or mixtral (BuildModel checks both).
   LlamaImpl(const ModelSpec& spec, uint64_t seed);
 
+  std::vector<torch::nn::Module*> Layers() override { return ModulesOf(layers_); }
+
  protected:
   torch::Tensor Logits(const torch::Tensor& tokens, const RunOptions& options) override;
 

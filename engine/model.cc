@@ -170,15 +170,28 @@ int CheckpointedLayers(const RunOptions& options, int num_layers) {
   return static_cast<int>((int64_t{num_layers} * percent + 99) / 100);
 }
 
+std::vector<torch::nn::Module*> ModulesOf(const torch::nn::ModuleList& list) {
+  std::vector<torch::nn::Module*> out;
+  for (const std::shared_ptr<torch::nn::Module>& m : *list) out.push_back(m.get());
+  return out;
+}
+
 torch::Tensor RunBlock(CheckpointableBlock& block, const torch::Tensor& x,
                        const RunOptions& options, int layer, int num_layers) {
   RunOptions layer_options = options;
   if (layer >= CheckpointedLayers(options, num_layers)) {
     layer_options.checkpointing = Checkpointing::kNone;
   }
-  if (layer_options.checkpointing != Checkpointing::kFull) return block.Forward(x, layer_options);
-  const std::vector<torch::Tensor> params = block.parameters();
-  return CheckpointedBlock::apply(&block, options.attention, x, torch::TensorList(params));
+  if (options.hooks) options.hooks->BeforeForward(layer);
+  torch::Tensor y;
+  if (layer_options.checkpointing != Checkpointing::kFull) {
+    y = block.Forward(x, layer_options);
+  } else {
+    const std::vector<torch::Tensor> params = block.parameters();
+    y = CheckpointedBlock::apply(&block, options.attention, x, torch::TensorList(params));
+  }
+  if (options.hooks) options.hooks->AfterForward(layer, y);
+  return y;
 }
 
 torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -15,16 +15,20 @@
 
 #include <ATen/autocast_mode.h>
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
 #include <torch/types.h>
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "search/model.h"
 #include "search/strategy.h"
 
 namespace autoaccel {
+
+class LayerHooks;
 
 // How the forward pass runs; the weights do not depend on it.
 struct RunOptions {
@@ -37,6 +41,9 @@ struct RunOptions {
   // attention). Every choice gives the loss and gradients of kNone.
   Checkpointing checkpointing = Checkpointing::kNone;
   int checkpoint_percent = 100;
+  // Called around every transformer layer (see RunBlock); null for none.
+  // Fully sharded data parallelism gathers a layer's parameters here.
+  LayerHooks* hooks = nullptr;
 };
 using GptRunOptions = RunOptions;  // the name from when GPT-2 was the only family
 
@@ -74,6 +81,11 @@ class TrainableModel : public torch::nn::Module {
   // overrides it with its masked-LM task. Deterministic in `seed`.
   virtual Example MakeExample(const torch::Tensor& tokens, uint64_t seed) const;
 
+  // The model's transformer layers in order (what RunBlock runs); their
+  // parameters are disjoint and every other parameter of the model belongs
+  // to none of them.
+  virtual std::vector<torch::nn::Module*> Layers() = 0;
+
   const ModelSpec& spec() const { return spec_; }
 
  protected:
@@ -82,6 +94,9 @@ class TrainableModel : public torch::nn::Module {
  private:
   ModelSpec spec_;
 };
+
+// The modules of `list`, in order (what TrainableModel::Layers returns).
+std::vector<torch::nn::Module*> ModulesOf(const torch::nn::ModuleList& list);
 
 // Builds the network of `spec`'s family on CPU with transformers'
 // initialisation for it, from a generator seeded with `seed` (the global RNG
@@ -94,6 +109,17 @@ absl::StatusOr<std::shared_ptr<TrainableModel>> BuildModel(const ModelSpec& spec
 // (names ending "bias"), norm weights 1 (names containing "norm" or
 // "LayerNorm"), everything else N(0, std).
 void InitLikeHuggingFace(torch::nn::Module& module, uint64_t seed, double std = 0.02);
+
+// What RunBlock calls around layer `layer` of a model: BeforeForward before
+// the layer runs; AfterForward with its output, before anything uses it
+// (the hook may register a gradient hook on it, which runs before the
+// layer's backward pass). Called on the thread that runs the forward pass.
+class LayerHooks {
+ public:
+  virtual ~LayerHooks() = default;
+  virtual void BeforeForward(int layer) = 0;
+  virtual void AfterForward(int layer, torch::Tensor& output) = 0;
+};
 
 // A unit that full activation checkpointing drops and recomputes: one
 // transformer layer, x [B, T, C] -> [B, T, C]. Its Forward must be a pure

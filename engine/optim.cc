@@ -111,9 +111,10 @@ torch::Tensor DynamicLossScaler::Scale(const torch::Tensor& loss) const {
   return loss * scale_.to(loss.scalar_type());
 }
 
-bool DynamicLossScaler::UnscaleAndUpdate(const std::vector<torch::Tensor>& params) {
+bool DynamicLossScaler::UnscaleAndUpdate(const std::vector<torch::Tensor>& params,
+                                         const std::function<void(torch::Tensor&)>& combine) {
   torch::NoGradGuard no_grad;
-  const torch::Tensor found_inf = torch::zeros_like(scale_);
+  torch::Tensor found_inf = torch::zeros_like(scale_);
   const torch::Tensor inv_scale = scale_.reciprocal();
   // The kernel takes one dtype and device per call; groups in first-seen order.
   std::vector<std::pair<torch::TensorOptions, std::vector<torch::Tensor>>> groups;
@@ -133,6 +134,7 @@ bool DynamicLossScaler::UnscaleAndUpdate(const std::vector<torch::Tensor>& param
                                                    inv_scale.to(options.device()));
     found_inf.add_(group_found.to(found_inf.device()));
   }
+  if (combine) combine(found_inf);
   at::_amp_update_scale_(scale_, growth_tracker_, found_inf, options_.growth_factor,
                          options_.backoff_factor, options_.growth_interval);
   return found_inf.item<float>() > 0;

@@ -12,6 +12,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -92,7 +93,11 @@ class DynamicLossScaler {
   // Divides the gradients of `params` by the scale in place and updates the
   // scale. Returns true when a gradient held inf or NaN: the caller skips
   // this optimizer step. Synchronises with the device (reads one flag).
-  bool UnscaleAndUpdate(const std::vector<torch::Tensor>& params);
+  // `combine`, when set, gets the inf/NaN count [1] before it is read: with
+  // gradients sharded over ranks it sums the count over them, so that every
+  // rank skips the same steps.
+  bool UnscaleAndUpdate(const std::vector<torch::Tensor>& params,
+                        const std::function<void(torch::Tensor&)>& combine = nullptr);
 
   double scale() const;
 

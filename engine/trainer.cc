@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "engine/cpu_memory.h"
 
@@ -37,6 +38,11 @@ c10::CachingAllocator::Stat DeviceAllocatedBytes(const torch::Device& device) {
       ->getDeviceStats(device.index())
       .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
 }
+
+// How long a rank waits for its peers, at the rendezvous and in any
+// collective, before it gives up; the worker's trial timeout usually ends a
+// stuck trial first.
+constexpr std::chrono::milliseconds kCollectiveTimeout = std::chrono::minutes(10);
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -68,18 +74,29 @@ absl::Status ValidateTrialSpec(const TrialSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank/world_size: rank ", spec.rank, " of world_size ", spec.world_size));
   }
-  if (int64_t{s.micro_batch_size} * s.grad_accum_steps * spec.world_size !=
+  if (s.data_parallel < 1 || s.tensor_parallel < 1 || s.pipeline_parallel < 1 ||
+      s.world_size() != spec.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "world_size: ", spec.world_size, " ranks, but the strategy's layout dp ", s.data_parallel,
+        " x tp ", s.tensor_parallel, " x pp ", s.pipeline_parallel, " = ", s.world_size()));
+  }
+  if (int64_t{s.micro_batch_size} * s.grad_accum_steps * s.data_parallel !=
       spec.global_batch_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "global_batch_size: micro_batch_size (", s.micro_batch_size, ") * grad_accum_steps (",
-        s.grad_accum_steps, ") * world_size (", spec.world_size, ") must equal global_batch_size (",
-        spec.global_batch_size, ")"));
+        s.grad_accum_steps, ") * data_parallel (", s.data_parallel,
+        ") must equal global_batch_size (", spec.global_batch_size, ")"));
   }
-  if (spec.world_size != 1) {
+  if (s.sharding != Sharding::kNone && s.data_parallel == 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("world_size: ", spec.world_size,
-                     " ranks need distributed strategies, which this "
-                     "trial runner does not support yet (world_size must be 1)"));
+        absl::StrCat("strategy.sharding: ", ShardingName(s.sharding),
+                     " shards over data-parallel ranks and needs data_parallel > 1"));
+  }
+  if (s.tensor_parallel > 1 || s.pipeline_parallel > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("strategy: tensor_parallel ", s.tensor_parallel, " and pipeline_parallel ",
+                     s.pipeline_parallel,
+                     ": this trial runner runs data parallelism only so far (both must be 1)"));
   }
   if (spec.num_threads < 1) return absl::InvalidArgumentError("num_threads: must be >= 1");
   if (spec.memory_limit_bytes < 0) {
@@ -128,6 +145,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
   RETURN_IF_ERROR(ValidateTrialSpec(spec));
   ASSIGN_OR_RETURN(torch::Device device, ParseDevice(spec.device));
   std::unique_ptr<Trainer> t(new Trainer(spec, device));
+  if (spec.world_size > 1) {
+    ASSIGN_OR_RETURN(t->groups_, Groups::Connect(spec, device, kCollectiveTimeout));
+  } else {
+    t->groups_ = Groups::Single();
+  }
   t->run_options_.attention = spec.strategy.attention;
   t->run_options_.checkpointing = spec.strategy.checkpointing;
   t->run_options_.checkpoint_percent = spec.strategy.checkpoint_percent;
@@ -151,10 +173,26 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
     t->parameters_ = t->model_->parameters();
   }
   const bool offload = strategy.offload == Offload::kCpu;
-  t->optimizer_ = std::make_unique<TrainingOptimizer>(
-      t->parameters_, strategy.optimizer,
-      /*master_copies=*/strategy.precision == Precision::kPureBf16 || offload,
-      /*master_device=*/offload ? torch::Device(torch::kCPU) : device);
+  const bool master_copies = strategy.precision == Precision::kPureBf16 || offload;
+  const torch::Device master_device = offload ? torch::Device(torch::kCPU) : device;
+  if (strategy.data_parallel > 1) {
+    DataParallelOptions options;
+    options.sharding = strategy.sharding;
+    if (spec.bucket_bytes > 0) options.bucket_bytes = spec.bucket_bytes;
+    options.optimizer = strategy.optimizer;
+    options.master_copies = master_copies;
+    options.master_device = master_device;
+    std::vector<std::vector<torch::Tensor>> layers;
+    if (t->model_) {
+      for (torch::nn::Module* layer : t->model_->Layers()) layers.push_back(layer->parameters());
+    }
+    t->data_parallel_ =
+        std::make_unique<DataParallel>(&t->groups_->data(), t->parameters_, layers, options);
+    t->run_options_.hooks = t->data_parallel_->hooks();
+  } else {
+    t->optimizer_ = std::make_unique<TrainingOptimizer>(t->parameters_, strategy.optimizer,
+                                                        master_copies, master_device);
+  }
   if (strategy.precision == Precision::kFp16)
     t->scaler_ = std::make_unique<DynamicLossScaler>(device);
 
@@ -163,7 +201,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
     for (int i = 0; i < spec.strategy.grad_accum_steps; ++i) {
       t->scripted_inputs_.push_back(t->scripted_->MakeInputs(
           spec.strategy.micro_batch_size, spec.seq_len,
-          spec.seed + 1 + uint64_t(spec.rank) * 100003 + uint64_t(i), device,
+          spec.seed + 1 + uint64_t(t->groups_->layout().dp_rank) * 100003 + uint64_t(i), device,
           pure_bf16 ? std::optional<c10::ScalarType>(torch::kBFloat16) : std::nullopt));
     }
     return t;
@@ -175,9 +213,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
       t->model_->MakeExample(SyntheticTokens(spec.model.vocab_size, spec.global_batch_size,
                                              spec.seq_len + 1, spec.seed + 1),
                              spec.seed + 2);
+  const int dp_rank = t->groups_->layout().dp_rank;
   for (int i = 0; i < spec.strategy.grad_accum_steps; ++i) {
-    const int64_t first =
-        int64_t{spec.rank} * per_rank + int64_t{i} * spec.strategy.micro_batch_size;
+    const int64_t first = int64_t{dp_rank} * per_rank + int64_t{i} * spec.strategy.micro_batch_size;
     auto rows = [&](const torch::Tensor& all) {
       return all.narrow(0, first, spec.strategy.micro_batch_size).contiguous().to(device);
     };
@@ -188,7 +226,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
 }
 
 double Trainer::ForwardBackward() {
-  optimizer_->ZeroGrad();
+  if (data_parallel_) {
+    data_parallel_->ZeroGrad();
+  } else {
+    optimizer_->ZeroGrad();
+  }
   const double scale = 1.0 / static_cast<double>(spec_.strategy.grad_accum_steps);
   const Precision precision = spec_.strategy.precision;
   // bf16 and fp16 keep fp32 weights and let autocast cast per op; the loss
@@ -197,7 +239,9 @@ double Trainer::ForwardBackward() {
   const c10::ScalarType autocast_dtype =
       precision == Precision::kFp16 ? torch::kHalf : torch::kBFloat16;
   torch::Tensor total = torch::zeros({}, torch::TensorOptions().device(device_));
-  for (int i = 0; i < spec_.strategy.grad_accum_steps; ++i) {
+  const int micro_batches = spec_.strategy.grad_accum_steps;
+  for (int i = 0; i < micro_batches; ++i) {
+    if (data_parallel_) data_parallel_->BeginMicroBatch(/*last=*/i == micro_batches - 1);
     torch::Tensor loss;
     {
       AutocastScope region(device_.type(), autocast, autocast_dtype);
@@ -206,7 +250,13 @@ double Trainer::ForwardBackward() {
              scale;
     }
     (scaler_ ? scaler_->Scale(loss) : loss).backward();
+    if (data_parallel_) data_parallel_->EndMicroBatch();
     total += loss.detach();
+  }
+  Group& data = groups_->data();
+  if (data.size() > 1) {
+    data.AllReduce(total);
+    total.div_(data.size());
   }
   return total.item<double>();
 }
@@ -222,12 +272,31 @@ double Trainer::training_flops_per_token() const {
 
 double Trainer::Step() {
   const double loss = ForwardBackward();
-  if (scaler_ && scaler_->UnscaleAndUpdate(parameters_)) {
-    ++skipped_steps_;  // inf/NaN gradients: the scale shrank, the weights stay
-    return loss;
+  if (scaler_) {
+    const bool skip = data_parallel_
+                          ? scaler_->UnscaleAndUpdate(data_parallel_->optimizer_tensors(),
+                                                      [this](torch::Tensor& found_inf) {
+                                                        data_parallel_->CombineFoundInf(found_inf);
+                                                      })
+                          : scaler_->UnscaleAndUpdate(parameters_);
+    if (skip) {
+      ++skipped_steps_;  // inf/NaN gradients: the scale shrank, the weights stay
+      return loss;
+    }
   }
-  optimizer_->Step();
+  if (data_parallel_) {
+    data_parallel_->Step();
+  } else {
+    optimizer_->Step();
+  }
   return loss;
+}
+
+std::vector<torch::Tensor> Trainer::FullParameters() {
+  if (data_parallel_) return data_parallel_->FullParameters();
+  std::vector<torch::Tensor> out;
+  for (const torch::Tensor& p : parameters_) out.push_back(p.detach().clone());
+  return out;
 }
 
 namespace {
@@ -262,20 +331,37 @@ TrialResult RunTrialUnfenced(const TrialSpec& spec, const torch::Device& device,
 
   absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(spec);
   if (!trainer.ok()) return Failure(TrialStatus::kFailed, std::string(trainer.status().message()));
+  // The peak from here on is the training's: building (and, sharded,
+  // partitioning) the model is not part of a step.
+  if (cuda) {
+    c10::getDeviceAllocator(device.type())->resetPeakStats(device.index());
+  } else {
+    ResetCpuPeakBytes();
+  }
+  Groups& groups = (*trainer)->groups();
 
   const int total = spec.warmup_steps + spec.measured_steps;
-  std::vector<double> times;
+  std::vector<double> times, comm_times, losses;
   times.reserve(spec.measured_steps);
   double loss = 0;
   int skipped_before_measuring = 0;
   for (int step = 1; step <= total; ++step) {
     if (step == spec.warmup_steps + 1) skipped_before_measuring = (*trainer)->skipped_steps();
     Synchronize(device);
+    groups.ResetCommSeconds();
     const auto start = std::chrono::steady_clock::now();
     loss = (*trainer)->Step();
     Synchronize(device);
-    const double seconds =
+    double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double comm_seconds = groups.comm_seconds();
+    if (groups.world().size() > 1) {
+      // The gang is as fast as its slowest rank (outside the timed region).
+      torch::Tensor slowest = torch::tensor({seconds, comm_seconds}, torch::kDouble);
+      groups.world().AllReduce(slowest, c10d::ReduceOp::MAX);
+      seconds = slowest[0].item<double>();
+      if (step > spec.warmup_steps) comm_times.push_back(slowest[1].item<double>());
+    }
     const bool measured = step > spec.warmup_steps;
     if (measured) times.push_back(seconds);
     if (on_step) on_step(StepReport{step, total, measured, seconds, loss});
@@ -283,6 +369,7 @@ TrialResult RunTrialUnfenced(const TrialSpec& spec, const torch::Device& device,
       return Failure(TrialStatus::kFailed,
                      absl::StrCat("loss is not finite (", loss, ") at step ", step));
     }
+    losses.push_back(loss);
     if (cuda && spec.memory_limit_bytes > 0 &&
         DeviceAllocatedBytes(device).peak > spec.memory_limit_bytes) {
       return Failure(
@@ -294,7 +381,20 @@ TrialResult RunTrialUnfenced(const TrialSpec& spec, const torch::Device& device,
 
   TrialResult result;
   result.status = TrialStatus::kSucceeded;
+  result.step_losses = std::move(losses);
   TrialMetrics& m = result.metrics;
+  m.state_memory_bytes = cuda ? DeviceAllocatedBytes(device).current : CpuTensorBytesInUse();
+  if (!comm_times.empty()) m.comm_time_s = Median(comm_times);
+  if (spec.report_parameter_digest) {
+    uint64_t hash = kFnv1a64Offset;
+    for (const torch::Tensor& p : (*trainer)->FullParameters()) {
+      const torch::Tensor bytes = p.contiguous().cpu();
+      hash = Fnv1a64(absl::string_view(static_cast<const char*>(bytes.data_ptr()),
+                                       bytes.numel() * bytes.element_size()),
+                     hash);
+    }
+    result.parameter_digest = absl::StrFormat("fnv1a64:%016x", hash);
+  }
   m.measured_steps = static_cast<int>(times.size());
   m.step_time_median_s = Median(times);
   m.step_time_min_s = *std::min_element(times.begin(), times.end());

@@ -22,6 +22,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/data_parallel.h"
+#include "engine/distributed.h"
 #include "engine/model.h"
 #include "engine/optim.h"
 #include "engine/scripted_model.h"
@@ -31,9 +33,10 @@ namespace autoaccel {
 
 // Checks what running `spec` needs beyond what TrialSpecFromJson checks:
 // a valid model (ModelSpec::Validate), positive sizes, micro_batch_size *
-// grad_accum_steps * world_size == global_batch_size, seq_len <= the model's
+// grad_accum_steps * data_parallel == global_batch_size, seq_len <= the model's
 // maximum positions (n_positions / max_position_embeddings), a known device
-// string, num_threads >= 1, world_size 1 (no distributed strategies yet).
+// string, num_threads >= 1, world_size == the strategy's dp * tp * pp, a
+// layout this engine runs (tensor and pipeline parallelism: not yet).
 // Returns INVALID_ARGUMENT naming the field, else OK.
 absl::Status ValidateTrialSpec(const TrialSpec& spec);
 
@@ -57,7 +60,10 @@ class Trainer {
   // a fixed synthetic global batch (SyntheticTokens, made into the family's
   // task by TrainableModel::MakeExample: next-token prediction, or bert's
   // masked LM), split into grad_accum_steps micro-batches.
-  // Returns the ValidateTrialSpec / ParseDevice error for a bad spec.
+  // A multi-rank spec first connects to the trial's other ranks
+  // (Groups::Connect) and with data_parallel > 1 hands gradient
+  // synchronisation and the sharding stage to DataParallel.
+  // Returns the ValidateTrialSpec / ParseDevice / Groups::Connect error.
   // Throws c10::Error (c10::OutOfMemoryError when it does not fit).
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrialSpec& spec);
 
@@ -65,8 +71,9 @@ class Trainer {
   // micro-batch of the rank's batch, each loss scaled by 1/grad_accum_steps
   // (and by the loss scale for fp16), with the strategy's precision,
   // checkpointing and attention. Leaves the accumulated gradients in the
-  // parameters. Returns the mean loss over the rank's batch (unscaled).
-  // Throws c10::Error.
+  // parameters (data parallel: the synchronised gradients, or this rank's
+  // gradient shard). Returns the mean loss over the global batch (unscaled;
+  // averaged over the data-parallel ranks). Throws c10::Error.
   double ForwardBackward();
 
   // One training step: ForwardBackward(), for fp16 the gradients unscaled
@@ -78,7 +85,13 @@ class Trainer {
   // current loss scale. 0 and 1 for other precisions.
   int skipped_steps() const { return skipped_steps_; }
   double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
-  const TrainingOptimizer& optimizer() const { return *optimizer_; }
+  const TrainingOptimizer& optimizer() const {
+    return data_parallel_ ? data_parallel_->optimizer() : *optimizer_;
+  }
+  Groups& groups() { return *groups_; }
+  // Every parameter's full value in model order (fsdp gathers them); for
+  // checks and digests.
+  std::vector<torch::Tensor> FullParameters();
 
   // The built-in family's network; null for a torchscript model.
   const std::shared_ptr<TrainableModel>& model() { return model_; }
@@ -99,13 +112,15 @@ class Trainer {
 
   TrialSpec spec_;
   torch::Device device_;
+  std::unique_ptr<Groups> groups_;
+  std::unique_ptr<DataParallel> data_parallel_;  // data_parallel > 1
   RunOptions run_options_;
   std::shared_ptr<TrainableModel> model_;
   std::unique_ptr<ScriptedModel> scripted_;
   std::vector<std::vector<torch::IValue>> scripted_inputs_;  // per micro-batch
   std::vector<torch::Tensor> parameters_;
-  std::unique_ptr<TrainingOptimizer> optimizer_;
-  std::unique_ptr<DynamicLossScaler> scaler_;  // fp16 only
+  std::unique_ptr<TrainingOptimizer> optimizer_;  // without data parallelism
+  std::unique_ptr<DynamicLossScaler> scaler_;     // fp16 only
   int skipped_steps_ = 0;
   std::vector<torch::Tensor> inputs_;   // per micro-batch, [mbs, seq_len]
   std::vector<torch::Tensor> targets_;  // per micro-batch, [mbs, seq_len]

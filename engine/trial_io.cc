@@ -29,6 +29,8 @@ nlohmann::json TrialSpecToJson(const TrialSpec& s) {
                         {"num_threads", s.num_threads},
                         {"seed", s.seed},
                         {"peak_tflops", PeakTflopsToJson(s.peak_tflops)},
+                        {"bucket_bytes", s.bucket_bytes},
+                        {"report_parameter_digest", s.report_parameter_digest},
                         {"model_file", s.model_file}};
 }
 
@@ -52,6 +54,8 @@ absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
     s.num_threads = j.value("num_threads", 1);
     s.seed = j.value("seed", uint64_t{1234});
     s.model_file = j.value("model_file", "");
+    s.bucket_bytes = j.value("bucket_bytes", int64_t{0});
+    s.report_parameter_digest = j.value("report_parameter_digest", false);
     ASSIGN_OR_RETURN(
         s.model, ModelSpecFromJson(j.at("model_family").get<std::string>(), j.at("model_config")));
     ASSIGN_OR_RETURN(s.strategy, StrategyFromJson(j.at("strategy")));
@@ -71,7 +75,9 @@ absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
 nlohmann::json TrialResultToJson(const TrialResult& r) {
   return nlohmann::json{{"status", std::string(TrialStatusName(r.status))},
                         {"error", r.error},
-                        {"metrics", TrialMetricsToJson(r.metrics)}};
+                        {"metrics", TrialMetricsToJson(r.metrics)},
+                        {"step_losses", r.step_losses},
+                        {"parameter_digest", r.parameter_digest}};
 }
 
 absl::StatusOr<TrialResult> TrialResultFromJson(const nlohmann::json& j) {
@@ -80,6 +86,8 @@ absl::StatusOr<TrialResult> TrialResultFromJson(const nlohmann::json& j) {
   try {
     ASSIGN_OR_RETURN(r.status, ParseTrialStatus(j.at("status").get<std::string>()));
     r.error = j.value("error", "");
+    r.step_losses = j.value("step_losses", std::vector<double>{});
+    r.parameter_digest = j.value("parameter_digest", "");
     if (j.contains("metrics")) {
       ASSIGN_OR_RETURN(r.metrics, TrialMetricsFromJson(j.at("metrics")));
     }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -45,6 +46,12 @@ struct TrialSpec {
   uint64_t seed = 1234;
   // The device's dense peak, for MFU; zeros (unknown) leave mfu at 0.
   PeakTflops peak_tflops;
+  // Data parallelism: target size of a gradient bucket (0: the engine's
+  // default, 25 MiB).
+  int64_t bucket_bytes = 0;
+  // Report a digest of the parameters after the last step (for checks that
+  // data-parallel replicas agree); costs a copy of the model.
+  bool report_parameter_digest = false;
   // torchscript models: path of the module file on the trial's machine (the
   // worker writes it there).
   std::string model_file;
@@ -57,6 +64,11 @@ struct TrialResult {
   TrialStatus status = TrialStatus::kFailed;  // SUCCEEDED, OOM or FAILED
   std::string error;                          // why, when not SUCCEEDED
   TrialMetrics metrics;
+  // Loss of every step, warm-up included (the mean over the global batch).
+  std::vector<double> step_losses;
+  // With report_parameter_digest: "fnv1a64:<hex>" over this rank's
+  // parameters in model order (fsdp: gathered), after the last step.
+  std::string parameter_digest;
 };
 
 nlohmann::json TrialResultToJson(const TrialResult& result);

@@ -255,8 +255,7 @@ absl::Status ValidateTorchScript(const ModelSpec& m) {
 
 }  // namespace
 
-uint64_t Fnv1a64(absl::string_view bytes) {
-  uint64_t hash = 1469598103934665603ULL;
+uint64_t Fnv1a64(absl::string_view bytes, uint64_t hash) {
   for (unsigned char c : bytes) {
     hash ^= c;
     hash *= 1099511628211ULL;

@@ -134,8 +134,10 @@ struct ModelSpec {
   nlohmann::json ToConfigJson() const;
 };
 
-// 64-bit FNV-1a of `bytes`: stable across processes and builds.
-uint64_t Fnv1a64(absl::string_view bytes);
+// 64-bit FNV-1a of `bytes`: stable across processes and builds. Pass the
+// hash of earlier bytes as `hash` to continue it over more.
+inline constexpr uint64_t kFnv1a64Offset = 1469598103934665603ULL;
+uint64_t Fnv1a64(absl::string_view bytes, uint64_t hash = kFnv1a64Offset);
 
 // "fnv1a64:<16 hex digits>": a stable digest of a file's bytes (FNV-1a, 64
 // bits; tells files apart, is no defence against a forger).

@@ -75,6 +75,7 @@ nlohmann::json TrialMetricsToJson(const TrialMetrics& m) {
                         {"mfu", m.mfu},
                         {"peak_tflops", m.peak_tflops},
                         {"comm_time_s", m.comm_time_s},
+                        {"state_memory_bytes", m.state_memory_bytes},
                         {"rank_peak_memory_bytes", m.rank_peak_memory_bytes},
                         {"noisy", m.IsNoisy()}};
 }
@@ -99,7 +100,8 @@ absl::StatusOr<TrialMetrics> TrialMetricsFromJson(const nlohmann::json& j) {
         num("achieved_tflops", &m.achieved_tflops), num("peak_memory_bytes", &m.peak_memory_bytes),
         num("peak_rss_bytes", &m.peak_rss_bytes), num("final_loss", &m.final_loss),
         num("mfu", &m.mfu), num("peak_tflops", &m.peak_tflops),
-        num("skipped_steps", &m.skipped_steps), num("comm_time_s", &m.comm_time_s)}) {
+        num("skipped_steps", &m.skipped_steps), num("comm_time_s", &m.comm_time_s),
+        num("state_memory_bytes", &m.state_memory_bytes)}) {
     if (!s.ok()) return s;
   }
   if (auto it = j.find("rank_peak_memory_bytes"); it != j.end() && !it->is_null()) {

@@ -51,6 +51,10 @@ struct TrialMetrics {
   // and pipeline exchanges), median over measured steps, the maximum over
   // ranks; 0 for a single rank. Step times are the slowest rank's.
   double comm_time_s = 0;
+  // Tensor memory a rank still holds between steps (after the last measured
+  // step: weights, gradients, optimizer state, the batch) — the model state
+  // that sharding divides; the max over ranks. 0 when not measured.
+  int64_t state_memory_bytes = 0;
   // Peak tensor memory of each rank, by rank (peak_memory_bytes is the max);
   // empty when unknown.
   std::vector<int64_t> rank_peak_memory_bytes;

@@ -1,0 +1,299 @@
+#include "engine/data_parallel.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+namespace autoaccel {
+namespace {
+
+// FSDP's way of freeing a gathered parameter without touching the tensors
+// that view it (the parameters, and what autograd saved for backward): the
+// storage gives its memory back and later gets new memory of the same size,
+// so every view sees the re-gathered values.
+void FreeStorage(const torch::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(c10::DataPtr(nullptr, t.device()));
+  s->set_nbytes(0);
+}
+
+void AllocateStorage(const torch::Tensor& t, size_t nbytes) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  TORCH_CHECK(s->allocator() != nullptr, "a flat parameter buffer has no allocator");
+  s->set_data_ptr_noswap(s->allocator()->allocate(nbytes));
+  s->set_nbytes(nbytes);
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+struct DataParallel::Flat {
+  std::vector<torch::Tensor> params;
+  std::vector<int64_t> offsets;
+  int64_t padded = 0;        // numel rounded up to a multiple of the group size
+  int64_t shard_numel = 0;   // padded / group size
+  torch::Tensor flat;        // [padded]; the parameters view it
+  torch::Tensor grad;        // none, zero1: [padded]; the gradients view it
+  torch::Tensor shard;       // zero1, zero2: view of flat; fsdp: a tensor of its own
+  torch::Tensor shard_grad;  // zero1: view of grad; zero2, fsdp: a tensor of its own
+  size_t ready = 0;          // parameters whose gradient this micro-batch has accumulated
+  bool started = false;      // this micro-batch's reduction has been started
+  bool gathered = true;      // fsdp: flat holds the full parameters
+  c10::intrusive_ptr<c10d::Work> work;
+  torch::Tensor send, recv;  // zero2, fsdp: the reduce-scatter's buffers
+
+  size_t nbytes() const { return static_cast<size_t>(padded) * flat.element_size(); }
+};
+
+DataParallel::DataParallel(Group* group, std::vector<torch::Tensor> params,
+                           const std::vector<std::vector<torch::Tensor>>& layers,
+                           DataParallelOptions options)
+    : group_(group), options_(options), params_(std::move(params)) {
+  TORCH_CHECK(!params_.empty(), "data parallel: the model has no parameters");
+  torch::NoGradGuard no_grad;
+  const Sharding sharding = options_.sharding;
+  const int64_t dp = group_->size();
+  const int64_t rank = group_->rank();
+
+  // Which parameters go together: fsdp units (each layer, then the rest), or
+  // gradient buckets filled in reverse order, the order backward produces
+  // gradients in.
+  std::vector<std::vector<torch::Tensor>> parts;
+  if (sharding == Sharding::kFsdp) {
+    std::unordered_set<const void*> in_layers;
+    for (const auto& layer : layers) {
+      parts.push_back(layer);
+      for (const torch::Tensor& p : layer) in_layers.insert(p.unsafeGetTensorImpl());
+      layer_unit_.push_back(static_cast<int>(parts.size()) - 1);
+    }
+    std::vector<torch::Tensor> rest;
+    for (const torch::Tensor& p : params_) {
+      if (!in_layers.count(p.unsafeGetTensorImpl())) rest.push_back(p);
+    }
+    if (!rest.empty()) parts.push_back(rest);
+  } else {
+    int64_t bytes = 0;
+    for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
+      if (parts.empty() || bytes >= options_.bucket_bytes) {
+        parts.emplace_back();
+        bytes = 0;
+      }
+      parts.back().push_back(*it);
+      bytes += it->numel() * it->element_size();
+    }
+  }
+
+  for (std::vector<torch::Tensor>& part : parts) {
+    auto f = std::make_unique<Flat>();
+    f->params = std::move(part);
+    int64_t numel = 0;
+    for (const torch::Tensor& p : f->params) {
+      TORCH_CHECK(p.dtype() == params_[0].dtype() && p.device() == params_[0].device(),
+                  "data parallel: parameters of mixed dtype or device");
+      f->offsets.push_back(numel);
+      numel += p.numel();
+    }
+    f->padded = CeilDiv(numel, dp) * dp;
+    f->shard_numel = f->padded / dp;
+    f->flat = torch::zeros({f->padded}, params_[0].options());
+    for (size_t i = 0; i < f->params.size(); ++i) {
+      torch::Tensor& p = f->params[i];
+      torch::Tensor view = f->flat.narrow(0, f->offsets[i], p.numel()).view(p.sizes());
+      view.copy_(p);
+      p.set_data(view);
+    }
+    if (sharding == Sharding::kNone || sharding == Sharding::kZero1) {
+      f->grad = torch::zeros({f->padded}, params_[0].options());
+      for (size_t i = 0; i < f->params.size(); ++i) {
+        torch::Tensor& p = f->params[i];
+        p.mutable_grad() = f->grad.narrow(0, f->offsets[i], p.numel()).view(p.sizes());
+      }
+    }
+    if (sharding != Sharding::kNone) {
+      const int64_t first = rank * f->shard_numel;
+      if (sharding == Sharding::kFsdp) {
+        f->shard = f->flat.narrow(0, first, f->shard_numel).clone();
+        FreeStorage(f->flat);
+        f->gathered = false;
+      } else {
+        f->shard = f->flat.narrow(0, first, f->shard_numel);
+      }
+      f->shard_grad = sharding == Sharding::kZero1
+                          ? f->grad.narrow(0, first, f->shard_numel)
+                          : torch::zeros({f->shard_numel}, params_[0].options());
+      f->shard.mutable_grad() = f->shard_grad;
+      optimized_.push_back(f->shard);
+    }
+    flats_.push_back(std::move(f));
+  }
+  if (sharding == Sharding::kNone) optimized_ = params_;
+
+  // One hook per parameter on its gradient accumulation: when the last
+  // parameter of a bucket or unit has its gradient, the reduction starts.
+  for (size_t fi = 0; fi < flats_.size(); ++fi) {
+    for (const torch::Tensor& p : flats_[fi]->params) {
+      std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(p);
+      TORCH_CHECK(acc, "data parallel: a parameter is not a leaf that requires grad");
+      acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+          [this, fi](const torch::autograd::variable_list& outputs,
+                     const torch::autograd::variable_list&) {
+            OnGradReady(fi);
+            return outputs;
+          }));
+      accumulators_.push_back(std::move(acc));
+    }
+  }
+  optimizer_ = std::make_unique<TrainingOptimizer>(optimized_, options_.optimizer,
+                                                   options_.master_copies, options_.master_device);
+}
+
+DataParallel::~DataParallel() {
+  // Reductions still in flight (a step that threw) must not write into freed
+  // buffers.
+  for (auto& f : flats_) {
+    if (f->work) {
+      try {
+        f->work->wait();
+      } catch (...) {
+      }
+    }
+  }
+}
+
+void DataParallel::ZeroGrad() {
+  torch::NoGradGuard no_grad;
+  for (auto& f : flats_) {
+    if (f->grad.defined()) f->grad.zero_();
+    if (f->shard_grad.defined() && !f->grad.defined()) f->shard_grad.zero_();
+  }
+}
+
+void DataParallel::BeginMicroBatch(bool last) {
+  reduce_this_micro_batch_ =
+      last || options_.sharding == Sharding::kZero2 || options_.sharding == Sharding::kFsdp;
+  for (auto& f : flats_) {
+    f->ready = 0;
+    f->started = false;
+  }
+  // fsdp: the unit outside the layers (embeddings, head) is needed from the
+  // first op of the forward pass to the last of backward.
+  if (options_.sharding == Sharding::kFsdp && flats_.size() > layer_unit_.size()) {
+    Gather(*flats_.back());
+  }
+}
+
+void DataParallel::EndMicroBatch() {
+  if (reduce_this_micro_batch_) {
+    for (auto& f : flats_) {
+      if (!f->started) StartReduction(*f);  // parameters without a gradient
+    }
+  }
+  for (auto& f : flats_) {
+    if (f->started) FinishReduction(*f);
+  }
+}
+
+void DataParallel::OnGradReady(size_t flat_index) {
+  Flat& f = *flats_[flat_index];
+  if (++f.ready < f.params.size() || !reduce_this_micro_batch_ || f.started) return;
+  StartReduction(f);
+}
+
+void DataParallel::StartReduction(Flat& f) {
+  torch::NoGradGuard no_grad;
+  f.started = true;
+  const double inv = 1.0 / static_cast<double>(group_->size());
+  if (f.grad.defined()) {  // none, zero1: all-reduce the gradients in place
+    f.grad.mul_(inv);
+    f.work = group_->AllReduceAsync(f.grad);
+    return;
+  }
+  // zero2, fsdp: pack this micro-batch's gradients, reduce-scatter them and
+  // free them.
+  f.send = torch::zeros({f.padded}, f.flat.options());
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    torch::Tensor& p = f.params[i];
+    if (p.grad().defined()) f.send.narrow(0, f.offsets[i], p.numel()).copy_(p.grad().reshape(-1));
+    p.mutable_grad().reset();
+  }
+  f.send.mul_(inv);
+  f.recv = torch::empty({f.shard_numel}, f.flat.options());
+  f.work = group_->ReduceScatterAsync(f.recv, f.send);
+  if (options_.sharding == Sharding::kFsdp) Release(f);  // backward is done with the unit
+}
+
+void DataParallel::FinishReduction(Flat& f) {
+  torch::NoGradGuard no_grad;
+  group_->Wait(f.work);
+  f.work.reset();
+  if (f.recv.defined()) {
+    f.shard_grad.add_(f.recv);
+    f.send = torch::Tensor();
+    f.recv = torch::Tensor();
+  }
+  f.started = false;
+}
+
+void DataParallel::CombineFoundInf(torch::Tensor& found_inf) {
+  if (options_.sharding != Sharding::kNone) group_->AllReduce(found_inf);
+}
+
+void DataParallel::Step() {
+  optimizer_->Step();
+  if (options_.sharding == Sharding::kZero1 || options_.sharding == Sharding::kZero2) {
+    torch::NoGradGuard no_grad;
+    for (auto& f : flats_) group_->AllGather(f->flat, f->shard);
+  }
+}
+
+void DataParallel::Gather(Flat& f) {
+  if (f.gathered) return;
+  torch::NoGradGuard no_grad;
+  AllocateStorage(f.flat, f.nbytes());
+  group_->AllGather(f.flat, f.shard);
+  f.gathered = true;
+}
+
+void DataParallel::Release(Flat& f) {
+  if (!f.gathered) return;
+  FreeStorage(f.flat);
+  f.gathered = false;
+}
+
+void DataParallel::BeforeForward(int layer) {
+  if (layer < static_cast<int>(layer_unit_.size())) Gather(*flats_[layer_unit_[layer]]);
+}
+
+void DataParallel::AfterForward(int layer, torch::Tensor& output) {
+  if (layer >= static_cast<int>(layer_unit_.size())) return;
+  const int unit = layer_unit_[layer];
+  // Backward reaches the layer through its output's gradient: gather the
+  // parameters again just before.
+  if (output.requires_grad()) {
+    output.register_hook([this, unit](const torch::Tensor&) { Gather(*flats_[unit]); });
+  }
+  Release(*flats_[unit]);
+}
+
+std::vector<torch::Tensor> DataParallel::FullParameters() {
+  torch::NoGradGuard no_grad;
+  std::unordered_map<const void*, torch::Tensor> copies;
+  for (auto& f : flats_) {
+    const bool was_gathered = f->gathered;
+    Gather(*f);
+    for (const torch::Tensor& p : f->params) copies[p.unsafeGetTensorImpl()] = p.detach().clone();
+    if (!was_gathered) Release(*f);
+  }
+  std::vector<torch::Tensor> out;
+  for (const torch::Tensor& p : params_) out.push_back(copies.at(p.unsafeGetTensorImpl()));
+  return out;
+}
+
+}  // namespace autoaccel

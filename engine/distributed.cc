@@ -1,0 +1,188 @@
+#include "engine/distributed.h"
+
+#include <c10/util/Exception.h>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "engine/distributed_nccl.h"
+
+namespace autoaccel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Adds the time from construction to destruction to *seconds (when set).
+class CommTimer {
+ public:
+  explicit CommTimer(double* seconds) : seconds_(seconds), start_(Clock::now()) {}
+  ~CommTimer() {
+    if (seconds_) *seconds_ += std::chrono::duration<double>(Clock::now() - start_).count();
+  }
+
+ private:
+  double* seconds_;
+  Clock::time_point start_;
+};
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || absl::StartsWith(host, "127.") || host == "::1";
+}
+
+c10::intrusive_ptr<c10d::Backend> MakeBackend(const c10::intrusive_ptr<c10d::Store>& store,
+                                              const torch::Device& device, const std::string& host,
+                                              int rank, int size,
+                                              std::chrono::milliseconds timeout) {
+  if (device.is_cuda()) return CreateNcclBackend(store, rank, size, timeout);
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  // Ranks that meet on the loopback interface talk over it; otherwise gloo
+  // picks the interface this host's name resolves to.
+  options->devices.push_back(IsLoopback(host)
+                                 ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                 : c10d::ProcessGroupGloo::createDefaultDevice());
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+}
+
+}  // namespace
+
+RankLayout LayoutOf(int rank, int data_parallel, int tensor_parallel, int pipeline_parallel) {
+  RankLayout l;
+  l.rank = rank;
+  l.dp = data_parallel;
+  l.tp = tensor_parallel;
+  l.pp = pipeline_parallel;
+  l.world = l.dp * l.tp * l.pp;
+  l.tp_rank = rank % l.tp;
+  l.dp_rank = (rank / l.tp) % l.dp;
+  l.pp_rank = rank / (l.tp * l.dp);
+  return l;
+}
+
+void Group::AllReduce(torch::Tensor& t, c10d::ReduceOp op) {
+  if (!backend_) return;
+  CommTimer timer(comm_seconds_);
+  std::vector<torch::Tensor> ts{t};
+  c10d::AllreduceOptions options;
+  options.reduceOp = op;
+  backend_->allreduce(ts, options)->wait();
+}
+
+c10::intrusive_ptr<c10d::Work> Group::AllReduceAsync(torch::Tensor& t) {
+  if (!backend_) return {};
+  CommTimer timer(comm_seconds_);
+  std::vector<torch::Tensor> ts{t};
+  return backend_->allreduce(ts);
+}
+
+void Group::AllGather(torch::Tensor& output, torch::Tensor& input) {
+  Wait(AllGatherAsync(output, input));
+}
+
+c10::intrusive_ptr<c10d::Work> Group::AllGatherAsync(torch::Tensor& output, torch::Tensor& input) {
+  if (!backend_) {
+    if (!output.is_same(input)) output.copy_(input.view_as(output));
+    return {};
+  }
+  CommTimer timer(comm_seconds_);
+  return backend_->_allgather_base(output, input);
+}
+
+c10::intrusive_ptr<c10d::Work> Group::ReduceScatterAsync(torch::Tensor& output,
+                                                         torch::Tensor& input) {
+  if (!backend_) {
+    output.copy_(input.view_as(output));
+    return {};
+  }
+  CommTimer timer(comm_seconds_);
+  return backend_->_reduce_scatter_base(output, input);
+}
+
+void Group::Broadcast(torch::Tensor& t, int root) {
+  if (!backend_) return;
+  CommTimer timer(comm_seconds_);
+  std::vector<torch::Tensor> ts{t};
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  backend_->broadcast(ts, options)->wait();
+}
+
+void Group::Send(torch::Tensor& t, int dst_rank, int tag) {
+  TORCH_CHECK(backend_, "send within a group of one rank");
+  CommTimer timer(comm_seconds_);
+  std::vector<torch::Tensor> ts{t};
+  backend_->send(ts, dst_rank, tag)->wait();
+}
+
+void Group::Recv(torch::Tensor& t, int src_rank, int tag) {
+  TORCH_CHECK(backend_, "recv within a group of one rank");
+  CommTimer timer(comm_seconds_);
+  std::vector<torch::Tensor> ts{t};
+  backend_->recv(ts, src_rank, tag)->wait();
+}
+
+void Group::Wait(const c10::intrusive_ptr<c10d::Work>& work) {
+  if (!work) return;
+  CommTimer timer(comm_seconds_);
+  work->wait();
+}
+
+std::unique_ptr<Groups> Groups::Single() {
+  std::unique_ptr<Groups> g(new Groups());
+  g->world_ = Group(nullptr, 0, 1, &g->comm_seconds_);
+  g->data_ = g->tensor_ = g->pipeline_ = g->world_;
+  return g;
+}
+
+absl::StatusOr<std::unique_ptr<Groups>> Groups::Connect(const TrialSpec& spec,
+                                                        const torch::Device& device,
+                                                        std::chrono::milliseconds timeout) {
+  const Strategy& s = spec.strategy;
+  std::unique_ptr<Groups> g = Single();
+  g->layout_ = LayoutOf(spec.rank, s.data_parallel, s.tensor_parallel, s.pipeline_parallel);
+  if (spec.world_size == 1) return g;
+  if (device.is_cuda() && !HaveNccl()) {
+    return absl::FailedPreconditionError(
+        "world_size: multi-rank CUDA trials need NCCL, which this trial runner was built without");
+  }
+  if (spec.master_port <= 0 || spec.master_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "master_port: a multi-rank trial needs a rendezvous port, got ", spec.master_port));
+  }
+  const RankLayout& l = g->layout_;
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<uint16_t>(spec.master_port);
+    options.isServer = spec.rank == 0;
+    options.numWorkers = spec.world_size;
+    options.waitWorkers = true;
+    options.timeout = timeout;
+    g->store_ = c10::make_intrusive<c10d::TCPStore>(spec.master_addr, options);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("rendezvous at ", spec.master_addr, ":",
+                                               spec.master_port, " failed: ", e.what()));
+  }
+  // Each group lives under its own key prefix; every rank creates its groups
+  // in the same order (world, data, tensor, pipeline), so no two ranks wait
+  // on each other in different groups.
+  auto make = [&](const std::string& name, int rank, int size) {
+    if (size == 1) return Group(nullptr, 0, 1, &g->comm_seconds_);
+    auto store = c10::make_intrusive<c10d::PrefixStore>(name, g->store_);
+    return Group(MakeBackend(store, device, spec.master_addr, rank, size, timeout), rank, size,
+                 &g->comm_seconds_);
+  };
+  try {
+    g->world_ = make("world", l.rank, l.world);
+    g->data_ = make(absl::StrCat("dp/pp", l.pp_rank, "/tp", l.tp_rank), l.dp_rank, l.dp);
+    g->tensor_ = make(absl::StrCat("tp/pp", l.pp_rank, "/dp", l.dp_rank), l.tp_rank, l.tp);
+    g->pipeline_ = make(absl::StrCat("pp/dp", l.dp_rank, "/tp", l.tp_rank), l.pp_rank, l.pp);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("creating the process groups failed: ", e.what()));
+  }
+  return g;
+}
+
+}  // namespace autoaccel
