@@ -9,56 +9,9 @@
 #include "engine/model.h"
 #include "engine/trainer.h"
 #include "gtest/gtest.h"
+#include "tests/model_test_util.h"
 
 namespace autoaccel::testing {
-
-// A tiny model of `family` (gpt2, llama, mixtral, bert): 2 layers, width 32,
-// 4 heads, vocabulary 96, 32 positions; llama and mixtral use grouped-query
-// attention (2 key/value heads), mixtral 4 experts with top-2 routing.
-inline ModelSpec TinyModelSpec(const std::string& family) {
-  ModelSpec m;
-  m.family = family;
-  m.n_layer = 2;
-  m.n_embd = 32;
-  m.n_head = 4;
-  m.vocab_size = 96;
-  m.n_positions = 32;
-  if (family == "gpt2") {
-    m.n_inner = 4 * m.n_embd;
-    return m;
-  }
-  m.n_inner = 64;
-  if (family == "bert") {
-    m.layer_norm_epsilon = 1e-12;
-    m.type_vocab_size = 2;
-    m.n_kv_head = m.n_head;
-  } else {
-    m.layer_norm_epsilon = 1e-6;
-    m.n_kv_head = 2;  // grouped-query attention
-  }
-  if (family == "mixtral") {
-    m.num_local_experts = 4;
-    m.num_experts_per_tok = 2;
-  }
-  return m;
-}
-
-// A short trial of `model`: seq 16, one warm-up and two measured steps,
-// global batch mbs * ga on one rank, two threads, fixed seed.
-inline TrialSpec TinyTrialSpec(const ModelSpec& model, int mbs, int ga) {
-  TrialSpec s;
-  s.trial_id = "test";
-  s.model = model;
-  s.seq_len = 16;
-  s.strategy.micro_batch_size = mbs;
-  s.strategy.grad_accum_steps = ga;
-  s.global_batch_size = mbs * ga;
-  s.warmup_steps = 1;
-  s.measured_steps = 2;
-  s.num_threads = 2;
-  s.seed = 7;
-  return s;
-}
 
 // A GPT-2 trial whose strategies' memory effects show: 4 layers, T=64 (math
 // attention keeps [B, heads, T, T] scores per layer), mbs 8, one measured step.
