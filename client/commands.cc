@@ -117,21 +117,22 @@ std::string Mfu(double mfu) { return mfu > 0 ? absl::StrFormat("%.1f%%", 100 * m
 std::string TrialRow(const v1::Trial& t) {
   const v1::TrialMetrics& m = t.metrics();
   if (t.status() == "SUCCEEDED") {
-    return absl::StrFormat("%4d  %-9s %10.0f %9.1f %9s %6s %7.3f  %s%s", t.index(), t.status(),
-                           m.tokens_per_second(), m.step_time_median_s() * 1000,
-                           Mib(m.peak_memory_bytes()), Mfu(m.mfu()), m.final_loss(),
-                           t.strategy().text(), FromProto(m).IsNoisy() ? "  noisy" : "");
+    return absl::StrFormat("%4d  %-9s %10.0f %9.1f %7.1f %9s %6s %7.3f  %s%s", t.index(),
+                           t.status(), m.tokens_per_second(), m.step_time_median_s() * 1000,
+                           m.comm_time_s() * 1000, Mib(m.peak_memory_bytes()), Mfu(m.mfu()),
+                           m.final_loss(), t.strategy().text(),
+                           FromProto(m).IsNoisy() ? "  noisy" : "");
   }
   std::string reason = t.reason().substr(0, t.reason().find('\n'));
   if (reason.size() > 60) reason = reason.substr(0, 57) + "...";
-  return absl::StrFormat("%4d  %-9s %10s %9s %9s %6s %7s  %s%s", t.index(), t.status(), "-", "-",
-                         "-", "-", "-", t.strategy().text(),
+  return absl::StrFormat("%4d  %-9s %10s %9s %7s %9s %6s %7s  %s%s", t.index(), t.status(), "-",
+                         "-", "-", "-", "-", "-", t.strategy().text(),
                          reason.empty() ? "" : absl::StrCat("  (", reason, ")"));
 }
 
 std::string TableHeader() {
-  return absl::StrFormat("%4s  %-9s %10s %9s %9s %6s %7s  %s", "#", "status", "tokens/s", "step ms",
-                         "peak MiB", "MFU", "loss", "strategy");
+  return absl::StrFormat("%4s  %-9s %10s %9s %7s %9s %6s %7s  %s", "#", "status", "tokens/s",
+                         "step ms", "comm ms", "peak MiB", "MFU", "loss", "strategy");
 }
 
 void PrintTrialTable(std::ostream& out, const std::vector<v1::Trial>& trials) {
@@ -417,6 +418,9 @@ int WorkersCommand(const ClientContext& c) {
                      {"address", w.address()},
                      {"healthy", w.healthy()},
                      {"last_seen", w.last_seen()},
+                     {"registered_at", w.registered_at()},
+                     {"rendezvous_ports",
+                      {{"min", w.rendezvous_port_min()}, {"max", w.rendezvous_port_max()}}},
                      {"devices", devices}});
     }
     *c.out << json{{"workers", out}}.dump(2) << "\n";
@@ -424,7 +428,11 @@ int WorkersCommand(const ClientContext& c) {
   }
   if (resp.workers().empty()) *c.out << "no workers registered\n";
   for (const v1::Worker& w : resp.workers()) {
-    *c.out << w.worker_id() << " at " << w.address() << (w.healthy() ? "" : " (LOST)") << "\n";
+    *c.out << w.worker_id() << " at " << w.address() << (w.healthy() ? "" : " (LOST)");
+    if (w.rendezvous_port_max() > 0) {
+      *c.out << "  rendezvous ports " << w.rendezvous_port_min() << "-" << w.rendezvous_port_max();
+    }
+    *c.out << "\n";
     for (const v1::Device& d : w.devices()) {
       const v1::PeakTflops& peak = d.peak_tflops();
       const std::string peak_text =

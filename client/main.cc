@@ -40,7 +40,8 @@ struct ModelFlags {
     cmd->add_option("--seq-len", seq_len, "sequence length")->required();
     cmd->add_option("--global-batch-size", global_batch_size, "samples per optimizer step")
         ->required();
-    cmd->add_option("--world-size", world_size, "ranks per trial (1 for now)");
+    cmd->add_option("--world-size", world_size,
+                    "ranks per trial = the size of the cluster you will train on (default 1)");
     cmd->add_option("--device", device, "device type the trials run on: cpu or cuda");
   }
   // Reads the config file (or the torchscript file); prints one line and
@@ -137,6 +138,28 @@ int main(int argc, char** argv) {
                    "optimizer state placement to try: none,cpu (default: none on a cpu device, "
                    "both on cuda)")
       ->delimiter(',');
+  // Parallel layouts of --world-size ranks (docs/CLI.md); empty = every one
+  // that applies.
+  std::vector<int> tp_sizes, pp_sizes, virtual_stages;
+  std::vector<std::string> shardings, pipeline_schedules, sequence_parallel;
+  tune->add_option("--tp-sizes", tp_sizes,
+                   "tensor-parallel sizes to try (default: every divisor of --world-size)")
+      ->delimiter(',');
+  tune->add_option("--pp-sizes", pp_sizes,
+                   "pipeline-parallel sizes to try (default: every divisor of --world-size)")
+      ->delimiter(',');
+  tune->add_option("--shardings", shardings,
+                   "data-parallel sharding to try: none,zero1,zero2,fsdp (default: all)")
+      ->delimiter(',');
+  tune->add_option("--pipeline-schedules", pipeline_schedules,
+                   "pipeline schedules to try: 1f1b,interleaved (default: both)")
+      ->delimiter(',');
+  tune->add_option("--virtual-stages", virtual_stages,
+                   "model chunks per rank for interleaved, each >= 2 (default: 2)")
+      ->delimiter(',');
+  tune->add_option("--sequence-parallel", sequence_parallel,
+                   "sequence parallelism with tensor parallelism: off,on (default: both)")
+      ->delimiter(',');
   tune->add_option("--warmup-steps", warmup, "untimed steps per trial (default 2)");
   tune->add_option("--measured-steps", measured, "timed steps per trial (default 5)");
   tune->add_option("--trial-timeout", trial_timeout, "limit for one trial, e.g. 5m");
@@ -202,6 +225,12 @@ int main(int argc, char** argv) {
     for (const std::string& a : attentions) request.add_attentions(a);
     for (const std::string& o : optimizers) request.add_optimizers(o);
     for (const std::string& o : offloads) request.add_offloads(o);
+    for (int t : tp_sizes) request.add_tensor_parallel_sizes(t);
+    for (int p : pp_sizes) request.add_pipeline_parallel_sizes(p);
+    for (const std::string& s : shardings) request.add_shardings(s);
+    for (const std::string& p : pipeline_schedules) request.add_pipeline_schedules(p);
+    for (int v : virtual_stages) request.add_virtual_stages(v);
+    for (const std::string& s : sequence_parallel) request.add_sequence_parallel(s);
     return autoaccel::TuneCommand(c, request, !detach);
   }
   if (*watch) return autoaccel::WatchCommand(c, job_id);

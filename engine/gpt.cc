@@ -4,7 +4,12 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "engine/tensor_parallel.h"
 
 namespace autoaccel {
 namespace {
@@ -16,21 +21,24 @@ torch::nn::LayerNorm MakeLayerNorm(const ModelSpec& spec) {
 
 }  // namespace
 
-GptAttentionImpl::GptAttentionImpl(const ModelSpec& spec) : n_head_(spec.n_head) {
+GptAttentionImpl::GptAttentionImpl(const ModelSpec& spec) : head_dim_(spec.n_embd / spec.n_head) {
   c_attn_ = register_module("c_attn", torch::nn::Linear(spec.n_embd, 3 * spec.n_embd));
   c_proj_ = register_module("c_proj", torch::nn::Linear(spec.n_embd, spec.n_embd));
 }
 
 torch::Tensor GptAttentionImpl::Forward(const torch::Tensor& x, const RunOptions& options) {
-  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-  const int64_t head_dim = C / n_head_;
-  // [B, T, 3C] -> 3 x [B, n_head, T, head_dim]
-  std::vector<torch::Tensor> qkv = c_attn_->forward(x).split(C, /*dim=*/2);
+  const int64_t B = x.size(0), T = x.size(1);
+  // [B, T, 3C'] -> 3 x [B, heads, T, head_dim], C' = heads * head_dim: all
+  // heads, or this rank's under tensor parallelism.
+  const torch::Tensor fused = c_attn_->forward(CopyToTensorParallel(x, options.tp));
+  const int64_t width = fused.size(2) / 3;
+  std::vector<torch::Tensor> qkv = fused.split(width, /*dim=*/2);
   auto heads = [&](const torch::Tensor& t) {
-    return t.view({B, T, n_head_, head_dim}).transpose(1, 2);
+    return t.view({B, T, width / head_dim_, head_dim_}).transpose(1, 2);
   };
-  return c_proj_->forward(
-      Attend(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), /*causal=*/true, options));
+  return RowParallelLinear(
+      Attend(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), /*causal=*/true, options),
+      c_proj_->weight, c_proj_->bias, options.tp);
 }
 
 GptMlpImpl::GptMlpImpl(const ModelSpec& spec) {
@@ -38,8 +46,10 @@ GptMlpImpl::GptMlpImpl(const ModelSpec& spec) {
   c_proj_ = register_module("c_proj", torch::nn::Linear(spec.n_inner, spec.n_embd));
 }
 
-torch::Tensor GptMlpImpl::Forward(const torch::Tensor& x) {
-  return c_proj_->forward(torch::gelu(c_fc_->forward(x), /*approximate=*/"tanh"));
+torch::Tensor GptMlpImpl::Forward(const torch::Tensor& x, const RunOptions& options) {
+  const torch::Tensor h =
+      torch::gelu(c_fc_->forward(CopyToTensorParallel(x, options.tp)), /*approximate=*/"tanh");
+  return RowParallelLinear(h, c_proj_->weight, c_proj_->bias, options.tp);
 }
 
 GptBlockImpl::GptBlockImpl(const ModelSpec& spec) {
@@ -51,7 +61,7 @@ GptBlockImpl::GptBlockImpl(const ModelSpec& spec) {
 
 torch::Tensor GptBlockImpl::Forward(const torch::Tensor& x, const RunOptions& options) {
   const torch::Tensor h = x + attn_->Forward(ln_1_->forward(x), options);
-  return h + mlp_->Forward(ln_2_->forward(h));
+  return h + mlp_->Forward(ln_2_->forward(h), options);
 }
 
 GptImpl::GptImpl(const ModelSpec& spec, uint64_t seed) : TrainableModel(spec) {
@@ -88,11 +98,32 @@ torch::Tensor GptImpl::Logits(const torch::Tensor& tokens, const RunOptions& opt
   TORCH_CHECK(T <= spec().n_positions, "sequence length ", T, " exceeds n_positions ",
               spec().n_positions);
   const torch::Tensor positions = torch::arange(T, tokens.options().dtype(torch::kLong));
-  torch::Tensor x = wte_->forward(tokens) + wpe_->forward(positions);
+  torch::Tensor x =
+      VocabParallelEmbedding(tokens, wte_->weight, options.tp) + wpe_->forward(positions);
   const int n = static_cast<int>(h_->size());
   for (int i = 0; i < n; ++i) x = RunBlock(*h_[i]->as<GptBlockImpl>(), x, options, i, n);
   x = ln_f_->forward(x);
-  return at::linear(x, wte_->weight);  // tied LM head
+  // Tied LM head; under tensor parallelism this rank's vocabulary columns.
+  return at::linear(CopyToTensorParallel(x, options.tp), wte_->weight);
+}
+
+absl::Status GptImpl::ShardTensorParallel(const TensorParallelShard& tp) {
+  const ModelSpec& m = spec();
+  if (m.n_head % tp.size != 0 || m.n_inner % tp.size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("strategy.tensor_parallel: ", tp.size,
+                                                   " does not divide n_head (", m.n_head,
+                                                   ") and n_inner (", m.n_inner, ")"));
+  }
+  using Split = TensorParallelSplit;
+  ShardParameters(*this, tp, [&](const std::string& name) {
+    auto ends = [&](const char* suffix) { return absl::EndsWith(name, suffix); };
+    if (name == "wte.weight") return Split{Split::kRows, 1, tp.vocab_per_rank * tp.size};
+    if (ends("attn.c_attn.weight") || ends("attn.c_attn.bias")) return Split{Split::kRows, 3};
+    if (ends("mlp.c_fc.weight") || ends("mlp.c_fc.bias")) return Split{Split::kRows, 1};
+    if (ends("c_proj.weight")) return Split{Split::kColumns, 1};
+    return Split{};
+  });
+  return absl::OkStatus();
 }
 
 }  // namespace autoaccel

@@ -33,7 +33,7 @@ class GptAttentionImpl : public torch::nn::Module {
   torch::Tensor Forward(const torch::Tensor& x, const RunOptions& options);
 
  private:
-  int64_t n_head_;
+  int64_t head_dim_;
   torch::nn::Linear c_attn_{nullptr};  // fused q, k, v
   torch::nn::Linear c_proj_{nullptr};
 };
@@ -42,7 +42,7 @@ TORCH_MODULE(GptAttention);
 class GptMlpImpl : public torch::nn::Module {
  public:
   explicit GptMlpImpl(const ModelSpec& spec);
-  torch::Tensor Forward(const torch::Tensor& x);
+  torch::Tensor Forward(const torch::Tensor& x, const RunOptions& options);
 
  private:
   torch::nn::Linear c_fc_{nullptr};
@@ -76,6 +76,10 @@ class GptImpl : public TrainableModel {
   // Forward, Loss, MakeExample: see TrainableModel (next-token prediction).
 
   std::vector<torch::nn::Module*> Layers() override { return ModulesOf(h_); }
+  // Megatron's split: c_attn (q, k and v each) and c_fc by output rows,
+  // both c_proj by input columns, wte by vocabulary rows; the rest is
+  // replicated.
+  absl::Status ShardTensorParallel(const TensorParallelShard& tp) override;
 
  protected:
   torch::Tensor Logits(const torch::Tensor& tokens, const RunOptions& options) override;

@@ -3,8 +3,13 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "engine/tensor_parallel.h"
 
 namespace autoaccel {
 namespace {
@@ -33,34 +38,38 @@ torch::Tensor RotateHalf(const torch::Tensor& x) {
 
 class LlamaAttentionImpl : public torch::nn::Module {
  public:
-  explicit LlamaAttentionImpl(const ModelSpec& spec)
-      : n_head_(spec.n_head), n_kv_head_(spec.n_kv_head), head_dim_(spec.n_embd / spec.n_head) {
-    q_proj_ = register_module("q_proj", NoBiasLinear(spec.n_embd, n_head_ * head_dim_));
-    k_proj_ = register_module("k_proj", NoBiasLinear(spec.n_embd, n_kv_head_ * head_dim_));
-    v_proj_ = register_module("v_proj", NoBiasLinear(spec.n_embd, n_kv_head_ * head_dim_));
-    o_proj_ = register_module("o_proj", NoBiasLinear(n_head_ * head_dim_, spec.n_embd));
+  explicit LlamaAttentionImpl(const ModelSpec& spec) : head_dim_(spec.n_embd / spec.n_head) {
+    const int64_t n_head = spec.n_head, n_kv_head = spec.n_kv_head;
+    q_proj_ = register_module("q_proj", NoBiasLinear(spec.n_embd, n_head * head_dim_));
+    k_proj_ = register_module("k_proj", NoBiasLinear(spec.n_embd, n_kv_head * head_dim_));
+    v_proj_ = register_module("v_proj", NoBiasLinear(spec.n_embd, n_kv_head * head_dim_));
+    o_proj_ = register_module("o_proj", NoBiasLinear(n_head * head_dim_, spec.n_embd));
   }
 
   // x [B, T, C]; cos, sin [T, head_dim].
   torch::Tensor Forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const RunOptions& options) {
     const int64_t B = x.size(0), T = x.size(1);
-    auto heads = [&](const torch::Tensor& t, int64_t n) {
-      return t.view({B, T, n, head_dim_}).transpose(1, 2);
+    // Head counts from the projections' widths: all heads, or this rank's
+    // under tensor parallelism.
+    auto heads = [&](const torch::Tensor& t) {
+      return t.view({B, T, t.size(2) / head_dim_, head_dim_}).transpose(1, 2);
     };
+    const torch::Tensor input = CopyToTensorParallel(x, options.tp);
     // In the projections' dtype, as transformers does (cos and sin are cast
     // to it), so that bf16 weights give bf16 q and k.
     auto rotate = [&](const torch::Tensor& t) {
       return t * cos.to(t.scalar_type()) + RotateHalf(t) * sin.to(t.scalar_type());
     };
-    const torch::Tensor q = rotate(heads(q_proj_->forward(x), n_head_));
-    const torch::Tensor k = rotate(heads(k_proj_->forward(x), n_kv_head_));
-    const torch::Tensor v = heads(v_proj_->forward(x), n_kv_head_);
-    return o_proj_->forward(Attend(q, k, v, /*causal=*/true, options));
+    const torch::Tensor q = rotate(heads(q_proj_->forward(input)));
+    const torch::Tensor k = rotate(heads(k_proj_->forward(input)));
+    const torch::Tensor v = heads(v_proj_->forward(input));
+    return RowParallelLinear(Attend(q, k, v, /*causal=*/true, options), o_proj_->weight, {},
+                             options.tp);
   }
 
  private:
-  int64_t n_head_, n_kv_head_, head_dim_;
+  int64_t head_dim_;
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
 };
 
@@ -72,8 +81,10 @@ class LlamaMlpImpl : public torch::nn::Module {
     down_proj_ = register_module("down_proj", NoBiasLinear(spec.n_inner, spec.n_embd));
   }
 
-  torch::Tensor Forward(const torch::Tensor& x) {
-    return down_proj_->forward(at::silu(gate_proj_->forward(x)) * up_proj_->forward(x));
+  torch::Tensor Forward(const torch::Tensor& x, const RunOptions& options) {
+    const torch::Tensor input = CopyToTensorParallel(x, options.tp);
+    return RowParallelLinear(at::silu(gate_proj_->forward(input)) * up_proj_->forward(input),
+                             down_proj_->weight, {}, options.tp);
   }
 
  private:
@@ -143,7 +154,7 @@ class LlamaBlock : public CheckpointableBlock {
     const torch::Tensor h =
         x + self_attn_->Forward(input_layernorm_->forward(x), cos, sin, options);
     const torch::Tensor normed = post_attention_layernorm_->forward(h);
-    return h + (moe_ ? moe_->Forward(normed) : mlp_->Forward(normed));
+    return h + (moe_ ? moe_->Forward(normed) : mlp_->Forward(normed, options));
   }
 
  private:
@@ -184,11 +195,38 @@ LlamaImpl::LlamaImpl(const ModelSpec& spec, uint64_t seed) : TrainableModel(spec
 torch::Tensor LlamaImpl::Logits(const torch::Tensor& tokens, const RunOptions& options) {
   TORCH_CHECK(tokens.size(1) <= spec().n_positions, "sequence length ", tokens.size(1),
               " exceeds max_position_embeddings ", spec().n_positions);
-  torch::Tensor x = embed_tokens_->forward(tokens);
+  torch::Tensor x = VocabParallelEmbedding(tokens, embed_tokens_->weight, options.tp);
   const int n = static_cast<int>(layers_->size());
   for (int i = 0; i < n; ++i) x = RunBlock(*layers_[i]->as<LlamaBlock>(), x, options, i, n);
   x = norm_->forward(x);
-  return at::linear(x, lm_head_ ? lm_head_->weight : embed_tokens_->weight);
+  // Under tensor parallelism: this rank's vocabulary columns.
+  return at::linear(CopyToTensorParallel(x, options.tp),
+                    lm_head_ ? lm_head_->weight : embed_tokens_->weight);
+}
+
+absl::Status LlamaImpl::ShardTensorParallel(const TensorParallelShard& tp) {
+  const ModelSpec& m = spec();
+  if (m.family != "llama") return TrainableModel::ShardTensorParallel(tp);
+  if (m.n_head % tp.size != 0 || m.n_kv_head % tp.size != 0 || m.n_inner % tp.size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "strategy.tensor_parallel: ", tp.size, " does not divide num_attention_heads (", m.n_head,
+        "), num_key_value_heads (", m.n_kv_head, ") and intermediate_size (", m.n_inner, ")"));
+  }
+  using Split = TensorParallelSplit;
+  const int64_t padded_vocab = tp.vocab_per_rank * tp.size;
+  ShardParameters(*this, tp, [&](const std::string& name) {
+    auto ends = [&](const char* suffix) { return absl::EndsWith(name, suffix); };
+    if (ends("embed_tokens.weight") || name == "lm_head.weight") {
+      return Split{Split::kRows, 1, padded_vocab};
+    }
+    if (ends("q_proj.weight") || ends("k_proj.weight") || ends("v_proj.weight") ||
+        ends("gate_proj.weight") || ends("up_proj.weight")) {
+      return Split{Split::kRows, 1};
+    }
+    if (ends("o_proj.weight") || ends("down_proj.weight")) return Split{Split::kColumns, 1};
+    return Split{};
+  });
+  return absl::OkStatus();
 }
 
 }  // namespace autoaccel

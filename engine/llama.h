@@ -64,6 +64,10 @@ class LlamaImpl : public TrainableModel {
   LlamaImpl(const ModelSpec& spec, uint64_t seed);
 
   std::vector<torch::nn::Module*> Layers() override { return ModulesOf(layers_); }
+  // llama: q/k/v, gate and up projections by output rows (whole heads),
+  // o and down projections by input columns, embed_tokens and lm_head by
+  // vocabulary rows. mixtral: not split (its experts would be).
+  absl::Status ShardTensorParallel(const TensorParallelShard& tp) override;
 
  protected:
   torch::Tensor Logits(const torch::Tensor& tokens, const RunOptions& options) override;

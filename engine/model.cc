@@ -12,10 +12,12 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/bert.h"
 #include "engine/gpt.h"
 #include "engine/llama.h"
+#include "engine/tensor_parallel.h"
 
 namespace autoaccel {
 namespace {
@@ -37,6 +39,15 @@ std::unique_ptr<AutocastScope> RestoreAutocast(AutogradContext* ctx, c10::Device
       static_cast<c10::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
 }
 
+// What a checkpointed block runs with inside: the same attention and tensor
+// parallelism, nothing checkpointed within, no layer hooks.
+RunOptions InnerOptions(const RunOptions& options) {
+  RunOptions inner;
+  inner.attention = options.attention;
+  inner.tp = options.tp;
+  return inner;
+}
+
 // Activation checkpointing of one block (LibTorch has no
 // torch.utils.checkpoint). Function::apply runs forward() with grad mode off,
 // so the block keeps no activations; backward() recomputes it with grad on,
@@ -49,20 +60,22 @@ std::unique_ptr<AutocastScope> RestoreAutocast(AutogradContext* ctx, c10::Device
 class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, CheckpointableBlock* block,
-                               Attention attention, const torch::Tensor& x,
+                               const RunOptions* options, const torch::Tensor& x,
                                torch::TensorList params) {
     (void)params;  // inputs only so that their gradients flow
     ctx->saved_data["block"] = reinterpret_cast<int64_t>(block);
-    ctx->saved_data["attention"] = static_cast<int64_t>(attention);
+    ctx->saved_data["attention"] = static_cast<int64_t>(options->attention);
+    ctx->saved_data["tp"] = reinterpret_cast<int64_t>(options->tp);
     SaveAutocast(ctx, x.device().type());
     ctx->save_for_backward({x});
-    return block->Forward(x, RunOptions{attention, Checkpointing::kNone});
+    return block->Forward(x, InnerOptions(*options));
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     auto* block = reinterpret_cast<CheckpointableBlock*>(ctx->saved_data["block"].toInt());
-    const RunOptions options{static_cast<Attention>(ctx->saved_data["attention"].toInt()),
-                             Checkpointing::kNone};
+    RunOptions options;
+    options.attention = static_cast<Attention>(ctx->saved_data["attention"].toInt());
+    options.tp = reinterpret_cast<const TensorParallelShard*>(ctx->saved_data["tp"].toInt());
     const torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
     torch::Tensor y;
     {
@@ -75,7 +88,7 @@ class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
     variable_list grads = torch::autograd::grad({y}, inputs, {grad_outputs[0]},
                                                 /*retain_graph=*/false, /*create_graph=*/false,
                                                 /*allow_unused=*/true);
-    // One entry per forward argument, params flattened: block, attention, x, params...
+    // One entry per forward argument, params flattened: block, options, x, params...
     variable_list result{torch::Tensor(), torch::Tensor()};
     result.insert(result.end(), grads.begin(), grads.end());
     return result;
@@ -120,9 +133,19 @@ class CheckpointedAttention : public torch::autograd::Function<CheckpointedAtten
 torch::Tensor TrainableModel::Loss(const torch::Tensor& input, const torch::Tensor& target,
                                    const RunOptions& options) {
   const torch::Tensor logits = Forward(input, options);
+  if (options.tp != nullptr && options.tp->size > 1) {
+    return VocabParallelCrossEntropy(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}),
+                                     kIgnoreIndex, *options.tp);
+  }
   return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
                                 target.reshape({-1}), /*weight=*/{}, at::Reduction::Mean,
                                 /*ignore_index=*/kIgnoreIndex);
+}
+
+absl::Status TrainableModel::ShardTensorParallel(const TensorParallelShard& tp) {
+  (void)tp;
+  return absl::InvalidArgumentError(absl::StrCat("strategy.tensor_parallel: the ", spec_.family,
+                                                 " family runs without tensor parallelism"));
 }
 
 Example TrainableModel::MakeExample(const torch::Tensor& tokens, uint64_t /*seed*/) const {
@@ -188,7 +211,7 @@ torch::Tensor RunBlock(CheckpointableBlock& block, const torch::Tensor& x,
     y = block.Forward(x, layer_options);
   } else {
     const std::vector<torch::Tensor> params = block.parameters();
-    y = CheckpointedBlock::apply(&block, options.attention, x, torch::TensorList(params));
+    y = CheckpointedBlock::apply(&block, &options, x, torch::TensorList(params));
   }
   if (options.hooks) options.hooks->AfterForward(layer, y);
   return y;

@@ -29,6 +29,7 @@
 namespace autoaccel {
 
 class LayerHooks;
+struct TensorParallelShard;
 
 // How the forward pass runs; the weights do not depend on it.
 struct RunOptions {
@@ -44,6 +45,10 @@ struct RunOptions {
   // Called around every transformer layer (see RunBlock); null for none.
   // Fully sharded data parallelism gathers a layer's parameters here.
   LayerHooks* hooks = nullptr;
+  // Tensor parallelism (tensor_parallel.h): the model's parameters hold this
+  // rank's slices (TrainableModel::ShardTensorParallel) and its layers
+  // exchange partial results over the group. Null: one device.
+  const TensorParallelShard* tp = nullptr;
 };
 using GptRunOptions = RunOptions;  // the name from when GPT-2 was the only family
 
@@ -80,6 +85,12 @@ class TrainableModel : public torch::nn::Module {
   // predict the next token (input tokens[:, :T], target tokens[:, 1:]); bert
   // overrides it with its masked-LM task. Deterministic in `seed`.
   virtual Example MakeExample(const torch::Tensor& tokens, uint64_t seed) const;
+
+  // Replaces the parameters by this rank's tensor-parallel slices (call on
+  // the full model, on CPU, before moving it); Forward and Loss then need
+  // RunOptions::tp set to `tp`. INVALID_ARGUMENT naming
+  // strategy.tensor_parallel for a family without tensor parallelism.
+  virtual absl::Status ShardTensorParallel(const TensorParallelShard& tp);
 
   // The model's transformer layers in order (what RunBlock runs); their
   // parameters are disjoint and every other parameter of the model belongs

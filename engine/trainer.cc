@@ -92,11 +92,18 @@ absl::Status ValidateTrialSpec(const TrialSpec& spec) {
         absl::StrCat("strategy.sharding: ", ShardingName(s.sharding),
                      " shards over data-parallel ranks and needs data_parallel > 1"));
   }
-  if (s.tensor_parallel > 1 || s.pipeline_parallel > 1) {
+  if (s.pipeline_parallel > 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("strategy: tensor_parallel ", s.tensor_parallel, " and pipeline_parallel ",
-                     s.pipeline_parallel,
-                     ": this trial runner runs data parallelism only so far (both must be 1)"));
+        absl::StrCat("strategy.pipeline_parallel: ", s.pipeline_parallel,
+                     " stages; this trial runner has no pipeline parallelism yet (must be 1)"));
+  }
+  if (s.sequence_parallel) {
+    return absl::InvalidArgumentError(
+        "strategy.sequence_parallel: this trial runner has no sequence parallelism yet");
+  }
+  if (s.tensor_parallel > 1 && m.IsTorchScript()) {
+    return absl::InvalidArgumentError(
+        "strategy.tensor_parallel: a torchscript model cannot be split (must be 1)");
   }
   if (spec.num_threads < 1) return absl::InvalidArgumentError("num_threads: must be >= 1");
   if (spec.memory_limit_bytes < 0) {
@@ -168,6 +175,17 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
     t->parameters_ = t->scripted_->Parameters();
   } else {
     ASSIGN_OR_RETURN(t->model_, BuildModel(spec.model, spec.seed));
+    if (strategy.tensor_parallel > 1) {
+      // Every rank builds the same full model, then keeps its slices.
+      TensorParallelShard& tp = t->tensor_parallel_;
+      tp.group = &t->groups_->tensor();
+      tp.rank = tp.group->rank();
+      tp.size = tp.group->size();
+      tp.vocab_size = spec.model.vocab_size;
+      tp.vocab_per_rank = (tp.vocab_size + tp.size - 1) / tp.size;
+      RETURN_IF_ERROR(t->model_->ShardTensorParallel(tp));
+      t->run_options_.tp = &tp;
+    }
     t->model_->to(device);
     if (pure_bf16) t->model_->to(torch::kBFloat16);
     t->parameters_ = t->model_->parameters();

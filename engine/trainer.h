@@ -27,6 +27,7 @@
 #include "engine/model.h"
 #include "engine/optim.h"
 #include "engine/scripted_model.h"
+#include "engine/tensor_parallel.h"
 #include "engine/trial_io.h"
 
 namespace autoaccel {
@@ -36,7 +37,8 @@ namespace autoaccel {
 // grad_accum_steps * data_parallel == global_batch_size, seq_len <= the model's
 // maximum positions (n_positions / max_position_embeddings), a known device
 // string, num_threads >= 1, world_size == the strategy's dp * tp * pp, a
-// layout this engine runs (tensor and pipeline parallelism: not yet).
+// layout this engine runs (pipeline and sequence parallelism: not yet;
+// tensor parallelism: gpt2 and llama, checked when the model is split).
 // Returns INVALID_ARGUMENT naming the field, else OK.
 absl::Status ValidateTrialSpec(const TrialSpec& spec);
 
@@ -114,6 +116,7 @@ class Trainer {
   torch::Device device_;
   std::unique_ptr<Groups> groups_;
   std::unique_ptr<DataParallel> data_parallel_;  // data_parallel > 1
+  TensorParallelShard tensor_parallel_;          // tensor_parallel > 1
   RunOptions run_options_;
   std::shared_ptr<TrainableModel> model_;
   std::unique_ptr<ScriptedModel> scripted_;

@@ -14,6 +14,13 @@ v1::Strategy ToProto(const Strategy& s) {
   p.set_checkpoint_percent(s.checkpoint_percent);
   p.set_optimizer(std::string(OptimizerName(s.optimizer)));
   p.set_offload(std::string(OffloadName(s.offload)));
+  p.set_data_parallel(s.data_parallel);
+  p.set_tensor_parallel(s.tensor_parallel);
+  p.set_pipeline_parallel(s.pipeline_parallel);
+  p.set_sharding(std::string(ShardingName(s.sharding)));
+  p.set_pipeline_schedule(std::string(PipelineScheduleName(s.pipeline_schedule)));
+  p.set_virtual_stages(s.virtual_stages);
+  p.set_sequence_parallel(s.sequence_parallel);
   p.set_text(StrategyToText(s));
   return p;
 }
@@ -37,6 +44,21 @@ absl::StatusOr<Strategy> FromProto(const v1::Strategy& p) {
   if (!p.offload().empty()) {
     ASSIGN_OR_RETURN(s.offload, ParseOffload(p.offload()));
   }
+  // Unset (0, "") means the single-rank default, so requests written before
+  // the layout fields existed still convert.
+  const auto degree = [](int32_t v) { return v == 0 ? 1 : v; };
+  s.data_parallel = degree(p.data_parallel());
+  s.tensor_parallel = degree(p.tensor_parallel());
+  s.pipeline_parallel = degree(p.pipeline_parallel());
+  s.virtual_stages = degree(p.virtual_stages());
+  if (!p.sharding().empty()) {
+    ASSIGN_OR_RETURN(s.sharding, ParseSharding(p.sharding()));
+  }
+  if (!p.pipeline_schedule().empty()) {
+    ASSIGN_OR_RETURN(s.pipeline_schedule, ParsePipelineSchedule(p.pipeline_schedule()));
+  }
+  s.sequence_parallel = p.sequence_parallel();
+  RETURN_IF_ERROR(CheckLayout(s));
   return s;
 }
 
@@ -55,6 +77,8 @@ v1::TrialMetrics ToProto(const TrialMetrics& m) {
   p.set_mfu(m.mfu);
   p.set_peak_tflops(m.peak_tflops);
   p.set_skipped_steps(m.skipped_steps);
+  p.set_comm_time_s(m.comm_time_s);
+  for (int64_t bytes : m.rank_peak_memory_bytes) p.add_rank_peak_memory_bytes(bytes);
   return p;
 }
 
@@ -73,6 +97,9 @@ TrialMetrics FromProto(const v1::TrialMetrics& p) {
   m.mfu = p.mfu();
   m.peak_tflops = p.peak_tflops();
   m.skipped_steps = p.skipped_steps();
+  m.comm_time_s = p.comm_time_s();
+  m.rank_peak_memory_bytes.assign(p.rank_peak_memory_bytes().begin(),
+                                  p.rank_peak_memory_bytes().end());
   return m;
 }
 

@@ -21,7 +21,12 @@ constexpr Checkpointing kCheckpointingOrder[] = {Checkpointing::kNone, Checkpoin
                                                  Checkpointing::kFull};
 constexpr Optimizer kOptimizerOrder[] = {Optimizer::kFusedAdamW, Optimizer::kAdamW};
 constexpr Offload kOffloadOrder[] = {Offload::kNone, Offload::kCpu};
+constexpr Sharding kShardingOrder[] = {Sharding::kNone, Sharding::kZero1, Sharding::kZero2,
+                                       Sharding::kFsdp};
+constexpr PipelineSchedule kScheduleOrder[] = {PipelineSchedule::k1F1B,
+                                               PipelineSchedule::kInterleaved};
 constexpr int kDefaultCheckpointPercents[] = {50, 100};
+constexpr int kDefaultVirtualStages[] = {2};
 
 template <typename Enum, size_t N>
 bool Contains(const Enum (&order)[N], Enum v) {
@@ -76,10 +81,10 @@ absl::Status DropUnsupported(absl::string_view field, absl::string_view why,
 
 bool IsCpuOffload(Offload o) { return o == Offload::kCpu; }
 
-// Micro-batch sizes to try, largest first. REQUIRES: the batch fields of `r`
-// are valid (world_size > 0, global_batch_size a positive multiple of it).
-absl::StatusOr<std::vector<int>> MicroBatchCandidates(const SpaceRequest& r) {
-  const int per_rank = r.global_batch_size / r.world_size;
+// Micro-batch sizes to try for a data-parallel size whose per-rank batch is
+// `per_rank`, largest first; empty when none of the given sizes divides it.
+// REQUIRES: the given sizes are positive.
+std::vector<int> MicroBatchCandidates(const SpaceRequest& r, int per_rank) {
   std::vector<int> out;
   if (r.micro_batch_sizes.empty()) {
     for (int64_t m = 1; m <= per_rank; m *= 2) {
@@ -87,23 +92,171 @@ absl::StatusOr<std::vector<int>> MicroBatchCandidates(const SpaceRequest& r) {
     }
   } else {
     for (int m : r.micro_batch_sizes) {
-      if (m <= 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("micro_batch_sizes: expected positive integers, got ", m));
-      }
-    }
-    for (int m : r.micro_batch_sizes) {
       if (per_rank % m == 0) out.push_back(m);
-    }
-    if (out.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("global_batch_size: not divisible by any micro-batch size (",
-                       absl::StrJoin(r.micro_batch_sizes, ", "), "): ", r.global_batch_size,
-                       " samples over world_size ", r.world_size, " is ", per_rank, " per rank"));
     }
   }
   std::sort(out.begin(), out.end(), [](int a, int b) { return a > b; });
   out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// One parallel layout and the micro-batch sizes its data-parallel size allows.
+struct Layout {
+  int data_parallel;
+  int tensor_parallel;
+  int pipeline_parallel;
+  std::vector<int> micro_batches;  // largest first
+};
+
+// Sizes to try for one parallel degree, ascending: the given ones
+// (deduplicated) or every divisor of world_size. Fails naming `field` when a
+// given size is not positive.
+absl::StatusOr<std::vector<int>> DegreeCandidates(absl::string_view field,
+                                                  const std::vector<int>& given, int world_size) {
+  std::vector<int> out;
+  if (given.empty()) {
+    for (int64_t d = 1; d * d <= world_size; ++d) {
+      if (world_size % d != 0) continue;
+      out.push_back(static_cast<int>(d));
+      out.push_back(static_cast<int>(world_size / d));
+    }
+  } else {
+    for (int v : given) {
+      if (v <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": expected positive integers, got ", v));
+      }
+    }
+    out = given;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// The layouts of the request in their preferred order (see EnumerateSpace()),
+// each with its micro-batch sizes; layouts whose data-parallel size the
+// global batch does not allow are left out. REQUIRES: ValidateShape() passed.
+absl::StatusOr<std::vector<Layout>> LayoutCandidates(const SpaceRequest& r) {
+  ASSIGN_OR_RETURN(
+      const std::vector<int> tps,
+      DegreeCandidates("tensor_parallel_sizes", r.tensor_parallel_sizes, r.world_size));
+  ASSIGN_OR_RETURN(
+      const std::vector<int> pps,
+      DegreeCandidates("pipeline_parallel_sizes", r.pipeline_parallel_sizes, r.world_size));
+  for (int m : r.micro_batch_sizes) {
+    if (m <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("micro_batch_sizes: expected positive integers, got ", m));
+    }
+  }
+  const auto divides_world = [&](int64_t n) { return r.world_size % n == 0; };
+  if (std::none_of(tps.begin(), tps.end(), divides_world)) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor_parallel_sizes: none of (",
+                                                   absl::StrJoin(tps, ", "),
+                                                   ") divides world_size ", r.world_size));
+  }
+  if (std::none_of(pps.begin(), pps.end(), divides_world)) {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline_parallel_sizes: none of (",
+                                                   absl::StrJoin(pps, ", "),
+                                                   ") divides world_size ", r.world_size));
+  }
+  std::vector<Layout> layouts;
+  for (int tp : tps) {
+    for (int pp : pps) {
+      const int64_t model_ranks = int64_t{tp} * pp;
+      if (!divides_world(model_ranks)) continue;
+      layouts.push_back({static_cast<int>(r.world_size / model_ranks), tp, pp, {}});
+    }
+  }
+  if (layouts.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline_parallel_sizes: no product of a tensor-parallel size (",
+                     absl::StrJoin(tps, ", "), ") and a pipeline-parallel size (",
+                     absl::StrJoin(pps, ", "), ") divides world_size ", r.world_size));
+  }
+  // Fewest model-parallel ranks first (most data parallelism), then tensor
+  // before pipeline parallelism.
+  std::sort(layouts.begin(), layouts.end(), [](const Layout& a, const Layout& b) {
+    const int64_t ma = int64_t{a.tensor_parallel} * a.pipeline_parallel;
+    const int64_t mb = int64_t{b.tensor_parallel} * b.pipeline_parallel;
+    return ma != mb ? ma < mb : a.pipeline_parallel < b.pipeline_parallel;
+  });
+  std::vector<int> data_parallel_sizes;  // of the layouts, for the messages below
+  for (const Layout& l : layouts) {
+    if (std::find(data_parallel_sizes.begin(), data_parallel_sizes.end(), l.data_parallel) ==
+        data_parallel_sizes.end()) {
+      data_parallel_sizes.push_back(l.data_parallel);
+    }
+  }
+  const auto batch_fits = [&](const Layout& l) {
+    return r.global_batch_size % l.data_parallel == 0;
+  };
+  if (std::none_of(layouts.begin(), layouts.end(), batch_fits)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "global_batch_size: ", r.global_batch_size,
+        " is not divisible by the data-parallel size of any layout (data_parallel ",
+        absl::StrJoin(data_parallel_sizes, ", "), " with world_size ", r.world_size, ")"));
+  }
+  std::vector<Layout> out;
+  std::vector<std::string> per_rank;  // for the message below
+  for (Layout& l : layouts) {
+    if (!batch_fits(l)) continue;
+    const int per_rank_batch = r.global_batch_size / l.data_parallel;
+    l.micro_batches = MicroBatchCandidates(r, per_rank_batch);
+    if (!l.micro_batches.empty()) {
+      out.push_back(std::move(l));
+    } else {
+      const std::string text =
+          absl::StrCat(per_rank_batch, " (data_parallel ", l.data_parallel, ")");
+      if (std::find(per_rank.begin(), per_rank.end(), text) == per_rank.end()) {
+        per_rank.push_back(text);
+      }
+    }
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "global_batch_size: not divisible by any micro-batch size (",
+        absl::StrJoin(r.micro_batch_sizes, ", "), "): ", r.global_batch_size,
+        " samples per step is ", absl::StrJoin(per_rank, " or "), " per data-parallel rank"));
+  }
+  return out;
+}
+
+// One value of the pipeline-schedule dimension: the schedule and its model
+// chunks per rank.
+struct ScheduleChoice {
+  PipelineSchedule schedule;
+  int virtual_stages;
+};
+
+// For layouts with pipeline_parallel > 1: 1f1b, then interleaved at each
+// virtual-stage count ascending.
+absl::StatusOr<std::vector<ScheduleChoice>> ScheduleCandidates(const SpaceRequest& r) {
+  ASSIGN_OR_RETURN(const std::vector<PipelineSchedule> schedules,
+                   Candidates("pipeline_schedules", r.pipeline_schedules, kScheduleOrder,
+                              &PipelineScheduleName));
+  std::vector<int> stages = r.virtual_stages;
+  if (stages.empty()) {
+    stages.assign(std::begin(kDefaultVirtualStages), std::end(kDefaultVirtualStages));
+  }
+  for (int v : stages) {
+    if (v < 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "virtual_stages: expected integers >= 2 (model chunks per rank with interleaved), got ",
+          v));
+    }
+  }
+  std::sort(stages.begin(), stages.end());
+  stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+  std::vector<ScheduleChoice> out;
+  for (PipelineSchedule schedule : schedules) {
+    if (schedule == PipelineSchedule::k1F1B) {
+      out.push_back({schedule, 1});
+    } else {
+      for (int v : stages) out.push_back({schedule, v});
+    }
+  }
   return out;
 }
 
@@ -155,17 +308,15 @@ absl::Status ValidateShape(const SpaceRequest& r) {
     return absl::InvalidArgumentError(
         absl::StrCat("global_batch_size: must be positive, got ", r.global_batch_size));
   }
-  if (r.global_batch_size % r.world_size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("global_batch_size: ", r.global_batch_size,
-                                                   " is not divisible by world_size ",
-                                                   r.world_size));
-  }
   return absl::OkStatus();
 }
 
 // Every dimension's candidates, each in its preferred order.
 struct Dimensions {
-  std::vector<int> micro_batches;
+  std::vector<Layout> layouts;
+  std::vector<Sharding> shardings;        // for layouts with data_parallel > 1
+  std::vector<ScheduleChoice> schedules;  // for layouts with pipeline_parallel > 1
+  std::vector<bool> sequence_parallel;    // for layouts with tensor_parallel > 1
   std::vector<Precision> precisions;
   std::vector<Attention> attentions;
   std::vector<CheckpointChoice> checkpoints;
@@ -177,7 +328,17 @@ struct Dimensions {
 absl::StatusOr<Dimensions> ResolveDimensions(const SpaceRequest& r) {
   RETURN_IF_ERROR(ValidateShape(r));
   Dimensions d;
-  ASSIGN_OR_RETURN(d.micro_batches, MicroBatchCandidates(r));
+  ASSIGN_OR_RETURN(d.layouts, LayoutCandidates(r));
+  ASSIGN_OR_RETURN(d.shardings,
+                   Candidates("shardings", r.shardings, kShardingOrder, &ShardingName));
+  ASSIGN_OR_RETURN(d.schedules, ScheduleCandidates(r));
+  for (bool on : {false, true}) {
+    if (r.sequence_parallel_modes.empty() ||
+        std::find(r.sequence_parallel_modes.begin(), r.sequence_parallel_modes.end(), on) !=
+            r.sequence_parallel_modes.end()) {
+      d.sequence_parallel.push_back(on);
+    }
+  }
   ASSIGN_OR_RETURN(d.precisions,
                    Candidates("precisions", r.precisions, kPrecisionOrder, &PrecisionName));
   if (!r.device_supports_bf16) {
@@ -225,6 +386,10 @@ absl::Status CheckKnownValues(const SpaceRequest&, const Strategy& s) {
   if (!Contains(kAttentionOrder, s.attention)) return unknown("attention", s.attention);
   if (!Contains(kOptimizerOrder, s.optimizer)) return unknown("optimizer", s.optimizer);
   if (!Contains(kOffloadOrder, s.offload)) return unknown("offload", s.offload);
+  if (!Contains(kShardingOrder, s.sharding)) return unknown("sharding", s.sharding);
+  if (!Contains(kScheduleOrder, s.pipeline_schedule)) {
+    return unknown("pipeline_schedule", s.pipeline_schedule);
+  }
   return absl::OkStatus();
 }
 
@@ -232,15 +397,32 @@ absl::Status CheckCheckpointRule(const SpaceRequest&, const Strategy& s) {
   return CheckCheckpointPercent(s);
 }
 
+absl::Status CheckLayoutRule(const SpaceRequest&, const Strategy& s) { return CheckLayout(s); }
+
+absl::Status CheckLayoutProduct(const SpaceRequest& r, const Strategy& s) {
+  // Degrees from a user may be anything: tp * pp fits 64 bits, and times dp
+  // it fits once it is <= world_size.
+  const int64_t model_ranks = int64_t{s.tensor_parallel} * s.pipeline_parallel;
+  if (s.data_parallel <= 0 || s.tensor_parallel <= 0 || s.pipeline_parallel <= 0 ||
+      model_ranks > r.world_size || model_ranks * s.data_parallel != r.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("strategy.data_parallel: data_parallel (", s.data_parallel,
+                     ") * tensor_parallel (", s.tensor_parallel, ") * pipeline_parallel (",
+                     s.pipeline_parallel, ") must equal world_size (", r.world_size, ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckBatchProduct(const SpaceRequest& r, const Strategy& s) {
   // A strategy from a user may carry sizes whose product overflows even 64
-  // bits; world * mbs fits, and times ga it fits once it is <= the batch.
-  const int64_t ranks_times_mbs = int64_t{r.world_size} * s.micro_batch_size;
-  if (ranks_times_mbs > r.global_batch_size ||
+  // bits; dp * mbs fits, and times ga it fits once it is <= the batch.
+  const int64_t ranks_times_mbs = int64_t{s.data_parallel} * s.micro_batch_size;
+  if (s.data_parallel <= 0 || s.micro_batch_size <= 0 || s.grad_accum_steps <= 0 ||
+      ranks_times_mbs > r.global_batch_size ||
       ranks_times_mbs * s.grad_accum_steps != r.global_batch_size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "strategy.grad_accum_steps: world_size (", r.world_size, ") * micro_batch_size (",
-        s.micro_batch_size, ") * grad_accum_steps (", s.grad_accum_steps,
+        "strategy.grad_accum_steps: micro_batch_size (", s.micro_batch_size,
+        ") * grad_accum_steps (", s.grad_accum_steps, ") * data_parallel (", s.data_parallel,
         ") must equal global_batch_size (", r.global_batch_size, ")"));
   }
   return absl::OkStatus();
@@ -279,14 +461,82 @@ absl::Status CheckFixedGraph(const SpaceRequest& r, const Strategy& s) {
   return absl::OkStatus();
 }
 
+absl::Status CheckParallelFamily(const SpaceRequest& r, const Strategy& s) {
+  if (s.tensor_parallel == 1 && s.pipeline_parallel == 1) return absl::OkStatus();
+  absl::StatusOr<ModelFamily> family = r.model.Family();
+  if (family.ok() && (*family == ModelFamily::kGpt2 || *family == ModelFamily::kLlama)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "strategy.", s.tensor_parallel != 1 ? "tensor_parallel" : "pipeline_parallel", ": ",
+      r.model.family,
+      " models run data parallel only (any sharding); tensor and pipeline parallelism need "
+      "gpt2 or llama (allowed: tensor_parallel 1, pipeline_parallel 1)"));
+}
+
+absl::Status CheckTensorParallelModel(const SpaceRequest& r, const Strategy& s) {
+  // tp < 1 is the "layout" rule's; a torchscript model is "parallel_family"'s.
+  const int tp = s.tensor_parallel;
+  if (tp <= 1 || r.model.IsTorchScript()) return absl::OkStatus();
+  // Each rank takes an equal share of the heads and of the MLP's inner
+  // columns; the vocabulary is padded by the engine, so it need not divide.
+  const auto share = [tp](absl::string_view what, int n) {
+    if (n % tp == 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("strategy.tensor_parallel: ", tp, " does not divide the model's ", what, " (",
+                     n, "); each tensor-parallel rank takes an equal share"));
+  };
+  RETURN_IF_ERROR(share("attention heads", r.model.n_head));
+  absl::StatusOr<ModelFamily> family = r.model.Family();
+  if (family.ok() && (*family == ModelFamily::kLlama || *family == ModelFamily::kMixtral)) {
+    RETURN_IF_ERROR(share("key-value heads", r.model.n_kv_head));
+  }
+  return share("MLP inner size", r.model.n_inner);
+}
+
+absl::Status CheckPipelineLayers(const SpaceRequest& r, const Strategy& s) {
+  // Degrees below 1 are the "layout" rule's.
+  const int pp = s.pipeline_parallel;
+  const int vpp = s.virtual_stages;
+  if (pp <= 1 || vpp < 1) return absl::OkStatus();
+  const int64_t chunks = int64_t{pp} * vpp;
+  const int layers = r.model.n_layer;
+  if (chunks > layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("strategy.", vpp > 1 ? "virtual_stages" : "pipeline_parallel",
+                     ": pipeline_parallel (", pp, ") * virtual_stages (", vpp, ") = ", chunks,
+                     " model chunks need at least as many layers; the model has ", layers));
+  }
+  if (s.pipeline_schedule == PipelineSchedule::kInterleaved) {
+    if (layers % chunks != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("strategy.virtual_stages: interleaved splits the ", layers,
+                       " layers into pipeline_parallel (", pp, ") * virtual_stages (", vpp,
+                       ") = ", chunks, " equal chunks, which does not divide them"));
+    }
+    if (s.grad_accum_steps % pp != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "strategy.grad_accum_steps: interleaved runs the micro-batches in groups of "
+          "pipeline_parallel (",
+          pp, "); grad_accum_steps (", s.grad_accum_steps, ") must be a multiple of it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 constexpr CompatibilityRule kRules[] = {
     {"positive_sizes", &CheckPositiveSizes},
     {"known_values", &CheckKnownValues},
     {"checkpoint_percent", &CheckCheckpointRule},
+    {"layout", &CheckLayoutRule},
+    {"layout_product", &CheckLayoutProduct},
     {"batch_product", &CheckBatchProduct},
     {"bf16_device", &CheckBf16Device},
     {"offload_device", &CheckOffloadDevice},
     {"fixed_graph", &CheckFixedGraph},
+    {"parallel_family", &CheckParallelFamily},
+    {"tensor_parallel_model", &CheckTensorParallelModel},
+    {"pipeline_layers", &CheckPipelineLayers},
 };
 
 }  // namespace
@@ -306,29 +556,56 @@ absl::Status CheckCompatible(const SpaceRequest& request, const Strategy& strate
 
 absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request) {
   ASSIGN_OR_RETURN(const Dimensions d, ResolveDimensions(request));
-  const int per_rank = request.global_batch_size / request.world_size;
   std::vector<Strategy> space;
   absl::Status first_rejection;
-  for (Precision precision : d.precisions) {
-    for (Attention attention : d.attentions) {
-      for (const CheckpointChoice& checkpoint : d.checkpoints) {
-        for (Optimizer optimizer : d.optimizers) {
-          for (Offload offload : d.offloads) {
-            for (int micro_batch : d.micro_batches) {
-              Strategy s;
-              s.micro_batch_size = micro_batch;
-              s.grad_accum_steps = per_rank / micro_batch;
-              s.precision = precision;
-              s.checkpointing = checkpoint.checkpointing;
-              s.checkpoint_percent = checkpoint.percent;
-              s.attention = attention;
-              s.optimizer = optimizer;
-              s.offload = offload;
-              absl::Status compatible = CheckCompatible(request, s);
-              if (compatible.ok()) {
-                space.push_back(s);
-              } else if (first_rejection.ok()) {
-                first_rejection = compatible;
+  for (const Layout& layout : d.layouts) {
+    // A dimension the layout has no use for takes its only value.
+    const std::vector<Sharding> shardings =
+        layout.data_parallel > 1 ? d.shardings : std::vector<Sharding>{Sharding::kNone};
+    const std::vector<ScheduleChoice> schedules =
+        layout.pipeline_parallel > 1 ? d.schedules
+                                     : std::vector<ScheduleChoice>{{PipelineSchedule::k1F1B, 1}};
+    const std::vector<bool> sequence_parallel =
+        layout.tensor_parallel > 1 ? d.sequence_parallel : std::vector<bool>{false};
+    // The innermost dimensions, in order: schedule, sequence parallel, micro batch.
+    Strategy inner;
+    std::vector<Strategy> inners;
+    inner.data_parallel = layout.data_parallel;
+    inner.tensor_parallel = layout.tensor_parallel;
+    inner.pipeline_parallel = layout.pipeline_parallel;
+    for (const ScheduleChoice& schedule : schedules) {
+      inner.pipeline_schedule = schedule.schedule;
+      inner.virtual_stages = schedule.virtual_stages;
+      for (bool sp : sequence_parallel) {
+        inner.sequence_parallel = sp;
+        for (int micro_batch : layout.micro_batches) {
+          inner.micro_batch_size = micro_batch;
+          inner.grad_accum_steps = request.global_batch_size / (layout.data_parallel * micro_batch);
+          inners.push_back(inner);
+        }
+      }
+    }
+    for (Sharding sharding : shardings) {
+      for (Precision precision : d.precisions) {
+        for (Attention attention : d.attentions) {
+          for (const CheckpointChoice& checkpoint : d.checkpoints) {
+            for (Optimizer optimizer : d.optimizers) {
+              for (Offload offload : d.offloads) {
+                for (Strategy s : inners) {
+                  s.sharding = sharding;
+                  s.precision = precision;
+                  s.checkpointing = checkpoint.checkpointing;
+                  s.checkpoint_percent = checkpoint.percent;
+                  s.attention = attention;
+                  s.optimizer = optimizer;
+                  s.offload = offload;
+                  absl::Status compatible = CheckCompatible(request, s);
+                  if (compatible.ok()) {
+                    space.push_back(s);
+                  } else if (first_rejection.ok()) {
+                    first_rejection = compatible;
+                  }
+                }
               }
             }
           }

@@ -1,7 +1,9 @@
 // The strategy value type: one point of the search space.
 //
 // A strategy has exactly one canonical text form and one JSON form; both parse
-// back to an equal value (see strategy_test). Field names in the JSON form are
+// back to an equal value (see search_test). It covers the parallel layout
+// (data, tensor and pipeline degrees, ZeRO sharding, pipeline schedule,
+// sequence parallelism) and the per-rank training choices. Field names in the JSON form are
 // a stable, user-visible contract: add keys, never rename them.
 #ifndef AUTOACCEL_SEARCH_STRATEGY_H_
 #define AUTOACCEL_SEARCH_STRATEGY_H_
@@ -90,8 +92,8 @@ struct Strategy {
   // data-parallel, then pipeline stage:
   //   rank = (pp_rank * data_parallel + dp_rank) * tensor_parallel + tp_rank.
   int data_parallel = 1;
-  int tensor_parallel = 1;    // Megatron-style column/row-parallel layers
-  int pipeline_parallel = 1;  // pipeline stages
+  int tensor_parallel = 1;              // Megatron-style column/row-parallel layers
+  int pipeline_parallel = 1;            // pipeline stages
   Sharding sharding = Sharding::kNone;  // kNone whenever data_parallel == 1
   // Pipeline schedule and model chunks per rank: k1F1B with 1 chunk, or
   // kInterleaved with >= 2. Always k1F1B / 1 when pipeline_parallel == 1.
@@ -137,26 +139,56 @@ struct Strategy {
 absl::Status CheckCheckpointPercent(const Strategy& s,
                                     absl::string_view key = "checkpoint_percent");
 
-// Canonical text, keys in a fixed order:
+// Which spelling of the keys an error message uses: the JSON form's (also the
+// proto's and the C++ fields': "data_parallel", "pipeline_schedule", ...) or
+// the canonical text's ("dp", "pp_schedule", ...).
+enum class StrategyForm { kJson, kText };
+
+// The rules that make a parallel layout meaningful and its forms unique:
+//   - data_parallel, tensor_parallel, pipeline_parallel, virtual_stages >= 1;
+//   - sharding is none when data_parallel == 1 (nothing to shard over);
+//   - sequence_parallel only with tensor_parallel > 1;
+//   - pipeline_parallel == 1: pipeline_schedule 1f1b and virtual_stages 1;
+//   - 1f1b: virtual_stages 1; interleaved: virtual_stages >= 2.
+// Says nothing of the world size or the model (see the search space's rules).
+// OK, or INVALID_ARGUMENT "strategy.<key>: ..." naming the offending key in
+// the spelling of `form`. Every parser and the search space's "layout" rule
+// apply this one check.
+absl::Status CheckLayout(const Strategy& s, StrategyForm form = StrategyForm::kJson);
+
+// Canonical text, keys in a fixed order. A single-rank strategy (data,
+// tensor and pipeline parallel 1, sharding none, no sequence parallelism):
 //   "mbs=4,ga=2,precision=bf16,checkpoint=full,attention=sdpa,optimizer=adamw,offload=none"
 // with ",ckpt_pct=P" after "checkpoint=..." only when checkpoint_percent is
-// not 100.
+// not 100. Any other layout is prefixed with "dp=D,tp=T,pp=P,sharding=S",
+// then ",sp=1" when sequence_parallel, then, when pp > 1,
+// ",pp_schedule=1f1b" or ",pp_schedule=interleaved,vpp=V":
+//   "dp=2,tp=2,pp=1,sharding=zero1,sp=1,mbs=4,ga=2,..."
+//   "dp=1,tp=1,pp=4,sharding=none,pp_schedule=interleaved,vpp=2,mbs=1,ga=8,..."
+// (Single-rank texts are exactly those written before layouts existed, so
+// stored answers keep matching.)
 std::string StrategyToText(const Strategy& s);
 
 // Parses the canonical text. Keys may come in any order; a missing key keeps
-// its default (texts written before a dimension existed still parse). Unknown
-// keys, bad values, non-positive sizes, a percent outside 1..100 and a
-// percent other than 100 with checkpoint=none give INVALID_ARGUMENT naming
-// the key.
+// its default (texts written before a dimension existed still parse). Layout
+// keys: dp, tp, pp, vpp (positive integers), sharding, sp (0 or 1),
+// pp_schedule. Unknown keys, bad values, non-positive sizes, a percent
+// outside 1..100, a percent other than 100 with checkpoint=none and a layout
+// that CheckLayout() refuses give INVALID_ARGUMENT naming the key.
 absl::StatusOr<Strategy> ParseStrategyText(absl::string_view text);
 
 // JSON form, every key always present:
-//   {"micro_batch_size":4,"grad_accum_steps":2,"precision":"bf16",
+//   {"data_parallel":2,"tensor_parallel":1,"pipeline_parallel":1,
+//    "sharding":"zero1","pipeline_schedule":"1f1b","virtual_stages":1,
+//    "sequence_parallel":false,
+//    "micro_batch_size":4,"grad_accum_steps":2,"precision":"bf16",
 //    "checkpointing":"full","checkpoint_percent":100,"attention":"sdpa",
 //    "optimizer":"adamw","offload":"none"}
 nlohmann::json StrategyToJson(const Strategy& s);
 
-// Inverse of StrategyToJson; same error rules as ParseStrategyText.
+// Inverse of StrategyToJson; same error rules as ParseStrategyText. Missing
+// keys read as their defaults (JSON written before the layout keys existed
+// is a single-rank strategy).
 absl::StatusOr<Strategy> StrategyFromJson(const nlohmann::json& j);
 
 }  // namespace autoaccel

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -75,12 +76,9 @@ absl::StatusOr<ValidatedRequest> Validate(const v1::TuneRequest& in,
         absl::StrCat("time_limit: must be positive, got ", r.time_limit_seconds(), "s"));
   }
   if (r.max_trials() < 0) return absl::InvalidArgumentError("max_trials: must be >= 0");
+  // Every trial runs world_size ranks (the search space's layouts multiply
+  // to it); a bad one is refused by ValidateSpaceRequest, naming the field.
   if (r.world_size() == 0) r.set_world_size(1);
-  if (r.world_size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "world_size: ", r.world_size(),
-        " is not supported yet; trials run one rank each until distributed strategies land"));
-  }
   if (r.device_type().empty()) r.set_device_type("cpu");
   if (r.device_type() != "cpu" && r.device_type() != "cuda") {
     return absl::InvalidArgumentError(
@@ -130,6 +128,21 @@ absl::StatusOr<ValidatedRequest> Validate(const v1::TuneRequest& in,
   RETURN_IF_ERROR(parse_names("attentions", r.attentions(), &ParseAttention, &space.attentions));
   RETURN_IF_ERROR(parse_names("optimizers", r.optimizers(), &ParseOptimizer, &space.optimizers));
   RETURN_IF_ERROR(parse_names("offloads", r.offloads(), &ParseOffload, &space.offloads));
+  RETURN_IF_ERROR(parse_names("shardings", r.shardings(), &ParseSharding, &space.shardings));
+  RETURN_IF_ERROR(parse_names("pipeline_schedules", r.pipeline_schedules(), &ParsePipelineSchedule,
+                              &space.pipeline_schedules));
+  const auto parse_sp_mode = [](const std::string& name) -> absl::StatusOr<bool> {
+    if (name == "off" || name == "on") return name == "on";
+    return absl::InvalidArgumentError(
+        absl::StrCat("strategy.sequence_parallel: unknown value '", name, "' (allowed: off, on)"));
+  };
+  RETURN_IF_ERROR(parse_names("sequence_parallel", r.sequence_parallel(), parse_sp_mode,
+                              &space.sequence_parallel_modes));
+  space.tensor_parallel_sizes.assign(r.tensor_parallel_sizes().begin(),
+                                     r.tensor_parallel_sizes().end());
+  space.pipeline_parallel_sizes.assign(r.pipeline_parallel_sizes().begin(),
+                                       r.pipeline_parallel_sizes().end());
+  space.virtual_stages.assign(r.virtual_stages().begin(), r.virtual_stages().end());
   space.checkpoint_percents.assign(r.checkpoint_percents().begin(), r.checkpoint_percents().end());
   space.device_is_accelerator = r.device_type() == "cuda";
   ASSIGN_OR_RETURN(out.space, EnumerateSpace(space));
@@ -148,7 +161,24 @@ absl::Time FromUnixSeconds(double s) {
   return s == 0 ? absl::InfinitePast() : absl::UnixEpoch() + absl::Seconds(s);
 }
 
+// "rank 1 on worker w2: " for a rank of a multi-rank trial, "" for a single
+// rank (its trial's reason needs no such prefix).
+std::string RankPrefix(size_t world_size, int rank, const std::string& worker_id) {
+  return world_size > 1 ? absl::StrCat("rank ", rank, " on worker ", worker_id, ": ") : "";
+}
+
 }  // namespace
+
+std::string HostOfAddress(const std::string& address) {
+  absl::string_view a = address;
+  if (absl::ConsumePrefix(&a, "[")) {  // "[v6]:port"
+    return std::string(a.substr(0, a.find(']')));
+  }
+  const size_t colon = a.rfind(':');
+  // No port, or a bare IPv6 address (more than one colon): nothing to strip.
+  if (colon == absl::string_view::npos || a.find(':') != colon) return address;
+  return std::string(a.substr(0, colon));
+}
 
 v1::Trial TrialToProto(const TrialRecord& r) {
   v1::Trial t;
@@ -437,12 +467,26 @@ absl::StatusOr<v1::RegisterResponse> JobManager::RegisterWorker(const v1::Regist
   if (req.worker_id().empty()) return absl::InvalidArgumentError("worker_id: missing");
   if (req.address().empty()) return absl::InvalidArgumentError("address: missing");
   if (req.devices().empty()) return absl::InvalidArgumentError("devices: at least one needed");
+  int port_min = req.rendezvous_port_min(), port_max = req.rendezvous_port_max();
+  if (port_min == 0 && port_max == 0) {  // a worker that does not say
+    port_min = kDefaultRendezvousPortMin;
+    port_max = kDefaultRendezvousPortMax;
+  }
+  if (port_min < 1 || port_max > 65535 || port_min > port_max) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rendezvous_port_min, rendezvous_port_max: expected 1 <= min <= max <= 65535, got ",
+        port_min, "-", port_max));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   WorkerState& w = workers_[req.worker_id()];
   const bool known = !w.info.worker_id().empty();
   w.info.set_worker_id(req.worker_id());
   w.info.set_address(req.address());
   w.info.mutable_devices()->CopyFrom(req.devices());
+  // Ports held by trials still in flight stay held (their rank 0 answers and
+  // frees them), even if they fall outside a new range.
+  w.info.set_rendezvous_port_min(port_min);
+  w.info.set_rendezvous_port_max(port_max);
   if (!known) w.info.set_registered_at(UnixSecondsOrZero(clock_->Now()));
   // Keep holds of ranks still in flight; their RPCs will come back and free them.
   w.held_by.resize(req.devices_size());
@@ -503,15 +547,24 @@ void JobManager::TickLocked(std::vector<Dispatch>* dispatches, std::vector<Cance
     w.healthy = false;
     spdlog::warn("worker {} lost: no heartbeat for {}", id,
                  absl::FormatDuration(now - w.last_seen));
-    for (const std::string& trial_id : w.held_by) {
+    const std::string silent = absl::FormatDuration(now - w.last_seen);
+    for (const std::string& trial_id : std::vector<std::string>(w.held_by)) {
       if (trial_id.empty()) continue;
       for (auto& [job_id, job] : active_) {
         for (auto& t : job->trials) {
-          if (t->record.trial_id == trial_id && !IsTerminal(t->record.status)) {
-            EndTrialLocked(job.get(), t.get(), TrialStatus::kFailed,
-                           absl::StrCat("worker ", id, " lost (no heartbeat)"), TrialMetrics(),
-                           cancels);
+          if (t->record.trial_id != trial_id || IsTerminal(t->record.status)) continue;
+          // Every other rank is cancelled; the reason names the first rank lost.
+          int lost_rank = 0;
+          while (lost_rank + 1 < static_cast<int>(t->ranks.size()) &&
+                 t->ranks[lost_rank].worker_id != id) {
+            ++lost_rank;
           }
+          const std::string reason =
+              t->ranks.size() > 1
+                  ? absl::StrCat(RankPrefix(t->ranks.size(), lost_rank, id),
+                                 "worker lost (no heartbeat for ", silent, ")")
+                  : absl::StrCat("worker ", id, " lost (no heartbeat for ", silent, ")");
+          EndTrialLocked(job.get(), t.get(), TrialStatus::kFailed, reason, TrialMetrics(), cancels);
         }
       }
     }
@@ -531,11 +584,17 @@ void JobManager::TickLocked(std::vector<Dispatch>* dispatches, std::vector<Cance
                       cancels);
       continue;
     }
-    if (!HasDeviceTypeLocked(type)) {
-      if (job->record.state != JobState::kWaitingForWorkers && job->running == 0) {
+    const int world = std::max(1, job->request.world_size());
+    const int pool = CountDevicesLocked(type);
+    if (pool < world) {
+      const std::string message =
+          pool == 0 ? absl::StrCat("waiting for a worker with ", type, " devices to register")
+                    : absl::StrCat("waiting for workers: every trial needs ", world, " ", type,
+                                   " devices, the healthy pool has ", pool);
+      if (job->running == 0 && (job->record.state != JobState::kWaitingForWorkers ||
+                                job->record.status_message != message)) {
         job->record.state = JobState::kWaitingForWorkers;
-        job->record.status_message =
-            absl::StrCat("waiting for a worker with ", type, " devices to register");
+        job->record.status_message = message;
         PersistJobLocked(job);
       }
       continue;
@@ -551,39 +610,80 @@ void JobManager::TickLocked(std::vector<Dispatch>* dispatches, std::vector<Cance
   }
 }
 
-bool JobManager::HasDeviceTypeLocked(const std::string& type) const {
+int JobManager::CountDevicesLocked(const std::string& type) const {
+  int count = 0;
   for (const auto& [id, w] : workers_) {
     if (!w.healthy) continue;
-    for (const v1::Device& d : w.info.devices()) {
-      if (d.type() == type) return true;
-    }
+    for (const v1::Device& d : w.info.devices()) count += d.type() == type ? 1 : 0;
   }
-  return false;
+  return count;
 }
 
-std::vector<JobManager::Rank> JobManager::FindFreeDevicesLocked(const std::string& type,
-                                                                int count) {
-  std::vector<Rank> ranks;
-  for (auto& [id, w] : workers_) {
+int JobManager::FreePortLocked(const WorkerState& w) const {
+  for (int port = w.info.rendezvous_port_min(); port > 0 && port <= w.info.rendezvous_port_max();
+       ++port) {
+    if (w.ports_held.count(port) == 0) return port;
+  }
+  return 0;
+}
+
+std::vector<JobManager::Rank> JobManager::FindFreeDevicesLocked(const std::string& type, int count,
+                                                                int* port) {
+  *port = 0;
+  struct Candidate {
+    const std::string* id;
+    const WorkerState* w;
+    std::vector<int> free;  // device positions
+  };
+  std::vector<Candidate> order;
+  int total = 0;
+  for (const auto& [id, w] : workers_) {
     if (!w.healthy) continue;
-    for (int i = 0; i < w.info.devices_size() && static_cast<int>(ranks.size()) < count; ++i) {
-      if (w.info.devices(i).type() == type && w.held_by[i].empty()) {
-        Rank r;
-        r.worker_id = id;
-        r.address = w.info.address();
-        r.device_index = w.info.devices(i).index();
-        ranks.push_back(r);
-      }
+    Candidate c{&id, &w, {}};
+    for (int i = 0; i < w.info.devices_size() && i < static_cast<int>(w.held_by.size()); ++i) {
+      if (w.info.devices(i).type() == type && w.held_by[i].empty()) c.free.push_back(i);
+    }
+    total += static_cast<int>(c.free.size());
+    if (!c.free.empty()) order.push_back(std::move(c));
+  }
+  if (count <= 0 || total < count) return {};  // all or nothing
+  // Packing order: if one worker can hold the whole trial, the one with the
+  // fewest free devices that does (bigger holes stay for bigger gangs);
+  // otherwise the workers with the most free devices first. Ties by id.
+  std::stable_sort(order.begin(), order.end(), [count](const Candidate& a, const Candidate& b) {
+    const int fa = static_cast<int>(a.free.size()), fb = static_cast<int>(b.free.size());
+    const bool a_fits = fa >= count, b_fits = fb >= count;
+    if (a_fits != b_fits) return a_fits;
+    return a_fits ? fa < fb : fa > fb;
+  });
+  if (count > 1) {
+    // Rank 0 serves the rendezvous store: its worker is the first in packing
+    // order with a free port. Moving it ahead never spreads the trial wider.
+    auto first = std::find_if(order.begin(), order.end(),
+                              [this](const Candidate& c) { return FreePortLocked(*c.w) > 0; });
+    if (first == order.end()) return {};
+    *port = FreePortLocked(*first->w);
+    std::rotate(order.begin(), first, first + 1);
+  }
+  std::vector<Rank> ranks;
+  for (const Candidate& c : order) {
+    for (size_t i = 0; i < c.free.size() && static_cast<int>(ranks.size()) < count; ++i) {
+      Rank r;
+      r.worker_id = *c.id;
+      r.address = c.w->info.address();
+      r.device_index = c.free[i];
+      r.local_rank = static_cast<int>(i);
+      ranks.push_back(r);
     }
   }
-  if (static_cast<int>(ranks.size()) < count) ranks.clear();  // all or nothing
   return ranks;
 }
 
 void JobManager::DispatchLocked(JobRun* job, std::vector<Dispatch>* dispatches) {
   const v1::TuneRequest& r = job->request;
   while (true) {
-    std::vector<Rank> ranks = FindFreeDevicesLocked(r.device_type(), r.world_size());
+    int port = 0;
+    std::vector<Rank> ranks = FindFreeDevicesLocked(r.device_type(), r.world_size(), &port);
     if (ranks.empty()) return;
     std::optional<Strategy> strategy = job->searcher->Next();
     if (!strategy) return;
@@ -591,6 +691,7 @@ void JobManager::DispatchLocked(JobRun* job, std::vector<Dispatch>* dispatches) 
     trial->strategy = *strategy;
     trial->ranks = ranks;
     trial->ranks_pending = static_cast<int>(ranks.size());
+    trial->master_port = port;
     TrialRecord& rec = trial->record;
     rec.index = static_cast<int>(job->trials.size());
     rec.trial_id = absl::StrFormat("%s-t%04d", job->record.job_id, rec.index);
@@ -609,7 +710,12 @@ void JobManager::DispatchLocked(JobRun* job, std::vector<Dispatch>* dispatches) 
     TrialSpec spec;
     spec.trial_id = rec.trial_id;
     spec.attempt = rec.attempt;
-    spec.world_size = r.world_size();
+    spec.world_size = static_cast<int>(ranks.size());
+    if (port > 0) {
+      spec.master_addr = HostOfAddress(ranks[0].address);
+      spec.master_port = port;
+      workers_[ranks[0].worker_id].ports_held[port] = rec.trial_id;
+    }
     spec.model = job->model;
     spec.seq_len = r.seq_len();
     spec.global_batch_size = r.global_batch_size();
@@ -618,7 +724,10 @@ void JobManager::DispatchLocked(JobRun* job, std::vector<Dispatch>* dispatches) 
     spec.measured_steps = r.measured_steps();
     for (size_t i = 0; i < ranks.size(); ++i) {
       workers_[ranks[i].worker_id].held_by[ranks[i].device_index] = rec.trial_id;
+      holds_[{rec.trial_id, static_cast<int>(i)}] =
+          RankHold{ranks[i].worker_id, ranks[i].device_index, i == 0 ? port : 0};
       spec.rank = static_cast<int>(i);
+      spec.local_rank = ranks[i].local_rank;
       Dispatch d;
       d.address = ranks[i].address;
       d.request.set_trial_id(rec.trial_id);
@@ -633,8 +742,9 @@ void JobManager::DispatchLocked(JobRun* job, std::vector<Dispatch>* dispatches) 
       d.rank = static_cast<int>(i);
       dispatches->push_back(std::move(d));
     }
-    spdlog::info("job {}: trial {} [{}] on {}", job->record.job_id, rec.index, rec.strategy_text,
-                 rec.worker_id);
+    spdlog::info("job {}: trial {} [{}] on {}{}", job->record.job_id, rec.index, rec.strategy_text,
+                 rec.worker_id,
+                 port > 0 ? absl::StrCat(" (rendezvous ", spec.master_addr, ":", port, ")") : "");
     ++job->running;
     TrialRun* raw = trial.get();
     job->trials.push_back(std::move(trial));
@@ -642,14 +752,23 @@ void JobManager::DispatchLocked(JobRun* job, std::vector<Dispatch>* dispatches) 
   }
 }
 
-void JobManager::ReleaseRankLocked(const std::string& trial_id, const Rank& rank) {
-  auto it = workers_.find(rank.worker_id);
-  if (it == workers_.end()) return;
-  auto& held = it->second.held_by;
-  if (rank.device_index >= 0 && rank.device_index < static_cast<int>(held.size()) &&
-      held[rank.device_index] == trial_id) {
-    held[rank.device_index].clear();
+void JobManager::ReleaseRankLocked(const std::string& trial_id, int rank) {
+  auto hold = holds_.find({trial_id, rank});
+  if (hold == holds_.end()) return;
+  auto it = workers_.find(hold->second.worker_id);
+  if (it != workers_.end()) {
+    auto& held = it->second.held_by;
+    const int device = hold->second.device_index;
+    if (device >= 0 && device < static_cast<int>(held.size()) && held[device] == trial_id) {
+      held[device].clear();
+    }
+    // The store lives in rank 0's process: its port is free once it answered.
+    auto port = it->second.ports_held.find(hold->second.port);
+    if (port != it->second.ports_held.end() && port->second == trial_id) {
+      it->second.ports_held.erase(port);
+    }
   }
+  holds_.erase(hold);
 }
 
 void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_id, int rank_index,
@@ -658,6 +777,8 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
   {
     std::lock_guard<std::mutex> lock(mu_);
     --rpcs_in_flight_;
+    // Whatever became of the trial (or its job), this rank's device is free.
+    ReleaseRankLocked(trial_id, rank_index);
     auto job_it = active_.find(job_id);
     TrialRun* trial = nullptr;
     if (job_it != active_.end()) {
@@ -665,19 +786,11 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
         if (t->record.trial_id == trial_id) trial = t.get();
       }
     }
-    if (trial == nullptr) {
-      // The job already ended (and cancelled this trial): only free the device.
-      for (auto& [id, w] : workers_) {
-        for (std::string& held : w.held_by) {
-          if (held == trial_id) held.clear();
-        }
-      }
-    } else {
+    if (trial != nullptr && rank_index >= 0 && rank_index < static_cast<int>(trial->ranks.size())) {
       Rank& rank = trial->ranks[rank_index];
       if (!rank.finished) {
         rank.finished = true;
         --trial->ranks_pending;
-        ReleaseRankLocked(trial_id, rank);
       }
       if (status.code() == absl::StatusCode::kUnavailable) {
         // The worker did not answer at all: keep new trials off it until it
@@ -690,40 +803,34 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
         }
       }
       JobRun* job = job_it->second.get();
+      // The first rank to fail ends the trial and names itself; the others
+      // (cancelled, or failing because a peer went away) change nothing.
+      const std::string prefix = RankPrefix(trial->ranks.size(), rank_index, rank.worker_id);
       if (!IsTerminal(trial->record.status)) {
         if (!status.ok()) {
           const bool timed_out = status.code() == absl::StatusCode::kDeadlineExceeded;
+          std::string reason =
+              !prefix.empty() ? absl::StrCat(prefix, timed_out ? "no answer before the deadline"
+                                                               : std::string(status.message()))
+              : timed_out
+                  ? absl::StrCat("no answer from worker ", rank.worker_id, " before the deadline")
+                  : absl::StrCat("worker ", rank.worker_id, ": ", status.message());
           EndTrialLocked(job, trial, timed_out ? TrialStatus::kTimeout : TrialStatus::kFailed,
-                         absl::StrCat(timed_out ? "no answer from worker " : "worker ",
-                                      rank.worker_id, timed_out ? " before the deadline" : ": ",
-                                      timed_out ? "" : status.message()),
-                         TrialMetrics(), &cancels);
+                         reason, TrialMetrics(), &cancels);
         } else {
           absl::StatusOr<TrialStatus> rank_status = ParseTrialStatus(response.status());
           TrialStatus st = rank_status.ok() ? *rank_status : TrialStatus::kFailed;
           if (st != TrialStatus::kSucceeded) {
             EndTrialLocked(job, trial, st,
-                           rank_status.ok()
-                               ? response.reason()
-                               : "worker answered an unknown status: " + response.status(),
+                           absl::StrCat(prefix, rank_status.ok() ? response.reason()
+                                                                 : "worker answered an unknown "
+                                                                   "status: " +
+                                                                       response.status()),
                            FromProto(response.metrics()), &cancels);
           } else {
-            // Rank 0 measures the gang's throughput; memory is the max over ranks.
-            TrialMetrics m = FromProto(response.metrics());
-            if (rank_index == 0) {
-              int64_t peak = std::max(trial->record.metrics.peak_memory_bytes, m.peak_memory_bytes);
-              int64_t rss = std::max(trial->record.metrics.peak_rss_bytes, m.peak_rss_bytes);
-              trial->record.metrics = m;
-              trial->record.metrics.peak_memory_bytes = peak;
-              trial->record.metrics.peak_rss_bytes = rss;
-            } else {
-              trial->record.metrics.peak_memory_bytes =
-                  std::max(trial->record.metrics.peak_memory_bytes, m.peak_memory_bytes);
-              trial->record.metrics.peak_rss_bytes =
-                  std::max(trial->record.metrics.peak_rss_bytes, m.peak_rss_bytes);
-            }
+            rank.metrics = FromProto(response.metrics());
             if (trial->ranks_pending == 0) {
-              EndTrialLocked(job, trial, TrialStatus::kSucceeded, "", trial->record.metrics,
+              EndTrialLocked(job, trial, TrialStatus::kSucceeded, "", GangMetrics(*trial),
                              &cancels);
             }
           }
@@ -733,6 +840,25 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
   }
   cv_.notify_all();
   SendAll({}, std::move(cancels));
+}
+
+TrialMetrics JobManager::GangMetrics(const TrialRun& trial) {
+  // Rank 0 measures the gang's throughput and step times (the slowest rank's,
+  // which every rank reports); memory and communication time are the worst
+  // rank's.
+  TrialMetrics out =
+      trial.ranks.empty() || !trial.ranks[0].metrics ? TrialMetrics() : *trial.ranks[0].metrics;
+  out.rank_peak_memory_bytes.assign(trial.ranks.size(), 0);
+  out.peak_memory_bytes = 0;
+  for (size_t i = 0; i < trial.ranks.size(); ++i) {
+    if (!trial.ranks[i].metrics) continue;
+    const TrialMetrics& m = *trial.ranks[i].metrics;
+    out.rank_peak_memory_bytes[i] = m.peak_memory_bytes;
+    out.peak_memory_bytes = std::max(out.peak_memory_bytes, m.peak_memory_bytes);
+    out.peak_rss_bytes = std::max(out.peak_rss_bytes, m.peak_rss_bytes);
+    out.comm_time_s = std::max(out.comm_time_s, m.comm_time_s);
+  }
+  return out;
 }
 
 void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status,
@@ -745,8 +871,10 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
   rec.finished_at = clock_->Now();
   --job->running;
   if (status != TrialStatus::kSucceeded) {
+    // One CancelTrial per worker stops all of the trial's ranks there.
+    std::set<std::string> told;
     for (Rank& rank : trial->ranks) {
-      if (rank.finished) continue;
+      if (rank.finished || !told.insert(rank.address).second) continue;
       Cancel c;
       c.address = rank.address;
       c.request.set_trial_id(rec.trial_id);

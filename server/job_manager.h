@@ -99,14 +99,17 @@ class JobManager {
   struct Rank {
     std::string worker_id;
     std::string address;
-    int device_index = 0;
+    int device_index = 0;  // position in the worker's device list
+    int local_rank = 0;    // index among the trial's ranks on this worker
     bool finished = false;
+    std::optional<TrialMetrics> metrics;  // once the rank SUCCEEDED
   };
   struct TrialRun {
     TrialRecord record;
     Strategy strategy;
-    std::vector<Rank> ranks;
+    std::vector<Rank> ranks;  // by rank; a worker's ranks are adjacent
     int ranks_pending = 0;
+    int master_port = 0;  // rendezvous port on rank 0's worker; 0 for one rank
   };
   struct JobRun {
     JobRecord record;
@@ -121,8 +124,18 @@ class JobManager {
   struct WorkerState {
     v1::Worker info;
     std::vector<std::string> held_by;  // trial id per device, "" when free
+    // Rendezvous ports handed to trials whose rank 0 runs here, until that
+    // rank's RunTrial comes back: port -> trial id.
+    std::map<int, std::string> ports_held;
     absl::Time last_seen;
     bool healthy = true;
+  };
+  // A RunTrial sent and not yet answered: what it holds until it answers,
+  // whether or not its trial (or job) still runs.
+  struct RankHold {
+    std::string worker_id;
+    int device_index = 0;
+    int port = 0;  // rank 0 of a multi-rank trial: its rendezvous port
   };
   struct Dispatch {
     std::string address;
@@ -146,16 +159,26 @@ class JobManager {
                        std::vector<Cancel>* cancels);
   void EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status, const std::string& reason,
                       const TrialMetrics& metrics, std::vector<Cancel>* cancels);
-  void ReleaseRankLocked(const std::string& trial_id, const Rank& rank);
+  // Frees the device (and rank 0's rendezvous port) that rank `rank` of
+  // `trial_id` holds. Idempotent.
+  void ReleaseRankLocked(const std::string& trial_id, int rank);
+  // The trial's metrics from its ranks' (every rank SUCCEEDED).
+  static TrialMetrics GangMetrics(const TrialRun& trial);
   void OnRankDone(const std::string& job_id, const std::string& trial_id, int rank,
                   absl::Status status, v1::RunTrialResponse response);
   void SendAll(std::vector<Dispatch> dispatches, std::vector<Cancel> cancels);
   void PersistJobLocked(JobRun* job);
   void PersistTrialLocked(JobRun* job, TrialRun* trial);
-  // Free devices of `type` on healthy workers, up to `count`; empty unless
-  // `count` are free (all or nothing).
-  std::vector<Rank> FindFreeDevicesLocked(const std::string& type, int count);
-  bool HasDeviceTypeLocked(const std::string& type) const;
+  // `count` free devices of `type` on healthy workers, packed onto as few
+  // workers as possible, a worker's ranks adjacent and local_rank set; empty
+  // unless all `count` are free (all or nothing). count > 1: rank 0's worker
+  // must also have a free rendezvous port, returned in `*port` (else empty).
+  std::vector<Rank> FindFreeDevicesLocked(const std::string& type, int count, int* port);
+  // Lowest port of the worker's rendezvous range no running trial holds; 0
+  // when none is free.
+  int FreePortLocked(const WorkerState& w) const;
+  // Devices of `type` on healthy workers, free or not.
+  int CountDevicesLocked(const std::string& type) const;
   v1::Job JobToProtoLocked(const JobRun& job) const;
   std::string NewJobIdLocked();
 
@@ -170,10 +193,19 @@ class JobManager {
   std::map<std::string, std::unique_ptr<JobRun>> active_;  // by job id
   std::vector<std::string> active_order_;                  // FIFO of job ids
   std::map<std::string, WorkerState> workers_;
+  std::map<std::pair<std::string, int>, RankHold> holds_;  // by (trial id, rank)
   uint64_t job_counter_ = 0;
   int rpcs_in_flight_ = 0;  // RunTrial calls whose answer has not come back
   std::thread thread_;
 };
+
+// Rendezvous ports of a worker that registers without a range.
+inline constexpr int kDefaultRendezvousPortMin = 29500;
+inline constexpr int kDefaultRendezvousPortMax = 29999;
+
+// The host part of a worker address: "host:port" -> "host", "[::1]:port" ->
+// "::1"; an address without a port is returned as it is.
+std::string HostOfAddress(const std::string& address);
 
 // Converters shared with tests.
 v1::Trial TrialToProto(const TrialRecord& record);

@@ -1,7 +1,10 @@
 // End to end: real server, real workers, real trial runner, the CLI as a
 // subprocess, and the SQLite file read back directly.
+#include <netinet/in.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -30,6 +33,19 @@ using ::testing::HasSubstr;
 constexpr char kTinyGpt[] = R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 4,
   "vocab_size": 64, "n_positions": 32})";
 
+// A port nobody listens on right now (the kernel's choice).
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  return ok ? ntohs(addr.sin_port) : 0;
+}
+
 class Cluster {
  public:
   Cluster() : dir_(MakeTempDir("autoaccel-e2e-")), db_(dir_ + "/autoaccel.db") {
@@ -53,11 +69,15 @@ class Cluster {
   }
   void StopServer() { server_->Signal(SIGTERM); }
 
-  Subprocess* StartWorker(const std::string& name) {
+  Subprocess* StartWorker(const std::string& name, const std::string& devices = "cpu:1") {
+    // Rendezvous ports of its own, so that tests running side by side do not
+    // meet in each other's stores.
+    const int port = FreePort();
     workers_.push_back(std::make_unique<Subprocess>(
         std::vector<std::string>{AUTOACCEL_WORKER_BIN, "--coordinator", address_, "--listen",
-                                 "127.0.0.1:0", "--devices", "cpu:1", "--id", name,
+                                 "127.0.0.1:0", "--devices", devices, "--id", name,
                                  "--threads-per-device", "1", "--work-dir", dir_,
+                                 "--rendezvous-ports", absl::StrCat(port, "-", port),
                                  // Known peaks skip the GEMM probe (~1 s per start).
                                  "--peak-tflops", "fp32=0.1,bf16=0.4,fp16=0.01"},
         dir_, name));
@@ -197,6 +217,78 @@ TEST(EndToEnd, TuneRecordsEveryTrialAndBestSurvivesRestart) {
   for (const std::string& a : cluster.ModelArgs(8)) best_args.push_back(a);
   EXPECT_EQ(cluster.Cli(best_args, &out, &err), 3);
   EXPECT_THAT(err, HasSubstr("no strategy recorded"));
+}
+
+TEST(EndToEnd, GangTrialsSearchParallelLayoutsAcrossWorkers) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  cluster.StartWorker("g1", "cpu:2");
+  cluster.StartWorker("g2", "cpu:2");
+  ASSERT_TRUE(cluster.WaitForWorkers(2));
+
+  // 4 ranks per trial: 2 on each worker. Layouts dp4 and dp2 x tp2, each
+  // without sharding and with fsdp.
+  std::vector<std::string> args = {"tune"};
+  for (const std::string& a : cluster.ModelArgs(8)) args.push_back(a);
+  for (const char* a : {"--world-size",
+                        "4",
+                        "--tp-sizes",
+                        "1,2",
+                        "--pp-sizes",
+                        "1",
+                        "--shardings",
+                        "none,fsdp",
+                        "--sequence-parallel",
+                        "off",
+                        "--precisions",
+                        "fp32",
+                        "--attentions",
+                        "sdpa",
+                        "--checkpointings",
+                        "none",
+                        "--optimizers",
+                        "fused_adamw",
+                        "--micro-batch-sizes",
+                        "2",
+                        "--time-limit",
+                        "3m",
+                        "--warmup-steps",
+                        "1",
+                        "--measured-steps",
+                        "2",
+                        "--json"}) {
+    args.push_back(a);
+  }
+  std::string out, err;
+  ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
+  json job = ParseJson(out);
+  EXPECT_EQ(job["state"], "SUCCEEDED") << out;
+  ASSERT_EQ(job["trials"].size(), 4u) << out;
+  std::vector<std::string> layouts;
+  for (const json& t : job["trials"]) {
+    EXPECT_EQ(t["status"], "SUCCEEDED") << t.dump();
+    const json& s = t["strategy_json"];
+    EXPECT_EQ(s["data_parallel"].get<int>() * s["tensor_parallel"].get<int>(), 4) << t.dump();
+    layouts.push_back(absl::StrCat("dp", s["data_parallel"].get<int>(), "_tp",
+                                   s["tensor_parallel"].get<int>(), "_",
+                                   s["sharding"].get<std::string>()));
+    // Every rank's memory, the gang's communication.
+    EXPECT_EQ(t["metrics"]["rank_peak_memory_bytes"].size(), 4u) << t.dump();
+    EXPECT_GT(t["metrics"]["comm_time_s"].get<double>(), 0) << t.dump();
+    EXPECT_THAT(t["worker_ids"].dump(), ::testing::AllOf(HasSubstr("g1"), HasSubstr("g2")));
+  }
+  EXPECT_THAT(layouts, ::testing::UnorderedElementsAre("dp4_tp1_none", "dp4_tp1_fsdp",
+                                                       "dp2_tp2_none", "dp2_tp2_fsdp"));
+  EXPECT_THAT(job["best"]["strategy"].get<std::string>(), HasSubstr("dp="));
+
+  // The pool is free again, and says so per device.
+  ASSERT_EQ(cluster.Cli({"workers", "--json"}, &out, &err), 0) << err;
+  json workers = ParseJson(out);
+  ASSERT_EQ(workers["workers"].size(), 2u);
+  for (const json& w : workers["workers"]) {
+    ASSERT_EQ(w["devices"].size(), 2u) << w.dump();
+    for (const json& d : w["devices"]) EXPECT_EQ(d.value("held_by_trial", ""), "") << w.dump();
+  }
 }
 
 TEST(EndToEnd, TorchScriptModelIsTunedFromItsFile) {

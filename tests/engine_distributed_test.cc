@@ -60,14 +60,18 @@ TrialSpec BaseSpec(const std::string& family = "gpt2") {
   return spec;
 }
 
-// `spec` laid out over `dp` data-parallel ranks with `sharding`, the global
-// batch kept.
-TrialSpec DataParallelSpec(TrialSpec spec, int dp, Sharding sharding) {
+// `spec` laid out over dp x tp ranks with `sharding`, the global batch kept.
+TrialSpec LayoutSpec(TrialSpec spec, int dp, int tp, Sharding sharding) {
   spec.strategy.data_parallel = dp;
+  spec.strategy.tensor_parallel = tp;
   spec.strategy.sharding = sharding;
   spec.strategy.grad_accum_steps = spec.global_batch_size / (dp * spec.strategy.micro_batch_size);
-  spec.world_size = dp;
+  spec.world_size = dp * tp;
   return spec;
+}
+
+TrialSpec DataParallelSpec(TrialSpec spec, int dp, Sharding sharding) {
+  return LayoutSpec(std::move(spec), dp, 1, sharding);
 }
 
 class Gang {
@@ -117,6 +121,7 @@ TrialResult Reference(const TrialSpec& spec) {
   TrialSpec single = spec;
   single.world_size = 1;
   single.strategy.data_parallel = 1;
+  single.strategy.tensor_parallel = 1;
   single.strategy.sharding = Sharding::kNone;
   single.strategy.grad_accum_steps = spec.global_batch_size / single.strategy.micro_batch_size;
   std::vector<TrialResult> r = RunGang(single);
@@ -135,7 +140,8 @@ void ExpectSameLosses(const std::vector<double>& reference, const TrialResult& r
   }
 }
 
-// Every rank reproduces the reference losses and holds the same parameters.
+// Every rank reproduces the reference losses; data-parallel replicas (the
+// ranks with the same tensor-parallel rank) hold the same parameters.
 void ExpectMatchesReference(const TrialSpec& spec, double tolerance = kLossTolerance) {
   const TrialResult reference = Reference(spec);
   const std::vector<TrialResult> ranks = RunGang(spec);
@@ -143,8 +149,9 @@ void ExpectMatchesReference(const TrialSpec& spec, double tolerance = kLossToler
   for (size_t r = 0; r < ranks.size(); ++r) {
     ExpectSameLosses(reference.step_losses, ranks[r], tolerance, absl::StrCat("rank ", r));
     EXPECT_FALSE(ranks[r].parameter_digest.empty());
-    EXPECT_EQ(ranks[r].parameter_digest, ranks[0].parameter_digest)
-        << "data-parallel replica " << r << " diverged";
+    const int replica_of = static_cast<int>(r) % spec.strategy.tensor_parallel;
+    EXPECT_EQ(ranks[r].parameter_digest, ranks[replica_of].parameter_digest)
+        << "data-parallel replica " << r << " diverged from rank " << replica_of;
   }
   // The loss falls: the gang really trains.
   EXPECT_LT(ranks[0].step_losses.back(), ranks[0].step_losses.front());
@@ -169,6 +176,40 @@ INSTANTIATE_TEST_SUITE_P(
                       ShardingCase{Sharding::kFsdp, 4}),
     [](const ::testing::TestParamInfo<ShardingCase>& info) {
       return absl::StrCat(ShardingName(info.param.sharding), "_dp", info.param.dp);
+    });
+
+struct LayoutCase {
+  std::string family;
+  int dp, tp;
+  Sharding sharding;
+  Checkpointing checkpointing;
+  int vocab_size;  // 0: the tiny model's 96
+};
+
+class TensorParallelTest : public ::testing::TestWithParam<LayoutCase> {};
+
+TEST_P(TensorParallelTest, LossesMatchTheSingleProcessReferenceAndReplicasAgree) {
+  const LayoutCase& c = GetParam();
+  TrialSpec spec = LayoutSpec(BaseSpec(c.family), c.dp, c.tp, c.sharding);
+  spec.strategy.checkpointing = c.checkpointing;
+  if (c.vocab_size > 0) spec.model.vocab_size = c.vocab_size;
+  ExpectMatchesReference(spec);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, TensorParallelTest,
+    ::testing::Values(LayoutCase{"gpt2", 1, 2, Sharding::kNone, Checkpointing::kNone, 0},
+                      LayoutCase{"llama", 1, 2, Sharding::kNone, Checkpointing::kNone, 0},
+                      // 97 tokens over 4 ranks: 25 rows each, 3 of them padding.
+                      LayoutCase{"gpt2", 1, 4, Sharding::kNone, Checkpointing::kSelective, 97},
+                      LayoutCase{"gpt2", 2, 2, Sharding::kNone, Checkpointing::kFull, 0},
+                      LayoutCase{"llama", 2, 2, Sharding::kFsdp, Checkpointing::kNone, 0},
+                      LayoutCase{"gpt2", 2, 2, Sharding::kZero1, Checkpointing::kNone, 0}),
+    [](const ::testing::TestParamInfo<LayoutCase>& info) {
+      const LayoutCase& c = info.param;
+      return absl::StrCat(c.family, "_dp", c.dp, "_tp", c.tp, "_", ShardingName(c.sharding), "_",
+                          CheckpointingName(c.checkpointing),
+                          c.vocab_size ? absl::StrCat("_vocab", c.vocab_size) : "");
     });
 
 TEST(DataParallel, OtherFamiliesAndCheckpointingMatchTheReference) {
@@ -269,6 +310,13 @@ TEST(DataParallel, BadLayoutsAreRefusedNamingTheField) {
   spec.strategy.grad_accum_steps = 4;  // 1 * 4 * dp 1 != 8
   r = RunGang(spec);
   EXPECT_THAT(r[0].error, HasSubstr("global_batch_size"));
+
+  // bert has no tensor-parallel split.
+  r = RunGang(LayoutSpec(BaseSpec("bert"), 1, 2, Sharding::kNone));
+  for (const TrialResult& rank : r) {
+    EXPECT_EQ(rank.status, TrialStatus::kFailed);
+    EXPECT_THAT(rank.error, HasSubstr("strategy.tensor_parallel"));
+  }
 }
 
 }  // namespace

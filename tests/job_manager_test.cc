@@ -4,11 +4,16 @@
 
 #include <deque>
 #include <filesystem>
+#include <map>
+#include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "engine/trial_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "proto/convert.h"
 #include "search/model.h"
 #include "tests/subprocess.h"
 
@@ -35,8 +40,28 @@ class FakeExecutor : public TrialExecutor {
                 Done done) override {
     calls.push_back({address, request, std::move(done)});
   }
-  void CancelTrial(const std::string&, const v1::CancelTrialRequest& request) override {
+  void CancelTrial(const std::string& address, const v1::CancelTrialRequest& request) override {
     cancelled.push_back(request.trial_id());
+    cancelled_at.push_back(address);
+  }
+  // Answers the outstanding call for `rank` of `trial_id`.
+  void Answer(const std::string& trial_id, int rank, absl::Status status,
+              v1::RunTrialResponse response = v1::RunTrialResponse()) {
+    for (auto it = calls.begin(); it != calls.end(); ++it) {
+      if (it->request.trial_id() == trial_id && Spec(*it).rank == rank) {
+        Call c = std::move(*it);
+        calls.erase(it);
+        c.done(std::move(status), std::move(response));
+        return;
+      }
+    }
+    ADD_FAILURE() << "no call for " << trial_id << " rank " << rank;
+  }
+  static TrialSpec Spec(const Call& c) {
+    absl::StatusOr<TrialSpec> spec =
+        TrialSpecFromJson(nlohmann::json::parse(c.request.spec_json()));
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    return spec.ok() ? *spec : TrialSpec();
   }
   // Completes the oldest outstanding call.
   void Succeed(double tokens_per_second) {
@@ -54,8 +79,16 @@ class FakeExecutor : public TrialExecutor {
     c.done(status, v1::RunTrialResponse());
   }
   std::deque<Call> calls;
-  std::vector<std::string> cancelled;
+  std::vector<std::string> cancelled;     // trial ids
+  std::vector<std::string> cancelled_at;  // addresses, in the same order
 };
+
+v1::RunTrialResponse Answered(const std::string& status, const std::string& reason = "") {
+  v1::RunTrialResponse r;
+  r.set_status(status);
+  r.set_reason(reason);
+  return r;
+}
 
 class JobManagerTest : public ::testing::Test {
  protected:
@@ -71,10 +104,12 @@ class JobManagerTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  void AddWorker(const std::string& id, int devices) {
+  void AddWorker(const std::string& id, int devices, int port_min = 0, int port_max = 0) {
     v1::RegisterRequest r;
     r.set_worker_id(id);
     r.set_address(id + ":1");
+    r.set_rendezvous_port_min(port_min);
+    r.set_rendezvous_port_max(port_max);
     for (int i = 0; i < devices; ++i) {
       v1::Device* d = r.add_devices();
       d->set_type("cpu");
@@ -82,6 +117,31 @@ class JobManagerTest : public ::testing::Test {
       d->set_memory_bytes(int64_t{1} << 30);
     }
     ASSERT_TRUE(manager_->RegisterWorker(r).ok());
+  }
+
+  // Trial id -> device positions it holds on `worker`.
+  std::vector<std::string> Holders(const std::string& worker) {
+    for (const v1::Worker& w : manager_->ListWorkers()) {
+      if (w.worker_id() != worker) continue;
+      std::vector<std::string> out;
+      for (const v1::Device& d : w.devices()) out.push_back(d.held_by_trial());
+      return out;
+    }
+    return {};
+  }
+  v1::Trial TrialOf(const std::string& job_id, const std::string& trial_id) {
+    absl::StatusOr<std::vector<v1::Trial>> trials = manager_->ListTrials(job_id);
+    EXPECT_TRUE(trials.ok()) << trials.status();
+    for (const v1::Trial& t : trials.ok() ? *trials : std::vector<v1::Trial>()) {
+      if (t.trial_id() == trial_id) return t;
+    }
+    ADD_FAILURE() << "no trial " << trial_id;
+    return v1::Trial();
+  }
+  v1::TuneRequest Gang(int world_size, int max_trials) {
+    v1::TuneRequest r = Request(600, max_trials);
+    r.set_world_size(world_size);
+    return r;
   }
 
   v1::TuneRequest Request(double time_limit_s = 60, int max_trials = 0) {
@@ -309,6 +369,23 @@ TEST_F(JobManagerTest, WaitsForWorkersAndStartsWhenOneRegisters) {
   EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "RUNNING");
 }
 
+TEST_F(JobManagerTest, AGangLargerThanThePoolWaitsSayingWhatItNeeds) {
+  AddWorker("a", 2);
+  v1::TuneRequest request = Request(60, 1);
+  request.set_world_size(4);
+  auto job = manager_->SubmitJob(request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  manager_->Tick();
+  auto waiting = manager_->GetJob(job->job_id());
+  EXPECT_EQ(waiting->state(), "WAITING_FOR_WORKERS");
+  EXPECT_THAT(waiting->status_message(), HasSubstr("needs 4 cpu devices, the healthy pool has 2"));
+  EXPECT_TRUE(executor_.calls.empty());
+  AddWorker("b", 2);
+  manager_->Tick();
+  EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "RUNNING");
+  EXPECT_EQ(executor_.calls.size(), 4u);  // one gang of four ranks
+}
+
 TEST_F(JobManagerTest, LostWorkerFailsItsTrialAndOthersCarryOn) {
   AddWorker("a", 1);
   AddWorker("b", 1);
@@ -387,6 +464,444 @@ TEST_F(JobManagerTest, RestartMarksUnfinishedJobsFailed) {
   EXPECT_EQ(recovered->state(), "FAILED");
   EXPECT_THAT(recovered->status_message(), HasSubstr("restarted"));
   EXPECT_EQ((*again)->ListTrials(job->job_id())->at(0).status(), "FAILED");
+}
+
+TEST_F(JobManagerTest, SingleRankTrialsGetNoRendezvousPort) {
+  AddWorker("a", 2);
+  ASSERT_TRUE(manager_->SubmitJob(Request(60, 2)).ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 2u);
+  for (const FakeExecutor::Call& c : executor_.calls) {
+    const TrialSpec spec = FakeExecutor::Spec(c);
+    EXPECT_EQ(spec.world_size, 1);
+    EXPECT_EQ(spec.rank, 0);
+    EXPECT_EQ(spec.local_rank, 0);
+    EXPECT_EQ(spec.master_port, 0);
+  }
+}
+
+TEST_F(JobManagerTest, GangTrialsOnOneWorkerGetDistinctPortsReusedAfterRelease) {
+  AddWorker("a", 6, 29500, 29501);  // room for three 2-rank trials, ports for two
+  auto job = manager_->SubmitJob(Gang(2, 3));
+  ASSERT_TRUE(job.ok()) << job.status();
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 4u);
+  std::map<std::string, std::vector<TrialSpec>> by_trial;
+  for (const FakeExecutor::Call& c : executor_.calls) {
+    EXPECT_EQ(c.address, "a:1");
+    by_trial[c.request.trial_id()].push_back(FakeExecutor::Spec(c));
+  }
+  ASSERT_EQ(by_trial.size(), 2u);
+  std::set<int> ports;
+  for (const auto& [id, specs] : by_trial) {
+    ASSERT_EQ(specs.size(), 2u);
+    for (const TrialSpec& spec : specs) {
+      EXPECT_EQ(spec.world_size, 2);
+      EXPECT_EQ(spec.local_rank, spec.rank);  // both ranks on a
+      EXPECT_EQ(spec.master_addr, "a");
+      EXPECT_EQ(spec.master_port, specs[0].master_port) << "ranks of one trial meet on one port";
+    }
+    ports.insert(specs[0].master_port);
+  }
+  EXPECT_EQ(ports, (std::set<int>{29500, 29501}));
+  // Two devices are free but no port: the third trial waits, holding nothing.
+  manager_->Tick();
+  EXPECT_EQ(executor_.calls.size(), 4u);
+  EXPECT_EQ(manager_->ListTrials(job->job_id())->size(), 2u);
+  EXPECT_THAT(Holders("a"), ::testing::Contains("").Times(2));
+
+  // Rank 1 of the trial on 29500 answering frees its device, not the port;
+  // rank 0 answering frees the port, and the third trial gets it.
+  std::string first;
+  for (const auto& [id, specs] : by_trial) {
+    if (specs[0].master_port == 29500) first = id;
+  }
+  executor_.Answer(first, 1, absl::OkStatus(), Answered("SUCCEEDED"));
+  manager_->Tick();
+  EXPECT_EQ(executor_.calls.size(), 3u);
+  executor_.Answer(first, 0, absl::OkStatus(), Answered("SUCCEEDED"));
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 4u);
+  const FakeExecutor::Call& third = executor_.calls.back();
+  EXPECT_EQ(FakeExecutor::Spec(third).master_port, 29500);
+  EXPECT_EQ(TrialOf(job->job_id(), first).status(), "SUCCEEDED");
+}
+
+TEST_F(JobManagerTest, RankZeroGoesToTheFirstWorkerWithAFreePort) {
+  AddWorker("a", 4, 29500, 29500);
+  AddWorker("b", 3, 29600, 29699);
+  auto job = manager_->SubmitJob(Gang(2, 3));
+  ASSERT_TRUE(job.ok()) << job.status();
+  manager_->Tick();
+  // Trial 0 fits b best (3 free), trial 1 then fits a (its only port); trial
+  // 2 fits a's two free devices, but a has no port left: rank 0 goes to b.
+  ASSERT_EQ(executor_.calls.size(), 6u);
+  std::map<std::string, std::vector<std::pair<std::string, TrialSpec>>> by_trial;
+  for (const FakeExecutor::Call& c : executor_.calls) {
+    by_trial[c.request.trial_id()].push_back({c.address, FakeExecutor::Spec(c)});
+  }
+  ASSERT_EQ(by_trial.size(), 3u);
+  const std::vector<std::vector<std::string>> where = {
+      {"b:1", "b:1"}, {"a:1", "a:1"}, {"b:1", "a:1"}};
+  const std::vector<int> ports = {29600, 29500, 29601};
+  int i = 0;
+  for (const auto& [id, ranks] : by_trial) {
+    ASSERT_EQ(ranks.size(), 2u);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(ranks[r].first, where[i][r]) << id << " rank " << r;
+      EXPECT_EQ(ranks[r].second.rank, r);
+      EXPECT_EQ(ranks[r].second.master_addr, where[i][0].substr(0, 1)) << id;
+      EXPECT_EQ(ranks[r].second.master_port, ports[i]) << id;
+    }
+    ++i;
+  }
+  // Trial 2's ranks are on two workers: local rank 0 on each.
+  EXPECT_EQ(by_trial.rbegin()->second[1].second.local_rank, 0);
+}
+
+TEST_F(JobManagerTest, GangRanksPackOntoFewWorkersWithLocalRanks) {
+  AddWorker("a", 2);
+  AddWorker("b", 3);
+  auto job = manager_->SubmitJob(Gang(4, 1));
+  ASSERT_TRUE(job.ok()) << job.status();
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 4u);
+  std::map<int, std::pair<std::string, TrialSpec>> by_rank;
+  std::set<int> devices_on_b;
+  for (const FakeExecutor::Call& c : executor_.calls) {
+    const TrialSpec spec = FakeExecutor::Spec(c);
+    by_rank[spec.rank] = {c.address, spec};
+    if (c.address == "b:1") devices_on_b.insert(c.request.device_index());
+  }
+  ASSERT_EQ(by_rank.size(), 4u);
+  // The worker with the most free devices is filled first, rank 0 on it.
+  const std::vector<std::pair<std::string, int>> expected = {
+      {"b:1", 0}, {"b:1", 1}, {"b:1", 2}, {"a:1", 0}};
+  for (int rank = 0; rank < 4; ++rank) {
+    const auto& [address, spec] = by_rank[rank];
+    EXPECT_EQ(address, expected[rank].first) << "rank " << rank;
+    EXPECT_EQ(spec.local_rank, expected[rank].second) << "rank " << rank;
+    EXPECT_EQ(spec.world_size, 4);
+    EXPECT_EQ(spec.master_addr, "b");
+    EXPECT_EQ(spec.master_port, 29500);
+  }
+  EXPECT_EQ(devices_on_b, (std::set<int>{0, 1, 2}));
+  EXPECT_THAT(manager_->ListTrials(job->job_id())->at(0).worker_ids(),
+              ElementsAre("b", "b", "b", "a"));
+  EXPECT_THAT(Holders("a"), ElementsAre(Not(""), ""));
+}
+
+TEST_F(JobManagerTest, AFailingRankEndsTheTrialCancelsItsSiblingsAndNamesItself) {
+  AddWorker("a", 1);
+  AddWorker("b", 1);
+  auto job = manager_->SubmitJob(Gang(2, 3));
+  ASSERT_TRUE(job.ok()) << job.status();
+  struct Case {
+    absl::Status rpc;
+    v1::RunTrialResponse response;
+    std::string status, reason;
+  };
+  const std::vector<Case> cases = {
+      {absl::OkStatus(), Answered("FAILED", "NCCL error: boom"), "FAILED",
+       "rank 1 on worker b: NCCL error: boom"},
+      {absl::OkStatus(), Answered("OOM", "tried to allocate 1 GiB"), "OOM",
+       "rank 1 on worker b: tried to allocate 1 GiB"},
+      {absl::OkStatus(), Answered("TIMEOUT", "trial exceeded its 1m timeout"), "TIMEOUT",
+       "rank 1 on worker b: trial exceeded its 1m timeout"},
+  };
+  for (const Case& c : cases) {
+    manager_->Tick();
+    ASSERT_EQ(executor_.calls.size(), 2u) << c.status;
+    const std::string trial = executor_.calls[0].request.trial_id();
+    executor_.cancelled_at.clear();
+    executor_.Answer(trial, 1, c.rpc, c.response);
+    v1::Trial t = TrialOf(job->job_id(), trial);
+    EXPECT_EQ(t.status(), c.status);
+    EXPECT_EQ(t.reason(), c.reason);
+    EXPECT_THAT(executor_.cancelled_at, ElementsAre("a:1")) << "the sibling is told to stop";
+    // Rank 0 holds its device (and the port) until its own answer comes.
+    EXPECT_THAT(Holders("a"), ElementsAre(trial));
+    EXPECT_THAT(Holders("b"), ElementsAre(""));
+    manager_->Tick();
+    EXPECT_TRUE(executor_.calls.size() == 1u) << "no new trial while rank 0 holds a";
+    // Rank 0 then fails because its peer went away: the first reason stands.
+    executor_.Answer(trial, 0, absl::OkStatus(),
+                     Answered("FAILED", "Connection reset by peer (gloo)"));
+    t = TrialOf(job->job_id(), trial);
+    EXPECT_EQ(t.status(), c.status);
+    EXPECT_EQ(t.reason(), c.reason);
+    EXPECT_THAT(Holders("a"), ElementsAre(""));
+  }
+  manager_->Tick();
+  EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "FAILED");
+}
+
+TEST_F(JobManagerTest, ARanksFailedRpcEndsTheTrialNamingTheRank) {
+  AddWorker("a", 1);
+  AddWorker("b", 1);
+  auto job = manager_->SubmitJob(Gang(2, 1));
+  ASSERT_TRUE(job.ok()) << job.status();
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 2u);
+  const std::string trial = executor_.calls[0].request.trial_id();
+  executor_.Answer(trial, 0, absl::UnavailableError("connection refused"));
+  v1::Trial t = TrialOf(job->job_id(), trial);
+  EXPECT_EQ(t.status(), "FAILED");
+  EXPECT_EQ(t.reason(), "rank 0 on worker a: connection refused");
+  EXPECT_THAT(executor_.cancelled_at, ElementsAre("b:1"));
+  executor_.Answer(trial, 1, absl::OkStatus(), Answered("CANCELLED", "cancelled"));
+  EXPECT_EQ(TrialOf(job->job_id(), trial).reason(), "rank 0 on worker a: connection refused");
+  EXPECT_THAT(Holders("b"), ElementsAre(""));
+}
+
+TEST_F(JobManagerTest, ALostWorkerFailsTheGangAndCancelsTheOtherRanks) {
+  AddWorker("a", 1);
+  AddWorker("b", 1);
+  auto job = manager_->SubmitJob(Gang(2, 1));
+  ASSERT_TRUE(job.ok()) << job.status();
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 2u);
+  const std::string trial = executor_.calls[0].request.trial_id();
+  clock_.Advance(absl::Seconds(11));
+  ASSERT_TRUE(manager_->Heartbeat("a").ok());  // b went silent
+  manager_->Tick();
+  v1::Trial t = TrialOf(job->job_id(), trial);
+  EXPECT_EQ(t.status(), "FAILED");
+  EXPECT_EQ(t.reason(), "rank 1 on worker b: worker lost (no heartbeat for 11s)");
+  EXPECT_THAT(executor_.cancelled_at, ::testing::Contains("a:1"));
+  // Devices stay held until each rank's RPC comes back.
+  EXPECT_THAT(Holders("a"), ElementsAre(trial));
+  executor_.Answer(trial, 0, absl::OkStatus(), Answered("CANCELLED", "cancelled"));
+  executor_.Answer(trial, 1, absl::DeadlineExceededError("deadline exceeded"));
+  EXPECT_EQ(TrialOf(job->job_id(), trial).reason(),
+            "rank 1 on worker b: worker lost (no heartbeat for 11s)");
+  EXPECT_THAT(Holders("a"), ElementsAre(""));
+  EXPECT_THAT(Holders("b"), ElementsAre(""));
+  manager_->Tick();
+  EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "FAILED");
+}
+
+TEST_F(JobManagerTest, GangMetricsTakeRankZerosSpeedAndTheWorstRanksMemory) {
+  AddWorker("a", 2);
+  auto job = manager_->SubmitJob(Gang(2, 1));
+  ASSERT_TRUE(job.ok()) << job.status();
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 2u);
+  const std::string trial = executor_.calls[0].request.trial_id();
+  const auto answer = [&](int rank, double tokens, int64_t peak, int64_t rss, double comm) {
+    v1::RunTrialResponse r = Answered("SUCCEEDED");
+    r.mutable_metrics()->set_tokens_per_second(tokens);
+    r.mutable_metrics()->set_step_time_median_s(rank == 0 ? 0.5 : 0.4);
+    r.mutable_metrics()->set_peak_memory_bytes(peak);
+    r.mutable_metrics()->set_peak_rss_bytes(rss);
+    r.mutable_metrics()->set_comm_time_s(comm);
+    executor_.Answer(trial, rank, absl::OkStatus(), r);
+  };
+  answer(1, 1, 300, 5000, 0.2);
+  EXPECT_EQ(TrialOf(job->job_id(), trial).status(), "RUNNING");
+  answer(0, 500, 100, 7000, 0.1);
+  const v1::Trial t = TrialOf(job->job_id(), trial);
+  EXPECT_EQ(t.status(), "SUCCEEDED");
+  EXPECT_EQ(t.metrics().tokens_per_second(), 500);
+  EXPECT_EQ(t.metrics().step_time_median_s(), 0.5);
+  EXPECT_THAT(t.metrics().rank_peak_memory_bytes(), ElementsAre(100, 300));
+  EXPECT_EQ(t.metrics().peak_memory_bytes(), 300);
+  EXPECT_EQ(t.metrics().peak_rss_bytes(), 7000);
+  EXPECT_EQ(t.metrics().comm_time_s(), 0.2);
+}
+
+TEST_F(JobManagerTest, WorkersAdvertiseRendezvousPorts) {
+  AddWorker("a", 1);  // says nothing: the default range
+  AddWorker("b", 1, 40000, 40009);
+  std::vector<v1::Worker> workers = manager_->ListWorkers();
+  ASSERT_EQ(workers.size(), 2u);
+  EXPECT_EQ(workers[0].rendezvous_port_min(), 29500);
+  EXPECT_EQ(workers[0].rendezvous_port_max(), 29999);
+  EXPECT_EQ(workers[1].rendezvous_port_min(), 40000);
+  EXPECT_EQ(workers[1].rendezvous_port_max(), 40009);
+  for (std::pair<int, int> bad : {std::pair{2, 1}, std::pair{0, 5}, std::pair{1, 70000}}) {
+    v1::RegisterRequest r;
+    r.set_worker_id("c");
+    r.set_address("c:1");
+    r.add_devices()->set_type("cpu");
+    r.set_rendezvous_port_min(bad.first);
+    r.set_rendezvous_port_max(bad.second);
+    absl::Status s = manager_->RegisterWorker(r).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad.first << "-" << bad.second;
+    EXPECT_THAT(s.message(), HasSubstr("rendezvous_port")) << bad.first << "-" << bad.second;
+  }
+}
+
+TEST(HostOfAddressTest, StripsThePortOfHostsAndBracketedIpv6) {
+  EXPECT_EQ(HostOfAddress("10.0.0.7:50052"), "10.0.0.7");
+  EXPECT_EQ(HostOfAddress("node-3.cluster:1"), "node-3.cluster");
+  EXPECT_EQ(HostOfAddress("[::1]:50052"), "::1");
+  EXPECT_EQ(HostOfAddress("[fe80::1%eth0]:7"), "fe80::1%eth0");
+  EXPECT_EQ(HostOfAddress("node-3"), "node-3");
+  EXPECT_EQ(HostOfAddress("::1"), "::1");
+}
+
+TEST_F(JobManagerTest, WorldSizeFourTriesEveryLayoutOfFourRanksAndRunsEachOnFour) {
+  AddWorker("a", 4);
+  v1::TuneRequest r = Request();
+  r.set_world_size(4);
+  r.add_micro_batch_sizes(1);
+  r.add_precisions("fp32");
+  r.add_attentions("sdpa");
+  r.add_checkpointings("none");
+  r.add_optimizers("adamw");
+  auto job = manager_->SubmitJob(r);
+  ASSERT_TRUE(job.ok()) << job.status();
+  // Tiny GPT (2 layers, 4 heads), global batch 4: dp 4 x 4 shardings; tp 2
+  // (dp 2) x 4 shardings x sp off/on; pp 2 (dp 2) x 4 shardings (1f1b only:
+  // interleaved needs 4 chunks of 2 layers); tp 4 x sp; tp 2 x pp 2 x sp.
+  // pp 4 needs more than 2 layers.
+  EXPECT_EQ(job->trials_total(), 4 + 8 + 4 + 2 + 2);
+  std::set<std::tuple<int, int, int>> layouts;
+  std::set<Sharding> shardings;
+  for (int trial = 0; trial < job->trials_total(); ++trial) {
+    manager_->Tick();
+    ASSERT_EQ(executor_.calls.size(), 4u) << "trial " << trial;  // one call per rank
+    std::set<int> ranks;
+    for (const FakeExecutor::Call& c : executor_.calls) {
+      const TrialSpec spec = FakeExecutor::Spec(c);
+      EXPECT_EQ(c.request.trial_id(), executor_.calls.front().request.trial_id());
+      EXPECT_EQ(spec.world_size, 4);
+      EXPECT_EQ(spec.strategy.world_size(), 4) << StrategyToText(spec.strategy);
+      EXPECT_EQ(spec.strategy.data_parallel * spec.strategy.micro_batch_size *
+                    spec.strategy.grad_accum_steps,
+                4)
+          << StrategyToText(spec.strategy);
+      ranks.insert(spec.rank);
+      layouts.insert({spec.strategy.data_parallel, spec.strategy.tensor_parallel,
+                      spec.strategy.pipeline_parallel});
+      shardings.insert(spec.strategy.sharding);
+    }
+    EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3}));
+    for (int rank = 0; rank < 4; ++rank) executor_.Succeed(100 + trial);
+  }
+  manager_->Tick();
+  EXPECT_TRUE(executor_.calls.empty());
+  EXPECT_EQ(layouts, (std::set<std::tuple<int, int, int>>{
+                         {4, 1, 1}, {2, 2, 1}, {2, 1, 2}, {1, 4, 1}, {1, 2, 2}}));
+  EXPECT_EQ(shardings.size(), 4u);
+  auto done = manager_->GetJob(job->job_id());
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state(), "SUCCEEDED");
+  // The trials' strategies carry their layouts, in text and in fields.
+  auto trials = manager_->ListTrials(job->job_id());
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  ASSERT_EQ(trials->size(), 20u);
+  EXPECT_EQ(trials->front().strategy().text(),
+            "dp=4,tp=1,pp=1,sharding=none,mbs=1,ga=1,precision=fp32,checkpoint=none,"
+            "attention=sdpa,optimizer=adamw,offload=none");
+  EXPECT_EQ(trials->back().strategy().tensor_parallel(), 2);
+  EXPECT_EQ(trials->back().strategy().pipeline_parallel(), 2);
+  EXPECT_TRUE(trials->back().strategy().sequence_parallel());
+  EXPECT_EQ(done->best().strategy().text(), trials->back().strategy().text());  // fastest: last
+}
+
+TEST_F(JobManagerTest, LayoutCandidateListsNarrowTheSpaceAndBadOnesNameTheField) {
+  v1::TuneRequest r = Request();
+  r.set_world_size(4);
+  r.add_micro_batch_sizes(1);
+  r.add_precisions("fp32");
+  r.add_attentions("sdpa");
+  r.add_checkpointings("none");
+  r.add_optimizers("adamw");
+  r.add_tensor_parallel_sizes(2);
+  r.add_pipeline_parallel_sizes(1);
+  r.add_shardings("zero1");
+  r.add_shardings("fsdp");
+  r.add_sequence_parallel("on");
+  auto job = manager_->SubmitJob(r);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->trials_total(), 2);  // dp 2 x tp 2 with sp, at zero1 and fsdp
+
+  const auto error_of = [this](v1::TuneRequest r) {
+    absl::Status s = manager_->SubmitJob(r).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    return std::string(s.message());
+  };
+  r = Request();
+  r.set_world_size(4);
+  r.add_shardings("zero1");
+  r.add_shardings("zero3");
+  EXPECT_EQ(error_of(r), "shardings: unknown value 'zero3' (allowed: none, zero1, zero2, fsdp)");
+  r = Request();
+  r.set_world_size(4);
+  r.add_pipeline_schedules("gpipe");
+  EXPECT_THAT(error_of(r), StartsWith("pipeline_schedules: unknown value 'gpipe'"));
+  r = Request();
+  r.set_world_size(4);
+  r.add_sequence_parallel("yes");
+  EXPECT_EQ(error_of(r), "sequence_parallel: unknown value 'yes' (allowed: off, on)");
+  r = Request();
+  r.set_world_size(4);
+  r.add_tensor_parallel_sizes(3);
+  EXPECT_THAT(error_of(r), StartsWith("tensor_parallel_sizes:"));
+  r = Request();
+  r.set_world_size(4);
+  r.add_pipeline_parallel_sizes(0);
+  EXPECT_THAT(error_of(r), StartsWith("pipeline_parallel_sizes:"));
+  r = Request();
+  r.set_world_size(4);
+  r.add_virtual_stages(1);
+  EXPECT_THAT(error_of(r), StartsWith("virtual_stages:"));
+  r = Request();
+  r.set_world_size(-2);
+  EXPECT_THAT(error_of(r), StartsWith("world_size:"));
+  EXPECT_EQ(store_->ListJobs(0)->size(), 1u);  // only the good one
+}
+
+TEST(StrategyProtoTest, LayoutSurvivesTheWireAndUnsetFieldsMeanOneRank) {
+  Strategy s;
+  s.data_parallel = 2;
+  s.tensor_parallel = 2;
+  s.pipeline_parallel = 2;
+  s.sharding = Sharding::kZero2;
+  s.pipeline_schedule = PipelineSchedule::kInterleaved;
+  s.virtual_stages = 2;
+  s.sequence_parallel = true;
+  const v1::Strategy p = ToProto(s);
+  EXPECT_EQ(p.sharding(), "zero2");
+  EXPECT_EQ(p.pipeline_schedule(), "interleaved");
+  EXPECT_EQ(p.text(), StrategyToText(s));
+  absl::StatusOr<Strategy> back = FromProto(p);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, s);
+
+  // A message from before the layout fields: one rank.
+  v1::Strategy old;
+  old.set_micro_batch_size(4);
+  old.set_grad_accum_steps(1);
+  old.set_precision("fp32");
+  old.set_checkpointing("none");
+  old.set_attention("math");
+  back = FromProto(old);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->world_size(), 1);
+  EXPECT_EQ(back->sharding, Sharding::kNone);
+  EXPECT_EQ(back->pipeline_schedule, PipelineSchedule::k1F1B);
+  EXPECT_EQ(back->virtual_stages, 1);
+
+  v1::Strategy bad = old;
+  bad.set_sharding("zero3");
+  EXPECT_THAT(std::string(FromProto(bad).status().message()), StartsWith("strategy.sharding:"));
+  bad = old;
+  bad.set_sharding("zero1");  // data_parallel unset: 1
+  EXPECT_THAT(std::string(FromProto(bad).status().message()), StartsWith("strategy.sharding:"));
+  bad = old;
+  bad.set_data_parallel(-1);
+  EXPECT_THAT(std::string(FromProto(bad).status().message()),
+              StartsWith("strategy.data_parallel:"));
+
+  TrialMetrics m;
+  m.comm_time_s = 0.25;
+  m.rank_peak_memory_bytes = {10, 30};
+  const TrialMetrics m2 = FromProto(ToProto(m));
+  EXPECT_EQ(m2.comm_time_s, 0.25);
+  EXPECT_EQ(m2.rank_peak_memory_bytes, (std::vector<int64_t>{10, 30}));
 }
 
 }  // namespace

@@ -3,11 +3,13 @@
 #include <atomic>
 #include <climits>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,6 +26,10 @@
 #include "search/trial.h"
 
 namespace autoaccel {
+
+// Failure messages show strategies as their canonical text.
+void PrintTo(const Strategy& s, std::ostream* os) { *os << StrategyToText(s); }
+
 namespace {
 
 using ::testing::AllOf;
@@ -167,6 +173,8 @@ TEST(StrategyText, MalformedTextNamesTheKey) {
 TEST(StrategyJson, FormOfAnExample) {
   Strategy s = MakeStrategy(4, 2, Precision::kBf16, Checkpointing::kFull, Attention::kSdpa);
   EXPECT_EQ(StrategyToJson(s), nlohmann::json::parse(R"({
+      "data_parallel": 1, "tensor_parallel": 1, "pipeline_parallel": 1, "sharding": "none",
+      "pipeline_schedule": "1f1b", "virtual_stages": 1, "sequence_parallel": false,
       "micro_batch_size": 4, "grad_accum_steps": 2, "precision": "bf16",
       "checkpointing": "full", "checkpoint_percent": 100, "attention": "sdpa",
       "optimizer": "adamw", "offload": "none"})"));
@@ -174,7 +182,14 @@ TEST(StrategyJson, FormOfAnExample) {
   s.checkpoint_percent = 25;
   s.optimizer = Optimizer::kFusedAdamW;
   s.offload = Offload::kCpu;
+  s.data_parallel = 2;
+  s.pipeline_parallel = 2;
+  s.sharding = Sharding::kZero2;
+  s.pipeline_schedule = PipelineSchedule::kInterleaved;
+  s.virtual_stages = 3;
   EXPECT_EQ(StrategyToJson(s), nlohmann::json::parse(R"({
+      "data_parallel": 2, "tensor_parallel": 1, "pipeline_parallel": 2, "sharding": "zero2",
+      "pipeline_schedule": "interleaved", "virtual_stages": 3, "sequence_parallel": false,
       "micro_batch_size": 4, "grad_accum_steps": 2, "precision": "fp16",
       "checkpointing": "full", "checkpoint_percent": 25, "attention": "sdpa",
       "optimizer": "fused_adamw", "offload": "cpu"})"));
@@ -210,6 +225,164 @@ TEST(StrategyJson, SizeAboveIntMaxIsRejected) {
       InvalidArgument(HasSubstr("micro_batch_size")));
 }
 
+Strategy WithLayout(Strategy s, int dp, int tp, int pp, Sharding sharding = Sharding::kNone) {
+  s.data_parallel = dp;
+  s.tensor_parallel = tp;
+  s.pipeline_parallel = pp;
+  s.sharding = sharding;
+  return s;
+}
+
+TEST(StrategyLayout, CanonicalTextsOfLayouts) {
+  const Strategy base =
+      MakeStrategy(4, 2, Precision::kBf16, Checkpointing::kNone, Attention::kSdpa);
+  const std::string rest =
+      "mbs=4,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none";
+  Strategy zero1 = WithLayout(base, 4, 1, 1, Sharding::kZero1);
+  Strategy plain_dp = WithLayout(base, 2, 1, 1);
+  Strategy tensor = WithLayout(base, 1, 2, 1);
+  tensor.sequence_parallel = true;
+  Strategy pipeline = WithLayout(base, 2, 1, 2, Sharding::kFsdp);
+  Strategy interleaved = WithLayout(base, 1, 2, 4);
+  interleaved.pipeline_schedule = PipelineSchedule::kInterleaved;
+  interleaved.virtual_stages = 3;
+  interleaved.sequence_parallel = true;
+  const std::vector<std::pair<Strategy, std::string>> cases = {
+      {base, rest},  // a single rank: the text of before layouts existed
+      {zero1, "dp=4,tp=1,pp=1,sharding=zero1," + rest},
+      {plain_dp, "dp=2,tp=1,pp=1,sharding=none," + rest},
+      {tensor, "dp=1,tp=2,pp=1,sharding=none,sp=1," + rest},
+      {pipeline, "dp=2,tp=1,pp=2,sharding=fsdp,pp_schedule=1f1b," + rest},
+      {interleaved, "dp=1,tp=2,pp=4,sharding=none,sp=1,pp_schedule=interleaved,vpp=3," + rest},
+  };
+  for (const auto& [strategy, text] : cases) {
+    EXPECT_EQ(StrategyToText(strategy), text);
+    absl::StatusOr<Strategy> parsed = ParseStrategyText(text);
+    ASSERT_TRUE(parsed.ok()) << text << ": " << parsed.status();
+    EXPECT_EQ(*parsed, strategy) << text;
+    absl::StatusOr<Strategy> from_json = StrategyFromJson(StrategyToJson(strategy));
+    ASSERT_TRUE(from_json.ok()) << text << ": " << from_json.status();
+    EXPECT_EQ(*from_json, strategy) << text;
+    EXPECT_EQ(strategy.world_size(),
+              strategy.data_parallel * strategy.tensor_parallel * strategy.pipeline_parallel);
+  }
+  EXPECT_EQ(interleaved.world_size(), 8);
+}
+
+TEST(StrategyLayout, LayoutKeysInAnyOrderAndMissingOnesTakeDefaults) {
+  absl::StatusOr<Strategy> parsed =
+      ParseStrategyText("vpp=2,mbs=4,pp_schedule=interleaved,sp=1,tp=2,pp=2,ga=2");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->data_parallel, 1);
+  EXPECT_EQ(parsed->tensor_parallel, 2);
+  EXPECT_EQ(parsed->pipeline_parallel, 2);
+  EXPECT_EQ(parsed->sharding, Sharding::kNone);
+  EXPECT_EQ(parsed->pipeline_schedule, PipelineSchedule::kInterleaved);
+  EXPECT_EQ(parsed->virtual_stages, 2);
+  EXPECT_TRUE(parsed->sequence_parallel);
+  EXPECT_EQ(StrategyToText(*parsed),
+            "dp=1,tp=2,pp=2,sharding=none,sp=1,pp_schedule=interleaved,vpp=2,mbs=4,ga=2,"
+            "precision=fp32,checkpoint=none,attention=math,optimizer=adamw,offload=none");
+  // The single-rank layout spelled out is the single-rank default, whose
+  // canonical text leaves it out; sp=0 and pp_schedule=1f1b are defaults too.
+  parsed = ParseStrategyText("dp=1,tp=1,pp=1,sharding=none,sp=0,pp_schedule=1f1b,vpp=1,mbs=2");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, MakeStrategy(2, 1, Precision::kFp32, Checkpointing::kNone, Attention::kMath));
+  EXPECT_EQ(StrategyToText(*parsed),
+            "mbs=2,ga=1,precision=fp32,checkpoint=none,attention=math,optimizer=adamw,"
+            "offload=none");
+  // JSON written before the layout keys existed is a single-rank strategy.
+  absl::StatusOr<Strategy> old_json = StrategyFromJson(nlohmann::json::parse(R"({
+      "micro_batch_size": 2, "grad_accum_steps": 1, "precision": "fp32",
+      "checkpointing": "none", "checkpoint_percent": 100, "attention": "math",
+      "optimizer": "adamw", "offload": "none"})"));
+  ASSERT_TRUE(old_json.ok()) << old_json.status();
+  EXPECT_EQ(*old_json, *parsed);
+  EXPECT_EQ(old_json->world_size(), 1);
+}
+
+// Every rule of CheckLayout, through each form: the message names the key in
+// the spelling of the input.
+TEST(StrategyLayout, EveryLayoutErrorNamesTheKey) {
+  const Strategy base =
+      MakeStrategy(1, 1, Precision::kFp32, Checkpointing::kNone, Attention::kMath);
+  EXPECT_TRUE(CheckLayout(base).ok());
+  struct Case {
+    std::function<void(Strategy*)> change;
+    std::string json_key, text_key, why;
+  };
+  const std::vector<Case> cases = {
+      {[](Strategy* s) { s->data_parallel = 0; }, "data_parallel", "dp", "must be >= 1"},
+      {[](Strategy* s) { s->tensor_parallel = -1; }, "tensor_parallel", "tp", "must be >= 1"},
+      {[](Strategy* s) { s->pipeline_parallel = 0; }, "pipeline_parallel", "pp", "must be >= 1"},
+      {[](Strategy* s) { s->virtual_stages = 0; }, "virtual_stages", "vpp", "must be >= 1"},
+      {[](Strategy* s) { s->sharding = Sharding::kZero1; }, "sharding", "sharding", "> 1"},
+      {[](Strategy* s) { s->sequence_parallel = true; }, "sequence_parallel", "sp", "> 1"},
+      {[](Strategy* s) { s->pipeline_schedule = PipelineSchedule::kInterleaved; },
+       "pipeline_schedule", "pp_schedule", "allowed without a pipeline: 1f1b"},
+      {[](Strategy* s) { s->virtual_stages = 2; }, "virtual_stages", "vpp",
+       "1f1b runs one model chunk"},
+      {[](Strategy* s) {
+         s->pipeline_parallel = 2;
+         s->virtual_stages = 2;
+       },
+       "virtual_stages", "vpp", "1f1b runs one model chunk"},
+      {[](Strategy* s) {
+         s->pipeline_parallel = 2;
+         s->pipeline_schedule = PipelineSchedule::kInterleaved;
+       },
+       "virtual_stages", "vpp", "interleaved needs at least 2"},
+  };
+  for (const Case& c : cases) {
+    Strategy s = base;
+    c.change(&s);
+    EXPECT_THAT(CheckLayout(s), InvalidArgument(AllOf(StartsWith("strategy." + c.json_key + ":"),
+                                                      HasSubstr(c.why))))
+        << c.json_key;
+    EXPECT_THAT(CheckLayout(s, StrategyForm::kText),
+                InvalidArgument(StartsWith("strategy." + c.text_key + ":")))
+        << c.text_key;
+    // The parsers refuse what CheckLayout refuses (sizes below 1 are
+    // refused as non-positive integers before it runs).
+    EXPECT_THAT(StrategyFromJson(StrategyToJson(s)).status(),
+                InvalidArgument(StartsWith("strategy." + c.json_key + ":")))
+        << StrategyToJson(s).dump();
+  }
+  const auto text_error = [](absl::string_view text) { return ParseStrategyText(text).status(); };
+  EXPECT_THAT(text_error("dp=0"), InvalidArgument(StartsWith("strategy.dp:")));
+  EXPECT_THAT(text_error("tp=x"), InvalidArgument(StartsWith("strategy.tp:")));
+  EXPECT_THAT(text_error("pp=-2"), InvalidArgument(StartsWith("strategy.pp:")));
+  EXPECT_THAT(text_error("vpp=0"), InvalidArgument(StartsWith("strategy.vpp:")));
+  EXPECT_THAT(text_error("sharding=zero1"),
+              InvalidArgument(AllOf(StartsWith("strategy.sharding:"), HasSubstr("dp > 1"))));
+  EXPECT_THAT(text_error("dp=2,sharding=zero3"),
+              InvalidArgument(AllOf(StartsWith("strategy.sharding:"), HasSubstr("fsdp"))));
+  EXPECT_THAT(text_error("sp=1"),
+              InvalidArgument(AllOf(StartsWith("strategy.sp:"), HasSubstr("tp > 1"))));
+  EXPECT_THAT(text_error("tp=2,sp=2"),
+              InvalidArgument(AllOf(StartsWith("strategy.sp:"), HasSubstr("0 or 1"))));
+  EXPECT_THAT(text_error("pp_schedule=interleaved,vpp=2"),
+              InvalidArgument(AllOf(StartsWith("strategy.pp_schedule:"), HasSubstr("pp > 1"))));
+  EXPECT_THAT(
+      text_error("pp=2,pp_schedule=gpipe"),
+      InvalidArgument(AllOf(StartsWith("strategy.pp_schedule:"), HasSubstr("interleaved"))));
+  EXPECT_THAT(text_error("pp=2,vpp=2"), InvalidArgument(StartsWith("strategy.vpp:")));
+  EXPECT_THAT(text_error("pp=2,pp_schedule=interleaved"),
+              InvalidArgument(StartsWith("strategy.vpp:")));
+  EXPECT_TRUE(ParseStrategyText("pp=2,pp_schedule=interleaved,vpp=2").ok());
+  const auto json_error = [](absl::string_view text) {
+    return StrategyFromJson(nlohmann::json::parse(text)).status();
+  };
+  EXPECT_THAT(json_error(R"({"tensor_parallel": 2, "sequence_parallel": 1})"),
+              InvalidArgument(StartsWith("strategy.sequence_parallel:")));
+  EXPECT_THAT(json_error(R"({"data_parallel": 2, "sharding": "zero3"})"),
+              InvalidArgument(StartsWith("strategy.sharding:")));
+  EXPECT_THAT(json_error(R"({"pipeline_parallel": 2, "pipeline_schedule": "gpipe"})"),
+              InvalidArgument(StartsWith("strategy.pipeline_schedule:")));
+  EXPECT_THAT(json_error(R"({"data_parallel": 4294967298})"),
+              InvalidArgument(StartsWith("strategy.data_parallel:")));
+}
+
 template <typename T>
 T Pick(std::mt19937& rng, const std::vector<T>& values) {
   return values[std::uniform_int_distribution<size_t>(0, values.size() - 1)(rng)];
@@ -231,6 +404,19 @@ Strategy RandomStrategy(std::mt19937& rng) {
   if (s.checkpointing != Checkpointing::kNone && coin(rng)) s.checkpoint_percent = percent(rng);
   s.optimizer = Pick(rng, AllOptimizers());
   s.offload = Pick(rng, AllOffloads());
+  // Half of them on one rank (the default layout), the rest any valid layout.
+  if (coin(rng)) {
+    const std::vector<int> degrees = {1, 2, 3, 4, 8};
+    s.data_parallel = Pick(rng, degrees);
+    s.tensor_parallel = Pick(rng, degrees);
+    s.pipeline_parallel = Pick(rng, degrees);
+    if (s.data_parallel > 1) s.sharding = Pick(rng, AllShardings());
+    if (s.tensor_parallel > 1) s.sequence_parallel = coin(rng);
+    if (s.pipeline_parallel > 1) {
+      s.pipeline_schedule = Pick(rng, AllPipelineSchedules());
+      if (s.pipeline_schedule == PipelineSchedule::kInterleaved) s.virtual_stages = small(rng) + 1;
+    }
+  }
   return s;
 }
 
@@ -243,6 +429,10 @@ TEST(StrategyRoundTrip, RandomStrategiesSurviveTextAndJson) {
   std::set<Attention> seen_attentions;
   std::set<Optimizer> seen_optimizers;
   std::set<Offload> seen_offloads;
+  std::set<Sharding> seen_shardings;
+  std::set<PipelineSchedule> seen_schedules;
+  std::set<std::tuple<int, int, int>> seen_layouts;
+  int seen_sequence_parallel = 0;
   for (int i = 0; i < 1000; ++i) {
     const Strategy s = RandomStrategy(rng);
     const std::string text = StrategyToText(s);
@@ -253,6 +443,10 @@ TEST(StrategyRoundTrip, RandomStrategiesSurviveTextAndJson) {
     seen_attentions.insert(s.attention);
     seen_optimizers.insert(s.optimizer);
     seen_offloads.insert(s.offload);
+    seen_shardings.insert(s.sharding);
+    seen_schedules.insert(s.pipeline_schedule);
+    seen_layouts.insert({s.data_parallel, s.tensor_parallel, s.pipeline_parallel});
+    seen_sequence_parallel += s.sequence_parallel;
 
     absl::StatusOr<Strategy> from_text = ParseStrategyText(text);
     ASSERT_TRUE(from_text.ok()) << text << ": " << from_text.status();
@@ -277,6 +471,10 @@ TEST(StrategyRoundTrip, RandomStrategiesSurviveTextAndJson) {
   for (Attention a : AllAttentions()) EXPECT_TRUE(seen_attentions.count(a));
   for (Optimizer o : AllOptimizers()) EXPECT_TRUE(seen_optimizers.count(o));
   for (Offload o : AllOffloads()) EXPECT_TRUE(seen_offloads.count(o));
+  for (Sharding sh : AllShardings()) EXPECT_TRUE(seen_shardings.count(sh));
+  for (PipelineSchedule p : AllPipelineSchedules()) EXPECT_TRUE(seen_schedules.count(p));
+  EXPECT_GT(seen_layouts.size(), 100u);
+  EXPECT_GT(seen_sequence_parallel, 50);
   EXPECT_GT(seen_percents.size(), 50u);
 }
 
@@ -907,14 +1105,279 @@ TEST(EnumerateSpace, RestrictingListsShrinksTheSpaceExactly) {
                                              Attention::kSdpa)));
 }
 
+// A request with only data-parallel layouts: world_size ranks of one layout.
+SpaceRequest DataParallelOnly(int global_batch_size, int world_size) {
+  SpaceRequest r = BaseRequest(global_batch_size, world_size);
+  r.tensor_parallel_sizes = {1};
+  r.pipeline_parallel_sizes = {1};
+  r.shardings = {Sharding::kNone};
+  return r;
+}
+
 TEST(EnumerateSpace, DataParallelRanksShareTheGlobalBatch) {
-  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(BaseRequest(32, 4));
+  SpaceRequest r = DataParallelOnly(32, 4);
+  r.shardings.clear();
+  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
   ASSERT_TRUE(space.ok()) << space.status();
-  EXPECT_THAT(*space, SizeIs(4 * kCpuFlagCombos));  // 8 per rank: mbs {8, 4, 2, 1}
+  // 8 per rank: mbs {8, 4, 2, 1}, at each of the four shardings.
+  EXPECT_THAT(*space, SizeIs(4 * 4 * kCpuFlagCombos));
   for (const Strategy& s : *space) {
+    EXPECT_EQ(s.data_parallel, 4) << StrategyToText(s);
     EXPECT_EQ(4 * s.micro_batch_size * s.grad_accum_steps, 32) << StrategyToText(s);
   }
-  EXPECT_EQ(space->front().micro_batch_size, 8);
+  EXPECT_EQ(StrategyToText(space->front()),
+            "dp=4,tp=1,pp=1,sharding=none,mbs=8,ga=1,precision=bf16,checkpoint=none,"
+            "attention=sdpa,optimizer=fused_adamw,offload=none");
+  EXPECT_EQ((*space)[4 * kCpuFlagCombos].sharding, Sharding::kZero1);
+  EXPECT_EQ(space->back().sharding, Sharding::kFsdp);
+}
+
+// The texts of `space` without the flags every strategy of OneOfEach()-like
+// requests shares.
+std::vector<std::string> LayoutTexts(const std::vector<Strategy>& space) {
+  std::vector<std::string> out;
+  for (const std::string& text : Texts(space))
+    out.push_back(text.substr(0, text.find(",precision")));
+  return out;
+}
+
+std::vector<std::string> Slice(const std::vector<std::string>& v, size_t from, size_t to) {
+  return std::vector<std::string>(v.begin() + std::min(from, v.size()),
+                                  v.begin() + std::min(to, v.size()));
+}
+
+TEST(EnumerateSpace, LayoutsOfFourRanksInTheirPreferredOrder) {
+  // GPT-2 small (12 layers, 12 heads, MLP 3072) on 4 ranks, global batch 8,
+  // every other dimension held to one value.
+  SpaceRequest r = OneOfEach();
+  r.world_size = 4;
+  r.micro_batch_sizes.clear();
+  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  // Layouts outermost, by tp * pp, then pp; each in one block.
+  std::vector<std::tuple<int, int, int>> layouts;
+  for (const Strategy& s : *space) {
+    EXPECT_EQ(s.world_size(), 4) << StrategyToText(s);
+    EXPECT_EQ(s.micro_batch_size * s.grad_accum_steps * s.data_parallel, 8) << StrategyToText(s);
+    EXPECT_TRUE(CheckCompatible(r, s).ok()) << StrategyToText(s);
+    const std::tuple<int, int, int> layout{s.data_parallel, s.tensor_parallel, s.pipeline_parallel};
+    if (layouts.empty() || layouts.back() != layout) layouts.push_back(layout);
+  }
+  EXPECT_THAT(layouts, ElementsAre(std::tuple(4, 1, 1), std::tuple(2, 2, 1), std::tuple(2, 1, 2),
+                                   std::tuple(1, 4, 1), std::tuple(1, 2, 2), std::tuple(1, 1, 4)));
+  // Per layout: dp 4 (2 per rank: mbs 2, 1) x 4 shardings = 8; tp 2 (dp 2:
+  // mbs 4, 2, 1) x 4 shardings x sp off/on = 24; pp 2 (dp 2) x 4 shardings x
+  // (1f1b at mbs 4, 2, 1 + interleaved at mbs 2, 1: its ga must be a
+  // multiple of pp) = 20; tp 4 (dp 1: mbs 8..1) x sp = 8; tp 2 pp 2 x sp x
+  // (1f1b at 4 sizes + interleaved at 3) = 14; pp 4: 1f1b at 4 sizes = 4
+  // (interleaved's 4 x 2 chunks do not divide 12 layers).
+  ASSERT_THAT(*space, SizeIs(8 + 24 + 20 + 8 + 14 + 4));
+  const std::vector<std::string> texts = LayoutTexts(*space);
+  EXPECT_THAT(
+      Slice(texts, 0, 8),
+      ElementsAre(
+          "dp=4,tp=1,pp=1,sharding=none,mbs=2,ga=1", "dp=4,tp=1,pp=1,sharding=none,mbs=1,ga=2",
+          "dp=4,tp=1,pp=1,sharding=zero1,mbs=2,ga=1", "dp=4,tp=1,pp=1,sharding=zero1,mbs=1,ga=2",
+          "dp=4,tp=1,pp=1,sharding=zero2,mbs=2,ga=1", "dp=4,tp=1,pp=1,sharding=zero2,mbs=1,ga=2",
+          "dp=4,tp=1,pp=1,sharding=fsdp,mbs=2,ga=1", "dp=4,tp=1,pp=1,sharding=fsdp,mbs=1,ga=2"));
+  EXPECT_THAT(Slice(texts, 8, 15), ElementsAre("dp=2,tp=2,pp=1,sharding=none,mbs=4,ga=1",
+                                               "dp=2,tp=2,pp=1,sharding=none,mbs=2,ga=2",
+                                               "dp=2,tp=2,pp=1,sharding=none,mbs=1,ga=4",
+                                               "dp=2,tp=2,pp=1,sharding=none,sp=1,mbs=4,ga=1",
+                                               "dp=2,tp=2,pp=1,sharding=none,sp=1,mbs=2,ga=2",
+                                               "dp=2,tp=2,pp=1,sharding=none,sp=1,mbs=1,ga=4",
+                                               "dp=2,tp=2,pp=1,sharding=zero1,mbs=4,ga=1"));
+  EXPECT_THAT(Slice(texts, 32, 38),
+              ElementsAre("dp=2,tp=1,pp=2,sharding=none,pp_schedule=1f1b,mbs=4,ga=1",
+                          "dp=2,tp=1,pp=2,sharding=none,pp_schedule=1f1b,mbs=2,ga=2",
+                          "dp=2,tp=1,pp=2,sharding=none,pp_schedule=1f1b,mbs=1,ga=4",
+                          "dp=2,tp=1,pp=2,sharding=none,pp_schedule=interleaved,vpp=2,mbs=2,ga=2",
+                          "dp=2,tp=1,pp=2,sharding=none,pp_schedule=interleaved,vpp=2,mbs=1,ga=4",
+                          "dp=2,tp=1,pp=2,sharding=zero1,pp_schedule=1f1b,mbs=4,ga=1"));
+  EXPECT_THAT(Slice(texts, 52, 60), ElementsAre("dp=1,tp=4,pp=1,sharding=none,mbs=8,ga=1",
+                                                "dp=1,tp=4,pp=1,sharding=none,mbs=4,ga=2",
+                                                "dp=1,tp=4,pp=1,sharding=none,mbs=2,ga=4",
+                                                "dp=1,tp=4,pp=1,sharding=none,mbs=1,ga=8",
+                                                "dp=1,tp=4,pp=1,sharding=none,sp=1,mbs=8,ga=1",
+                                                "dp=1,tp=4,pp=1,sharding=none,sp=1,mbs=4,ga=2",
+                                                "dp=1,tp=4,pp=1,sharding=none,sp=1,mbs=2,ga=4",
+                                                "dp=1,tp=4,pp=1,sharding=none,sp=1,mbs=1,ga=8"));
+  EXPECT_THAT(
+      Slice(texts, 60, 78),
+      ElementsAre("dp=1,tp=2,pp=2,sharding=none,pp_schedule=1f1b,mbs=8,ga=1",
+                  "dp=1,tp=2,pp=2,sharding=none,pp_schedule=1f1b,mbs=4,ga=2",
+                  "dp=1,tp=2,pp=2,sharding=none,pp_schedule=1f1b,mbs=2,ga=4",
+                  "dp=1,tp=2,pp=2,sharding=none,pp_schedule=1f1b,mbs=1,ga=8",
+                  "dp=1,tp=2,pp=2,sharding=none,sp=1,pp_schedule=1f1b,mbs=8,ga=1",
+                  "dp=1,tp=2,pp=2,sharding=none,sp=1,pp_schedule=1f1b,mbs=4,ga=2",
+                  "dp=1,tp=2,pp=2,sharding=none,sp=1,pp_schedule=1f1b,mbs=2,ga=4",
+                  "dp=1,tp=2,pp=2,sharding=none,sp=1,pp_schedule=1f1b,mbs=1,ga=8",
+                  "dp=1,tp=2,pp=2,sharding=none,pp_schedule=interleaved,vpp=2,mbs=4,ga=2",
+                  "dp=1,tp=2,pp=2,sharding=none,pp_schedule=interleaved,vpp=2,mbs=2,ga=4",
+                  "dp=1,tp=2,pp=2,sharding=none,pp_schedule=interleaved,vpp=2,mbs=1,ga=8",
+                  "dp=1,tp=2,pp=2,sharding=none,sp=1,pp_schedule=interleaved,vpp=2,mbs=4,ga=2",
+                  "dp=1,tp=2,pp=2,sharding=none,sp=1,pp_schedule=interleaved,vpp=2,mbs=2,ga=4",
+                  "dp=1,tp=2,pp=2,sharding=none,sp=1,pp_schedule=interleaved,vpp=2,mbs=1,ga=8",
+                  "dp=1,tp=1,pp=4,sharding=none,pp_schedule=1f1b,mbs=8,ga=1",
+                  "dp=1,tp=1,pp=4,sharding=none,pp_schedule=1f1b,mbs=4,ga=2",
+                  "dp=1,tp=1,pp=4,sharding=none,pp_schedule=1f1b,mbs=2,ga=4",
+                  "dp=1,tp=1,pp=4,sharding=none,pp_schedule=1f1b,mbs=1,ga=8"));
+}
+
+TEST(EnumerateSpace, LayoutsNestOutsideTheFlagsAndScheduleAndSpInsideThem) {
+  // Two precisions on tp 2 x pp 2: precision changes only after every
+  // schedule, sp mode and micro batch of the first precision.
+  SpaceRequest r = OneOfEach();
+  r.world_size = 4;
+  r.tensor_parallel_sizes = {2};
+  r.pipeline_parallel_sizes = {2};
+  r.precisions = {Precision::kFp32, Precision::kBf16};
+  r.micro_batch_sizes = {2};
+  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::vector<std::tuple<Precision, PipelineSchedule, bool>> order;
+  for (const Strategy& s : *space) {
+    order.emplace_back(s.precision, s.pipeline_schedule, s.sequence_parallel);
+  }
+  const auto k1 = PipelineSchedule::k1F1B;
+  const auto kI = PipelineSchedule::kInterleaved;
+  EXPECT_THAT(
+      order,
+      ElementsAre(std::tuple(Precision::kBf16, k1, false), std::tuple(Precision::kBf16, k1, true),
+                  std::tuple(Precision::kBf16, kI, false), std::tuple(Precision::kBf16, kI, true),
+                  std::tuple(Precision::kFp32, k1, false), std::tuple(Precision::kFp32, k1, true),
+                  std::tuple(Precision::kFp32, kI, false), std::tuple(Precision::kFp32, kI, true)));
+}
+
+TEST(EnumerateSpace, LayoutListsNarrowTheSpace) {
+  SpaceRequest r = OneOfEach();
+  r.world_size = 4;
+  r.micro_batch_sizes = {1};
+  r.tensor_parallel_sizes = {2, 1, 2};  // any order, repeats collapse
+  r.pipeline_parallel_sizes = {1};
+  r.shardings = {Sharding::kZero2};
+  r.sequence_parallel_modes = {true};
+  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  // A layout that cannot use a dimension takes its only value there.
+  EXPECT_THAT(LayoutTexts(*space), ElementsAre("dp=4,tp=1,pp=1,sharding=zero2,mbs=1,ga=2",
+                                               "dp=2,tp=2,pp=1,sharding=zero2,sp=1,mbs=1,ga=4"));
+
+  r = OneOfEach();
+  r.world_size = 4;
+  r.micro_batch_sizes = {1};
+  r.tensor_parallel_sizes = {1};
+  r.pipeline_parallel_sizes = {4, 2, 3};  // 3 does not divide 4: skipped
+  r.pipeline_schedules = {PipelineSchedule::kInterleaved};
+  r.virtual_stages = {3, 2};
+  space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  // 12 layers: pp 2 at vpp 2 and 3 (4 and 6 chunks); pp 4 at vpp 3 (12) only.
+  EXPECT_THAT(LayoutTexts(*space),
+              ElementsAre("dp=2,tp=1,pp=2,sharding=none,pp_schedule=interleaved,vpp=2,mbs=1,ga=4",
+                          "dp=2,tp=1,pp=2,sharding=none,pp_schedule=interleaved,vpp=3,mbs=1,ga=4",
+                          "dp=2,tp=1,pp=2,sharding=zero1,pp_schedule=interleaved,vpp=2,mbs=1,ga=4",
+                          "dp=2,tp=1,pp=2,sharding=zero1,pp_schedule=interleaved,vpp=3,mbs=1,ga=4",
+                          "dp=2,tp=1,pp=2,sharding=zero2,pp_schedule=interleaved,vpp=2,mbs=1,ga=4",
+                          "dp=2,tp=1,pp=2,sharding=zero2,pp_schedule=interleaved,vpp=3,mbs=1,ga=4",
+                          "dp=2,tp=1,pp=2,sharding=fsdp,pp_schedule=interleaved,vpp=2,mbs=1,ga=4",
+                          "dp=2,tp=1,pp=2,sharding=fsdp,pp_schedule=interleaved,vpp=3,mbs=1,ga=4",
+                          "dp=1,tp=1,pp=4,sharding=none,pp_schedule=interleaved,vpp=3,mbs=1,ga=8"));
+
+  // A global batch that dp 4 does not divide leaves the dp-4 layout out.
+  r = OneOfEach();
+  r.world_size = 4;
+  r.global_batch_size = 6;
+  r.micro_batch_sizes.clear();
+  r.shardings = {Sharding::kNone};
+  r.sequence_parallel_modes = {false};
+  r.pipeline_schedules = {PipelineSchedule::k1F1B};
+  space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  for (const Strategy& s : *space) {
+    EXPECT_NE(s.data_parallel, 4) << StrategyToText(s);
+    EXPECT_EQ(s.micro_batch_size * s.grad_accum_steps * s.data_parallel, 6);
+  }
+  EXPECT_EQ(StrategyToText(space->front()).substr(0, 40),
+            "dp=2,tp=2,pp=1,sharding=none,mbs=1,ga=3,");
+}
+
+TEST(EnumerateSpace, DataParallelOnlyFamiliesGetDataParallelLayouts) {
+  for (absl::string_view family : {"bert", "mixtral"}) {
+    SpaceRequest r = OneOfEach();
+    r.model =
+        family == "bert" ? Parsed("bert", kBertBaseConfig) : Parsed("mixtral", kMixtral8x7bConfig);
+    r.world_size = 4;
+    r.micro_batch_sizes = {1};
+    absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
+    ASSERT_TRUE(space.ok()) << space.status();
+    EXPECT_THAT(LayoutTexts(*space), ElementsAre("dp=4,tp=1,pp=1,sharding=none,mbs=1,ga=2",
+                                                 "dp=4,tp=1,pp=1,sharding=zero1,mbs=1,ga=2",
+                                                 "dp=4,tp=1,pp=1,sharding=zero2,mbs=1,ga=2",
+                                                 "dp=4,tp=1,pp=1,sharding=fsdp,mbs=1,ga=2"))
+        << family;
+    // Nothing else is left once data parallelism is asked away.
+    r.tensor_parallel_sizes = {2};
+    EXPECT_THAT(
+        EnumerateSpace(r).status(),
+        InvalidArgument(AllOf(StartsWith("space: no compatible strategy"),
+                              HasSubstr(std::string(family)), HasSubstr("data parallel only"))));
+  }
+}
+
+TEST(EnumerateSpace, BadLayoutRequestsNameTheField) {
+  SpaceRequest r = BaseRequest(8, 4);
+  r.tensor_parallel_sizes = {2, 0};
+  EXPECT_THAT(EnumerateSpace(r).status(),
+              InvalidArgument(AllOf(StartsWith("tensor_parallel_sizes:"), HasSubstr("positive"))));
+  r = BaseRequest(8, 4);
+  r.pipeline_parallel_sizes = {-1};
+  EXPECT_THAT(EnumerateSpace(r).status(), InvalidArgument(StartsWith("pipeline_parallel_sizes:")));
+  r = BaseRequest(8, 4);
+  r.tensor_parallel_sizes = {3, 8};
+  EXPECT_THAT(
+      EnumerateSpace(r).status(),
+      InvalidArgument(StartsWith("tensor_parallel_sizes: none of (3, 8) divides world_size 4")));
+  r = BaseRequest(8, 4);
+  r.pipeline_parallel_sizes = {3};
+  EXPECT_THAT(EnumerateSpace(r).status(),
+              InvalidArgument(StartsWith("pipeline_parallel_sizes: none of (3) divides")));
+  r = BaseRequest(8, 4);
+  r.tensor_parallel_sizes = {4};
+  r.pipeline_parallel_sizes = {2};
+  EXPECT_THAT(EnumerateSpace(r).status(),
+              InvalidArgument(AllOf(StartsWith("pipeline_parallel_sizes:"), HasSubstr("(4)"),
+                                    HasSubstr("(2)"), HasSubstr("world_size 4"))));
+  r = BaseRequest(8, 4);
+  r.virtual_stages = {2, 1};
+  EXPECT_THAT(EnumerateSpace(r).status(),
+              InvalidArgument(AllOf(StartsWith("virtual_stages:"), HasSubstr(">= 2"))));
+  r = BaseRequest(8, 4);
+  r.shardings = {static_cast<Sharding>(9)};
+  EXPECT_THAT(EnumerateSpace(r).status(),
+              InvalidArgument(AllOf(StartsWith("shardings:"), HasSubstr("zero1"))));
+  r = BaseRequest(8, 4);
+  r.pipeline_schedules = {static_cast<PipelineSchedule>(9)};
+  EXPECT_THAT(EnumerateSpace(r).status(),
+              InvalidArgument(AllOf(StartsWith("pipeline_schedules:"), HasSubstr("interleaved"))));
+  // Refused only when no layout's data-parallel size divides the batch.
+  r = BaseRequest(6, 4);
+  EXPECT_TRUE(EnumerateSpace(r).ok());
+  r.pipeline_parallel_sizes = {1};
+  r.tensor_parallel_sizes = {1};
+  EXPECT_THAT(EnumerateSpace(r).status(),
+              InvalidArgument(StartsWith("global_batch_size: 6 is not divisible by the "
+                                         "data-parallel size of any layout")));
+  r.tensor_parallel_sizes = {2, 1};
+  EXPECT_TRUE(EnumerateSpace(r).ok());
+  r.micro_batch_sizes = {2};  // 6 / dp 2 = 3 per rank
+  EXPECT_THAT(EnumerateSpace(r).status(),
+              InvalidArgument(AllOf(StartsWith("global_batch_size: not divisible by any "
+                                               "micro-batch size (2)"),
+                                    HasSubstr("3 (data_parallel 2)"))));
+  for (const SpaceRequest& request : {r, BaseRequest(8, 4)}) {
+    EXPECT_EQ(ValidateSpaceRequest(request), EnumerateSpace(request).status());
+  }
 }
 
 TEST(EnumerateSpace, DefaultMicroBatchesArePowersOfTwoDividingThePerRankBatch) {
@@ -927,7 +1390,7 @@ TEST(EnumerateSpace, DefaultMicroBatchesArePowersOfTwoDividingThePerRankBatch) {
         if (per_rank % m == 0) expected.insert(m);
       }
       absl::StatusOr<std::vector<Strategy>> space =
-          EnumerateSpace(BaseRequest(per_rank * world, world));
+          EnumerateSpace(DataParallelOnly(per_rank * world, world));
       ASSERT_TRUE(space.ok()) << space.status();
       std::set<int> got;
       for (const Strategy& s : *space) {
@@ -1012,9 +1475,10 @@ TEST(EnumerateSpace, BadRequestsNameTheField) {
   EXPECT_THAT(EnumerateSpace(r).status(), InvalidArgument(StartsWith("global_batch_size:")));
   r = BaseRequest(-8);
   EXPECT_THAT(EnumerateSpace(r).status(), InvalidArgument(StartsWith("global_batch_size:")));
-  r = BaseRequest(10, 4);
+  r = DataParallelOnly(10, 4);
   EXPECT_THAT(EnumerateSpace(r).status(),
-              InvalidArgument(AllOf(StartsWith("global_batch_size:"), HasSubstr("world_size"))));
+              InvalidArgument(AllOf(StartsWith("global_batch_size: 10 is not divisible"),
+                                    HasSubstr("data_parallel 4"), HasSubstr("world_size 4"))));
   r = BaseRequest(8, 0);
   EXPECT_THAT(EnumerateSpace(r).status(), InvalidArgument(StartsWith("world_size:")));
 
@@ -1095,34 +1559,50 @@ TEST(Compatibility, RulesAreNamedAndDistinct) {
     EXPECT_NE(rule.check, nullptr);
     names.emplace_back(rule.name);
   }
-  EXPECT_THAT(names, ElementsAre("positive_sizes", "known_values", "checkpoint_percent",
-                                 "batch_product", "bf16_device", "offload_device", "fixed_graph"));
+  EXPECT_THAT(names, ElementsAre("positive_sizes", "known_values", "checkpoint_percent", "layout",
+                                 "layout_product", "batch_product", "bf16_device", "offload_device",
+                                 "fixed_graph", "parallel_family", "tensor_parallel_model",
+                                 "pipeline_layers"));
 }
 
 TEST(Compatibility, ExplainsWhyAStrategyCannotRun) {
   SpaceRequest r = BaseRequest(16, 2);
-  EXPECT_TRUE(CheckCompatible(
-                  r, MakeStrategy(4, 2, Precision::kBf16, Checkpointing::kNone, Attention::kSdpa))
+  const auto on_two_ranks = [](Strategy s) {
+    s.data_parallel = 2;
+    return s;
+  };
+  EXPECT_TRUE(CheckCompatible(r, on_two_ranks(MakeStrategy(4, 2, Precision::kBf16,
+                                                           Checkpointing::kNone, Attention::kSdpa)))
                   .ok());
+  EXPECT_THAT(
+      CheckCompatible(r, on_two_ranks(MakeStrategy(4, 4, Precision::kBf16, Checkpointing::kNone,
+                                                   Attention::kSdpa))),
+      InvalidArgument(AllOf(StartsWith("strategy.grad_accum_steps:"),
+                            HasSubstr("data_parallel (2)"), HasSubstr("global_batch_size (16)"))));
+  EXPECT_THAT(
+      CheckCompatible(r, on_two_ranks(MakeStrategy(0, 2, Precision::kBf16, Checkpointing::kNone,
+                                                   Attention::kSdpa))),
+      InvalidArgument(StartsWith("strategy.micro_batch_size:")));
+  EXPECT_THAT(
+      CheckCompatible(r, on_two_ranks(MakeStrategy(4, 0, Precision::kBf16, Checkpointing::kNone,
+                                                   Attention::kSdpa))),
+      InvalidArgument(StartsWith("strategy.grad_accum_steps:")));
+  EXPECT_THAT(
+      CheckCompatible(r, on_two_ranks(MakeStrategy(4, 2, static_cast<Precision>(9),
+                                                   Checkpointing::kNone, Attention::kSdpa))),
+      InvalidArgument(StartsWith("strategy.precision:")));
+  // One rank where the request has two.
   EXPECT_THAT(CheckCompatible(
-                  r, MakeStrategy(4, 4, Precision::kBf16, Checkpointing::kNone, Attention::kSdpa)),
-              InvalidArgument(AllOf(StartsWith("strategy.grad_accum_steps:"),
-                                    HasSubstr("global_batch_size (16)"))));
-  EXPECT_THAT(CheckCompatible(
-                  r, MakeStrategy(0, 2, Precision::kBf16, Checkpointing::kNone, Attention::kSdpa)),
-              InvalidArgument(StartsWith("strategy.micro_batch_size:")));
-  EXPECT_THAT(CheckCompatible(
-                  r, MakeStrategy(4, 0, Precision::kBf16, Checkpointing::kNone, Attention::kSdpa)),
-              InvalidArgument(StartsWith("strategy.grad_accum_steps:")));
-  EXPECT_THAT(CheckCompatible(r, MakeStrategy(4, 2, static_cast<Precision>(9), Checkpointing::kNone,
-                                              Attention::kSdpa)),
-              InvalidArgument(StartsWith("strategy.precision:")));
+                  r, MakeStrategy(8, 2, Precision::kBf16, Checkpointing::kNone, Attention::kSdpa)),
+              InvalidArgument(AllOf(StartsWith("strategy.data_parallel:"),
+                                    HasSubstr("must equal world_size (2)"))));
   r.device_supports_bf16 = false;
-  EXPECT_THAT(CheckCompatible(
-                  r, MakeStrategy(4, 2, Precision::kBf16, Checkpointing::kNone, Attention::kSdpa)),
-              InvalidArgument(AllOf(StartsWith("strategy.precision:"), HasSubstr("bf16"))));
-  EXPECT_TRUE(CheckCompatible(
-                  r, MakeStrategy(4, 2, Precision::kFp32, Checkpointing::kNone, Attention::kSdpa))
+  EXPECT_THAT(
+      CheckCompatible(r, on_two_ranks(MakeStrategy(4, 2, Precision::kBf16, Checkpointing::kNone,
+                                                   Attention::kSdpa))),
+      InvalidArgument(AllOf(StartsWith("strategy.precision:"), HasSubstr("bf16"))));
+  EXPECT_TRUE(CheckCompatible(r, on_two_ranks(MakeStrategy(4, 2, Precision::kFp32,
+                                                           Checkpointing::kNone, Attention::kSdpa)))
                   .ok());
 }
 
@@ -1180,28 +1660,174 @@ TEST(Compatibility, CheckpointPercentIsAShareOfCheckpointedLayers) {
 }
 
 TEST(Compatibility, HugeSizesDoNotOverflowIntoAMatch) {
+  const auto data_parallel = [](int dp, int mbs, int ga) {
+    Strategy s = MakeStrategy(mbs, ga, Precision::kFp32, Checkpointing::kNone, Attention::kMath);
+    s.data_parallel = dp;
+    return s;
+  };
   SpaceRequest r = BaseRequest(INT_MAX, INT_MAX);
   // INT_MAX^3 wraps in 64 bits; it must still be rejected, not matched.
-  EXPECT_THAT(CheckCompatible(r, MakeStrategy(INT_MAX, INT_MAX, Precision::kFp32,
-                                              Checkpointing::kNone, Attention::kMath)),
+  EXPECT_THAT(CheckCompatible(r, data_parallel(INT_MAX, INT_MAX, INT_MAX)),
               InvalidArgument(StartsWith("strategy.grad_accum_steps:")));
-  EXPECT_TRUE(CheckCompatible(
-                  r, MakeStrategy(1, 1, Precision::kFp32, Checkpointing::kNone, Attention::kMath))
-                  .ok());
+  EXPECT_TRUE(CheckCompatible(r, data_parallel(INT_MAX, 1, 1)).ok());
   // 769546 * 494770 * 48448661 = 2^64 + 4: a wrapping product would match 4.
   r = BaseRequest(4, 769546);
-  EXPECT_FALSE(CheckCompatible(r, MakeStrategy(494770, 48448661, Precision::kFp32,
-                                               Checkpointing::kNone, Attention::kMath))
-                   .ok());
-  // world * mbs alone (2^60) already exceeds the batch.
+  EXPECT_FALSE(CheckCompatible(r, data_parallel(769546, 494770, 48448661)).ok());
+  // dp * mbs alone (2^60) already exceeds the batch.
   r = BaseRequest(1 << 30, 1 << 30);
-  EXPECT_FALSE(CheckCompatible(r, MakeStrategy(1 << 30, 1 << 30, Precision::kFp32,
-                                               Checkpointing::kNone, Attention::kMath))
-                   .ok());
+  EXPECT_FALSE(CheckCompatible(r, data_parallel(1 << 30, 1 << 30, 1 << 30)).ok());
+  // The same for the layout: 769546 * 494770 * 48448661 ranks wrap to 4.
+  r = BaseRequest(4, 4);
+  Strategy s = data_parallel(48448661, 1, 1);
+  s.tensor_parallel = 769546;
+  s.pipeline_parallel = 494770;
+  EXPECT_THAT(CheckCompatible(r, s), InvalidArgument(StartsWith("strategy.data_parallel:")));
+  s = data_parallel(INT_MAX, 1, 1);
+  s.tensor_parallel = INT_MAX;
+  s.pipeline_parallel = INT_MAX;
+  EXPECT_THAT(CheckCompatible(BaseRequest(INT_MAX, INT_MAX), s),
+              InvalidArgument(StartsWith("strategy.data_parallel:")));
+}
+
+// The failing rule's name, or "" when every rule passes.
+std::string FirstFailingRule(const SpaceRequest& r, const Strategy& s) {
+  for (const CompatibilityRule& rule : CompatibilityRules()) {
+    if (!rule.check(r, s).ok()) return std::string(rule.name);
+  }
+  return "";
+}
+
+TEST(Compatibility, LayoutRules) {
+  const Strategy base =
+      MakeStrategy(1, 2, Precision::kFp32, Checkpointing::kNone, Attention::kSdpa);
+  SpaceRequest r = BaseRequest(8, 4);
+  // 4 ranks: dp * tp * pp must be 4, and dp * mbs * ga the batch.
+  EXPECT_EQ(FirstFailingRule(r, WithLayout(base, 4, 1, 1)), "");
+  EXPECT_EQ(FirstFailingRule(r, WithLayout(base, 2, 2, 1, Sharding::kFsdp)), "batch_product");
+  EXPECT_EQ(FirstFailingRule(r, WithLayout(MakeStrategy(1, 4, Precision::kFp32,
+                                                        Checkpointing::kNone, Attention::kSdpa),
+                                           2, 2, 1, Sharding::kFsdp)),
+            "");
+  EXPECT_THAT(CheckCompatible(r, WithLayout(base, 2, 1, 1)),
+              InvalidArgument(AllOf(StartsWith("strategy.data_parallel:"),
+                                    HasSubstr("pipeline_parallel (1) must equal world_size (4)"))));
+  EXPECT_EQ(FirstFailingRule(r, WithLayout(base, 2, 2, 2)), "layout_product");
+  // "layout": CheckLayout, e.g. sharding with nothing to shard over.
+  EXPECT_THAT(CheckCompatible(r, WithLayout(base, 1, 4, 1, Sharding::kZero1)),
+              InvalidArgument(StartsWith("strategy.sharding:")));
+  EXPECT_EQ(FirstFailingRule(r, WithLayout(base, 1, 4, 1, Sharding::kZero1)), "layout");
+  Strategy unknown = WithLayout(base, 4, 1, 1);
+  unknown.sharding = static_cast<Sharding>(9);
+  EXPECT_THAT(CheckCompatible(r, unknown), InvalidArgument(StartsWith("strategy.sharding:")));
+  EXPECT_EQ(FirstFailingRule(r, unknown), "known_values");
+}
+
+TEST(Compatibility, TensorParallelDividesHeadsAndMlpButNotTheVocabulary) {
+  const Strategy base =
+      MakeStrategy(8, 1, Precision::kFp32, Checkpointing::kNone, Attention::kSdpa);
+  // GPT-2 small: 12 heads, MLP 3072, vocabulary 50257 (odd: the engine pads it).
+  SpaceRequest r = BaseRequest(8, 4);
+  EXPECT_TRUE(CheckCompatible(r, WithLayout(base, 1, 4, 1)).ok());
+  r = BaseRequest(8, 8);
+  EXPECT_THAT(CheckCompatible(r, WithLayout(base, 1, 8, 1)),
+              InvalidArgument(AllOf(StartsWith("strategy.tensor_parallel: 8 does not divide"),
+                                    HasSubstr("attention heads (12)"))));
+  EXPECT_EQ(FirstFailingRule(r, WithLayout(base, 1, 8, 1)), "tensor_parallel_model");
+  r = BaseRequest(8, 4);
+  r.model = Parsed("gpt2", Edited(kGpt2SmallConfig, {{"n_inner", 3002}}));
+  EXPECT_THAT(CheckCompatible(r, WithLayout(base, 1, 4, 1)),
+              InvalidArgument(AllOf(StartsWith("strategy.tensor_parallel:"),
+                                    HasSubstr("MLP inner size (3002)"))));
+  EXPECT_TRUE(CheckCompatible(r, WithLayout(base, 1, 2, 2)).ok());
+  // Llama: the key-value heads of grouped-query attention split too.
+  r = BaseRequest(8, 8);
+  r.model = Parsed("llama", Edited(kLlama2_7bConfig, {{"num_key_value_heads", 4}}));
+  EXPECT_THAT(CheckCompatible(r, WithLayout(base, 1, 8, 1)),
+              InvalidArgument(AllOf(StartsWith("strategy.tensor_parallel:"),
+                                    HasSubstr("key-value heads (4)"))));
+  EXPECT_TRUE(CheckCompatible(r, WithLayout(base, 1, 4, 2)).ok());
+}
+
+TEST(Compatibility, OnlyGpt2AndLlamaSplitTheModel) {
+  const Strategy base =
+      MakeStrategy(8, 1, Precision::kFp32, Checkpointing::kNone, Attention::kMath);
+  for (absl::string_view family : {"bert", "mixtral", "torchscript"}) {
+    SpaceRequest r = BaseRequest(8, 2);
+    if (family == "bert") r.model = Parsed("bert", kBertBaseConfig);
+    if (family == "mixtral") r.model = Parsed("mixtral", kMixtral8x7bConfig);
+    if (family == "torchscript") {
+      absl::StatusOr<ModelSpec> m =
+          ModelSpecFromJson("torchscript", {{"input_spec", "ids:int64[B,T]<64; labels=ids"},
+                                            {"script_digest", ContentDigest("x")},
+                                            {"script_bytes", 1}});
+      ASSERT_TRUE(m.ok()) << m.status();
+      r.model = *m;
+    }
+    EXPECT_THAT(
+        CheckCompatible(r, WithLayout(base, 1, 2, 1)),
+        InvalidArgument(AllOf(StartsWith("strategy.tensor_parallel:"),
+                              HasSubstr(std::string(family)), HasSubstr("data parallel only"))))
+        << family;
+    EXPECT_THAT(CheckCompatible(r, WithLayout(base, 1, 1, 2)),
+                InvalidArgument(StartsWith("strategy.pipeline_parallel:")))
+        << family;
+    EXPECT_EQ(FirstFailingRule(r, WithLayout(base, 1, 1, 2)), "parallel_family") << family;
+    // Data parallel with any sharding is fine.
+    for (Sharding sharding : AllShardings()) {
+      EXPECT_TRUE(
+          CheckCompatible(r, WithLayout(MakeStrategy(4, 1, Precision::kFp32, Checkpointing::kNone,
+                                                     Attention::kMath),
+                                        2, 1, 1, sharding))
+              .ok())
+          << family << " " << ShardingName(sharding);
+    }
+  }
+  SpaceRequest r = BaseRequest(8, 2);
+  r.model = Parsed("llama", kLlama2_7bConfig);
+  EXPECT_TRUE(CheckCompatible(r, WithLayout(base, 1, 2, 1)).ok());
+  EXPECT_TRUE(CheckCompatible(r, WithLayout(base, 1, 1, 2)).ok());
+}
+
+TEST(Compatibility, PipelineStagesNeedLayers) {
+  // GPT-2 small: 12 layers.
+  const auto pipeline = [](int pp, int ga, PipelineSchedule schedule, int vpp) {
+    Strategy s = WithLayout(
+        MakeStrategy(96 / ga, ga, Precision::kFp32, Checkpointing::kNone, Attention::kSdpa), 1, 1,
+        pp);
+    s.pipeline_schedule = schedule;
+    s.virtual_stages = vpp;
+    return s;
+  };
+  const auto check = [](int pp, const Strategy& s) {
+    return CheckCompatible(BaseRequest(96, pp), s);
+  };
+  const auto k1 = PipelineSchedule::k1F1B;
+  const auto kI = PipelineSchedule::kInterleaved;
+  EXPECT_TRUE(check(12, pipeline(12, 1, k1, 1)).ok());
+  EXPECT_THAT(check(16, pipeline(16, 1, k1, 1)),
+              InvalidArgument(
+                  AllOf(StartsWith("strategy.pipeline_parallel:"), HasSubstr("the model has 12"))));
+  EXPECT_EQ(FirstFailingRule(BaseRequest(96, 16), pipeline(16, 1, k1, 1)), "pipeline_layers");
+  // 1f1b takes any layer count and any number of micro-batches.
+  EXPECT_TRUE(check(8, pipeline(8, 3, k1, 1)).ok());
+  // Interleaved: pp * vpp chunks of equal size, micro-batches in groups of pp.
+  EXPECT_TRUE(check(2, pipeline(2, 4, kI, 3)).ok());
+  EXPECT_TRUE(check(4, pipeline(4, 4, kI, 3)).ok());
+  EXPECT_THAT(check(4, pipeline(4, 4, kI, 4)),
+              InvalidArgument(AllOf(StartsWith("strategy.virtual_stages:"),
+                                    HasSubstr("16 model chunks"), HasSubstr("the model has 12"))));
+  EXPECT_THAT(check(2, pipeline(2, 4, kI, 4)),
+              InvalidArgument(
+                  AllOf(StartsWith("strategy.virtual_stages:"), HasSubstr("= 8 equal chunks"))));
+  EXPECT_THAT(check(2, pipeline(2, 3, kI, 2)),
+              InvalidArgument(AllOf(StartsWith("strategy.grad_accum_steps:"),
+                                    HasSubstr("grad_accum_steps (3)"),
+                                    HasSubstr("pipeline_parallel (2)"))));
+  EXPECT_EQ(FirstFailingRule(BaseRequest(96, 2), pipeline(2, 3, kI, 2)), "pipeline_layers");
 }
 
 TEST(Compatibility, EveryEnumeratedStrategyIsCompatible) {
-  for (int world : {1, 2, 8}) {
+  for (int world : {1, 2, 4, 8}) {
     for (bool accelerator : {false, true}) {
       SpaceRequest r = BaseRequest(48 * world, world);
       r.device_supports_bf16 = (world != 2);
@@ -1506,9 +2132,11 @@ TEST(ExhaustiveSearcher, FindsTheBestStrategyOfAToyDevice) {
   // bf16 + sdpa + no checkpointing at mbs 4 is 1000 + 100 * 16 = 2600 bytes;
   // mbs 8 would need 4200 and OOMs.
   // The toy device ignores the optimizer: fused_adamw ties and comes first.
+  // The toy device ignores the layout as well: two data-parallel ranks, the
+  // first layout, win the tie.
   EXPECT_EQ(StrategyToText(searcher->Best()->strategy),
-            "mbs=4,ga=8,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,"
-            "offload=none");
+            "dp=2,tp=1,pp=1,sharding=none,mbs=4,ga=8,precision=bf16,checkpoint=none,"
+            "attention=sdpa,optimizer=fused_adamw,offload=none");
 }
 
 }  // namespace

@@ -117,6 +117,25 @@ TEST_F(TrialProcessTest, CancellationStopsTheChild) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
+TEST_F(TrialProcessTest, ASingleRankGetsItsRankButNoRendezvousInItsEnvironment) {
+  const char* inherited = std::getenv("MASTER_ADDR");
+  const std::optional<std::string> saved =
+      inherited ? std::optional<std::string>(inherited) : std::nullopt;
+  ::setenv("MASTER_ADDR", "stale-from-the-daemon", 1);
+  const std::string seen = dir_ + "/env";
+  TrialResult r = RunTrialProcess(
+      spec_,
+      Runner(absl::StrCat(R"(echo "${RANK-unset} ${WORLD_SIZE-unset} ${LOCAL_RANK-unset} )",
+                          R"(${MASTER_ADDR-unset} ${MASTER_PORT-unset}" > )", seen, "\nexit 1")));
+  if (saved) {
+    ::setenv("MASTER_ADDR", saved->c_str(), 1);
+  } else {
+    ::unsetenv("MASTER_ADDR");
+  }
+  EXPECT_EQ(r.status, TrialStatus::kFailed);
+  EXPECT_EQ(testing::ReadFile(seen), "0 1 0 unset unset\n");
+}
+
 TEST_F(TrialProcessTest, AMissingRunnerIsAFailureNotACrash) {
   TrialProcessOptions options = Runner("exit 0");
   options.runner_path = dir_ + "/no-such-runner";
@@ -135,6 +154,16 @@ TEST(ParseDevicesTest, CpuSlotsShareMemoryAndBadTextIsRejected) {
   EXPECT_EQ((*gpus)[1].name(), "cuda:1");
   for (const char* bad : {"cpu:0", "cpu:x", "gpu:1", "cuda:", "cpu"}) {
     EXPECT_THAT(ParseDevices(bad, 0).status().message(), HasSubstr("--devices")) << bad;
+  }
+}
+
+TEST(ParseRendezvousPortsTest, ReadsARangeAndRejectsBadOnesNamingTheFlag) {
+  EXPECT_EQ(ParseRendezvousPorts("29500-29999").value(), std::make_pair(29500, 29999));
+  EXPECT_EQ(ParseRendezvousPorts("7000-7000").value(), std::make_pair(7000, 7000));
+  for (const char* bad : {"", "29500", "a-b", "0-10", "10-70000", "200-100", "1-2-3", "-5"}) {
+    absl::StatusOr<std::pair<int, int>> p = ParseRendezvousPorts(bad);
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(p.status().message(), HasSubstr("--rendezvous-ports")) << bad;
   }
 }
 
@@ -272,9 +301,13 @@ TEST_F(DescribeDevicesTest, WithoutNvidiaSmiCudaDevicesStayAsTheyWere) {
 // RunTrial end to end through gRPC, with a runner that keeps the spec it got.
 class WorkerServiceTest : public DescribeDevicesTest {
  protected:
-  void Start(std::vector<v1::Device> devices, std::vector<std::string> runner_devices) {
+  // `runner`: the stand-in trial runner's path; "" for one that keeps the
+  // spec it got and succeeds.
+  void Start(std::vector<v1::Device> devices, std::vector<std::string> runner_devices,
+             std::string runner = "") {
     WorkerOptions options;
-    options.runner_path = Script(absl::StrCat(R"(cp "$2" )", dir_, R"(/seen-spec.json
+    options.runner_path =
+        !runner.empty() ? runner : Script(absl::StrCat(R"(cp "$2" )", dir_, R"(/seen-spec.json
 cat > "$4" <<'JSON'
 {"status": "SUCCEEDED", "error": "", "metrics": {"tokens_per_second": 1}}
 JSON)"));
@@ -366,6 +399,77 @@ TEST_F(WorkerServiceTest, AGpuNamedAfterItsModelStillRunsOnItsOrdinal) {
   EXPECT_EQ(seen.device, "cuda:1");
   EXPECT_EQ(seen.memory_limit_bytes, int64_t{81559} << 20);
   EXPECT_EQ(seen.peak_tflops, (PeakTflops{51, 756, 756}));
+}
+
+TEST_F(WorkerServiceTest, TwoRanksOfATrialRunSideBySideAndOneCancelStopsBoth) {
+  // Each rank records its environment and pid, leaves a grandchild behind
+  // that would outlive a sloppy stop, and runs until stopped.
+  const std::string runner = Script(absl::StrCat(
+      "env | grep -E '^(RANK|WORLD_SIZE|LOCAL_RANK|MASTER_ADDR|MASTER_PORT)=' | sort > ", dir_,
+      "/env-$RANK\n", "(sleep 2; touch ", dir_, "/survived-$RANK) &\n", "echo $$ > ", dir_,
+      "/started-$RANK\n", "sleep 30"));
+  auto devices = ParseDevices("cpu:2", int64_t{1} << 30);
+  ASSERT_TRUE(devices.ok());
+  Start(*devices, {"cpu", "cpu"}, runner);
+
+  std::vector<v1::RunTrialResponse> responses(2);
+  std::vector<grpc::Status> statuses(2);
+  std::vector<std::thread> calls;
+  const absl::Time start = absl::Now();
+  for (int rank = 0; rank < 2; ++rank) {
+    calls.emplace_back([&, rank] {
+      TrialSpec spec = TinySpec();
+      spec.rank = rank;
+      spec.world_size = 2;
+      spec.local_rank = rank;
+      spec.master_addr = "127.0.0.1";
+      spec.master_port = 29517;
+      v1::RunTrialRequest req;
+      req.set_trial_id("t1");
+      req.set_attempt(1);
+      req.set_device_index(rank);
+      req.set_spec_json(TrialSpecToJson(spec).dump());
+      req.set_timeout_seconds(30);
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(40));
+      statuses[rank] = stub_->RunTrial(&ctx, req, &responses[rank]);
+    });
+  }
+  const auto started = [&](int rank) {
+    return std::filesystem::exists(absl::StrCat(dir_, "/started-", rank));
+  };
+  for (int i = 0; i < 100 && !(started(0) && started(1)); ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_TRUE(started(0) && started(1)) << "both ranks run at once";
+  EXPECT_NE(testing::ReadFile(dir_ + "/started-0"), testing::ReadFile(dir_ + "/started-1"))
+      << "one child per rank";
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(testing::ReadFile(absl::StrCat(dir_, "/env-", rank)),
+              absl::StrCat("LOCAL_RANK=", rank, "\nMASTER_ADDR=127.0.0.1\nMASTER_PORT=29517\nRANK=",
+                           rank, "\nWORLD_SIZE=2\n"));
+    EXPECT_TRUE(std::filesystem::exists(absl::StrCat(dir_, "/t1-a1-r", rank, ".spec.json")))
+        << "each rank has its own work files";
+  }
+
+  v1::CancelTrialRequest cancel;
+  cancel.set_trial_id("t1");
+  cancel.set_attempt(1);
+  v1::CancelTrialResponse cancelled;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ASSERT_TRUE(stub_->CancelTrial(&ctx, cancel, &cancelled).ok());
+  for (std::thread& t : calls) t.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15));
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(statuses[rank].ok()) << statuses[rank].error_message();
+    EXPECT_EQ(responses[rank].status(), "CANCELLED") << "rank " << rank;
+  }
+  absl::SleepFor(absl::Milliseconds(2500));
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_FALSE(std::filesystem::exists(absl::StrCat(dir_, "/survived-", rank)))
+        << "a process of rank " << rank << " outlived the cancel";
+  }
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   int64_t device_memory = 0;
   int threads_per_device = 0;
   std::string peak_text;
+  std::string rendezvous_ports = "29500-29999";
   app.add_option("--coordinator", coordinator, "HOST:PORT of autoaccel-server");
   app.add_option("--listen", listen, "HOST:PORT to serve on (port 0 picks a free one)");
   app.add_option("--devices", devices_text, "cpu:N (N CPU slots) or cuda:0,1,...");
@@ -44,6 +45,9 @@ int main(int argc, char** argv) {
       app.add_option("--peak-tflops", peak_text,
                      "each device's dense peak, fp32=X,bf16=Y,fp16=Z TFLOP/s, for MFU (default: "
                      "cpu: measured at start; cuda: the GPU model's datasheet figure)");
+  app.add_option("--rendezvous-ports", rendezvous_ports,
+                 "A-B: ports of this host on which rank 0 of a multi-rank trial may serve its "
+                 "rendezvous store; the coordinator gives each running trial its own");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -51,6 +55,11 @@ int main(int argc, char** argv) {
   auto devices = autoaccel::ParseDevices(devices_text, device_memory);
   if (!devices.ok()) {
     std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(devices.status().message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<std::pair<int, int>> ports = autoaccel::ParseRendezvousPorts(rendezvous_ports);
+  if (!ports.ok()) {
+    std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(ports.status().message()).c_str());
     return 2;
   }
   std::optional<autoaccel::PeakTflops> peak;
@@ -123,6 +132,8 @@ int main(int argc, char** argv) {
   registration.set_worker_id(worker_id);
   registration.set_address(address);
   for (const auto& d : *devices) *registration.add_devices() = d;
+  registration.set_rendezvous_port_min(ports->first);
+  registration.set_rendezvous_port_max(ports->second);
   autoaccel::Registrar registrar(
       grpc::CreateChannel(coordinator, grpc::InsecureChannelCredentials()), registration);
   registrar.Start();

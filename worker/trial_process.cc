@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+
+extern char** environ;
 
 namespace autoaccel {
 namespace {
@@ -54,15 +57,41 @@ absl::StatusOr<std::string> FindExecutable(const std::string& name) {
   return absl::NotFoundError(absl::StrCat(name, ": not found in PATH"));
 }
 
+// This process's environment with `set` replacing (or adding) variables of
+// those names and `unset` removed, as "NAME=VALUE" strings.
+std::vector<std::string> ChildEnvironment(
+    const std::vector<std::pair<std::string, std::string>>& set,
+    const std::vector<std::string>& unset) {
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    absl::string_view entry = *e;
+    const absl::string_view name = entry.substr(0, entry.find('='));
+    bool replaced = std::find(unset.begin(), unset.end(), name) != unset.end();
+    for (const auto& [n, v] : set) replaced = replaced || n == name;
+    if (!replaced) env.emplace_back(entry);
+  }
+  for (const auto& [n, v] : set) env.push_back(absl::StrCat(n, "=", v));
+  return env;
+}
+
 // Starts `args` (args[0]: a path, or a name looked up in PATH) in a process
 // group of its own, stdin from /dev/null, stdout and stderr to the files at
-// the given paths (truncated; they may be the same file).
+// the given paths (truncated; they may be the same file). `env`: the
+// child's whole environment; nullptr inherits this process's.
 absl::StatusOr<pid_t> Spawn(std::vector<std::string> args, const std::string& stdout_path,
-                            const std::string& stderr_path) {
+                            const std::string& stderr_path,
+                            std::vector<std::string>* env = nullptr) {
   ASSIGN_OR_RETURN(args[0], FindExecutable(args[0]));
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // Built before fork: the child may only make async-signal-safe calls.
+  std::vector<char*> envp;
+  if (env != nullptr) {
+    for (std::string& e : *env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+  }
+  char** child_env = env != nullptr ? envp.data() : environ;
   const bool same_file = stdout_path == stderr_path;
   const pid_t parent = ::getpid();
   // fork + exec rather than posix_spawn: the child must ask for SIGKILL when
@@ -84,7 +113,7 @@ absl::StatusOr<pid_t> Spawn(std::vector<std::string> args, const std::string& st
     ::dup2(in, STDIN_FILENO);
     ::dup2(out, STDOUT_FILENO);
     ::dup2(err, STDERR_FILENO);
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), child_env);
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also from the parent, so the group exists before any kill
@@ -137,8 +166,23 @@ TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& op
     return result;
   }
 
-  absl::StatusOr<pid_t> started = Spawn(
-      {options.runner_path, "--spec", spec_path, "--result", result_path}, log_path, log_path);
+  // The rank's place in its gang, as torch.distributed's launchers set it;
+  // MASTER_* only for a multi-rank trial (nothing to meet otherwise).
+  std::vector<std::pair<std::string, std::string>> vars = {
+      {"RANK", absl::StrCat(spec.rank)},
+      {"WORLD_SIZE", absl::StrCat(spec.world_size)},
+      {"LOCAL_RANK", absl::StrCat(spec.local_rank)}};
+  std::vector<std::string> unset;
+  if (spec.world_size > 1) {
+    vars.emplace_back("MASTER_ADDR", spec.master_addr);
+    vars.emplace_back("MASTER_PORT", absl::StrCat(spec.master_port));
+  } else {
+    unset = {"MASTER_ADDR", "MASTER_PORT"};
+  }
+  std::vector<std::string> env = ChildEnvironment(vars, unset);
+  absl::StatusOr<pid_t> started =
+      Spawn({options.runner_path, "--spec", spec_path, "--result", result_path}, log_path, log_path,
+            &env);
   if (!started.ok()) {
     result.error = absl::StrCat("cannot start trial runner: ", started.status().message());
     return result;

@@ -24,7 +24,10 @@ struct TrialProcessOptions {
   std::function<bool()> should_cancel;
 };
 
-// Writes `spec` to a file, starts the runner in its own process group, waits
+// Writes `spec` to a file, starts the runner in its own process group (with
+// RANK, WORLD_SIZE, LOCAL_RANK and, for world_size > 1, MASTER_ADDR and
+// MASTER_PORT from the spec in its environment; work files named by trial,
+// attempt and rank, so a trial's ranks on one machine never share one), waits
 // for it (killing the whole group on timeout or cancellation: SIGTERM, then
 // SIGKILL after 3 s) and turns what happened into a TrialResult:
 // the runner's own result file if it wrote one; TIMEOUT or CANCELLED when we

@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -25,8 +27,9 @@
 namespace autoaccel {
 namespace {
 
-std::string Key(const std::string& trial_id, int attempt) {
-  return absl::StrCat(trial_id, "/", attempt);
+// One file name part per rank: "job-...-t0003-a1-r0".
+std::string RankName(const std::string& trial_id, int attempt, int rank) {
+  return absl::StrCat(trial_id, "-a", attempt, "-r", rank);
 }
 
 // "exited with code N" / "was killed by signal N" for a wait status.
@@ -181,7 +184,7 @@ absl::StatusOr<std::string> StoreModelFile(const std::string& work_dir, const st
   }
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
-  std::string unique = writer;  // e.g. "job-...-t0003/1": one file name part
+  std::string unique = writer;  // one file name part per writer
   std::replace(unique.begin(), unique.end(), '/', '-');
   const std::string tmp = absl::StrCat(path, ".", unique, ".tmp");
   {
@@ -195,6 +198,24 @@ absl::StatusOr<std::string> StoreModelFile(const std::string& work_dir, const st
 }
 
 }  // namespace
+
+absl::StatusOr<std::pair<int, int>> ParseRendezvousPorts(const std::string& text) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rendezvous-ports: ", why, "; expected A-B with 1 <= A <= B <= 65535, got '", text, "'"));
+  };
+  std::pair<absl::string_view, absl::string_view> ab =
+      absl::StrSplit(text, absl::MaxSplits('-', 1));
+  int a = 0, b = 0;
+  if (text.find('-') == std::string::npos ||
+      !absl::SimpleAtoi(absl::StripAsciiWhitespace(ab.first), &a) ||
+      !absl::SimpleAtoi(absl::StripAsciiWhitespace(ab.second), &b)) {
+    return bad("not two port numbers");
+  }
+  if (a < 1 || b > 65535) return bad("a port out of range");
+  if (a > b) return bad("the range is empty");
+  return std::make_pair(a, b);
+}
 
 absl::StatusOr<PeakTflops> ParsePeakTflops(const std::string& text) {
   auto bad = [&](absl::string_view why) {
@@ -336,7 +357,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
   if (spec->model.IsTorchScript()) {
     absl::StatusOr<std::string> path =
         StoreModelFile(options_.work_dir, spec->model.script_digest, request->model_file(),
-                       Key(request->trial_id(), request->attempt()));
+                       RankName(request->trial_id(), request->attempt(), spec->rank));
     if (!path.ok()) return fail(path.status());
     spec->model_file = *path;
   }
@@ -344,11 +365,15 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
                                ? absl::Seconds(request->timeout_seconds())
                                : absl::Minutes(10);
 
-  const std::string key = Key(request->trial_id(), request->attempt());
+  if (spec->rank < 0 || spec->world_size < 1 || spec->rank >= spec->world_size) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "spec_json: rank ", spec->rank, " of world_size ", spec->world_size, " is out of range")));
+  }
+  const ExecutionKey key{request->trial_id(), request->attempt(), spec->rank};
   std::lock_guard<std::mutex> lock(mu_);
   if (shutting_down_) return fail(absl::UnavailableError("worker is shutting down"));
   auto it = running_.find(key);
-  if (it != running_.end()) {  // a retried call: attach to the running child
+  if (it != running_.end()) {  // a retried call for this rank: attach to its child
     it->second->waiters.push_back({ctx, reactor, response});
     return reactor;
   }
@@ -362,7 +387,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
   return reactor;
 }
 
-void WorkerServiceImpl::RunExecution(std::string key, TrialSpec spec, absl::Duration timeout) {
+void WorkerServiceImpl::RunExecution(ExecutionKey key, TrialSpec spec, absl::Duration timeout) {
   std::shared_ptr<Execution> execution;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -400,10 +425,15 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::CancelTrial(grpc::CallbackServerCon
                                                          const v1::CancelTrialRequest* request,
                                                          v1::CancelTrialResponse*) {
   {
+    // Every rank of the trial's attempt on this worker.
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = running_.find(Key(request->trial_id(), request->attempt()));
-    if (it != running_.end()) {
-      spdlog::info("trial {}: cancel requested", request->trial_id());
+    for (auto it = running_.lower_bound(ExecutionKey{request->trial_id(), request->attempt(),
+                                                     std::numeric_limits<int>::min()});
+         it != running_.end() && std::get<0>(it->first) == request->trial_id() &&
+         std::get<1>(it->first) == request->attempt();
+         ++it) {
+      spdlog::info("trial {} rank {}: cancel requested", request->trial_id(),
+                   std::get<2>(it->first));
       it->second->cancel = true;
     }
   }

@@ -9,6 +9,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -32,6 +34,11 @@ struct WorkerOptions {
 // Parses "cpu:N" (N CPU slots sharing this node's memory) or "cuda:0,1,..".
 // `memory_bytes` per device: for cpu, 0 means physical memory / N.
 absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& text, int64_t memory_bytes);
+
+// "A-B": the ports (1 <= A <= B <= 65535) on which rank 0 of a multi-rank
+// trial may serve its rendezvous store. INVALID_ARGUMENT naming
+// --rendezvous-ports otherwise.
+absl::StatusOr<std::pair<int, int>> ParseRendezvousPorts(const std::string& text);
 
 // "fp32=X,bf16=Y,fp16=Z" (TFLOP/s, non-negative; any of the three, each at
 // most once, the others 0 = unknown). INVALID_ARGUMENT naming --peak-tflops
@@ -65,11 +72,12 @@ struct DeviceProbeOptions {
 std::vector<std::string> DescribeDevices(const DeviceProbeOptions& options,
                                          std::vector<v1::Device>* devices);
 
-// Each RunTrial spawns one child process on a thread of its own and answers
-// when the child is done. A repeated RunTrial for the same trial and attempt
-// attaches to the running child instead of starting another. The child is
-// stopped when CancelTrial arrives, when every caller has gone (the
-// coordinator died or gave up), or at its timeout.
+// Each RunTrial spawns one child process (one trial rank) on a thread of its
+// own and answers when the child is done. A repeated RunTrial for the same
+// trial, attempt and rank attaches to the running child instead of starting
+// another; other ranks of the trial run beside it. A child is stopped when
+// CancelTrial arrives for its trial and attempt (every rank of it here), when
+// every caller has gone (the coordinator died or gave up), or at its timeout.
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
   explicit WorkerServiceImpl(WorkerOptions options) : options_(std::move(options)) {}
@@ -96,12 +104,16 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
     std::atomic<bool> cancel{false};
   };
 
-  void RunExecution(std::string key, TrialSpec spec, absl::Duration timeout);
+  // (trial id, attempt, rank): a trial's ranks on this worker run side by
+  // side, each its own child; ordered so one trial's ranks are adjacent.
+  using ExecutionKey = std::tuple<std::string, int, int>;
+
+  void RunExecution(ExecutionKey key, TrialSpec spec, absl::Duration timeout);
 
   const WorkerOptions options_;
   std::mutex mu_;
   std::condition_variable idle_cv_;
-  std::map<std::string, std::shared_ptr<Execution>> running_;  // by "trial_id/attempt"
+  std::map<ExecutionKey, std::shared_ptr<Execution>> running_;
   int threads_ = 0;
   bool shutting_down_ = false;
 };

@@ -1,0 +1,136 @@
+#include "engine/tensor_parallel.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/autograd.h>
+
+#include <limits>
+#include <vector>
+
+namespace autoaccel {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+Group* GroupOf(AutogradContext* ctx) {
+  return reinterpret_cast<Group*>(ctx->saved_data["group"].toInt());
+}
+
+torch::Tensor SummedOverGroup(Group* group, const torch::Tensor& x) {
+  torch::Tensor out = x.contiguous().clone();
+  group->AllReduce(out);
+  return out;
+}
+
+class CopyToRegion : public torch::autograd::Function<CopyToRegion> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
+    ctx->saved_data["group"] = group;
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {SummedOverGroup(GroupOf(ctx), grad[0]), torch::Tensor()};
+  }
+};
+
+class ReduceFromRegion : public torch::autograd::Function<ReduceFromRegion> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
+    (void)ctx;
+    return SummedOverGroup(reinterpret_cast<Group*>(group), x);
+  }
+  static variable_list backward(AutogradContext*, variable_list grad) {
+    return {grad[0], torch::Tensor()};
+  }
+};
+
+int64_t GroupHandle(const TensorParallelShard* tp) { return reinterpret_cast<int64_t>(tp->group); }
+
+bool Active(const TensorParallelShard* tp) { return tp != nullptr && tp->size > 1; }
+
+}  // namespace
+
+torch::Tensor CopyToTensorParallel(const torch::Tensor& x, const TensorParallelShard* tp) {
+  return Active(tp) ? CopyToRegion::apply(x, GroupHandle(tp)) : x;
+}
+
+torch::Tensor ReduceFromTensorParallel(const torch::Tensor& x, const TensorParallelShard* tp) {
+  return Active(tp) ? ReduceFromRegion::apply(x, GroupHandle(tp)) : x;
+}
+
+torch::Tensor RowParallelLinear(const torch::Tensor& x, const torch::Tensor& weight,
+                                const torch::Tensor& bias, const TensorParallelShard* tp) {
+  if (!Active(tp)) return at::linear(x, weight, bias);
+  torch::Tensor y = ReduceFromTensorParallel(at::linear(x, weight), tp);
+  return bias.defined() ? y + bias : y;
+}
+
+torch::Tensor VocabParallelEmbedding(const torch::Tensor& tokens, const torch::Tensor& weight,
+                                     const TensorParallelShard* tp) {
+  if (!Active(tp)) return at::embedding(weight, tokens);
+  const int64_t start = tp->vocab_start();
+  const torch::Tensor outside = (tokens < start) | (tokens >= start + weight.size(0));
+  const torch::Tensor local = (tokens - start).masked_fill(outside, 0);
+  const torch::Tensor rows = at::embedding(weight, local).masked_fill(outside.unsqueeze(-1), 0);
+  return ReduceFromTensorParallel(rows, tp);
+}
+
+torch::Tensor VocabParallelCrossEntropy(const torch::Tensor& logits, const torch::Tensor& target,
+                                        int64_t ignore_index, const TensorParallelShard& tp) {
+  const torch::Tensor x = logits.to(torch::kFloat);
+  const int64_t per_rank = x.size(1);
+  const int64_t start = tp.vocab_start();
+  // Padding columns (ids >= vocab_size) are no class at all.
+  const torch::Tensor ids = torch::arange(start, start + per_rank, target.options());
+  const torch::Tensor masked =
+      x.masked_fill((ids >= tp.vocab_size).unsqueeze(0), -std::numeric_limits<float>::infinity());
+  // log-sum-exp over the whole vocabulary, shifted by the global max (a
+  // constant for the gradient).
+  torch::Tensor shift = std::get<0>(masked.detach().max(/*dim=*/1, /*keepdim=*/true));
+  if (Active(&tp)) {
+    shift = shift.contiguous();
+    tp.group->AllReduce(shift, c10d::ReduceOp::MAX);
+  }
+  const torch::Tensor sum_exp =
+      ReduceFromTensorParallel((masked - shift).exp().sum(/*dim=*/1), &tp);
+  const torch::Tensor lse = sum_exp.log() + shift.squeeze(1);
+  // The target's logit, from the rank whose columns hold it.
+  const torch::Tensor valid = target != ignore_index;
+  const torch::Tensor local = target - start;
+  const torch::Tensor here = valid & (local >= 0) & (local < per_rank);
+  const torch::Tensor picked =
+      masked.gather(1, local.clamp(0, per_rank - 1).unsqueeze(1)).squeeze(1).masked_fill(~here, 0);
+  const torch::Tensor target_logit = ReduceFromTensorParallel(picked, &tp);
+  const torch::Tensor per_token = (lse - target_logit).masked_fill(~valid, 0);
+  return per_token.sum() / valid.sum().to(torch::kFloat);
+}
+
+void ShardParameters(torch::nn::Module& module, const TensorParallelShard& tp,
+                     const std::function<TensorParallelSplit(const std::string& name)>& rule) {
+  torch::NoGradGuard no_grad;
+  for (auto& item : module.named_parameters(/*recurse=*/true)) {
+    const TensorParallelSplit split = rule(item.key());
+    if (split.kind == TensorParallelSplit::kReplicate) continue;
+    torch::Tensor& p = item.value();
+    const int dim = split.kind == TensorParallelSplit::kRows ? 0 : 1;
+    torch::Tensor full = p;
+    if (split.pad_rows_to > full.size(0)) {
+      std::vector<int64_t> pad_shape = full.sizes().vec();
+      pad_shape[0] = split.pad_rows_to - full.size(0);
+      full = torch::cat({full, torch::zeros(pad_shape, full.options())}, 0);
+    }
+    const int64_t block = full.size(dim) / split.parts;  // one of `parts` blocks
+    TORCH_CHECK(block * split.parts == full.size(dim) && block % tp.size == 0, "parameter ",
+                item.key(), ": dimension ", dim, " of size ", full.size(dim),
+                " does not split into ", split.parts, " x ", tp.size, " slices");
+    const int64_t slice = block / tp.size;
+    std::vector<torch::Tensor> pieces;
+    for (int part = 0; part < split.parts; ++part) {
+      pieces.push_back(full.narrow(dim, part * block + tp.rank * slice, slice));
+    }
+    p.set_data(torch::cat(pieces, dim).contiguous());
+  }
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,80 @@
+// Megatron-style tensor parallelism: the pieces a model's forward pass is
+// built from when its layers are split over a tensor-parallel group.
+//
+// A column-parallel linear layer holds a slice of the output features (its
+// input is replicated: CopyToTensorParallel before it, whose backward sums
+// the input gradient over the group); a row-parallel one holds the matching
+// slice of the input features, and ReduceFromTensorParallel sums the partial
+// outputs (its backward passes the gradient through, replicated). Attention
+// heads split with the column-parallel projections. The vocabulary is split
+// in row blocks of the embedding (padded to a multiple of the group size)
+// and the cross-entropy is computed over the split logits without ever
+// gathering them.
+//
+// With `tp` null every function is the single-device operation.
+//
+// Functions throw c10::Error like any LibTorch code.
+#ifndef AUTOACCEL_ENGINE_TENSOR_PARALLEL_H_
+#define AUTOACCEL_ENGINE_TENSOR_PARALLEL_H_
+
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "engine/distributed.h"
+
+namespace autoaccel {
+
+// This rank's place in a tensor-parallel group, and the vocabulary split.
+struct TensorParallelShard {
+  Group* group = nullptr;
+  int rank = 0;
+  int size = 1;
+  int64_t vocab_size = 0;      // the model's true vocabulary
+  int64_t vocab_per_rank = 0;  // ceil(vocab_size / size)
+  int64_t vocab_start() const { return vocab_per_rank * rank; }
+};
+
+// Identity forward; backward all-reduces the gradient over the group.
+torch::Tensor CopyToTensorParallel(const torch::Tensor& x, const TensorParallelShard* tp);
+// All-reduce (sum) forward; identity backward.
+torch::Tensor ReduceFromTensorParallel(const torch::Tensor& x, const TensorParallelShard* tp);
+
+// A row-parallel linear layer: x [.., in / size] @ weight[out, in / size]^T,
+// summed over the group, plus the (replicated) bias.
+torch::Tensor RowParallelLinear(const torch::Tensor& x, const torch::Tensor& weight,
+                                const torch::Tensor& bias, const TensorParallelShard* tp);
+
+// Embedding lookup in this rank's vocabulary rows (`weight` [vocab_per_rank,
+// C]); tokens of other ranks contribute zeros; summed over the group.
+torch::Tensor VocabParallelEmbedding(const torch::Tensor& tokens, const torch::Tensor& weight,
+                                     const TensorParallelShard* tp);
+
+// Mean cross-entropy of `logits` [N, vocab_per_rank] (this rank's columns of
+// the vocabulary; columns past vocab_size are padding and take no part)
+// against global `target` ids [N], skipping targets equal to `ignore_index`.
+// The same value on every rank of the group.
+torch::Tensor VocabParallelCrossEntropy(const torch::Tensor& logits, const torch::Tensor& target,
+                                        int64_t ignore_index, const TensorParallelShard& tp);
+
+// How one parameter is split: rows (dim 0) or columns (dim 1) in `parts`
+// equal contiguous blocks per rank (so a fused [q; k; v] weight splits each
+// third), padded with zero rows to a multiple of the group size, or kept.
+struct TensorParallelSplit {
+  enum Kind { kReplicate, kRows, kColumns } kind = kReplicate;
+  int parts = 1;
+  int64_t pad_rows_to = 0;  // kRows: pad dim 0 to this many rows first (0: none)
+};
+
+// Replaces every parameter of `module` by its slice for `tp.rank`, as
+// `rule(name)` says. Call on the full model (the same on every rank) before
+// it trains.
+void ShardParameters(torch::nn::Module& module, const TensorParallelShard& tp,
+                     const std::function<TensorParallelSplit(const std::string& name)>& rule);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_ENGINE_TENSOR_PARALLEL_H_
