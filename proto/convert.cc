@@ -78,6 +78,7 @@ v1::TrialMetrics ToProto(const TrialMetrics& m) {
   p.set_peak_tflops(m.peak_tflops);
   p.set_skipped_steps(m.skipped_steps);
   p.set_comm_time_s(m.comm_time_s);
+  p.set_state_memory_bytes(m.state_memory_bytes);
   for (int64_t bytes : m.rank_peak_memory_bytes) p.add_rank_peak_memory_bytes(bytes);
   return p;
 }
@@ -98,6 +99,7 @@ TrialMetrics FromProto(const v1::TrialMetrics& p) {
   m.peak_tflops = p.peak_tflops();
   m.skipped_steps = p.skipped_steps();
   m.comm_time_s = p.comm_time_s();
+  m.state_memory_bytes = p.state_memory_bytes();
   m.rank_peak_memory_bytes.assign(p.rank_peak_memory_bytes().begin(),
                                   p.rank_peak_memory_bytes().end());
   return m;

@@ -857,6 +857,7 @@ TrialMetrics JobManager::GangMetrics(const TrialRun& trial) {
     out.peak_memory_bytes = std::max(out.peak_memory_bytes, m.peak_memory_bytes);
     out.peak_rss_bytes = std::max(out.peak_rss_bytes, m.peak_rss_bytes);
     out.comm_time_s = std::max(out.comm_time_s, m.comm_time_s);
+    out.state_memory_bytes = std::max(out.state_memory_bytes, m.state_memory_bytes);
   }
   return out;
 }

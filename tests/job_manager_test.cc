@@ -695,6 +695,7 @@ TEST_F(JobManagerTest, GangMetricsTakeRankZerosSpeedAndTheWorstRanksMemory) {
     r.mutable_metrics()->set_peak_memory_bytes(peak);
     r.mutable_metrics()->set_peak_rss_bytes(rss);
     r.mutable_metrics()->set_comm_time_s(comm);
+    r.mutable_metrics()->set_state_memory_bytes(peak / 2);
     executor_.Answer(trial, rank, absl::OkStatus(), r);
   };
   answer(1, 1, 300, 5000, 0.2);
@@ -708,6 +709,7 @@ TEST_F(JobManagerTest, GangMetricsTakeRankZerosSpeedAndTheWorstRanksMemory) {
   EXPECT_EQ(t.metrics().peak_memory_bytes(), 300);
   EXPECT_EQ(t.metrics().peak_rss_bytes(), 7000);
   EXPECT_EQ(t.metrics().comm_time_s(), 0.2);
+  EXPECT_EQ(t.metrics().state_memory_bytes(), 150);
 }
 
 TEST_F(JobManagerTest, WorkersAdvertiseRendezvousPorts) {
@@ -899,8 +901,10 @@ TEST(StrategyProtoTest, LayoutSurvivesTheWireAndUnsetFieldsMeanOneRank) {
   TrialMetrics m;
   m.comm_time_s = 0.25;
   m.rank_peak_memory_bytes = {10, 30};
+  m.state_memory_bytes = 20;
   const TrialMetrics m2 = FromProto(ToProto(m));
   EXPECT_EQ(m2.comm_time_s, 0.25);
+  EXPECT_EQ(m2.state_memory_bytes, 20);
   EXPECT_EQ(m2.rank_peak_memory_bytes, (std::vector<int64_t>{10, 30}));
 }
 
