@@ -69,15 +69,23 @@ DataParallel::DataParallel(Group* group, std::vector<torch::Tensor> params,
   if (sharding == Sharding::kFsdp) {
     std::unordered_set<const void*> in_layers;
     for (const auto& layer : layers) {
+      if (layer.empty()) {
+        layer_unit_.push_back(-1);
+        continue;
+      }
       parts.push_back(layer);
       for (const torch::Tensor& p : layer) in_layers.insert(p.unsafeGetTensorImpl());
       layer_unit_.push_back(static_cast<int>(parts.size()) - 1);
     }
+    root_unit_ = -1;
     std::vector<torch::Tensor> rest;
     for (const torch::Tensor& p : params_) {
       if (!in_layers.count(p.unsafeGetTensorImpl())) rest.push_back(p);
     }
-    if (!rest.empty()) parts.push_back(rest);
+    if (!rest.empty()) {
+      parts.push_back(rest);
+      root_unit_ = static_cast<int>(parts.size()) - 1;
+    }
   } else {
     int64_t bytes = 0;
     for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
@@ -175,21 +183,22 @@ void DataParallel::ZeroGrad() {
   }
 }
 
-void DataParallel::BeginMicroBatch(bool last) {
+void DataParallel::BeginForward() {
+  // fsdp: the unit outside the layers (embeddings, head) is needed from the
+  // first op of the forward pass to the last of backward.
+  if (root_unit_ >= 0) Gather(*flats_[root_unit_]);
+}
+
+void DataParallel::BeginBackward(bool last) {
   reduce_this_micro_batch_ =
       last || options_.sharding == Sharding::kZero2 || options_.sharding == Sharding::kFsdp;
   for (auto& f : flats_) {
     f->ready = 0;
     f->started = false;
   }
-  // fsdp: the unit outside the layers (embeddings, head) is needed from the
-  // first op of the forward pass to the last of backward.
-  if (options_.sharding == Sharding::kFsdp && flats_.size() > layer_unit_.size()) {
-    Gather(*flats_.back());
-  }
 }
 
-void DataParallel::EndMicroBatch() {
+void DataParallel::EndBackward() {
   if (reduce_this_micro_batch_) {
     for (auto& f : flats_) {
       if (!f->started) StartReduction(*f);  // parameters without a gradient
@@ -268,11 +277,13 @@ void DataParallel::Release(Flat& f) {
 }
 
 void DataParallel::BeforeForward(int layer) {
-  if (layer < static_cast<int>(layer_unit_.size())) Gather(*flats_[layer_unit_[layer]]);
+  if (layer < static_cast<int>(layer_unit_.size()) && layer_unit_[layer] >= 0) {
+    Gather(*flats_[layer_unit_[layer]]);
+  }
 }
 
 void DataParallel::AfterForward(int layer, torch::Tensor& output) {
-  if (layer >= static_cast<int>(layer_unit_.size())) return;
+  if (layer >= static_cast<int>(layer_unit_.size()) || layer_unit_[layer] < 0) return;
   const int unit = layer_unit_[layer];
   // Backward reaches the layer through its output's gradient: gather the
   // parameters again just before.

@@ -57,8 +57,9 @@ class DataParallel : public LayerHooks {
  public:
   // `params`: the model's trainable parameters (all on one device, one
   // dtype, each requiring grad). `layers`: for fsdp, the parameters of each
-  // transformer layer in order (disjoint subsets of `params`); the rest form
-  // one more unit. Ignored for the other stages. Every rank of the group
+  // transformer layer in order (disjoint subsets of `params`; empty for a
+  // layer this rank does not run); the rest form one more unit. Ignored for
+  // the other stages. Every rank of the group
   // must construct it with the same shapes. Throws c10::Error.
   DataParallel(Group* group, std::vector<torch::Tensor> params,
                const std::vector<std::vector<torch::Tensor>>& layers, DataParallelOptions options);
@@ -66,13 +67,16 @@ class DataParallel : public LayerHooks {
 
   // Zeroes the gradients (or gradient shards) for a new step.
   void ZeroGrad();
-  // Around each micro-batch's forward and backward; `last` marks the step's
-  // last micro-batch (with stage none and zero1 gradients are reduced only
-  // then). EndMicroBatch waits for every reduction the micro-batch started
-  // and starts those whose hooks did not fire (parameters without a
-  // gradient count as zero).
-  void BeginMicroBatch(bool last);
-  void EndMicroBatch();
+  // Before each micro-batch's forward pass (fsdp: gathers the parameters
+  // outside the layers).
+  void BeginForward();
+  // Around each micro-batch's backward pass; `last` marks the step's last
+  // one (with stage none and zero1 gradients are reduced only then).
+  // EndBackward waits for every reduction the pass started and starts
+  // those whose hooks did not fire (parameters without a gradient count as
+  // zero).
+  void BeginBackward(bool last);
+  void EndBackward();
 
   // The tensors whose gradients the loss scaler unscales: the parameters
   // (none) or this rank's shards.
@@ -106,7 +110,8 @@ class DataParallel : public LayerHooks {
   Group* group_;
   DataParallelOptions options_;
   std::vector<std::unique_ptr<Flat>> flats_;  // buckets or units
-  std::vector<int> layer_unit_;               // fsdp: layer -> unit index
+  std::vector<int> layer_unit_;               // fsdp: layer -> unit index, -1: none here
+  int root_unit_ = -1;                        // fsdp: the unit outside the layers
   std::vector<torch::Tensor> params_;
   std::vector<torch::Tensor> optimized_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keep hooks alive

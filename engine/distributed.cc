@@ -117,6 +117,13 @@ void Group::Send(torch::Tensor& t, int dst_rank, int tag) {
   backend_->send(ts, dst_rank, tag)->wait();
 }
 
+c10::intrusive_ptr<c10d::Work> Group::SendAsync(torch::Tensor& t, int dst_rank, int tag) {
+  TORCH_CHECK(backend_, "send within a group of one rank");
+  CommTimer timer(comm_seconds_);
+  std::vector<torch::Tensor> ts{t};
+  return backend_->send(ts, dst_rank, tag);
+}
+
 void Group::Recv(torch::Tensor& t, int src_rank, int tag) {
   TORCH_CHECK(backend_, "recv within a group of one rank");
   CommTimer timer(comm_seconds_);
@@ -133,7 +140,7 @@ void Group::Wait(const c10::intrusive_ptr<c10d::Work>& work) {
 std::unique_ptr<Groups> Groups::Single() {
   std::unique_ptr<Groups> g(new Groups());
   g->world_ = Group(nullptr, 0, 1, &g->comm_seconds_);
-  g->data_ = g->tensor_ = g->pipeline_ = g->world_;
+  g->data_ = g->tensor_ = g->pipeline_ = g->embedding_ = g->world_;
   return g;
 }
 
@@ -179,6 +186,10 @@ absl::StatusOr<std::unique_ptr<Groups>> Groups::Connect(const TrialSpec& spec,
     g->data_ = make(absl::StrCat("dp/pp", l.pp_rank, "/tp", l.tp_rank), l.dp_rank, l.dp);
     g->tensor_ = make(absl::StrCat("tp/pp", l.pp_rank, "/dp", l.dp_rank), l.tp_rank, l.tp);
     g->pipeline_ = make(absl::StrCat("pp/dp", l.dp_rank, "/tp", l.tp_rank), l.pp_rank, l.pp);
+    if (l.pp > 1 && (l.pp_rank == 0 || l.pp_rank == l.pp - 1)) {
+      g->embedding_ =
+          make(absl::StrCat("emb/dp", l.dp_rank, "/tp", l.tp_rank), l.pp_rank == 0 ? 0 : 1, 2);
+    }
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("creating the process groups failed: ", e.what()));
   }

@@ -63,6 +63,8 @@ class Group {
   c10::intrusive_ptr<c10d::Work> ReduceScatterAsync(torch::Tensor& output, torch::Tensor& input);
   void Broadcast(torch::Tensor& t, int root);
   void Send(torch::Tensor& t, int dst_rank, int tag);
+  // Starts a send; `t` must stay alive until the work is waited for.
+  c10::intrusive_ptr<c10d::Work> SendAsync(torch::Tensor& t, int dst_rank, int tag);
   void Recv(torch::Tensor& t, int src_rank, int tag);
 
   // Blocks until `work` is done; the wait counts as communication time.
@@ -103,6 +105,10 @@ class Groups {
   Group& data() { return data_; }
   Group& tensor() { return tensor_; }
   Group& pipeline() { return pipeline_; }
+  // With pipeline stages: the first and the last stage of this rank's
+  // pipeline (same dp and tp rank), which both hold a tied embedding; one
+  // member elsewhere.
+  Group& embedding() { return embedding_; }
 
   // Seconds spent in collectives since the last ResetCommSeconds().
   double comm_seconds() const { return comm_seconds_; }
@@ -114,7 +120,7 @@ class Groups {
   RankLayout layout_;
   c10::intrusive_ptr<c10d::Store> store_;
   double comm_seconds_ = 0;
-  Group world_, data_, tensor_, pipeline_;
+  Group world_, data_, tensor_, pipeline_, embedding_;
 };
 
 }  // namespace autoaccel

@@ -94,17 +94,32 @@ GptImpl::GptImpl(const ModelSpec& spec, uint64_t seed) : TrainableModel(spec) {
 }
 
 torch::Tensor GptImpl::Logits(const torch::Tensor& tokens, const RunOptions& options) {
+  torch::Tensor x = Embed(tokens, options);
+  for (int i = 0; i < static_cast<int>(h_->size()); ++i) x = RunLayer(i, x, options);
+  return Head(x, options);
+}
+
+torch::Tensor GptImpl::Embed(const torch::Tensor& tokens, const RunOptions& options) {
   const int64_t T = tokens.size(1);
   TORCH_CHECK(T <= spec().n_positions, "sequence length ", T, " exceeds n_positions ",
               spec().n_positions);
   const torch::Tensor positions = torch::arange(T, tokens.options().dtype(torch::kLong));
-  torch::Tensor x =
-      VocabParallelEmbedding(tokens, wte_->weight, options.tp) + wpe_->forward(positions);
-  const int n = static_cast<int>(h_->size());
-  for (int i = 0; i < n; ++i) x = RunBlock(*h_[i]->as<GptBlockImpl>(), x, options, i, n);
-  x = ln_f_->forward(x);
+  return VocabParallelEmbedding(tokens, wte_->weight, options.tp) + wpe_->forward(positions);
+}
+
+torch::Tensor GptImpl::RunLayer(int layer, const torch::Tensor& x, const RunOptions& options) {
+  return RunBlock(*h_[layer]->as<GptBlockImpl>(), x, options, layer, static_cast<int>(h_->size()));
+}
+
+torch::Tensor GptImpl::Head(const torch::Tensor& x, const RunOptions& options) {
   // Tied LM head; under tensor parallelism this rank's vocabulary columns.
-  return at::linear(CopyToTensorParallel(x, options.tp), wte_->weight);
+  return at::linear(CopyToTensorParallel(ln_f_->forward(x), options.tp), wte_->weight);
+}
+
+std::vector<torch::Tensor> GptImpl::EmbeddingParameters() { return {wte_->weight, wpe_->weight}; }
+
+std::vector<torch::Tensor> GptImpl::HeadParameters() {
+  return {ln_f_->weight, ln_f_->bias, wte_->weight};
 }
 
 absl::Status GptImpl::ShardTensorParallel(const TensorParallelShard& tp) {

@@ -80,6 +80,12 @@ class GptImpl : public TrainableModel {
   // both c_proj by input columns, wte by vocabulary rows; the rest is
   // replicated.
   absl::Status ShardTensorParallel(const TensorParallelShard& tp) override;
+  bool Staged() const override { return true; }
+  torch::Tensor Embed(const torch::Tensor& tokens, const RunOptions& options) override;
+  torch::Tensor RunLayer(int layer, const torch::Tensor& x, const RunOptions& options) override;
+  torch::Tensor Head(const torch::Tensor& x, const RunOptions& options) override;
+  std::vector<torch::Tensor> EmbeddingParameters() override;  // wte, wpe
+  std::vector<torch::Tensor> HeadParameters() override;       // ln_f, wte (tied)
 
  protected:
   torch::Tensor Logits(const torch::Tensor& tokens, const RunOptions& options) override;

@@ -193,15 +193,32 @@ LlamaImpl::LlamaImpl(const ModelSpec& spec, uint64_t seed) : TrainableModel(spec
 }
 
 torch::Tensor LlamaImpl::Logits(const torch::Tensor& tokens, const RunOptions& options) {
+  torch::Tensor x = Embed(tokens, options);
+  for (int i = 0; i < static_cast<int>(layers_->size()); ++i) x = RunLayer(i, x, options);
+  return Head(x, options);
+}
+
+torch::Tensor LlamaImpl::Embed(const torch::Tensor& tokens, const RunOptions& options) {
   TORCH_CHECK(tokens.size(1) <= spec().n_positions, "sequence length ", tokens.size(1),
               " exceeds max_position_embeddings ", spec().n_positions);
-  torch::Tensor x = VocabParallelEmbedding(tokens, embed_tokens_->weight, options.tp);
-  const int n = static_cast<int>(layers_->size());
-  for (int i = 0; i < n; ++i) x = RunBlock(*layers_[i]->as<LlamaBlock>(), x, options, i, n);
-  x = norm_->forward(x);
+  return VocabParallelEmbedding(tokens, embed_tokens_->weight, options.tp);
+}
+
+torch::Tensor LlamaImpl::RunLayer(int layer, const torch::Tensor& x, const RunOptions& options) {
+  return RunBlock(*layers_[layer]->as<LlamaBlock>(), x, options, layer,
+                  static_cast<int>(layers_->size()));
+}
+
+torch::Tensor LlamaImpl::Head(const torch::Tensor& x, const RunOptions& options) {
   // Under tensor parallelism: this rank's vocabulary columns.
-  return at::linear(CopyToTensorParallel(x, options.tp),
+  return at::linear(CopyToTensorParallel(norm_->forward(x), options.tp),
                     lm_head_ ? lm_head_->weight : embed_tokens_->weight);
+}
+
+std::vector<torch::Tensor> LlamaImpl::EmbeddingParameters() { return {embed_tokens_->weight}; }
+
+std::vector<torch::Tensor> LlamaImpl::HeadParameters() {
+  return {norm_->weight(), lm_head_ ? lm_head_->weight : embed_tokens_->weight};
 }
 
 absl::Status LlamaImpl::ShardTensorParallel(const TensorParallelShard& tp) {

@@ -48,6 +48,7 @@ class RmsNormImpl : public torch::nn::Module {
  public:
   RmsNormImpl(int64_t dim, double eps);
   torch::Tensor forward(const torch::Tensor& x);
+  const torch::Tensor& weight() const { return weight_; }
 
  private:
   double eps_;
@@ -68,6 +69,12 @@ class LlamaImpl : public TrainableModel {
   // o and down projections by input columns, embed_tokens and lm_head by
   // vocabulary rows. mixtral: not split (its experts would be).
   absl::Status ShardTensorParallel(const TensorParallelShard& tp) override;
+  bool Staged() const override { return true; }
+  torch::Tensor Embed(const torch::Tensor& tokens, const RunOptions& options) override;
+  torch::Tensor RunLayer(int layer, const torch::Tensor& x, const RunOptions& options) override;
+  torch::Tensor Head(const torch::Tensor& x, const RunOptions& options) override;
+  std::vector<torch::Tensor> EmbeddingParameters() override;  // embed_tokens
+  std::vector<torch::Tensor> HeadParameters() override;       // norm, lm_head (or embed_tokens)
 
  protected:
   torch::Tensor Logits(const torch::Tensor& tokens, const RunOptions& options) override;

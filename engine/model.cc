@@ -132,7 +132,11 @@ class CheckpointedAttention : public torch::autograd::Function<CheckpointedAtten
 
 torch::Tensor TrainableModel::Loss(const torch::Tensor& input, const torch::Tensor& target,
                                    const RunOptions& options) {
-  const torch::Tensor logits = Forward(input, options);
+  return LossOfLogits(Forward(input, options), target, options);
+}
+
+torch::Tensor TrainableModel::LossOfLogits(const torch::Tensor& logits, const torch::Tensor& target,
+                                           const RunOptions& options) const {
   if (options.tp != nullptr && options.tp->size > 1) {
     return VocabParallelCrossEntropy(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}),
                                      kIgnoreIndex, *options.tp);
@@ -141,6 +145,18 @@ torch::Tensor TrainableModel::Loss(const torch::Tensor& input, const torch::Tens
                                 target.reshape({-1}), /*weight=*/{}, at::Reduction::Mean,
                                 /*ignore_index=*/kIgnoreIndex);
 }
+
+torch::Tensor TrainableModel::Embed(const torch::Tensor&, const RunOptions&) {
+  TORCH_CHECK(false, "the ", spec_.family, " family does not run in pipeline stages");
+}
+torch::Tensor TrainableModel::RunLayer(int, const torch::Tensor&, const RunOptions&) {
+  TORCH_CHECK(false, "the ", spec_.family, " family does not run in pipeline stages");
+}
+torch::Tensor TrainableModel::Head(const torch::Tensor&, const RunOptions&) {
+  TORCH_CHECK(false, "the ", spec_.family, " family does not run in pipeline stages");
+}
+std::vector<torch::Tensor> TrainableModel::EmbeddingParameters() { return {}; }
+std::vector<torch::Tensor> TrainableModel::HeadParameters() { return {}; }
 
 absl::Status TrainableModel::ShardTensorParallel(const TensorParallelShard& tp) {
   (void)tp;

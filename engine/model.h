@@ -92,6 +92,23 @@ class TrainableModel : public torch::nn::Module {
   // strategy.tensor_parallel for a family without tensor parallelism.
   virtual absl::Status ShardTensorParallel(const TensorParallelShard& tp);
 
+  // Pipeline stages run the model in pieces: Embed (tokens [B, T] ->
+  // hidden [B, T, C]), RunLayer for each transformer layer (RunBlock), Head
+  // (final norm and LM head -> logits), with Logits == Head(layers(Embed)).
+  // Families without pieces (Staged() false) throw from them.
+  virtual bool Staged() const { return false; }
+  virtual torch::Tensor Embed(const torch::Tensor& tokens, const RunOptions& options);
+  virtual torch::Tensor RunLayer(int layer, const torch::Tensor& x, const RunOptions& options);
+  virtual torch::Tensor Head(const torch::Tensor& x, const RunOptions& options);
+  // The parameters Embed and Head use (a tied embedding is in both).
+  virtual std::vector<torch::Tensor> EmbeddingParameters();
+  virtual std::vector<torch::Tensor> HeadParameters();
+  // Mean cross-entropy of `logits` (Head's output) against `target`; what
+  // Loss computes after Forward (vocabulary-parallel under tensor
+  // parallelism).
+  torch::Tensor LossOfLogits(const torch::Tensor& logits, const torch::Tensor& target,
+                             const RunOptions& options) const;
+
   // The model's transformer layers in order (what RunBlock runs); their
   // parameters are disjoint and every other parameter of the model belongs
   // to none of them.

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <new>
 #include <optional>
+#include <unordered_set>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -93,9 +94,28 @@ absl::Status ValidateTrialSpec(const TrialSpec& spec) {
                      " shards over data-parallel ranks and needs data_parallel > 1"));
   }
   if (s.pipeline_parallel > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("strategy.pipeline_parallel: ", s.pipeline_parallel,
-                     " stages; this trial runner has no pipeline parallelism yet (must be 1)"));
+    if (m.IsTorchScript()) {
+      return absl::InvalidArgumentError(
+          "strategy.pipeline_parallel: a torchscript model cannot be split into stages");
+    }
+    if (s.sharding == Sharding::kZero2 || s.sharding == Sharding::kFsdp) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "strategy.sharding: ", ShardingName(s.sharding),
+          " shards gradients per micro-batch and does not combine with pipeline stages "
+          "(allowed with pipeline_parallel > 1: none, zero1)"));
+    }
+    const int chunks = s.pipeline_parallel * s.virtual_stages;
+    if (chunks > m.n_layer) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "strategy.pipeline_parallel: ", s.pipeline_parallel, " stages x ", s.virtual_stages,
+          " virtual stages exceed the model's ", m.n_layer, " layers"));
+    }
+    if (s.pipeline_schedule == PipelineSchedule::kInterleaved &&
+        s.grad_accum_steps % s.pipeline_parallel != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "strategy.grad_accum_steps: the interleaved schedule needs a multiple of the ",
+          s.pipeline_parallel, " stages, got ", s.grad_accum_steps));
+    }
   }
   if (s.sequence_parallel) {
     return absl::InvalidArgumentError(
@@ -186,9 +206,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
       RETURN_IF_ERROR(t->model_->ShardTensorParallel(tp));
       t->run_options_.tp = &tp;
     }
+    if (strategy.pipeline_parallel > 1) RETURN_IF_ERROR(t->KeepStageParameters());
     t->model_->to(device);
     if (pure_bf16) t->model_->to(torch::kBFloat16);
-    t->parameters_ = t->model_->parameters();
+    if (strategy.pipeline_parallel == 1) t->parameters_ = t->model_->parameters();
   }
   const bool offload = strategy.offload == Offload::kCpu;
   const bool master_copies = strategy.precision == Precision::kPureBf16 || offload;
@@ -201,7 +222,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
     options.master_copies = master_copies;
     options.master_device = master_device;
     std::vector<std::vector<torch::Tensor>> layers;
-    if (t->model_) {
+    if (t->model_ && strategy.sharding == Sharding::kFsdp) {
       for (torch::nn::Module* layer : t->model_->Layers()) layers.push_back(layer->parameters());
     }
     t->data_parallel_ =
@@ -213,6 +234,22 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
   }
   if (strategy.precision == Precision::kFp16)
     t->scaler_ = std::make_unique<DynamicLossScaler>(device);
+  if (strategy.pipeline_parallel > 1) {
+    PipelineStage::Options options;
+    options.schedule = strategy.pipeline_schedule;
+    options.virtual_stages = strategy.virtual_stages;
+    options.run = t->run_options_;
+    options.autocast =
+        strategy.precision == Precision::kBf16 || strategy.precision == Precision::kFp16;
+    options.autocast_dtype =
+        strategy.precision == Precision::kFp16 ? torch::kHalf : torch::kBFloat16;
+    if (t->scaler_) {
+      DynamicLossScaler* scaler = t->scaler_.get();
+      options.scale_loss = [scaler](const torch::Tensor& loss) { return scaler->Scale(loss); };
+    }
+    t->pipeline_ = std::make_unique<PipelineStage>(t->model_.get(), t->groups_.get(),
+                                                   t->data_parallel_.get(), options);
+  }
 
   if (t->scripted_) {
     // The input spec's tensors, seeded per rank and micro-batch.
@@ -243,12 +280,55 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
   return t;
 }
 
+absl::Status Trainer::KeepStageParameters() {
+  const Strategy& s = spec_.strategy;
+  if (!model_->Staged()) {
+    return absl::InvalidArgumentError(absl::StrCat("strategy.pipeline_parallel: the ",
+                                                   spec_.model.family,
+                                                   " family does not run in pipeline stages"));
+  }
+  const int stages = s.pipeline_parallel, stage = groups_->layout().pp_rank;
+  const int chunks = stages * s.virtual_stages;
+  std::unordered_set<const void*> keep;
+  auto add = [&](const std::vector<torch::Tensor>& params) {
+    for (const torch::Tensor& p : params) keep.insert(p.unsafeGetTensorImpl());
+  };
+  std::vector<torch::nn::Module*> layers = model_->Layers();
+  for (int c = 0; c < s.virtual_stages; ++c) {
+    const LayerRange range =
+        ChunkLayers(static_cast<int>(layers.size()), chunks, c * stages + stage);
+    for (int l = range.first; l < range.last; ++l) add(layers[l]->parameters());
+  }
+  if (stage == 0) add(model_->EmbeddingParameters());
+  if (stage == stages - 1) add(model_->HeadParameters());
+  // A weight both ends use (a tied embedding): its two halves of the
+  // gradient meet over the embedding group.
+  if (stage == 0 || stage == stages - 1) {
+    for (const torch::Tensor& e : model_->EmbeddingParameters()) {
+      for (const torch::Tensor& h : model_->HeadParameters()) {
+        if (e.is_same(h)) tied_.push_back(e);
+      }
+    }
+  }
+  // The rest of the model is another stage's: free it.
+  torch::NoGradGuard no_grad;
+  for (torch::Tensor& p : model_->parameters()) {
+    if (keep.count(p.unsafeGetTensorImpl())) {
+      parameters_.push_back(p);
+    } else {
+      p.set_data(torch::empty({0}, p.options()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 double Trainer::ForwardBackward() {
   if (data_parallel_) {
     data_parallel_->ZeroGrad();
   } else {
     optimizer_->ZeroGrad();
   }
+  if (pipeline_) return PipelineForwardBackward();
   const double scale = 1.0 / static_cast<double>(spec_.strategy.grad_accum_steps);
   const Precision precision = spec_.strategy.precision;
   // bf16 and fp16 keep fp32 weights and let autocast cast per op; the loss
@@ -259,7 +339,7 @@ double Trainer::ForwardBackward() {
   torch::Tensor total = torch::zeros({}, torch::TensorOptions().device(device_));
   const int micro_batches = spec_.strategy.grad_accum_steps;
   for (int i = 0; i < micro_batches; ++i) {
-    if (data_parallel_) data_parallel_->BeginMicroBatch(/*last=*/i == micro_batches - 1);
+    if (data_parallel_) data_parallel_->BeginForward();
     torch::Tensor loss;
     {
       AutocastScope region(device_.type(), autocast, autocast_dtype);
@@ -267,10 +347,31 @@ double Trainer::ForwardBackward() {
                         : model_->Loss(inputs_[i], targets_[i], run_options_)) *
              scale;
     }
+    if (data_parallel_) data_parallel_->BeginBackward(/*last=*/i == micro_batches - 1);
     (scaler_ ? scaler_->Scale(loss) : loss).backward();
-    if (data_parallel_) data_parallel_->EndMicroBatch();
+    if (data_parallel_) data_parallel_->EndBackward();
     total += loss.detach();
   }
+  Group& data = groups_->data();
+  if (data.size() > 1) {
+    data.AllReduce(total);
+    total.div_(data.size());
+  }
+  return total.item<double>();
+}
+
+double Trainer::PipelineForwardBackward() {
+  torch::Tensor total = torch::full({}, pipeline_->RunStep(inputs_, targets_),
+                                    torch::TensorOptions().dtype(torch::kDouble));
+  if (!tied_.empty()) {
+    torch::NoGradGuard no_grad;
+    for (torch::Tensor& p : tied_) {
+      torch::Tensor grad = p.mutable_grad();
+      if (grad.defined()) groups_->embedding().AllReduce(grad);
+    }
+  }
+  // The last stage has the loss; the data-parallel ranks average theirs.
+  groups_->pipeline().AllReduce(total);
   Group& data = groups_->data();
   if (data.size() > 1) {
     data.AllReduce(total);
@@ -291,12 +392,16 @@ double Trainer::training_flops_per_token() const {
 double Trainer::Step() {
   const double loss = ForwardBackward();
   if (scaler_) {
-    const bool skip = data_parallel_
-                          ? scaler_->UnscaleAndUpdate(data_parallel_->optimizer_tensors(),
-                                                      [this](torch::Tensor& found_inf) {
-                                                        data_parallel_->CombineFoundInf(found_inf);
-                                                      })
-                          : scaler_->UnscaleAndUpdate(parameters_);
+    // Every rank must skip the same steps: with sharded gradients or
+    // pipeline stages the inf/NaN count is summed over the ranks concerned.
+    std::function<void(torch::Tensor&)> combine;
+    if (pipeline_) {
+      combine = [this](torch::Tensor& found_inf) { groups_->world().AllReduce(found_inf); };
+    } else if (data_parallel_) {
+      combine = [this](torch::Tensor& found_inf) { data_parallel_->CombineFoundInf(found_inf); };
+    }
+    const bool skip = scaler_->UnscaleAndUpdate(
+        data_parallel_ ? data_parallel_->optimizer_tensors() : parameters_, combine);
     if (skip) {
       ++skipped_steps_;  // inf/NaN gradients: the scale shrank, the weights stay
       return loss;

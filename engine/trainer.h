@@ -26,6 +26,7 @@
 #include "engine/distributed.h"
 #include "engine/model.h"
 #include "engine/optim.h"
+#include "engine/pipeline.h"
 #include "engine/scripted_model.h"
 #include "engine/tensor_parallel.h"
 #include "engine/trial_io.h"
@@ -37,8 +38,10 @@ namespace autoaccel {
 // grad_accum_steps * data_parallel == global_batch_size, seq_len <= the model's
 // maximum positions (n_positions / max_position_embeddings), a known device
 // string, num_threads >= 1, world_size == the strategy's dp * tp * pp, a
-// layout this engine runs (pipeline and sequence parallelism: not yet;
-// tensor parallelism: gpt2 and llama, checked when the model is split).
+// layout this engine runs (no sequence parallelism yet; pipeline stages
+// with sharding none or zero1 only, at least one layer per chunk, interleaved
+// with grad_accum_steps a multiple of the stages; tensor and pipeline
+// parallelism for gpt2 and llama, checked when the model is split).
 // Returns INVALID_ARGUMENT naming the field, else OK.
 absl::Status ValidateTrialSpec(const TrialSpec& spec);
 
@@ -111,11 +114,17 @@ class Trainer {
 
  private:
   Trainer(const TrialSpec& spec, torch::Device device);
+  // Pipeline stages: keeps (in parameters_) this stage's parameters and
+  // frees the rest of the model.
+  absl::Status KeepStageParameters();
+  double PipelineForwardBackward();
 
   TrialSpec spec_;
   torch::Device device_;
   std::unique_ptr<Groups> groups_;
   std::unique_ptr<DataParallel> data_parallel_;  // data_parallel > 1
+  std::unique_ptr<PipelineStage> pipeline_;      // pipeline_parallel > 1
+  std::vector<torch::Tensor> tied_;              // pipeline: weights the first and last stage share
   TensorParallelShard tensor_parallel_;          // tensor_parallel > 1
   RunOptions run_options_;
   std::shared_ptr<TrainableModel> model_;

@@ -524,6 +524,17 @@ absl::Status CheckPipelineLayers(const SpaceRequest& r, const Strategy& s) {
   return absl::OkStatus();
 }
 
+absl::Status CheckPipelineSharding(const SpaceRequest&, const Strategy& s) {
+  if (s.pipeline_parallel <= 1 ||
+      (s.sharding != Sharding::kZero2 && s.sharding != Sharding::kFsdp)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "strategy.sharding: ", ShardingName(s.sharding),
+      " reduces gradients per micro-batch and does not combine with pipeline stages (allowed "
+      "with pipeline_parallel > 1: none, zero1)"));
+}
+
 constexpr CompatibilityRule kRules[] = {
     {"positive_sizes", &CheckPositiveSizes},
     {"known_values", &CheckKnownValues},
@@ -537,6 +548,7 @@ constexpr CompatibilityRule kRules[] = {
     {"parallel_family", &CheckParallelFamily},
     {"tensor_parallel_model", &CheckTensorParallelModel},
     {"pipeline_layers", &CheckPipelineLayers},
+    {"pipeline_sharding", &CheckPipelineSharding},
 };
 
 }  // namespace

@@ -137,7 +137,11 @@ struct CompatibilityRule {
 //                         virtual_stages <= n_layer; interleaved also needs
 //                         n_layer divisible by pipeline_parallel *
 //                         virtual_stages and grad_accum_steps divisible by
-//                         pipeline_parallel.
+//                         pipeline_parallel;
+//   "pipeline_sharding"   with pipeline_parallel > 1 the sharding is none or
+//                         zero1 (zero2 and fsdp reduce gradients per
+//                         micro-batch, which pipeline stages interleave; as
+//                         DeepSpeed, which allows only ZeRO-1 with pipelines).
 // The per-dimension candidate lists of the request are a choice of the user,
 // not a compatibility rule: a strategy outside them can still be compatible.
 absl::Span<const CompatibilityRule> CompatibilityRules();

@@ -60,13 +60,15 @@ TrialSpec BaseSpec(const std::string& family = "gpt2") {
   return spec;
 }
 
-// `spec` laid out over dp x tp ranks with `sharding`, the global batch kept.
-TrialSpec LayoutSpec(TrialSpec spec, int dp, int tp, Sharding sharding) {
+// `spec` laid out over dp x tp x pp ranks with `sharding`, the global batch
+// kept.
+TrialSpec LayoutSpec(TrialSpec spec, int dp, int tp, Sharding sharding, int pp = 1) {
   spec.strategy.data_parallel = dp;
   spec.strategy.tensor_parallel = tp;
+  spec.strategy.pipeline_parallel = pp;
   spec.strategy.sharding = sharding;
   spec.strategy.grad_accum_steps = spec.global_batch_size / (dp * spec.strategy.micro_batch_size);
-  spec.world_size = dp * tp;
+  spec.world_size = dp * tp * pp;
   return spec;
 }
 
@@ -122,6 +124,9 @@ TrialResult Reference(const TrialSpec& spec) {
   single.world_size = 1;
   single.strategy.data_parallel = 1;
   single.strategy.tensor_parallel = 1;
+  single.strategy.pipeline_parallel = 1;
+  single.strategy.pipeline_schedule = PipelineSchedule::k1F1B;
+  single.strategy.virtual_stages = 1;
   single.strategy.sharding = Sharding::kNone;
   single.strategy.grad_accum_steps = spec.global_batch_size / single.strategy.micro_batch_size;
   std::vector<TrialResult> r = RunGang(single);
@@ -141,7 +146,8 @@ void ExpectSameLosses(const std::vector<double>& reference, const TrialResult& r
 }
 
 // Every rank reproduces the reference losses; data-parallel replicas (the
-// ranks with the same tensor-parallel rank) hold the same parameters.
+// ranks with the same tensor-parallel and pipeline rank) hold the same
+// parameters.
 void ExpectMatchesReference(const TrialSpec& spec, double tolerance = kLossTolerance) {
   const TrialResult reference = Reference(spec);
   const std::vector<TrialResult> ranks = RunGang(spec);
@@ -149,7 +155,9 @@ void ExpectMatchesReference(const TrialSpec& spec, double tolerance = kLossToler
   for (size_t r = 0; r < ranks.size(); ++r) {
     ExpectSameLosses(reference.step_losses, ranks[r], tolerance, absl::StrCat("rank ", r));
     EXPECT_FALSE(ranks[r].parameter_digest.empty());
-    const int replica_of = static_cast<int>(r) % spec.strategy.tensor_parallel;
+    const int tp = spec.strategy.tensor_parallel, dp = spec.strategy.data_parallel;
+    const int pp_rank = static_cast<int>(r) / (tp * dp);
+    const int replica_of = pp_rank * dp * tp + static_cast<int>(r) % tp;
     EXPECT_EQ(ranks[r].parameter_digest, ranks[replica_of].parameter_digest)
         << "data-parallel replica " << r << " diverged from rank " << replica_of;
   }
@@ -184,15 +192,22 @@ struct LayoutCase {
   Sharding sharding;
   Checkpointing checkpointing;
   int vocab_size;  // 0: the tiny model's 96
+  int pp = 1;
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  int virtual_stages = 1;
+  int layers = 0;  // 0: the tiny model's 2
 };
 
 class TensorParallelTest : public ::testing::TestWithParam<LayoutCase> {};
 
 TEST_P(TensorParallelTest, LossesMatchTheSingleProcessReferenceAndReplicasAgree) {
   const LayoutCase& c = GetParam();
-  TrialSpec spec = LayoutSpec(BaseSpec(c.family), c.dp, c.tp, c.sharding);
+  TrialSpec spec = LayoutSpec(BaseSpec(c.family), c.dp, c.tp, c.sharding, c.pp);
   spec.strategy.checkpointing = c.checkpointing;
+  spec.strategy.pipeline_schedule = c.schedule;
+  spec.strategy.virtual_stages = c.virtual_stages;
   if (c.vocab_size > 0) spec.model.vocab_size = c.vocab_size;
+  if (c.layers > 0) spec.model.n_layer = c.layers;
   ExpectMatchesReference(spec);
 }
 
@@ -204,12 +219,26 @@ INSTANTIATE_TEST_SUITE_P(
                       LayoutCase{"gpt2", 1, 4, Sharding::kNone, Checkpointing::kSelective, 97},
                       LayoutCase{"gpt2", 2, 2, Sharding::kNone, Checkpointing::kFull, 0},
                       LayoutCase{"llama", 2, 2, Sharding::kFsdp, Checkpointing::kNone, 0},
-                      LayoutCase{"gpt2", 2, 2, Sharding::kZero1, Checkpointing::kNone, 0}),
+                      LayoutCase{"gpt2", 2, 2, Sharding::kZero1, Checkpointing::kNone, 0},
+                      // Pipelines: 1F1B over 2 and 4 stages (tied embedding on both ends),
+                      // with tensor and data parallelism, and interleaved virtual stages.
+                      LayoutCase{"gpt2", 1, 1, Sharding::kNone, Checkpointing::kNone, 0, 2},
+                      LayoutCase{"llama", 1, 1, Sharding::kNone, Checkpointing::kFull, 0, 4,
+                                 PipelineSchedule::k1F1B, 1, 4},
+                      LayoutCase{"gpt2", 1, 2, Sharding::kNone, Checkpointing::kNone, 0, 2},
+                      LayoutCase{"gpt2", 2, 1, Sharding::kZero1, Checkpointing::kSelective, 0, 2},
+                      LayoutCase{"gpt2", 1, 1, Sharding::kNone, Checkpointing::kNone, 0, 2,
+                                 PipelineSchedule::kInterleaved, 2, 4},
+                      LayoutCase{"llama", 2, 1, Sharding::kNone, Checkpointing::kNone, 0, 2,
+                                 PipelineSchedule::kInterleaved, 2, 4}),
     [](const ::testing::TestParamInfo<LayoutCase>& info) {
       const LayoutCase& c = info.param;
-      return absl::StrCat(c.family, "_dp", c.dp, "_tp", c.tp, "_", ShardingName(c.sharding), "_",
-                          CheckpointingName(c.checkpointing),
-                          c.vocab_size ? absl::StrCat("_vocab", c.vocab_size) : "");
+      return absl::StrCat(c.family, "_dp", c.dp, "_tp", c.tp, "_pp", c.pp, "_",
+                          ShardingName(c.sharding), "_", CheckpointingName(c.checkpointing),
+                          c.vocab_size ? absl::StrCat("_vocab", c.vocab_size) : "",
+                          c.schedule == PipelineSchedule::kInterleaved
+                              ? absl::StrCat("_vpp", c.virtual_stages)
+                              : "");
     });
 
 TEST(DataParallel, OtherFamiliesAndCheckpointingMatchTheReference) {

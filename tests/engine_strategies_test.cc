@@ -9,12 +9,14 @@
 
 #include <cmath>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "engine/model.h"
 #include "engine/optim.h"
+#include "engine/pipeline.h"
 #include "engine/trainer.h"
 #include "engine/trial_io.h"
 #include "tests/engine_test_util.h"
@@ -313,6 +315,64 @@ TEST(MfuTest, IsAchievedOverThePeakOfTheTrialsPrecision) {
   const TrialResult fp16 = RunOk(spec);
   EXPECT_EQ(fp16.metrics.peak_tflops, 0);
   EXPECT_EQ(fp16.metrics.mfu, 0);
+}
+
+// Pipeline schedules: every micro-batch of every chunk runs forward once
+// and backward once, forward first; 1F1B keeps at most pp - stage
+// micro-batches in flight; interleaved ends with the backward of chunk 0.
+TEST(PipelineOrder, EveryPassOnceForwardFirstAndBoundedInFlight) {
+  struct Case {
+    PipelineSchedule schedule;
+    int stages, virtual_stages, micro_batches;
+  };
+  for (const Case& c :
+       {Case{PipelineSchedule::k1F1B, 4, 1, 8}, Case{PipelineSchedule::k1F1B, 4, 1, 2},
+        Case{PipelineSchedule::kInterleaved, 2, 2, 4},
+        Case{PipelineSchedule::kInterleaved, 4, 3, 8}}) {
+    for (int stage = 0; stage < c.stages; ++stage) {
+      SCOPED_TRACE(::testing::Message()
+                   << PipelineScheduleName(c.schedule) << " pp " << c.stages << " vpp "
+                   << c.virtual_stages << " m " << c.micro_batches << " stage " << stage);
+      const std::vector<PipelineOp> order =
+          PipelineOrder(c.schedule, c.stages, c.virtual_stages, stage, c.micro_batches);
+      ASSERT_EQ(order.size(), 2u * c.virtual_stages * c.micro_batches);
+      std::set<std::pair<int, int>> forwarded, backwarded;
+      int in_flight = 0, most_in_flight = 0;
+      for (const PipelineOp& op : order) {
+        const std::pair<int, int> key{op.chunk, op.micro_batch};
+        if (op.forward) {
+          EXPECT_TRUE(forwarded.insert(key).second);
+          most_in_flight = std::max(most_in_flight, ++in_flight);
+        } else {
+          EXPECT_TRUE(forwarded.count(key)) << "backward before forward";
+          EXPECT_TRUE(backwarded.insert(key).second);
+          --in_flight;
+        }
+      }
+      if (c.schedule == PipelineSchedule::k1F1B) {
+        EXPECT_LE(most_in_flight, std::min(c.stages - stage, c.micro_batches));
+      } else {
+        EXPECT_FALSE(order.back().forward);
+        EXPECT_EQ(order.back().chunk, 0);
+      }
+    }
+  }
+}
+
+TEST(PipelineOrder, ChunksCoverTheLayersInOrder) {
+  for (int layers : {4, 5, 7}) {
+    for (int chunks : {1, 2, 3, 4}) {
+      int next = 0;
+      for (int k = 0; k < chunks; ++k) {
+        const LayerRange r = ChunkLayers(layers, chunks, k);
+        EXPECT_EQ(r.first, next);
+        EXPECT_GE(r.last - r.first, layers / chunks);
+        EXPECT_LE(r.last - r.first, layers / chunks + 1);
+        next = r.last;
+      }
+      EXPECT_EQ(next, layers);
+    }
+  }
 }
 
 }  // namespace
