@@ -27,10 +27,11 @@ GptAttentionImpl::GptAttentionImpl(const ModelSpec& spec) : head_dim_(spec.n_emb
 }
 
 torch::Tensor GptAttentionImpl::Forward(const torch::Tensor& x, const RunOptions& options) {
-  const int64_t B = x.size(0), T = x.size(1);
   // [B, T, 3C'] -> 3 x [B, heads, T, head_dim], C' = heads * head_dim: all
-  // heads, or this rank's under tensor parallelism.
-  const torch::Tensor fused = c_attn_->forward(CopyToTensorParallel(x, options.tp));
+  // heads, or this rank's under tensor parallelism (whose input is the whole
+  // sequence also when x holds only this rank's slice of it).
+  const torch::Tensor fused = c_attn_->forward(ColumnParallelInput(x, options.tp));
+  const int64_t B = fused.size(0), T = fused.size(1);
   const int64_t width = fused.size(2) / 3;
   std::vector<torch::Tensor> qkv = fused.split(width, /*dim=*/2);
   auto heads = [&](const torch::Tensor& t) {
@@ -48,7 +49,7 @@ GptMlpImpl::GptMlpImpl(const ModelSpec& spec) {
 
 torch::Tensor GptMlpImpl::Forward(const torch::Tensor& x, const RunOptions& options) {
   const torch::Tensor h =
-      torch::gelu(c_fc_->forward(CopyToTensorParallel(x, options.tp)), /*approximate=*/"tanh");
+      torch::gelu(c_fc_->forward(ColumnParallelInput(x, options.tp)), /*approximate=*/"tanh");
   return RowParallelLinear(h, c_proj_->weight, c_proj_->bias, options.tp);
 }
 
@@ -104,7 +105,9 @@ torch::Tensor GptImpl::Embed(const torch::Tensor& tokens, const RunOptions& opti
   TORCH_CHECK(T <= spec().n_positions, "sequence length ", T, " exceeds n_positions ",
               spec().n_positions);
   const torch::Tensor positions = torch::arange(T, tokens.options().dtype(torch::kLong));
-  return VocabParallelEmbedding(tokens, wte_->weight, options.tp) + wpe_->forward(positions);
+  // Under sequence parallelism: this rank's slice of the sequence.
+  return VocabParallelEmbedding(tokens, wte_->weight, options.tp) +
+         SequenceSlice(wpe_->forward(positions), 0, options.tp);
 }
 
 torch::Tensor GptImpl::RunLayer(int layer, const torch::Tensor& x, const RunOptions& options) {
@@ -113,7 +116,7 @@ torch::Tensor GptImpl::RunLayer(int layer, const torch::Tensor& x, const RunOpti
 
 torch::Tensor GptImpl::Head(const torch::Tensor& x, const RunOptions& options) {
   // Tied LM head; under tensor parallelism this rank's vocabulary columns.
-  return at::linear(CopyToTensorParallel(ln_f_->forward(x), options.tp), wte_->weight);
+  return at::linear(ColumnParallelInput(ln_f_->forward(x), options.tp), wte_->weight);
 }
 
 std::vector<torch::Tensor> GptImpl::EmbeddingParameters() { return {wte_->weight, wpe_->weight}; }

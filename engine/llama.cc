@@ -38,7 +38,8 @@ torch::Tensor RotateHalf(const torch::Tensor& x) {
 
 class LlamaAttentionImpl : public torch::nn::Module {
  public:
-  explicit LlamaAttentionImpl(const ModelSpec& spec) : head_dim_(spec.n_embd / spec.n_head) {
+  explicit LlamaAttentionImpl(const ModelSpec& spec)
+      : head_dim_(spec.n_embd / spec.n_head), rope_theta_(spec.rope_theta) {
     const int64_t n_head = spec.n_head, n_kv_head = spec.n_kv_head;
     q_proj_ = register_module("q_proj", NoBiasLinear(spec.n_embd, n_head * head_dim_));
     k_proj_ = register_module("k_proj", NoBiasLinear(spec.n_embd, n_kv_head * head_dim_));
@@ -46,16 +47,19 @@ class LlamaAttentionImpl : public torch::nn::Module {
     o_proj_ = register_module("o_proj", NoBiasLinear(n_head * head_dim_, spec.n_embd));
   }
 
-  // x [B, T, C]; cos, sin [T, head_dim].
-  torch::Tensor Forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const RunOptions& options) {
-    const int64_t B = x.size(0), T = x.size(1);
+  // x [B, T, C] (under sequence parallelism this rank's slice of T).
+  torch::Tensor Forward(const torch::Tensor& x, const RunOptions& options) {
+    const torch::Tensor input = ColumnParallelInput(x, options.tp);
+    const int64_t B = input.size(0), T = input.size(1);
+    // Recomputed per layer rather than passed in, so that a checkpointed
+    // layer is a function of x alone; [T, head_dim] is cheap next to the
+    // layer's matrix products.
+    const auto [cos, sin] = RotaryCosSin(T, head_dim_, rope_theta_, input.device());
     // Head counts from the projections' widths: all heads, or this rank's
     // under tensor parallelism.
     auto heads = [&](const torch::Tensor& t) {
       return t.view({B, T, t.size(2) / head_dim_, head_dim_}).transpose(1, 2);
     };
-    const torch::Tensor input = CopyToTensorParallel(x, options.tp);
     // In the projections' dtype, as transformers does (cos and sin are cast
     // to it), so that bf16 weights give bf16 q and k.
     auto rotate = [&](const torch::Tensor& t) {
@@ -70,6 +74,7 @@ class LlamaAttentionImpl : public torch::nn::Module {
 
  private:
   int64_t head_dim_;
+  double rope_theta_;
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
 };
 
@@ -82,7 +87,7 @@ class LlamaMlpImpl : public torch::nn::Module {
   }
 
   torch::Tensor Forward(const torch::Tensor& x, const RunOptions& options) {
-    const torch::Tensor input = CopyToTensorParallel(x, options.tp);
+    const torch::Tensor input = ColumnParallelInput(x, options.tp);
     return RowParallelLinear(at::silu(gate_proj_->forward(input)) * up_proj_->forward(input),
                              down_proj_->weight, {}, options.tp);
   }
@@ -132,8 +137,7 @@ class MixtralMoeImpl : public torch::nn::Module {
 
 class LlamaBlock : public CheckpointableBlock {
  public:
-  explicit LlamaBlock(const ModelSpec& spec)
-      : head_dim_(spec.n_embd / spec.n_head), rope_theta_(spec.rope_theta) {
+  explicit LlamaBlock(const ModelSpec& spec) {
     self_attn_ = register_module("self_attn", std::make_shared<LlamaAttentionImpl>(spec));
     if (spec.family == "mixtral") {
       moe_ = register_module("mlp", std::make_shared<MixtralMoeImpl>(spec));
@@ -147,19 +151,12 @@ class LlamaBlock : public CheckpointableBlock {
   }
 
   torch::Tensor Forward(const torch::Tensor& x, const RunOptions& options) override {
-    // Recomputed per layer rather than passed in, so that a checkpointed
-    // layer is a function of x alone; [T, head_dim] is cheap next to the
-    // layer's matrix products.
-    const auto [cos, sin] = RotaryCosSin(x.size(1), head_dim_, rope_theta_, x.device());
-    const torch::Tensor h =
-        x + self_attn_->Forward(input_layernorm_->forward(x), cos, sin, options);
+    const torch::Tensor h = x + self_attn_->Forward(input_layernorm_->forward(x), options);
     const torch::Tensor normed = post_attention_layernorm_->forward(h);
     return h + (moe_ ? moe_->Forward(normed) : mlp_->Forward(normed, options));
   }
 
  private:
-  int64_t head_dim_;
-  double rope_theta_;
   std::shared_ptr<LlamaAttentionImpl> self_attn_;
   std::shared_ptr<LlamaMlpImpl> mlp_;
   std::shared_ptr<MixtralMoeImpl> moe_;
@@ -211,7 +208,7 @@ torch::Tensor LlamaImpl::RunLayer(int layer, const torch::Tensor& x, const RunOp
 
 torch::Tensor LlamaImpl::Head(const torch::Tensor& x, const RunOptions& options) {
   // Under tensor parallelism: this rank's vocabulary columns.
-  return at::linear(CopyToTensorParallel(norm_->forward(x), options.tp),
+  return at::linear(ColumnParallelInput(norm_->forward(x), options.tp),
                     lm_head_ ? lm_head_->weight : embed_tokens_->weight);
 }
 

@@ -79,7 +79,11 @@ int PipelineStage::Tag(bool forward, int global_chunk, int micro_batch) const {
 double PipelineStage::RunStep(const std::vector<torch::Tensor>& inputs,
                               const std::vector<torch::Tensor>& targets) {
   micro_batches_ = static_cast<int>(inputs.size());
-  activation_shape_ = {inputs[0].size(0), inputs[0].size(1), model_->spec().n_embd};
+  // Under sequence parallelism a stage hands on its slice of the sequence.
+  const TensorParallelShard* tp = options_.run.tp;
+  const int64_t seq =
+      tp != nullptr && tp->sequence_parallel ? inputs[0].size(1) / tp->size : inputs[0].size(1);
+  activation_shape_ = {inputs[0].size(0), seq, model_->spec().n_embd};
   inputs_.assign(options_.virtual_stages, std::vector<torch::Tensor>(micro_batches_));
   outputs_ = inputs_;
   const std::vector<PipelineOp> order =

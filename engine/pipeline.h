@@ -26,6 +26,7 @@
 #include "engine/data_parallel.h"
 #include "engine/distributed.h"
 #include "engine/model.h"
+#include "engine/tensor_parallel.h"
 #include "search/strategy.h"
 
 namespace autoaccel {

@@ -45,11 +45,89 @@ class ReduceFromRegion : public torch::autograd::Function<ReduceFromRegion> {
   }
 };
 
+// [B, T / size, ...] slices <-> [B, T, ...] along dim 1, through [T, B, ...]
+// so that each rank's slice is one contiguous block of the collective.
+torch::Tensor GatheredSequence(Group* group, const torch::Tensor& x) {
+  torch::Tensor local = x.transpose(0, 1).contiguous();
+  std::vector<int64_t> shape = local.sizes().vec();
+  shape[0] *= group->size();
+  torch::Tensor all = torch::empty(shape, local.options());
+  group->AllGather(all, local);
+  return all.transpose(0, 1);
+}
+
+torch::Tensor ScatteredSequenceSum(Group* group, const torch::Tensor& x) {
+  torch::Tensor all = x.transpose(0, 1).contiguous();
+  std::vector<int64_t> shape = all.sizes().vec();
+  TORCH_CHECK(shape[0] % group->size() == 0, "sequence length ", shape[0],
+              " does not split over ", group->size(), " tensor-parallel ranks");
+  shape[0] /= group->size();
+  torch::Tensor mine = torch::empty(shape, all.options());
+  group->Wait(group->ReduceScatterAsync(mine, all));
+  return mine.transpose(0, 1);
+}
+
+class GatherSequence : public torch::autograd::Function<GatherSequence> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
+    ctx->saved_data["group"] = group;
+    return GatheredSequence(reinterpret_cast<Group*>(group), x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {ScatteredSequenceSum(GroupOf(ctx), grad[0]), torch::Tensor()};
+  }
+};
+
+class ScatterSequence : public torch::autograd::Function<ScatterSequence> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
+    ctx->saved_data["group"] = group;
+    return ScatteredSequenceSum(reinterpret_cast<Group*>(group), x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {GatheredSequence(GroupOf(ctx), grad[0]), torch::Tensor()};
+  }
+};
+
 int64_t GroupHandle(const TensorParallelShard* tp) { return reinterpret_cast<int64_t>(tp->group); }
 
 bool Active(const TensorParallelShard* tp) { return tp != nullptr && tp->size > 1; }
 
+bool SequenceParallel(const TensorParallelShard* tp) {
+  return Active(tp) && tp->sequence_parallel;
+}
+
+// The sum over the group of partial results: all-reduced, or
+// reduce-scattered along the sequence.
+torch::Tensor SumPartials(const torch::Tensor& x, const TensorParallelShard* tp) {
+  return SequenceParallel(tp) ? ScatterSequence::apply(x, GroupHandle(tp))
+                              : ReduceFromTensorParallel(x, tp);
+}
+
 }  // namespace
+
+torch::Tensor ColumnParallelInput(const torch::Tensor& x, const TensorParallelShard* tp) {
+  return SequenceParallel(tp) ? GatherSequence::apply(x, GroupHandle(tp))
+                              : CopyToTensorParallel(x, tp);
+}
+
+torch::Tensor SequenceSlice(const torch::Tensor& x, int64_t dim, const TensorParallelShard* tp) {
+  if (!SequenceParallel(tp)) return x;
+  const int64_t n = x.size(dim) / tp->size;
+  return x.narrow(dim, n * tp->rank, n);
+}
+
+void SumReplicatedGradients(std::vector<torch::Tensor>& params, const TensorParallelShard* tp) {
+  if (!SequenceParallel(tp)) return;
+  Group* group = tp->group;
+  for (torch::Tensor& p : params) {
+    p.register_hook([group](const torch::Tensor& grad) {
+      torch::Tensor sum = grad.contiguous().clone();
+      group->AllReduce(sum);
+      return sum;
+    });
+  }
+}
 
 torch::Tensor CopyToTensorParallel(const torch::Tensor& x, const TensorParallelShard* tp) {
   return Active(tp) ? CopyToRegion::apply(x, GroupHandle(tp)) : x;
@@ -62,7 +140,7 @@ torch::Tensor ReduceFromTensorParallel(const torch::Tensor& x, const TensorParal
 torch::Tensor RowParallelLinear(const torch::Tensor& x, const torch::Tensor& weight,
                                 const torch::Tensor& bias, const TensorParallelShard* tp) {
   if (!Active(tp)) return at::linear(x, weight, bias);
-  torch::Tensor y = ReduceFromTensorParallel(at::linear(x, weight), tp);
+  torch::Tensor y = SumPartials(at::linear(x, weight), tp);
   return bias.defined() ? y + bias : y;
 }
 
@@ -73,7 +151,7 @@ torch::Tensor VocabParallelEmbedding(const torch::Tensor& tokens, const torch::T
   const torch::Tensor outside = (tokens < start) | (tokens >= start + weight.size(0));
   const torch::Tensor local = (tokens - start).masked_fill(outside, 0);
   const torch::Tensor rows = at::embedding(weight, local).masked_fill(outside.unsqueeze(-1), 0);
-  return ReduceFromTensorParallel(rows, tp);
+  return SumPartials(rows, tp);
 }
 
 torch::Tensor VocabParallelCrossEntropy(const torch::Tensor& logits, const torch::Tensor& target,

@@ -11,6 +11,16 @@
 // and the cross-entropy is computed over the split logits without ever
 // gathering them.
 //
+// Sequence parallelism (TensorParallelShard::sequence_parallel): between the
+// tensor-parallel regions (norms, residuals, the embedding's output) every
+// rank keeps only its slice of the sequence, [B, T / size, C]; the input of
+// a column-parallel layer is all-gathered along the sequence (its backward
+// reduce-scatters), and a row-parallel layer reduce-scatters its partial
+// sums along the sequence instead of all-reducing them (its backward
+// all-gathers). The weights outside the split layers then see only part of
+// the sequence, so their gradients are summed over the group
+// (SumReplicatedGradients).
+//
 // With `tp` null every function is the single-device operation.
 //
 // Functions throw c10::Error like any LibTorch code.
@@ -23,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "engine/distributed.h"
 
@@ -35,8 +46,21 @@ struct TensorParallelShard {
   int size = 1;
   int64_t vocab_size = 0;      // the model's true vocabulary
   int64_t vocab_per_rank = 0;  // ceil(vocab_size / size)
+  bool sequence_parallel = false;
   int64_t vocab_start() const { return vocab_per_rank * rank; }
 };
+
+// The input of a column-parallel layer: CopyToTensorParallel, or under
+// sequence parallelism the all-gather of the sequence slices (dim 1).
+torch::Tensor ColumnParallelInput(const torch::Tensor& x, const TensorParallelShard* tp);
+// This rank's slice of `x` along dim `dim` under sequence parallelism, else
+// `x` (e.g. the position embeddings of the rank's tokens).
+torch::Tensor SequenceSlice(const torch::Tensor& x, int64_t dim, const TensorParallelShard* tp);
+// Registers on each of `params` (weights replicated over the group) a
+// gradient hook that sums the gradient over the group before it is
+// accumulated: under sequence parallelism each rank's gradient covers only
+// its slice of the sequence.
+void SumReplicatedGradients(std::vector<torch::Tensor>& params, const TensorParallelShard* tp);
 
 // Identity forward; backward all-reduces the gradient over the group.
 torch::Tensor CopyToTensorParallel(const torch::Tensor& x, const TensorParallelShard* tp);
@@ -44,12 +68,14 @@ torch::Tensor CopyToTensorParallel(const torch::Tensor& x, const TensorParallelS
 torch::Tensor ReduceFromTensorParallel(const torch::Tensor& x, const TensorParallelShard* tp);
 
 // A row-parallel linear layer: x [.., in / size] @ weight[out, in / size]^T,
-// summed over the group, plus the (replicated) bias.
+// summed over the group (reduce-scattered along the sequence under sequence
+// parallelism), plus the (replicated) bias.
 torch::Tensor RowParallelLinear(const torch::Tensor& x, const torch::Tensor& weight,
                                 const torch::Tensor& bias, const TensorParallelShard* tp);
 
 // Embedding lookup in this rank's vocabulary rows (`weight` [vocab_per_rank,
-// C]); tokens of other ranks contribute zeros; summed over the group.
+// C]); tokens of other ranks contribute zeros; summed over the group
+// (reduce-scattered along the sequence under sequence parallelism).
 torch::Tensor VocabParallelEmbedding(const torch::Tensor& tokens, const torch::Tensor& weight,
                                      const TensorParallelShard* tp);
 

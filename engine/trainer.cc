@@ -13,6 +13,7 @@
 #include <cmath>
 #include <new>
 #include <optional>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -117,9 +118,10 @@ absl::Status ValidateTrialSpec(const TrialSpec& spec) {
           s.pipeline_parallel, " stages, got ", s.grad_accum_steps));
     }
   }
-  if (s.sequence_parallel) {
-    return absl::InvalidArgumentError(
-        "strategy.sequence_parallel: this trial runner has no sequence parallelism yet");
+  if (s.sequence_parallel && (s.tensor_parallel < 2 || spec.seq_len % s.tensor_parallel != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "strategy.sequence_parallel: needs tensor_parallel > 1 dividing seq_len (", spec.seq_len,
+        "), got tensor_parallel ", s.tensor_parallel));
   }
   if (s.tensor_parallel > 1 && m.IsTorchScript()) {
     return absl::InvalidArgumentError(
@@ -195,6 +197,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
     t->parameters_ = t->scripted_->Parameters();
   } else {
     ASSIGN_OR_RETURN(t->model_, BuildModel(spec.model, spec.seed));
+    std::unordered_map<const void*, int64_t> full_numel;
+    for (const torch::Tensor& p : t->model_->parameters()) {
+      full_numel[p.unsafeGetTensorImpl()] = p.numel();
+    }
     if (strategy.tensor_parallel > 1) {
       // Every rank builds the same full model, then keeps its slices.
       TensorParallelShard& tp = t->tensor_parallel_;
@@ -203,6 +209,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
       tp.size = tp.group->size();
       tp.vocab_size = spec.model.vocab_size;
       tp.vocab_per_rank = (tp.vocab_size + tp.size - 1) / tp.size;
+      tp.sequence_parallel = strategy.sequence_parallel;
       RETURN_IF_ERROR(t->model_->ShardTensorParallel(tp));
       t->run_options_.tp = &tp;
     }
@@ -210,6 +217,15 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
     t->model_->to(device);
     if (pure_bf16) t->model_->to(torch::kBFloat16);
     if (strategy.pipeline_parallel == 1) t->parameters_ = t->model_->parameters();
+    if (strategy.sequence_parallel) {
+      // The weights tensor parallelism did not split see only this rank's
+      // slice of the sequence.
+      std::vector<torch::Tensor> replicated;
+      for (const torch::Tensor& p : t->parameters_) {
+        if (p.numel() == full_numel.at(p.unsafeGetTensorImpl())) replicated.push_back(p);
+      }
+      SumReplicatedGradients(replicated, &t->tensor_parallel_);
+    }
   }
   const bool offload = strategy.offload == Offload::kCpu;
   const bool master_copies = strategy.precision == Precision::kPureBf16 || offload;

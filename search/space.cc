@@ -535,6 +535,15 @@ absl::Status CheckPipelineSharding(const SpaceRequest&, const Strategy& s) {
       "with pipeline_parallel > 1: none, zero1)"));
 }
 
+absl::Status CheckSequenceParallel(const SpaceRequest& r, const Strategy& s) {
+  if (!s.sequence_parallel || s.tensor_parallel <= 1 || r.seq_len % s.tensor_parallel == 0) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "strategy.sequence_parallel: splits the sequence over the tensor_parallel (",
+      s.tensor_parallel, ") ranks, which does not divide seq_len (", r.seq_len, ")"));
+}
+
 constexpr CompatibilityRule kRules[] = {
     {"positive_sizes", &CheckPositiveSizes},
     {"known_values", &CheckKnownValues},
@@ -549,6 +558,7 @@ constexpr CompatibilityRule kRules[] = {
     {"tensor_parallel_model", &CheckTensorParallelModel},
     {"pipeline_layers", &CheckPipelineLayers},
     {"pipeline_sharding", &CheckPipelineSharding},
+    {"sequence_parallel", &CheckSequenceParallel},
 };
 
 }  // namespace

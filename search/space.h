@@ -141,7 +141,9 @@ struct CompatibilityRule {
 //   "pipeline_sharding"   with pipeline_parallel > 1 the sharding is none or
 //                         zero1 (zero2 and fsdp reduce gradients per
 //                         micro-batch, which pipeline stages interleave; as
-//                         DeepSpeed, which allows only ZeRO-1 with pipelines).
+//                         DeepSpeed, which allows only ZeRO-1 with pipelines);
+//   "sequence_parallel"   sequence parallelism needs seq_len divisible by
+//                         tensor_parallel (each rank keeps a slice of it).
 // The per-dimension candidate lists of the request are a choice of the user,
 // not a compatibility rule: a strategy outside them can still be compatible.
 absl::Span<const CompatibilityRule> CompatibilityRules();

@@ -127,6 +127,7 @@ TrialResult Reference(const TrialSpec& spec) {
   single.strategy.pipeline_parallel = 1;
   single.strategy.pipeline_schedule = PipelineSchedule::k1F1B;
   single.strategy.virtual_stages = 1;
+  single.strategy.sequence_parallel = false;
   single.strategy.sharding = Sharding::kNone;
   single.strategy.grad_accum_steps = spec.global_batch_size / single.strategy.micro_batch_size;
   std::vector<TrialResult> r = RunGang(single);
@@ -196,6 +197,7 @@ struct LayoutCase {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int virtual_stages = 1;
   int layers = 0;  // 0: the tiny model's 2
+  bool sequence_parallel = false;
 };
 
 class TensorParallelTest : public ::testing::TestWithParam<LayoutCase> {};
@@ -208,6 +210,7 @@ TEST_P(TensorParallelTest, LossesMatchTheSingleProcessReferenceAndReplicasAgree)
   spec.strategy.virtual_stages = c.virtual_stages;
   if (c.vocab_size > 0) spec.model.vocab_size = c.vocab_size;
   if (c.layers > 0) spec.model.n_layer = c.layers;
+  spec.strategy.sequence_parallel = c.sequence_parallel;
   ExpectMatchesReference(spec);
 }
 
@@ -230,7 +233,16 @@ INSTANTIATE_TEST_SUITE_P(
                       LayoutCase{"gpt2", 1, 1, Sharding::kNone, Checkpointing::kNone, 0, 2,
                                  PipelineSchedule::kInterleaved, 2, 4},
                       LayoutCase{"llama", 2, 1, Sharding::kNone, Checkpointing::kNone, 0, 2,
-                                 PipelineSchedule::kInterleaved, 2, 4}),
+                                 PipelineSchedule::kInterleaved, 2, 4},
+                      // Sequence parallelism: norms and residuals on sequence slices.
+                      LayoutCase{"gpt2", 1, 2, Sharding::kNone, Checkpointing::kNone, 0, 1,
+                                 PipelineSchedule::k1F1B, 1, 0, true},
+                      LayoutCase{"llama", 1, 2, Sharding::kNone, Checkpointing::kFull, 0, 1,
+                                 PipelineSchedule::k1F1B, 1, 0, true},
+                      LayoutCase{"gpt2", 2, 2, Sharding::kFsdp, Checkpointing::kSelective, 97, 1,
+                                 PipelineSchedule::k1F1B, 1, 0, true},
+                      LayoutCase{"gpt2", 1, 2, Sharding::kNone, Checkpointing::kNone, 0, 2,
+                                 PipelineSchedule::k1F1B, 1, 0, true}),
     [](const ::testing::TestParamInfo<LayoutCase>& info) {
       const LayoutCase& c = info.param;
       return absl::StrCat(c.family, "_dp", c.dp, "_tp", c.tp, "_pp", c.pp, "_",
@@ -238,7 +250,8 @@ INSTANTIATE_TEST_SUITE_P(
                           c.vocab_size ? absl::StrCat("_vocab", c.vocab_size) : "",
                           c.schedule == PipelineSchedule::kInterleaved
                               ? absl::StrCat("_vpp", c.virtual_stages)
-                              : "");
+                              : "",
+                          c.sequence_parallel ? "_sp" : "");
     });
 
 TEST(DataParallel, OtherFamiliesAndCheckpointingMatchTheReference) {

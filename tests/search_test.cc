@@ -1559,7 +1559,38 @@ TEST(Compatibility, RulesAreNamedAndDistinct) {
   EXPECT_THAT(names, ElementsAre("positive_sizes", "known_values", "checkpoint_percent", "layout",
                                  "layout_product", "batch_product", "bf16_device", "offload_device",
                                  "fixed_graph", "parallel_family", "tensor_parallel_model",
-                                 "pipeline_layers", "pipeline_sharding"));
+                                 "pipeline_layers", "pipeline_sharding", "sequence_parallel"));
+}
+
+TEST(Compatibility, PipelinesShardAtMostZero1AndSequenceSlicesMustDivide) {
+  SpaceRequest r = OneOfEach();  // GPT-2 small, global batch 8
+  r.world_size = 4;
+  Strategy s;
+  s.data_parallel = 2;
+  s.pipeline_parallel = 2;
+  s.micro_batch_size = 1;
+  s.grad_accum_steps = 4;
+  for (Sharding ok : {Sharding::kNone, Sharding::kZero1}) {
+    s.sharding = ok;
+    EXPECT_TRUE(CheckCompatible(r, s).ok()) << ShardingName(ok);
+  }
+  for (Sharding bad : {Sharding::kZero2, Sharding::kFsdp}) {
+    s.sharding = bad;
+    EXPECT_THAT(CheckCompatible(r, s),
+                InvalidArgument(AllOf(StartsWith("strategy.sharding:"), HasSubstr("zero1"))));
+  }
+
+  Strategy sp;
+  sp.data_parallel = 2;
+  sp.tensor_parallel = 2;
+  sp.sequence_parallel = true;
+  sp.micro_batch_size = 1;
+  sp.grad_accum_steps = 4;
+  EXPECT_TRUE(CheckCompatible(r, sp).ok());
+  r.seq_len = 127;
+  EXPECT_THAT(CheckCompatible(r, sp),
+              InvalidArgument(AllOf(StartsWith("strategy.sequence_parallel:"),
+                                    HasSubstr("seq_len (127)"))));
 }
 
 TEST(Compatibility, ExplainsWhyAStrategyCannotRun) {
