@@ -1,10 +1,7 @@
 // End to end: real server, real workers, real trial runner, the CLI as a
 // subprocess, and the SQLite file read back directly.
-#include <netinet/in.h>
 #include <signal.h>
 #include <sqlite3.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -23,6 +20,7 @@ namespace autoaccel {
 namespace {
 
 using ::autoaccel::testing::AddressFromLine;
+using ::autoaccel::testing::FreePort;
 using ::autoaccel::testing::MakeTempDir;
 using ::autoaccel::testing::RunCommand;
 using ::autoaccel::testing::Subprocess;
@@ -32,19 +30,6 @@ using ::testing::HasSubstr;
 
 constexpr char kTinyGpt[] = R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 4,
   "vocab_size": 64, "n_positions": 32})";
-
-// A port nobody listens on right now (the kernel's choice).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  ::close(fd);
-  return ok ? ntohs(addr.sin_port) : 0;
-}
 
 class Cluster {
  public:

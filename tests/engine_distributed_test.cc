@@ -3,9 +3,6 @@
 // stated. Each parallel strategy must reproduce the single-process losses of
 // the same global batch, keep data-parallel replicas identical, and divide
 // the model state as ZeRO's arithmetic says.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <csignal>
@@ -25,6 +22,7 @@
 namespace autoaccel {
 namespace {
 
+using ::autoaccel::testing::FreePort;
 using ::autoaccel::testing::MakeTempDir;
 using ::autoaccel::testing::Subprocess;
 using ::autoaccel::testing::TinyModelSpec;
@@ -33,20 +31,6 @@ using ::testing::HasSubstr;
 
 constexpr int kSteps = 5;
 constexpr double kLossTolerance = 1e-4;
-
-// A port nobody listens on right now (the kernel's choice).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  ::close(fd);
-  return ok ? ntohs(addr.sin_port) : 0;
-}
 
 // `kSteps` measured steps of the tiny model of `family`, global batch 8,
 // micro-batch 1 (two micro-batches per rank with dp 4, four with dp 2).

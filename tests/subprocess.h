@@ -46,6 +46,10 @@ int RunCommand(const std::vector<std::string>& argv, const std::string& dir, std
 // "listening on HOST:PORT" → "HOST:PORT" ("" if absent).
 std::string AddressFromLine(const std::string& line);
 
+// A loopback TCP port nobody listens on right now (the kernel's choice; it
+// may be taken again before the caller binds it). 0 if none was found.
+int FreePort();
+
 // A fresh temporary directory.
 std::string MakeTempDir(const std::string& prefix);
 
