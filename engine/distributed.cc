@@ -137,6 +137,39 @@ void Group::Wait(const c10::intrusive_ptr<c10d::Work>& work) {
   work->wait();
 }
 
+absl::StatusOr<std::string> CheckCollectives(const torch::Device& device) {
+  if (device.is_cuda() && !HaveNccl()) {
+    return absl::FailedPreconditionError("this trial runner was built without NCCL");
+  }
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = 0;  // the kernel's choice
+    options.isServer = true;
+    options.numWorkers = 1;
+    options.waitWorkers = false;
+    auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+    double seconds = 0;
+    Group group(MakeBackend(store, device, "127.0.0.1", 0, 1, std::chrono::minutes(1)), 0, 1,
+                &seconds);
+    const auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
+    torch::Tensor t = torch::arange(4, opts);
+    group.AllReduce(t);
+    group.AllReduce(t, c10d::ReduceOp::MAX);
+    torch::Tensor shard = torch::full({3}, 2.0, opts);
+    torch::Tensor gathered = torch::empty({3}, opts);
+    group.AllGather(gathered, shard);
+    torch::Tensor reduced = torch::empty({3}, opts);
+    group.Wait(group.ReduceScatterAsync(reduced, gathered));
+    group.Broadcast(reduced, 0);
+    const bool ok = t.cpu().equal(torch::arange(4, torch::kFloat)) &&
+                    reduced.cpu().equal(torch::full({3}, 2.0));
+    if (!ok) return absl::InternalError("a collective returned a wrong result");
+    return std::string(device.is_cuda() ? "nccl" : "gloo");
+  } catch (const std::exception& e) {
+    return absl::InternalError(e.what());
+  }
+}
+
 std::unique_ptr<Groups> Groups::Single() {
   std::unique_ptr<Groups> g(new Groups());
   g->world_ = Group(nullptr, 0, 1, &g->comm_seconds_);

@@ -77,6 +77,14 @@ class Group {
   double* comm_seconds_ = nullptr;
 };
 
+// Creates a one-rank process group on `device` (gloo for cpu, NCCL for
+// cuda) over a TCPStore on a free loopback port and checks the collectives
+// the strategies use: all-reduce (sum and max), all-gather and
+// reduce-scatter into and from flat tensors, broadcast. Returns the backend's
+// name ("gloo" or "nccl") or the first failure (FAILED_PRECONDITION without
+// an NCCL build for cuda; INTERNAL for a wrong result).
+absl::StatusOr<std::string> CheckCollectives(const torch::Device& device);
+
 // Where this rank sits in the strategy's layout.
 struct RankLayout {
   int rank = 0, world = 1;

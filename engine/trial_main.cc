@@ -1,5 +1,6 @@
 // autoaccel-trial --spec SPEC.json --result RESULT.json
 // autoaccel-trial --probe-peak [--threads N]
+// autoaccel-trial --check-collectives DEVICE
 //
 // Runs one rank of one trial and writes its TrialResult. Exit status 0 when
 // the result file was written, whatever the trial's status (OOM and FAILED
@@ -16,6 +17,7 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "engine/distributed.h"
 #include "engine/peak_probe.h"
 #include "engine/trainer.h"
 #include "engine/trial_io.h"
@@ -25,10 +27,14 @@ namespace {
 constexpr char kUsage[] =
     "usage: autoaccel-trial --spec SPEC.json --result RESULT.json\n"
     "       autoaccel-trial --probe-peak [--threads N]\n"
+    "       autoaccel-trial --check-collectives cpu|cuda[:N]\n"
     "Runs one trial rank described by SPEC.json (a TrialSpec) and writes its\n"
     "TrialResult to RESULT.json (atomically). Exit 0 once the result is written.\n"
     "--probe-peak prints this CPU's measured GEMM peak with N threads (default 1)\n"
-    "as one line of JSON: {\"bf16\": X, \"fp16\": Y, \"fp32\": Z} (TFLOP/s).\n";
+    "as one line of JSON: {\"bf16\": X, \"fp16\": Y, \"fp32\": Z} (TFLOP/s).\n"
+    "--check-collectives runs the process-group collectives of multi-rank trials\n"
+    "on a one-rank group (gloo on cpu, NCCL on cuda); prints the backend, exit 0\n"
+    "when every result is right, 1 otherwise.\n";
 
 int Usage(const char* problem) {
   std::fprintf(stderr, "autoaccel-trial: %s\n%s", problem, kUsage);
@@ -39,7 +45,8 @@ struct Args {
   std::string spec;
   std::string result;
   bool probe_peak = false;
-  std::string threads;  // --probe-peak only
+  std::string threads;            // --probe-peak only
+  std::string check_collectives;  // a device
 };
 
 // Accepts "--flag VALUE" and "--flag=VALUE".
@@ -52,9 +59,11 @@ bool ParseArgs(int argc, char** argv, Args* args, std::string* error) {
     }
     std::string* target = nullptr;
     std::string value;
-    for (auto [name, out] : {std::pair<const char*, std::string*>{"--spec", &args->spec},
-                             std::pair<const char*, std::string*>{"--result", &args->result},
-                             std::pair<const char*, std::string*>{"--threads", &args->threads}}) {
+    for (auto [name, out] :
+         {std::pair<const char*, std::string*>{"--spec", &args->spec},
+          std::pair<const char*, std::string*>{"--result", &args->result},
+          std::pair<const char*, std::string*>{"--threads", &args->threads},
+          std::pair<const char*, std::string*>{"--check-collectives", &args->check_collectives}}) {
       const size_t len = std::strlen(name);
       if (arg == name) {
         if (i + 1 >= argc) {
@@ -73,6 +82,13 @@ bool ParseArgs(int argc, char** argv, Args* args, std::string* error) {
       return false;
     }
     *target = value;
+  }
+  if (!args->check_collectives.empty()) {
+    if (args->probe_peak || !args->spec.empty() || !args->result.empty()) {
+      *error = "--check-collectives takes no other argument";
+      return false;
+    }
+    return true;
   }
   if (args->probe_peak) {
     if (!args->spec.empty() || !args->result.empty()) {
@@ -105,6 +121,22 @@ int ProbePeak(const std::string& threads_text) {
   return 0;
 }
 
+int CheckCollectivesOn(const std::string& device_text) {
+  absl::StatusOr<torch::Device> device = autoaccel::ParseDevice(device_text);
+  if (!device.ok()) {
+    std::fprintf(stderr, "autoaccel-trial: %s\n", std::string(device.status().message()).c_str());
+    return device.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  absl::StatusOr<std::string> backend = autoaccel::CheckCollectives(*device);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "autoaccel-trial: collectives on %s: %s\n", device_text.c_str(),
+                 std::string(backend.status().message()).c_str());
+    return 1;
+  }
+  std::printf("collectives ok on %s (%s)\n", device_text.c_str(), backend->c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,6 +148,7 @@ int main(int argc, char** argv) {
   }
   if (!ParseArgs(argc, argv, &args, &error)) return Usage(error.c_str());
   if (args.probe_peak) return ProbePeak(args.threads);
+  if (!args.check_collectives.empty()) return CheckCollectivesOn(args.check_collectives);
   const std::string& spec_path = args.spec;
   const std::string& result_path = args.result;
 

@@ -324,6 +324,20 @@ TEST(DataParallel, ARankThatDiesFailsTheOthersInsteadOfHangingThem) {
   EXPECT_FALSE(r0->error.empty());
 }
 
+TEST(Collectives, TheTrialRunnerChecksThemOnAOneRankGroup) {
+  const std::string dir = MakeTempDir("collectives");
+  std::string out, err;
+  ASSERT_EQ(testing::RunCommand({AUTOACCEL_TRIAL_BINARY, "--check-collectives", "cpu"}, dir, &out,
+                                &err, absl::Minutes(1)),
+            0)
+      << err;
+  EXPECT_THAT(out, HasSubstr("collectives ok on cpu (gloo)"));
+  EXPECT_EQ(testing::RunCommand({AUTOACCEL_TRIAL_BINARY, "--check-collectives", "tpu:0"}, dir, &out,
+                                &err, absl::Minutes(1)),
+            2);
+  EXPECT_THAT(err, HasSubstr("device: 'tpu:0'"));
+}
+
 TEST(DataParallel, BadLayoutsAreRefusedNamingTheField) {
   TrialSpec spec = DataParallelSpec(BaseSpec(), 2, Sharding::kNone);
   spec.world_size = 1;
