@@ -546,7 +546,9 @@ TrialResult RunTrialUnfenced(const TrialSpec& spec, const torch::Device& device,
       (*trainer)->training_flops_per_token() * tokens_per_step / m.step_time_median_s / 1e12;
   m.final_loss = loss;
   m.skipped_steps = (*trainer)->skipped_steps() - skipped_before_measuring;
-  m.peak_tflops = spec.peak_tflops.For(spec.strategy.precision);
+  // achieved_tflops is the whole gang's, so the peak is too: every rank's
+  // device (the spec's peak is one device's).
+  m.peak_tflops = spec.peak_tflops.For(spec.strategy.precision) * spec.world_size;
   if (m.peak_tflops > 0) m.mfu = m.achieved_tflops / m.peak_tflops;
   return result;
 }

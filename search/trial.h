@@ -59,7 +59,10 @@ struct TrialMetrics {
   // empty when unknown.
   std::vector<int64_t> rank_peak_memory_bytes;
   double mfu = 0;          // achieved_tflops / peak_tflops; 0 when the peak is unknown
-  double peak_tflops = 0;  // the device's dense peak at the trial's compute precision
+  // Dense peak at the trial's compute precision of the devices that ran it:
+  // one device's peak times the number of ranks (achieved_tflops is the
+  // gang's too).
+  double peak_tflops = 0;
 
   // Step times spread by more than 20% of the median ((max - min) / median):
   // the throughput figure is less trustworthy (a busy machine, a

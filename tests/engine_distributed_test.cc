@@ -290,12 +290,17 @@ TEST(DataParallel, ShardingDividesTheModelStateAsZeroSays) {
 }
 
 TEST(DataParallel, TheGangReportsItsSlowestRankAndCommunication) {
-  std::vector<TrialResult> ranks = RunGang(DataParallelSpec(BaseSpec(), 2, Sharding::kNone));
+  TrialSpec spec = DataParallelSpec(BaseSpec(), 2, Sharding::kNone);
+  spec.peak_tflops.fp32 = 0.5;  // one device's
+  std::vector<TrialResult> ranks = RunGang(spec);
   ASSERT_EQ(ranks.size(), 2u);
   for (const TrialResult& r : ranks) {
     ASSERT_EQ(r.status, TrialStatus::kSucceeded) << r.error;
     EXPECT_GT(r.metrics.comm_time_s, 0);
     EXPECT_LT(r.metrics.comm_time_s, r.metrics.step_time_max_s);
+    // The gang's throughput against the gang's peak: two devices.
+    EXPECT_EQ(r.metrics.peak_tflops, 1.0);
+    EXPECT_NEAR(r.metrics.mfu, r.metrics.achieved_tflops / 1.0, 1e-12);
   }
   // Step times are the gang's (the max over ranks), so both ranks agree.
   EXPECT_EQ(ranks[0].metrics.step_time_median_s, ranks[1].metrics.step_time_median_s);
