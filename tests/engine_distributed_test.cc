@@ -257,6 +257,12 @@ TEST(DataParallel, ShardedMixedPrecisionTrainsLikeTheReference) {
       SCOPED_TRACE(absl::StrCat(PrecisionName(precision), " ", ShardingName(sharding)));
       ExpectMatchesReference(spec, 3e-2);
     }
+    // Pipeline stages with tensor parallelism: the loss scale and the fp16
+    // skip decision must agree over every stage.
+    TrialSpec staged = LayoutSpec(BaseSpec(), 1, 2, Sharding::kNone, 2);
+    staged.strategy.precision = precision;
+    SCOPED_TRACE(absl::StrCat(PrecisionName(precision), " tp2 pp2"));
+    ExpectMatchesReference(staged, 3e-2);
   }
 }
 
