@@ -167,6 +167,17 @@ TEST(ParseRendezvousPortsTest, ReadsARangeAndRejectsBadOnesNamingTheFlag) {
   }
 }
 
+TEST(AdvertisedAddressTest, AWildcardListenHostBecomesTheHostName) {
+  EXPECT_EQ(AdvertisedAddress("127.0.0.1:0", 50052, "", "node7"), "127.0.0.1:50052");
+  EXPECT_EQ(AdvertisedAddress("0.0.0.0:50052", 50052, "", "node7"), "node7:50052");
+  EXPECT_EQ(AdvertisedAddress("[::]:0", 41000, "", "node7"), "node7:41000");
+  EXPECT_EQ(AdvertisedAddress(":50052", 50052, "", "node7"), "node7:50052");
+  // An explicit host wins; IPv6 gets its brackets.
+  EXPECT_EQ(AdvertisedAddress("0.0.0.0:0", 41000, "10.0.0.7", "node7"), "10.0.0.7:41000");
+  EXPECT_EQ(AdvertisedAddress("0.0.0.0:0", 41000, "fd00::7", "node7"), "[fd00::7]:41000");
+  EXPECT_EQ(AdvertisedAddress("[fd00::7]:0", 41000, "", "node7"), "[fd00::7]:41000");
+}
+
 TEST(ParsePeakTflopsTest, ReadsAnyOfTheThreePrecisions) {
   absl::StatusOr<PeakTflops> all = ParsePeakTflops("fp32=1.5,bf16=20,fp16=19.25");
   ASSERT_TRUE(all.ok()) << all.status();

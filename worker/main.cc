@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   int threads_per_device = 0;
   std::string peak_text;
   std::string rendezvous_ports = "29500-29999";
+  std::string advertise_host;
   app.add_option("--coordinator", coordinator, "HOST:PORT of autoaccel-server");
   app.add_option("--listen", listen, "HOST:PORT to serve on (port 0 picks a free one)");
   app.add_option("--devices", devices_text, "cpu:N (N CPU slots) or cuda:0,1,...");
@@ -48,6 +49,10 @@ int main(int argc, char** argv) {
   app.add_option("--rendezvous-ports", rendezvous_ports,
                  "A-B: ports of this host on which rank 0 of a multi-rank trial may serve its "
                  "rendezvous store; the coordinator gives each running trial its own");
+  app.add_option("--advertise-host", advertise_host,
+                 "host name or IP the coordinator and other workers reach this worker at "
+                 "(default: the --listen host; this machine's host name when that is 0.0.0.0 "
+                 "or ::)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -121,8 +126,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "autoaccel-worker: cannot listen on %s\n", listen.c_str());
     return 1;
   }
-  const std::string host = listen.substr(0, listen.rfind(':'));
-  const std::string address = absl::StrCat(host, ":", port);
+  char hostname[256] = {};
+  ::gethostname(hostname, sizeof(hostname) - 1);
+  const std::string address = autoaccel::AdvertisedAddress(listen, port, advertise_host, hostname);
   if (worker_id.empty()) worker_id = address;
   std::printf("autoaccel-worker %s listening on %s with %zu %s device(s)\n", worker_id.c_str(),
               address.c_str(), devices->size(), devices->front().type().c_str());

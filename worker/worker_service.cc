@@ -274,6 +274,19 @@ std::vector<std::string> DescribeDevices(const DeviceProbeOptions& options,
   return runner_devices;
 }
 
+std::string AdvertisedAddress(const std::string& listen, int port,
+                              const std::string& advertise_host, const std::string& hostname) {
+  std::string host = advertise_host;
+  if (host.empty()) {
+    const size_t colon = listen.rfind(':');
+    host = colon == std::string::npos ? std::string() : listen.substr(0, colon);
+    if (host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]") host = hostname;
+  }
+  if (host.find(':') != std::string::npos && host.front() != '[')
+    host = absl::StrCat("[", host, "]");
+  return absl::StrCat(host, ":", port);
+}
+
 absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& text,
                                                      int64_t memory_bytes) {
   auto bad = [&] {

@@ -40,6 +40,15 @@ absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& text, in
 // --rendezvous-ports otherwise.
 absl::StatusOr<std::pair<int, int>> ParseRendezvousPorts(const std::string& text);
 
+// The address the worker registers: the coordinator sends trials to it and
+// the other ranks of a gang whose rank 0 runs here meet at its host. It is
+// `advertise_host` when given, else the host of `listen` ("HOST:PORT"),
+// except that a wildcard listen host ("0.0.0.0", "::", "[::]" or empty),
+// which no other machine can dial, is replaced by `hostname`. The port is
+// the one the server bound (`port`). IPv6 hosts come back in brackets.
+std::string AdvertisedAddress(const std::string& listen, int port,
+                              const std::string& advertise_host, const std::string& hostname);
+
 // "fp32=X,bf16=Y,fp16=Z" (TFLOP/s, non-negative; any of the three, each at
 // most once, the others 0 = unknown). INVALID_ARGUMENT naming --peak-tflops
 // otherwise.
