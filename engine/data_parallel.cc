@@ -226,12 +226,20 @@ void DataParallel::StartReduction(Flat& f) {
   }
   // zero2, fsdp: pack this micro-batch's gradients, reduce-scatter them and
   // free them.
-  f.send = torch::zeros({f.padded}, f.flat.options());
+  f.send = torch::empty({f.padded}, f.flat.options());
+  int64_t end = 0;
   for (size_t i = 0; i < f.params.size(); ++i) {
     torch::Tensor& p = f.params[i];
-    if (p.grad().defined()) f.send.narrow(0, f.offsets[i], p.numel()).copy_(p.grad().reshape(-1));
+    torch::Tensor slice = f.send.narrow(0, f.offsets[i], p.numel());
+    if (p.grad().defined()) {
+      slice.copy_(p.grad().reshape(-1));
+    } else {
+      slice.zero_();  // no gradient this micro-batch
+    }
     p.mutable_grad().reset();
+    end = f.offsets[i] + p.numel();
   }
+  f.send.narrow(0, end, f.padded - end).zero_();  // padding
   f.send.mul_(inv);
   f.recv = torch::empty({f.shard_numel}, f.flat.options());
   f.work = group_->ReduceScatterAsync(f.recv, f.send);
@@ -258,7 +266,12 @@ void DataParallel::Step() {
   optimizer_->Step();
   if (options_.sharding == Sharding::kZero1 || options_.sharding == Sharding::kZero2) {
     torch::NoGradGuard no_grad;
-    for (auto& f : flats_) group_->AllGather(f->flat, f->shard);
+    // Every bucket's gather in flight at once, then wait for them all.
+    for (auto& f : flats_) f->work = group_->AllGatherAsync(f->flat, f->shard);
+    for (auto& f : flats_) {
+      group_->Wait(f->work);
+      f->work.reset();
+    }
   }
 }
 

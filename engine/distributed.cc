@@ -33,6 +33,19 @@ bool IsLoopback(const std::string& host) {
   return host == "localhost" || absl::StartsWith(host, "127.") || host == "::1";
 }
 
+// The rendezvous store of `world` ranks: rank 0 serves it on `port` (0: the
+// kernel's choice) and waits until every rank has connected.
+c10::intrusive_ptr<c10d::Store> MakeStore(const std::string& host, int port, int rank, int world,
+                                          std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(port);
+  options.isServer = rank == 0;
+  options.numWorkers = world;
+  options.waitWorkers = true;
+  options.timeout = timeout;
+  return c10::make_intrusive<c10d::TCPStore>(host, options);
+}
+
 c10::intrusive_ptr<c10d::Backend> MakeBackend(const c10::intrusive_ptr<c10d::Store>& store,
                                               const torch::Device& device, const std::string& host,
                                               int rank, int size,
@@ -142,12 +155,8 @@ absl::StatusOr<std::string> CheckCollectives(const torch::Device& device) {
     return absl::FailedPreconditionError("this trial runner was built without NCCL");
   }
   try {
-    c10d::TCPStoreOptions options;
-    options.port = 0;  // the kernel's choice
-    options.isServer = true;
-    options.numWorkers = 1;
-    options.waitWorkers = false;
-    auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+    auto store =
+        MakeStore("127.0.0.1", /*port=*/0, /*rank=*/0, /*world=*/1, std::chrono::minutes(1));
     double seconds = 0;
     Group group(MakeBackend(store, device, "127.0.0.1", 0, 1, std::chrono::minutes(1)), 0, 1,
                 &seconds);
@@ -194,13 +203,7 @@ absl::StatusOr<std::unique_ptr<Groups>> Groups::Connect(const TrialSpec& spec,
   }
   const RankLayout& l = g->layout_;
   try {
-    c10d::TCPStoreOptions options;
-    options.port = static_cast<uint16_t>(spec.master_port);
-    options.isServer = spec.rank == 0;
-    options.numWorkers = spec.world_size;
-    options.waitWorkers = true;
-    options.timeout = timeout;
-    g->store_ = c10::make_intrusive<c10d::TCPStore>(spec.master_addr, options);
+    g->store_ = MakeStore(spec.master_addr, spec.master_port, spec.rank, spec.world_size, timeout);
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("rendezvous at ", spec.master_addr, ":",
                                                spec.master_port, " failed: ", e.what()));

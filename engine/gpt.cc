@@ -126,12 +126,6 @@ std::vector<torch::Tensor> GptImpl::HeadParameters() {
 }
 
 absl::Status GptImpl::ShardTensorParallel(const TensorParallelShard& tp) {
-  const ModelSpec& m = spec();
-  if (m.n_head % tp.size != 0 || m.n_inner % tp.size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("strategy.tensor_parallel: ", tp.size,
-                                                   " does not divide n_head (", m.n_head,
-                                                   ") and n_inner (", m.n_inner, ")"));
-  }
   using Split = TensorParallelSplit;
   ShardParameters(*this, tp, [&](const std::string& name) {
     auto ends = [&](const char* suffix) { return absl::EndsWith(name, suffix); };

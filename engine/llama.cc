@@ -219,13 +219,7 @@ std::vector<torch::Tensor> LlamaImpl::HeadParameters() {
 }
 
 absl::Status LlamaImpl::ShardTensorParallel(const TensorParallelShard& tp) {
-  const ModelSpec& m = spec();
-  if (m.family != "llama") return TrainableModel::ShardTensorParallel(tp);
-  if (m.n_head % tp.size != 0 || m.n_kv_head % tp.size != 0 || m.n_inner % tp.size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "strategy.tensor_parallel: ", tp.size, " does not divide num_attention_heads (", m.n_head,
-        "), num_key_value_heads (", m.n_kv_head, ") and intermediate_size (", m.n_inner, ")"));
-  }
+  if (spec().family != "llama") return TrainableModel::ShardTensorParallel(tp);
   using Split = TensorParallelSplit;
   const int64_t padded_vocab = tp.vocab_per_rank * tp.size;
   ShardParameters(*this, tp, [&](const std::string& name) {

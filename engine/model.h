@@ -90,6 +90,9 @@ class TrainableModel : public torch::nn::Module {
   // the full model, on CPU, before moving it); Forward and Loss then need
   // RunOptions::tp set to `tp`. INVALID_ARGUMENT naming
   // strategy.tensor_parallel for a family without tensor parallelism.
+  // REQUIRES: tp.size divides the heads, key-value heads and MLP width (the
+  // search space's "tensor_parallel_model" rule, which ValidateTrialSpec
+  // applies); otherwise throws c10::Error.
   virtual absl::Status ShardTensorParallel(const TensorParallelShard& tp);
 
   // Pipeline stages run the model in pieces: Embed (tokens [B, T] ->

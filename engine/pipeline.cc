@@ -47,6 +47,15 @@ LayerRange ChunkLayers(int num_layers, int chunks, int chunk) {
   return LayerRange{first, first + base + (chunk < extra ? 1 : 0)};
 }
 
+std::vector<int> StageLayers(int num_layers, int stages, int virtual_stages, int stage) {
+  std::vector<int> layers;
+  for (int c = 0; c < virtual_stages; ++c) {
+    const LayerRange range = ChunkLayers(num_layers, stages * virtual_stages, c * stages + stage);
+    for (int l = range.first; l < range.last; ++l) layers.push_back(l);
+  }
+  return layers;
+}
+
 PipelineStage::PipelineStage(TrainableModel* model, Groups* groups, DataParallel* data_parallel,
                              Options options)
     : model_(model),
@@ -60,10 +69,7 @@ PipelineStage::PipelineStage(TrainableModel* model, Groups* groups, DataParallel
               " family does not run in pipeline stages");
   const int num_layers = model_->spec().n_layer;
   TORCH_CHECK(chunks_ <= num_layers, chunks_, " pipeline chunks for ", num_layers, " layers");
-  for (int c = 0; c < options_.virtual_stages; ++c) {
-    const LayerRange range = ChunkLayers(num_layers, chunks_, GlobalChunk(c));
-    for (int l = range.first; l < range.last; ++l) layers_.push_back(l);
-  }
+  layers_ = StageLayers(num_layers, stages_, options_.virtual_stages, stage_);
   activation_dtype_ = model_->parameters().front().scalar_type();
 }
 
@@ -88,13 +94,14 @@ double PipelineStage::RunStep(const std::vector<torch::Tensor>& inputs,
   outputs_ = inputs_;
   const std::vector<PipelineOp> order =
       PipelineOrder(options_.schedule, stages_, options_.virtual_stages, stage_, micro_batches_);
-  double total = 0;
+  // Summed on the device and read once, after the step: no sync per pass.
+  torch::Tensor total = torch::zeros({}, inputs[0].options().dtype(torch::kDouble));
   for (size_t n = 0; n < order.size(); ++n) {
     const PipelineOp& op = order[n];
     if (op.forward) {
       const torch::Tensor loss =
           Forward(op.chunk, op.micro_batch, inputs[op.micro_batch], targets[op.micro_batch]);
-      if (loss.defined()) total += loss.item<double>();
+      if (loss.defined()) total += loss;
     } else {
       if (data_parallel_) data_parallel_->BeginBackward(/*last=*/n + 1 == order.size());
       Backward(op.chunk, op.micro_batch);
@@ -105,7 +112,7 @@ double PipelineStage::RunStep(const std::vector<torch::Tensor>& inputs,
   for (const auto& work : sends_) groups_->pipeline().Wait(work);
   sends_.clear();
   send_buffers_.clear();
-  return total;
+  return total.item<double>();
 }
 
 torch::Tensor PipelineStage::Forward(int chunk, int micro_batch, const torch::Tensor& tokens,

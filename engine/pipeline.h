@@ -55,6 +55,10 @@ struct LayerRange {
 };
 LayerRange ChunkLayers(int num_layers, int chunks, int chunk);
 
+// The layers stage `stage` of `stages` runs, ascending: those of its chunks
+// stage, stage + stages, ... (virtual_stages of them).
+std::vector<int> StageLayers(int num_layers, int stages, int virtual_stages, int stage);
+
 // One stage's share of a training step.
 class PipelineStage {
  public:

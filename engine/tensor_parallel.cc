@@ -13,37 +13,13 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-Group* GroupOf(AutogradContext* ctx) {
-  return reinterpret_cast<Group*>(ctx->saved_data["group"].toInt());
-}
-
 torch::Tensor SummedOverGroup(Group* group, const torch::Tensor& x) {
   torch::Tensor out = x.contiguous().clone();
   group->AllReduce(out);
   return out;
 }
 
-class CopyToRegion : public torch::autograd::Function<CopyToRegion> {
- public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
-    ctx->saved_data["group"] = group;
-    return x.view_as(x);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    return {SummedOverGroup(GroupOf(ctx), grad[0]), torch::Tensor()};
-  }
-};
-
-class ReduceFromRegion : public torch::autograd::Function<ReduceFromRegion> {
- public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
-    (void)ctx;
-    return SummedOverGroup(reinterpret_cast<Group*>(group), x);
-  }
-  static variable_list backward(AutogradContext*, variable_list grad) {
-    return {grad[0], torch::Tensor()};
-  }
-};
+torch::Tensor Unchanged(Group*, const torch::Tensor& x) { return x.view_as(x); }
 
 // [B, T / size, ...] slices <-> [B, T, ...] along dim 1, through [T, B, ...]
 // so that each rank's slice is one contiguous block of the collective.
@@ -59,43 +35,41 @@ torch::Tensor GatheredSequence(Group* group, const torch::Tensor& x) {
 torch::Tensor ScatteredSequenceSum(Group* group, const torch::Tensor& x) {
   torch::Tensor all = x.transpose(0, 1).contiguous();
   std::vector<int64_t> shape = all.sizes().vec();
-  TORCH_CHECK(shape[0] % group->size() == 0, "sequence length ", shape[0],
-              " does not split over ", group->size(), " tensor-parallel ranks");
+  TORCH_CHECK(shape[0] % group->size() == 0, "sequence length ", shape[0], " does not split over ",
+              group->size(), " tensor-parallel ranks");
   shape[0] /= group->size();
   torch::Tensor mine = torch::empty(shape, all.options());
   group->Wait(group->ReduceScatterAsync(mine, all));
   return mine.transpose(0, 1);
 }
 
-class GatherSequence : public torch::autograd::Function<GatherSequence> {
+// A collective in forward and its adjoint in backward, over the group passed
+// as a handle (autograd Functions take only tensors and plain values).
+using GroupMap = torch::Tensor (*)(Group*, const torch::Tensor&);
+template <GroupMap kForward, GroupMap kBackward>
+class GroupFunction : public torch::autograd::Function<GroupFunction<kForward, kBackward>> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
     ctx->saved_data["group"] = group;
-    return GatheredSequence(reinterpret_cast<Group*>(group), x);
+    return kForward(reinterpret_cast<Group*>(group), x);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    return {ScatteredSequenceSum(GroupOf(ctx), grad[0]), torch::Tensor()};
+    return {kBackward(reinterpret_cast<Group*>(ctx->saved_data["group"].toInt()), grad[0]),
+            torch::Tensor()};
   }
 };
-
-class ScatterSequence : public torch::autograd::Function<ScatterSequence> {
- public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
-    ctx->saved_data["group"] = group;
-    return ScatteredSequenceSum(reinterpret_cast<Group*>(group), x);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    return {GatheredSequence(GroupOf(ctx), grad[0]), torch::Tensor()};
-  }
-};
+// Megatron's f (identity, all-reduce backward) and g (the reverse); with
+// sequence parallelism all-gather / reduce-scatter along the sequence.
+using CopyToRegion = GroupFunction<&Unchanged, &SummedOverGroup>;
+using ReduceFromRegion = GroupFunction<&SummedOverGroup, &Unchanged>;
+using GatherSequence = GroupFunction<&GatheredSequence, &ScatteredSequenceSum>;
+using ScatterSequence = GroupFunction<&ScatteredSequenceSum, &GatheredSequence>;
 
 int64_t GroupHandle(const TensorParallelShard* tp) { return reinterpret_cast<int64_t>(tp->group); }
 
 bool Active(const TensorParallelShard* tp) { return tp != nullptr && tp->size > 1; }
 
-bool SequenceParallel(const TensorParallelShard* tp) {
-  return Active(tp) && tp->sequence_parallel;
-}
+bool SequenceParallel(const TensorParallelShard* tp) { return Active(tp) && tp->sequence_parallel; }
 
 // The sum over the group of partial results: all-reduced, or
 // reduce-scattered along the sequence.
@@ -121,11 +95,7 @@ void SumReplicatedGradients(std::vector<torch::Tensor>& params, const TensorPara
   if (!SequenceParallel(tp)) return;
   Group* group = tp->group;
   for (torch::Tensor& p : params) {
-    p.register_hook([group](const torch::Tensor& grad) {
-      torch::Tensor sum = grad.contiguous().clone();
-      group->AllReduce(sum);
-      return sum;
-    });
+    p.register_hook([group](const torch::Tensor& grad) { return SummedOverGroup(group, grad); });
   }
 }
 

@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "engine/cpu_memory.h"
+#include "search/space.h"
 
 namespace autoaccel {
 namespace {
@@ -67,66 +68,22 @@ absl::Status ValidateTrialSpec(const TrialSpec& spec) {
   if (spec.measured_steps <= 0) {
     return absl::InvalidArgumentError("measured_steps: must be positive");
   }
-  const Strategy& s = spec.strategy;
-  if (s.micro_batch_size <= 0 || s.grad_accum_steps <= 0) {
-    return absl::InvalidArgumentError(
-        "strategy: micro_batch_size and grad_accum_steps must be positive");
-  }
   if (spec.world_size <= 0 || spec.rank < 0 || spec.rank >= spec.world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank/world_size: rank ", spec.rank, " of world_size ", spec.world_size));
   }
-  if (s.data_parallel < 1 || s.tensor_parallel < 1 || s.pipeline_parallel < 1 ||
-      s.world_size() != spec.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "world_size: ", spec.world_size, " ranks, but the strategy's layout dp ", s.data_parallel,
-        " x tp ", s.tensor_parallel, " x pp ", s.pipeline_parallel, " = ", s.world_size()));
-  }
-  if (int64_t{s.micro_batch_size} * s.grad_accum_steps * s.data_parallel !=
-      spec.global_batch_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "global_batch_size: micro_batch_size (", s.micro_batch_size, ") * grad_accum_steps (",
-        s.grad_accum_steps, ") * data_parallel (", s.data_parallel,
-        ") must equal global_batch_size (", spec.global_batch_size, ")"));
-  }
-  if (s.sharding != Sharding::kNone && s.data_parallel == 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("strategy.sharding: ", ShardingName(s.sharding),
-                     " shards over data-parallel ranks and needs data_parallel > 1"));
-  }
-  if (s.pipeline_parallel > 1) {
-    if (m.IsTorchScript()) {
-      return absl::InvalidArgumentError(
-          "strategy.pipeline_parallel: a torchscript model cannot be split into stages");
-    }
-    if (s.sharding == Sharding::kZero2 || s.sharding == Sharding::kFsdp) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "strategy.sharding: ", ShardingName(s.sharding),
-          " shards gradients per micro-batch and does not combine with pipeline stages "
-          "(allowed with pipeline_parallel > 1: none, zero1)"));
-    }
-    const int chunks = s.pipeline_parallel * s.virtual_stages;
-    if (chunks > m.n_layer) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "strategy.pipeline_parallel: ", s.pipeline_parallel, " stages x ", s.virtual_stages,
-          " virtual stages exceed the model's ", m.n_layer, " layers"));
-    }
-    if (s.pipeline_schedule == PipelineSchedule::kInterleaved &&
-        s.grad_accum_steps % s.pipeline_parallel != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "strategy.grad_accum_steps: the interleaved schedule needs a multiple of the ",
-          s.pipeline_parallel, " stages, got ", s.grad_accum_steps));
-    }
-  }
-  if (s.sequence_parallel && (s.tensor_parallel < 2 || spec.seq_len % s.tensor_parallel != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "strategy.sequence_parallel: needs tensor_parallel > 1 dividing seq_len (", spec.seq_len,
-        "), got tensor_parallel ", s.tensor_parallel));
-  }
-  if (s.tensor_parallel > 1 && m.IsTorchScript()) {
-    return absl::InvalidArgumentError(
-        "strategy.tensor_parallel: a torchscript model cannot be split (must be 1)");
-  }
+  // Whether the strategy can run on this model at all is the search space's
+  // rules (sizes, layout, batch and world products, families and shapes for
+  // tensor, pipeline and sequence parallelism), with the runner's
+  // capabilities: it computes in bf16 and offloads on any device.
+  SpaceRequest request;
+  request.model = m;
+  request.seq_len = spec.seq_len;
+  request.global_batch_size = spec.global_batch_size;
+  request.world_size = spec.world_size;
+  request.device_supports_bf16 = true;
+  request.device_is_accelerator = true;
+  RETURN_IF_ERROR(CheckCompatible(request, spec.strategy));
   if (spec.num_threads < 1) return absl::InvalidArgumentError("num_threads: must be >= 1");
   if (spec.memory_limit_bytes < 0) {
     return absl::InvalidArgumentError("memory_limit_bytes: must be >= 0 (0 means no limit)");
@@ -304,16 +261,13 @@ absl::Status Trainer::KeepStageParameters() {
                                                    " family does not run in pipeline stages"));
   }
   const int stages = s.pipeline_parallel, stage = groups_->layout().pp_rank;
-  const int chunks = stages * s.virtual_stages;
   std::unordered_set<const void*> keep;
   auto add = [&](const std::vector<torch::Tensor>& params) {
     for (const torch::Tensor& p : params) keep.insert(p.unsafeGetTensorImpl());
   };
   std::vector<torch::nn::Module*> layers = model_->Layers();
-  for (int c = 0; c < s.virtual_stages; ++c) {
-    const LayerRange range =
-        ChunkLayers(static_cast<int>(layers.size()), chunks, c * stages + stage);
-    for (int l = range.first; l < range.last; ++l) add(layers[l]->parameters());
+  for (int l : StageLayers(static_cast<int>(layers.size()), stages, s.virtual_stages, stage)) {
+    add(layers[l]->parameters());
   }
   if (stage == 0) add(model_->EmbeddingParameters());
   if (stage == stages - 1) add(model_->HeadParameters());

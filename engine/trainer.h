@@ -34,15 +34,14 @@
 namespace autoaccel {
 
 // Checks what running `spec` needs beyond what TrialSpecFromJson checks:
-// a valid model (ModelSpec::Validate), positive sizes, micro_batch_size *
-// grad_accum_steps * data_parallel == global_batch_size, seq_len <= the model's
-// maximum positions (n_positions / max_position_embeddings), a known device
-// string, num_threads >= 1, world_size == the strategy's dp * tp * pp, a
-// layout this engine runs (no sequence parallelism yet; pipeline stages
-// with sharding none or zero1 only, at least one layer per chunk, interleaved
-// with grad_accum_steps a multiple of the stages; tensor and pipeline
-// parallelism for gpt2 and llama, checked when the model is split).
-// Returns INVALID_ARGUMENT naming the field, else OK.
+// a valid model (ModelSpec::Validate), seq_len <= the model's maximum
+// positions (n_positions / max_position_embeddings), steps, rank <
+// world_size, num_threads >= 1, a memory limit >= 0, and the search space's
+// compatibility rules (search/space.h: positive sizes, the layout, dp * tp
+// * pp == world_size, mbs * ga * dp == global_batch_size, which families and
+// shapes allow tensor, pipeline and sequence parallelism, zero1 at most with
+// pipelines), except the device preferences: the runner computes in bf16 and
+// offloads on any device. Returns INVALID_ARGUMENT naming the field, else OK.
 absl::Status ValidateTrialSpec(const TrialSpec& spec);
 
 // Parses "cpu", "cuda" or "cuda:N". INVALID_ARGUMENT for anything else;

@@ -539,9 +539,9 @@ absl::Status CheckSequenceParallel(const SpaceRequest& r, const Strategy& s) {
   if (!s.sequence_parallel || s.tensor_parallel <= 1 || r.seq_len % s.tensor_parallel == 0) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "strategy.sequence_parallel: splits the sequence over the tensor_parallel (",
-      s.tensor_parallel, ") ranks, which does not divide seq_len (", r.seq_len, ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("strategy.sequence_parallel: splits the sequence over the tensor_parallel (",
+                   s.tensor_parallel, ") ranks, which does not divide seq_len (", r.seq_len, ")"));
 }
 
 constexpr CompatibilityRule kRules[] = {

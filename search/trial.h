@@ -58,7 +58,7 @@ struct TrialMetrics {
   // Peak tensor memory of each rank, by rank (peak_memory_bytes is the max);
   // empty when unknown.
   std::vector<int64_t> rank_peak_memory_bytes;
-  double mfu = 0;          // achieved_tflops / peak_tflops; 0 when the peak is unknown
+  double mfu = 0;  // achieved_tflops / peak_tflops; 0 when the peak is unknown
   // Dense peak at the trial's compute precision of the devices that ran it:
   // one device's peak times the number of ranks (achieved_tflops is the
   // gang's too).

@@ -1589,8 +1589,8 @@ TEST(Compatibility, PipelinesShardAtMostZero1AndSequenceSlicesMustDivide) {
   EXPECT_TRUE(CheckCompatible(r, sp).ok());
   r.seq_len = 127;
   EXPECT_THAT(CheckCompatible(r, sp),
-              InvalidArgument(AllOf(StartsWith("strategy.sequence_parallel:"),
-                                    HasSubstr("seq_len (127)"))));
+              InvalidArgument(
+                  AllOf(StartsWith("strategy.sequence_parallel:"), HasSubstr("seq_len (127)"))));
 }
 
 TEST(Compatibility, ExplainsWhyAStrategyCannotRun) {
