@@ -87,6 +87,8 @@ json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
            {"trials_total", j.trials_total()},
            {"trials_done", j.trials_done()},
            {"trials_running", j.trials_running()},
+           {"trials_pruned", j.trials_pruned()},
+           {"algorithm", j.algorithm()},
            {"model",
             {{"family", j.request().model().family()},
              {"seq_len", j.request().seq_len()},
@@ -135,16 +137,32 @@ std::string TableHeader() {
                          "step ms", "comm ms", "peak MiB", "MFU", "loss", "strategy");
 }
 
+// PRUNED candidates can be thousands: the table counts them on one line and
+// shows one example reason (--json lists each with its reason).
 void PrintTrialTable(std::ostream& out, const std::vector<v1::Trial>& trials) {
   out << TableHeader() << "\n";
-  for (const v1::Trial& t : trials) out << TrialRow(t) << "\n";
+  int pruned = 0;
+  const v1::Trial* example = nullptr;
+  for (const v1::Trial& t : trials) {
+    if (t.status() == "PRUNED") {
+      if (pruned++ == 0) example = &t;
+      continue;
+    }
+    out << TrialRow(t) << "\n";
+  }
+  if (pruned > 0) {
+    out << absl::StrFormat("      %d candidate(s) PRUNED without running, e.g. %s: %s\n", pruned,
+                           example->strategy().text(), example->reason());
+  }
 }
 
 void PrintJobSummary(std::ostream& out, const v1::Job& j) {
   out << "job " << j.job_id() << ": " << j.state() << " — " << j.status_message() << "\n";
-  out << absl::StrFormat("  elapsed %.1fs of %.0fs limit; %d trial(s) done of %d candidates\n",
-                         j.elapsed_seconds(), j.request().time_limit_seconds(), j.trials_done(),
-                         j.trials_total());
+  out << absl::StrFormat(
+      "  elapsed %.1fs of %.0fs limit; %d trial(s) run, %d candidate(s) pruned, of %d\n",
+      j.elapsed_seconds(), j.request().time_limit_seconds(), j.trials_done() - j.trials_pruned(),
+      j.trials_pruned(), j.trials_total());
+  if (!j.algorithm().empty()) out << "  search: " << j.algorithm() << "\n";
   if (j.has_best()) {
     const v1::TrialMetrics& m = j.best().metrics();
     out << "  best strategy: " << j.best().strategy().text() << "\n";
@@ -174,12 +192,15 @@ std::string ProgressLine(const v1::Job& j) {
   std::string best =
       j.has_best() ? absl::StrFormat("best %.0f tok/s", j.best().metrics().tokens_per_second())
                    : "no result yet";
-  // What the job will run at most: the space, or the trial budget if smaller.
+  // What the job will settle at most: the space, or the trial budget (pruned
+  // candidates do not count against it) if smaller.
   int planned = j.trials_total();
-  if (j.request().max_trials() > 0) planned = std::min(planned, j.request().max_trials());
-  return absl::StrFormat("[%s] %5.0fs/%.0fs  %s  trials %d/%d done, %d running  %s", bar,
-                         j.elapsed_seconds(), limit, j.state(), j.trials_done(), planned,
-                         j.trials_running(), best);
+  if (j.request().max_trials() > 0) {
+    planned = std::min(planned, j.request().max_trials() + j.trials_pruned());
+  }
+  return absl::StrFormat("[%s] %5.0fs/%.0fs  %s  trials %d/%d done (%d pruned), %d running  %s",
+                         bar, j.elapsed_seconds(), limit, j.state(), j.trials_done(), planned,
+                         j.trials_pruned(), j.trials_running(), best);
 }
 
 bool IsTerminalState(const std::string& s) {
@@ -195,12 +216,31 @@ grpc::Status Watch(const ClientContext& c, const std::string& job_id, v1::JobEve
   req.set_job_id(job_id);
   std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> reader = c.stub->WatchJob(&ctx, req);
   std::set<std::string> shown;
-  std::string last_state, last_line;
+  std::string last_state, last_line, last_algorithm;
+  int pruned_shown = 0;
   bool header = false;
   v1::JobEvent event;
   while (reader->Read(&event)) {
     const v1::Job& j = event.job();
     if (c.interactive) *c.err << "\r\033[K";
+    if (!j.algorithm().empty() && j.algorithm() != last_algorithm) {
+      *c.err << "search: " << j.algorithm() << "\n";
+      last_algorithm = j.algorithm();
+    }
+    // Pruned candidates: one line per batch, not one per candidate.
+    int pruned_new = 0;
+    const v1::Trial* pruned_example = nullptr;
+    for (const v1::Trial& t : event.trials()) {
+      if (t.status() != "PRUNED" || shown.count(t.trial_id())) continue;
+      if (pruned_new++ == 0) pruned_example = &t;
+      shown.insert(t.trial_id());
+    }
+    if (pruned_new > 0) {
+      pruned_shown += pruned_new;
+      *c.err << absl::StrFormat("pruned %d candidate(s) (%d in all), e.g. %s: %s\n", pruned_new,
+                                pruned_shown, pruned_example->strategy().text(),
+                                pruned_example->reason());
+    }
     for (const v1::Trial& t : event.trials()) {
       if (t.status() == "RUNNING" || t.status() == "PENDING" || shown.count(t.trial_id())) continue;
       if (!header) {

@@ -160,6 +160,24 @@ int main(int argc, char** argv) {
   tune->add_option("--sequence-parallel", sequence_parallel,
                    "sequence parallelism with tensor parallelism: off,on (default: both)")
       ->delimiter(',');
+  // How to search (docs/CLI.md, "Search").
+  std::string algorithm = "auto", load_strategy;
+  std::vector<std::string> include, exclude;
+  bool finetune = false;
+  tune->add_option("--algorithm", algorithm,
+                   "search algorithm: auto (default), exhaustive, greedy, bayes, halving");
+  tune->add_option("--exclude", exclude,
+                   "methods no tried strategy may use, e.g. zero1,fsdp,fp16 (ATorch names)")
+      ->delimiter(',');
+  tune->add_option("--include", include,
+                   "methods every tried strategy must use, e.g. checkpoint,amp_native")
+      ->delimiter(',');
+  tune->add_option("--load-strategy", load_strategy,
+                   "semi-automatic: a partial strategy ('precision=bf16,checkpoint=full' or "
+                   "ATorch's '[\"zero2\", (\"amp_native\", {\"dtype\": \"bf16\"})]'); the "
+                   "rest is filled with the model's best guess and run once");
+  tune->add_flag("--finetune", finetune,
+                 "with --load-strategy: search the loaded strategy's neighbourhood instead");
   tune->add_option("--warmup-steps", warmup, "untimed steps per trial (default 2)");
   tune->add_option("--measured-steps", measured, "timed steps per trial (default 5)");
   tune->add_option("--trial-timeout", trial_timeout, "limit for one trial, e.g. 5m");
@@ -231,6 +249,11 @@ int main(int argc, char** argv) {
     for (const std::string& p : pipeline_schedules) request.add_pipeline_schedules(p);
     for (int v : virtual_stages) request.add_virtual_stages(v);
     for (const std::string& s : sequence_parallel) request.add_sequence_parallel(s);
+    request.set_algorithm(algorithm);
+    for (const std::string& m : include) request.add_include(m);
+    for (const std::string& m : exclude) request.add_exclude(m);
+    request.set_load_strategy(load_strategy);
+    request.set_finetune(finetune);
     return autoaccel::TuneCommand(c, request, !detach);
   }
   if (*watch) return autoaccel::WatchCommand(c, job_id);

@@ -1,9 +1,24 @@
-// Searchers decide which strategy to try next and remember what the trials
-// measured.
+// Searchers decide which strategy to try next, which ones never to run, and
+// remember what the trials measured.
 //
-// The coordinator drives a searcher: it calls Next() for a strategy, runs the
-// trial, and calls Report() with the result, until Finished(). A searcher never
-// runs anything itself and does no I/O.
+// The coordinator drives a searcher: it calls Next() for a proposal whenever
+// a gang of devices is free (so several trials may be in flight at once),
+// runs the trial, and calls Report() with the result, until Finished(). After
+// creating a searcher and after every Report() it calls TakePruned() and
+// records those strategies as PRUNED trials with their reasons. A searcher
+// never runs anything itself and does no I/O.
+//
+// Every algorithm works over the same candidates (the compatible strategies of
+// the job's space, after --include/--exclude) with the same cost model
+// (search/cost_model.h), calibrated from every measured trial, and the same
+// pruning rules:
+//   - memory: a candidate whose calibrated estimate exceeds the device memory
+//     by more than the margin is pruned, before it is ever proposed (checked
+//     again after each calibration; a pruned candidate never comes back);
+//   - out of memory: after a trial runs out of memory, every open candidate
+//     that needs at least as much memory along a monotone dimension (same
+//     strategy otherwise, with a micro-batch at least as large, sharding at
+//     most as deep, recompute at most as much, no more offload) is pruned.
 //
 // Thread-compatible: the caller serialises all calls on one searcher (e.g.
 // under the job's mutex).
@@ -13,11 +28,14 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "search/clock.h"
+#include "search/cost_model.h"
 #include "search/strategy.h"
 #include "search/trial.h"
 
@@ -36,6 +54,19 @@ struct ScoredTrial {
   TrialMetrics metrics;
 };
 
+// One trial to run: the strategy and how many steps to measure (0 = the job's
+// default; successive halving measures its early rungs with fewer).
+struct Proposal {
+  Strategy strategy;
+  int measured_steps = 0;
+};
+
+// A candidate the searcher decided never to run, and why (shown to the user).
+struct PrunedStrategy {
+  Strategy strategy;
+  std::string reason;
+};
+
 // True when `trial` can be the answer of a job: it SUCCEEDED, its throughput
 // is a finite non-negative number, and (when memory_limit_bytes > 0) its
 // peak_memory_bytes <= memory_limit_bytes.
@@ -47,39 +78,112 @@ bool IsEligible(const ScoredTrial& trial, int64_t memory_limit_bytes);
 std::optional<ScoredTrial> SelectBest(const std::vector<ScoredTrial>& trials,
                                       int64_t memory_limit_bytes);
 
+// True when `b` needs at least as much device memory as `a` by construction:
+// the two are equal but for the micro-batch (b's >= a's, gradient
+// accumulation following), sharding (b's at most as deep: none < zero1 <
+// zero2 < fsdp), recompute (b's at most as much: none, then selective and
+// full by the share of layers they cover) and offload (b's none or a's cpu).
+// Reflexive.
+bool NeedsAtLeastAsMuchMemory(const Strategy& b, const Strategy& a);
+
+// How many strategy dimensions `a` and `b` differ in. Dimensions: layout
+// (dp, tp, pp), sharding, sequence parallelism, pipeline schedule (with its
+// virtual stages), micro-batch size (gradient accumulation follows it),
+// precision, checkpointing (with its percent), attention, optimizer, offload.
+int StrategyDistance(const Strategy& a, const Strategy& b);
+
 class Searcher {
  public:
   virtual ~Searcher() = default;
 
-  // The next strategy to run, or nullopt when none can be proposed now (space
-  // exhausted, max_trials proposals made, or deadline reached). Each call that
-  // returns a strategy counts as one proposal.
-  virtual std::optional<Strategy> Next() = 0;
+  // The next trial to run, or nullopt when none can be proposed now: the
+  // space is exhausted, max_trials proposals were made, the deadline passed,
+  // or the algorithm waits for results of trials in flight (then Finished()
+  // is false). Each returned proposal counts toward max_trials.
+  virtual std::optional<Proposal> Next() = 0;
 
-  // Records a finished trial of a strategy previously returned by Next().
+  // Candidates pruned since the last call, in the order decided.
+  virtual std::vector<PrunedStrategy> TakePruned() = 0;
+
+  // Records a finished trial of a strategy previously proposed.
   // REQUIRES: IsTerminal(trial.status); report each proposal at most once.
   virtual void Report(const ScoredTrial& trial) = 0;
 
-  // True when no later Next() will return a strategy (space exhausted,
-  // max_trials proposals made, or deadline reached). Says nothing about
+  // True when no later Next() will return a proposal. Says nothing about
   // trials still running.
   virtual bool Finished() const = 0;
 
-  // The best reported trial so far by SelectBest(); nullopt if none.
+  // The answer so far by SelectBest(); nullopt if none.
   virtual std::optional<ScoredTrial> Best() const = 0;
+
+  // The algorithm, e.g. "bayes", or "auto: bayes (2311 candidates, room for
+  // about 90 trials)" for the automatic choice.
+  virtual std::string Describe() const = 0;
 };
 
-// A searcher that proposes every strategy of `space` once, in the order given
-// (EnumerateSpace() puts the likely-best first), and learns nothing from the
-// results except which is best. Duplicates in `space` are proposed once.
-//
-// `clock` is not owned and must outlive the searcher; nullptr means
-// RealClock(). memory_limit_bytes > 0 makes trials whose peak memory exceeds
-// it ineligible for Best(); 0 means no limit.
-//
-// INVALID_ARGUMENT for an empty space ("space: ..."), a strategy with a
-// non-positive size ("space[i]: ..."), max_trials < 0 ("max_trials: ...") or
-// memory_limit_bytes < 0 ("memory_limit_bytes: ...").
+enum class SearchAlgorithm {
+  // Picks one of the others from the space size, the trial budget and the
+  // time limit: exhaustive when every candidate fits the budget, otherwise
+  // bayes.
+  kAuto,
+  // Every candidate once, in the space's order (likely-best first).
+  kExhaustive,
+  // Coordinate descent from the cost model's best guess: the unmeasured
+  // neighbours (one dimension changed) of the best strategy measured so far,
+  // best predicted first; at a local optimum, restarts from the best
+  // predicted candidate not yet measured.
+  kGreedy,
+  // A Gaussian-process surrogate of log throughput over the strategy
+  // encoding, whose prior mean is the calibrated cost model; proposes the
+  // candidate of highest expected improvement (trials in flight count as
+  // measured at their predicted value, so parallel proposals spread out).
+  kBayes,
+  // Successive halving: the best predicted candidates measured with few
+  // steps, the best third of them again with more, until the job's steps.
+  kHalving,
+};
+// "auto", "exhaustive", "greedy", "bayes", "halving".
+absl::string_view SearchAlgorithmName(SearchAlgorithm a);
+// INVALID_ARGUMENT "algorithm: unknown value 'x' (allowed: auto, ...)".
+absl::StatusOr<SearchAlgorithm> ParseSearchAlgorithm(absl::string_view name);
+
+struct SearchSetup {
+  SearchAlgorithm algorithm = SearchAlgorithm::kAuto;
+  // The candidates, in the space's order (EnumerateSpace(): likely-best
+  // first), already filtered by the user's constraints. Duplicates are
+  // proposed once.
+  std::vector<Strategy> candidates;
+  // Predicts and learns; the searcher owns it.
+  std::optional<CostModel> cost_model;
+  SearchBudget budget;
+  // Trials that can run at once (free device gangs); auto uses it to judge
+  // how many trials fit in the time limit.
+  int parallel_trials = 1;
+  // The job's warm-up and measured steps per trial.
+  int warmup_steps = 2;
+  int measured_steps = 5;
+  // Candidates predicted to exceed the device memory by more than this
+  // fraction are pruned.
+  double memory_margin = 0.1;
+  // Trials whose peak memory exceeds it are not eligible as the answer; 0 =
+  // no limit.
+  int64_t memory_limit_bytes = 0;
+  // Semi-automatic mode (--load-strategy --finetune): greedy starts from this
+  // strategy (which must be one of the candidates) instead of the cost
+  // model's best guess.
+  std::optional<Strategy> start;
+  // nullptr = RealClock(); not owned, must outlive the searcher.
+  const Clock* clock = nullptr;
+};
+
+// INVALID_ARGUMENT for no candidates ("space: ..."), a candidate with a
+// non-positive size ("space[i]: ..."), max_trials < 0 ("max_trials: ..."),
+// memory_limit_bytes < 0, parallel_trials < 1, measured_steps < 1, a start
+// that is not a candidate ("load_strategy: ...").
+absl::StatusOr<std::unique_ptr<Searcher>> CreateSearcher(SearchSetup setup);
+
+// Exhaustive search without a cost model (nothing pruned): every candidate of
+// `space` once, in the order given.
 absl::StatusOr<std::unique_ptr<Searcher>> CreateExhaustiveSearcher(std::vector<Strategy> space,
                                                                    SearchBudget budget,
                                                                    const Clock* clock,

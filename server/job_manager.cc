@@ -14,6 +14,8 @@
 #include "common/status_macros.h"
 #include "engine/trial_io.h"
 #include "proto/convert.h"
+#include "search/cost_model.h"
+#include "search/methods.h"
 #include "search/space.h"
 #include "server/signature.h"
 
@@ -58,7 +60,9 @@ absl::StatusOr<ModelSpec> ModelFromRequest(const v1::ModelSpec& m) {
 struct ValidatedRequest {
   v1::TuneRequest request;  // with defaults filled in
   ModelSpec model;
-  std::vector<Strategy> space;
+  std::vector<Strategy> space;  // compatible, and allowed by --include / --exclude
+  SearchAlgorithm algorithm = SearchAlgorithm::kAuto;
+  std::optional<PartialStrategy> load;  // --load-strategy
 };
 
 absl::StatusOr<ValidatedRequest> Validate(const v1::TuneRequest& in,
@@ -146,6 +150,45 @@ absl::StatusOr<ValidatedRequest> Validate(const v1::TuneRequest& in,
   space.checkpoint_percents.assign(r.checkpoint_percents().begin(), r.checkpoint_percents().end());
   space.device_is_accelerator = r.device_type() == "cuda";
   ASSIGN_OR_RETURN(out.space, EnumerateSpace(space));
+  if (r.algorithm().empty()) r.set_algorithm("auto");
+  ASSIGN_OR_RETURN(out.algorithm, ParseSearchAlgorithm(r.algorithm()));
+  const std::vector<std::string> include(r.include().begin(), r.include().end());
+  const std::vector<std::string> exclude(r.exclude().begin(), r.exclude().end());
+  ASSIGN_OR_RETURN(MethodFilter filter, ParseMethodFilter(include, exclude));
+  if (!filter.empty()) {
+    const size_t before = out.space.size();
+    std::string example;
+    out.space.erase(std::remove_if(out.space.begin(), out.space.end(),
+                                   [&](const Strategy& s) {
+                                     if (filter.Allows(s)) return false;
+                                     if (example.empty()) example = filter.Refusal(s);
+                                     return true;
+                                   }),
+                    out.space.end());
+    if (out.space.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("include, exclude: none of the ", before,
+                                                     " candidate strategies is left (e.g. ",
+                                                     example, ")"));
+    }
+  }
+  if (r.finetune() && r.load_strategy().empty()) {
+    return absl::InvalidArgumentError("finetune: needs a strategy to start from (--load-strategy)");
+  }
+  if (!r.load_strategy().empty()) {
+    if (r.algorithm() != "auto") {
+      return absl::InvalidArgumentError(
+          "algorithm: not with load_strategy (it runs the loaded strategy, or with finetune "
+          "searches its neighbourhood greedily)");
+    }
+    ASSIGN_OR_RETURN(PartialStrategy load, ParseLoadStrategy(r.load_strategy()));
+    if (std::none_of(out.space.begin(), out.space.end(),
+                     [&](const Strategy& s) { return load.Matches(s); })) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "load_strategy: no candidate of the space matches '", load.ToText(),
+          "' (check its values against the request's world size, batch and candidate lists)"));
+    }
+    out.load = std::move(load);
+  }
   return out;
 }
 
@@ -211,9 +254,11 @@ v1::Job JobRecordToProto(const JobRecord& r, const std::vector<TrialRecord>& tri
   j.set_finished_at(UnixSecondsOrZero(r.finished_at));
   j.set_deadline(UnixSecondsOrZero(r.deadline));
   j.set_trials_total(r.trials_total);
-  int done = 0, running = 0;
+  j.set_algorithm(r.algorithm);
+  int done = 0, running = 0, pruned = 0;
   for (const TrialRecord& t : trials) {
     if (IsTerminal(t.status)) ++done;
+    if (t.status == TrialStatus::kPruned) ++pruned;
     if (t.status == TrialStatus::kRunning) ++running;
     if (!r.best_trial_id.empty() && t.trial_id == r.best_trial_id) {
       *j.mutable_best() = TrialToProto(t);
@@ -221,6 +266,7 @@ v1::Job JobRecordToProto(const JobRecord& r, const std::vector<TrialRecord>& tri
   }
   j.set_trials_done(done);
   j.set_trials_running(running);
+  j.set_trials_pruned(pruned);
   if (r.created_at != absl::InfinitePast()) {
     absl::Time end = r.finished_at != absl::InfinitePast() ? r.finished_at : absl::Now();
     j.set_elapsed_seconds(absl::ToDoubleSeconds(end - r.created_at));
@@ -358,10 +404,10 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
   rec.created_at = clock_->Now();
   rec.deadline = rec.created_at + absl::Seconds(r.time_limit_seconds());
   rec.trials_total = static_cast<int>(valid.space.size());
-  SearchBudget budget;
-  budget.deadline = rec.deadline;
-  budget.max_trials = r.max_trials();
-  ASSIGN_OR_RETURN(job->searcher, CreateExhaustiveSearcher(std::move(valid.space), budget, clock_));
+  job->space = std::move(valid.space);
+  job->algorithm = valid.algorithm;
+  job->load = std::move(valid.load);
+  if (job->load && !r.finetune()) rec.trials_total = 1;
   RETURN_IF_ERROR(store_->CreateJob(rec));
   job->version = 1;
   spdlog::info("job {}: submitted ({} {} layers, seq {}, batch {}, {} candidates, limit {}s)",
@@ -576,11 +622,15 @@ void JobManager::TickLocked(std::vector<Dispatch>* dispatches, std::vector<Cance
       FinishJobLocked(job, JobState::kSucceeded, "time limit reached", cancels);
       continue;
     }
-    if (job->searcher->Finished() && job->running == 0) {
+    if (job->searcher && job->searcher->Finished() && job->running == 0) {
+      const int max_trials = job->request.max_trials();
+      int run = 0;
+      for (const auto& t : job->trials) run += t->record.status != TrialStatus::kPruned;
       FinishJobLocked(job, JobState::kSucceeded,
-                      job->record.trials_total == static_cast<int>(job->trials.size())
-                          ? "every candidate measured"
-                          : "trial budget spent",
+                      max_trials > 0 && run >= max_trials ? "trial budget spent"
+                      : job->record.trials_total == static_cast<int>(job->trials.size())
+                          ? "every candidate measured or pruned"
+                          : "search finished",
                       cancels);
       continue;
     }
@@ -598,6 +648,12 @@ void JobManager::TickLocked(std::vector<Dispatch>* dispatches, std::vector<Cance
         PersistJobLocked(job);
       }
       continue;
+    }
+    if (!job->searcher) {
+      if (absl::Status s = CreateSearcherLocked(job, pool); !s.ok()) {
+        FinishJobLocked(job, JobState::kFailed, std::string(s.message()), cancels);
+        continue;
+      }
     }
     if (job->record.state == JobState::kQueued ||
         job->record.state == JobState::kWaitingForWorkers) {
@@ -685,8 +741,9 @@ void JobManager::DispatchLocked(JobRun* job, std::vector<Dispatch>* dispatches) 
     int port = 0;
     std::vector<Rank> ranks = FindFreeDevicesLocked(r.device_type(), r.world_size(), &port);
     if (ranks.empty()) return;
-    std::optional<Strategy> strategy = job->searcher->Next();
-    if (!strategy) return;
+    std::optional<Proposal> proposal = job->searcher->Next();
+    if (!proposal) return;
+    const Strategy* strategy = &proposal->strategy;
     auto trial = std::make_unique<TrialRun>();
     trial->strategy = *strategy;
     trial->ranks = ranks;
@@ -721,7 +778,8 @@ void JobManager::DispatchLocked(JobRun* job, std::vector<Dispatch>* dispatches) 
     spec.global_batch_size = r.global_batch_size();
     spec.strategy = *strategy;
     spec.warmup_steps = r.warmup_steps();
-    spec.measured_steps = r.measured_steps();
+    spec.measured_steps =
+        proposal->measured_steps > 0 ? proposal->measured_steps : r.measured_steps();
     for (size_t i = 0; i < ranks.size(); ++i) {
       workers_[ranks[i].worker_id].held_by[ranks[i].device_index] = rec.trial_id;
       holds_[{rec.trial_id, static_cast<int>(i)}] =
@@ -750,6 +808,126 @@ void JobManager::DispatchLocked(JobRun* job, std::vector<Dispatch>* dispatches) 
     job->trials.push_back(std::move(trial));
     PersistTrialLocked(job, raw);
   }
+}
+
+DeviceSpec JobManager::DeviceSpecLocked(const std::string& type) const {
+  DeviceSpec device;
+  device.type = type;
+  bool first = true;
+  for (const auto& [id, w] : workers_) {
+    if (!w.healthy) continue;
+    for (const v1::Device& d : w.info.devices()) {
+      if (d.type() != type) continue;
+      if (first) {
+        device.peak = FromProto(d.peak_tflops());
+        device.memory_bytes = d.memory_bytes();
+        first = false;
+      } else if (d.memory_bytes() > 0 &&
+                 (device.memory_bytes == 0 || d.memory_bytes() < device.memory_bytes)) {
+        device.memory_bytes = d.memory_bytes();
+      }
+    }
+  }
+  return device;
+}
+
+absl::Status JobManager::CreateSearcherLocked(JobRun* job, int pool) {
+  const v1::TuneRequest& r = job->request;
+  SearchSetup setup;
+  setup.algorithm = job->algorithm;
+  setup.cost_model.emplace(job->model, r.seq_len(), r.global_batch_size(),
+                           DeviceSpecLocked(r.device_type()));
+  setup.budget.deadline = job->record.deadline;
+  setup.budget.max_trials = r.max_trials();
+  setup.parallel_trials = std::max(1, pool / std::max(1, r.world_size()));
+  setup.warmup_steps = r.warmup_steps();
+  setup.measured_steps = r.measured_steps();
+  setup.clock = clock_;
+  std::string description;
+  if (job->load) {
+    // Fill the loaded strategy's missing dimensions with the model's best
+    // guess: the fastest predicted match that fits, else the smallest.
+    const CostModel& model = *setup.cost_model;
+    const Strategy* pick = nullptr;
+    double pick_tps = -1;
+    int64_t pick_memory = 0;
+    bool pick_fits = false;
+    for (const Strategy& s : job->space) {
+      if (!job->load->Matches(s)) continue;
+      const bool fits = model.Fits(s, setup.memory_margin, nullptr);
+      const CostModel::Prediction p = model.Predict(s);
+      const bool better = pick == nullptr || (fits && !pick_fits) ||
+                          (fits == pick_fits && (fits ? p.tokens_per_second > pick_tps
+                                                      : p.memory.total() < pick_memory));
+      if (better) {
+        pick = &s;
+        pick_tps = p.tokens_per_second;
+        pick_memory = p.memory.total();
+        pick_fits = fits;
+      }
+    }
+    if (pick == nullptr) return absl::InvalidArgumentError("load_strategy: no candidate matches");
+    const Strategy start = *pick;
+    if (r.finetune()) {
+      // The neighbourhood: every candidate at most two dimensions away.
+      for (const Strategy& s : job->space) {
+        if (StrategyDistance(s, start) <= 2) setup.candidates.push_back(s);
+      }
+      setup.algorithm = SearchAlgorithm::kGreedy;
+      setup.start = start;
+      description = absl::StrFormat("finetune: greedy from %s over %d neighbours",
+                                    StrategyToText(start), setup.candidates.size() - 1);
+    } else {
+      // Run as loaded: the trial is what confirms whether it fits.
+      setup.candidates = {start};
+      setup.algorithm = SearchAlgorithm::kExhaustive;
+      setup.memory_margin = std::numeric_limits<double>::infinity();
+      description = absl::StrCat("load_strategy: runs ", StrategyToText(start), " once");
+    }
+  } else {
+    setup.candidates = job->space;
+  }
+  const int candidates = static_cast<int>(setup.candidates.size());
+  ASSIGN_OR_RETURN(job->searcher, CreateSearcher(std::move(setup)));
+  job->space.clear();
+  job->space.shrink_to_fit();
+  job->record.trials_total = candidates;
+  job->record.algorithm = description.empty() ? job->searcher->Describe() : description;
+  spdlog::info("job {}: {}", job->record.job_id, job->record.algorithm);
+  PersistJobLocked(job);
+  RecordPrunedLocked(job);
+  return absl::OkStatus();
+}
+
+void JobManager::RecordPrunedLocked(JobRun* job) {
+  std::vector<PrunedStrategy> pruned = job->searcher->TakePruned();
+  if (pruned.empty()) return;
+  const absl::Time now = clock_->Now();
+  std::vector<TrialRecord> records;
+  records.reserve(pruned.size());
+  for (PrunedStrategy& p : pruned) {
+    auto trial = std::make_unique<TrialRun>();
+    trial->strategy = p.strategy;
+    TrialRecord& rec = trial->record;
+    rec.index = static_cast<int>(job->trials.size());
+    rec.trial_id = absl::StrFormat("%s-t%04d", job->record.job_id, rec.index);
+    rec.job_id = job->record.job_id;
+    rec.attempt = 0;  // never run
+    rec.strategy_text = StrategyToText(p.strategy);
+    rec.strategy_json = StrategyToJson(p.strategy).dump();
+    rec.status = TrialStatus::kPruned;
+    rec.reason = std::move(p.reason);
+    rec.started_at = rec.finished_at = now;
+    records.push_back(rec);
+    job->trials.push_back(std::move(trial));
+  }
+  ++job->version;
+  if (absl::Status s = store_->UpsertTrials(records); !s.ok()) {
+    spdlog::error("job {}: storing {} pruned candidates failed: {}", job->record.job_id,
+                  records.size(), s.ToString());
+  }
+  spdlog::info("job {}: pruned {} candidate(s), e.g. {}: {}", job->record.job_id, records.size(),
+               records.front().strategy_text, records.front().reason);
 }
 
 void JobManager::ReleaseRankLocked(const std::string& trial_id, int rank) {
@@ -888,6 +1066,7 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
   scored.status = status;
   scored.metrics = metrics;
   job->searcher->Report(scored);
+  RecordPrunedLocked(job);
   if (status == TrialStatus::kSucceeded) {
     std::optional<ScoredTrial> best = job->searcher->Best();
     if (best && best->strategy == trial->strategy) job->record.best_trial_id = rec.trial_id;

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "proto/autoaccel.pb.h"
 #include "search/clock.h"
+#include "search/methods.h"
 #include "search/model.h"
 #include "search/searcher.h"
 #include "server/store.h"
@@ -116,6 +117,11 @@ class JobManager {
     v1::TuneRequest request;  // without the torchscript file
     ModelSpec model;
     std::shared_ptr<const std::string> script;  // torchscript file, when there is one
+    // The candidates and how to search them; the searcher is created once the
+    // pool can run the job's trials (its cost model needs the devices).
+    std::vector<Strategy> space;
+    SearchAlgorithm algorithm = SearchAlgorithm::kAuto;
+    std::optional<PartialStrategy> load;
     std::unique_ptr<Searcher> searcher;
     std::vector<std::unique_ptr<TrialRun>> trials;
     int running = 0;
@@ -155,6 +161,15 @@ class JobManager {
   void Run();
   void TickLocked(std::vector<Dispatch>* dispatches, std::vector<Cancel>* cancels);
   void DispatchLocked(JobRun* job, std::vector<Dispatch>* dispatches);
+  // Creates the job's searcher for the devices of the pool (`pool` of them
+  // healthy) and records what it prunes straight away. INVALID_ARGUMENT when
+  // the request cannot be searched after all.
+  absl::Status CreateSearcherLocked(JobRun* job, int pool);
+  // Records the searcher's newly pruned candidates as PRUNED trials.
+  void RecordPrunedLocked(JobRun* job);
+  // What the coordinator knows of the job's devices: the smallest memory and
+  // the first peak among the healthy workers' devices of `type`.
+  DeviceSpec DeviceSpecLocked(const std::string& type) const;
   void FinishJobLocked(JobRun* job, JobState state, const std::string& message,
                        std::vector<Cancel>* cancels);
   void EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status, const std::string& reason,

@@ -80,6 +80,10 @@ CREATE TABLE workers (
   last_seen     INTEGER NOT NULL
 );
 )sql"},
+    // Which search algorithm the job runs ("auto: bayes (...)").
+    {2, R"sql(
+ALTER TABLE jobs ADD COLUMN algorithm TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 static_assert(kMigrations[std::size(kMigrations) - 1].version == Store::kCurrentSchemaVersion,
               "the last migration must produce kCurrentSchemaVersion");
@@ -315,9 +319,9 @@ absl::StatusOr<TrialMetrics> MetricsFromText(const std::string& text, absl::stri
 
 constexpr char kJobColumns[] =
     "job_id, state, status_message, request_json, signature, created_at, started_at, "
-    "finished_at, deadline, best_trial_id, trials_total";
+    "finished_at, deadline, best_trial_id, trials_total, algorithm";
 
-// Binds every column of kJobColumns but the first, in order (?2 ... ?11),
+// Binds every column of kJobColumns but the first, in order (?2 ... ?12),
 // after the caller bound job_id as ?1.
 void BindJobFields(Statement& stmt, const JobRecord& job) {
   stmt.Bind(JobStateName(job.state))
@@ -329,7 +333,8 @@ void BindJobFields(Statement& stmt, const JobRecord& job) {
       .Bind(job.finished_at)
       .Bind(job.deadline)
       .Bind(job.best_trial_id)
-      .Bind(job.trials_total);
+      .Bind(job.trials_total)
+      .Bind(job.algorithm);
 }
 
 absl::StatusOr<JobRecord> ReadJob(const Statement& stmt) {
@@ -350,6 +355,7 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& stmt) {
   job.deadline = stmt.Time(8);
   job.best_trial_id = stmt.Text(9);
   job.trials_total = stmt.Int(10);
+  job.algorithm = stmt.Text(11);
   return job;
 }
 
@@ -559,7 +565,7 @@ absl::Status Store::CreateJob(const JobRecord& job) {
                    Statement::Prepare(db_,
                                       absl::StrCat("INSERT INTO jobs (", kJobColumns,
                                                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-                                                   "?10, ?11) ON CONFLICT(job_id) DO NOTHING"),
+                                                   "?10, ?11, ?12) ON CONFLICT(job_id) DO NOTHING"),
                                       "insert job"));
   stmt.Bind(job.job_id);
   BindJobFields(stmt, job);
@@ -576,7 +582,7 @@ absl::Status Store::UpdateJobLocked(const JobRecord& job) {
                                       "UPDATE jobs SET state = ?2, status_message = ?3, "
                                       "request_json = ?4, signature = ?5, created_at = ?6, "
                                       "started_at = ?7, finished_at = ?8, deadline = ?9, "
-                                      "best_trial_id = ?10, trials_total = ?11 "
+                                      "best_trial_id = ?10, trials_total = ?11, algorithm = ?12 "
                                       "WHERE job_id = ?1",
                                       "update job"));
   stmt.Bind(job.job_id);

@@ -69,6 +69,7 @@ struct JobRecord {
   absl::Time deadline = absl::InfiniteFuture();
   std::string best_trial_id;  // empty if none
   int trials_total = 0;       // size of the candidate list
+  std::string algorithm;      // the search algorithm, "" until chosen: "auto: bayes (...)"
 };
 
 struct TrialRecord {
@@ -114,7 +115,7 @@ struct WorkerRecord {
 class Store {
  public:
   // The schema version this build writes; Open migrates older files to it.
-  static constexpr int kCurrentSchemaVersion = 1;
+  static constexpr int kCurrentSchemaVersion = 2;
 
   // Opens (creating if needed) the database at `path`, enables WAL and
   // foreign keys, sets a busy timeout, and migrates the schema to

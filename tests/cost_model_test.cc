@@ -1,10 +1,18 @@
-// The memory model against the papers' formulas it implements.
+// The cost model: memory against the papers' formulas it implements, time
+// features against the collectives' arithmetic, and the calibration against
+// synthetic measurements from hidden coefficients.
 #include "search/cost_model.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
 
 namespace autoaccel {
 namespace {
@@ -172,6 +180,615 @@ TEST(MemoryModel, ATorchScriptModelHasNoKnownShape) {
   ModelSpec m;
   m.family = "torchscript";
   EXPECT_EQ(EstimateMemory(m, 128, Layout(1, 1, 1, Sharding::kNone)).total(), 0);
+}
+
+ModelSpec WithoutLayers(ModelSpec m) {
+  m.n_layer = 0;
+  return m;
+}
+
+// Model FLOPs per token of one layer (forward + backward) and of the rest.
+double LayerFlops(const ModelSpec& m, int seq_len) {
+  return (m.TrainingFlopsPerToken(seq_len) - WithoutLayers(m).TrainingFlopsPerToken(seq_len)) /
+         m.n_layer;
+}
+double HeadFlops(const ModelSpec& m, int seq_len) {
+  return WithoutLayers(m).TrainingFlopsPerToken(seq_len);
+}
+
+ModelSpec Mixtral(int experts, int per_token) {
+  absl::StatusOr<ModelSpec> m =
+      ModelSpecFromJson("mixtral", nlohmann::json{{"num_hidden_layers", 2},
+                                                  {"hidden_size", 256},
+                                                  {"num_attention_heads", 8},
+                                                  {"num_key_value_heads", 8},
+                                                  {"intermediate_size", 512},
+                                                  {"vocab_size", 1000},
+                                                  {"max_position_embeddings", 512},
+                                                  {"num_local_experts", experts},
+                                                  {"num_experts_per_tok", per_token}});
+  EXPECT_TRUE(m.ok()) << m.status();
+  return *m;
+}
+
+ModelSpec TorchScriptModel() {
+  ModelSpec m;
+  m.family = "torchscript";
+  m.n_positions = ModelSpec::kTorchScriptMaxSeqLen;
+  return m;
+}
+
+TEST(MemoryModel, MixtralCountsEveryExpertsWeightsAndTheRoutedExpertsActivations) {
+  const double s = 512, b = 4, h = 256, f = 512, L = 2;
+  Strategy st = Layout(1, 1, 1, Sharding::kNone);
+  st.attention = Attention::kSdpa;
+  st.precision = Precision::kBf16;  // 16-bit activations: the formulas' bytes
+  auto memory = [&](int experts, int per_token) {
+    return EstimateMemory(Mixtral(experts, per_token), 512, st);
+  };
+  // Model state: every expert's weights, gradients and moments.
+  const ModelSpec m8 = Mixtral(8, 2);
+  EXPECT_EQ(memory(8, 2).model_state(), 16 * m8.ParameterCount());
+  EXPECT_GT(memory(16, 2).model_state(), memory(8, 2).model_state() + 16 * 8 * 3 * h * f - 1);
+  // Activations: the k routed experts' SwiGLU tensors (4 of width f) and
+  // their gathered input and output (h each), plus the router's logits
+  // (16-bit) and probabilities (fp32) over the E experts.
+  const auto expected = [&](double experts, double k) {
+    return L * s * b * h * (10 + 8 + 6 * experts / h + k * (8 * f / h + 4));
+  };
+  EXPECT_NEAR(memory(8, 2).activations, expected(8, 2), 1);
+  EXPECT_NEAR(memory(8, 1).activations, expected(8, 1), 1);
+  // More experts to choose from cost only the router's share.
+  EXPECT_NEAR(memory(16, 2).activations - memory(8, 2).activations, L * s * b * 6 * 8, 1);
+}
+
+TEST(MemoryModel, LlamaMlpKeepsItsFourSwiGluTensors) {
+  absl::StatusOr<ModelSpec> m = ModelSpecFromJson("llama", nlohmann::json{
+                                                               {"num_hidden_layers", 4},
+                                                               {"hidden_size", 512},
+                                                               {"num_attention_heads", 8},
+                                                               {"num_key_value_heads", 8},
+                                                               {"intermediate_size", 1376},
+                                                               {"vocab_size", 1000},
+                                                               {"max_position_embeddings", 1024},
+                                                           });
+  ASSERT_TRUE(m.ok()) << m.status();
+  Strategy st = Layout(1, 1, 1, Sharding::kNone);
+  st.attention = Attention::kSdpa;
+  st.precision = Precision::kPureBf16;
+  const double s = 1024, b = 4, h = 512, f = 1376, L = 4;
+  EXPECT_NEAR(EstimateMemory(*m, 1024, st).activations, L * s * b * h * (10 + 8 + 8 * f / h), 1);
+}
+
+TEST(MemoryModel, AGeluMlpFollowsItsWidth) {
+  ModelSpec m = Gpt2Small();
+  m.n_inner = 2 * m.n_embd;  // half of GPT-2's 4h: 8 instead of 16 of Korthikanti's 34
+  Strategy st = Layout(1, 1, 1, Sharding::kNone);
+  st.attention = Attention::kSdpa;
+  st.precision = Precision::kBf16;
+  const double s = 1024, b = 4, h = 768, L = 12;
+  EXPECT_NEAR(EstimateMemory(m, 1024, st).activations, L * s * b * h * (34 - 8), 1);
+}
+
+TEST(TimeFeatures, NamesAreStableAndDistinct) {
+  std::set<std::string> names;
+  for (int k = 0; k < kNumTimeFeatures; ++k) names.insert(std::string(TimeFeatureName(k)));
+  EXPECT_EQ(names.size(), static_cast<size_t>(kNumTimeFeatures));
+  EXPECT_EQ(TimeFeatureName(kFlopsFp32), "flops_fp32");
+  EXPECT_EQ(TimeFeatureName(kFusedOptimizerParams), "fused_optimizer_params");
+  EXPECT_EQ(TimeFeatureName(kStep), "step");
+  EXPECT_EQ(TimeFeatureName(kNumTimeFeatures), "unknown");
+}
+
+TEST(TimeFeatures, OneRankComputesTheModelFlopsOfItsTokens) {
+  const ModelSpec m = Gpt2Small();
+  Strategy s = Layout(1, 1, 1, Sharding::kNone);  // mbs 4, ga 8, fp32
+  s.attention = Attention::kSdpa;
+  const double tokens = 8 * 4 * 1024;
+  const TimeFeatures x = StepTimeFeatures(m, 1024, s);
+  EXPECT_NEAR(x[kFlopsFp32] / (tokens * m.TrainingFlopsPerToken(1024)), 1.0, 1e-12);
+  EXPECT_EQ(x[kFlopsBf16], 0);
+  EXPECT_EQ(x[kMathAttentionFlops], 0);  // sdpa
+  EXPECT_EQ(x[kLayerPasses], 8 * 12);
+  EXPECT_NEAR(x[kOptimizerParams], static_cast<double>(m.ParameterCount()), 1);
+  EXPECT_EQ(x[kDataParallelBytes], 0);
+  EXPECT_EQ(x[kModelParallelBytes], 0);
+  EXPECT_EQ(x[kCollectives], 0);
+  EXPECT_EQ(x[kStep], 1);
+
+  // The precision picks the column; math attention pays for the whole
+  // score matrix, QK^T and AV: 12·s·h per token and layer.
+  s.precision = Precision::kBf16;
+  s.attention = Attention::kMath;
+  s.optimizer = Optimizer::kFusedAdamW;
+  const TimeFeatures y = StepTimeFeatures(m, 1024, s);
+  EXPECT_EQ(y[kFlopsFp32], 0);
+  EXPECT_NEAR(y[kFlopsBf16], x[kFlopsFp32], 1);
+  EXPECT_NEAR(y[kMathAttentionFlops], tokens * 12 * (12.0 * 1024 * 768), 1);
+  EXPECT_EQ(y[kOptimizerParams], 0);
+  EXPECT_NEAR(y[kFusedOptimizerParams], static_cast<double>(m.ParameterCount()), 1);
+  // Offload moves the gradients down and the weights up instead.
+  s.offload = Offload::kCpu;
+  const TimeFeatures z = StepTimeFeatures(m, 1024, s);
+  EXPECT_EQ(z[kFusedOptimizerParams], 0);
+  EXPECT_NEAR(z[kOffloadBytes], 8.0 * m.ParameterCount(), 8);
+}
+
+TEST(TimeFeatures, RecomputationAddsForwardFlopsAndPasses) {
+  const ModelSpec m = Gpt2Small();
+  Strategy s = Layout(1, 1, 1, Sharding::kNone);
+  s.attention = Attention::kSdpa;
+  const double tokens = 8 * 4 * 1024;
+  const TimeFeatures none = StepTimeFeatures(m, 1024, s);
+  s.checkpointing = Checkpointing::kFull;
+  const TimeFeatures full = StepTimeFeatures(m, 1024, s);
+  // A full-recompute layer runs its forward (a third of its FLOPs) again.
+  EXPECT_NEAR(full[kFlopsFp32] - none[kFlopsFp32], tokens * 12 * LayerFlops(m, 1024) / 3,
+              1e-9 * none[kFlopsFp32]);
+  EXPECT_NEAR(full[kLayerPasses], 8 * (12 + 12 / 3.0), 1e-9);
+  s.checkpoint_percent = 50;
+  const TimeFeatures half = StepTimeFeatures(m, 1024, s);
+  EXPECT_NEAR(half[kFlopsFp32] - none[kFlopsFp32], tokens * 6 * LayerFlops(m, 1024) / 3,
+              1e-9 * none[kFlopsFp32]);
+  // Selective recompute: the attention products' forward (causal: 2·s·h).
+  s.checkpointing = Checkpointing::kSelective;
+  s.checkpoint_percent = 100;
+  const TimeFeatures selective = StepTimeFeatures(m, 1024, s);
+  EXPECT_NEAR(selective[kFlopsFp32] - none[kFlopsFp32], tokens * 12 * 2.0 * 768 * 1024,
+              1e-9 * none[kFlopsFp32]);
+  EXPECT_EQ(selective[kLayerPasses], none[kLayerPasses]);
+}
+
+TEST(TimeFeatures, DataParallelCollectivesFollowRingVolumes) {
+  const ModelSpec m = Gpt2Small();
+  const double psi = static_cast<double>(m.ParameterCount());
+  const double G = 4 * psi;  // fp32 gradients (and weights)
+  auto features = [&](Sharding sharding, int ga) {
+    Strategy s = Layout(4, 1, 1, sharding);
+    s.grad_accum_steps = ga;
+    return StepTimeFeatures(m, 1024, s);
+  };
+  // none: one all-reduce, 2(n-1)/n of the gradients per rank.
+  EXPECT_NEAR(features(Sharding::kNone, 8)[kDataParallelBytes], 2 * 3 / 4.0 * G, 1);
+  EXPECT_NEAR(features(Sharding::kNone, 1)[kDataParallelBytes], 2 * 3 / 4.0 * G, 1);
+  // zero1: the same all-reduce and an all-gather of the updated shards.
+  EXPECT_NEAR(features(Sharding::kZero1, 8)[kDataParallelBytes], (1.5 + 0.75) * G, 1);
+  // zero2 reduce-scatters after every micro-batch.
+  EXPECT_NEAR(features(Sharding::kZero2, 8)[kDataParallelBytes], (8 * 0.75 + 0.75) * G, 1);
+  EXPECT_NEAR(features(Sharding::kZero2, 8)[kDataParallelBytes] -
+                  features(Sharding::kZero2, 1)[kDataParallelBytes],
+              7 * 0.75 * G, 1);
+  // fsdp gathers each layer twice per micro-batch (the rest once) and
+  // reduce-scatters the gradients.
+  const double outside = static_cast<double>(WithoutLayers(m).ParameterCount());
+  const double layers = psi - outside;
+  EXPECT_NEAR(features(Sharding::kFsdp, 8)[kDataParallelBytes],
+              8 * 0.75 * 4 * (2 * layers + outside + psi), 1);
+  // pure_bf16 sends 16-bit gradients.
+  Strategy pure = Layout(4, 1, 1, Sharding::kNone);
+  pure.precision = Precision::kPureBf16;
+  EXPECT_NEAR(StepTimeFeatures(m, 1024, pure)[kDataParallelBytes], 1.5 * 2 * psi, 1);
+  // Each 25 MiB bucket is a call; zero2 calls once per bucket and micro-batch.
+  const double buckets = std::ceil(G / (25 << 20));
+  EXPECT_EQ(features(Sharding::kNone, 8)[kCollectives], buckets + 1);  // + the loss
+  EXPECT_EQ(features(Sharding::kZero2, 8)[kCollectives], 9 * buckets + 1);
+  // Sharding divides the optimizer's parameters.
+  EXPECT_NEAR(features(Sharding::kZero1, 8)[kOptimizerParams], psi / 4, 1);
+}
+
+TEST(TimeFeatures, TensorParallelLayersAllReduceFourTimesPerMicroBatch) {
+  const ModelSpec m12 = Gpt2Small();
+  ModelSpec m6 = m12;
+  m6.n_layer = 6;
+  // Six more layers, ga 8 micro-batches of A = b·s·h elements, t = 2 (ring
+  // factor 2(t-1)/t = 1), fp32: 4 bytes.
+  const double A = 4 * 1024 * 768;
+  auto more = [&](const Strategy& s, TimeFeature k) {
+    return StepTimeFeatures(m12, 1024, s)[k] - StepTimeFeatures(m6, 1024, s)[k];
+  };
+  Strategy tp = Layout(1, 2, 1, Sharding::kNone);
+  EXPECT_EQ(more(tp, kCollectives), 8 * 4 * 6);
+  EXPECT_NEAR(more(tp, kModelParallelBytes), 8 * 6 * 4 * A * 4, 1);
+  // Each rank computes half of the layers' FLOPs.
+  EXPECT_NEAR(more(tp, kFlopsFp32), 8 * 4 * 1024 * 6 * LayerFlops(m12, 1024) / 2, 1e3);
+  // Full recompute repeats the two forward all-reduces.
+  tp.checkpointing = Checkpointing::kFull;
+  EXPECT_EQ(more(tp, kCollectives), 8 * 6 * 6);
+  EXPECT_NEAR(more(tp, kModelParallelBytes), 8 * 6 * 6 * A * 4, 1);
+  // Sequence parallelism: an all-gather and a reduce-scatter for each
+  // all-reduce (same bytes), plus the all-reduces of the 6 replicated
+  // weights' gradients per layer (norms, row-parallel biases: 6h elements).
+  Strategy sp = Layout(1, 2, 1, Sharding::kNone);
+  sp.sequence_parallel = true;
+  EXPECT_EQ(more(sp, kCollectives), 8 * (8 + 6) * 6);
+  EXPECT_NEAR(more(sp, kModelParallelBytes), 8 * 6 * (4 * A * 4 + 6 * 768 * 4), 1);
+  // autocast all-reduces 16-bit outputs forward, fp32 gradients backward.
+  Strategy bf16 = Layout(1, 2, 1, Sharding::kNone);
+  bf16.precision = Precision::kBf16;
+  EXPECT_NEAR(more(bf16, kModelParallelBytes), 8 * 6 * (2 * A * 2 + 2 * A * 4), 1);
+}
+
+TEST(TimeFeatures, PipelineBubbleScalesTheSlowestStagesCompute) {
+  const ModelSpec m = Gpt2Small();
+  const double tokens = 8 * 4 * 1024;
+  Strategy pp4 = Layout(1, 1, 4, Sharding::kNone);  // ga 8
+  pp4.attention = Attention::kSdpa;
+  // The last stage is the slowest: 3 layers and the LM head.
+  const double stage = tokens * (3 * LayerFlops(m, 1024) + HeadFlops(m, 1024));
+  TimeFeatures x = StepTimeFeatures(m, 1024, pp4);
+  EXPECT_NEAR(x[kFlopsFp32] / (stage * (1 + 3.0 / 8)), 1.0, 1e-12);
+  EXPECT_NEAR(x[kLayerPasses], 8 * 3 * (1 + 3.0 / 8), 1e-9);
+  // It receives activations and sends gradients back: one send of b·s·h
+  // fp32 values per micro-batch, and all-reduces the tied embedding's
+  // gradient with the first stage.
+  EXPECT_NEAR(x[kModelParallelBytes], 8 * 4 * 1024 * 768 * 4.0 + 50257.0 * 768 * 4, 1);
+  EXPECT_EQ(x[kCollectives], 8 * 2 + 1 + 1);  // send + receive, tied gradient, loss
+  // Interleaving over vpp chunks shrinks the bubble to (pp - 1) / (vpp · ga).
+  pp4.pipeline_schedule = PipelineSchedule::kInterleaved;
+  pp4.virtual_stages = 3;
+  x = StepTimeFeatures(m, 1024, pp4);
+  EXPECT_NEAR(x[kFlopsFp32] / (stage * (1 + 3.0 / 24)), 1.0, 1e-12);
+  // More micro-batches per step: a smaller bubble.
+  pp4.pipeline_schedule = PipelineSchedule::k1F1B;
+  pp4.virtual_stages = 1;
+  pp4.grad_accum_steps = 32;
+  pp4.micro_batch_size = 1;  // same tokens per step
+  x = StepTimeFeatures(m, 1024, pp4);
+  EXPECT_NEAR(x[kFlopsFp32] / (stage * (1 + 3.0 / 32)), 1.0, 1e-12);
+}
+
+TEST(TimeFeatures, LargerMicroBatchesOfTheSameBatchMakeFewerPasses) {
+  const ModelSpec m = Gpt2Small();
+  const CostModel model(m, 1024, 64, DeviceSpec{});
+  Strategy s = Layout(1, 1, 1, Sharding::kNone);
+  double passes = 1e18, seconds = 1e18;
+  const double flops = StepTimeFeatures(m, 1024, s)[kFlopsFp32] * 64 / (4 * 8);
+  for (int mbs : {1, 2, 4, 8, 16}) {
+    s.micro_batch_size = mbs;
+    s.grad_accum_steps = 64 / mbs;
+    const TimeFeatures x = StepTimeFeatures(m, 1024, s);
+    EXPECT_LT(x[kLayerPasses], passes) << "mbs " << mbs;
+    EXPECT_NEAR(x[kFlopsFp32] / flops, 1.0, 1e-12) << "mbs " << mbs;
+    const double t = model.Predict(s).step_time_s;
+    EXPECT_LT(t, seconds) << "mbs " << mbs;
+    passes = x[kLayerPasses];
+    seconds = t;
+  }
+}
+
+TEST(TimeModel, PriorsFollowTheDevicesPeak) {
+  for (const char* type : {"cpu", "cuda"}) {
+    for (const PeakTflops& peak : {PeakTflops{}, PeakTflops{2, 0, 0}, PeakTflops{60, 900, 900}}) {
+      const TimeCoefficients c = PriorTimeCoefficients(DeviceSpec{type, peak, 0});
+      for (int k = 0; k < kNumTimeFeatures; ++k) {
+        EXPECT_GT(c.seconds_per_unit[k], 0) << type << " " << TimeFeatureName(k);
+      }
+    }
+  }
+  const TimeCoefficients a100 = PriorTimeCoefficients(DeviceSpec{"cuda", {19.5, 312, 312}, 0});
+  EXPECT_DOUBLE_EQ(a100.seconds_per_unit[kFlopsBf16], 1 / (0.4 * 312e12));
+  EXPECT_DOUBLE_EQ(a100.seconds_per_unit[kFlopsPureBf16], 1 / (0.4 * 312e12));
+  EXPECT_DOUBLE_EQ(a100.seconds_per_unit[kFlopsFp32], 1 / (0.4 * 19.5e12));
+  // A V100 has no bf16 tensor cores: bf16 runs at its fp32 rate.
+  const TimeCoefficients v100 = PriorTimeCoefficients(DeviceSpec{"cuda", {15.7, 0, 125}, 0});
+  EXPECT_DOUBLE_EQ(v100.seconds_per_unit[kFlopsBf16], v100.seconds_per_unit[kFlopsFp32]);
+  // A CPU of unknown half-precision speed emulates it at half its fp32 rate.
+  const TimeCoefficients cpu = PriorTimeCoefficients(DeviceSpec{"cpu", {1, 0, 0}, 0});
+  EXPECT_DOUBLE_EQ(cpu.seconds_per_unit[kFlopsBf16], 2 * cpu.seconds_per_unit[kFlopsFp32]);
+  // Fused AdamW is the faster optimizer; gloo is slower than nccl.
+  EXPECT_LT(cpu.seconds_per_unit[kFusedOptimizerParams], cpu.seconds_per_unit[kOptimizerParams]);
+  EXPECT_GT(cpu.seconds_per_unit[kDataParallelBytes], a100.seconds_per_unit[kDataParallelBytes]);
+}
+
+TEST(CostModel, ATorchScriptModelAlwaysFitsAndTakesTime) {
+  const ModelSpec m = TorchScriptModel();
+  Strategy s = Layout(1, 1, 1, Sharding::kNone);
+  const TimeFeatures x = StepTimeFeatures(m, 128, s);
+  for (int k = 0; k < kNumTimeFeatures; ++k) {
+    if (k == kStep) {
+      EXPECT_EQ(x[k], 1);
+    } else if (k == kLayerPasses) {
+      EXPECT_EQ(x[k], 8);  // ga
+    } else {
+      EXPECT_EQ(x[k], 0) << TimeFeatureName(k);
+    }
+  }
+  const CostModel model(m, 128, 32, DeviceSpec{"cuda", {}, /*memory_bytes=*/1});
+  std::string reason = "untouched";
+  EXPECT_TRUE(model.Fits(s, 0.0, &reason));
+  EXPECT_EQ(reason, "untouched");
+  const CostModel::Prediction p = model.Predict(s);
+  EXPECT_GT(p.step_time_s, 0);
+  EXPECT_NEAR(p.tokens_per_second, 32 * 128 / p.step_time_s, 1e-6);
+}
+
+TEST(CostModel, FitsComparesTheCalibratedEstimateWithTheDeviceAndSaysWhy) {
+  const ModelSpec m = Gpt2Small();
+  const Strategy s = Layout(1, 1, 1, Sharding::kNone);
+  const int64_t need = EstimateMemory(m, 1024, s).total();
+  const int64_t device = need * 10 / 11;  // 10% short
+  const CostModel model(m, 1024, 32, DeviceSpec{"cuda", {}, device});
+  std::string reason;
+  EXPECT_FALSE(model.Fits(s, 0.0, &reason));
+  EXPECT_THAT(reason, ::testing::StartsWith("predicted "));
+  EXPECT_THAT(reason, ::testing::HasSubstr("GiB per device (activations "));
+  EXPECT_THAT(reason, ::testing::HasSubstr("model state "));
+  EXPECT_THAT(reason, ::testing::HasSubstr("exceeds the device's "));
+  EXPECT_FALSE(model.Fits(s, 0.05, &reason));
+  EXPECT_THAT(reason, ::testing::HasSubstr("with the 5% margin"));
+  EXPECT_TRUE(model.Fits(s, 0.15, nullptr));
+  // Less memory per device fits: full recompute drops most activations.
+  Strategy full = s;
+  full.checkpointing = Checkpointing::kFull;
+  EXPECT_TRUE(model.Fits(full, 0.0, nullptr));
+  // Unknown memory never prunes.
+  const CostModel unknown(m, 1024, 32, DeviceSpec{"cuda", {}, 0});
+  EXPECT_TRUE(unknown.Fits(s, 0.0, nullptr));
+  // Calibration counts: an overhead that no longer fits.
+  CostModel calibrated(m, 1024, 32, DeviceSpec{"cuda", {}, need * 11 / 10});
+  EXPECT_TRUE(calibrated.Fits(s, 0.0, nullptr));
+  for (int mbs : {1, 2, 4}) {
+    Strategy observed = s;
+    observed.micro_batch_size = mbs;
+    TrialMetrics metrics;
+    metrics.peak_memory_bytes =
+        EstimateMemory(m, 1024, observed, MemoryCoefficients{1.0, int64_t{4} << 30}).total();
+    calibrated.Observe(observed, metrics);
+  }
+  reason.clear();
+  EXPECT_FALSE(calibrated.Fits(s, 0.0, &reason));
+  EXPECT_THAT(reason, ::testing::HasSubstr("overhead 4.0 GiB"));
+}
+
+// Ranks 0..n-1 of `v` (no ties expected), then Pearson's correlation of
+// the ranks.
+double Spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  auto ranks = [](const std::vector<double>& v) {
+    std::vector<size_t> order(v.size());
+    for (size_t i = 0; i < v.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return v[x] < v[y]; });
+    std::vector<double> r(v.size());
+    for (size_t i = 0; i < order.size(); ++i) r[order[i]] = static_cast<double>(i);
+    return r;
+  };
+  const std::vector<double> ra = ranks(a), rb = ranks(b);
+  const double n = static_cast<double>(a.size()), mean = (n - 1) / 2;
+  double cov = 0, va = 0, vb = 0;
+  for (size_t i = 0; i < ra.size(); ++i) {
+    cov += (ra[i] - mean) * (rb[i] - mean);
+    va += (ra[i] - mean) * (ra[i] - mean);
+    vb += (rb[i] - mean) * (rb[i] - mean);
+  }
+  return cov / std::sqrt(va * vb);
+}
+
+// 40 strategies of 4 ranks over a small GPT-2, varied over every dimension
+// by a fixed linear congruential sequence (the same on every platform).
+std::vector<Strategy> VariedStrategies(int global_batch) {
+  struct Degrees {
+    int dp, tp, pp;
+  };
+  const std::vector<Degrees> layouts = {{4, 1, 1}, {2, 2, 1}, {2, 1, 2},
+                                        {1, 2, 2}, {1, 4, 1}, {1, 1, 4}};
+  uint32_t state = 12345;
+  auto pick = [&state](uint32_t n) {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<int>((state >> 16) % n);
+  };
+  std::vector<Strategy> out;
+  for (int i = 0; i < 40; ++i) {
+    const Degrees d = layouts[i % layouts.size()];
+    Strategy s;
+    s.data_parallel = d.dp;
+    s.tensor_parallel = d.tp;
+    s.pipeline_parallel = d.pp;
+    s.micro_batch_size = 1 << pick(4);
+    s.grad_accum_steps = global_batch / (d.dp * s.micro_batch_size);
+    s.precision = AllPrecisions()[pick(4)];
+    s.checkpointing = AllCheckpointings()[pick(3)];
+    if (s.checkpointing != Checkpointing::kNone && pick(2) == 0) s.checkpoint_percent = 50;
+    s.attention = AllAttentions()[pick(2)];
+    s.optimizer = AllOptimizers()[pick(2)];
+    s.offload = pick(4) == 0 ? Offload::kCpu : Offload::kNone;
+    if (d.dp > 1) s.sharding = AllShardings()[pick(d.pp > 1 ? 2 : 4)];
+    if (d.tp > 1) s.sequence_parallel = pick(2) == 0;
+    if (d.pp > 1 && s.grad_accum_steps % d.pp == 0 && pick(2) == 0) {
+      s.pipeline_schedule = PipelineSchedule::kInterleaved;
+      s.virtual_stages = 2;
+    }
+    EXPECT_TRUE(CheckLayout(s).ok()) << StrategyToText(s);
+    out.push_back(s);
+  }
+  return out;
+}
+
+// Synthetic measurements of 40 strategies from hidden true coefficients
+// (the prior's, off by factors 0.3 to 3), times 1 + a deterministic noise
+// within ±noise; the even ones are observed, the odd ones predicted.
+struct HeldOut {
+  double prior_error = 0;  // worst relative error of the step time
+  double prior_spearman = 0;
+  double error = 0;
+  double spearman = 0;
+  int observations = 0;
+};
+HeldOut CalibrateOnHalf(const DeviceSpec& device, double noise) {
+  absl::StatusOr<ModelSpec> m = ModelSpecFromJson("gpt2", nlohmann::json{{"n_layer", 8},
+                                                                         {"n_embd", 256},
+                                                                         {"n_head", 8},
+                                                                         {"vocab_size", 4096},
+                                                                         {"n_positions", 512}});
+  EXPECT_TRUE(m.ok()) << m.status();
+  constexpr int kSeq = 256, kBatch = 32;
+  CostModel model(*m, kSeq, kBatch, device);
+
+  const std::array<double, kNumTimeFeatures> factors = {0.5, 2.5, 3.0, 1.8, 0.3, 2.0, 0.6,
+                                                        1.5, 3.0, 2.5, 0.4, 3.0, 0.3};
+  TimeCoefficients truth = model.time_coefficients();
+  for (int k = 0; k < kNumTimeFeatures; ++k) truth.seconds_per_unit[k] *= factors[k];
+
+  const std::vector<Strategy> strategies = VariedStrategies(kBatch);
+  std::vector<double> measured;
+  for (size_t i = 0; i < strategies.size(); ++i) {
+    const double jitter = noise * (static_cast<double>((i * 37) % 21) - 10) / 10;
+    measured.push_back(PredictStepTime(StepTimeFeatures(*m, kSeq, strategies[i]), truth) *
+                       (1 + jitter));
+  }
+  // Every feature shows up in the observed half, or the test would prove
+  // nothing about it.
+  for (int k = 0; k < kNumTimeFeatures; ++k) {
+    int seen = 0;
+    for (size_t i = 0; i < strategies.size(); i += 2) {
+      seen += StepTimeFeatures(*m, kSeq, strategies[i])[k] > 0;
+    }
+    EXPECT_GE(seen, 2) << TimeFeatureName(k);
+  }
+
+  auto predict_odd = [&](double* worst_error, double* spearman) {
+    std::vector<double> predicted, actual;
+    *worst_error = 0;
+    for (size_t i = 1; i < strategies.size(); i += 2) {
+      const CostModel::Prediction p = model.Predict(strategies[i]);
+      *worst_error = std::max(*worst_error, std::abs(p.step_time_s - measured[i]) / measured[i]);
+      predicted.push_back(p.tokens_per_second);
+      actual.push_back(kBatch * kSeq / measured[i]);
+    }
+    *spearman = Spearman(predicted, actual);
+  };
+  HeldOut out;
+  predict_odd(&out.prior_error, &out.prior_spearman);
+  for (size_t i = 0; i < strategies.size(); i += 2) {
+    TrialMetrics metrics;
+    metrics.step_time_median_s = measured[i];
+    model.Observe(strategies[i], metrics);
+  }
+  out.observations = model.observations();
+  predict_odd(&out.error, &out.spearman);
+  for (int k = 0; k < kNumTimeFeatures; ++k) {
+    EXPECT_GE(model.time_coefficients().seconds_per_unit[k], 0) << TimeFeatureName(k);
+  }
+  return out;
+}
+
+TEST(Calibration, TwentyMeasuredTrialsPredictTwentyOthers) {
+  // A CPU, where compute dominates, and a GPU, where overheads do.
+  for (const DeviceSpec& device : {DeviceSpec{"cpu", {0.5, 0, 0}, int64_t{16} << 30},
+                                   DeviceSpec{"cuda", {19.5, 312, 312}, int64_t{40} << 30}}) {
+    SCOPED_TRACE(device.type);
+    const HeldOut r = CalibrateOnHalf(device, /*noise=*/0);
+    EXPECT_EQ(r.observations, 20);
+    EXPECT_LE(r.error, 0.05);
+    EXPECT_GE(r.spearman, 0.95);
+    EXPECT_GT(r.prior_error, 0.3);            // the prior alone is badly off ...
+    EXPECT_LT(r.prior_spearman, r.spearman);  // ... and ranks worse
+  }
+}
+
+TEST(Calibration, MeasurementNoiseDoesNotThrowTheFitOff) {
+  // ±1% noise on every observation: a coefficient the data pins down
+  // poorly must not run away with it.
+  const HeldOut r = CalibrateOnHalf(DeviceSpec{"cpu", {0.5, 0, 0}, 0}, /*noise=*/0.01);
+  EXPECT_LE(r.error, 0.10);
+  EXPECT_GE(r.spearman, 0.95);
+}
+
+TEST(Calibration, TheFirstObservationAlreadyMovesTheTimeModel) {
+  const ModelSpec m = Gpt2Small();
+  CostModel model(m, 1024, 32, DeviceSpec{"cuda", {19.5, 312, 312}, 0});
+  Strategy s = Layout(1, 1, 1, Sharding::kNone);
+  const double prior = model.Predict(s).step_time_s;
+  TrialMetrics metrics;
+  metrics.step_time_median_s = 3 * prior;
+  model.Observe(s, metrics);
+  const double after = model.Predict(s).step_time_s;
+  EXPECT_NEAR(after / metrics.step_time_median_s, 1.0, 0.05);
+  // A strategy the observation says little about moves in the same direction.
+  Strategy other = s;
+  other.micro_batch_size = 1;
+  other.grad_accum_steps = 32;
+  EXPECT_GT(model.Predict(other).step_time_s,
+            CostModel(m, 1024, 32, model.device()).Predict(other).step_time_s);
+}
+
+TEST(Calibration, OnlySucceededMeasurementsCount) {
+  const ModelSpec m = Gpt2Small();
+  CostModel model(m, 1024, 32, DeviceSpec{"cuda", {}, int64_t{40} << 30});
+  const Strategy s = Layout(1, 1, 1, Sharding::kNone);
+  const CostModel::Prediction before = model.Predict(s);
+  TrialMetrics metrics;
+  metrics.step_time_median_s = 100 * before.step_time_s;
+  metrics.peak_memory_bytes = 10 * before.memory.total();
+  model.Observe(s, metrics, TrialStatus::kOom);
+  model.Observe(s, metrics, TrialStatus::kFailed);
+  model.Observe(s, TrialMetrics{});  // nothing measured
+  EXPECT_EQ(model.observations(), 0);
+  EXPECT_EQ(model.Predict(s).step_time_s, before.step_time_s);
+  EXPECT_EQ(model.Predict(s).memory.total(), before.memory.total());
+}
+
+TEST(Calibration, CoefficientsNeverGoNegative) {
+  // Contradictory measurements: the strategies that communicate more ran
+  // faster. Least squares would price communication below zero (and then
+  // predict a heavily communicating strategy to take no time at all).
+  const ModelSpec m = Gpt2Small();
+  CostModel model(m, 1024, 64, DeviceSpec{"cuda", {19.5, 312, 312}, 0});
+  const CostModel prior(m, 1024, 64, DeviceSpec{"cuda", {19.5, 312, 312}, 0});
+  int i = 0;
+  for (int mbs : {1, 2, 4, 8}) {
+    for (Sharding sharding : {Sharding::kNone, Sharding::kZero1, Sharding::kZero2}) {
+      Strategy s = Layout(4, 1, 1, sharding);
+      s.micro_batch_size = mbs;
+      s.grad_accum_steps = 16 / mbs;
+      const TimeFeatures x = StepTimeFeatures(m, 1024, s);
+      TrialMetrics metrics;
+      metrics.step_time_median_s = prior.Predict(s).step_time_s *
+                                   (1.0 - 0.4 * x[kDataParallelBytes] / (3 * 4 * 124e6)) *
+                                   (1 + 0.002 * (i++ % 3));
+      model.Observe(s, metrics);
+    }
+  }
+  for (int k = 0; k < kNumTimeFeatures; ++k) {
+    EXPECT_GE(model.time_coefficients().seconds_per_unit[k], 0) << TimeFeatureName(k);
+  }
+  Strategy chatty = Layout(4, 1, 1, Sharding::kZero2);
+  chatty.micro_batch_size = 1;
+  chatty.grad_accum_steps = 64;
+  EXPECT_GT(model.Predict(chatty).step_time_s, 0);
+}
+
+TEST(Calibration, MemoryRecoversActivationFactorAndOverhead) {
+  const ModelSpec m = Gpt2Small();
+  CostModel model(m, 1024, 32, DeviceSpec{"cuda", {}, int64_t{80} << 30});
+  const MemoryCoefficients truth{1.3, int64_t{50} << 20};
+  std::vector<Strategy> strategies;
+  for (int mbs : {1, 2, 4, 8}) {
+    for (Checkpointing c : {Checkpointing::kNone, Checkpointing::kFull}) {
+      Strategy s = Layout(2, 1, 1, Sharding::kZero1);
+      s.micro_batch_size = mbs;
+      s.grad_accum_steps = 16 / mbs;
+      s.checkpointing = c;
+      s.precision = mbs % 4 == 0 ? Precision::kBf16 : Precision::kFp32;
+      strategies.push_back(s);
+    }
+  }
+  for (size_t i = 0; i < strategies.size(); ++i) {
+    TrialMetrics metrics;
+    metrics.peak_memory_bytes = EstimateMemory(m, 1024, strategies[i], truth).total();
+    model.Observe(strategies[i], metrics);
+    if (i == 0) {
+      // One observation cannot tell activations from overhead: the priors stand.
+      EXPECT_EQ(model.memory_coefficients().activation_factor, 1.0);
+      EXPECT_EQ(model.memory_coefficients().overhead_bytes, 0);
+    }
+  }
+  EXPECT_NEAR(model.memory_coefficients().activation_factor, 1.3, 0.02 * 1.3);
+  EXPECT_NEAR(static_cast<double>(model.memory_coefficients().overhead_bytes),
+              static_cast<double>(truth.overhead_bytes), 0.02 * truth.overhead_bytes);
+  // The calibrated model predicts a strategy it never saw.
+  Strategy unseen = Layout(2, 1, 1, Sharding::kZero2);
+  unseen.checkpointing = Checkpointing::kSelective;
+  const double expected = static_cast<double>(EstimateMemory(m, 1024, unseen, truth).total());
+  EXPECT_NEAR(model.Predict(unseen).memory.total() / expected, 1.0, 0.01);
 }
 
 }  // namespace

@@ -204,6 +204,56 @@ TEST(EndToEnd, TuneRecordsEveryTrialAndBestSurvivesRestart) {
   EXPECT_THAT(err, HasSubstr("no strategy recorded"));
 }
 
+// The time limit is a promise: the job ends within it plus 5 s with the
+// best measured so far, whatever is still running is cancelled and recorded
+// as such, and the device is free again.
+TEST(EndToEnd, TimeLimitIsKeptToTheSecondAndRunningTrialsAreCancelled) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  cluster.StartWorker("w1");
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  std::vector<std::string> args = {"tune"};
+  for (const std::string& a : cluster.ModelArgs()) args.push_back(a);
+  for (const char* a :
+       {"--time-limit", "15s", "--warmup-steps", "1", "--measured-steps", "2", "--json"}) {
+    args.push_back(a);
+  }
+  std::string out, err;
+  const absl::Time start = absl::Now();
+  ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
+  const double wall = absl::ToDoubleSeconds(absl::Now() - start);
+  json job = ParseJson(out);
+  EXPECT_EQ(job["state"], "SUCCEEDED") << out;
+  // The space (hundreds of strategies) does not fit 15 s: auto searches.
+  EXPECT_THAT(job["algorithm"].get<std::string>(), ::testing::StartsWith("auto: bayes")) << out;
+  const double elapsed = job["elapsed_seconds"].get<double>();
+  EXPECT_GE(elapsed, 15.0) << out;
+  EXPECT_LE(elapsed, 20.0) << out;
+  EXPECT_LE(wall, 22.0);  // the CLI returned with the job
+  ASSERT_TRUE(job["best"].is_object()) << out;
+  int succeeded = 0, cancelled = 0;
+  for (const json& t : job["trials"]) {
+    if (t["status"] == "SUCCEEDED") ++succeeded;
+    if (t["status"] == "CANCELLED") {
+      ++cancelled;
+      EXPECT_THAT(t["reason"].get<std::string>(), HasSubstr("time limit")) << t.dump();
+    }
+    EXPECT_NE(t["status"], "RUNNING") << t.dump();
+  }
+  EXPECT_GE(succeeded, 1) << out;
+  EXPECT_EQ(cancelled, 1) << out;  // one device: the trial running at the limit
+  // The cancelled trial's process is stopped and its device freed.
+  bool free = false;
+  for (int i = 0; i < 50 && !free; ++i) {
+    std::string workers;
+    if (cluster.Cli({"workers", "--json"}, &workers) == 0) {
+      free = ParseJson(workers)["workers"][0]["devices"][0]["held_by_trial"] == "";
+    }
+    if (!free) absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(free);
+}
+
 TEST(EndToEnd, GangTrialsSearchParallelLayoutsAcrossWorkers) {
   Cluster cluster;
   ASSERT_TRUE(cluster.StartServer());

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/convert.h"
+#include "search/cost_model.h"
 #include "search/model.h"
 #include "tests/subprocess.h"
 
@@ -104,7 +105,8 @@ class JobManagerTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  void AddWorker(const std::string& id, int devices, int port_min = 0, int port_max = 0) {
+  void AddWorker(const std::string& id, int devices, int port_min = 0, int port_max = 0,
+                 int64_t memory_bytes = int64_t{1} << 30) {
     v1::RegisterRequest r;
     r.set_worker_id(id);
     r.set_address(id + ":1");
@@ -114,7 +116,7 @@ class JobManagerTest : public ::testing::Test {
       v1::Device* d = r.add_devices();
       d->set_type("cpu");
       d->set_index(i);
-      d->set_memory_bytes(int64_t{1} << 30);
+      d->set_memory_bytes(memory_bytes);
     }
     ASSERT_TRUE(manager_->RegisterWorker(r).ok());
   }
@@ -164,6 +166,9 @@ class JobManagerTest : public ::testing::Test {
     r.set_global_batch_size(4);
     r.set_time_limit_seconds(time_limit_s);
     r.set_max_trials(max_trials);
+    // The space's order, so that tests know which trial comes next; the
+    // other algorithms have tests of their own below.
+    r.set_algorithm("exhaustive");
     return r;
   }
 
@@ -910,6 +915,217 @@ TEST(StrategyProtoTest, LayoutSurvivesTheWireAndUnsetFieldsMeanOneRank) {
   EXPECT_EQ(m2.comm_time_s, 0.25);
   EXPECT_EQ(m2.state_memory_bytes, 20);
   EXPECT_EQ(m2.rank_peak_memory_bytes, (std::vector<int64_t>{10, 30}));
+}
+
+}  // namespace
+}  // namespace autoaccel
+
+namespace autoaccel {
+namespace {
+
+// ------------------------------------------------------------- the search
+
+TEST_F(JobManagerTest, AutoIsTheDefaultAndTheJobSaysWhatItChose) {
+  v1::TuneRequest r = Request(600, 5);
+  r.clear_algorithm();
+  auto job = manager_->SubmitJob(r);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->request().algorithm(), "auto");
+  EXPECT_EQ(job->algorithm(), "");  // chosen once the pool can run trials
+  AddWorker("a", 1);
+  manager_->Tick();
+  auto running = manager_->GetJob(job->job_id());
+  EXPECT_THAT(running->algorithm(), StartsWith("auto: bayes"));
+  r.set_algorithm("simulated_annealing");
+  EXPECT_THAT(std::string(manager_->SubmitJob(r).status().message()),
+              StartsWith("algorithm: unknown value"));
+}
+
+TEST_F(JobManagerTest, CandidatesPredictedNotToFitAreRecordedAsPrunedWithTheirReason) {
+  v1::TuneRequest r = Request(600);
+  // A device that holds micro-batch 2 at its most demanding (fp32, math
+  // attention, no recompute) but not micro-batch 4 at the same.
+  absl::StatusOr<ModelSpec> model = ModelSpecFromJson("gpt2", nlohmann::json::parse(kTinyGpt));
+  ASSERT_TRUE(model.ok());
+  std::vector<int64_t> estimates;
+  for (int mbs : {1, 2, 4}) {
+    Strategy s;
+    s.micro_batch_size = mbs;
+    s.grad_accum_steps = 4 / mbs;
+    estimates.push_back(EstimateMemory(*model, 16, s).total());
+  }
+  auto job = manager_->SubmitJob(r);
+  ASSERT_TRUE(job.ok()) << job.status();
+  AddWorker("a", 1, 0, 0, estimates[1]);
+  manager_->Tick();
+  auto trials = manager_->ListTrials(job->job_id());
+  ASSERT_TRUE(trials.ok());
+  int pruned = 0;
+  for (const v1::Trial& t : *trials) {
+    if (t.status() != "PRUNED") continue;
+    ++pruned;
+    EXPECT_THAT(t.reason(), AllOf(HasSubstr("predicted"), HasSubstr("exceeds")));
+    EXPECT_EQ(t.strategy().micro_batch_size(), 4) << t.strategy().text();
+    EXPECT_EQ(t.attempt(), 0);
+  }
+  EXPECT_GT(pruned, 0);
+  EXPECT_EQ(manager_->GetJob(job->job_id())->trials_pruned(), pruned);
+  // Nothing pruned is ever dispatched.
+  std::set<std::string> pruned_texts;
+  for (const v1::Trial& t : *trials) {
+    if (t.status() == "PRUNED") pruned_texts.insert(t.strategy().text());
+  }
+  for (int i = 0; i < 10 && !executor_.calls.empty(); ++i) {
+    EXPECT_EQ(
+        pruned_texts.count(StrategyToText(FakeExecutor::Spec(executor_.calls.front()).strategy)),
+        0u);
+    executor_.Succeed(100);
+    manager_->Tick();
+  }
+}
+
+TEST_F(JobManagerTest, AnOutOfMemoryTrialPrunesTheStrategiesThatNeedMore) {
+  // The least demanding strategy first (the user's, fine-tuned): when even
+  // it runs out of memory, every neighbour that needs as much or more is
+  // pruned without running.
+  v1::TuneRequest r = Request(600);
+  r.clear_algorithm();
+  r.set_load_strategy(
+      "mbs=1,precision=fp32,checkpoint=full,ckpt_pct=100,attention=math,optimizer=adamw");
+  r.set_finetune(true);
+  auto job = manager_->SubmitJob(r);
+  ASSERT_TRUE(job.ok()) << job.status();
+  AddWorker("a", 1);
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  const TrialSpec first = FakeExecutor::Spec(executor_.calls.front());
+  ASSERT_EQ(StrategyToText(first.strategy),
+            "mbs=1,ga=4,precision=fp32,checkpoint=full,attention=math,optimizer=adamw,"
+            "offload=none");
+  executor_.Answer(first.trial_id, 0, absl::OkStatus(), Answered("OOM", "out of memory"));
+  manager_->Tick();
+  auto trials = manager_->ListTrials(job->job_id());
+  ASSERT_TRUE(trials.ok());
+  int pruned = 0;
+  for (const v1::Trial& t : *trials) {
+    if (t.status() != "PRUNED") continue;
+    ++pruned;
+    EXPECT_THAT(t.reason(),
+                AllOf(HasSubstr("ran out of memory"), HasSubstr(StrategyToText(first.strategy))));
+    EXPECT_TRUE(NeedsAtLeastAsMuchMemory(*FromProto(t.strategy()), first.strategy))
+        << t.strategy().text();
+  }
+  // mbs 2 and 4, and mbs 1 with less recompute: 2 + 2 + 2 neighbours at most
+  // two dimensions away.
+  EXPECT_GE(pruned, 4);
+  // What is still proposed does not need more than what ran out.
+  for (const auto& call : executor_.calls) {
+    EXPECT_FALSE(NeedsAtLeastAsMuchMemory(FakeExecutor::Spec(call).strategy, first.strategy));
+  }
+}
+
+TEST_F(JobManagerTest, IncludeAndExcludeNarrowTheSpaceAndBadNamesAreRefused) {
+  v1::TuneRequest r = Request();
+  auto all = manager_->SubmitJob(r);
+  ASSERT_TRUE(all.ok());
+  r.add_exclude("fp32,pure_bf16");
+  r.add_include("checkpoint");
+  auto narrowed = manager_->SubmitJob(r);
+  ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+  EXPECT_LT(narrowed->trials_total(), all->trials_total());
+  AddWorker("a", 1);
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  for (int i = 0; i < 5 && !executor_.calls.empty(); ++i) {
+    const TrialSpec spec = FakeExecutor::Spec(executor_.calls.front());
+    if (spec.trial_id.rfind(narrowed->job_id(), 0) == 0) {
+      EXPECT_EQ(spec.strategy.precision, Precision::kBf16) << StrategyToText(spec.strategy);
+      EXPECT_NE(spec.strategy.checkpointing, Checkpointing::kNone);
+    }
+    executor_.Succeed(100);
+    manager_->Tick();
+  }
+  r = Request();
+  r.add_exclude("zero4");
+  EXPECT_THAT(std::string(manager_->SubmitJob(r).status().message()), StartsWith("exclude: "));
+  r = Request();
+  r.add_include("fp32");
+  r.add_precisions("bf16");
+  EXPECT_THAT(std::string(manager_->SubmitJob(r).status().message()),
+              StartsWith("include, exclude: "));
+}
+
+TEST_F(JobManagerTest, ALoadedStrategyRunsOnceWithItsMissingDimensionsFilledIn) {
+  v1::TuneRequest r = Request(600);
+  r.clear_algorithm();
+  r.set_load_strategy(R"(["zero2", ("amp_native", {"dtype": "bf16"}), "checkpoint"])");
+  // zero2 needs data parallelism: two ranks.
+  r.set_world_size(2);
+  auto job = manager_->SubmitJob(r);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->trials_total(), 1);
+  AddWorker("a", 2);
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 2u);  // one trial, two ranks
+  const TrialSpec spec = FakeExecutor::Spec(executor_.calls.front());
+  EXPECT_EQ(spec.strategy.sharding, Sharding::kZero2);
+  EXPECT_EQ(spec.strategy.precision, Precision::kBf16);
+  EXPECT_EQ(spec.strategy.checkpointing, Checkpointing::kFull);
+  EXPECT_THAT(manager_->GetJob(job->job_id())->algorithm(), StartsWith("load_strategy: runs"));
+  executor_.Answer(spec.trial_id, 0, absl::OkStatus(), Answered("SUCCEEDED"));
+  executor_.Answer(spec.trial_id, 1, absl::OkStatus(), Answered("SUCCEEDED"));
+  manager_->Tick();
+  EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "SUCCEEDED");
+  EXPECT_TRUE(executor_.calls.empty());
+
+  r = Request();
+  r.set_finetune(true);
+  EXPECT_THAT(std::string(manager_->SubmitJob(r).status().message()), StartsWith("finetune: "));
+  r = Request();
+  r.clear_algorithm();
+  r.set_load_strategy("precision=fp8");
+  EXPECT_THAT(std::string(manager_->SubmitJob(r).status().message()),
+              StartsWith("load_strategy: "));
+  r.set_load_strategy("sharding=zero1");  // one rank: nothing to shard
+  EXPECT_THAT(std::string(manager_->SubmitJob(r).status().message()),
+              StartsWith("load_strategy: no candidate of the space matches"));
+}
+
+TEST_F(JobManagerTest, FinetuneSearchesTheLoadedStrategysNeighbourhood) {
+  v1::TuneRequest r = Request(600, 4);
+  r.clear_algorithm();
+  r.set_load_strategy("mbs=2,precision=fp32,checkpoint=none,attention=math");
+  r.set_finetune(true);
+  auto job = manager_->SubmitJob(r);
+  ASSERT_TRUE(job.ok()) << job.status();
+  AddWorker("a", 1);
+  manager_->Tick();
+  EXPECT_THAT(manager_->GetJob(job->job_id())->algorithm(), StartsWith("finetune: greedy from"));
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  const Strategy start = FakeExecutor::Spec(executor_.calls.front()).strategy;
+  EXPECT_EQ(start.micro_batch_size, 2);
+  EXPECT_EQ(start.precision, Precision::kFp32);
+  executor_.Succeed(100);
+  for (int i = 0; i < 3; ++i) {
+    manager_->Tick();
+    ASSERT_EQ(executor_.calls.size(), 1u) << i;
+    EXPECT_EQ(StrategyDistance(FakeExecutor::Spec(executor_.calls.front()).strategy, start), 1);
+    executor_.Succeed(50);
+  }
+  manager_->Tick();
+  EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "SUCCEEDED");
+}
+
+TEST_F(JobManagerTest, HalvingAsksForFewerMeasuredStepsInItsFirstRung) {
+  v1::TuneRequest r = Request(600, 8);
+  r.set_algorithm("halving");
+  r.set_measured_steps(9);
+  auto job = manager_->SubmitJob(r);
+  ASSERT_TRUE(job.ok()) << job.status();
+  AddWorker("a", 1);
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  EXPECT_EQ(FakeExecutor::Spec(executor_.calls.front()).measured_steps, 1);
 }
 
 }  // namespace

@@ -1939,9 +1939,9 @@ TEST(ExhaustiveSearcher, ProposesEveryStrategyOnceInOrderThenFinishes) {
   ASSERT_NE(searcher, nullptr);
   std::vector<Strategy> proposed;
   while (!searcher->Finished()) {
-    std::optional<Strategy> next = searcher->Next();
+    std::optional<Proposal> next = searcher->Next();
     ASSERT_TRUE(next.has_value()) << "Next() empty before Finished()";
-    proposed.push_back(*next);
+    proposed.push_back(next->strategy);
     ASSERT_LE(proposed.size(), space.size());
   }
   EXPECT_EQ(Texts(proposed), Texts(space));
@@ -1956,7 +1956,7 @@ TEST(ExhaustiveSearcher, DuplicatesAreProposedOnce) {
   std::unique_ptr<Searcher> searcher = MustCreate({a, b, a, b, a}, SearchBudget{}, nullptr);
   ASSERT_NE(searcher, nullptr);
   std::vector<Strategy> proposed;
-  while (std::optional<Strategy> next = searcher->Next()) proposed.push_back(*next);
+  while (std::optional<Proposal> next = searcher->Next()) proposed.push_back(next->strategy);
   EXPECT_THAT(proposed, ElementsAre(a, b));
   EXPECT_TRUE(searcher->Finished());
 }
@@ -1970,9 +1970,9 @@ TEST(ExhaustiveSearcher, StopsAtMaxTrials) {
   ASSERT_NE(searcher, nullptr);
   for (int i = 0; i < 5; ++i) {
     EXPECT_FALSE(searcher->Finished()) << i;
-    std::optional<Strategy> next = searcher->Next();
+    std::optional<Proposal> next = searcher->Next();
     ASSERT_TRUE(next.has_value()) << i;
-    EXPECT_EQ(*next, space[i]);
+    EXPECT_EQ(next->strategy, space[i]);
   }
   EXPECT_TRUE(searcher->Finished());
   EXPECT_FALSE(searcher->Next().has_value());
@@ -2033,7 +2033,7 @@ TEST(ExhaustiveSearcher, BestIsFastestSucceededTrialThatFits) {
   EXPECT_FALSE(searcher->Best().has_value());
 
   std::vector<Strategy> s;
-  for (int i = 0; i < 7; ++i) s.push_back(*searcher->Next());
+  for (int i = 0; i < 7; ++i) s.push_back(searcher->Next()->strategy);
   searcher->Report(Trial(s[0], TrialStatus::kSucceeded, 100, 1 * kGiB));
   ASSERT_TRUE(searcher->Best().has_value());
   EXPECT_EQ(searcher->Best()->strategy, s[0]);
@@ -2058,8 +2058,8 @@ TEST(ExhaustiveSearcher, WithoutMemoryLimitEverySucceededTrialCounts) {
   FakeClock clock;
   std::unique_ptr<Searcher> searcher = MustCreate(SpaceOf(8), SearchBudget{}, &clock);
   ASSERT_NE(searcher, nullptr);
-  const Strategy a = *searcher->Next();
-  const Strategy b = *searcher->Next();
+  const Strategy a = searcher->Next()->strategy;
+  const Strategy b = searcher->Next()->strategy;
   searcher->Report(Trial(a, TrialStatus::kSucceeded, 100, 1));
   searcher->Report(Trial(b, TrialStatus::kSucceeded, 300, int64_t{1} << 50));
   ASSERT_TRUE(searcher->Best().has_value());
@@ -2150,8 +2150,8 @@ TEST(ExhaustiveSearcher, FindsTheBestStrategyOfAToyDevice) {
   std::unique_ptr<Searcher> searcher = MustCreate(*space, SearchBudget{}, &clock, 3500);
   ASSERT_NE(searcher, nullptr);
   int trials = 0;
-  while (std::optional<Strategy> s = searcher->Next()) {
-    searcher->Report(run(*s));
+  while (std::optional<Proposal> p = searcher->Next()) {
+    searcher->Report(run(p->strategy));
     ++trials;
   }
   EXPECT_EQ(trials, static_cast<int>(space->size()));

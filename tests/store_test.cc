@@ -288,6 +288,29 @@ TEST(StoreTest, MigratesANewFileAndDoesNotMigrateTwice) {
   EXPECT_TRUE(again->GetJob("kept").ok());
 }
 
+TEST(StoreTest, AVersionOneFileGainsTheJobsAlgorithmAndKeepsItsJobs) {
+  TempDir dir;
+  const std::string path = dir.File("v1.db");
+  {
+    std::unique_ptr<Store> store = OpenOrDie(path);
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(store->CreateJob(MakeJob("old", kBase)));
+  }
+  // Back to the first schema, as a file written before the column existed.
+  RawSql(path, "ALTER TABLE jobs DROP COLUMN algorithm");
+  RawSql(path, "PRAGMA user_version = 1");
+  std::unique_ptr<Store> store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->migrations_applied(), 1);
+  absl::StatusOr<JobRecord> old = store->GetJob("old");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->algorithm, "");
+  JobRecord job = *old;
+  job.algorithm = "auto: bayes (2311 candidates, room for about 90 trials)";
+  ASSERT_OK(store->UpdateJob(job));
+  EXPECT_EQ(store->GetJob("old")->algorithm, job.algorithm);
+}
+
 TEST(StoreTest, MigratesAnEmptyFile) {
   TempDir dir;
   const std::string path = dir.File("empty.db");
