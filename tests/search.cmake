@@ -7,3 +7,10 @@ gtest_discover_tests(search_test TEST_PREFIX "search.")
 add_executable(searchers_test ${CMAKE_CURRENT_LIST_DIR}/searchers_test.cc)
 target_link_libraries(searchers_test PRIVATE autoaccel_search GTest::gmock_main)
 gtest_discover_tests(searchers_test TEST_PREFIX "search.")
+
+# The algorithms and the cost model replayed against the recorded tables.
+add_executable(search_replay_test ${CMAKE_CURRENT_LIST_DIR}/search_replay_test.cc)
+target_compile_definitions(search_replay_test
+                           PRIVATE AUTOACCEL_TABLES_DIR="${PROJECT_SOURCE_DIR}/bench/tables")
+target_link_libraries(search_replay_test PRIVATE autoaccel_replay GTest::gmock_main)
+gtest_discover_tests(search_replay_test TEST_PREFIX "search.")
