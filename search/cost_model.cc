@@ -651,6 +651,14 @@ bool CostModel::Fits(const Strategy& s, double margin, std::string* reason) cons
 }
 
 void CostModel::Observe(const Strategy& s, const TrialMetrics& measured, TrialStatus status) {
+  if (status == TrialStatus::kOom && device_.memory_bytes > 0 && !model_.IsTorchScript()) {
+    const MemoryEstimate e = EstimateMemory(model_, seq_len_, s);  // factor 1, no overhead
+    oom_observations_.push_back({double(e.total() - e.activations - e.overhead),
+                                 double(e.activations), double(device_.memory_bytes)});
+    RefitMemory();
+    ++observations_;
+    return;
+  }
   if (status != TrialStatus::kSucceeded) return;
   bool used = false;
   if (measured.step_time_median_s > 0 && std::isfinite(measured.step_time_median_s)) {
@@ -700,28 +708,56 @@ void CostModel::RefitTime() {
 
 void CostModel::RefitMemory() {
   memory_ = MemoryCoefficients{};
-  if (memory_observations_.size() < 2) return;
-  // v = (f, o / scale): rows (activations_i, scale) / peak_i against
-  // (peak_i - fixed_i) / peak_i, then the priors f = 1, o = 0.
-  double scale = 0;
-  for (const MemoryObservation& o : memory_observations_) scale += o.peak;
-  scale /= double(memory_observations_.size());
-  const Eigen::Index rows = static_cast<Eigen::Index>(memory_observations_.size());
-  Eigen::MatrixXd A = Eigen::MatrixXd::Zero(rows + 2, 2);
-  Eigen::VectorXd b = Eigen::VectorXd::Zero(rows + 2);
-  for (Eigen::Index i = 0; i < rows; ++i) {
-    const MemoryObservation& o = memory_observations_[i];
-    A(i, 0) = o.activations / o.peak;
-    A(i, 1) = scale / o.peak;
-    b[i] = (o.peak - o.fixed) / o.peak;
+  // The rows: the measured peaks once there are two (one cannot tell
+  // activations from overhead), and the out-of-memory lower bounds the fit
+  // would otherwise violate, added a round at a time (with one of them, a
+  // single measured peak counts too).
+  std::vector<const MemoryObservation*> rows;
+  bool peaks_in = false;
+  const auto add_peaks = [&] {
+    if (peaks_in) return;
+    for (const MemoryObservation& o : memory_observations_) rows.push_back(&o);
+    peaks_in = true;
+  };
+  if (memory_observations_.size() >= 2) add_peaks();
+  std::vector<bool> bound(oom_observations_.size(), false);
+  while (true) {
+    if (!rows.empty()) {
+      double scale = 0;
+      for (const MemoryObservation* o : rows) scale += o->peak;
+      scale /= double(rows.size());
+      // v = (f, o / scale): rows (activations_i, scale) / peak_i against
+      // (peak_i - fixed_i) / peak_i, then the priors f = 1, o = 0.
+      const Eigen::Index n = static_cast<Eigen::Index>(rows.size());
+      Eigen::MatrixXd A = Eigen::MatrixXd::Zero(n + 2, 2);
+      Eigen::VectorXd b = Eigen::VectorXd::Zero(n + 2);
+      for (Eigen::Index i = 0; i < n; ++i) {
+        const MemoryObservation& o = *rows[i];
+        A(i, 0) = o.activations / o.peak;
+        A(i, 1) = scale / o.peak;
+        b[i] = (o.peak - o.fixed) / o.peak;
+      }
+      const double root_lambda = std::sqrt(kMemoryPriorWeight);
+      A(n, 0) = root_lambda;
+      b[n] = root_lambda;         // f = 1
+      A(n + 1, 1) = root_lambda;  // o = 0
+      const Eigen::VectorXd v = SolveNonNegativeLeastSquares(A, b);
+      memory_.activation_factor = v[0];
+      memory_.overhead_bytes = static_cast<int64_t>(std::llround(v[1] * scale));
+    }
+    bool added = false;
+    for (size_t k = 0; k < oom_observations_.size(); ++k) {
+      const MemoryObservation& o = oom_observations_[k];
+      const double predicted =
+          o.fixed + memory_.activation_factor * o.activations + memory_.overhead_bytes;
+      if (bound[k] || predicted >= o.peak) continue;
+      add_peaks();
+      bound[k] = true;
+      rows.push_back(&o);
+      added = true;
+    }
+    if (!added) return;
   }
-  const double root_lambda = std::sqrt(kMemoryPriorWeight);
-  A(rows, 0) = root_lambda;
-  b[rows] = root_lambda;         // f = 1
-  A(rows + 1, 1) = root_lambda;  // o = 0
-  const Eigen::VectorXd v = SolveNonNegativeLeastSquares(A, b);
-  memory_.activation_factor = v[0];
-  memory_.overhead_bytes = static_cast<int64_t>(std::llround(v[1] * scale));
 }
 
 }  // namespace autoaccel

@@ -271,10 +271,13 @@ class CostModel {
   bool Fits(const Strategy& s, double margin, std::string* reason) const;
 
   // Records a measured trial and refits the coefficients of both halves
-  // from all observations. Only a kSucceeded trial counts; of its metrics,
+  // from all observations. A kSucceeded trial counts with its metrics:
   // step_time_median_s > 0 feeds the time half and peak_memory_bytes > 0 the
-  // memory half (a torchscript model has no memory half). Anything else is
-  // ignored.
+  // memory half (a torchscript model has no memory half). A kOom trial is a
+  // lower bound for the memory half when the device's memory is known: the
+  // strategy needed more than the device has, so a fit that predicts less
+  // for it is refitted with it held at the device's memory (repeated until
+  // no out-of-memory strategy is predicted to fit). Anything else is ignored.
   void Observe(const Strategy& s, const TrialMetrics& measured,
                TrialStatus status = TrialStatus::kSucceeded);
 
@@ -307,6 +310,8 @@ class CostModel {
   MemoryCoefficients memory_;
   std::vector<TimeObservation> time_observations_;
   std::vector<MemoryObservation> memory_observations_;
+  // Out-of-memory trials: `peak` is the device's memory, a lower bound.
+  std::vector<MemoryObservation> oom_observations_;
   int observations_ = 0;
 };
 

@@ -122,6 +122,12 @@ void CandidateSearcher::Report(const ScoredTrial& trial) {
         Prune(i, reason);
       }
     }
+    // The model learns that this much did not fit; what it now predicts not
+    // to fit is pruned too.
+    if (HasModel()) {
+      setup_.cost_model->Observe(trial.strategy, trial.metrics, TrialStatus::kOom);
+      RefreshPredictions();
+    }
   }
   OnReport(index, trial);
 }

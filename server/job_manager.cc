@@ -1110,9 +1110,12 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
                      parts.empty() ? std::string(" (no trial ran)")
                                    : absl::StrCat(" (", absl::StrJoin(parts, ", "), ")"));
   } else if (best != nullptr) {
-    rec.status_message = absl::StrFormat(
-        "%s; best %s at %.0f tokens/s after %d trial(s)", message, best->record.strategy_text,
-        best->record.metrics.tokens_per_second, static_cast<int>(job->trials.size()));
+    int run = 0, pruned = 0;
+    for (const auto& t : job->trials) ++(t->record.status == TrialStatus::kPruned ? pruned : run);
+    rec.status_message =
+        absl::StrFormat("%s; best %s at %.0f tokens/s after %d trial(s)%s", message,
+                        best->record.strategy_text, best->record.metrics.tokens_per_second, run,
+                        pruned > 0 ? absl::StrFormat(" (%d candidate(s) pruned)", pruned) : "");
   } else {
     rec.status_message = message;
   }

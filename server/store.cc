@@ -439,7 +439,11 @@ absl::Status ValidateTrial(const TrialRecord& t) {
   };
   if (t.job_id.empty()) return bad("job_id must not be empty");
   if (t.index < 0) return bad(absl::StrCat("index must be >= 0, got ", t.index));
-  if (t.attempt < 1) return bad(absl::StrCat("attempt must be >= 1, got ", t.attempt));
+  // A PRUNED trial never ran: attempt 0. Everything else ran at least once.
+  const int min_attempt = t.status == TrialStatus::kPruned ? 0 : 1;
+  if (t.attempt < min_attempt) {
+    return bad(absl::StrCat("attempt must be >= ", min_attempt, ", got ", t.attempt));
+  }
   return absl::OkStatus();
 }
 

@@ -76,7 +76,7 @@ struct TrialRecord {
   std::string trial_id;  // REQUIRES: not empty; unique, e.g. "<job_id>-t0007"
   std::string job_id;    // REQUIRES: names an existing job
   int index = 0;         // order in which it was proposed
-  int attempt = 1;
+  int attempt = 1;  // >= 1; 0 for a PRUNED trial (never run)
   std::string strategy_text;  // canonical text
   std::string strategy_json;  // JSON form (dumped)
   TrialStatus status = TrialStatus::kPending;

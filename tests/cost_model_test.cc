@@ -712,7 +712,9 @@ TEST(Calibration, TheFirstObservationAlreadyMovesTheTimeModel) {
 
 TEST(Calibration, OnlySucceededMeasurementsCount) {
   const ModelSpec m = Gpt2Small();
-  CostModel model(m, 1024, 32, DeviceSpec{"cuda", {}, int64_t{40} << 30});
+  // Memory unknown: an out-of-memory trial bounds nothing either (see
+  // AnOutOfMemoryTrialRaisesWhatTheModelPredictsForIt).
+  CostModel model(m, 1024, 32, DeviceSpec{"cuda", {}, 0});
   const Strategy s = Layout(1, 1, 1, Sharding::kNone);
   const CostModel::Prediction before = model.Predict(s);
   TrialMetrics metrics;
@@ -789,6 +791,35 @@ TEST(Calibration, MemoryRecoversActivationFactorAndOverhead) {
   unseen.checkpointing = Checkpointing::kSelective;
   const double expected = static_cast<double>(EstimateMemory(m, 1024, unseen, truth).total());
   EXPECT_NEAR(model.Predict(unseen).memory.total() / expected, 1.0, 0.01);
+}
+
+TEST(Calibration, AnOutOfMemoryTrialRaisesWhatTheModelPredictsForIt) {
+  const ModelSpec m = Gpt2Small();
+  Strategy s = Layout(2, 1, 1, Sharding::kZero1);
+  s.micro_batch_size = 8;
+  s.grad_accum_steps = 2;
+  const int64_t before = EstimateMemory(m, 1024, s).total();
+  // A device 30% smaller than the first guess: the strategy ran out of it.
+  const int64_t device = before * 13 / 10;
+  CostModel model(m, 1024, 32, DeviceSpec{"cuda", {}, device});
+  EXPECT_TRUE(model.Fits(s, 0.0, nullptr));
+  model.Observe(s, TrialMetrics(), TrialStatus::kOom);
+  EXPECT_GE(model.Predict(s).memory.total(), 0.98 * device);
+  EXPECT_GT(model.memory_coefficients().activation_factor, 1.0);
+  // What the model predicts for a strategy with more activations rises too.
+  Strategy bigger = s;
+  bigger.micro_batch_size = 16;
+  bigger.grad_accum_steps = 1;
+  EXPECT_GT(model.Predict(bigger).memory.total(), EstimateMemory(m, 1024, bigger).total());
+  // An out-of-memory trial the model already expected changes nothing; on a
+  // device of unknown memory it tells nothing.
+  CostModel unknown(m, 1024, 32, DeviceSpec{"cuda", {}, 0});
+  unknown.Observe(s, TrialMetrics(), TrialStatus::kOom);
+  EXPECT_EQ(unknown.memory_coefficients().activation_factor, 1.0);
+  CostModel expected(m, 1024, 32, DeviceSpec{"cuda", {}, before / 2});
+  expected.Observe(s, TrialMetrics(), TrialStatus::kOom);
+  EXPECT_EQ(expected.memory_coefficients().activation_factor, 1.0);
+  EXPECT_EQ(expected.memory_coefficients().overhead_bytes, 0);
 }
 
 }  // namespace

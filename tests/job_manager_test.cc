@@ -982,6 +982,21 @@ TEST_F(JobManagerTest, CandidatesPredictedNotToFitAreRecordedAsPrunedWithTheirRe
     executor_.Succeed(100);
     manager_->Tick();
   }
+  // They are stored (attempt 0: never run), and stay once the job is over.
+  ASSERT_TRUE(manager_->CancelJob(job->job_id()).ok());
+  auto stored = store_->ListTrials(job->job_id());
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  int stored_pruned = 0;
+  for (const TrialRecord& t : *stored) {
+    if (t.status != TrialStatus::kPruned) continue;
+    ++stored_pruned;
+    EXPECT_EQ(t.attempt, 0);
+    EXPECT_THAT(t.reason, HasSubstr("exceeds"));
+  }
+  // (More than at first: the trials' measured peaks, above the device's
+  // memory in this fake, calibrated the model upwards.)
+  EXPECT_GE(stored_pruned, pruned);
+  EXPECT_EQ(manager_->GetJob(job->job_id())->trials_pruned(), stored_pruned);
 }
 
 TEST_F(JobManagerTest, AnOutOfMemoryTrialPrunesTheStrategiesThatNeedMore) {
