@@ -1,5 +1,6 @@
 #include "client/commands.h"
 
+#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -75,6 +76,17 @@ json TrialJson(const v1::Trial& t) {
       {"finished_at", t.finished_at()}};
 }
 
+// The job's request as the server validated it (defaults filled in; a
+// torchscript file is never sent back), with proto field names.
+json RequestJson(const v1::TuneRequest& r) {
+  std::string text;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(r, &text, options).ok()) return nullptr;
+  json j = json::parse(text, nullptr, false);
+  return j.is_discarded() ? json(nullptr) : j;
+}
+
 json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
   json out{{"job_id", j.job_id()},
            {"state", j.state()},
@@ -92,7 +104,8 @@ json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
            {"model",
             {{"family", j.request().model().family()},
              {"seq_len", j.request().seq_len()},
-             {"global_batch_size", j.request().global_batch_size()}}}};
+             {"global_batch_size", j.request().global_batch_size()}}},
+           {"request", RequestJson(j.request())}};
   if (j.has_best()) {
     out["best"] = json{{"trial_id", j.best().trial_id()},
                        {"strategy", j.best().strategy().text()},

@@ -226,6 +226,11 @@ TEST(EndToEnd, TimeLimitIsKeptToTheSecondAndRunningTrialsAreCancelled) {
   EXPECT_EQ(job["state"], "SUCCEEDED") << out;
   // The space (hundreds of strategies) does not fit 15 s: auto searches.
   EXPECT_THAT(job["algorithm"].get<std::string>(), ::testing::StartsWith("auto: bayes")) << out;
+  // The request as the server validated it, defaults filled in.
+  EXPECT_EQ(job["request"]["algorithm"], "auto") << out;
+  EXPECT_EQ(job["request"]["time_limit_seconds"], 15) << out;
+  EXPECT_EQ(job["request"]["model"]["family"], "gpt2") << out;
+  EXPECT_EQ(job["request"]["measured_steps"], 2) << out;
   const double elapsed = job["elapsed_seconds"].get<double>();
   EXPECT_GE(elapsed, 15.0) << out;
   EXPECT_LE(elapsed, 20.0) << out;
