@@ -1,6 +1,5 @@
 #include "client/commands.h"
 
-#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -77,13 +76,9 @@ json TrialJson(const v1::Trial& t) {
 }
 
 // The job's request as the server validated it (defaults filled in; a
-// torchscript file is never sent back), with proto field names.
+// torchscript file is never sent back), in the form the server stores.
 json RequestJson(const v1::TuneRequest& r) {
-  std::string text;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  if (!google::protobuf::util::MessageToJsonString(r, &text, options).ok()) return nullptr;
-  json j = json::parse(text, nullptr, false);
+  json j = json::parse(ProtoToJson(r), nullptr, false);
   return j.is_discarded() ? json(nullptr) : j;
 }
 

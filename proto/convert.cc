@@ -1,5 +1,7 @@
 #include "proto/convert.h"
 
+#include <google/protobuf/util/json_util.h>
+
 #include "common/status_macros.h"
 
 namespace autoaccel {
@@ -124,6 +126,16 @@ PeakTflops FromProto(const v1::PeakTflops& p) {
 double UnixSecondsOrZero(absl::Time t) {
   if (t == absl::InfinitePast() || t == absl::InfiniteFuture()) return 0;
   return absl::ToDoubleSeconds(t - absl::UnixEpoch());
+}
+
+std::string ProtoToJson(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  // Fails only on a message that could not be serialised at all (invalid
+  // UTF-8 in a string field); proto3 parsing already refuses those.
+  (void)google::protobuf::util::MessageToJsonString(m, &out, options);
+  return out;
 }
 
 }  // namespace autoaccel

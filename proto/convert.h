@@ -5,6 +5,7 @@
 #define AUTOACCEL_PROTO_CONVERT_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -27,6 +28,10 @@ TrialMetrics FromProto(const v1::TrialMetrics& m);
 
 v1::PeakTflops ToProto(const PeakTflops& p);
 PeakTflops FromProto(const v1::PeakTflops& p);
+
+// The proto3 JSON form of `m` with the .proto field names (as stored in the
+// database and printed by the CLI); fields at their zero value are left out.
+std::string ProtoToJson(const google::protobuf::Message& m);
 
 // Unix seconds; InfinitePast/InfiniteFuture map to 0.
 double UnixSecondsOrZero(absl::Time t);

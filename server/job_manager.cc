@@ -192,14 +192,6 @@ absl::StatusOr<ValidatedRequest> Validate(const v1::TuneRequest& in,
   return out;
 }
 
-std::string ToJson(const google::protobuf::Message& m) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, options);
-  return out;
-}
-
 absl::Time FromUnixSeconds(double s) {
   return s == 0 ? absl::InfinitePast() : absl::UnixEpoch() + absl::Seconds(s);
 }
@@ -398,7 +390,7 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
   rec.job_id = NewJobIdLocked();
   rec.state = JobState::kQueued;
   rec.status_message = "queued";
-  rec.request_json = ToJson(job->request);
+  rec.request_json = ProtoToJson(job->request);
   rec.signature = ComputeSignature(valid.model, r.seq_len(), r.global_batch_size(), r.world_size(),
                                    r.device_type());
   rec.created_at = clock_->Now();
@@ -541,7 +533,7 @@ absl::StatusOr<v1::RegisterResponse> JobManager::RegisterWorker(const v1::Regist
   WorkerRecord record;
   record.worker_id = req.worker_id();
   record.address = req.address();
-  record.devices_json = ToJson(w.info);
+  record.devices_json = ProtoToJson(w.info);
   record.registered_at = FromUnixSeconds(w.info.registered_at());
   record.last_seen = w.last_seen;
   if (absl::Status s = store_->UpsertWorker(record); !s.ok()) {
