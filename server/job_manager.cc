@@ -196,6 +196,10 @@ absl::Time FromUnixSeconds(double s) {
   return s == 0 ? absl::InfinitePast() : absl::UnixEpoch() + absl::Seconds(s);
 }
 
+// How a job that reached its time limit ends (its running trials are
+// cancelled with "job ended: " and this).
+constexpr char kTimeLimitReached[] = "time limit reached";
+
 // "rank 1 on worker w2: " for a rank of a multi-rank trial, "" for a single
 // rank (its trial's reason needs no such prefix).
 std::string RankPrefix(size_t world_size, int rank, const std::string& worker_id) {
@@ -343,7 +347,12 @@ void JobManager::Run() {
     SendAll(std::move(dispatches), std::move(cancels));
     lock.lock();
     if (stopping_) break;
-    cv_.wait_for(lock, absl::ToChronoMilliseconds(options_.tick_interval));
+    // Wake at the next tick or the earliest deadline, whichever comes first,
+    // so a job ends at its time limit rather than up to a tick later.
+    absl::Duration wait = options_.tick_interval;
+    const absl::Time now = clock_->Now();
+    for (const auto& [id, job] : active_) wait = std::min(wait, job->record.deadline - now);
+    cv_.wait_for(lock, absl::ToChronoMicroseconds(std::max(wait, absl::ZeroDuration())));
   }
 }
 
@@ -611,7 +620,7 @@ void JobManager::TickLocked(std::vector<Dispatch>* dispatches, std::vector<Cance
     JobRun* job = active_[id].get();
     const std::string& type = job->request.device_type();
     if (now >= job->record.deadline) {
-      FinishJobLocked(job, JobState::kSucceeded, "time limit reached", cancels);
+      FinishJobLocked(job, JobState::kSucceeded, kTimeLimitReached, cancels);
       continue;
     }
     if (job->searcher && job->searcher->Finished() && job->running == 0) {
@@ -976,7 +985,12 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
       // The first rank to fail ends the trial and names itself; the others
       // (cancelled, or failing because a peer went away) change nothing.
       const std::string prefix = RankPrefix(trial->ranks.size(), rank_index, rank.worker_id);
-      if (!IsTerminal(trial->record.status)) {
+      if (clock_->Now() >= job->record.deadline) {
+        // The answer came after the time limit: the trial was still running
+        // then, so the job ends now, as the scheduler would have ended it,
+        // and the trial is recorded CANCELLED. `job` and `trial` are gone.
+        FinishJobLocked(job, JobState::kSucceeded, kTimeLimitReached, &cancels);
+      } else if (!IsTerminal(trial->record.status)) {
         if (!status.ok()) {
           const bool timed_out = status.code() == absl::StatusCode::kDeadlineExceeded;
           std::string reason =

@@ -373,6 +373,30 @@ TEST_F(JobManagerTest, TimeLimitEndsTheJobAndCancelsRunningTrials) {
   EXPECT_TRUE(manager_->ListWorkers()[0].devices(0).held_by_trial().empty());
 }
 
+// A trial that answers after the time limit, before the scheduler's next tick,
+// was still running at the limit: the job ends then and the trial is
+// recorded CANCELLED, never as a success measured past the limit.
+TEST_F(JobManagerTest, AnAnswerAfterTheTimeLimitEndsTheJobAndCountsAsCancelled) {
+  AddWorker("a", 1);
+  auto job = manager_->SubmitJob(Request(30));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  executor_.Succeed(50);
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  clock_.Advance(absl::Seconds(31));
+  executor_.Succeed(999);  // no Tick() in between
+  auto done = manager_->GetJob(job->job_id());
+  EXPECT_EQ(done->state(), "SUCCEEDED");
+  EXPECT_THAT(done->status_message(), HasSubstr("time limit"));
+  EXPECT_EQ(done->best().metrics().tokens_per_second(), 50);
+  auto trials = manager_->ListTrials(job->job_id());
+  ASSERT_EQ(trials->size(), 2u);
+  EXPECT_EQ((*trials)[1].status(), "CANCELLED");
+  EXPECT_THAT((*trials)[1].reason(), HasSubstr("time limit"));
+  EXPECT_TRUE(manager_->ListWorkers()[0].devices(0).held_by_trial().empty());
+}
+
 TEST_F(JobManagerTest, WaitsForWorkersAndStartsWhenOneRegisters) {
   auto job = manager_->SubmitJob(Request(60, 1));
   ASSERT_TRUE(job.ok());
