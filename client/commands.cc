@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/untrusted_json.h"
 #include "nlohmann/json.hpp"
 #include "proto/convert.h"
 #include "search/trial.h"
@@ -54,8 +57,8 @@ int RpcError(const ClientContext& c, const grpc::Status& s) {
 }
 
 json StrategyJsonOf(const std::string& text) {
-  json j = json::parse(text, nullptr, false);
-  return j.is_discarded() ? json(nullptr) : j;
+  absl::StatusOr<json> j = ParseUntrustedJson(text, "strategy_json");
+  return j.ok() ? *j : json(nullptr);
 }
 
 json MetricsJson(const v1::TrialMetrics& m) { return TrialMetricsToJson(FromProto(m)); }
@@ -72,7 +75,11 @@ json TrialJson(const v1::Trial& t) {
       {"metrics", MetricsJson(t.metrics())},
       {"worker_ids", std::vector<std::string>(t.worker_ids().begin(), t.worker_ids().end())},
       {"started_at", t.started_at()},
-      {"finished_at", t.finished_at()}};
+      {"finished_at", t.finished_at()},
+      {"failed_attempts",
+       std::vector<std::string>(t.failed_attempts().begin(), t.failed_attempts().end())},
+      {"infrastructure", t.infrastructure()},
+      {"confirms", t.confirms()}};
 }
 
 // The job's request as the server validated it (defaults filled in; a
@@ -80,6 +87,18 @@ json TrialJson(const v1::Trial& t) {
 json RequestJson(const v1::TuneRequest& r) {
   json j = json::parse(ProtoToJson(r), nullptr, false);
   return j.is_discarded() ? json(nullptr) : j;
+}
+
+json PrunedSummaryJson(const v1::Job& j) {
+  json out = json::array();
+  for (const v1::PrunedSummary& p : j.pruned_summary()) {
+    out.push_back(
+        {{"kind", p.kind()},
+         {"count", p.count()},
+         {"example",
+          {{"strategy", p.example().strategy().text()}, {"reason", p.example().reason()}}}});
+  }
+  return out;
 }
 
 json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
@@ -95,7 +114,13 @@ json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
            {"trials_done", j.trials_done()},
            {"trials_running", j.trials_running()},
            {"trials_pruned", j.trials_pruned()},
+           {"pruned_summary", PrunedSummaryJson(j)},
            {"algorithm", j.algorithm()},
+           {"infrastructure_failures", j.infrastructure_failures()},
+           {"trials_lost", j.trials_lost()},
+           {"infrastructure_reasons", std::vector<std::string>(j.infrastructure_reasons().begin(),
+                                                               j.infrastructure_reasons().end())},
+           {"partial_evidence", j.partial_evidence()},
            {"model",
             {{"family", j.request().model().family()},
              {"seq_len", j.request().seq_len()},
@@ -105,7 +130,10 @@ json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
     out["best"] = json{{"trial_id", j.best().trial_id()},
                        {"strategy", j.best().strategy().text()},
                        {"strategy_json", StrategyJsonOf(j.best().strategy_json())},
-                       {"metrics", MetricsJson(j.best().metrics())}};
+                       {"metrics", MetricsJson(j.best().metrics())},
+                       {"confirmed", j.best_confirmed()},
+                       {"measurements", j.best_measurements()},
+                       {"spread", j.best_spread()}};
   } else {
     out["best"] = nullptr;
   }
@@ -126,12 +154,20 @@ std::string Mfu(double mfu) { return mfu > 0 ? absl::StrFormat("%.1f%%", 100 * m
 // columns stay aligned only before it.
 std::string TrialRow(const v1::Trial& t) {
   const v1::TrialMetrics& m = t.metrics();
+  // A confirmation names the trial it measures again: "repeat of #3".
+  std::string repeat;
+  if (const size_t at = t.confirms().rfind("-t"); at != std::string::npos) {
+    int index = 0;
+    if (absl::SimpleAtoi(t.confirms().substr(at + 2), &index)) {
+      repeat = absl::StrCat("  repeat of #", index);
+    }
+  }
   if (t.status() == "SUCCEEDED") {
-    return absl::StrFormat("%4d  %-9s %10.0f %9.1f %7.1f %9s %6s %7.3f  %s%s", t.index(),
+    return absl::StrFormat("%4d  %-9s %10.0f %9.1f %7.1f %9s %6s %7.3f  %s%s%s", t.index(),
                            t.status(), m.tokens_per_second(), m.step_time_median_s() * 1000,
                            m.comm_time_s() * 1000, Mib(m.peak_memory_bytes()), Mfu(m.mfu()),
                            m.final_loss(), t.strategy().text(),
-                           FromProto(m).IsNoisy() ? "  noisy" : "");
+                           FromProto(m).IsNoisy() ? "  noisy" : "", repeat);
   }
   std::string reason = t.reason().substr(0, t.reason().find('\n'));
   if (reason.size() > 60) reason = reason.substr(0, 57) + "...";
@@ -145,22 +181,17 @@ std::string TableHeader() {
                          "step ms", "comm ms", "peak MiB", "MFU", "loss", "strategy");
 }
 
-// PRUNED candidates can be thousands: the table counts them on one line and
-// shows one example reason (--json lists each with its reason).
-void PrintTrialTable(std::ostream& out, const std::vector<v1::Trial>& trials) {
+// PRUNED candidates can be tens of thousands: the table counts them by kind
+// of reason, one line each with an example (`trials --include-pruned
+// --json` lists each with its reason).
+void PrintTrialTable(std::ostream& out, const std::vector<v1::Trial>& trials, const v1::Job& job) {
   out << TableHeader() << "\n";
-  int pruned = 0;
-  const v1::Trial* example = nullptr;
   for (const v1::Trial& t : trials) {
-    if (t.status() == "PRUNED") {
-      if (pruned++ == 0) example = &t;
-      continue;
-    }
-    out << TrialRow(t) << "\n";
+    if (t.status() != "PRUNED") out << TrialRow(t) << "\n";
   }
-  if (pruned > 0) {
-    out << absl::StrFormat("      %d candidate(s) PRUNED without running, e.g. %s: %s\n", pruned,
-                           example->strategy().text(), example->reason());
+  for (const v1::PrunedSummary& p : job.pruned_summary()) {
+    out << absl::StrFormat("      %d candidate(s) PRUNED, %s; e.g. %s: %s\n", p.count(), p.kind(),
+                           p.example().strategy().text(), p.example().reason());
   }
 }
 
@@ -171,9 +202,22 @@ void PrintJobSummary(std::ostream& out, const v1::Job& j) {
       j.elapsed_seconds(), j.request().time_limit_seconds(), j.trials_done() - j.trials_pruned(),
       j.trials_pruned(), j.trials_total());
   if (!j.algorithm().empty()) out << "  search: " << j.algorithm() << "\n";
+  if (j.infrastructure_failures() > 0) {
+    out << absl::StrFormat(
+        "  %s: %d attempt(s) failed outside the strategy, %d trial(s) lost after every retry "
+        "(%s)\n",
+        j.partial_evidence() ? "WARNING, partial evidence" : "infrastructure",
+        j.infrastructure_failures(), j.trials_lost(),
+        absl::StrJoin(j.infrastructure_reasons(), "; "));
+  }
   if (j.has_best()) {
     const v1::TrialMetrics& m = j.best().metrics();
     out << "  best strategy: " << j.best().strategy().text() << "\n";
+    out << (j.best_confirmed()
+                ? absl::StrFormat(
+                      "    measured %d times, spread %.1f%% (figures below: the repeat)\n",
+                      j.best_measurements(), 100 * j.best_spread())
+                : std::string("    measured once (no time was left to measure it again)\n"));
     out << absl::StrFormat(
         "    %.0f tokens/s, %.1f samples/s, %.3f TFLOP/s%s, step %.1f ms, peak memory %s MiB, "
         "loss %.3f\n",
@@ -225,7 +269,7 @@ grpc::Status Watch(const ClientContext& c, const std::string& job_id, v1::JobEve
   std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> reader = c.stub->WatchJob(&ctx, req);
   std::set<std::string> shown;
   std::string last_state, last_line, last_algorithm;
-  int pruned_shown = 0;
+  std::map<std::string, int> pruned_shown;  // by kind
   bool header = false;
   v1::JobEvent event;
   while (reader->Read(&event)) {
@@ -235,22 +279,21 @@ grpc::Status Watch(const ClientContext& c, const std::string& job_id, v1::JobEve
       *c.err << "search: " << j.algorithm() << "\n";
       last_algorithm = j.algorithm();
     }
-    // Pruned candidates: one line per batch, not one per candidate.
-    int pruned_new = 0;
-    const v1::Trial* pruned_example = nullptr;
-    for (const v1::Trial& t : event.trials()) {
-      if (t.status() != "PRUNED" || shown.count(t.trial_id())) continue;
-      if (pruned_new++ == 0) pruned_example = &t;
-      shown.insert(t.trial_id());
-    }
-    if (pruned_new > 0) {
-      pruned_shown += pruned_new;
-      *c.err << absl::StrFormat("pruned %d candidate(s) (%d in all), e.g. %s: %s\n", pruned_new,
-                                pruned_shown, pruned_example->strategy().text(),
-                                pruned_example->reason());
+    // Pruned candidates: one line per kind as the count grows, never one per
+    // candidate (the job's summary counts them).
+    for (const v1::PrunedSummary& p : j.pruned_summary()) {
+      int& seen = pruned_shown[p.kind()];
+      if (p.count() == seen) continue;
+      *c.err << absl::StrFormat(
+          "pruned %d candidate(s), %s (%d of that kind in all), e.g. %s: %s\n", p.count() - seen,
+          p.kind(), p.count(), p.example().strategy().text(), p.example().reason());
+      seen = p.count();
     }
     for (const v1::Trial& t : event.trials()) {
-      if (t.status() == "RUNNING" || t.status() == "PENDING" || shown.count(t.trial_id())) continue;
+      if (t.status() == "RUNNING" || t.status() == "PENDING" || t.status() == "PRUNED" ||
+          shown.count(t.trial_id())) {
+        continue;
+      }
       if (!header) {
         *c.err << TableHeader() << "\n";
         header = true;
@@ -285,19 +328,27 @@ int PrintFinishedJob(const ClientContext& c, const v1::Job& job,
   } else {
     PrintJobSummary(*c.out, job);
   }
-  return job.state() == "SUCCEEDED" ? 0 : 1;
+  if (job.state() != "SUCCEEDED") return 1;
+  return job.partial_evidence() ? kExitPartialEvidence : 0;
 }
 
-grpc::Status FetchTrials(const ClientContext& c, const std::string& job_id,
+// Every trial of the job, page by page (pruned candidates only when asked).
+grpc::Status FetchTrials(const ClientContext& c, const std::string& job_id, bool include_pruned,
                          std::vector<v1::Trial>* trials) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx);
+  trials->clear();
   v1::ListTrialsRequest req;
   req.set_job_id(job_id);
-  v1::ListTrialsResponse resp;
-  grpc::Status s = c.stub->ListTrials(&ctx, req, &resp);
-  trials->assign(resp.trials().begin(), resp.trials().end());
-  return s;
+  req.set_include_pruned(include_pruned);
+  do {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    v1::ListTrialsResponse resp;
+    grpc::Status s = c.stub->ListTrials(&ctx, req, &resp);
+    if (!s.ok()) return s;
+    trials->insert(trials->end(), resp.trials().begin(), resp.trials().end());
+    req.set_page_token(resp.next_page_token());
+  } while (!req.page_token().empty());
+  return grpc::Status::OK;
 }
 
 }  // namespace
@@ -334,7 +385,9 @@ int WatchCommand(const ClientContext& c, const std::string& job_id) {
   std::vector<v1::Trial> trials;
   // The stream's last event already holds every trial; re-read so the output
   // reflects exactly what the database recorded.
-  if (grpc::Status ls = FetchTrials(c, job_id, &trials); !ls.ok()) return RpcError(c, ls);
+  if (grpc::Status ls = FetchTrials(c, job_id, /*include_pruned=*/false, &trials); !ls.ok()) {
+    return RpcError(c, ls);
+  }
   v1::Job job;
   {
     grpc::ClientContext ctx;
@@ -344,8 +397,12 @@ int WatchCommand(const ClientContext& c, const std::string& job_id) {
     if (grpc::Status gs = c.stub->GetJob(&ctx, req, &job); !gs.ok()) return RpcError(c, gs);
   }
   if (!c.json) {
-    *c.out << "\n";
-    PrintTrialTable(*c.out, trials);
+    // The rows went to stderr as they finished; repeat them on stdout unless
+    // stdout is that same stream (2>&1), where they would show twice.
+    if (!c.out_is_err) {
+      *c.out << "\n";
+      PrintTrialTable(*c.out, trials, job);
+    }
     *c.out << "\n";
   }
   return PrintFinishedJob(c, job, trials);
@@ -389,15 +446,27 @@ int JobCommand(const ClientContext& c, const std::string& job_id) {
   return 0;
 }
 
-int TrialsCommand(const ClientContext& c, const std::string& job_id) {
+int TrialsCommand(const ClientContext& c, const std::string& job_id, bool include_pruned) {
   std::vector<v1::Trial> trials;
-  if (grpc::Status s = FetchTrials(c, job_id, &trials); !s.ok()) return RpcError(c, s);
+  if (grpc::Status s = FetchTrials(c, job_id, include_pruned, &trials); !s.ok()) {
+    return RpcError(c, s);
+  }
+  v1::Job job;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    v1::GetJobRequest req;
+    req.set_job_id(job_id);
+    if (grpc::Status s = c.stub->GetJob(&ctx, req, &job); !s.ok()) return RpcError(c, s);
+  }
   if (c.json) {
     json out = json::array();
     for (const v1::Trial& t : trials) out.push_back(TrialJson(t));
-    *c.out << json{{"job_id", job_id}, {"trials", out}}.dump(2) << "\n";
+    *c.out << json{{"job_id", job_id}, {"trials", out}, {"pruned_summary", PrunedSummaryJson(job)}}
+                  .dump(2)
+           << "\n";
   } else {
-    PrintTrialTable(*c.out, trials);
+    PrintTrialTable(*c.out, trials, job);
   }
   return 0;
 }
@@ -462,14 +531,18 @@ int WorkersCommand(const ClientContext& c) {
                              {"fp16", d.peak_tflops().fp16()}}},
                            {"held_by_trial", d.held_by_trial()}});
       }
-      out.push_back({{"worker_id", w.worker_id()},
-                     {"address", w.address()},
-                     {"healthy", w.healthy()},
-                     {"last_seen", w.last_seen()},
-                     {"registered_at", w.registered_at()},
-                     {"rendezvous_ports",
-                      {{"min", w.rendezvous_port_min()}, {"max", w.rendezvous_port_max()}}},
-                     {"devices", devices}});
+      out.push_back(
+          {{"worker_id", w.worker_id()},
+           {"address", w.address()},
+           {"healthy", w.healthy()},
+           {"last_seen", w.last_seen()},
+           {"registered_at", w.registered_at()},
+           {"rendezvous_ports",
+            {{"min", w.rendezvous_port_min()}, {"max", w.rendezvous_port_max()}}},
+           {"host_cpu_cores", w.host_cpu_cores()},
+           {"host_memory_bytes", w.host_memory_bytes()},
+           {"warnings", std::vector<std::string>(w.warnings().begin(), w.warnings().end())},
+           {"devices", devices}});
     }
     *c.out << json{{"workers", out}}.dump(2) << "\n";
     return 0;
@@ -481,6 +554,7 @@ int WorkersCommand(const ClientContext& c) {
       *c.out << "  rendezvous ports " << w.rendezvous_port_min() << "-" << w.rendezvous_port_max();
     }
     *c.out << "\n";
+    for (const std::string& warning : w.warnings()) *c.out << "  warning: " << warning << "\n";
     for (const v1::Device& d : w.devices()) {
       const v1::PeakTflops& peak = d.peak_tflops();
       const std::string peak_text =

@@ -1,6 +1,8 @@
 // The CLI's commands, written against the generated StubInterface so tests
 // can drive them with a fake. Each returns the process exit code:
-//   0 success, 1 error (message already printed), 3 nothing recorded (best).
+//   0 success, 1 error (message already printed), 3 nothing recorded (best),
+//   4 (tune, watch) the job succeeded but its answer rests on partial
+//   evidence: trials were lost to infrastructure failures after every retry.
 // Human output goes to `out`, progress and errors to `err`; with `json` set,
 // `out` receives exactly one JSON document.
 #ifndef AUTOACCEL_CLIENT_COMMANDS_H_
@@ -13,6 +15,8 @@
 
 namespace autoaccel {
 
+inline constexpr int kExitPartialEvidence = 4;
+
 struct ClientContext {
   v1::TuningService::StubInterface* stub;
   std::string server;  // for messages
@@ -20,13 +24,17 @@ struct ClientContext {
   std::ostream* out;
   std::ostream* err;
   bool interactive = false;  // redraw a progress line with \r (stderr is a terminal)
+  // stdout and stderr are the same file or pipe (2>&1): what went to stderr
+  // as progress is not repeated on stdout.
+  bool out_is_err = false;
 };
 
 int TuneCommand(const ClientContext& c, const v1::TuneRequest& request, bool watch);
 int WatchCommand(const ClientContext& c, const std::string& job_id);
 int JobsCommand(const ClientContext& c, int limit);
 int JobCommand(const ClientContext& c, const std::string& job_id);
-int TrialsCommand(const ClientContext& c, const std::string& job_id);
+// `include_pruned`: every PRUNED candidate as a row (else counted by kind).
+int TrialsCommand(const ClientContext& c, const std::string& job_id, bool include_pruned);
 int BestCommand(const ClientContext& c, const v1::QueryStrategiesRequest& request);
 int WorkersCommand(const ClientContext& c);
 int CancelCommand(const ClientContext& c, const std::string& job_id);

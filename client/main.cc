@@ -1,8 +1,10 @@
 // autoaccel: the command-line client.
 #include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -75,6 +77,12 @@ struct ModelFlags {
 
   static bool ReadFile(const char* flag, const std::string& path, int64_t max_bytes,
                        std::string* out) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      std::cerr << "autoaccel: " << flag << ": " << path
+                << " is a directory (give the config.json file in it)\n";
+      return false;
+    }
     std::ifstream in(path, std::ios::binary);
     if (!in) {
       std::cerr << "autoaccel: " << flag << ": cannot read " << path << "\n";
@@ -181,7 +189,14 @@ int main(int argc, char** argv) {
   tune->add_option("--warmup-steps", warmup, "untimed steps per trial (default 2)");
   tune->add_option("--measured-steps", measured, "timed steps per trial (default 5)");
   tune->add_option("--trial-timeout", trial_timeout, "limit for one trial, e.g. 5m");
+  std::string min_measured;
+  tune->add_option("--min-measured-time", min_measured,
+                   "timed steps continue until they cover this long, e.g. 2s (default 1s)");
   tune->add_flag("--detach", detach, "print the job id and return without watching");
+  bool store_partial = false;
+  tune->add_flag("--store-partial", store_partial,
+                 "store the answer as the model's best even when trials were lost to "
+                 "infrastructure failures (partial evidence)");
 
   CLI::App* watch = app.add_subcommand("watch", "follow a running job to its end");
   std::string job_id;
@@ -193,13 +208,22 @@ int main(int argc, char** argv) {
   job->add_option("job_id", job_id, "job id")->required();
   CLI::App* trials = app.add_subcommand("trials", "list a job's trials");
   trials->add_option("job_id", job_id, "job id")->required();
+  bool include_pruned = false;
+  trials->add_flag("--include-pruned", include_pruned,
+                   "list every PRUNED candidate too (by default they are counted by kind)");
   ModelFlags best_model;
   CLI::App* best = app.add_subcommand("best", "look up the best recorded strategy (runs nothing)");
   best_model.Add(best);
   CLI::App* workers = app.add_subcommand("workers", "list worker daemons and their devices");
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a job");
   cancel->add_option("job_id", job_id, "job id")->required();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every usage error exits 1, as documented
+    // (CLI11's own codes, 104, 106, ..., mean nothing to a script).
+    return app.exit(e) == 0 ? 0 : 1;
+  }
 
   auto channel = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
   std::unique_ptr<autoaccel::v1::TuningService::Stub> stub =
@@ -211,6 +235,9 @@ int main(int argc, char** argv) {
   c.out = &std::cout;
   c.err = &std::cerr;
   c.interactive = ::isatty(STDERR_FILENO) != 0;
+  struct stat out_stat, err_stat;
+  c.out_is_err = ::fstat(STDOUT_FILENO, &out_stat) == 0 && ::fstat(STDERR_FILENO, &err_stat) == 0 &&
+                 out_stat.st_dev == err_stat.st_dev && out_stat.st_ino == err_stat.st_ino;
 
   if (*tune) {
     autoaccel::v1::TuneRequest request;
@@ -228,6 +255,14 @@ int main(int argc, char** argv) {
         return 1;
       }
       request.set_trial_timeout_seconds(absl::ToDoubleSeconds(*t));
+    }
+    if (!min_measured.empty()) {
+      auto t = autoaccel::ParseDuration(min_measured);
+      if (!t.ok()) {
+        std::cerr << "autoaccel: --min-measured-time: " << t.status().message() << "\n";
+        return 1;
+      }
+      request.set_min_measured_seconds(absl::ToDoubleSeconds(*t));
     }
     request.set_seq_len(tune_model.seq_len);
     request.set_global_batch_size(tune_model.global_batch_size);
@@ -254,12 +289,13 @@ int main(int argc, char** argv) {
     for (const std::string& m : exclude) request.add_exclude(m);
     request.set_load_strategy(load_strategy);
     request.set_finetune(finetune);
+    request.set_store_partial(store_partial);
     return autoaccel::TuneCommand(c, request, !detach);
   }
   if (*watch) return autoaccel::WatchCommand(c, job_id);
   if (*jobs) return autoaccel::JobsCommand(c, limit);
   if (*job) return autoaccel::JobCommand(c, job_id);
-  if (*trials) return autoaccel::TrialsCommand(c, job_id);
+  if (*trials) return autoaccel::TrialsCommand(c, job_id, include_pruned);
   if (*best) {
     autoaccel::v1::QueryStrategiesRequest request;
     if (!best_model.Fill(request.mutable_model())) return 1;

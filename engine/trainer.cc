@@ -406,6 +406,19 @@ int64_t PeakMemoryBytes(const torch::Device& device) {
   return IsCuda(device) ? DeviceAllocatedBytes(device).peak : CpuTensorPeakBytes();
 }
 
+// Gloo reports a peer that went away (its process killed, its host gone) as
+// a plain exception from its TCP transport: "Connection reset by peer",
+// "Connection closed by peer", a timed-out receive. In a multi-rank trial
+// that is the gang's loss, not this rank's strategy: if the peer failed by
+// its own strategy, its own answer says so and wins at the coordinator.
+bool IsPeerLoss(absl::string_view what) {
+  return absl::StrContains(what, "gloo/transport") || absl::StrContains(what, "by peer") ||
+         absl::StrContains(what, "Connection refused");
+}
+
+// The most measured steps min_measured_seconds may extend a trial to.
+constexpr int kMaxExtendedSteps = 10000;
+
 // RunTrial's body, unfenced: throws what LibTorch throws.
 TrialResult RunTrialUnfenced(const TrialSpec& spec, const torch::Device& device,
                              const StepCallback& on_step) {
@@ -423,7 +436,13 @@ TrialResult RunTrialUnfenced(const TrialSpec& spec, const torch::Device& device,
   ResetCpuPeakBytes();
 
   absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(spec);
-  if (!trainer.ok()) return Failure(TrialStatus::kFailed, std::string(trainer.status().message()));
+  if (!trainer.ok()) {
+    TrialResult failed = Failure(TrialStatus::kFailed, std::string(trainer.status().message()));
+    // UNAVAILABLE: the rendezvous or the process groups could not be set up
+    // (a port taken, a peer that never came), nothing the strategy did.
+    failed.infrastructure = trainer.status().code() == absl::StatusCode::kUnavailable;
+    return failed;
+  }
   // The peak from here on is the training's: building (and, sharded,
   // partitioning) the model is not part of a step.
   if (cuda) {
@@ -433,10 +452,10 @@ TrialResult RunTrialUnfenced(const TrialSpec& spec, const torch::Device& device,
   }
   Groups& groups = (*trainer)->groups();
 
-  const int total = spec.warmup_steps + spec.measured_steps;
+  int total = spec.warmup_steps + spec.measured_steps;
   std::vector<double> times, comm_times, losses;
   times.reserve(spec.measured_steps);
-  double loss = 0;
+  double loss = 0, measured_seconds = 0;
   int skipped_before_measuring = 0;
   for (int step = 1; step <= total; ++step) {
     if (step == spec.warmup_steps + 1) skipped_before_measuring = (*trainer)->skipped_steps();
@@ -456,7 +475,17 @@ TrialResult RunTrialUnfenced(const TrialSpec& spec, const torch::Device& device,
       if (step > spec.warmup_steps) comm_times.push_back(slowest[1].item<double>());
     }
     const bool measured = step > spec.warmup_steps;
-    if (measured) times.push_back(seconds);
+    if (measured) {
+      times.push_back(seconds);
+      measured_seconds += seconds;
+      // Too short a measurement is noise: keep measuring until the steps
+      // cover min_measured_seconds. Every rank sees the same (all-reduced)
+      // step times, so every rank takes the same number of steps.
+      if (step == total && measured_seconds < spec.min_measured_seconds &&
+          static_cast<int>(times.size()) < kMaxExtendedSteps) {
+        ++total;
+      }
+    }
     if (on_step) on_step(StepReport{step, total, measured, seconds, loss});
     if (!std::isfinite(loss)) {
       return Failure(TrialStatus::kFailed,
@@ -492,6 +521,14 @@ TrialResult RunTrialUnfenced(const TrialSpec& spec, const torch::Device& device,
   m.step_time_median_s = Median(times);
   m.step_time_min_s = *std::min_element(times.begin(), times.end());
   m.step_time_max_s = *std::max_element(times.begin(), times.end());
+  {
+    std::vector<double> sorted = times;
+    std::sort(sorted.begin(), sorted.end());
+    const auto at = [&](double q) {
+      return sorted[static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5)];
+    };
+    if (m.step_time_median_s > 0) m.step_time_spread = (at(0.9) - at(0.1)) / m.step_time_median_s;
+  }
   const double tokens_per_step =
       double(spec.global_batch_size) * double((*trainer)->tokens_per_sample());
   m.tokens_per_second = tokens_per_step / m.step_time_median_s;
@@ -528,12 +565,16 @@ TrialResult RunTrial(const TrialSpec& spec, const StepCallback& on_step) {
       }
     } catch (const c10::OutOfMemoryError& e) {
       result = Failure(TrialStatus::kOom, e.what_without_backtrace());
+    } catch (const c10::DistError& e) {
+      result = Failure(TrialStatus::kFailed, e.what_without_backtrace());
+      result.infrastructure = spec.world_size > 1;
     } catch (const c10::Error& e) {
       result = Failure(TrialStatus::kFailed, e.what_without_backtrace());
     } catch (const std::bad_alloc& e) {
       result = Failure(TrialStatus::kOom, absl::StrCat("out of host memory (", e.what(), ")"));
     } catch (const std::exception& e) {
       result = Failure(TrialStatus::kFailed, e.what());
+      result.infrastructure = spec.world_size > 1 && IsPeerLoss(e.what());
     } catch (...) {
       result = Failure(TrialStatus::kFailed, "unknown exception");
     }

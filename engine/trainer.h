@@ -139,8 +139,10 @@ class Trainer {
 
 // What RunTrial reports after each step.
 struct StepReport {
-  int step = 0;         // 1-based, over warm-up and measured steps
-  int total_steps = 0;  // warmup_steps + measured_steps
+  int step = 0;  // 1-based, over warm-up and measured steps
+  // warmup_steps + measured_steps, grown one at a time while the measured
+  // steps have not yet covered min_measured_seconds
+  int total_steps = 0;
   bool measured = false;
   double seconds = 0;
   double loss = 0;
@@ -148,7 +150,9 @@ struct StepReport {
 using StepCallback = std::function<void(const StepReport&)>;
 
 // Runs the whole trial: validate, build, warmup_steps untimed steps,
-// measured_steps timed steps (device-synchronised steady clock). Never
+// measured_steps timed steps (device-synchronised steady clock), and more
+// timed steps while they have covered less than min_measured_seconds (at most
+// 10,000 measured steps in all). Never
 // throws. SUCCEEDED with every metric filled; OOM when the memory limit or the
 // device's memory is exceeded; FAILED with the reason for a bad spec, a
 // non-finite loss or any other error. peak_rss_bytes is filled in every case;

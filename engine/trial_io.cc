@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/untrusted_json.h"
 
 namespace autoaccel {
 
@@ -24,6 +25,7 @@ nlohmann::json TrialSpecToJson(const TrialSpec& s) {
                         {"strategy", StrategyToJson(s.strategy)},
                         {"warmup_steps", s.warmup_steps},
                         {"measured_steps", s.measured_steps},
+                        {"min_measured_seconds", s.min_measured_seconds},
                         {"memory_limit_bytes", s.memory_limit_bytes},
                         {"device", s.device},
                         {"num_threads", s.num_threads},
@@ -49,6 +51,7 @@ absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
     s.global_batch_size = j.at("global_batch_size").get<int>();
     s.warmup_steps = j.value("warmup_steps", 2);
     s.measured_steps = j.value("measured_steps", 5);
+    s.min_measured_seconds = j.value("min_measured_seconds", 0.0);
     s.memory_limit_bytes = j.value("memory_limit_bytes", int64_t{0});
     s.device = j.value("device", "cpu");
     s.num_threads = j.value("num_threads", 1);
@@ -65,9 +68,16 @@ absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("trial spec: ", e.what()));
   }
-  if (s.seq_len <= 0 || s.global_batch_size <= 0 || s.measured_steps <= 0 || s.warmup_steps < 0 ||
-      s.world_size <= 0 || s.rank < 0 || s.rank >= s.world_size) {
-    return absl::InvalidArgumentError("trial spec: sizes out of range");
+  // Bounded so that no spec can ask for an endless or overflowing run.
+  if (s.seq_len <= 0 || s.global_batch_size <= 0 || s.measured_steps <= 0 ||
+      s.measured_steps > kMaxTrialSteps || s.warmup_steps < 0 || s.warmup_steps > kMaxTrialSteps ||
+      s.world_size <= 0 || s.rank < 0 || s.rank >= s.world_size ||
+      !(s.min_measured_seconds >= 0 && s.min_measured_seconds <= 3600)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("trial spec: sizes out of range (seq_len and global_batch_size positive, "
+                     "measured_steps 1..",
+                     kMaxTrialSteps, ", warmup_steps 0..", kMaxTrialSteps,
+                     ", 0 <= rank < world_size, min_measured_seconds 0..3600)"));
   }
   return s;
 }
@@ -75,6 +85,7 @@ absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
 nlohmann::json TrialResultToJson(const TrialResult& r) {
   return nlohmann::json{{"status", std::string(TrialStatusName(r.status))},
                         {"error", r.error},
+                        {"infrastructure", r.infrastructure},
                         {"metrics", TrialMetricsToJson(r.metrics)},
                         {"step_losses", r.step_losses},
                         {"parameter_digest", r.parameter_digest}};
@@ -86,6 +97,7 @@ absl::StatusOr<TrialResult> TrialResultFromJson(const nlohmann::json& j) {
   try {
     ASSIGN_OR_RETURN(r.status, ParseTrialStatus(j.at("status").get<std::string>()));
     r.error = j.value("error", "");
+    r.infrastructure = j.value("infrastructure", false);
     r.step_losses = j.value("step_losses", std::vector<double>{});
     r.parameter_digest = j.value("parameter_digest", "");
     if (j.contains("metrics")) {
@@ -102,9 +114,7 @@ absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
   std::stringstream buffer;
   buffer << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
-  return j;
+  return ParseUntrustedJson(buffer.str(), path);
 }
 
 absl::Status WriteJsonFile(const std::string& path, const nlohmann::json& j) {

@@ -39,6 +39,9 @@ struct TrialSpec {
 
   int warmup_steps = 2;    // not timed
   int measured_steps = 5;  // timed
+  // Timed steps continue past measured_steps until they cover this long (a
+  // few milliseconds of steps are mostly noise).
+  double min_measured_seconds = 0;
   // Tensor memory the rank may use; 0 means no limit. Exceeding it is OOM.
   int64_t memory_limit_bytes = 0;
   std::string device = "cpu";  // "cpu" or "cuda:N"
@@ -57,12 +60,22 @@ struct TrialSpec {
   std::string model_file;
 };
 
+// The most warm-up or measured steps a spec may ask for.
+inline constexpr int kMaxTrialSteps = 100000;
+
 nlohmann::json TrialSpecToJson(const TrialSpec& spec);
+// INVALID_ARGUMENT for a missing or mistyped key, or sizes out of range
+// (measured_steps 1..kMaxTrialSteps, warmup_steps 0..kMaxTrialSteps, ...).
 absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j);
 
 struct TrialResult {
   TrialStatus status = TrialStatus::kFailed;  // SUCCEEDED, OOM or FAILED
   std::string error;                          // why, when not SUCCEEDED
+  // FAILED for a reason outside the strategy: the rendezvous could not be
+  // set up (port taken, a peer never came), a peer rank vanished, the rank
+  // was killed from outside or could not be started. The coordinator retries
+  // such a trial and never counts it as a measurement of the strategy.
+  bool infrastructure = false;
   TrialMetrics metrics;
   // Loss of every step, warm-up included (the mean over the global batch).
   std::vector<double> step_losses;

@@ -70,6 +70,7 @@ v1::TrialMetrics ToProto(const TrialMetrics& m) {
   p.set_step_time_median_s(m.step_time_median_s);
   p.set_step_time_min_s(m.step_time_min_s);
   p.set_step_time_max_s(m.step_time_max_s);
+  p.set_step_time_spread(m.step_time_spread);
   p.set_tokens_per_second(m.tokens_per_second);
   p.set_samples_per_second(m.samples_per_second);
   p.set_achieved_tflops(m.achieved_tflops);
@@ -91,6 +92,7 @@ TrialMetrics FromProto(const v1::TrialMetrics& p) {
   m.step_time_median_s = p.step_time_median_s();
   m.step_time_min_s = p.step_time_min_s();
   m.step_time_max_s = p.step_time_max_s();
+  m.step_time_spread = p.step_time_spread();
   m.tokens_per_second = p.tokens_per_second();
   m.samples_per_second = p.samples_per_second();
   m.achieved_tflops = p.achieved_tflops();

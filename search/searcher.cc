@@ -49,7 +49,7 @@ void CandidateSearcher::RefreshPredictions() {
     if (c.state != State::kOpen || c.result) continue;
     std::string reason;
     if (!model.Fits(c.strategy, setup_.memory_margin, &reason)) {
-      Prune(i, reason);
+      Prune(i, absl::StrCat(kPrunedNotFitting, ": ", reason));
       continue;
     }
     c.predicted_tokens_per_second = model.Predict(c.strategy).tokens_per_second;
@@ -114,8 +114,8 @@ void CandidateSearcher::Report(const ScoredTrial& trial) {
   }
   if (trial.status == TrialStatus::kOom) {
     const std::string reason =
-        absl::StrCat("needs at least as much memory as ", StrategyToText(trial.strategy),
-                     ", which ran out of memory");
+        absl::StrCat(kPrunedByOom, ": needs at least as much memory as ",
+                     StrategyToText(trial.strategy), ", which ran out of memory");
     for (int i = 0; i < static_cast<int>(candidates_.size()); ++i) {
       if (i != index && candidates_[i].state == State::kOpen &&
           NeedsAtLeastAsMuchMemory(candidates_[i].strategy, trial.strategy)) {
@@ -343,6 +343,8 @@ bool IsEligible(const ScoredTrial& trial, int64_t memory_limit_bytes) {
   if (trial.status != TrialStatus::kSucceeded) return false;
   const double tps = trial.metrics.tokens_per_second;
   if (!std::isfinite(tps) || tps < 0) return false;
+  // Faster than the devices' peak allows: the peak or the figure is wrong.
+  if (trial.metrics.peak_tflops > 0 && trial.metrics.mfu > 1.0) return false;
   return memory_limit_bytes <= 0 || trial.metrics.peak_memory_bytes <= memory_limit_bytes;
 }
 
@@ -436,13 +438,16 @@ std::string ChooseAlgorithm(const SearchSetup& setup, int open, double median_st
     const double seconds =
         std::max(0.0, absl::ToDoubleSeconds(setup.budget.deadline - clock->Now()));
     const double trial_s =
-        kTrialStartupSeconds + (setup.warmup_steps + setup.measured_steps) * median_step_s;
+        kTrialStartupSeconds + setup.warmup_steps * median_step_s +
+        std::max(setup.measured_steps * median_step_s, setup.min_measured_seconds);
     room = std::min(room, seconds / trial_s * setup.parallel_trials);
   }
   *chosen = open <= room ? SearchAlgorithm::kExhaustive : SearchAlgorithm::kBayes;
   return absl::StrFormat(
-      "auto: %s (%d candidates, room for %s trials)", SearchAlgorithmName(*chosen), open,
-      std::isinf(room) ? std::string("all") : absl::StrCat("about ", static_cast<int64_t>(room)));
+      "auto: %s (%d candidates, room for %s)", SearchAlgorithmName(*chosen), open,
+      std::isinf(room)
+          ? std::string("all trials")
+          : absl::StrCat("about ", static_cast<int64_t>(room), " trials by the first estimate"));
 }
 
 }  // namespace

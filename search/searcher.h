@@ -61,15 +61,22 @@ struct Proposal {
   int measured_steps = 0;
 };
 
-// A candidate the searcher decided never to run, and why (shown to the user).
+// Kinds of pruning: a PrunedStrategy's reason is "KIND: details", so that
+// thousands of pruned candidates can be summarised by kind.
+inline constexpr char kPrunedNotFitting[] = "predicted not to fit";
+inline constexpr char kPrunedByOom[] = "dominated by an out-of-memory trial";
+
+// A candidate the searcher decided never to run, and why (shown to the user):
+// "KIND: details", KIND one of the kinds above.
 struct PrunedStrategy {
   Strategy strategy;
   std::string reason;
 };
 
 // True when `trial` can be the answer of a job: it SUCCEEDED, its throughput
-// is a finite non-negative number, and (when memory_limit_bytes > 0) its
-// peak_memory_bytes <= memory_limit_bytes.
+// is a finite non-negative number, its MFU is at most 100% (when the peak is
+// known: above it, the peak or the measurement is wrong), and (when
+// memory_limit_bytes > 0) its peak_memory_bytes <= memory_limit_bytes.
 bool IsEligible(const ScoredTrial& trial, int64_t memory_limit_bytes);
 
 // The eligible trial with the highest tokens_per_second; ties go to the lower
@@ -162,6 +169,8 @@ struct SearchSetup {
   // The job's warm-up and measured steps per trial.
   int warmup_steps = 2;
   int measured_steps = 5;
+  // A trial's timed steps cover at least this long (TrialSpec).
+  double min_measured_seconds = 0;
   // Candidates predicted to exceed the device memory by more than this
   // fraction are pruned.
   double memory_margin = 0.1;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 
@@ -578,6 +579,25 @@ absl::Status CheckCompatible(const SpaceRequest& request, const Strategy& strate
 
 absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request) {
   ASSIGN_OR_RETURN(const Dimensions d, ResolveDimensions(request));
+  if (request.max_combinations > 0) {
+    // Counted before anything is built: a request may multiply out to
+    // millions (a large world size times many checkpoint percents).
+    const double flags = double(d.precisions.size()) * d.attentions.size() * d.checkpoints.size() *
+                         d.optimizers.size() * d.offloads.size();
+    double combinations = 0;
+    for (const Layout& layout : d.layouts) {
+      combinations += flags * (layout.data_parallel > 1 ? d.shardings.size() : 1) *
+                      (layout.pipeline_parallel > 1 ? d.schedules.size() : 1) *
+                      (layout.tensor_parallel > 1 ? d.sequence_parallel.size() : 1) *
+                      layout.micro_batches.size();
+    }
+    if (combinations > double(request.max_combinations)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "space: %.0f combinations, more than the %d searched (narrow it: fewer "
+          "micro_batch_sizes, checkpoint_percents, tensor/pipeline sizes or flag values)",
+          combinations, request.max_combinations));
+    }
+  }
   std::vector<Strategy> space;
   absl::Status first_rejection;
   for (const Layout& layout : d.layouts) {
@@ -636,8 +656,21 @@ absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request
     }
   }
   if (space.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("space: no compatible strategy (", first_rejection.message(), ")"));
+    // The rule that rejected the last layouts may not be the user's problem:
+    // say which data-parallel layouts the global batch ruled out first.
+    std::vector<int> undividing;
+    for (int dp = 2; dp <= request.world_size; ++dp) {
+      if (request.world_size % dp == 0 && request.global_batch_size % dp != 0) {
+        undividing.push_back(dp);
+      }
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "space: no compatible strategy (", first_rejection.message(), ")",
+        undividing.empty()
+            ? std::string()
+            : absl::StrCat("; the layouts with data_parallel ", absl::StrJoin(undividing, ", "),
+                           " were left out because global_batch_size ", request.global_batch_size,
+                           " is not divisible by it (give a global batch that is)")));
   }
   return space;
 }

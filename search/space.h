@@ -73,6 +73,10 @@ struct SpaceRequest {
   // dropped from the space when false: on a CPU device the optimizer state
   // already lives in host memory.
   bool device_is_accelerator = false;
+  // When > 0: the most combinations (the cross product of the dimension
+  // values, before compatibility rules) EnumerateSpace will look at; a bigger
+  // space is refused before it is built.
+  int64_t max_combinations = 0;
 };
 
 // Checks the request itself (not any strategy). Returns OK or
@@ -184,8 +188,10 @@ absl::Status CheckCompatible(const SpaceRequest& request, const Strategy& strate
 // single-rank request (world_size 1) has the one layout (1,1) and keeps the
 // order it had before layouts existed.
 //
-// Errors: those of ValidateSpaceRequest(), or INVALID_ARGUMENT
-// "space: no compatible strategy (...)" when every candidate is rejected.
+// Errors: those of ValidateSpaceRequest(); INVALID_ARGUMENT "space: N
+// combinations, more than the M searched (...)" when max_combinations is
+// exceeded; INVALID_ARGUMENT "space: no compatible strategy (...)" when
+// every candidate is rejected.
 absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request);
 
 }  // namespace autoaccel

@@ -65,6 +65,7 @@ nlohmann::json TrialMetricsToJson(const TrialMetrics& m) {
                         {"step_time_median_s", m.step_time_median_s},
                         {"step_time_min_s", m.step_time_min_s},
                         {"step_time_max_s", m.step_time_max_s},
+                        {"step_time_spread", m.step_time_spread},
                         {"tokens_per_second", m.tokens_per_second},
                         {"samples_per_second", m.samples_per_second},
                         {"achieved_tflops", m.achieved_tflops},
@@ -95,6 +96,7 @@ absl::StatusOr<TrialMetrics> TrialMetricsFromJson(const nlohmann::json& j) {
   for (absl::Status s :
        {num("measured_steps", &m.measured_steps), num("step_time_median_s", &m.step_time_median_s),
         num("step_time_min_s", &m.step_time_min_s), num("step_time_max_s", &m.step_time_max_s),
+        num("step_time_spread", &m.step_time_spread),
         num("tokens_per_second", &m.tokens_per_second),
         num("samples_per_second", &m.samples_per_second),
         num("achieved_tflops", &m.achieved_tflops), num("peak_memory_bytes", &m.peak_memory_bytes),

@@ -64,10 +64,17 @@ struct TrialMetrics {
   // gang's too).
   double peak_tflops = 0;
 
-  // Step times spread by more than 20% of the median ((max - min) / median):
-  // the throughput figure is less trustworthy (a busy machine, a
-  // data-dependent kernel, too few measured steps).
+  // How widely the measured step times spread: (p90 - p10) / median, the
+  // middle 80% of the steps (one preempted step among hundreds does not make
+  // a measurement noisy); 0 when not measured (older results).
+  double step_time_spread = 0;
+
+  // Step times spread by more than 20% of the median: the throughput figure
+  // is less trustworthy (a busy machine, a data-dependent kernel, too few
+  // measured steps). Uses step_time_spread, or (max - min) / median where it
+  // is not measured.
   bool IsNoisy() const {
+    if (step_time_spread > 0) return step_time_spread > kNoisySpread;
     return step_time_median_s > 0 &&
            (step_time_max_s - step_time_min_s) > kNoisySpread * step_time_median_s;
   }

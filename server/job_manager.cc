@@ -4,9 +4,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <set>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -18,179 +21,10 @@
 #include "search/methods.h"
 #include "search/space.h"
 #include "server/signature.h"
+#include "server/tune_request.h"
 
 namespace autoaccel {
 namespace {
-
-// The model a request describes: its config.json with the overrides applied.
-// Default warm-up for torchscript jobs (see Validate).
-constexpr int kTorchScriptWarmupSteps = 3;
-
-absl::StatusOr<ModelSpec> ModelFromRequest(const v1::ModelSpec& m) {
-  if (m.family() == "torchscript") {
-    if (!m.overrides().empty()) {
-      return absl::InvalidArgumentError(
-          "override: not supported for torchscript models (change the module and save it again)");
-    }
-    if (m.script().empty()) {
-      return absl::InvalidArgumentError("model_file: missing or empty (--model-file FILE.pt)");
-    }
-    if (m.input_spec().empty()) {
-      return absl::InvalidArgumentError(
-          "input_spec: missing (--input-spec, e.g. \"input_ids:int64[B,T]<50257; "
-          "labels=input_ids\")");
-    }
-    const nlohmann::json config{{"input_spec", m.input_spec()},
-                                {"script_digest", ContentDigest(m.script())},
-                                {"script_bytes", static_cast<int64_t>(m.script().size())}};
-    return ModelSpecFromJson(m.family(), config);
-  }
-  nlohmann::json config =
-      nlohmann::json::parse(m.config_json(), nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded()) return absl::InvalidArgumentError("model_config: not valid JSON");
-  std::vector<std::pair<std::string, std::string>> overrides;
-  for (const std::string& text : m.overrides()) {
-    ASSIGN_OR_RETURN(auto kv, ParseOverride(text));
-    overrides.push_back(std::move(kv));
-  }
-  RETURN_IF_ERROR(ApplyOverrides(overrides, &config));
-  return ModelSpecFromJson(m.family(), config);
-}
-
-struct ValidatedRequest {
-  v1::TuneRequest request;  // with defaults filled in
-  ModelSpec model;
-  std::vector<Strategy> space;  // compatible, and allowed by --include / --exclude
-  SearchAlgorithm algorithm = SearchAlgorithm::kAuto;
-  std::optional<PartialStrategy> load;  // --load-strategy
-};
-
-absl::StatusOr<ValidatedRequest> Validate(const v1::TuneRequest& in,
-                                          const JobManagerOptions& options) {
-  ValidatedRequest out;
-  out.request = in;
-  v1::TuneRequest& r = out.request;
-  if (r.model().family().empty()) {
-    return absl::InvalidArgumentError(
-        "model.family: missing (allowed: " + absl::StrJoin(KnownModelFamilies(), ", ") + ")");
-  }
-  ASSIGN_OR_RETURN(out.model, ModelFromRequest(r.model()));
-  if (!(r.time_limit_seconds() > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("time_limit: must be positive, got ", r.time_limit_seconds(), "s"));
-  }
-  if (r.max_trials() < 0) return absl::InvalidArgumentError("max_trials: must be >= 0");
-  // Every trial runs world_size ranks (the search space's layouts multiply
-  // to it); a bad one is refused by ValidateSpaceRequest, naming the field.
-  if (r.world_size() == 0) r.set_world_size(1);
-  if (r.device_type().empty()) r.set_device_type("cpu");
-  if (r.device_type() != "cpu" && r.device_type() != "cuda") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device_type: unknown '", r.device_type(), "' (allowed: cpu, cuda)"));
-  }
-  if (r.warmup_steps() < 0 || r.measured_steps() < 0 || r.trial_timeout_seconds() < 0) {
-    return absl::InvalidArgumentError(
-        "warmup_steps, measured_steps, trial_timeout_seconds: must not be negative");
-  }
-  if (r.warmup_steps() == 0) {
-    // TorchScript's executor profiles and optimises the graph over the first
-    // calls (~3 steps): measuring them would time the compiler, not the model.
-    r.set_warmup_steps(r.model().family() == "torchscript"
-                           ? std::max(options.default_warmup_steps, kTorchScriptWarmupSteps)
-                           : options.default_warmup_steps);
-  }
-  if (r.measured_steps() == 0) r.set_measured_steps(options.default_measured_steps);
-  if (r.trial_timeout_seconds() == 0) {
-    r.set_trial_timeout_seconds(absl::ToDoubleSeconds(options.default_trial_timeout));
-  }
-  SpaceRequest space;
-  space.model = out.model;
-  space.seq_len = r.seq_len();
-  space.global_batch_size = r.global_batch_size();
-  space.world_size = r.world_size();
-  space.micro_batch_sizes.assign(r.micro_batch_sizes().begin(), r.micro_batch_sizes().end());
-  // Candidate names as in Strategy; a bad one is reported under the request
-  // field: "precisions: unknown value 'fp8' (allowed: ...)".
-  const auto parse_names = [](absl::string_view field, const auto& names, auto parse,
-                              auto* values) -> absl::Status {
-    for (const std::string& name : names) {
-      auto value = parse(name);
-      if (!value.ok()) {
-        absl::string_view why = value.status().message();  // "strategy.<key>: <why>"
-        if (size_t colon = why.find(": "); colon != absl::string_view::npos) {
-          why.remove_prefix(colon + 2);
-        }
-        return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
-      }
-      values->push_back(*value);
-    }
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR(parse_names("precisions", r.precisions(), &ParsePrecision, &space.precisions));
-  RETURN_IF_ERROR(parse_names("checkpointings", r.checkpointings(), &ParseCheckpointing,
-                              &space.checkpointings));
-  RETURN_IF_ERROR(parse_names("attentions", r.attentions(), &ParseAttention, &space.attentions));
-  RETURN_IF_ERROR(parse_names("optimizers", r.optimizers(), &ParseOptimizer, &space.optimizers));
-  RETURN_IF_ERROR(parse_names("offloads", r.offloads(), &ParseOffload, &space.offloads));
-  RETURN_IF_ERROR(parse_names("shardings", r.shardings(), &ParseSharding, &space.shardings));
-  RETURN_IF_ERROR(parse_names("pipeline_schedules", r.pipeline_schedules(), &ParsePipelineSchedule,
-                              &space.pipeline_schedules));
-  const auto parse_sp_mode = [](const std::string& name) -> absl::StatusOr<bool> {
-    if (name == "off" || name == "on") return name == "on";
-    return absl::InvalidArgumentError(
-        absl::StrCat("strategy.sequence_parallel: unknown value '", name, "' (allowed: off, on)"));
-  };
-  RETURN_IF_ERROR(parse_names("sequence_parallel", r.sequence_parallel(), parse_sp_mode,
-                              &space.sequence_parallel_modes));
-  space.tensor_parallel_sizes.assign(r.tensor_parallel_sizes().begin(),
-                                     r.tensor_parallel_sizes().end());
-  space.pipeline_parallel_sizes.assign(r.pipeline_parallel_sizes().begin(),
-                                       r.pipeline_parallel_sizes().end());
-  space.virtual_stages.assign(r.virtual_stages().begin(), r.virtual_stages().end());
-  space.checkpoint_percents.assign(r.checkpoint_percents().begin(), r.checkpoint_percents().end());
-  space.device_is_accelerator = r.device_type() == "cuda";
-  ASSIGN_OR_RETURN(out.space, EnumerateSpace(space));
-  if (r.algorithm().empty()) r.set_algorithm("auto");
-  ASSIGN_OR_RETURN(out.algorithm, ParseSearchAlgorithm(r.algorithm()));
-  const std::vector<std::string> include(r.include().begin(), r.include().end());
-  const std::vector<std::string> exclude(r.exclude().begin(), r.exclude().end());
-  ASSIGN_OR_RETURN(MethodFilter filter, ParseMethodFilter(include, exclude));
-  if (!filter.empty()) {
-    const size_t before = out.space.size();
-    std::string example;
-    out.space.erase(std::remove_if(out.space.begin(), out.space.end(),
-                                   [&](const Strategy& s) {
-                                     if (filter.Allows(s)) return false;
-                                     if (example.empty()) example = filter.Refusal(s);
-                                     return true;
-                                   }),
-                    out.space.end());
-    if (out.space.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("include, exclude: none of the ", before,
-                                                     " candidate strategies is left (e.g. ",
-                                                     example, ")"));
-    }
-  }
-  if (r.finetune() && r.load_strategy().empty()) {
-    return absl::InvalidArgumentError("finetune: needs a strategy to start from (--load-strategy)");
-  }
-  if (!r.load_strategy().empty()) {
-    if (r.algorithm() != "auto") {
-      return absl::InvalidArgumentError(
-          "algorithm: not with load_strategy (it runs the loaded strategy, or with finetune "
-          "searches its neighbourhood greedily)");
-    }
-    ASSIGN_OR_RETURN(PartialStrategy load, ParseLoadStrategy(r.load_strategy()));
-    if (std::none_of(out.space.begin(), out.space.end(),
-                     [&](const Strategy& s) { return load.Matches(s); })) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "load_strategy: no candidate of the space matches '", load.ToText(),
-          "' (check its values against the request's world size, batch and candidate lists)"));
-    }
-    out.load = std::move(load);
-  }
-  return out;
-}
 
 absl::Time FromUnixSeconds(double s) {
   return s == 0 ? absl::InfinitePast() : absl::UnixEpoch() + absl::Seconds(s);
@@ -200,10 +34,20 @@ absl::Time FromUnixSeconds(double s) {
 // cancelled with "job ended: " and this).
 constexpr char kTimeLimitReached[] = "time limit reached";
 
+// Answers stay far below gRPC's 4 MB whatever the job's size.
+constexpr int kMaxJobsListed = 500;
+constexpr int kDefaultTrialsPerPage = 1000;
+constexpr int kMaxTrialsPerPage = 5000;
+
 // "rank 1 on worker w2: " for a rank of a multi-rank trial, "" for a single
 // rank (its trial's reason needs no such prefix).
 std::string RankPrefix(size_t world_size, int rank, const std::string& worker_id) {
   return world_size > 1 ? absl::StrCat("rank ", rank, " on worker ", worker_id, ": ") : "";
+}
+
+// Who holds a rendezvous port: one attempt of one trial.
+std::string PortHolder(const std::string& trial_id, int attempt) {
+  return absl::StrCat(trial_id, "/a", attempt);
 }
 
 }  // namespace
@@ -235,7 +79,34 @@ v1::Trial TrialToProto(const TrialRecord& r) {
   }
   t.set_started_at(UnixSecondsOrZero(r.started_at));
   t.set_finished_at(UnixSecondsOrZero(r.finished_at));
+  for (const std::string& f : r.failed_attempts) t.add_failed_attempts(f);
+  t.set_infrastructure(r.infrastructure);
+  t.set_confirms(r.confirms);
   return t;
+}
+
+InfrastructureSummary SummariseInfrastructure(const std::vector<TrialRecord>& trials) {
+  InfrastructureSummary out;
+  auto note = [&](const std::string& reason) {
+    if (out.reasons.size() < 5 &&
+        std::find(out.reasons.begin(), out.reasons.end(), reason) == out.reasons.end()) {
+      out.reasons.push_back(reason);
+    }
+  };
+  for (const TrialRecord& t : trials) {
+    out.failures += static_cast<int>(t.failed_attempts.size());
+    for (const std::string& f : t.failed_attempts) {
+      // "attempt 2: why" -> "why": the same cause reads the same in every trial.
+      absl::string_view why = f;
+      if (size_t colon = why.find(": ");
+          absl::StartsWith(why, "attempt ") && colon != absl::string_view::npos) {
+        why.remove_prefix(colon + 2);
+      }
+      note(std::string(why));
+    }
+    if (t.infrastructure) ++out.trials_lost;
+  }
+  return out;
 }
 
 v1::Job JobRecordToProto(const JobRecord& r, const std::vector<TrialRecord>& trials) {
@@ -252,9 +123,19 @@ v1::Job JobRecordToProto(const JobRecord& r, const std::vector<TrialRecord>& tri
   j.set_trials_total(r.trials_total);
   j.set_algorithm(r.algorithm);
   int done = 0, running = 0, pruned = 0;
+  std::map<std::string, v1::PrunedSummary> by_kind;
   for (const TrialRecord& t : trials) {
     if (IsTerminal(t.status)) ++done;
-    if (t.status == TrialStatus::kPruned) ++pruned;
+    if (t.status == TrialStatus::kPruned) {
+      ++pruned;
+      const std::string kind = t.reason.substr(0, t.reason.find(": "));
+      v1::PrunedSummary& summary = by_kind[kind];
+      if (summary.count() == 0) {
+        summary.set_kind(kind);
+        *summary.mutable_example() = TrialToProto(t);
+      }
+      summary.set_count(summary.count() + 1);
+    }
     if (t.status == TrialStatus::kRunning) ++running;
     if (!r.best_trial_id.empty() && t.trial_id == r.best_trial_id) {
       *j.mutable_best() = TrialToProto(t);
@@ -263,6 +144,23 @@ v1::Job JobRecordToProto(const JobRecord& r, const std::vector<TrialRecord>& tri
   j.set_trials_done(done);
   j.set_trials_running(running);
   j.set_trials_pruned(pruned);
+  std::vector<v1::PrunedSummary> summaries;
+  for (auto& [kind, summary] : by_kind) summaries.push_back(std::move(summary));
+  std::stable_sort(
+      summaries.begin(), summaries.end(),
+      [](const v1::PrunedSummary& a, const v1::PrunedSummary& b) { return a.count() > b.count(); });
+  for (v1::PrunedSummary& summary : summaries) *j.add_pruned_summary() = std::move(summary);
+  const InfrastructureSummary infra = SummariseInfrastructure(trials);
+  j.set_infrastructure_failures(infra.failures);
+  j.set_trials_lost(infra.trials_lost);
+  for (const std::string& reason : infra.reasons) j.add_infrastructure_reasons(reason);
+  j.set_partial_evidence(infra.trials_lost > 0);
+  if (j.has_best()) {
+    const Answer answer = ChooseAnswer(trials, 0);
+    j.set_best_confirmed(answer.confirmed);
+    j.set_best_spread(answer.spread);
+    j.set_best_measurements(answer.measurements);
+  }
   if (r.created_at != absl::InfinitePast()) {
     absl::Time end = r.finished_at != absl::InfinitePast() ? r.finished_at : absl::Now();
     j.set_elapsed_seconds(absl::ToDoubleSeconds(end - r.created_at));
@@ -374,16 +272,22 @@ void JobManager::SendAll(std::vector<Dispatch> dispatches, std::vector<Cancel> c
   }
   for (Dispatch& d : dispatches) {
     std::string job_id = d.job_id, trial_id = d.trial_id;
-    int rank = d.rank;
-    executor_->RunTrial(d.address, d.request, d.rpc_timeout,
-                        [this, job_id, trial_id, rank](absl::Status s, v1::RunTrialResponse r) {
-                          OnRankDone(job_id, trial_id, rank, std::move(s), std::move(r));
-                        });
+    const int attempt = d.attempt, rank = d.rank;
+    executor_->RunTrial(
+        d.address, d.request, d.rpc_timeout,
+        [this, job_id, trial_id, attempt, rank](absl::Status s, v1::RunTrialResponse r) {
+          OnRankDone(job_id, trial_id, attempt, rank, std::move(s), std::move(r));
+        });
   }
 }
 
 absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
-  ASSIGN_OR_RETURN(ValidatedRequest valid, Validate(request, options_));
+  TuneDefaults defaults;
+  defaults.warmup_steps = options_.default_warmup_steps;
+  defaults.measured_steps = options_.default_measured_steps;
+  defaults.trial_timeout = options_.default_trial_timeout;
+  defaults.min_measured_seconds = options_.default_min_measured_seconds;
+  ASSIGN_OR_RETURN(ValidatedRequest valid, ValidateTuneRequest(request, defaults));
   const v1::TuneRequest& r = valid.request;
   std::lock_guard<std::mutex> lock(mu_);
   auto job = std::make_unique<JobRun>();
@@ -409,7 +313,12 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
   job->algorithm = valid.algorithm;
   job->load = std::move(valid.load);
   if (job->load && !r.finetune()) rec.trials_total = 1;
-  RETURN_IF_ERROR(store_->CreateJob(rec));
+  absl::Status created = store_->CreateJob(rec);
+  for (int retry = 0; absl::IsAlreadyExists(created) && retry < 3; ++retry) {
+    rec.job_id = NewJobIdLocked();
+    created = store_->CreateJob(rec);
+  }
+  RETURN_IF_ERROR(created);
   job->version = 1;
   spdlog::info("job {}: submitted ({} {} layers, seq {}, batch {}, {} candidates, limit {}s)",
                rec.job_id, r.model().family(), job->model.n_layer, r.seq_len(),
@@ -422,28 +331,62 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
 }
 
 absl::StatusOr<v1::Job> JobManager::GetJob(const std::string& job_id) {
-  uint64_t version = 0;
-  ASSIGN_OR_RETURN(v1::JobEvent event, GetJobEvent(job_id, &version));
-  return event.job();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = active_.find(job_id);
+    if (it != active_.end()) return JobToProtoLocked(*it->second);
+    auto unstored = unstored_.find(job_id);
+    if (unstored != unstored_.end()) {
+      return JobRecordToProto(unstored->second.record, unstored->second.trials);
+    }
+  }
+  ASSIGN_OR_RETURN(JobRecord record, store_->GetJob(job_id));
+  ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, store_->ListTrials(job_id));
+  return JobRecordToProto(record, trials);
 }
 
-absl::StatusOr<v1::JobEvent> JobManager::GetJobEvent(const std::string& job_id, uint64_t* version) {
+absl::StatusOr<v1::JobEvent> JobManager::GetJobEvent(const std::string& job_id,
+                                                     uint64_t since_version, bool include_pruned,
+                                                     uint64_t* version) {
+  const auto wanted = [include_pruned](const TrialRecord& t) {
+    return include_pruned || t.status != TrialStatus::kPruned;
+  };
+  JobRecord record;
+  std::vector<TrialRecord> trials;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = active_.find(job_id);
     if (it != active_.end()) {
       v1::JobEvent event;
       *event.mutable_job() = JobToProtoLocked(*it->second);
-      for (const auto& t : it->second->trials) *event.add_trials() = TrialToProto(t->record);
+      for (const auto& t : it->second->trials) {
+        if (t->version > since_version && wanted(t->record)) {
+          *event.add_trials() = TrialToProto(t->record);
+        }
+      }
       *version = it->second->version;
       return event;
     }
+    auto unstored = unstored_.find(job_id);
+    if (unstored != unstored_.end()) {
+      record = unstored->second.record;
+      trials = unstored->second.trials;
+    }
   }
-  ASSIGN_OR_RETURN(JobRecord record, store_->GetJob(job_id));
-  ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, store_->ListTrials(job_id));
+  if (record.job_id.empty()) {
+    ASSIGN_OR_RETURN(record, store_->GetJob(job_id));
+    ASSIGN_OR_RETURN(trials, store_->ListTrials(job_id));
+  }
   v1::JobEvent event;
   *event.mutable_job() = JobRecordToProto(record, trials);
-  for (const TrialRecord& t : trials) *event.add_trials() = TrialToProto(t);
+  // Finished: what changed since `since_version` is no longer known, so a
+  // watcher that saw the job running gets every trial that ran again (the
+  // pruned ones only if it asked and has not had them yet).
+  for (const TrialRecord& t : trials) {
+    if (t.status != TrialStatus::kPruned || (include_pruned && since_version == 0)) {
+      *event.add_trials() = TrialToProto(t);
+    }
+  }
   *version = UINT64_MAX;  // finished: never changes again
   return event;
 }
@@ -462,10 +405,15 @@ absl::StatusOr<v1::Job> JobManager::CancelJob(const std::string& job_id) {
 }
 
 absl::StatusOr<std::vector<v1::Job>> JobManager::ListJobs(int limit) {
-  ASSIGN_OR_RETURN(std::vector<JobRecord> records, store_->ListJobs(limit > 0 ? limit : 50));
+  if (limit < 0) return absl::InvalidArgumentError("limit: must not be negative");
+  ASSIGN_OR_RETURN(std::vector<JobRecord> records,
+                   store_->ListJobs(limit == 0 ? 50 : std::min(limit, kMaxJobsListed)));
   std::vector<v1::Job> jobs;
   for (const JobRecord& r : records) {
     ASSIGN_OR_RETURN(v1::Job job, GetJob(r.job_id));
+    // A list carries no config text: 500 jobs of 256 KiB configs would not
+    // fit any answer. GetJob has it.
+    job.mutable_request()->mutable_model()->clear_config_json();
     jobs.push_back(std::move(job));
   }
   return jobs;
@@ -473,8 +421,50 @@ absl::StatusOr<std::vector<v1::Job>> JobManager::ListJobs(int limit) {
 
 absl::StatusOr<std::vector<v1::Trial>> JobManager::ListTrials(const std::string& job_id) {
   uint64_t version = 0;
-  ASSIGN_OR_RETURN(v1::JobEvent event, GetJobEvent(job_id, &version));
+  ASSIGN_OR_RETURN(v1::JobEvent event, GetJobEvent(job_id, 0, /*include_pruned=*/true, &version));
   return std::vector<v1::Trial>(event.trials().begin(), event.trials().end());
+}
+
+absl::StatusOr<v1::ListTrialsResponse> JobManager::ListTrialsPage(
+    const v1::ListTrialsRequest& request) {
+  if (request.page_size() < 0 || request.page_size() > kMaxTrialsPerPage) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_size: must be between 0 and ", kMaxTrialsPerPage, ", got ", request.page_size()));
+  }
+  const int page_size = request.page_size() == 0 ? kDefaultTrialsPerPage : request.page_size();
+  // The token is the proposal index to continue from.
+  int start = 0;
+  if (!request.page_token().empty() &&
+      (!absl::SimpleAtoi(request.page_token(), &start) || start < 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_token: '", request.page_token(), "' is not one this server gave"));
+  }
+  std::vector<TrialRecord> trials;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = active_.find(request.job_id());
+    if (it != active_.end()) {
+      for (const auto& t : it->second->trials) trials.push_back(t->record);
+    }
+    auto unstored = unstored_.find(request.job_id());
+    if (unstored != unstored_.end()) trials = unstored->second.trials;
+  }
+  if (trials.empty()) {
+    RETURN_IF_ERROR(store_->GetJob(request.job_id()).status());  // NOT_FOUND
+    ASSIGN_OR_RETURN(trials, store_->ListTrials(request.job_id()));
+  }
+  v1::ListTrialsResponse response;
+  for (const TrialRecord& t : trials) {
+    if (t.index < start || (!request.include_pruned() && t.status == TrialStatus::kPruned)) {
+      continue;
+    }
+    if (response.trials_size() == page_size) {
+      response.set_next_page_token(absl::StrCat(t.index));
+      break;
+    }
+    *response.add_trials() = TrialToProto(t);
+  }
+  return response;
 }
 
 absl::StatusOr<std::vector<v1::StrategyAnswer>> JobManager::QueryStrategies(
@@ -534,6 +524,8 @@ absl::StatusOr<v1::RegisterResponse> JobManager::RegisterWorker(const v1::Regist
   // frees them), even if they fall outside a new range.
   w.info.set_rendezvous_port_min(port_min);
   w.info.set_rendezvous_port_max(port_max);
+  w.info.set_host_cpu_cores(std::max(0, req.host_cpu_cores()));
+  w.info.set_host_memory_bytes(std::max<int64_t>(0, req.host_memory_bytes()));
   if (!known) w.info.set_registered_at(UnixSecondsOrZero(clock_->Now()));
   // Keep holds of ranks still in flight; their RPCs will come back and free them.
   w.held_by.resize(req.devices_size());
@@ -550,6 +542,7 @@ absl::StatusOr<v1::RegisterResponse> JobManager::RegisterWorker(const v1::Regist
   }
   spdlog::info("worker {} registered at {} with {} device(s)", req.worker_id(), req.address(),
                req.devices_size());
+  for (const std::string& warning : HostWarningsLocked(w)) spdlog::warn("{}", warning);
   cv_.notify_all();
   v1::RegisterResponse resp;
   resp.set_heartbeat_interval_seconds(absl::ToDoubleSeconds(options_.heartbeat_interval));
@@ -571,11 +564,57 @@ absl::Status JobManager::Heartbeat(const std::string& worker_id) {
   return absl::OkStatus();
 }
 
+JobManager::HostShare JobManager::HostShareLocked(const std::string& host) const {
+  HostShare share;
+  for (const auto& [id, w] : workers_) {
+    if (!w.healthy || HostOfAddress(w.info.address()) != host) continue;
+    share.cores = std::max(share.cores, static_cast<int>(w.info.host_cpu_cores()));
+    share.memory_bytes = std::max(share.memory_bytes, w.info.host_memory_bytes());
+    for (const v1::Device& d : w.info.devices()) {
+      if (d.type() != "cpu") continue;
+      ++share.cpu_slots;
+      share.cpu_memory_bytes += d.memory_bytes();
+    }
+  }
+  return share;
+}
+
+int64_t JobManager::EffectiveMemoryLocked(const WorkerState& w, const v1::Device& d) const {
+  if (d.type() != "cpu") return d.memory_bytes();
+  const HostShare share = HostShareLocked(HostOfAddress(w.info.address()));
+  if (share.memory_bytes <= 0 || share.cpu_memory_bytes <= share.memory_bytes) {
+    return d.memory_bytes();
+  }
+  // Workers on one host claim more than it has: each slot gets its share.
+  return static_cast<int64_t>(double(d.memory_bytes()) * double(share.memory_bytes) /
+                              double(share.cpu_memory_bytes));
+}
+
+std::vector<std::string> JobManager::HostWarningsLocked(const WorkerState& w) const {
+  std::vector<std::string> warnings;
+  const std::string host = HostOfAddress(w.info.address());
+  const HostShare share = HostShareLocked(host);
+  if (share.cores > 0 && share.cpu_slots > share.cores) {
+    warnings.push_back(absl::StrFormat(
+        "the workers on %s offer %d cpu slots on %d cores: trials share cores, so their "
+        "measurements are noisy and their ranking unreliable",
+        host, share.cpu_slots, share.cores));
+  }
+  if (share.memory_bytes > 0 && share.cpu_memory_bytes > share.memory_bytes) {
+    warnings.push_back(absl::StrFormat(
+        "the workers on %s claim %.1f GiB of cpu device memory on a host with %.1f GiB: each "
+        "slot counts with its share (give --device-memory to each worker)",
+        host, share.cpu_memory_bytes / double(1 << 30), share.memory_bytes / double(1 << 30)));
+  }
+  return warnings;
+}
+
 std::vector<v1::Worker> JobManager::ListWorkers() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<v1::Worker> out;
   for (const auto& [id, w] : workers_) {
     v1::Worker info = w.info;
+    for (const std::string& warning : HostWarningsLocked(w)) info.add_warnings(warning);
     info.set_healthy(w.healthy);
     info.set_last_seen(UnixSecondsOrZero(w.last_seen));
     for (int i = 0; i < info.devices_size() && i < static_cast<int>(w.held_by.size()); ++i) {
@@ -599,41 +638,76 @@ void JobManager::TickLocked(std::vector<Dispatch>* dispatches, std::vector<Cance
       if (trial_id.empty()) continue;
       for (auto& [job_id, job] : active_) {
         for (auto& t : job->trials) {
-          if (t->record.trial_id != trial_id || IsTerminal(t->record.status)) continue;
-          // Every other rank is cancelled; the reason names the first rank lost.
-          int lost_rank = 0;
-          while (lost_rank + 1 < static_cast<int>(t->ranks.size()) &&
-                 t->ranks[lost_rank].worker_id != id) {
-            ++lost_rank;
+          if (t->record.trial_id != trial_id || t->record.status != TrialStatus::kRunning) {
+            continue;
           }
-          const std::string reason =
-              t->ranks.size() > 1
-                  ? absl::StrCat(RankPrefix(t->ranks.size(), lost_rank, id),
-                                 "worker lost (no heartbeat for ", silent, ")")
-                  : absl::StrCat("worker ", id, " lost (no heartbeat for ", silent, ")");
-          EndTrialLocked(job.get(), t.get(), TrialStatus::kFailed, reason, TrialMetrics(), cancels);
+          // Its ranks there will never answer (their RPCs still hold the
+          // devices until they come back); the reason names the first one.
+          int lost_rank = -1;
+          for (int r = 0; r < static_cast<int>(t->ranks.size()); ++r) {
+            Rank& rank = t->ranks[r];
+            if (rank.worker_id != id || rank.finished) continue;
+            if (lost_rank < 0) lost_rank = r;
+            rank.finished = true;
+            --t->ranks_pending;
+          }
+          if (lost_rank < 0) continue;
+          RankOutcome lost;
+          lost.infrastructure = true;
+          lost.reason = t->ranks.size() > 1
+                            ? absl::StrCat("worker lost (no heartbeat for ", silent, ")")
+                            : absl::StrCat("worker ", id, " lost (no heartbeat for ", silent, ")");
+          OnRankOutcomeLocked(job.get(), t.get(), lost_rank, lost, TrialMetrics(), cancels);
         }
       }
     }
   }
+  std::vector<JobRun*> runnable;
+  for (auto it = unstored_.begin(); it != unstored_.end();) {
+    absl::Status s = store_->UpsertTrials(it->second.trials);
+    if (s.ok()) s = store_->FinishJob(it->second.record, std::nullopt);
+    if (!s.ok()) {
+      ++it;
+      continue;
+    }
+    spdlog::info("job {}: stored at last", it->first);
+    it = unstored_.erase(it);
+  }
   for (const std::string& id : std::vector<std::string>(active_order_)) {
     JobRun* job = active_[id].get();
     const std::string& type = job->request.device_type();
+    if (!job->store_error.ok()) {
+      FinishJobLocked(job, JobState::kFailed,
+                      absl::StrCat("the database could not be written, so the job's results "
+                                   "could not be kept (",
+                                   job->store_error.message(), ")"),
+                      cancels);
+      continue;
+    }
     if (now >= job->record.deadline) {
       FinishJobLocked(job, JobState::kSucceeded, kTimeLimitReached, cancels);
       continue;
     }
-    if (job->searcher && job->searcher->Finished() && job->running == 0) {
-      const int max_trials = job->request.max_trials();
-      int run = 0;
-      for (const auto& t : job->trials) run += t->record.status != TrialStatus::kPruned;
-      FinishJobLocked(job, JobState::kSucceeded,
-                      max_trials > 0 && run >= max_trials ? "trial budget spent"
-                      : job->record.trials_total == static_cast<int>(job->trials.size())
-                          ? "every candidate measured or pruned"
-                          : "search finished",
-                      cancels);
-      continue;
+    if (job->searcher && (job->searcher->Finished() || SearchTimeUpLocked(*job)) &&
+        job->running == 0 && job->retries.empty()) {
+      if (job->search_ended.empty()) {
+        // The search is over: before the job ends, its best few strategies
+        // are measured again (dispatched below, interleaved).
+        const int max_trials = job->request.max_trials();
+        int run = 0;
+        for (const auto& t : job->trials) run += t->record.status != TrialStatus::kPruned;
+        job->search_ended = max_trials > 0 && run >= max_trials ? "trial budget spent"
+                            : job->record.trials_total == static_cast<int>(job->trials.size())
+                                ? "every candidate measured or pruned"
+                            : job->searcher->Finished()
+                                ? "search finished"
+                                : "search stopped to leave time for the repeats";
+        QueueConfirmationsLocked(job);
+      }
+      if (job->confirmations.empty()) {
+        FinishJobLocked(job, JobState::kSucceeded, job->search_ended, cancels);
+        continue;
+      }
     }
     const int world = std::max(1, job->request.world_size());
     const int pool = CountDevicesLocked(type);
@@ -663,7 +737,16 @@ void JobManager::TickLocked(std::vector<Dispatch>* dispatches, std::vector<Cance
       job->record.status_message = "running trials";
       PersistJobLocked(job);
     }
-    DispatchLocked(job, dispatches);
+    runnable.push_back(job);
+  }
+  // The pool is shared: each free gang goes to the runnable job with the
+  // fewest trials in flight (the earlier job on a tie), so jobs submitted
+  // together all make progress instead of the first taking every device.
+  while (!runnable.empty()) {
+    auto next =
+        std::min_element(runnable.begin(), runnable.end(),
+                         [](const JobRun* a, const JobRun* b) { return a->running < b->running; });
+    if (!DispatchOneLocked(*next, dispatches)) runnable.erase(next);
   }
 }
 
@@ -677,11 +760,8 @@ int JobManager::CountDevicesLocked(const std::string& type) const {
 }
 
 int JobManager::FreePortLocked(const WorkerState& w) const {
-  for (int port = w.info.rendezvous_port_min(); port > 0 && port <= w.info.rendezvous_port_max();
-       ++port) {
-    if (w.ports_held.count(port) == 0) return port;
-  }
-  return 0;
+  return ports_.Free(HostOfAddress(w.info.address()), w.info.rendezvous_port_min(),
+                     w.info.rendezvous_port_max(), clock_->Now());
 }
 
 std::vector<JobManager::Rank> JobManager::FindFreeDevicesLocked(const std::string& type, int count,
@@ -736,79 +816,106 @@ std::vector<JobManager::Rank> JobManager::FindFreeDevicesLocked(const std::strin
   return ranks;
 }
 
-void JobManager::DispatchLocked(JobRun* job, std::vector<Dispatch>* dispatches) {
+bool JobManager::DispatchOneLocked(JobRun* job, std::vector<Dispatch>* dispatches) {
   const v1::TuneRequest& r = job->request;
-  while (true) {
-    int port = 0;
-    std::vector<Rank> ranks = FindFreeDevicesLocked(r.device_type(), r.world_size(), &port);
-    if (ranks.empty()) return;
+  int port = 0;
+  std::vector<Rank> ranks = FindFreeDevicesLocked(r.device_type(), r.world_size(), &port);
+  if (ranks.empty()) return false;
+  TrialRun* trial = nullptr;
+  if (!job->retries.empty()) {  // a retry goes first: it was proposed first
+    trial = job->retries.front();
+    job->retries.pop_front();
+    ++trial->record.attempt;
+  } else if (!job->confirmations.empty()) {
+    trial = job->confirmations.front();
+    job->confirmations.pop_front();
+  } else if (!job->search_ended.empty() || SearchTimeUpLocked(*job)) {
+    return false;
+  } else {
     std::optional<Proposal> proposal = job->searcher->Next();
-    if (!proposal) return;
-    const Strategy* strategy = &proposal->strategy;
-    auto trial = std::make_unique<TrialRun>();
-    trial->strategy = *strategy;
-    trial->ranks = ranks;
-    trial->ranks_pending = static_cast<int>(ranks.size());
-    trial->master_port = port;
-    TrialRecord& rec = trial->record;
+    if (!proposal) return false;
+    auto fresh = std::make_unique<TrialRun>();
+    fresh->strategy = proposal->strategy;
+    fresh->measured_steps = proposal->measured_steps;
+    TrialRecord& rec = fresh->record;
     rec.index = static_cast<int>(job->trials.size());
     rec.trial_id = absl::StrFormat("%s-t%04d", job->record.job_id, rec.index);
     rec.job_id = job->record.job_id;
     rec.attempt = 1;
-    rec.strategy_text = StrategyToText(*strategy);
-    rec.strategy_json = StrategyToJson(*strategy).dump();
-    rec.status = TrialStatus::kRunning;
-    rec.started_at = clock_->Now();
-    std::vector<std::string> worker_ids;
-    for (const Rank& rank : ranks) worker_ids.push_back(rank.worker_id);
-    rec.worker_id = absl::StrJoin(worker_ids, ",");
-
-    absl::Duration timeout = std::min(absl::Seconds(r.trial_timeout_seconds()),
-                                      job->record.deadline - clock_->Now() + absl::Seconds(5));
-    TrialSpec spec;
-    spec.trial_id = rec.trial_id;
-    spec.attempt = rec.attempt;
-    spec.world_size = static_cast<int>(ranks.size());
-    if (port > 0) {
-      spec.master_addr = HostOfAddress(ranks[0].address);
-      spec.master_port = port;
-      workers_[ranks[0].worker_id].ports_held[port] = rec.trial_id;
-    }
-    spec.model = job->model;
-    spec.seq_len = r.seq_len();
-    spec.global_batch_size = r.global_batch_size();
-    spec.strategy = *strategy;
-    spec.warmup_steps = r.warmup_steps();
-    spec.measured_steps =
-        proposal->measured_steps > 0 ? proposal->measured_steps : r.measured_steps();
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      workers_[ranks[i].worker_id].held_by[ranks[i].device_index] = rec.trial_id;
-      holds_[{rec.trial_id, static_cast<int>(i)}] =
-          RankHold{ranks[i].worker_id, ranks[i].device_index, i == 0 ? port : 0};
-      spec.rank = static_cast<int>(i);
-      spec.local_rank = ranks[i].local_rank;
-      Dispatch d;
-      d.address = ranks[i].address;
-      d.request.set_trial_id(rec.trial_id);
-      d.request.set_attempt(rec.attempt);
-      d.request.set_device_index(ranks[i].device_index);
-      d.request.set_spec_json(TrialSpecToJson(spec).dump());
-      d.request.set_timeout_seconds(absl::ToDoubleSeconds(timeout));
-      if (job->script) d.request.set_model_file(*job->script);
-      d.rpc_timeout = timeout + options_.rpc_grace;
-      d.job_id = job->record.job_id;
-      d.trial_id = rec.trial_id;
-      d.rank = static_cast<int>(i);
-      dispatches->push_back(std::move(d));
-    }
-    spdlog::info("job {}: trial {} [{}] on {}{}", job->record.job_id, rec.index, rec.strategy_text,
-                 rec.worker_id,
-                 port > 0 ? absl::StrCat(" (rendezvous ", spec.master_addr, ":", port, ")") : "");
-    ++job->running;
-    TrialRun* raw = trial.get();
-    job->trials.push_back(std::move(trial));
-    PersistTrialLocked(job, raw);
+    rec.strategy_text = StrategyToText(fresh->strategy);
+    rec.strategy_json = StrategyToJson(fresh->strategy).dump();
+    trial = fresh.get();
+    job->trials.push_back(std::move(fresh));
   }
+  StartAttemptLocked(job, trial, std::move(ranks), port, dispatches);
+  return true;
+}
+
+void JobManager::StartAttemptLocked(JobRun* job, TrialRun* trial, std::vector<Rank> ranks, int port,
+                                    std::vector<Dispatch>* dispatches) {
+  const v1::TuneRequest& r = job->request;
+  TrialRecord& rec = trial->record;
+  trial->ranks = std::move(ranks);
+  trial->ranks_pending = static_cast<int>(trial->ranks.size());
+  trial->master_port = port;
+  trial->infrastructure_failure.reset();
+  rec.status = TrialStatus::kRunning;
+  rec.started_at = clock_->Now();
+  rec.finished_at = absl::InfinitePast();
+  std::vector<std::string> worker_ids;
+  for (const Rank& rank : trial->ranks) worker_ids.push_back(rank.worker_id);
+  rec.worker_id = absl::StrJoin(worker_ids, ",");
+  if (rec.attempt > 1) {
+    rec.reason = absl::StrCat("attempt ", rec.attempt, " after a failure outside the strategy");
+  }
+
+  absl::Duration timeout = std::min(absl::Seconds(r.trial_timeout_seconds()),
+                                    job->record.deadline - clock_->Now() + absl::Seconds(5));
+  TrialSpec spec;
+  spec.trial_id = rec.trial_id;
+  spec.attempt = rec.attempt;
+  spec.world_size = static_cast<int>(trial->ranks.size());
+  const std::string host = HostOfAddress(trial->ranks[0].address);
+  if (port > 0) {
+    spec.master_addr = host;
+    spec.master_port = port;
+    ports_.Acquire(host, port, PortHolder(rec.trial_id, rec.attempt));
+  }
+  spec.model = job->model;
+  spec.seq_len = r.seq_len();
+  spec.global_batch_size = r.global_batch_size();
+  spec.strategy = trial->strategy;
+  spec.warmup_steps = r.warmup_steps();
+  spec.measured_steps = trial->measured_steps > 0 ? trial->measured_steps : r.measured_steps();
+  spec.min_measured_seconds = r.min_measured_seconds();
+  for (size_t i = 0; i < trial->ranks.size(); ++i) {
+    const Rank& rank = trial->ranks[i];
+    workers_[rank.worker_id].held_by[rank.device_index] = rec.trial_id;
+    holds_[{rec.trial_id, rec.attempt, static_cast<int>(i)}] =
+        RankHold{rank.worker_id, rank.device_index, i == 0 ? port : 0, host};
+    spec.rank = static_cast<int>(i);
+    spec.local_rank = rank.local_rank;
+    Dispatch d;
+    d.address = rank.address;
+    d.request.set_trial_id(rec.trial_id);
+    d.request.set_attempt(rec.attempt);
+    d.request.set_device_index(rank.device_index);
+    d.request.set_spec_json(TrialSpecToJson(spec).dump());
+    d.request.set_timeout_seconds(absl::ToDoubleSeconds(timeout));
+    if (job->script) d.request.set_model_file(*job->script);
+    d.rpc_timeout = timeout + options_.rpc_grace;
+    d.job_id = job->record.job_id;
+    d.trial_id = rec.trial_id;
+    d.attempt = rec.attempt;
+    d.rank = static_cast<int>(i);
+    dispatches->push_back(std::move(d));
+  }
+  spdlog::info("job {}: trial {}{} [{}] on {}{}", job->record.job_id, rec.index,
+               rec.attempt > 1 ? absl::StrCat(" attempt ", rec.attempt) : "", rec.strategy_text,
+               rec.worker_id,
+               port > 0 ? absl::StrCat(" (rendezvous ", spec.master_addr, ":", port, ")") : "");
+  ++job->running;
+  PersistTrialLocked(job, trial);
 }
 
 DeviceSpec JobManager::DeviceSpecLocked(const std::string& type) const {
@@ -819,13 +926,13 @@ DeviceSpec JobManager::DeviceSpecLocked(const std::string& type) const {
     if (!w.healthy) continue;
     for (const v1::Device& d : w.info.devices()) {
       if (d.type() != type) continue;
+      const int64_t memory = EffectiveMemoryLocked(w, d);
       if (first) {
         device.peak = FromProto(d.peak_tflops());
-        device.memory_bytes = d.memory_bytes();
+        device.memory_bytes = memory;
         first = false;
-      } else if (d.memory_bytes() > 0 &&
-                 (device.memory_bytes == 0 || d.memory_bytes() < device.memory_bytes)) {
-        device.memory_bytes = d.memory_bytes();
+      } else if (memory > 0 && (device.memory_bytes == 0 || memory < device.memory_bytes)) {
+        device.memory_bytes = memory;
       }
     }
   }
@@ -838,11 +945,15 @@ absl::Status JobManager::CreateSearcherLocked(JobRun* job, int pool) {
   setup.algorithm = job->algorithm;
   setup.cost_model.emplace(job->model, r.seq_len(), r.global_batch_size(),
                            DeviceSpecLocked(r.device_type()));
-  setup.budget.deadline = job->record.deadline;
+  // The search stops early enough to leave the confirmations their share of
+  // the time limit.
+  setup.budget.deadline = job->record.deadline - (job->record.deadline - job->record.created_at) *
+                                                     std::clamp(options_.confirm_reserve, 0.0, 1.0);
   setup.budget.max_trials = r.max_trials();
   setup.parallel_trials = std::max(1, pool / std::max(1, r.world_size()));
   setup.warmup_steps = r.warmup_steps();
   setup.measured_steps = r.measured_steps();
+  setup.min_measured_seconds = r.min_measured_seconds();
   setup.clock = clock_;
   std::string description;
   if (job->load) {
@@ -920,19 +1031,21 @@ void JobManager::RecordPrunedLocked(JobRun* job) {
     rec.reason = std::move(p.reason);
     rec.started_at = rec.finished_at = now;
     records.push_back(rec);
+    trial->version = job->version + 1;
     job->trials.push_back(std::move(trial));
   }
   ++job->version;
   if (absl::Status s = store_->UpsertTrials(records); !s.ok()) {
     spdlog::error("job {}: storing {} pruned candidates failed: {}", job->record.job_id,
                   records.size(), s.ToString());
+    if (job->store_error.ok()) job->store_error = s;
   }
   spdlog::info("job {}: pruned {} candidate(s), e.g. {}: {}", job->record.job_id, records.size(),
                records.front().strategy_text, records.front().reason);
 }
 
-void JobManager::ReleaseRankLocked(const std::string& trial_id, int rank) {
-  auto hold = holds_.find({trial_id, rank});
+void JobManager::ReleaseRankLocked(const std::string& trial_id, int attempt, int rank) {
+  auto hold = holds_.find({trial_id, attempt, rank});
   if (hold == holds_.end()) return;
   auto it = workers_.find(hold->second.worker_id);
   if (it != workers_.end()) {
@@ -941,23 +1054,34 @@ void JobManager::ReleaseRankLocked(const std::string& trial_id, int rank) {
     if (device >= 0 && device < static_cast<int>(held.size()) && held[device] == trial_id) {
       held[device].clear();
     }
-    // The store lives in rank 0's process: its port is free once it answered.
-    auto port = it->second.ports_held.find(hold->second.port);
-    if (port != it->second.ports_held.end() && port->second == trial_id) {
-      it->second.ports_held.erase(port);
-    }
+  }
+  // The store lives in rank 0's process: its port is free once it answered.
+  if (hold->second.port > 0) {
+    ports_.Release(hold->second.host, hold->second.port, PortHolder(trial_id, attempt));
   }
   holds_.erase(hold);
 }
 
-void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_id, int rank_index,
-                            absl::Status status, v1::RunTrialResponse response) {
+void JobManager::CancelRanksLocked(const TrialRun& trial, std::vector<Cancel>* cancels) {
+  std::set<std::string> told;
+  for (const Rank& rank : trial.ranks) {
+    if (rank.finished || !told.insert(rank.address).second) continue;
+    Cancel c;
+    c.address = rank.address;
+    c.request.set_trial_id(trial.record.trial_id);
+    c.request.set_attempt(trial.record.attempt);
+    cancels->push_back(std::move(c));
+  }
+}
+
+void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_id, int attempt,
+                            int rank_index, absl::Status status, v1::RunTrialResponse response) {
   std::vector<Cancel> cancels;
   {
     std::lock_guard<std::mutex> lock(mu_);
     --rpcs_in_flight_;
     // Whatever became of the trial (or its job), this rank's device is free.
-    ReleaseRankLocked(trial_id, rank_index);
+    ReleaseRankLocked(trial_id, attempt, rank_index);
     auto job_it = active_.find(job_id);
     TrialRun* trial = nullptr;
     if (job_it != active_.end()) {
@@ -965,12 +1089,13 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
         if (t->record.trial_id == trial_id) trial = t.get();
       }
     }
-    if (trial != nullptr && rank_index >= 0 && rank_index < static_cast<int>(trial->ranks.size())) {
+    // An answer of an earlier attempt changes nothing but the holds.
+    if (trial != nullptr && trial->record.attempt == attempt &&
+        trial->record.status == TrialStatus::kRunning && rank_index >= 0 &&
+        rank_index < static_cast<int>(trial->ranks.size()) && !trial->ranks[rank_index].finished) {
       Rank& rank = trial->ranks[rank_index];
-      if (!rank.finished) {
-        rank.finished = true;
-        --trial->ranks_pending;
-      }
+      rank.finished = true;
+      --trial->ranks_pending;
       if (status.code() == absl::StatusCode::kUnavailable) {
         // The worker did not answer at all: keep new trials off it until it
         // heartbeats again, rather than feed it trials that fail the same way.
@@ -982,48 +1107,107 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
         }
       }
       JobRun* job = job_it->second.get();
-      // The first rank to fail ends the trial and names itself; the others
-      // (cancelled, or failing because a peer went away) change nothing.
-      const std::string prefix = RankPrefix(trial->ranks.size(), rank_index, rank.worker_id);
       if (clock_->Now() >= job->record.deadline) {
         // The answer came after the time limit: the trial was still running
         // then, so the job ends now, as the scheduler would have ended it,
         // and the trial is recorded CANCELLED. `job` and `trial` are gone.
         FinishJobLocked(job, JobState::kSucceeded, kTimeLimitReached, &cancels);
-      } else if (!IsTerminal(trial->record.status)) {
-        if (!status.ok()) {
-          const bool timed_out = status.code() == absl::StatusCode::kDeadlineExceeded;
-          std::string reason =
-              !prefix.empty() ? absl::StrCat(prefix, timed_out ? "no answer before the deadline"
-                                                               : std::string(status.message()))
-              : timed_out
-                  ? absl::StrCat("no answer from worker ", rank.worker_id, " before the deadline")
-                  : absl::StrCat("worker ", rank.worker_id, ": ", status.message());
-          EndTrialLocked(job, trial, timed_out ? TrialStatus::kTimeout : TrialStatus::kFailed,
-                         reason, TrialMetrics(), &cancels);
-        } else {
-          absl::StatusOr<TrialStatus> rank_status = ParseTrialStatus(response.status());
-          TrialStatus st = rank_status.ok() ? *rank_status : TrialStatus::kFailed;
-          if (st != TrialStatus::kSucceeded) {
-            EndTrialLocked(job, trial, st,
-                           absl::StrCat(prefix, rank_status.ok() ? response.reason()
-                                                                 : "worker answered an unknown "
-                                                                   "status: " +
-                                                                       response.status()),
-                           FromProto(response.metrics()), &cancels);
-          } else {
-            rank.metrics = FromProto(response.metrics());
-            if (trial->ranks_pending == 0) {
-              EndTrialLocked(job, trial, TrialStatus::kSucceeded, "", GangMetrics(*trial),
-                             &cancels);
-            }
-          }
-        }
+      } else {
+        OnRankOutcomeLocked(job, trial, rank_index, RankOutcomeOf(status, response),
+                            FromProto(response.metrics()), &cancels);
       }
     }
   }
   cv_.notify_all();
   SendAll({}, std::move(cancels));
+}
+
+void JobManager::OnRankOutcomeLocked(JobRun* job, TrialRun* trial, int rank_index,
+                                     RankOutcome outcome, const TrialMetrics& metrics,
+                                     std::vector<Cancel>* cancels) {
+  Rank& rank = trial->ranks[rank_index];
+  // "rank 1 on worker w2: " for a rank of a multi-rank trial; a single
+  // rank's reason names the worker only where the worker said nothing.
+  const bool timed_out_rpc = outcome.status == TrialStatus::kTimeout && outcome.reason.empty();
+  if (trial->ranks.size() > 1) {
+    outcome.reason = absl::StrCat(RankPrefix(trial->ranks.size(), rank_index, rank.worker_id),
+                                  timed_out_rpc ? "no answer before the deadline" : outcome.reason);
+  } else if (timed_out_rpc) {
+    outcome.reason = absl::StrCat("no answer from worker ", rank.worker_id, " before the deadline");
+  }
+  switch (outcome.status) {
+    case TrialStatus::kSucceeded:
+      rank.metrics = metrics;
+      break;
+    case TrialStatus::kCancelled:
+      // Cancelled by us after a sibling's infrastructure failure; or by its
+      // worker (shutting down), which is one too.
+      if (!trial->infrastructure_failure) {
+        outcome.status = TrialStatus::kFailed;
+        outcome.infrastructure = true;
+        trial->infrastructure_failure = outcome;
+        CancelRanksLocked(*trial, cancels);
+      }
+      break;
+    case TrialStatus::kFailed:
+      if (outcome.infrastructure) {
+        if (!trial->infrastructure_failure) {
+          trial->infrastructure_failure = outcome;
+          CancelRanksLocked(*trial, cancels);
+        }
+        break;
+      }
+      [[fallthrough]];
+    default:
+      // The strategy's own outcome (OOM, its error, a timeout) ends the
+      // trial at once, whatever its siblings say later.
+      EndTrialLocked(job, trial, outcome.status, outcome.reason, metrics, cancels);
+      return;
+  }
+  if (trial->ranks_pending > 0) return;
+  if (trial->infrastructure_failure) {
+    RetryOrGiveUpLocked(job, trial, cancels);
+    return;
+  }
+  const TrialMetrics gang = GangMetrics(*trial);
+  const std::string impossible =
+      ImpossibleMeasurement(gang, job->model.TrainingFlopsPerToken(job->request.seq_len()),
+                            static_cast<int>(trial->ranks.size()));
+  if (!impossible.empty()) {
+    EndTrialLocked(job, trial, TrialStatus::kFailed, impossible, TrialMetrics(), cancels);
+  } else {
+    EndTrialLocked(job, trial, TrialStatus::kSucceeded, MfuAbovePeak(gang), gang, cancels);
+  }
+}
+
+void JobManager::RetryOrGiveUpLocked(JobRun* job, TrialRun* trial, std::vector<Cancel>* cancels) {
+  TrialRecord& rec = trial->record;
+  const std::string why = trial->infrastructure_failure->reason;
+  if (trial->master_port > 0 && !trial->ranks.empty()) {
+    // The port may be what failed (another process bound it): the next
+    // attempt, and every other trial, gets another one for a while.
+    ports_.Quarantine(HostOfAddress(trial->ranks[0].address), trial->master_port,
+                      clock_->Now() + options_.port_quarantine);
+  }
+  rec.failed_attempts.push_back(absl::StrCat("attempt ", rec.attempt, ": ", why));
+  if (rec.attempt < options_.max_attempts && clock_->Now() < job->record.deadline) {
+    rec.status = TrialStatus::kPending;
+    rec.reason = absl::StrCat("attempt ", rec.attempt, " failed outside the strategy (", why,
+                              "); waiting for attempt ", rec.attempt + 1);
+    rec.finished_at = absl::InfinitePast();
+    trial->infrastructure_failure.reset();
+    --job->running;
+    job->retries.push_back(trial);
+    spdlog::warn("job {}: trial {} attempt {} failed outside the strategy: {}; retrying",
+                 job->record.job_id, rec.index, rec.attempt, why);
+    PersistTrialLocked(job, trial);
+    return;
+  }
+  rec.infrastructure = true;
+  EndTrialLocked(job, trial, TrialStatus::kFailed,
+                 absl::StrCat("failed outside the strategy on all ", rec.attempt,
+                              " attempt(s), not a measurement (last: ", why, ")"),
+                 TrialMetrics(), cancels);
 }
 
 TrialMetrics JobManager::GangMetrics(const TrialRun& trial) {
@@ -1050,32 +1234,33 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
                                 const std::string& reason, const TrialMetrics& metrics,
                                 std::vector<Cancel>* cancels) {
   TrialRecord& rec = trial->record;
+  if (rec.status == TrialStatus::kRunning) {
+    --job->running;
+  } else if (rec.status == TrialStatus::kPending) {  // waiting for a retry or to confirm
+    job->retries.erase(std::remove(job->retries.begin(), job->retries.end(), trial),
+                       job->retries.end());
+    job->confirmations.erase(
+        std::remove(job->confirmations.begin(), job->confirmations.end(), trial),
+        job->confirmations.end());
+  }
   rec.status = status;
   rec.reason = reason;
   rec.metrics = metrics;
   rec.finished_at = clock_->Now();
-  --job->running;
-  if (status != TrialStatus::kSucceeded) {
-    // One CancelTrial per worker stops all of the trial's ranks there.
-    std::set<std::string> told;
-    for (Rank& rank : trial->ranks) {
-      if (rank.finished || !told.insert(rank.address).second) continue;
-      Cancel c;
-      c.address = rank.address;
-      c.request.set_trial_id(rec.trial_id);
-      c.request.set_attempt(rec.attempt);
-      cancels->push_back(std::move(c));
-    }
+  // One CancelTrial per worker stops all of the trial's ranks there.
+  if (status != TrialStatus::kSucceeded) CancelRanksLocked(*trial, cancels);
+  if (rec.confirms.empty()) {  // the searcher's proposal (it never sees confirmations)
+    ScoredTrial scored;
+    scored.strategy = trial->strategy;
+    // A trial lost to infrastructure failures measured nothing: the searcher
+    // hears of it as cancelled, never as the strategy failing.
+    scored.status = rec.infrastructure ? TrialStatus::kCancelled : status;
+    scored.metrics = metrics;
+    job->searcher->Report(scored);
+    RecordPrunedLocked(job);
   }
-  ScoredTrial scored;
-  scored.strategy = trial->strategy;
-  scored.status = status;
-  scored.metrics = metrics;
-  job->searcher->Report(scored);
-  RecordPrunedLocked(job);
   if (status == TrialStatus::kSucceeded) {
-    std::optional<ScoredTrial> best = job->searcher->Best();
-    if (best && best->strategy == trial->strategy) job->record.best_trial_id = rec.trial_id;
+    job->record.best_trial_id = AnswerLocked(*job).trial_id;
     job->record.status_message =
         absl::StrFormat("%d trial(s) done", static_cast<int>(job->trials.size()) - job->running);
     PersistJobLocked(job);
@@ -1101,32 +1286,64 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
   JobRecord& rec = job->record;
   rec.finished_at = clock_->Now();
   std::optional<StrategyRecord> best_record;
-  const TrialRun* best = nullptr;
-  for (const auto& t : job->trials) {
-    if (t->record.trial_id == rec.best_trial_id) best = t.get();
+  std::vector<TrialRecord> records;
+  records.reserve(job->trials.size());
+  for (const auto& t : job->trials) records.push_back(t->record);
+  const Answer answer = ChooseAnswer(records, 0);
+  rec.best_trial_id = answer.trial_id;
+  const TrialRecord* best = nullptr;
+  for (const TrialRecord& t : records) {
+    if (t.trial_id == rec.best_trial_id) best = &t;
   }
   if (state == JobState::kSucceeded && best == nullptr) {
     std::map<std::string, int> counts;
-    for (const auto& t : job->trials) counts[std::string(TrialStatusName(t->record.status))]++;
+    int noisy = 0;
+    for (const TrialRecord& t : records) {
+      counts[std::string(TrialStatusName(t.status))]++;
+      noisy += t.status == TrialStatus::kSucceeded && t.metrics.IsNoisy();
+    }
     std::vector<std::string> parts;
     for (const auto& [name, n] : counts) parts.push_back(absl::StrCat(n, " ", name));
     state = JobState::kFailed;
     rec.status_message =
-        absl::StrCat(message, "; no trial succeeded",
+        absl::StrCat(message,
+                     noisy > 0 && noisy == counts["SUCCEEDED"]
+                         ? "; every measurement was noisy and none could be repeated in time"
+                         : "; no trial succeeded",
                      parts.empty() ? std::string(" (no trial ran)")
                                    : absl::StrCat(" (", absl::StrJoin(parts, ", "), ")"));
   } else if (best != nullptr) {
     int run = 0, pruned = 0;
-    for (const auto& t : job->trials) ++(t->record.status == TrialStatus::kPruned ? pruned : run);
-    rec.status_message =
-        absl::StrFormat("%s; best %s at %.0f tokens/s after %d trial(s)%s", message,
-                        best->record.strategy_text, best->record.metrics.tokens_per_second, run,
-                        pruned > 0 ? absl::StrFormat(" (%d candidate(s) pruned)", pruned) : "");
+    for (const TrialRecord& t : records) ++(t.status == TrialStatus::kPruned ? pruned : run);
+    rec.status_message = absl::StrFormat(
+        "%s; best %s at %.0f tokens/s %s after %d trial(s)%s", message, best->strategy_text,
+        best->metrics.tokens_per_second,
+        answer.confirmed
+            ? absl::StrFormat("(measured %d times, spread %.0f%%; first %.0f tokens/s)",
+                              answer.measurements, 100 * answer.spread,
+                              answer.first_tokens_per_second)
+            : std::string("(measured once: no time was left to measure it again)"),
+        run, pruned > 0 ? absl::StrFormat(" (%d candidate(s) pruned)", pruned) : "");
   } else {
     rec.status_message = message;
   }
+  const InfrastructureSummary infra = SummariseInfrastructure(records);
+  const bool partial = infra.trials_lost > 0;
+  if (partial) {
+    absl::StrAppend(&rec.status_message, "; partial evidence: ", infra.trials_lost,
+                    " trial(s) lost to infrastructure failures after every retry (",
+                    infra.reasons.front(), ")");
+    if (best != nullptr && !job->request.store_partial()) {
+      absl::StrAppend(&rec.status_message,
+                      "; not stored as the signature's answer (store_partial stores it)");
+    }
+  } else if (infra.failures > 0) {
+    absl::StrAppend(&rec.status_message, "; ", infra.failures,
+                    " attempt(s) retried after infrastructure failures");
+  }
   rec.state = state;
-  if (state == JobState::kSucceeded && best != nullptr) {
+  if (state == JobState::kSucceeded && best != nullptr &&
+      (!partial || job->request.store_partial())) {
     StrategyRecord s;
     s.signature = rec.signature;
     s.model_family = job->model.family;
@@ -1134,37 +1351,117 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
     s.seq_len = job->request.seq_len();
     s.global_batch_size = job->request.global_batch_size();
     s.hardware = HardwareName(job->request.device_type(), job->request.world_size());
-    s.strategy_text = best->record.strategy_text;
-    s.strategy_json = best->record.strategy_json;
-    s.metrics = best->record.metrics;
+    s.strategy_text = best->strategy_text;
+    s.strategy_json = best->strategy_json;
+    s.metrics = best->metrics;
     s.job_id = rec.job_id;
     s.updated_at = rec.finished_at;
-    // Keep a faster answer found earlier for the same signature.
+    s.confirmed = answer.confirmed;
+    // A confirmed answer replaces one measured once (an outlier must not
+    // stay forever); between two of the same kind the faster stays.
     absl::StatusOr<std::optional<StrategyRecord>> old = store_->GetStrategy(rec.signature);
-    if (!old.ok() || !old->has_value() ||
-        (*old)->metrics.tokens_per_second <= s.metrics.tokens_per_second) {
+    if (!old.ok() || !old->has_value() || (s.confirmed && !(*old)->confirmed) ||
+        (s.confirmed == (*old)->confirmed &&
+         (*old)->metrics.tokens_per_second <= s.metrics.tokens_per_second)) {
       best_record = std::move(s);
     }
   }
-  if (absl::Status s = store_->FinishJob(rec, best_record); !s.ok()) {
-    spdlog::error("job {}: storing the result failed: {}", rec.job_id, s.ToString());
+  // After a failed write, what the store holds of the trials may be stale:
+  // write them all again with the job.
+  absl::Status stored = job->store_error.ok() ? absl::OkStatus() : store_->UpsertTrials(records);
+  if (stored.ok()) stored = store_->FinishJob(rec, best_record);
+  if (const absl::Status& s = stored; !s.ok()) {
+    // Kept here, answered from here and written again every tick: clients
+    // never see the job go back to RUNNING.
+    spdlog::error("job {}: storing the result failed ({}); keeping it in memory and retrying",
+                  rec.job_id, s.ToString());
+    unstored_[rec.job_id] = UnstoredJob{rec, std::move(records)};
   }
   spdlog::info("job {}: {} — {}", rec.job_id, std::string(JobStateName(state)), rec.status_message);
   active_order_.erase(std::find(active_order_.begin(), active_order_.end(), rec.job_id));
   active_.erase(rec.job_id);  // `job` is gone after this line
 }
 
+bool JobManager::SearchTimeUpLocked(const JobRun& job) const {
+  if (options_.confirm_top <= 0) return false;
+  // How long the search's trials took so far (start to answer), by median.
+  std::vector<double> seconds;
+  int succeeded = 0;
+  for (const auto& t : job.trials) {
+    const TrialRecord& r = t->record;
+    if (r.status != TrialStatus::kSucceeded || !r.confirms.empty()) continue;
+    ++succeeded;
+    seconds.push_back(absl::ToDoubleSeconds(r.finished_at - r.started_at));
+  }
+  if (seconds.empty()) return false;  // nothing to confirm yet
+  std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+  const int world = std::max(1, job.request.world_size());
+  const int gangs = std::max(1, CountDevicesLocked(job.request.device_type()) / world);
+  const int repeats = std::min(options_.confirm_top, succeeded);
+  // The repeats, a quarter more for safety, and one trial's length for the
+  // search trials still running.
+  const double reserve =
+      seconds[seconds.size() / 2] * (1.25 * std::ceil(double(repeats) / gangs) + 1);
+  return clock_->Now() + absl::Seconds(reserve) >= job.record.deadline;
+}
+
+Answer JobManager::AnswerLocked(const JobRun& job) const {
+  std::vector<TrialRecord> records;
+  records.reserve(job.trials.size());
+  for (const auto& t : job.trials) records.push_back(t->record);
+  return ChooseAnswer(records, 0);
+}
+
+void JobManager::QueueConfirmationsLocked(JobRun* job) {
+  if (options_.confirm_top <= 0) return;
+  std::vector<TrialRecord> records;
+  records.reserve(job->trials.size());
+  for (const auto& t : job->trials) records.push_back(t->record);
+  std::vector<TrialRun*> originals;
+  for (const TrialRecord* t : TrialsToConfirm(records, options_.confirm_top, 0)) {
+    originals.push_back(job->trials[t->index].get());
+  }
+  if (originals.empty()) return;
+  std::vector<std::string> names;
+  for (TrialRun* original : originals) {
+    auto confirm = std::make_unique<TrialRun>();
+    confirm->strategy = original->strategy;
+    TrialRecord& rec = confirm->record;
+    rec.index = static_cast<int>(job->trials.size());
+    rec.trial_id = absl::StrFormat("%s-t%04d", job->record.job_id, rec.index);
+    rec.job_id = job->record.job_id;
+    rec.attempt = 1;
+    rec.strategy_text = original->record.strategy_text;
+    rec.strategy_json = original->record.strategy_json;
+    rec.status = TrialStatus::kPending;
+    rec.confirms = original->record.trial_id;
+    rec.reason = absl::StrCat("waiting to measure trial ", original->record.index, " again");
+    names.push_back(absl::StrCat(original->record.index));
+    job->confirmations.push_back(confirm.get());
+    TrialRun* raw = confirm.get();
+    job->trials.push_back(std::move(confirm));
+    PersistTrialLocked(job, raw);
+  }
+  job->record.status_message =
+      absl::StrCat(job->search_ended, "; measuring the best ", originals.size(), " again (trials ",
+                   absl::StrJoin(names, ", "), ")");
+  spdlog::info("job {}: {}", job->record.job_id, job->record.status_message);
+  PersistJobLocked(job);
+}
+
 void JobManager::PersistJobLocked(JobRun* job) {
   ++job->version;
   if (absl::Status s = store_->UpdateJob(job->record); !s.ok()) {
     spdlog::error("job {}: store update failed: {}", job->record.job_id, s.ToString());
+    if (job->store_error.ok()) job->store_error = s;
   }
 }
 
 void JobManager::PersistTrialLocked(JobRun* job, TrialRun* trial) {
-  ++job->version;
+  trial->version = ++job->version;
   if (absl::Status s = store_->UpsertTrial(trial->record); !s.ok()) {
     spdlog::error("trial {}: store update failed: {}", trial->record.trial_id, s.ToString());
+    if (job->store_error.ok()) job->store_error = s;
   }
 }
 
@@ -1179,10 +1476,12 @@ v1::Job JobManager::JobToProtoLocked(const JobRun& job) const {
 }
 
 std::string JobManager::NewJobIdLocked() {
+  // 48 random bits: a thousand jobs submitted in one second collide with
+  // odds of about one in a billion (SubmitJob draws again if they do).
   static thread_local std::mt19937_64 rng(std::random_device{}());
-  return absl::StrFormat("job-%s-%04x",
+  return absl::StrFormat("job-%s-%012x",
                          absl::FormatTime("%Y%m%d-%H%M%S", clock_->Now(), absl::UTCTimeZone()),
-                         static_cast<unsigned>((rng() ^ ++job_counter_) & 0xffff));
+                         (rng() ^ ++job_counter_) & 0xffffffffffffULL);
 }
 
 }  // namespace autoaccel

@@ -2,7 +2,9 @@
 
 #include <grpcpp/alarm.h>
 
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "common/grpc_status.h"
 
@@ -22,20 +24,23 @@ bool IsTerminalStateName(const std::string& state) {
   return s.ok() && IsTerminal(*s);
 }
 
-// Streams a job: a snapshot at once, then one whenever the job's version
-// changes (polled every 200 ms with a gRPC alarm, so no thread waits), and a
-// last one when the job ends. Finish() is only ever called when neither a
-// write nor an alarm is pending, so OnDone (which deletes this) comes last.
+// Streams a job: its state and every trial so far at once, then the job and
+// the trials that changed whenever the job's version changes (polled every
+// 200 ms with a gRPC alarm, so no thread waits), and a last event when the
+// job ends; a long list of trials goes out over several events. Finish() is only ever called when
+// neither a write nor an alarm is pending, so OnDone (which deletes this) comes last.
 class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
  public:
-  JobWatcher(JobManager* manager, std::string job_id)
-      : manager_(manager), job_id_(std::move(job_id)) {
+  JobWatcher(JobManager* manager, std::string job_id, bool include_pruned)
+      : manager_(manager), job_id_(std::move(job_id)), include_pruned_(include_pruned) {
     Poll();
   }
 
   void OnWriteDone(bool ok) override {
     if (!ok) {
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "watcher went away"));
+    } else if (!pending_.empty()) {
+      WriteNext();
     } else if (ended_) {
       Finish(grpc::Status::OK);
     } else {
@@ -52,7 +57,8 @@ class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
       return;
     }
     uint64_t version = 0;
-    absl::StatusOr<v1::JobEvent> event = manager_->GetJobEvent(job_id_, &version);
+    absl::StatusOr<v1::JobEvent> event =
+        manager_->GetJobEvent(job_id_, last_version_, include_pruned_, &version);
     if (!event.ok()) {
       Finish(ToGrpcStatus(event.status()));
       return;
@@ -62,10 +68,25 @@ class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
       return;
     }
     last_version_ = version;
-    event_ = std::move(*event);
-    ended_ = IsTerminalStateName(event_.job().state());
+    job_ = std::move(*event->mutable_job());
+    ended_ = IsTerminalStateName(job_.state());
+    pending_.assign(std::make_move_iterator(event->mutable_trials()->begin()),
+                    std::make_move_iterator(event->mutable_trials()->end()));
+    next_ = 0;
+    WriteNext();
+  }
+  // The job with the next chunk of changed trials (at least one event per
+  // poll that saw a change, even with no trial in it).
+  void WriteNext() {
+    event_.Clear();
+    *event_.mutable_job() = job_;
+    while (next_ < pending_.size() && event_.trials_size() < kTrialsPerEvent) {
+      *event_.add_trials() = std::move(pending_[next_++]);
+    }
+    if (next_ == pending_.size()) pending_.clear();
     StartWrite(&event_);
   }
+  static constexpr int kTrialsPerEvent = 2000;
   void Wait() {
     alarm_.Set(std::chrono::system_clock::now() + std::chrono::milliseconds(200),
                [this](bool) { Poll(); });
@@ -73,7 +94,11 @@ class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
 
   JobManager* const manager_;
   const std::string job_id_;
+  const bool include_pruned_;
   grpc::Alarm alarm_;
+  v1::Job job_;
+  std::vector<v1::Trial> pending_;  // changed trials not yet written
+  size_t next_ = 0;
   v1::JobEvent event_;
   uint64_t last_version_ = 0;
   bool ended_ = false;
@@ -104,7 +129,7 @@ grpc::ServerUnaryReactor* TuningServiceImpl::GetJob(grpc::CallbackServerContext*
 
 grpc::ServerWriteReactor<v1::JobEvent>* TuningServiceImpl::WatchJob(
     grpc::CallbackServerContext*, const v1::WatchJobRequest* request) {
-  return new JobWatcher(manager_, request->job_id());
+  return new JobWatcher(manager_, request->job_id(), request->include_pruned());
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::CancelJob(grpc::CallbackServerContext* ctx,
@@ -132,10 +157,9 @@ grpc::ServerUnaryReactor* TuningServiceImpl::ListTrials(grpc::CallbackServerCont
                                                         const v1::ListTrialsRequest* request,
                                                         v1::ListTrialsResponse* response) {
   return Unary(ctx, [&]() -> absl::Status {
-    absl::StatusOr<std::vector<v1::Trial>> trials = manager_->ListTrials(request->job_id());
-    if (!trials.ok()) return trials.status();
-    for (v1::Trial& t : *trials) *response->add_trials() = std::move(t);
-    return absl::OkStatus();
+    absl::StatusOr<v1::ListTrialsResponse> page = manager_->ListTrialsPage(*request);
+    if (page.ok()) *response = std::move(*page);
+    return page.status();
   });
 }
 

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <limits>
@@ -83,6 +84,16 @@ CREATE TABLE workers (
     // Which search algorithm the job runs ("auto: bayes (...)").
     {2, R"sql(
 ALTER TABLE jobs ADD COLUMN algorithm TEXT NOT NULL DEFAULT '';
+)sql"},
+    // Infrastructure failures: the reasons of a trial's attempts that failed
+    // outside the strategy (JSON array), and whether its final failure was
+    // one; the trial a confirmation trial measures again; whether a stored
+    // answer was measured again.
+    {3, R"sql(
+ALTER TABLE trials ADD COLUMN failed_attempts TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE trials ADD COLUMN infrastructure INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN confirms TEXT NOT NULL DEFAULT '';
+ALTER TABLE strategies ADD COLUMN confirmed INTEGER NOT NULL DEFAULT 0;
 )sql"},
 };
 static_assert(kMigrations[std::size(kMigrations) - 1].version == Store::kCurrentSchemaVersion,
@@ -372,7 +383,7 @@ absl::StatusOr<std::vector<JobRecord>> ReadJobs(Statement& stmt) {
 
 constexpr char kTrialColumns[] =
     "trial_id, job_id, idx, attempt, strategy_text, strategy_json, status, reason, "
-    "metrics_json, worker_id, started_at, finished_at";
+    "metrics_json, worker_id, started_at, finished_at, failed_attempts, infrastructure, confirms";
 
 absl::StatusOr<TrialRecord> ReadTrial(const Statement& stmt) {
   TrialRecord t;
@@ -394,12 +405,22 @@ absl::StatusOr<TrialRecord> ReadTrial(const Statement& stmt) {
   t.worker_id = stmt.Text(9);
   t.started_at = stmt.Time(10);
   t.finished_at = stmt.Time(11);
+  nlohmann::json failed = nlohmann::json::parse(stmt.Text(12), nullptr, false);
+  if (!failed.is_array()) {
+    return absl::DataLossError(
+        absl::StrCat("store: trial '", t.trial_id, "': failed_attempts is not a JSON array"));
+  }
+  for (const nlohmann::json& reason : failed) {
+    if (reason.is_string()) t.failed_attempts.push_back(reason.get<std::string>());
+  }
+  t.infrastructure = stmt.Int(13) != 0;
+  t.confirms = stmt.Text(14);
   return t;
 }
 
 constexpr char kStrategyColumns[] =
     "signature, model_family, model_config_json, seq_len, global_batch_size, hardware, "
-    "strategy_text, strategy_json, metrics_json, job_id, updated_at";
+    "strategy_text, strategy_json, metrics_json, job_id, updated_at, confirmed";
 
 absl::StatusOr<StrategyRecord> ReadStrategy(const Statement& stmt) {
   StrategyRecord s;
@@ -415,6 +436,7 @@ absl::StatusOr<StrategyRecord> ReadStrategy(const Statement& stmt) {
                    MetricsFromText(stmt.Text(8), absl::StrCat("strategy '", s.signature, "'")));
   s.job_id = stmt.Text(9);
   s.updated_at = stmt.Time(10);
+  s.confirmed = stmt.Int(11) != 0;
   return s;
 }
 
@@ -462,23 +484,24 @@ absl::Status UpsertStrategyLocked(sqlite3* db, const StrategyRecord& s) {
   if (s.signature.empty()) {
     return absl::InvalidArgumentError("store: strategy.signature must not be empty");
   }
-  ASSIGN_OR_RETURN(
-      Statement stmt,
-      Statement::Prepare(db,
-                         absl::StrCat("INSERT INTO strategies (", kStrategyColumns,
-                                      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
-                                      "ON CONFLICT(signature) DO UPDATE SET "
-                                      "model_family = excluded.model_family, "
-                                      "model_config_json = excluded.model_config_json, "
-                                      "seq_len = excluded.seq_len, "
-                                      "global_batch_size = excluded.global_batch_size, "
-                                      "hardware = excluded.hardware, "
-                                      "strategy_text = excluded.strategy_text, "
-                                      "strategy_json = excluded.strategy_json, "
-                                      "metrics_json = excluded.metrics_json, "
-                                      "job_id = excluded.job_id, "
-                                      "updated_at = excluded.updated_at"),
-                         "upsert strategy"));
+  ASSIGN_OR_RETURN(Statement stmt,
+                   Statement::Prepare(
+                       db,
+                       absl::StrCat("INSERT INTO strategies (", kStrategyColumns,
+                                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
+                                    "ON CONFLICT(signature) DO UPDATE SET "
+                                    "model_family = excluded.model_family, "
+                                    "model_config_json = excluded.model_config_json, "
+                                    "seq_len = excluded.seq_len, "
+                                    "global_batch_size = excluded.global_batch_size, "
+                                    "hardware = excluded.hardware, "
+                                    "strategy_text = excluded.strategy_text, "
+                                    "strategy_json = excluded.strategy_json, "
+                                    "metrics_json = excluded.metrics_json, "
+                                    "job_id = excluded.job_id, "
+                                    "updated_at = excluded.updated_at, "
+                                    "confirmed = excluded.confirmed"),
+                       "upsert strategy"));
   stmt.Bind(s.signature)
       .Bind(s.model_family)
       .Bind(s.model_config_json)
@@ -489,7 +512,8 @@ absl::Status UpsertStrategyLocked(sqlite3* db, const StrategyRecord& s) {
       .Bind(s.strategy_json)
       .Bind(MetricsToText(s.metrics))
       .Bind(s.job_id)
-      .Bind(s.updated_at);
+      .Bind(s.updated_at)
+      .Bind(s.confirmed ? 1 : 0);
   return stmt.Run().status();
 }
 
@@ -658,22 +682,27 @@ absl::Status Store::UpsertTrialLocked(const TrialRecord& t) {
           "store: trial '", t.trial_id, "' refers to job '", t.job_id, "', which does not exist"));
     }
   }
-  ASSIGN_OR_RETURN(Statement stmt,
-                   Statement::Prepare(
-                       db_,
-                       absl::StrCat("INSERT INTO trials (", kTrialColumns,
-                                    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
-                                    "ON CONFLICT(trial_id) DO UPDATE SET "
-                                    "job_id = excluded.job_id, idx = excluded.idx, "
-                                    "attempt = excluded.attempt, "
-                                    "strategy_text = excluded.strategy_text, "
-                                    "strategy_json = excluded.strategy_json, "
-                                    "status = excluded.status, reason = excluded.reason, "
-                                    "metrics_json = excluded.metrics_json, "
-                                    "worker_id = excluded.worker_id, "
-                                    "started_at = excluded.started_at, "
-                                    "finished_at = excluded.finished_at"),
-                       "upsert trial"));
+  ASSIGN_OR_RETURN(
+      Statement stmt,
+      Statement::Prepare(
+          db_,
+          absl::StrCat(
+              "INSERT INTO trials (", kTrialColumns,
+              ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) "
+              "ON CONFLICT(trial_id) DO UPDATE SET "
+              "job_id = excluded.job_id, idx = excluded.idx, "
+              "attempt = excluded.attempt, "
+              "strategy_text = excluded.strategy_text, "
+              "strategy_json = excluded.strategy_json, "
+              "status = excluded.status, reason = excluded.reason, "
+              "metrics_json = excluded.metrics_json, "
+              "worker_id = excluded.worker_id, "
+              "started_at = excluded.started_at, "
+              "finished_at = excluded.finished_at, "
+              "failed_attempts = excluded.failed_attempts, "
+              "infrastructure = excluded.infrastructure, "
+              "confirms = excluded.confirms"),
+          "upsert trial"));
   stmt.Bind(t.trial_id)
       .Bind(t.job_id)
       .Bind(t.index)
@@ -685,7 +714,10 @@ absl::Status Store::UpsertTrialLocked(const TrialRecord& t) {
       .Bind(MetricsToText(t.metrics))
       .Bind(t.worker_id)
       .Bind(t.started_at)
-      .Bind(t.finished_at);
+      .Bind(t.finished_at)
+      .Bind(nlohmann::json(t.failed_attempts).dump())
+      .Bind(t.infrastructure ? 1 : 0)
+      .Bind(t.confirms);
   return stmt.Run().status();
 }
 
@@ -768,6 +800,14 @@ absl::StatusOr<std::vector<StrategyRecord>> Store::ListStrategies(int limit) {
     out.push_back(std::move(s));
   }
   return out;
+}
+
+absl::Status Store::LimitSizeForTesting(int64_t max_bytes) {
+  absl::MutexLock lock(&mu_);
+  const int64_t page = 4096;  // SQLite's default page size, which Open keeps
+  const std::string sql =
+      absl::StrCat("PRAGMA max_page_count = ", std::max<int64_t>(1, max_bytes / page));
+  return Exec(db_, sql.c_str(), "limit the database size");
 }
 
 absl::Status Store::UpsertWorker(const WorkerRecord& w) {

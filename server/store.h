@@ -73,10 +73,10 @@ struct JobRecord {
 };
 
 struct TrialRecord {
-  std::string trial_id;  // REQUIRES: not empty; unique, e.g. "<job_id>-t0007"
-  std::string job_id;    // REQUIRES: names an existing job
-  int index = 0;         // order in which it was proposed
-  int attempt = 1;  // >= 1; 0 for a PRUNED trial (never run)
+  std::string trial_id;       // REQUIRES: not empty; unique, e.g. "<job_id>-t0007"
+  std::string job_id;         // REQUIRES: names an existing job
+  int index = 0;              // order in which it was proposed
+  int attempt = 1;            // >= 1; 0 for a PRUNED trial (never run)
   std::string strategy_text;  // canonical text
   std::string strategy_json;  // JSON form (dumped)
   TrialStatus status = TrialStatus::kPending;
@@ -87,6 +87,17 @@ struct TrialRecord {
   std::string worker_id;  // comma-joined worker ids of the gang ranks
   absl::Time started_at = absl::InfinitePast();
   absl::Time finished_at = absl::InfinitePast();
+  // Why each attempt that failed for a reason outside the strategy did
+  // ("attempt N: rendezvous ...", "attempt N: worker lost ..."), oldest
+  // first; such an attempt measured nothing and was retried, unless it was
+  // the last (then `infrastructure` is set).
+  std::vector<std::string> failed_attempts;
+  // The trial ended FAILED for such a reason on its last attempt: the
+  // strategy was never measured (the job's answer rests on partial evidence).
+  bool infrastructure = false;
+  // A confirmation trial: the trial_id of the measurement it repeats (the
+  // job's best few are measured again before it ends); "" otherwise.
+  std::string confirms;
 };
 
 // The strategy database: the best answer per signature.
@@ -102,6 +113,9 @@ struct StrategyRecord {
   TrialMetrics metrics;
   std::string job_id;  // job that found it; not checked against the jobs table
   absl::Time updated_at;
+  // `metrics` come from a confirmation trial (the strategy was measured at
+  // least twice); an unconfirmed answer gives way to a confirmed one.
+  bool confirmed = false;
 };
 
 struct WorkerRecord {
@@ -115,7 +129,7 @@ struct WorkerRecord {
 class Store {
  public:
   // The schema version this build writes; Open migrates older files to it.
-  static constexpr int kCurrentSchemaVersion = 2;
+  static constexpr int kCurrentSchemaVersion = 3;
 
   // Opens (creating if needed) the database at `path`, enables WAL and
   // foreign keys, sets a busy timeout, and migrates the schema to
@@ -173,6 +187,11 @@ class Store {
   absl::Status UpsertWorker(const WorkerRecord& worker);
   // By worker_id.
   absl::StatusOr<std::vector<WorkerRecord>> ListWorkers();
+
+  // Caps the database file at about `max_bytes` (never below its current
+  // size), so that writes past it fail as on a full disk. For tests of what
+  // a failed write does.
+  absl::Status LimitSizeForTesting(int64_t max_bytes);
 
  private:
   Store(std::string path, sqlite3* db, int schema_version, int migrations_applied);

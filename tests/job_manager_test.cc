@@ -16,6 +16,7 @@
 #include "proto/convert.h"
 #include "search/cost_model.h"
 #include "search/model.h"
+#include "server/signature.h"
 #include "tests/subprocess.h"
 
 namespace autoaccel {
@@ -99,11 +100,19 @@ class JobManagerTest : public ::testing::Test {
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
     clock_.SetTime(absl::FromUnixSeconds(1'800'000'000));
-    auto manager = JobManager::Create(store_.get(), &executor_, &clock_, JobManagerOptions());
+    auto manager = JobManager::Create(store_.get(), &executor_, &clock_, Options());
     ASSERT_TRUE(manager.ok()) << manager.status();
     manager_ = std::move(*manager);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Most tests follow the search alone: no confirmation trials at its end
+  // (their own tests below turn them on).
+  static JobManagerOptions Options() {
+    JobManagerOptions options;
+    options.confirm_top = 0;
+    return options;
+  }
 
   void AddWorker(const std::string& id, int devices, int port_min = 0, int port_max = 0,
                  int64_t memory_bytes = int64_t{1} << 30) {
@@ -427,66 +436,76 @@ TEST_F(JobManagerTest, AGangLargerThanThePoolWaitsSayingWhatItNeeds) {
   EXPECT_EQ(executor_.calls.size(), 4u);  // one gang of four ranks
 }
 
-TEST_F(JobManagerTest, LostWorkerFailsItsTrialAndOthersCarryOn) {
+TEST_F(JobManagerTest, ALostWorkersTrialIsRetriedElsewhereAsANewAttempt) {
   AddWorker("a", 1);
   AddWorker("b", 1);
   auto job = manager_->SubmitJob(Request(600, 3));
   ASSERT_TRUE(job.ok());
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 2u);
-  const std::string on_a = executor_.calls[0].address == "a:1"
-                               ? executor_.calls[0].request.trial_id()
-                               : executor_.calls[1].request.trial_id();
+  if (executor_.calls[0].address != "a:1") std::swap(executor_.calls[0], executor_.calls[1]);
+  const std::string on_a = executor_.calls[0].request.trial_id();
   // Only b keeps heartbeating.
   clock_.Advance(absl::Seconds(11));
   ASSERT_TRUE(manager_->Heartbeat("b").ok());
   manager_->Tick();
-  auto trials = manager_->ListTrials(job->job_id());
-  for (const v1::Trial& t : *trials) {
-    if (t.trial_id() == on_a) {
-      EXPECT_EQ(t.status(), "FAILED");
-      EXPECT_THAT(t.reason(), HasSubstr("worker a lost"));
-    }
-  }
+  v1::Trial t = TrialOf(job->job_id(), on_a);
+  EXPECT_EQ(t.status(), "PENDING") << "a lost worker says nothing about the strategy";
+  EXPECT_THAT(t.failed_attempts(), ElementsAre(HasSubstr("worker a lost")));
   EXPECT_FALSE(manager_->ListWorkers()[0].healthy());
   // The RPC to the dead worker fails as well: harmless, already accounted for.
-  if (executor_.calls[0].address == "a:1") {
-    executor_.Fail(absl::UnavailableError("connection reset"));
-  } else {
-    std::swap(executor_.calls[0], executor_.calls[1]);
-    executor_.Fail(absl::UnavailableError("connection reset"));
-  }
+  executor_.Fail(absl::UnavailableError("connection reset"));
   executor_.Succeed(10);  // b's trial
   manager_->Tick();
-  ASSERT_EQ(executor_.calls.size(), 1u);  // third trial went to b
+  // The lost trial goes first, to b, as attempt 2, before any new proposal.
+  ASSERT_EQ(executor_.calls.size(), 1u);
   EXPECT_EQ(executor_.calls[0].address, "b:1");
+  EXPECT_EQ(executor_.calls[0].request.trial_id(), on_a);
+  EXPECT_EQ(executor_.calls[0].request.attempt(), 2);
+  EXPECT_EQ(FakeExecutor::Spec(executor_.calls[0]).attempt, 2);
+  executor_.Succeed(20);
+  t = TrialOf(job->job_id(), on_a);
+  EXPECT_EQ(t.status(), "SUCCEEDED");
+  EXPECT_EQ(t.attempt(), 2);
+  EXPECT_FALSE(t.infrastructure());
+  auto j = manager_->GetJob(job->job_id());
+  EXPECT_EQ(j->infrastructure_failures(), 1);
+  EXPECT_EQ(j->trials_lost(), 0);
+  EXPECT_FALSE(j->partial_evidence());
+  EXPECT_EQ(j->best().trial_id(), on_a);
 }
 
-TEST_F(JobManagerTest, RankErrorsBecomeTrialStatuses) {
+TEST_F(JobManagerTest, RankErrorsBecomeTrialStatusesAndAnUnreachableWorkerIsRetried) {
   AddWorker("a", 1);
   auto job = manager_->SubmitJob(Request(600, 2));
   ASSERT_TRUE(job.ok());
   manager_->Tick();
+  const std::string first = executor_.calls.front().request.trial_id();
   executor_.Fail(absl::UnavailableError("connection refused"));
   manager_->Tick();
   // An unreachable worker gets no new trial until it heartbeats again.
   EXPECT_TRUE(executor_.calls.empty());
   EXPECT_FALSE(manager_->ListWorkers()[0].healthy());
+  EXPECT_EQ(TrialOf(job->job_id(), first).status(), "PENDING");
   ASSERT_TRUE(manager_->Heartbeat("a").ok());
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 1u);
-  FakeExecutor::Call c = std::move(executor_.calls.front());
-  executor_.calls.pop_front();
-  v1::RunTrialResponse oom;
-  oom.set_status("OOM");
-  oom.set_reason("tried to allocate 1 GiB");
-  c.done(absl::OkStatus(), oom);
+  EXPECT_EQ(executor_.calls.front().request.trial_id(), first);
+  EXPECT_EQ(executor_.calls.front().request.attempt(), 2);
+  executor_.Answer(first, 0, absl::OkStatus(), Answered("OOM", "tried to allocate 1 GiB"));
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  const std::string second = executor_.calls.front().request.trial_id();
+  executor_.Answer(second, 0, absl::OkStatus(), Answered("FAILED", "loss is not finite"));
   manager_->Tick();
   auto trials = manager_->ListTrials(job->job_id());
   ASSERT_EQ(trials->size(), 2u);
-  EXPECT_EQ((*trials)[0].status(), "FAILED");
-  EXPECT_THAT((*trials)[0].reason(), HasSubstr("connection refused"));
-  EXPECT_EQ((*trials)[1].status(), "OOM");
+  EXPECT_EQ((*trials)[0].status(), "OOM");
+  EXPECT_EQ((*trials)[0].reason(), "tried to allocate 1 GiB");
+  EXPECT_THAT((*trials)[0].failed_attempts(), ElementsAre("attempt 1: connection refused"));
+  EXPECT_EQ((*trials)[1].status(), "FAILED");
+  EXPECT_FALSE((*trials)[1].infrastructure()) << "the strategy's own error is not retried";
+  EXPECT_EQ((*trials)[1].attempt(), 1);
   auto done = manager_->GetJob(job->job_id());
   EXPECT_EQ(done->state(), "FAILED");
   EXPECT_THAT(done->status_message(), HasSubstr("no trial succeeded"));
@@ -498,7 +517,7 @@ TEST_F(JobManagerTest, RestartMarksUnfinishedJobsFailed) {
   ASSERT_TRUE(job.ok());
   manager_->Tick();
   manager_.reset();  // the server "crashes" with a trial in flight
-  auto again = JobManager::Create(store_.get(), &executor_, &clock_, JobManagerOptions());
+  auto again = JobManager::Create(store_.get(), &executor_, &clock_, Options());
   ASSERT_TRUE(again.ok());
   auto recovered = (*again)->GetJob(job->job_id());
   ASSERT_TRUE(recovered.ok());
@@ -677,43 +696,164 @@ TEST_F(JobManagerTest, AFailingRankEndsTheTrialCancelsItsSiblingsAndNamesItself)
   EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "FAILED");
 }
 
-TEST_F(JobManagerTest, ARanksFailedRpcEndsTheTrialNamingTheRank) {
+TEST_F(JobManagerTest, ARanksFailedRpcCancelsItsSiblingsAndRetriesTheTrialOnAnotherPort) {
   AddWorker("a", 1);
   AddWorker("b", 1);
   const auto [job_id, trial] = StartGang(2);
   ASSERT_FALSE(trial.empty());
+  const int port = FakeExecutor::Spec(executor_.calls[0]).master_port;
   executor_.Answer(trial, 0, absl::UnavailableError("connection refused"));
-  v1::Trial t = TrialOf(job_id, trial);
-  EXPECT_EQ(t.status(), "FAILED");
-  EXPECT_EQ(t.reason(), "rank 0 on worker a: connection refused");
+  EXPECT_EQ(TrialOf(job_id, trial).status(), "RUNNING") << "rank 1 has not answered yet";
   EXPECT_THAT(executor_.cancelled_at, ElementsAre("b:1"));
   executor_.Answer(trial, 1, absl::OkStatus(), Answered("CANCELLED", "cancelled"));
-  EXPECT_EQ(TrialOf(job_id, trial).reason(), "rank 0 on worker a: connection refused");
+  v1::Trial t = TrialOf(job_id, trial);
+  EXPECT_EQ(t.status(), "PENDING");
+  EXPECT_THAT(t.failed_attempts(),
+              ElementsAre("attempt 1: rank 0 on worker a: connection refused"));
   EXPECT_THAT(Holders("b"), ElementsAre(""));
+  ASSERT_TRUE(manager_->Heartbeat("a").ok());  // reachable again
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 2u);
+  for (const FakeExecutor::Call& c : executor_.calls) {
+    EXPECT_EQ(c.request.trial_id(), trial);
+    EXPECT_EQ(c.request.attempt(), 2);
+    EXPECT_NE(FakeExecutor::Spec(c).master_port, port) << "the port it failed on rests a while";
+  }
 }
 
-TEST_F(JobManagerTest, ALostWorkerFailsTheGangAndCancelsTheOtherRanks) {
+TEST_F(JobManagerTest, ALostWorkerCancelsTheGangsOtherRanksAndTheTrialIsRetried) {
+  AddWorker("a", 1);
+  AddWorker("b", 1);
+  AddWorker("c", 1);
+  const auto [job_id, trial] = StartGang(2);
+  ASSERT_FALSE(trial.empty());
+  std::string silent = executor_.calls[1].address.substr(0, 1);
+  std::string alive = executor_.calls[0].address.substr(0, 1);
+  clock_.Advance(absl::Seconds(11));
+  for (const char* w : {"a", "b", "c"}) {
+    if (w != silent) {
+      ASSERT_TRUE(manager_->Heartbeat(w).ok());
+    }
+  }
+  manager_->Tick();
+  EXPECT_THAT(executor_.cancelled_at, ::testing::Contains(alive + ":1"));
+  // Devices stay held until each rank's RPC comes back; the trial waits for
+  // the surviving rank's answer before it is retried.
+  EXPECT_THAT(Holders(alive), ElementsAre(trial));
+  EXPECT_EQ(TrialOf(job_id, trial).status(), "RUNNING");
+  executor_.Answer(trial, 0, absl::OkStatus(), Answered("CANCELLED", "cancelled"));
+  v1::Trial t = TrialOf(job_id, trial);
+  EXPECT_EQ(t.status(), "PENDING");
+  EXPECT_THAT(t.failed_attempts(),
+              ElementsAre(absl::StrCat("attempt 1: rank 1 on worker ", silent,
+                                       ": worker lost (no heartbeat for 11s)")));
+  executor_.Answer(trial, 1, absl::DeadlineExceededError("deadline exceeded"));
+  EXPECT_THAT(Holders(silent), ElementsAre(""));
+  manager_->Tick();  // attempt 2 on the two healthy workers
+  ASSERT_EQ(executor_.calls.size(), 2u);
+  for (const FakeExecutor::Call& c : executor_.calls) {
+    EXPECT_NE(c.address, silent + ":1");
+    EXPECT_EQ(c.request.attempt(), 2);
+  }
+}
+
+TEST_F(JobManagerTest, AStrategyFailureOfOneRankWinsOverItsPeersLossOfConnection) {
   AddWorker("a", 1);
   AddWorker("b", 1);
   const auto [job_id, trial] = StartGang(2);
   ASSERT_FALSE(trial.empty());
-  clock_.Advance(absl::Seconds(11));
-  ASSERT_TRUE(manager_->Heartbeat("a").ok());  // b went silent
-  manager_->Tick();
+  // Rank 0 sees its peer vanish first; rank 1's own answer says why.
+  v1::RunTrialResponse lost = Answered("FAILED", "Connection reset by peer (gloo)");
+  lost.set_infrastructure(true);
+  executor_.Answer(trial, 0, absl::OkStatus(), lost);
+  executor_.Answer(trial, 1, absl::OkStatus(), Answered("OOM", "tried to allocate 1 GiB"));
   v1::Trial t = TrialOf(job_id, trial);
-  EXPECT_EQ(t.status(), "FAILED");
-  EXPECT_EQ(t.reason(), "rank 1 on worker b: worker lost (no heartbeat for 11s)");
-  EXPECT_THAT(executor_.cancelled_at, ::testing::Contains("a:1"));
-  // Devices stay held until each rank's RPC comes back.
-  EXPECT_THAT(Holders("a"), ElementsAre(trial));
-  executor_.Answer(trial, 0, absl::OkStatus(), Answered("CANCELLED", "cancelled"));
-  executor_.Answer(trial, 1, absl::DeadlineExceededError("deadline exceeded"));
-  EXPECT_EQ(TrialOf(job_id, trial).reason(),
-            "rank 1 on worker b: worker lost (no heartbeat for 11s)");
-  EXPECT_THAT(Holders("a"), ElementsAre(""));
-  EXPECT_THAT(Holders("b"), ElementsAre(""));
+  EXPECT_EQ(t.status(), "OOM");
+  EXPECT_EQ(t.reason(), "rank 1 on worker b: tried to allocate 1 GiB");
+  EXPECT_TRUE(t.failed_attempts().empty());
+  EXPECT_EQ(t.attempt(), 1);
+}
+
+TEST_F(JobManagerTest, ATrialFailingOutsideTheStrategyEveryTimeIsLostAndTheAnswerIsPartial) {
+  AddWorker("a", 1);
+  AddWorker("b", 1);
+  for (const bool store_partial : {false, true}) {
+    v1::TuneRequest r = Gang(2, 2);
+    r.set_store_partial(store_partial);
+    auto job = manager_->SubmitJob(r);
+    ASSERT_TRUE(job.ok()) << job.status();
+    manager_->Tick();
+    ASSERT_EQ(executor_.calls.size(), 2u);
+    const std::string doomed = executor_.calls[0].request.trial_id();
+    v1::RunTrialResponse rendezvous = Answered("FAILED", "rendezvous at a:29500 failed");
+    rendezvous.set_infrastructure(true);
+    for (int attempt = 1; attempt <= 3; ++attempt) {
+      ASSERT_EQ(executor_.calls.size(), 2u) << "attempt " << attempt;
+      EXPECT_EQ(executor_.calls[0].request.attempt(), attempt);
+      executor_.Answer(doomed, 0, absl::OkStatus(), rendezvous);
+      executor_.Answer(doomed, 1, absl::OkStatus(), Answered("CANCELLED", "cancelled"));
+      manager_->Tick();
+    }
+    v1::Trial t = TrialOf(job->job_id(), doomed);
+    EXPECT_EQ(t.status(), "FAILED");
+    EXPECT_TRUE(t.infrastructure());
+    EXPECT_EQ(t.attempt(), 3);
+    EXPECT_EQ(t.failed_attempts_size(), 3);
+    EXPECT_THAT(t.reason(), HasSubstr("rendezvous at a:29500 failed"));
+    // The next candidate runs and succeeds: the job succeeds, saying that
+    // its answer rests on partial evidence.
+    ASSERT_EQ(executor_.calls.size(), 2u);
+    const std::string good = executor_.calls[0].request.trial_id();
+    EXPECT_NE(good, doomed);
+    executor_.Answer(good, 1, absl::OkStatus(), Answered("SUCCEEDED"));
+    v1::RunTrialResponse ok = Answered("SUCCEEDED");
+    ok.mutable_metrics()->set_tokens_per_second(100);
+    executor_.Answer(good, 0, absl::OkStatus(), ok);
+    manager_->Tick();
+    auto j = manager_->GetJob(job->job_id());
+    EXPECT_EQ(j->state(), "SUCCEEDED");
+    EXPECT_TRUE(j->partial_evidence());
+    EXPECT_EQ(j->trials_lost(), 1);
+    EXPECT_EQ(j->infrastructure_failures(), 3);
+    EXPECT_THAT(j->infrastructure_reasons(),
+                ElementsAre(HasSubstr("rendezvous at a:29500 failed")));
+    EXPECT_THAT(j->status_message(), HasSubstr("partial evidence: 1 trial(s) lost"));
+    v1::QueryStrategiesRequest q;
+    *q.mutable_model() = r.model();
+    q.set_seq_len(r.seq_len());
+    q.set_global_batch_size(r.global_batch_size());
+    q.set_world_size(2);
+    auto answers = manager_->QueryStrategies(q);
+    ASSERT_TRUE(answers.ok()) << answers.status();
+    EXPECT_EQ(answers->size(), store_partial ? 1u : 0u)
+        << "a partial answer is stored only when asked (store_partial " << store_partial << ")";
+  }
+}
+
+TEST_F(JobManagerTest, WorkersSharingAHostNeverShareARendezvousPort) {
+  // Two daemons on one machine, each offering the same range (README's setup).
+  for (const std::string id : {"w1", "w2"}) {
+    v1::RegisterRequest r;
+    r.set_worker_id(id);
+    r.set_address(std::string("node7:") + (id == "w1" ? "5001" : "5002"));
+    for (int i = 0; i < 2; ++i) {
+      v1::Device* d = r.add_devices();
+      d->set_type("cpu");
+      d->set_index(i);
+      d->set_memory_bytes(int64_t{1} << 30);
+    }
+    ASSERT_TRUE(manager_->RegisterWorker(r).ok());
+  }
+  ASSERT_TRUE(manager_->SubmitJob(Gang(2, 4)).ok());
   manager_->Tick();
-  EXPECT_EQ(manager_->GetJob(job_id)->state(), "FAILED");
+  ASSERT_EQ(executor_.calls.size(), 4u);  // two trials, one per worker
+  std::set<int> ports;
+  for (const FakeExecutor::Call& c : executor_.calls) {
+    const TrialSpec spec = FakeExecutor::Spec(c);
+    EXPECT_EQ(spec.master_addr, "node7");
+    ports.insert(spec.master_port);
+  }
+  EXPECT_EQ(ports, (std::set<int>{29500, 29501}));
 }
 
 TEST_F(JobManagerTest, GangMetricsTakeRankZerosSpeedAndTheWorstRanksMemory) {
@@ -994,6 +1134,18 @@ TEST_F(JobManagerTest, CandidatesPredictedNotToFitAreRecordedAsPrunedWithTheirRe
   }
   EXPECT_GT(pruned, 0);
   EXPECT_EQ(manager_->GetJob(job->job_id())->trials_pruned(), pruned);
+  // The job summarises them by kind, with an example, instead of listing them.
+  v1::Job summary = *manager_->GetJob(job->job_id());
+  ASSERT_EQ(summary.pruned_summary_size(), 1);
+  EXPECT_EQ(summary.pruned_summary(0).kind(), "predicted not to fit");
+  EXPECT_EQ(summary.pruned_summary(0).count(), pruned);
+  EXPECT_EQ(summary.pruned_summary(0).example().status(), "PRUNED");
+  v1::ListTrialsRequest page;
+  page.set_job_id(job->job_id());
+  EXPECT_EQ(manager_->ListTrialsPage(page)->trials_size(),
+            static_cast<int>(trials->size()) - pruned);
+  page.set_include_pruned(true);
+  EXPECT_EQ(manager_->ListTrialsPage(page)->trials_size(), static_cast<int>(trials->size()));
   // Nothing pruned is ever dispatched.
   std::set<std::string> pruned_texts;
   for (const v1::Trial& t : *trials) {
@@ -1021,6 +1173,189 @@ TEST_F(JobManagerTest, CandidatesPredictedNotToFitAreRecordedAsPrunedWithTheirRe
   // memory in this fake, calibrated the model upwards.)
   EXPECT_GE(stored_pruned, pruned);
   EXPECT_EQ(manager_->GetJob(job->job_id())->trials_pruned(), stored_pruned);
+}
+
+TEST_F(JobManagerTest, WatchEventsCarryOnlyWhatChangedAndListsComeInPages) {
+  AddWorker("a", 2);
+  auto job = manager_->SubmitJob(Request(600, 5));
+  ASSERT_TRUE(job.ok()) << job.status();
+  manager_->Tick();
+  uint64_t version = 0;
+  auto first = manager_->GetJobEvent(job->job_id(), 0, false, &version);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->trials_size(), 2);  // both running
+  uint64_t same = 0;
+  EXPECT_EQ(manager_->GetJobEvent(job->job_id(), version, false, &same)->trials_size(), 0);
+  EXPECT_EQ(same, version) << "nothing changed";
+  executor_.Succeed(10);
+  uint64_t after = 0;
+  auto delta = manager_->GetJobEvent(job->job_id(), version, false, &after);
+  EXPECT_GT(after, version);
+  ASSERT_EQ(delta->trials_size(), 1) << "only the trial that finished";
+  EXPECT_EQ(delta->trials(0).status(), "SUCCEEDED");
+  // Pages of two, in proposal order, until the token runs out.
+  for (int i = 0; i < 3; ++i) {
+    executor_.Succeed(10);
+    manager_->Tick();
+  }
+  std::vector<int> indices;
+  v1::ListTrialsRequest page;
+  page.set_job_id(job->job_id());
+  page.set_page_size(2);
+  do {
+    auto answer = manager_->ListTrialsPage(page);
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_LE(answer->trials_size(), 2);
+    for (const v1::Trial& t : answer->trials()) indices.push_back(t.index());
+    page.set_page_token(answer->next_page_token());
+  } while (!page.page_token().empty());
+  EXPECT_THAT(indices, ElementsAre(0, 1, 2, 3, 4));
+  page.set_page_token("not-a-token");
+  EXPECT_EQ(manager_->ListTrialsPage(page).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(JobManagerTest, JobsSubmittedTogetherShareThePool) {
+  AddWorker("a", 2);
+  auto first = manager_->SubmitJob(Request(600, 4));
+  auto second = manager_->SubmitJob(Request(600, 4));
+  ASSERT_TRUE(first.ok() && second.ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 2u);
+  std::set<std::string> jobs;
+  for (const FakeExecutor::Call& c : executor_.calls) {
+    jobs.insert(c.request.trial_id().substr(0, c.request.trial_id().rfind("-t")));
+  }
+  EXPECT_EQ(jobs, (std::set<std::string>{first->job_id(), second->job_id()}))
+      << "each job gets one of the two devices";
+}
+
+TEST_F(JobManagerTest, AnImpossibleMeasurementIsNeverTheAnswer) {
+  AddWorker("a", 1);
+  auto job = manager_->SubmitJob(Request(600, 1));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  v1::RunTrialResponse liar = Answered("SUCCEEDED");
+  liar.mutable_metrics()->set_tokens_per_second(1e12);
+  liar.mutable_metrics()->set_step_time_median_s(1e-6);
+  executor_.Answer(executor_.calls.front().request.trial_id(), 0, absl::OkStatus(), liar);
+  manager_->Tick();
+  auto done = manager_->GetJob(job->job_id());
+  EXPECT_EQ(done->state(), "FAILED");
+  EXPECT_FALSE(done->has_best());
+  EXPECT_THAT(manager_->ListTrials(job->job_id())->at(0).reason(),
+              HasSubstr("impossible measurement"));
+}
+
+TEST_F(JobManagerTest, AFailedDatabaseWriteEndsTheJobVisiblyAndNeverRewindsIt) {
+  AddWorker("a", 1);
+  auto job = manager_->SubmitJob(Request(600, 3));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  const std::string trial = executor_.calls.front().request.trial_id();
+  // The disk fills up: the trial's result (a long reason) cannot be written.
+  ASSERT_TRUE(store_->LimitSizeForTesting(0).ok());
+  executor_.Answer(trial, 0, absl::OkStatus(), Answered("FAILED", std::string(4000, 'x')));
+  manager_->Tick();
+  for (int i = 0; i < 3; ++i) {
+    auto j = manager_->GetJob(job->job_id());
+    ASSERT_TRUE(j.ok()) << j.status();
+    EXPECT_EQ(j->state(), "FAILED") << "never back to RUNNING";
+    EXPECT_THAT(j->status_message(), HasSubstr("database could not be written"));
+    EXPECT_EQ(j->trials_done(), 1);
+    manager_->Tick();
+  }
+  EXPECT_TRUE(executor_.calls.empty()) << "nothing more runs for a job that cannot be kept";
+  // Room again: the job is written as it ended, and read back from the store.
+  ASSERT_TRUE(store_->LimitSizeForTesting(int64_t{1} << 30).ok());
+  manager_->Tick();
+  auto stored = store_->GetJob(job->job_id());
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->state, JobState::kFailed);
+  EXPECT_EQ(store_->ListTrials(job->job_id())->at(0).status, TrialStatus::kFailed);
+}
+
+TEST_F(JobManagerTest, TheBestFewAreMeasuredAgainAndTheAnswerComesFromTheRepeats) {
+  JobManagerOptions options = Options();
+  options.confirm_top = 2;
+  manager_ = std::move(*JobManager::Create(store_.get(), &executor_, &clock_, options));
+  AddWorker("a", 1);
+  auto job = manager_->SubmitJob(Request(600, 3));
+  ASSERT_TRUE(job.ok()) << job.status();
+  // Three trials: an outlier (a quiet moment on a busy machine), a steady
+  // fast one and a slow one.
+  for (double tps : {97000.0, 66000.0, 15000.0}) {
+    manager_->Tick();
+    ASSERT_EQ(executor_.calls.size(), 1u);
+    executor_.Succeed(tps);
+  }
+  manager_->Tick();
+  // The search is over; the best two run again, fastest first.
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  auto j = manager_->GetJob(job->job_id());
+  EXPECT_EQ(j->state(), "RUNNING");
+  EXPECT_THAT(j->status_message(), HasSubstr("measuring the best 2 again"));
+  auto trials = *manager_->ListTrials(job->job_id());
+  ASSERT_EQ(trials.size(), 5u);
+  EXPECT_EQ(trials[3].confirms(), trials[0].trial_id());
+  EXPECT_EQ(trials[4].confirms(), trials[1].trial_id());
+  EXPECT_EQ(trials[4].status(), "PENDING");
+  executor_.Succeed(14000);  // the outlier, measured again
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  executor_.Succeed(65000);  // the steady one
+  manager_->Tick();
+  j = manager_->GetJob(job->job_id());
+  EXPECT_EQ(j->state(), "SUCCEEDED");
+  EXPECT_EQ(j->best().trial_id(), trials[4].trial_id()) << "the repeats decide";
+  EXPECT_EQ(j->best().strategy().text(), trials[1].strategy().text());
+  EXPECT_TRUE(j->best_confirmed());
+  EXPECT_EQ(j->best_measurements(), 2);
+  EXPECT_NEAR(j->best_spread(), (66000.0 - 65000.0) / 65000.0, 1e-9);
+  EXPECT_THAT(j->status_message(), HasSubstr("measured 2 times"));
+  // The database keeps the confirmed figure.
+  v1::QueryStrategiesRequest q;
+  *q.mutable_model() = Request().model();
+  q.set_seq_len(16);
+  q.set_global_batch_size(4);
+  auto answers = manager_->QueryStrategies(q);
+  ASSERT_EQ(answers->size(), 1u);
+  EXPECT_EQ(answers->at(0).metrics().tokens_per_second(), 65000);
+}
+
+TEST_F(JobManagerTest, AConfirmedAnswerReplacesAnOutlierInTheDatabase) {
+  JobManagerOptions options = Options();
+  options.confirm_top = 1;
+  manager_ = std::move(*JobManager::Create(store_.get(), &executor_, &clock_, options));
+  AddWorker("a", 1);
+  // An answer stored by an older build: one measurement, an outlier.
+  StrategyRecord outlier;
+  auto model = ModelSpecFromJson("gpt2", nlohmann::json::parse(kTinyGpt));
+  ASSERT_TRUE(model.ok());
+  outlier.signature = ComputeSignature(*model, 16, 4, 1, "cpu");
+  outlier.strategy_text =
+      "mbs=4,ga=1,precision=fp32,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none";
+  outlier.metrics.tokens_per_second = 1e6;
+  outlier.updated_at = clock_.Now();
+  JobRecord old_job;
+  old_job.job_id = "job-old";
+  old_job.state = JobState::kSucceeded;
+  old_job.created_at = clock_.Now();
+  ASSERT_TRUE(store_->CreateJob(old_job).ok());
+  ASSERT_TRUE(store_->FinishJob(old_job, outlier).ok());
+
+  auto job = manager_->SubmitJob(Request(600, 1));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  executor_.Succeed(500);
+  manager_->Tick();
+  executor_.Succeed(480);  // the repeat
+  manager_->Tick();
+  ASSERT_EQ(manager_->GetJob(job->job_id())->state(), "SUCCEEDED");
+  auto stored = store_->GetStrategy(outlier.signature);
+  ASSERT_TRUE(stored.ok() && stored->has_value());
+  EXPECT_TRUE((*stored)->confirmed);
+  EXPECT_EQ((*stored)->metrics.tokens_per_second, 480);
 }
 
 TEST_F(JobManagerTest, AnOutOfMemoryTrialPrunesTheStrategiesThatNeedMore) {

@@ -2186,6 +2186,14 @@ TEST(TrialMetrics, SpreadAboveTwentyPercentOfTheMedianIsNoisy) {
   EXPECT_EQ(TrialMetricsToJson(m)["noisy"], true);
   // The flag is derived, so reading the JSON back gives the same answer.
   EXPECT_TRUE(TrialMetricsFromJson(TrialMetricsToJson(m))->IsNoisy());
+  // Measured over many steps, the middle 80% decides: one slow step among
+  // hundreds (max far out) is not noise, a wide middle is.
+  m.step_time_max_s = 3.0;
+  m.step_time_spread = 0.08;
+  EXPECT_FALSE(m.IsNoisy());
+  EXPECT_FALSE(TrialMetricsFromJson(TrialMetricsToJson(m))->IsNoisy());
+  m.step_time_spread = 0.25;
+  EXPECT_TRUE(m.IsNoisy());
 }
 
 }  // namespace

@@ -87,15 +87,16 @@ auto Tie(const JobRecord& j) {
                          j.best_trial_id, j.trials_total);
 }
 auto Tie(const TrialRecord& t) {
-  return std::tuple_cat(std::make_tuple(t.trial_id, t.job_id, t.index, t.attempt, t.strategy_text,
-                                        t.strategy_json, TrialStatusName(t.status), t.reason,
-                                        t.worker_id, t.started_at, t.finished_at),
-                        Tie(t.metrics));
+  return std::tuple_cat(
+      std::make_tuple(t.trial_id, t.job_id, t.index, t.attempt, t.strategy_text, t.strategy_json,
+                      TrialStatusName(t.status), t.reason, t.worker_id, t.started_at, t.finished_at,
+                      t.failed_attempts, t.infrastructure, t.confirms),
+      Tie(t.metrics));
 }
 auto Tie(const StrategyRecord& s) {
   return std::tuple_cat(std::make_tuple(s.signature, s.model_family, s.model_config_json, s.seq_len,
                                         s.global_batch_size, s.hardware, s.strategy_text,
-                                        s.strategy_json, s.job_id, s.updated_at),
+                                        s.strategy_json, s.job_id, s.updated_at, s.confirmed),
                         Tie(s.metrics));
 }
 auto Tie(const WorkerRecord& w) {
@@ -199,6 +200,12 @@ TEST(StoreTest, EverythingSurvivesCloseAndReopen) {
   t1.status = TrialStatus::kOom;
   t1.reason = "CUDA out of memory; tried to allocate 2 GiB";
   t1.metrics = SomeMetrics(3.0);
+  t1.failed_attempts = {"attempt 1: rank 0 on worker w2: rendezvous at h:29500 failed"};
+  TrialRecord t2 = MakeTrial("job-1", 2);
+  t2.status = TrialStatus::kFailed;
+  t2.infrastructure = true;
+  t2.failed_attempts = {"attempt 1: worker w1 lost", "attempt 2: worker w2 lost"};
+  t2.confirms = "job-1-t0";
 
   WorkerRecord worker{"w1", "127.0.0.1:5051", R"([{"kind":"cpu","index":0}])", T(kBase),
                       T(kBase + 42)};
@@ -208,13 +215,14 @@ TEST(StoreTest, EverythingSurvivesCloseAndReopen) {
   done.finished_at = T(kBase + 30);
   done.status_message = "done";
   StrategyRecord best = MakeStrategy(job.signature, job.job_id, "dp=1 mbs=1");
+  best.confirmed = true;
 
   {
     std::unique_ptr<Store> store = OpenOrDie(path);
     ASSERT_NE(store, nullptr);
     ASSERT_OK(store->CreateJob(job));
     ASSERT_OK(store->CreateJob(fresh));
-    ASSERT_OK(store->UpsertTrials({t1, t0}));
+    ASSERT_OK(store->UpsertTrials({t1, t0, t2}));
     ASSERT_OK(store->UpsertWorker(worker));
     ASSERT_OK(store->FinishJob(done, best));
   }
@@ -235,9 +243,10 @@ TEST(StoreTest, EverythingSurvivesCloseAndReopen) {
 
   absl::StatusOr<std::vector<TrialRecord>> trials = store->ListTrials("job-1");
   ASSERT_TRUE(trials.ok()) << trials.status();
-  ASSERT_EQ(trials->size(), 2u);
+  ASSERT_EQ(trials->size(), 3u);
   EXPECT_EQ(Tie((*trials)[0]), Tie(t0));
   EXPECT_EQ(Tie((*trials)[1]), Tie(t1));
+  EXPECT_EQ(Tie((*trials)[2]), Tie(t2));
 
   absl::StatusOr<std::optional<StrategyRecord>> strategy = store->GetStrategy(job.signature);
   ASSERT_TRUE(strategy.ok()) << strategy.status();
@@ -296,12 +305,16 @@ TEST(StoreTest, AVersionOneFileGainsTheJobsAlgorithmAndKeepsItsJobs) {
     ASSERT_NE(store, nullptr);
     ASSERT_OK(store->CreateJob(MakeJob("old", kBase)));
   }
-  // Back to the first schema, as a file written before the column existed.
+  // Back to the first schema, as a file written before the columns existed.
   RawSql(path, "ALTER TABLE jobs DROP COLUMN algorithm");
+  RawSql(path, "ALTER TABLE trials DROP COLUMN failed_attempts");
+  RawSql(path, "ALTER TABLE trials DROP COLUMN infrastructure");
+  RawSql(path, "ALTER TABLE trials DROP COLUMN confirms");
+  RawSql(path, "ALTER TABLE strategies DROP COLUMN confirmed");
   RawSql(path, "PRAGMA user_version = 1");
   std::unique_ptr<Store> store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->migrations_applied(), 1);
+  EXPECT_EQ(store->migrations_applied(), Store::kCurrentSchemaVersion - 1);
   absl::StatusOr<JobRecord> old = store->GetJob("old");
   ASSERT_TRUE(old.ok()) << old.status();
   EXPECT_EQ(old->algorithm, "");

@@ -143,6 +143,39 @@ TEST_F(TrialProcessTest, AMissingRunnerIsAFailureNotACrash) {
   EXPECT_EQ(r.status, TrialStatus::kFailed);
 }
 
+TEST_F(TrialProcessTest, ARankKilledFromOutsideOrARunnerThatCannotStartIsInfrastructure) {
+  TrialResult killed = RunTrialProcess(spec_, Runner("kill -KILL $$"));
+  EXPECT_EQ(killed.status, TrialStatus::kFailed);
+  EXPECT_TRUE(killed.infrastructure) << killed.error;
+  TrialResult terminated = RunTrialProcess(spec_, Runner("kill -TERM $$"));
+  EXPECT_TRUE(terminated.infrastructure) << terminated.error;
+  TrialProcessOptions missing = Runner("exit 0");
+  missing.runner_path = dir_ + "/no-such-runner";
+  EXPECT_TRUE(RunTrialProcess(spec_, missing).infrastructure);
+  // The trial's own crash or error is the strategy's outcome.
+  EXPECT_FALSE(RunTrialProcess(spec_, Runner("kill -SEGV $$")).infrastructure);
+  EXPECT_FALSE(RunTrialProcess(spec_, Runner("exit 3")).infrastructure);
+}
+
+TEST_F(TrialProcessTest, TheRunnersInfrastructureVerdictReachesTheWorker) {
+  TrialResult r = RunTrialProcess(spec_, Runner(R"(cat > "$4" <<'JSON'
+{"status": "FAILED", "error": "rendezvous at 127.0.0.1:29500 failed", "infrastructure": true}
+JSON)"));
+  EXPECT_EQ(r.status, TrialStatus::kFailed);
+  EXPECT_TRUE(r.infrastructure);
+}
+
+TEST(CheckFileNamePartTest, OnlySafeNamesMayBecomeFileNames) {
+  EXPECT_TRUE(CheckFileNamePart("trial_id", "job-20261124-021403-0a1b2c3d4e5f-t0007").ok());
+  for (const std::string& bad :
+       {std::string(""), std::string("../../etc/x"), std::string("a/b"), std::string(".hidden"),
+        std::string("a\0b", 4), std::string(200, 'a'), std::string("t 1")}) {
+    absl::Status s = CheckFileNamePart("trial_id", bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(s.message()), ::testing::StartsWith("trial_id: ")) << bad;
+  }
+}
+
 TEST(ParseDevicesTest, CpuSlotsShareMemoryAndBadTextIsRejected) {
   auto cpus = ParseDevices("cpu:4", int64_t{8} << 30);
   ASSERT_TRUE(cpus.ok());
@@ -382,6 +415,90 @@ JSON)"));
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   int attempts_ = 0;
 };
+
+TEST_F(WorkerServiceTest, TrialIdsAndDigestsThatCouldNameOtherPathsAreRefused) {
+  auto devices = ParseDevices("cpu:1", int64_t{1} << 30);
+  ASSERT_TRUE(devices.ok());
+  Start(*devices, {"cpu"});
+  auto run = [&](const std::string& trial_id, const TrialSpec& spec,
+                 const std::string& model_file = "") {
+    v1::RunTrialRequest req;
+    req.set_trial_id(trial_id);
+    req.set_attempt(1);
+    req.set_spec_json(TrialSpecToJson(spec).dump());
+    req.set_model_file(model_file);
+    v1::RunTrialResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    return stub_->RunTrial(&ctx, req, &resp);
+  };
+  for (const std::string& id : {std::string("../../escape"), std::string("a\0/etc/passwd", 14)}) {
+    grpc::Status s = run(id, TinySpec());
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << id;
+    EXPECT_THAT(s.error_message(), HasSubstr("trial_id")) << id;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/../escape-a1-r0.spec.json"));
+  TrialSpec scripted = TinySpec();
+  scripted.model = ModelSpec();
+  scripted.model.family = "torchscript";
+  scripted.model.input_spec = "input_ids:int64[B,T]<16";
+  scripted.model.script_digest = "sha256:../../model";
+  scripted.model.script_bytes = 3;
+  scripted.model.n_positions = ModelSpec::kTorchScriptMaxSeqLen;
+  grpc::Status s = run("t1", scripted, "abc");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("script_digest"));
+  // A deeply nested spec is refused, not parsed.
+  v1::RunTrialRequest deep;
+  deep.set_trial_id("t2");
+  deep.set_attempt(1);
+  deep.set_spec_json(std::string(100000, '[') + std::string(100000, ']'));
+  v1::RunTrialResponse resp;
+  grpc::ClientContext ctx;
+  EXPECT_EQ(stub_->RunTrial(&ctx, deep, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(WorkerServiceTest, ATrialFasterThanTheProbedPeakRaisesItAndTheCoordinatorHears) {
+  auto devices = ParseDevices("cpu:2", int64_t{1} << 30);
+  ASSERT_TRUE(devices.ok());
+  for (v1::Device& d : *devices) *d.mutable_peak_tflops() = ToProto(PeakTflops{1.0, 2.0, 0.5});
+  WorkerOptions options;
+  options.runner_path = Script(R"(cat > "$4" <<'JSON'
+{"status": "SUCCEEDED", "error": "", "metrics": {"tokens_per_second": 10, "step_time_median_s": 0.1,
+ "achieved_tflops": 3.0, "peak_tflops": 2.0, "mfu": 1.5}}
+JSON)");
+  options.work_dir = dir_;
+  options.devices = *devices;
+  options.runner_devices = {"cpu", "cpu"};
+  options.cpu_peaks_measured = true;
+  std::vector<v1::Device> announced;
+  options.on_devices_changed = [&](const std::vector<v1::Device>& d) { announced = d; };
+  service_ = std::make_unique<WorkerServiceImpl>(options);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  ASSERT_NE(port, 0);
+  stub_ = v1::WorkerService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  TrialSpec spec = TinySpec();
+  spec.strategy.precision = Precision::kBf16;
+  v1::RunTrialRequest req;
+  req.set_trial_id("t1");
+  req.set_attempt(1);
+  req.set_spec_json(TrialSpecToJson(spec).dump());
+  v1::RunTrialResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->RunTrial(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.status(), "SUCCEEDED");
+  EXPECT_DOUBLE_EQ(resp.metrics().mfu(), 1.0) << "restated against the raised peak";
+  EXPECT_DOUBLE_EQ(resp.metrics().peak_tflops(), 3.0);
+  ASSERT_EQ(announced.size(), 2u);
+  for (const v1::Device& d : announced) {
+    EXPECT_EQ(FromProto(d.peak_tflops()), (PeakTflops{1.0, 3.0, 0.5})) << "every cpu device";
+  }
+}
 
 TEST_F(WorkerServiceTest, TheRunnerGetsTheDevicesPeakUnlessTheSpecBringsOne) {
   options_.peak = PeakTflops{0.5, 1.25, 0.01};  // as --peak-tflops fp32=0.5,bf16=1.25,fp16=0.01

@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/signals.h"
 #include "proto/convert.h"
 #include "worker/registrar.h"
@@ -31,6 +33,7 @@ int main(int argc, char** argv) {
   std::string peak_text;
   std::string rendezvous_ports = "29500-29999";
   std::string advertise_host;
+  bool simulate_gpus = false;
   app.add_option("--coordinator", coordinator, "HOST:PORT of autoaccel-server");
   app.add_option("--listen", listen, "HOST:PORT to serve on (port 0 picks a free one)");
   app.add_option("--devices", devices_text, "cpu:N (N CPU slots) or cuda:0,1,...");
@@ -53,8 +56,15 @@ int main(int argc, char** argv) {
                  "host name or IP the coordinator and other workers reach this worker at "
                  "(default: the --listen host; this machine's host name when that is 0.0.0.0 "
                  "or ::)");
+  app.add_flag("--simulate-gpus", simulate_gpus,
+               "testing only: register cuda devices that nvidia-smi does not list (their trials "
+               "fail); without it such a worker refuses to start");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   spdlog::set_level(spdlog::level::from_str(log_level));
 
   auto devices = autoaccel::ParseDevices(devices_text, device_memory);
@@ -110,9 +120,32 @@ int main(int argc, char** argv) {
   autoaccel::WorkerOptions options;
   options.runner_path = runner;
   options.work_dir = work_dir;
-  options.runner_devices = autoaccel::DescribeDevices(probe, &*devices);
+  std::vector<std::string> unidentified;
+  options.runner_devices = autoaccel::DescribeDevices(probe, &*devices, &unidentified);
+  if (!unidentified.empty() && !simulate_gpus) {
+    std::fprintf(stderr,
+                 "autoaccel-worker: --devices names %s, which nvidia-smi does not list on this "
+                 "machine: every trial there would fail. Give the GPUs this machine has, or "
+                 "cpu:N (--simulate-gpus registers them anyway, for tests)\n",
+                 absl::StrJoin(unidentified, ", ").c_str());
+    return 2;
+  }
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (devices->front().type() == "cpu" && cores > 0 && devices->size() > cores) {
+    spdlog::warn(
+        "{} cpu device slots on a machine with {} cores: trials on the slots share cores and "
+        "slow each other down, so their measurements are noisy and their ranking unreliable "
+        "(give at most cpu:{})",
+        devices->size(), cores, cores);
+  }
   options.devices = *devices;
   options.threads_per_device = threads_per_device;
+  options.cpu_peaks_measured = !peak.has_value();
+  // Set once the registrar exists; a raised peak reaches the coordinator.
+  std::atomic<autoaccel::Registrar*> registrar_ref{nullptr};
+  options.on_devices_changed = [&registrar_ref](const std::vector<autoaccel::v1::Device>& d) {
+    if (autoaccel::Registrar* r = registrar_ref.load()) r->UpdateDevices(d);
+  };
   autoaccel::WorkerServiceImpl service(options);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -138,14 +171,19 @@ int main(int argc, char** argv) {
   registration.set_worker_id(worker_id);
   registration.set_address(address);
   for (const auto& d : *devices) *registration.add_devices() = d;
+  registration.set_host_cpu_cores(static_cast<int>(std::thread::hardware_concurrency()));
+  registration.set_host_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
+                                     sysconf(_SC_PAGESIZE));
   registration.set_rendezvous_port_min(ports->first);
   registration.set_rendezvous_port_max(ports->second);
   autoaccel::Registrar registrar(
       grpc::CreateChannel(coordinator, grpc::InsecureChannelCredentials()), registration);
   registrar.Start();
+  registrar_ref = &registrar;
 
   int sig = autoaccel::WaitForTerminationSignal();
   spdlog::info("signal {}: shutting down", sig);
+  registrar_ref = nullptr;
   registrar.Stop();
   service.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));

@@ -32,17 +32,20 @@ void Registrar::Run() {
   bool warned = false;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
+    if (reregister_) registered = false;
+    reregister_ = false;
+    const v1::RegisterRequest registration = registration_;
     lock.unlock();
     double wait_s;
     if (!registered) {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
       v1::RegisterResponse resp;
-      grpc::Status s = stub_->Register(&ctx, registration_, &resp);
+      grpc::Status s = stub_->Register(&ctx, registration, &resp);
       if (s.ok()) {
         registered = true;
         interval_s = resp.heartbeat_interval_seconds() > 0 ? resp.heartbeat_interval_seconds() : 2;
-        spdlog::info("registered with the coordinator as {}", registration_.worker_id());
+        spdlog::info("registered with the coordinator as {}", registration.worker_id());
         backoff_s = 0.2;
         warned = false;
         wait_s = interval_s;
@@ -58,7 +61,7 @@ void Registrar::Run() {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
       v1::HeartbeatRequest req;
-      req.set_worker_id(registration_.worker_id());
+      req.set_worker_id(registration.worker_id());
       v1::HeartbeatResponse resp;
       grpc::Status s = stub_->Heartbeat(&ctx, req, &resp);
       if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
@@ -76,8 +79,19 @@ void Registrar::Run() {
       }
     }
     lock.lock();
-    cv_.wait_for(lock, std::chrono::duration<double>(wait_s), [this] { return stopping_; });
+    cv_.wait_for(lock, std::chrono::duration<double>(wait_s),
+                 [this] { return stopping_ || reregister_; });
   }
+}
+
+void Registrar::UpdateDevices(const std::vector<v1::Device>& devices) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    registration_.clear_devices();
+    for (const v1::Device& d : devices) *registration_.add_devices() = d;
+    reregister_ = true;
+  }
+  cv_.notify_all();
 }
 
 }  // namespace autoaccel

@@ -23,15 +23,18 @@ class Registrar {
   ~Registrar();
   void Start();
   void Stop();
+  // Registers again, soon, with these devices (e.g. a raised peak). Any
+  // thread.
+  void UpdateDevices(const std::vector<v1::Device>& devices);
 
  private:
   void Run();
-  bool Register();
 
   std::unique_ptr<v1::WorkerRegistry::Stub> stub_;
-  const v1::RegisterRequest registration_;
   std::mutex mu_;
   std::condition_variable cv_;
+  v1::RegisterRequest registration_;  // guarded by mu_
+  bool reregister_ = false;           // guarded by mu_
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -152,6 +152,21 @@ std::string TailOfFile(const std::string& path, int max_lines) {
   return absl::StrJoin(lines, "\n");
 }
 
+bool EndedFromOutside(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status) == 127;  // exec failed
+  if (!WIFSIGNALED(wait_status)) return false;
+  switch (WTERMSIG(wait_status)) {
+    case SIGKILL:
+    case SIGTERM:
+    case SIGINT:
+    case SIGHUP:
+    case SIGQUIT:
+      return true;
+    default:  // SIGSEGV, SIGABRT, SIGFPE, ...: the trial crashed by itself
+      return false;
+  }
+}
+
 TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& options) {
   TrialResult result;
   result.status = TrialStatus::kFailed;
@@ -163,6 +178,7 @@ TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& op
   ::unlink(result_path.c_str());
   if (absl::Status s = WriteJsonFile(spec_path, TrialSpecToJson(spec)); !s.ok()) {
     result.error = std::string(s.message());
+    result.infrastructure = true;  // the worker's disk, not the strategy
     return result;
   }
 
@@ -185,6 +201,7 @@ TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& op
             &env);
   if (!started.ok()) {
     result.error = absl::StrCat("cannot start trial runner: ", started.status().message());
+    result.infrastructure = true;
     return result;
   }
   const pid_t pid = *started;
@@ -229,6 +246,7 @@ TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& op
       return result;
     }
   }
+  result.infrastructure = EndedFromOutside(status);
   std::string how = WIFSIGNALED(status) ? absl::StrCat("was killed by signal ", WTERMSIG(status),
                                                        " (", strsignal(WTERMSIG(status)), ")")
                                         : absl::StrCat("exited with code ", WEXITSTATUS(status),

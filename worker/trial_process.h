@@ -32,8 +32,17 @@ struct TrialProcessOptions {
 // SIGKILL after 3 s) and turns what happened into a TrialResult:
 // the runner's own result file if it wrote one; TIMEOUT or CANCELLED when we
 // stopped it; FAILED with the exit code or signal and the tail of its log
-// otherwise. Blocks the calling thread. Thread-safe.
+// otherwise. A runner that could not be written for, started or executed,
+// or that was ended by a signal someone else sent (EndedFromOutside), gives
+// FAILED with `infrastructure` set. Blocks the calling thread. Thread-safe.
 TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& options);
+
+// True when a runner's wait status says it did not end by itself: exit code
+// 127 (it could not be executed) or a signal that only comes from outside
+// (SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT: an operator, a cluster manager
+// or the kernel's out-of-memory killer). A crash (SIGSEGV, SIGABRT, ...) or
+// another exit code is the trial's own.
+bool EndedFromOutside(int wait_status);
 
 // Runs `args` (args[0]: a path, or a name looked up in $PATH) to completion,
 // the way a trial runs (own process group, parent-death signal, stdin from

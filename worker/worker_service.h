@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,12 @@ struct WorkerOptions {
   // "cuda:N"), as DescribeDevices returns it. Empty: "cpu" for cpu devices,
   // the device's name for the others (ParseDevices names them "cuda:N").
   std::vector<std::string> runner_devices;
+  // The cpu devices' peaks were measured by the probe (not given): a trial
+  // that computes faster proves the probe under-measured, and raises them.
+  bool cpu_peaks_measured = false;
+  // Called (on a trial's thread, no lock held) with every device after a
+  // peak was raised, so the coordinator learns of it.
+  std::function<void(const std::vector<v1::Device>&)> on_devices_changed;
 };
 
 // Parses "cpu:N" (N CPU slots sharing this node's memory) or "cuda:0,1,..".
@@ -39,6 +46,11 @@ absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& text, in
 // trial may serve its rendezvous store. INVALID_ARGUMENT naming
 // --rendezvous-ports otherwise.
 absl::StatusOr<std::pair<int, int>> ParseRendezvousPorts(const std::string& text);
+
+// OK when `value` may become part of a file name in the work dir: 1 to 128
+// letters, digits, '-', '_' or '.', not starting with '.' (so no "..", no
+// '/', no NUL). INVALID_ARGUMENT naming `field` otherwise.
+absl::Status CheckFileNamePart(absl::string_view field, absl::string_view value);
 
 // The address the worker registers: the coordinator sends trials to it and
 // the other ranks of a gang whose rank 0 runs here meet at its host. It is
@@ -56,8 +68,11 @@ absl::StatusOr<PeakTflops> ParsePeakTflops(const std::string& text);
 
 // How the worker learns what its devices are when it starts.
 struct DeviceProbeOptions {
-  std::string runner_path;  // cpu: runs `RUNNER --probe-peak --threads N` once
+  std::string runner_path;  // cpu: runs `RUNNER --probe-peak --threads N`
   int threads_per_device = 1;
+  // cpu: the probe runs this many times a moment apart and the best figure
+  // per precision is kept (a peak must not be under-measured).
+  int probe_repeats = 3;
   std::string work_dir;  // the probes' output and logs
   // --peak-tflops: every device's peak; nothing is probed for it.
   std::optional<PeakTflops> peak;
@@ -77,9 +92,13 @@ struct DeviceProbeOptions {
 // replaces both peak sources. Never fails: what cannot be learnt (no
 // nvidia-smi, a probe that fails) stays as it was, peak 0 = unknown, and a
 // warning is logged. Returns the devices' runner_devices (WorkerOptions).
-// Blocks while the probes run (about a second, most of it loading LibTorch).
+// Blocks while the probes run (a few seconds, most of it loading LibTorch).
+// `unidentified`, when given, receives the cuda devices ("cuda:N") that
+// nvidia-smi did not list (or all of them when it cannot be run): on such a
+// machine a trial could not run there.
 std::vector<std::string> DescribeDevices(const DeviceProbeOptions& options,
-                                         std::vector<v1::Device>* devices);
+                                         std::vector<v1::Device>* devices,
+                                         std::vector<std::string>* unidentified = nullptr);
 
 // Each RunTrial spawns one child process (one trial rank) on a thread of its
 // own and answers when the child is done. A repeated RunTrial for the same
@@ -89,7 +108,8 @@ std::vector<std::string> DescribeDevices(const DeviceProbeOptions& options,
 // every caller has gone (the coordinator died or gave up), or at its timeout.
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
-  explicit WorkerServiceImpl(WorkerOptions options) : options_(std::move(options)) {}
+  explicit WorkerServiceImpl(WorkerOptions options)
+      : options_(std::move(options)), devices_(options_.devices) {}
   ~WorkerServiceImpl() override;
 
   grpc::ServerUnaryReactor* RunTrial(grpc::CallbackServerContext* ctx,
@@ -117,10 +137,17 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   // side, each its own child; ordered so one trial's ranks are adjacent.
   using ExecutionKey = std::tuple<std::string, int, int>;
 
-  void RunExecution(ExecutionKey key, TrialSpec spec, absl::Duration timeout);
+  void RunExecution(ExecutionKey key, int device_index, TrialSpec spec, absl::Duration timeout);
+
+  // A trial on a probed cpu device measured above its peak (MFU > 100%): the
+  // probe under-measured it. Raises every cpu device's peak at the trial's
+  // precision to what the trial achieved per device and restates the
+  // trial's MFU against it.
+  void RaisePeakIfBeaten(int device_index, const TrialSpec& spec, TrialResult* result);
 
   const WorkerOptions options_;
   std::mutex mu_;
+  std::vector<v1::Device> devices_;  // guarded by mu_: peaks may be raised
   std::condition_variable idle_cv_;
   std::map<ExecutionKey, std::shared_ptr<Execution>> running_;
   int threads_ = 0;

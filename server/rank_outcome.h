@@ -1,0 +1,57 @@
+// What one rank's answer says about its trial, and whether a failure is the
+// strategy's or the infrastructure's.
+//
+// A strategy outcome (OOM, the strategy's own error, a timeout) is a
+// measurement: the searcher learns from it. An infrastructure failure (the
+// rendezvous, a port in use, a worker lost or unreachable, a rank killed from
+// outside, a trial runner that could not start) says nothing about the
+// strategy: the coordinator retries the trial as a new attempt.
+#ifndef AUTOACCEL_SERVER_RANK_OUTCOME_H_
+#define AUTOACCEL_SERVER_RANK_OUTCOME_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "proto/autoaccel.pb.h"
+#include "search/trial.h"
+
+namespace autoaccel {
+
+struct RankOutcome {
+  TrialStatus status = TrialStatus::kFailed;  // SUCCEEDED, OOM, FAILED, TIMEOUT, CANCELLED
+  bool infrastructure = false;                // only with FAILED
+  std::string reason;
+};
+
+// From a RunTrial call's status and, when it is OK, the worker's answer:
+//  - OK: the answer's status (an unknown one is FAILED, a strategy outcome),
+//    reason and infrastructure flag;
+//  - DEADLINE_EXCEEDED: TIMEOUT (the rank never answered within its time);
+//  - INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE, UNIMPLEMENTED: the
+//    worker refused the trial itself, FAILED as a strategy outcome (a retry
+//    would be refused the same way);
+//  - anything else (UNAVAILABLE, CANCELLED, INTERNAL, ...): FAILED,
+//    infrastructure — the worker could not be reached or gave up.
+// The reason is the worker's, or the RPC error's message, cut to 4 KiB.
+RankOutcome RankOutcomeOf(const absl::Status& rpc, const v1::RunTrialResponse& response);
+
+// Why a SUCCEEDED trial's figures cannot be true, or "" when they can: a
+// figure that is negative or not finite, or a throughput whose model FLOPs
+// (`flops_per_token`, 0 when unknown) would take more than
+// kMaxPlausibleDeviceFlops on each of its `ranks` devices. Such a trial is
+// recorded FAILED: it is never an answer, whatever peak its worker claims.
+std::string ImpossibleMeasurement(const TrialMetrics& metrics, double flops_per_token, int ranks);
+
+// No device computes faster than this (dense FLOP/s; today's fastest GPUs
+// reach a tenth of it at 8-bit precision).
+inline constexpr double kMaxPlausibleDeviceFlops = 2e16;
+
+// A trial measured above its devices' peak (MFU > 100%): the peak the worker
+// reported is too low, or the measurement is wrong. "" when MFU <= 100% or
+// the peak is unknown; else a warning for the trial's reason. Such a trial is
+// not eligible as the answer (search/searcher.h IsEligible).
+std::string MfuAbovePeak(const TrialMetrics& metrics);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_SERVER_RANK_OUTCOME_H_

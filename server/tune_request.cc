@@ -1,0 +1,281 @@
+#include "server/tune_request.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "common/untrusted_json.h"
+#include "search/methods.h"
+#include "search/space.h"
+
+namespace autoaccel {
+namespace {
+
+// Default warm-up for torchscript jobs (see ValidateTuneRequest).
+constexpr int kTorchScriptWarmupSteps = 3;
+
+// Bounds on a request: whatever passes them is cheap to validate, search and
+// show. A Hugging Face config.json is a few kilobytes.
+constexpr size_t kMaxConfigBytes = 256 << 10;
+constexpr int kMaxOverrides = 64;
+constexpr size_t kMaxOverrideBytes = 4096;
+constexpr size_t kMaxTextFieldBytes = 16 << 10;  // input_spec, load_strategy, names
+constexpr int kMaxListEntries = 256;             // each repeated field
+constexpr double kMaxTimeLimitSeconds = 30 * 24 * 3600.0;
+constexpr double kMaxTrialTimeoutSeconds = 24 * 3600.0;
+constexpr int kMaxSteps = 10000;  // warm-up and measured steps each
+constexpr double kMaxMinMeasuredSeconds = 600;
+constexpr int kMaxWorldSize = 65536;
+constexpr int kMaxSeqLen = 1 << 24;
+constexpr int kMaxGlobalBatchSize = 1 << 24;
+constexpr int kMaxTrialBudget = 1000000;
+// Combinations of dimension values (before compatibility rules) a job may
+// span: a 7B model on 8 ranks spans ~42,000; the coordinator stays responsive
+// (and its answers small) well past this.
+constexpr int64_t kMaxSpaceCombinations = 250000;
+
+// Every string field of a request (but the model's config and file, bounded
+// on their own) and every repeated field, whatever new fields the message
+// grows: walked by reflection.
+absl::Status CheckFieldSizes(const google::protobuf::Message& m, const std::string& prefix) {
+  const google::protobuf::Descriptor* d = m.GetDescriptor();
+  const google::protobuf::Reflection* reflection = m.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    const std::string name = absl::StrCat(prefix, f->name());
+    if (name == "model.config_json" || name == "model.script") continue;
+    if (f->is_repeated()) {
+      const int n = reflection->FieldSize(m, f);
+      if (n > kMaxListEntries) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, ": ", n, " entries, at most ", kMaxListEntries));
+      }
+      if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING) {
+        for (int j = 0; j < n; ++j) {
+          if (reflection->GetRepeatedStringReference(m, f, j, nullptr).size() >
+              kMaxTextFieldBytes) {
+            return absl::InvalidArgumentError(
+                absl::StrCat(name, "[", j, "]: longer than ", kMaxTextFieldBytes, " bytes"));
+          }
+        }
+      }
+    } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING) {
+      std::string scratch;
+      if (reflection->GetStringReference(m, f, &scratch).size() > kMaxTextFieldBytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, ": longer than ", kMaxTextFieldBytes, " bytes"));
+      }
+    } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE &&
+               reflection->HasField(m, f)) {
+      RETURN_IF_ERROR(CheckFieldSizes(reflection->GetMessage(m, f), name + "."));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// "field: must be between LO and HI, got V" for a number out of range or not
+// finite.
+absl::Status InRange(absl::string_view field, double value, double lo, double hi,
+                     absl::string_view unit = "") {
+  if (std::isfinite(value) && value >= lo && value <= hi) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(field, ": must be between ", lo, unit, " and ", hi,
+                                                 unit, ", got ", value, unit));
+}
+
+absl::Status CheckNumbers(const v1::TuneRequest& r) {
+  if (!(r.time_limit_seconds() > 0) || !std::isfinite(r.time_limit_seconds())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "time_limit: must be a positive number of seconds, got ", r.time_limit_seconds(), "s"));
+  }
+  RETURN_IF_ERROR(InRange("time_limit", r.time_limit_seconds(), 0, kMaxTimeLimitSeconds, "s"));
+  RETURN_IF_ERROR(
+      InRange("trial_timeout_seconds", r.trial_timeout_seconds(), 0, kMaxTrialTimeoutSeconds, "s"));
+  RETURN_IF_ERROR(InRange("warmup_steps", r.warmup_steps(), 0, kMaxSteps));
+  RETURN_IF_ERROR(InRange("measured_steps", r.measured_steps(), 0, kMaxSteps));
+  RETURN_IF_ERROR(
+      InRange("min_measured_seconds", r.min_measured_seconds(), 0, kMaxMinMeasuredSeconds, "s"));
+  RETURN_IF_ERROR(InRange("max_trials", r.max_trials(), 0, kMaxTrialBudget));
+  RETURN_IF_ERROR(InRange("world_size", r.world_size(), 0, kMaxWorldSize));
+  RETURN_IF_ERROR(InRange("seq_len", r.seq_len(), 0, kMaxSeqLen));
+  RETURN_IF_ERROR(InRange("global_batch_size", r.global_batch_size(), 0, kMaxGlobalBatchSize));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelSpec> ModelFromRequest(const v1::ModelSpec& m) {
+  if (m.family() == "torchscript") {
+    if (!m.overrides().empty()) {
+      return absl::InvalidArgumentError(
+          "override: not supported for torchscript models (change the module and save it again)");
+    }
+    if (m.script().empty()) {
+      return absl::InvalidArgumentError("model_file: missing or empty (--model-file FILE.pt)");
+    }
+    if (m.input_spec().empty()) {
+      return absl::InvalidArgumentError(
+          "input_spec: missing (--input-spec, e.g. \"input_ids:int64[B,T]<50257; "
+          "labels=input_ids\")");
+    }
+    const nlohmann::json config{{"input_spec", m.input_spec()},
+                                {"script_digest", ContentDigest(m.script())},
+                                {"script_bytes", static_cast<int64_t>(m.script().size())}};
+    return ModelSpecFromJson(m.family(), config);
+  }
+  if (m.config_json().size() > kMaxConfigBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("model_config: ", m.config_json().size(),
+                                                   " bytes; a config may have at most ",
+                                                   kMaxConfigBytes, " bytes"));
+  }
+  if (m.overrides_size() > kMaxOverrides) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("override: ", m.overrides_size(), " given, at most ", kMaxOverrides));
+  }
+  ASSIGN_OR_RETURN(nlohmann::json config, ParseUntrustedJson(m.config_json(), "model_config"));
+  std::vector<std::pair<std::string, std::string>> overrides;
+  for (int i = 0; i < m.overrides_size(); ++i) {
+    const std::string& text = m.overrides(i);
+    if (text.size() > kMaxOverrideBytes || JsonNestingDepth(text) > kMaxJsonDepth) {
+      return absl::InvalidArgumentError(absl::StrCat("override[", i, "]: longer than ",
+                                                     kMaxOverrideBytes, " bytes or nested deeper ",
+                                                     "than ", kMaxJsonDepth, " levels"));
+    }
+    ASSIGN_OR_RETURN(auto kv, ParseOverride(text));
+    overrides.push_back(std::move(kv));
+  }
+  RETURN_IF_ERROR(ApplyOverrides(overrides, &config));
+  return ModelSpecFromJson(m.family(), config);
+}
+
+absl::StatusOr<ValidatedRequest> ValidateTuneRequest(const v1::TuneRequest& in,
+                                                     const TuneDefaults& defaults) {
+  ValidatedRequest out;
+  out.request = in;
+  v1::TuneRequest& r = out.request;
+  if (r.model().family().empty()) {
+    return absl::InvalidArgumentError(
+        "model.family: missing (allowed: " + absl::StrJoin(KnownModelFamilies(), ", ") + ")");
+  }
+  RETURN_IF_ERROR(CheckFieldSizes(r, ""));
+  RETURN_IF_ERROR(CheckNumbers(r));
+  ASSIGN_OR_RETURN(out.model, ModelFromRequest(r.model()));
+  // Every trial runs world_size ranks (the search space's layouts multiply
+  // to it); a bad one is refused by ValidateSpaceRequest, naming the field.
+  if (r.world_size() == 0) r.set_world_size(1);
+  if (r.device_type().empty()) r.set_device_type("cpu");
+  if (r.device_type() != "cpu" && r.device_type() != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device_type: unknown '", r.device_type(), "' (allowed: cpu, cuda)"));
+  }
+  if (r.warmup_steps() == 0) {
+    // TorchScript's executor profiles and optimises the graph over the first
+    // calls (~3 steps): measuring them would time the compiler, not the model.
+    r.set_warmup_steps(r.model().family() == "torchscript"
+                           ? std::max(defaults.warmup_steps, kTorchScriptWarmupSteps)
+                           : defaults.warmup_steps);
+  }
+  if (r.measured_steps() == 0) r.set_measured_steps(defaults.measured_steps);
+  if (r.min_measured_seconds() == 0) r.set_min_measured_seconds(defaults.min_measured_seconds);
+  if (r.trial_timeout_seconds() == 0) {
+    r.set_trial_timeout_seconds(absl::ToDoubleSeconds(defaults.trial_timeout));
+  }
+  SpaceRequest space;
+  space.model = out.model;
+  space.seq_len = r.seq_len();
+  space.global_batch_size = r.global_batch_size();
+  space.world_size = r.world_size();
+  space.micro_batch_sizes.assign(r.micro_batch_sizes().begin(), r.micro_batch_sizes().end());
+  // Candidate names as in Strategy; a bad one is reported under the request
+  // field: "precisions: unknown value 'fp8' (allowed: ...)".
+  const auto parse_names = [](absl::string_view field, const auto& names, auto parse,
+                              auto* values) -> absl::Status {
+    for (const std::string& name : names) {
+      auto value = parse(name);
+      if (!value.ok()) {
+        absl::string_view why = value.status().message();  // "strategy.<key>: <why>"
+        if (size_t colon = why.find(": "); colon != absl::string_view::npos) {
+          why.remove_prefix(colon + 2);
+        }
+        return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+      }
+      values->push_back(*value);
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(parse_names("precisions", r.precisions(), &ParsePrecision, &space.precisions));
+  RETURN_IF_ERROR(parse_names("checkpointings", r.checkpointings(), &ParseCheckpointing,
+                              &space.checkpointings));
+  RETURN_IF_ERROR(parse_names("attentions", r.attentions(), &ParseAttention, &space.attentions));
+  RETURN_IF_ERROR(parse_names("optimizers", r.optimizers(), &ParseOptimizer, &space.optimizers));
+  RETURN_IF_ERROR(parse_names("offloads", r.offloads(), &ParseOffload, &space.offloads));
+  RETURN_IF_ERROR(parse_names("shardings", r.shardings(), &ParseSharding, &space.shardings));
+  RETURN_IF_ERROR(parse_names("pipeline_schedules", r.pipeline_schedules(), &ParsePipelineSchedule,
+                              &space.pipeline_schedules));
+  const auto parse_sp_mode = [](const std::string& name) -> absl::StatusOr<bool> {
+    if (name == "off" || name == "on") return name == "on";
+    return absl::InvalidArgumentError(
+        absl::StrCat("strategy.sequence_parallel: unknown value '", name, "' (allowed: off, on)"));
+  };
+  RETURN_IF_ERROR(parse_names("sequence_parallel", r.sequence_parallel(), parse_sp_mode,
+                              &space.sequence_parallel_modes));
+  space.tensor_parallel_sizes.assign(r.tensor_parallel_sizes().begin(),
+                                     r.tensor_parallel_sizes().end());
+  space.pipeline_parallel_sizes.assign(r.pipeline_parallel_sizes().begin(),
+                                       r.pipeline_parallel_sizes().end());
+  space.virtual_stages.assign(r.virtual_stages().begin(), r.virtual_stages().end());
+  space.checkpoint_percents.assign(r.checkpoint_percents().begin(), r.checkpoint_percents().end());
+  space.device_is_accelerator = r.device_type() == "cuda";
+  space.max_combinations = kMaxSpaceCombinations;
+  ASSIGN_OR_RETURN(out.space, EnumerateSpace(space));
+  if (r.algorithm().empty()) r.set_algorithm("auto");
+  ASSIGN_OR_RETURN(out.algorithm, ParseSearchAlgorithm(r.algorithm()));
+  const std::vector<std::string> include(r.include().begin(), r.include().end());
+  const std::vector<std::string> exclude(r.exclude().begin(), r.exclude().end());
+  ASSIGN_OR_RETURN(MethodFilter filter, ParseMethodFilter(include, exclude));
+  if (!filter.empty()) {
+    const size_t before = out.space.size();
+    std::string example;
+    out.space.erase(std::remove_if(out.space.begin(), out.space.end(),
+                                   [&](const Strategy& s) {
+                                     if (filter.Allows(s)) return false;
+                                     if (example.empty()) example = filter.Refusal(s);
+                                     return true;
+                                   }),
+                    out.space.end());
+    if (out.space.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("include, exclude: none of the ", before,
+                                                     " candidate strategies is left (e.g. ",
+                                                     example, ")"));
+    }
+  }
+  if (r.finetune() && r.load_strategy().empty()) {
+    return absl::InvalidArgumentError("finetune: needs a strategy to start from (--load-strategy)");
+  }
+  if (!r.load_strategy().empty()) {
+    if (r.algorithm() != "auto") {
+      return absl::InvalidArgumentError(
+          "algorithm: not with load_strategy (it runs the loaded strategy, or with finetune "
+          "searches its neighbourhood greedily)");
+    }
+    if (JsonNestingDepth(r.load_strategy()) > kMaxJsonDepth) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("load_strategy: nested deeper than ", kMaxJsonDepth, " levels"));
+    }
+    ASSIGN_OR_RETURN(PartialStrategy load, ParseLoadStrategy(r.load_strategy()));
+    if (std::none_of(out.space.begin(), out.space.end(),
+                     [&](const Strategy& s) { return load.Matches(s); })) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "load_strategy: no candidate of the space matches '", load.ToText(),
+          "' (check its values against the request's world size, batch and candidate lists)"));
+    }
+    out.load = std::move(load);
+  }
+  return out;
+}
+
+}  // namespace autoaccel

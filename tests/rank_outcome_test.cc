@@ -1,0 +1,106 @@
+// What a rank's answer means for its trial, and where rendezvous ports come
+// from: the pure rules behind the coordinator's retries.
+#include "server/rank_outcome.h"
+
+#include <limits>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "search/searcher.h"
+#include "server/rendezvous_ports.h"
+
+namespace autoaccel {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::RunTrialResponse Answer(const std::string& status, bool infrastructure = false) {
+  v1::RunTrialResponse r;
+  r.set_status(status);
+  r.set_reason("why");
+  r.set_infrastructure(infrastructure);
+  return r;
+}
+
+TEST(RankOutcomeTest, TheWorkersVerdictStandsAndAnUnreachableWorkerIsInfrastructure) {
+  RankOutcome oom = RankOutcomeOf(absl::OkStatus(), Answer("OOM"));
+  EXPECT_EQ(oom.status, TrialStatus::kOom);
+  EXPECT_FALSE(oom.infrastructure);
+  EXPECT_EQ(oom.reason, "why");
+  EXPECT_TRUE(RankOutcomeOf(absl::OkStatus(), Answer("FAILED", true)).infrastructure);
+  EXPECT_FALSE(RankOutcomeOf(absl::OkStatus(), Answer("FAILED", false)).infrastructure);
+  // Only a failure can be the infrastructure's.
+  EXPECT_FALSE(RankOutcomeOf(absl::OkStatus(), Answer("OOM", true)).infrastructure);
+  EXPECT_EQ(RankOutcomeOf(absl::OkStatus(), Answer("WEIRD")).status, TrialStatus::kFailed);
+
+  for (const absl::Status& s : {absl::UnavailableError("connection refused"),
+                                absl::InternalError("stream reset"), absl::CancelledError("x")}) {
+    RankOutcome o = RankOutcomeOf(s, v1::RunTrialResponse());
+    EXPECT_EQ(o.status, TrialStatus::kFailed) << s;
+    EXPECT_TRUE(o.infrastructure) << s;
+  }
+  EXPECT_EQ(RankOutcomeOf(absl::DeadlineExceededError(""), {}).status, TrialStatus::kTimeout);
+  RankOutcome refused = RankOutcomeOf(absl::InvalidArgumentError("trial_id: bad"), {});
+  EXPECT_EQ(refused.status, TrialStatus::kFailed);
+  EXPECT_FALSE(refused.infrastructure) << "a retry would be refused the same way";
+}
+
+TEST(RankOutcomeTest, ImpossibleFiguresAreCaughtWhateverPeakTheWorkerClaims) {
+  TrialMetrics m;
+  m.tokens_per_second = 5000;
+  m.step_time_median_s = m.step_time_min_s = m.step_time_max_s = 0.1;
+  EXPECT_EQ(ImpossibleMeasurement(m, 6e6, 1), "");
+  TrialMetrics liar = m;
+  liar.tokens_per_second = 1e12;  // 6e18 FLOP/s on one device
+  EXPECT_THAT(ImpossibleMeasurement(liar, 6e6, 1), HasSubstr("impossible measurement"));
+  TrialMetrics negative = m;
+  negative.step_time_median_s = -1;
+  EXPECT_NE(ImpossibleMeasurement(negative, 6e6, 1), "");
+  TrialMetrics nan = m;
+  nan.mfu = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_NE(ImpossibleMeasurement(nan, 6e6, 1), "");
+}
+
+TEST(RankOutcomeTest, MfuAboveThePeakIsFlaggedAndNotEligibleAsTheAnswer) {
+  TrialMetrics m;
+  m.tokens_per_second = 100;
+  m.peak_tflops = 1;
+  m.mfu = 1.178;
+  EXPECT_THAT(MfuAbovePeak(m), HasSubstr("117.8%"));
+  ScoredTrial t{Strategy(), TrialStatus::kSucceeded, m};
+  EXPECT_FALSE(IsEligible(t, 0));
+  t.metrics.mfu = 0.9;
+  EXPECT_EQ(MfuAbovePeak(t.metrics), "");
+  EXPECT_TRUE(IsEligible(t, 0));
+  t.metrics.peak_tflops = 0;  // unknown peak: nothing to compare with
+  t.metrics.mfu = 0;
+  EXPECT_TRUE(IsEligible(t, 0));
+}
+
+TEST(RendezvousPortsTest, WorkersOfOneHostShareItsPortsAndOtherHostsDoNot) {
+  RendezvousPorts ports;
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  EXPECT_EQ(ports.Free("node1", 29500, 29501, now), 29500);
+  ports.Acquire("node1", 29500, "t1/a1");
+  // A second worker on node1 with the same range gets the next port.
+  EXPECT_EQ(ports.Free("node1", 29500, 29999, now), 29501);
+  EXPECT_EQ(ports.Free("node2", 29500, 29999, now), 29500);
+  ports.Acquire("node1", 29501, "t2/a1");
+  EXPECT_EQ(ports.Free("node1", 29500, 29501, now), 0);
+  ports.Release("node1", 29500, "someone else");  // not the holder: nothing
+  EXPECT_EQ(ports.HeldOn("node1"), 2);
+  ports.Release("node1", 29500, "t1/a1");
+  EXPECT_EQ(ports.Free("node1", 29500, 29501, now), 29500);
+}
+
+TEST(RendezvousPortsTest, AQuarantinedPortRestsUntilItsTimeIsUp) {
+  RendezvousPorts ports;
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  ports.Quarantine("node1", 29500, now + absl::Minutes(10));
+  EXPECT_EQ(ports.Free("node1", 29500, 29999, now), 29501);
+  EXPECT_EQ(ports.Free("node1", 29500, 29500, now), 0);
+  EXPECT_EQ(ports.Free("node1", 29500, 29999, now + absl::Minutes(10)), 29500);
+}
+
+}  // namespace
+}  // namespace autoaccel

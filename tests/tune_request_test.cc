@@ -1,0 +1,123 @@
+// Request validation: every bound a hostile or mistaken request could cross
+// is refused with INVALID_ARGUMENT naming the field, before any costly work.
+#include "server/tune_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "common/untrusted_json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace autoaccel {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr char kTinyGpt[] = R"({"n_layer": 2, "n_embd": 32, "n_head": 4, "vocab_size": 64,
+  "n_positions": 64})";
+
+v1::TuneRequest Request() {
+  v1::TuneRequest r;
+  r.mutable_model()->set_family("gpt2");
+  r.mutable_model()->set_config_json(kTinyGpt);
+  r.set_seq_len(16);
+  r.set_global_batch_size(4);
+  r.set_time_limit_seconds(60);
+  return r;
+}
+
+// The error a request gets, or "" when it is accepted.
+std::string Refusal(const v1::TuneRequest& r) {
+  absl::StatusOr<ValidatedRequest> v = ValidateTuneRequest(r, TuneDefaults());
+  if (v.ok()) return "";
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << v.status();
+  return std::string(v.status().message());
+}
+
+TEST(TuneRequestTest, AGoodRequestGetsItsDefaults) {
+  absl::StatusOr<ValidatedRequest> v = ValidateTuneRequest(Request(), TuneDefaults());
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->request.world_size(), 1);
+  EXPECT_EQ(v->request.measured_steps(), 5);
+  EXPECT_EQ(v->request.device_type(), "cpu");
+  EXPECT_FALSE(v->space.empty());
+}
+
+TEST(TuneRequestTest, NumbersThatNeverEndOrOverflowAreRefusedNamingTheField) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (double limit : {inf, 1e300, nan, -1.0, 0.0}) {
+    v1::TuneRequest r = Request();
+    r.set_time_limit_seconds(limit);
+    EXPECT_THAT(Refusal(r), StartsWith("time_limit: ")) << limit;
+  }
+  for (double timeout : {nan, inf, -5.0, 1e9}) {
+    v1::TuneRequest r = Request();
+    r.set_trial_timeout_seconds(timeout);
+    EXPECT_THAT(Refusal(r), StartsWith("trial_timeout_seconds: ")) << timeout;
+  }
+  v1::TuneRequest r = Request();
+  r.set_measured_steps(std::numeric_limits<int32_t>::max());
+  EXPECT_THAT(Refusal(r), StartsWith("measured_steps: "));
+  r = Request();
+  r.set_warmup_steps(-1);
+  EXPECT_THAT(Refusal(r), StartsWith("warmup_steps: "));
+  r = Request();
+  r.set_world_size(1 << 20);
+  EXPECT_THAT(Refusal(r), StartsWith("world_size: "));
+  r = Request();
+  r.set_max_trials(-3);
+  EXPECT_THAT(Refusal(r), StartsWith("max_trials: "));
+}
+
+TEST(TuneRequestTest, ASpaceOfMillionsIsRefusedBeforeItIsBuilt) {
+  // 5,040 ranks have 60 divisors; with 100 checkpoint percents the cross
+  // product runs to millions of combinations.
+  v1::TuneRequest r = Request();
+  r.mutable_model()->set_config_json(
+      R"({"n_layer": 5040, "n_embd": 5040, "n_head": 5040, "vocab_size": 5040,
+          "n_positions": 64})");
+  r.set_world_size(5040);
+  r.set_global_batch_size(5040);
+  for (int p = 1; p <= 100; ++p) r.add_checkpoint_percents(p);
+  EXPECT_THAT(Refusal(r), AllOf(StartsWith("space: "), HasSubstr("combinations")));
+}
+
+TEST(TuneRequestTest, OversizedOrDeeplyNestedInputIsRefusedWithoutParsingIt) {
+  v1::TuneRequest r = Request();
+  r.mutable_model()->set_config_json(std::string(100000, '[') + std::string(100000, ']'));
+  EXPECT_THAT(Refusal(r), AllOf(StartsWith("model_config: "), HasSubstr("nested deeper")));
+  r = Request();
+  r.mutable_model()->set_config_json(
+      absl::StrCat(R"({"n_layer": 2, "n_embd": 32, "n_head": 4, "vocab_size": 64, )",
+                   R"("n_positions": 64, "padding": ")", std::string(8 << 20, 'x'), "\"}"));
+  EXPECT_THAT(Refusal(r), AllOf(StartsWith("model_config: "), HasSubstr("bytes")));
+  r = Request();
+  r.mutable_model()->add_overrides("n_layer=" + std::string(2000, '[') + std::string(2000, ']'));
+  EXPECT_THAT(Refusal(r), StartsWith("override[0]: "));
+  r = Request();
+  r.set_load_strategy(std::string(2000, '[') + std::string(2000, ']'));
+  EXPECT_THAT(Refusal(r), StartsWith("load_strategy: "));
+  r = Request();
+  for (int i = 0; i < 300; ++i) r.add_precisions("bf16");
+  EXPECT_THAT(Refusal(r), StartsWith("precisions: "));
+  r = Request();
+  r.set_algorithm(std::string(20000, 'a'));
+  EXPECT_THAT(Refusal(r), StartsWith("algorithm: "));
+}
+
+TEST(UntrustedJsonTest, DepthCountsBracketsOutsideStringsOnly) {
+  EXPECT_EQ(JsonNestingDepth(R"({"a": [1, {"b": 2}]})"), 3);
+  EXPECT_EQ(JsonNestingDepth(R"({"a": "[[[[{{{{", "b": "\"[["})"), 1);
+  EXPECT_EQ(JsonNestingDepth("42"), 0);
+  EXPECT_TRUE(ParseUntrustedJson(R"({"x": [[1]]})", "x").ok());
+  absl::StatusOr<nlohmann::json> bad = ParseUntrustedJson("{\"x\": ", "model_config");
+  EXPECT_THAT(std::string(bad.status().message()), StartsWith("model_config: not valid JSON"));
+}
+
+}  // namespace
+}  // namespace autoaccel
