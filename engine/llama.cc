@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
@@ -14,18 +15,41 @@
 namespace autoaccel {
 namespace {
 
-torch::nn::Linear NoBiasLinear(int64_t in, int64_t out) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+torch::nn::Linear MakeLinear(int64_t in, int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
-// cos and sin of the rotary angles, [T, head_dim] fp32: position t, pair i
-// (dimensions i and i + head_dim/2) turns by t * theta^(-2i/head_dim).
-std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(int64_t T, int64_t head_dim, double theta,
-                                                     const torch::Device& device) {
+torch::nn::Linear NoBiasLinear(int64_t in, int64_t out) { return MakeLinear(in, out, false); }
+
+// The rotary frequencies of `spec` for a rotary size of `dim`, [dim / 2]
+// fp32: theta^(-2i/dim), then the rope type's scaling.
+torch::Tensor InverseFrequencies(const ModelSpec& spec, int64_t dim, const torch::Device& device) {
   const auto options = torch::TensorOptions().dtype(torch::kFloat).device(device);
-  const torch::Tensor inv_freq =
-      at::pow(theta, torch::arange(0, head_dim, 2, options) / double(head_dim)).reciprocal();
-  const torch::Tensor angles = torch::arange(T, options).unsqueeze(1) * inv_freq.unsqueeze(0);
+  torch::Tensor inv_freq =
+      at::pow(spec.rope_theta, torch::arange(0, dim, 2, options) / double(dim)).reciprocal();
+  if (spec.rope_type == "linear") return inv_freq / spec.rope_factor;
+  if (spec.rope_type != "llama3") return inv_freq;
+  // Llama 3.1: wavelengths longer than original / low_freq_factor are
+  // stretched by `factor`, shorter than original / high_freq_factor kept,
+  // and those between interpolated linearly in original / wavelength.
+  const double original = spec.rope_original_max_positions;
+  const double low = spec.rope_low_freq_factor, high = spec.rope_high_freq_factor;
+  const torch::Tensor wavelength = (2 * M_PI) / inv_freq;
+  const torch::Tensor stretched =
+      torch::where(wavelength > original / low, inv_freq / spec.rope_factor, inv_freq);
+  const torch::Tensor smooth = (original / wavelength - low) / (high - low);
+  const torch::Tensor between = (1 - smooth) * stretched / spec.rope_factor + smooth * stretched;
+  const torch::Tensor medium = (wavelength >= original / high) & (wavelength <= original / low);
+  return torch::where(medium, between, stretched);
+}
+
+// cos and sin of the rotary angles, [T, dim] fp32: position t, pair i
+// (dimensions i and i + dim/2) turns by t * inv_freq[i].
+std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(int64_t T, const ModelSpec& spec, int64_t dim,
+                                                     const torch::Device& device) {
+  const torch::Tensor inv_freq = InverseFrequencies(spec, dim, device);
+  const torch::Tensor angles =
+      torch::arange(T, inv_freq.options()).unsqueeze(1) * inv_freq.unsqueeze(0);
   const torch::Tensor both_halves = torch::cat({angles, angles}, /*dim=*/-1);
   return {both_halves.cos(), both_halves.sin()};
 }
@@ -36,15 +60,43 @@ torch::Tensor RotateHalf(const torch::Tensor& x) {
   return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, /*dim=*/-1);
 }
 
-class LlamaAttentionImpl : public torch::nn::Module {
+torch::Tensor Activation(const std::string& name, const torch::Tensor& x) {
+  if (name == "silu") return at::silu(x);
+  if (name == "gelu") return torch::gelu(x);
+  return torch::gelu(x, /*approximate=*/"tanh");  // gelu_pytorch_tanh
+}
+
+class DecoderAttentionImpl : public torch::nn::Module {
  public:
-  explicit LlamaAttentionImpl(const ModelSpec& spec)
-      : head_dim_(spec.n_embd / spec.n_head), rope_theta_(spec.rope_theta) {
-    const int64_t n_head = spec.n_head, n_kv_head = spec.n_kv_head;
-    q_proj_ = register_module("q_proj", NoBiasLinear(spec.n_embd, n_head * head_dim_));
-    k_proj_ = register_module("k_proj", NoBiasLinear(spec.n_embd, n_kv_head * head_dim_));
-    v_proj_ = register_module("v_proj", NoBiasLinear(spec.n_embd, n_kv_head * head_dim_));
-    o_proj_ = register_module("o_proj", NoBiasLinear(n_head * head_dim_, spec.n_embd));
+  DecoderAttentionImpl(const ModelSpec& spec, int layer)
+      : head_dim_(spec.HeadDim()),
+        rotary_dim_(static_cast<int64_t>(spec.HeadDim() * spec.partial_rotary_factor)),
+        heads_(spec.n_head),
+        kv_heads_(spec.n_kv_head),
+        o_bias_(spec.attention_bias),
+        spec_(spec) {
+    const ModelFamilyInfo& info = spec.Info();
+    const int64_t q_width = heads_ * head_dim_, kv_width = kv_heads_ * head_dim_;
+    const bool qkv_bias = info.qkv_bias || spec.attention_bias;
+    if (info.fused_projections) {
+      qkv_proj_ =
+          register_module("qkv_proj", MakeLinear(spec.n_embd, q_width + 2 * kv_width, qkv_bias));
+    } else {
+      q_proj_ = register_module("q_proj", MakeLinear(spec.n_embd, q_width, qkv_bias));
+      k_proj_ = register_module("k_proj", MakeLinear(spec.n_embd, kv_width, qkv_bias));
+      v_proj_ = register_module("v_proj", MakeLinear(spec.n_embd, kv_width, qkv_bias));
+    }
+    o_proj_ = register_module("o_proj", MakeLinear(q_width, spec.n_embd, o_bias_));
+    if (info.qk_norm) {
+      q_norm_ =
+          register_module("q_norm", RmsNorm(head_dim_, spec.layer_norm_epsilon, info.gemma_norm));
+      k_norm_ =
+          register_module("k_norm", RmsNorm(head_dim_, spec.layer_norm_epsilon, info.gemma_norm));
+    }
+    shape_.causal = true;
+    if (spec.query_pre_attn_scalar > 0) shape_.scale = 1.0 / std::sqrt(spec.query_pre_attn_scalar);
+    shape_.softcap = spec.attn_logit_softcapping;
+    shape_.window = spec.SlidingLayer(layer) ? spec.sliding_window : 0;
   }
 
   // x [B, T, C] (under sequence parallelism this rank's slice of T).
@@ -52,48 +104,88 @@ class LlamaAttentionImpl : public torch::nn::Module {
     const torch::Tensor input = ColumnParallelInput(x, options.tp);
     const int64_t B = input.size(0), T = input.size(1);
     // Recomputed per layer rather than passed in, so that a checkpointed
-    // layer is a function of x alone; [T, head_dim] is cheap next to the
+    // layer is a function of x alone; [T, rotary_dim] is cheap next to the
     // layer's matrix products.
-    const auto [cos, sin] = RotaryCosSin(T, head_dim_, rope_theta_, input.device());
-    // Head counts from the projections' widths: all heads, or this rank's
-    // under tensor parallelism.
+    const auto [cos, sin] = RotaryCosSin(T, spec_, rotary_dim_, input.device());
+    torch::Tensor q, k, v;
+    if (qkv_proj_) {
+      // [q; k; v] rows, all heads or this rank's share of each.
+      const torch::Tensor qkv = qkv_proj_->forward(input);
+      const int64_t unit = qkv.size(-1) / (heads_ + 2 * kv_heads_);
+      std::vector<torch::Tensor> parts =
+          qkv.split_with_sizes({unit * heads_, unit * kv_heads_, unit * kv_heads_}, /*dim=*/-1);
+      q = parts[0], k = parts[1], v = parts[2];
+    } else {
+      q = q_proj_->forward(input), k = k_proj_->forward(input), v = v_proj_->forward(input);
+    }
+    // Head counts from the widths: all heads, or this rank's under tensor
+    // parallelism.
     auto heads = [&](const torch::Tensor& t) {
       return t.view({B, T, t.size(2) / head_dim_, head_dim_}).transpose(1, 2);
     };
+    q = heads(q), k = heads(k), v = heads(v);
+    if (q_norm_) {
+      // One weight for every head: this rank's heads give part of its
+      // gradient under tensor parallelism.
+      q = q_norm_->Apply(q, WeightSharedAcrossRanks(q_norm_->weight(), options.tp));
+      k = k_norm_->Apply(k, WeightSharedAcrossRanks(k_norm_->weight(), options.tp));
+    }
     // In the projections' dtype, as transformers does (cos and sin are cast
     // to it), so that bf16 weights give bf16 q and k.
     auto rotate = [&](const torch::Tensor& t) {
-      return t * cos.to(t.scalar_type()) + RotateHalf(t) * sin.to(t.scalar_type());
+      const torch::Tensor c = cos.to(t.scalar_type()), s = sin.to(t.scalar_type());
+      if (rotary_dim_ == head_dim_) return t * c + RotateHalf(t) * s;
+      const torch::Tensor turned = t.narrow(-1, 0, rotary_dim_);
+      return torch::cat(
+          {turned * c + RotateHalf(turned) * s, t.narrow(-1, rotary_dim_, head_dim_ - rotary_dim_)},
+          /*dim=*/-1);
     };
-    const torch::Tensor q = rotate(heads(q_proj_->forward(input)));
-    const torch::Tensor k = rotate(heads(k_proj_->forward(input)));
-    const torch::Tensor v = heads(v_proj_->forward(input));
-    return RowParallelLinear(Attend(q, k, v, /*causal=*/true, options), o_proj_->weight, {},
-                             options.tp);
+    return RowParallelLinear(Attend(rotate(q), rotate(k), v, shape_, options), o_proj_->weight,
+                             o_bias_ ? o_proj_->bias : torch::Tensor(), options.tp);
   }
 
  private:
-  int64_t head_dim_;
-  double rope_theta_;
-  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
+  int64_t head_dim_, rotary_dim_, heads_, kv_heads_;
+  bool o_bias_;
+  ModelSpec spec_;
+  AttentionShape shape_;
+  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, qkv_proj_{nullptr},
+      o_proj_{nullptr};
+  RmsNorm q_norm_{nullptr}, k_norm_{nullptr};
 };
 
-class LlamaMlpImpl : public torch::nn::Module {
+class DecoderMlpImpl : public torch::nn::Module {
  public:
-  explicit LlamaMlpImpl(const ModelSpec& spec) {
-    gate_proj_ = register_module("gate_proj", NoBiasLinear(spec.n_embd, spec.n_inner));
-    up_proj_ = register_module("up_proj", NoBiasLinear(spec.n_embd, spec.n_inner));
-    down_proj_ = register_module("down_proj", NoBiasLinear(spec.n_inner, spec.n_embd));
+  explicit DecoderMlpImpl(const ModelSpec& spec) : act_(spec.hidden_act), bias_(spec.mlp_bias) {
+    if (spec.Info().fused_projections) {
+      gate_up_proj_ = register_module("gate_up_proj",
+                                      MakeLinear(spec.n_embd, 2 * int64_t{spec.n_inner}, bias_));
+    } else {
+      gate_proj_ = register_module("gate_proj", MakeLinear(spec.n_embd, spec.n_inner, bias_));
+      up_proj_ = register_module("up_proj", MakeLinear(spec.n_embd, spec.n_inner, bias_));
+    }
+    down_proj_ = register_module("down_proj", MakeLinear(spec.n_inner, spec.n_embd, bias_));
   }
 
   torch::Tensor Forward(const torch::Tensor& x, const RunOptions& options) {
     const torch::Tensor input = ColumnParallelInput(x, options.tp);
-    return RowParallelLinear(at::silu(gate_proj_->forward(input)) * up_proj_->forward(input),
-                             down_proj_->weight, {}, options.tp);
+    torch::Tensor gate, up;
+    if (gate_up_proj_) {
+      // [gate; up] rows, or this rank's half of each.
+      std::vector<torch::Tensor> halves = gate_up_proj_->forward(input).chunk(2, /*dim=*/-1);
+      gate = halves[0], up = halves[1];
+    } else {
+      gate = gate_proj_->forward(input), up = up_proj_->forward(input);
+    }
+    return RowParallelLinear(Activation(act_, gate) * up, down_proj_->weight,
+                             bias_ ? down_proj_->bias : torch::Tensor(), options.tp);
   }
 
  private:
-  torch::nn::Linear gate_proj_{nullptr}, up_proj_{nullptr}, down_proj_{nullptr};
+  std::string act_;
+  bool bias_;
+  torch::nn::Linear gate_proj_{nullptr}, up_proj_{nullptr}, gate_up_proj_{nullptr},
+      down_proj_{nullptr};
 };
 
 class MixtralMoeImpl : public torch::nn::Module {
@@ -135,104 +227,149 @@ class MixtralMoeImpl : public torch::nn::Module {
   torch::Tensor gate_up_proj_, down_proj_;
 };
 
-class LlamaBlock : public CheckpointableBlock {
+class DecoderBlock : public CheckpointableBlock {
  public:
-  explicit LlamaBlock(const ModelSpec& spec) {
-    self_attn_ = register_module("self_attn", std::make_shared<LlamaAttentionImpl>(spec));
-    if (spec.family == "mixtral") {
+  DecoderBlock(const ModelSpec& spec, int layer) {
+    const ModelFamilyInfo& info = spec.Info();
+    self_attn_ = register_module("self_attn", std::make_shared<DecoderAttentionImpl>(spec, layer));
+    if (info.experts) {
       moe_ = register_module("mlp", std::make_shared<MixtralMoeImpl>(spec));
     } else {
-      mlp_ = register_module("mlp", std::make_shared<LlamaMlpImpl>(spec));
+      mlp_ = register_module("mlp", std::make_shared<DecoderMlpImpl>(spec));
     }
-    input_layernorm_ =
-        register_module("input_layernorm", RmsNorm(spec.n_embd, spec.layer_norm_epsilon));
-    post_attention_layernorm_ =
-        register_module("post_attention_layernorm", RmsNorm(spec.n_embd, spec.layer_norm_epsilon));
+    auto norm = [&](const char* name) {
+      return register_module(name, RmsNorm(spec.n_embd, spec.layer_norm_epsilon, info.gemma_norm));
+    };
+    input_layernorm_ = norm("input_layernorm");
+    post_attention_layernorm_ = norm("post_attention_layernorm");
+    if (info.sandwich_norm) {
+      pre_feedforward_layernorm_ = norm("pre_feedforward_layernorm");
+      post_feedforward_layernorm_ = norm("post_feedforward_layernorm");
+    }
   }
 
   torch::Tensor Forward(const torch::Tensor& x, const RunOptions& options) override {
-    const torch::Tensor h = x + self_attn_->Forward(input_layernorm_->forward(x), options);
-    const torch::Tensor normed = post_attention_layernorm_->forward(h);
-    return h + (moe_ ? moe_->Forward(normed) : mlp_->Forward(normed, options));
+    const torch::Tensor attention = self_attn_->Forward(input_layernorm_->forward(x), options);
+    if (pre_feedforward_layernorm_) {  // gemma2: norms on both sides of each part
+      const torch::Tensor h = x + post_attention_layernorm_->forward(attention);
+      return h + post_feedforward_layernorm_->forward(
+                     Mlp(pre_feedforward_layernorm_->forward(h), options));
+    }
+    const torch::Tensor h = x + attention;
+    return h + Mlp(post_attention_layernorm_->forward(h), options);
   }
 
  private:
-  std::shared_ptr<LlamaAttentionImpl> self_attn_;
-  std::shared_ptr<LlamaMlpImpl> mlp_;
+  torch::Tensor Mlp(const torch::Tensor& x, const RunOptions& options) {
+    return moe_ ? moe_->Forward(x) : mlp_->Forward(x, options);
+  }
+
+  std::shared_ptr<DecoderAttentionImpl> self_attn_;
+  std::shared_ptr<DecoderMlpImpl> mlp_;
   std::shared_ptr<MixtralMoeImpl> moe_;
-  RmsNorm input_layernorm_{nullptr}, post_attention_layernorm_{nullptr};
+  RmsNorm input_layernorm_{nullptr}, post_attention_layernorm_{nullptr},
+      pre_feedforward_layernorm_{nullptr}, post_feedforward_layernorm_{nullptr};
 };
 
 }  // namespace
 
-RmsNormImpl::RmsNormImpl(int64_t dim, double eps) : eps_(eps) {
-  weight_ = register_parameter("weight", torch::ones({dim}));
+RmsNormImpl::RmsNormImpl(int64_t dim, double eps, bool offset) : eps_(eps), offset_(offset) {
+  weight_ = register_parameter("weight", offset ? torch::zeros({dim}) : torch::ones({dim}));
 }
 
-torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
+torch::Tensor RmsNormImpl::Apply(const torch::Tensor& x, const torch::Tensor& weight) const {
   const torch::Tensor x32 = x.to(torch::kFloat);
   const torch::Tensor normed = x32 * (x32.pow(2).mean(/*dim=*/-1, /*keepdim=*/true) + eps_).rsqrt();
-  return weight_ * normed.to(x.scalar_type());
+  if (offset_) return (normed * (1.0 + weight.to(torch::kFloat))).to(x.scalar_type());
+  return weight * normed.to(x.scalar_type());
 }
 
-LlamaImpl::LlamaImpl(const ModelSpec& spec, uint64_t seed) : TrainableModel(spec) {
-  // "model" is LlamaModel / MixtralModel; lm_head sits beside it.
+DecoderImpl::DecoderImpl(const ModelSpec& spec, uint64_t seed) : TrainableModel(spec) {
+  const ModelFamilyInfo& info = spec.Info();
+  // "model" is LlamaModel / Qwen2Model / ...; lm_head sits beside it.
   auto model = register_module("model", std::make_shared<torch::nn::Module>());
   embed_tokens_ =
       model->register_module("embed_tokens", torch::nn::Embedding(spec.vocab_size, spec.n_embd));
   layers_ = model->register_module("layers", torch::nn::ModuleList());
-  for (int i = 0; i < spec.n_layer; ++i) layers_->push_back(std::make_shared<LlamaBlock>(spec));
-  norm_ = model->register_module("norm", RmsNorm(spec.n_embd, spec.layer_norm_epsilon));
+  for (int i = 0; i < spec.n_layer; ++i)
+    layers_->push_back(std::make_shared<DecoderBlock>(spec, i));
+  norm_ = model->register_module("norm",
+                                 RmsNorm(spec.n_embd, spec.layer_norm_epsilon, info.gemma_norm));
   if (!spec.tie_word_embeddings) {
     lm_head_ = register_module("lm_head", NoBiasLinear(spec.n_embd, spec.vocab_size));
   }
   InitLikeHuggingFace(*this, seed);
+  if (info.gemma_norm) {
+    // (1 + w) norms start at w = 0, as transformers initialises them.
+    torch::NoGradGuard no_grad;
+    for (auto& item : named_parameters()) {
+      if (absl::StrContains(item.key(), "norm")) item.value().zero_();
+    }
+  }
 }
 
-torch::Tensor LlamaImpl::Logits(const torch::Tensor& tokens, const RunOptions& options) {
+torch::Tensor DecoderImpl::Logits(const torch::Tensor& tokens, const RunOptions& options) {
   torch::Tensor x = Embed(tokens, options);
   for (int i = 0; i < static_cast<int>(layers_->size()); ++i) x = RunLayer(i, x, options);
   return Head(x, options);
 }
 
-torch::Tensor LlamaImpl::Embed(const torch::Tensor& tokens, const RunOptions& options) {
+torch::Tensor DecoderImpl::Embed(const torch::Tensor& tokens, const RunOptions& options) {
   TORCH_CHECK(tokens.size(1) <= spec().n_positions, "sequence length ", tokens.size(1),
               " exceeds max_position_embeddings ", spec().n_positions);
-  return VocabParallelEmbedding(tokens, embed_tokens_->weight, options.tp);
+  torch::Tensor x = VocabParallelEmbedding(tokens, embed_tokens_->weight, options.tp);
+  if (spec().Info().gemma_norm) {
+    // sqrt(hidden) rounded to the embedding's dtype, as transformers does.
+    x = x * torch::scalar_tensor(std::sqrt(double(spec().n_embd)), x.options());
+  }
+  return x;
 }
 
-torch::Tensor LlamaImpl::RunLayer(int layer, const torch::Tensor& x, const RunOptions& options) {
-  return RunBlock(*layers_[layer]->as<LlamaBlock>(), x, options, layer,
+torch::Tensor DecoderImpl::RunLayer(int layer, const torch::Tensor& x, const RunOptions& options) {
+  return RunBlock(*layers_[layer]->as<DecoderBlock>(), x, options, layer,
                   static_cast<int>(layers_->size()));
 }
 
-torch::Tensor LlamaImpl::Head(const torch::Tensor& x, const RunOptions& options) {
+torch::Tensor DecoderImpl::Head(const torch::Tensor& x, const RunOptions& options) {
   // Under tensor parallelism: this rank's vocabulary columns.
-  return at::linear(ColumnParallelInput(norm_->forward(x), options.tp),
-                    lm_head_ ? lm_head_->weight : embed_tokens_->weight);
+  torch::Tensor logits = at::linear(ColumnParallelInput(norm_->forward(x), options.tp),
+                                    lm_head_ ? lm_head_->weight : embed_tokens_->weight);
+  const double cap = spec().final_logit_softcapping;
+  if (cap > 0) logits = (logits / cap).tanh() * cap;
+  return logits;
 }
 
-std::vector<torch::Tensor> LlamaImpl::EmbeddingParameters() { return {embed_tokens_->weight}; }
+std::vector<torch::Tensor> DecoderImpl::EmbeddingParameters() { return {embed_tokens_->weight}; }
 
-std::vector<torch::Tensor> LlamaImpl::HeadParameters() {
+std::vector<torch::Tensor> DecoderImpl::HeadParameters() {
   return {norm_->weight(), lm_head_ ? lm_head_->weight : embed_tokens_->weight};
 }
 
-absl::Status LlamaImpl::ShardTensorParallel(const TensorParallelShard& tp) {
-  if (spec().family != "llama") return TrainableModel::ShardTensorParallel(tp);
+absl::Status DecoderImpl::ShardTensorParallel(const TensorParallelShard& tp) {
+  if (spec().Info().experts) return TrainableModel::ShardTensorParallel(tp);
   using Split = TensorParallelSplit;
   const int64_t padded_vocab = tp.vocab_per_rank * tp.size;
+  const int64_t head = spec().HeadDim();
+  const int64_t q_rows = int64_t{spec().n_head} * head, kv_rows = int64_t{spec().n_kv_head} * head;
   ShardParameters(*this, tp, [&](const std::string& name) {
     auto ends = [&](const char* suffix) { return absl::EndsWith(name, suffix); };
     if (ends("embed_tokens.weight") || name == "lm_head.weight") {
       return Split{Split::kRows, 1, padded_vocab};
     }
-    if (ends("q_proj.weight") || ends("k_proj.weight") || ends("v_proj.weight") ||
-        ends("gate_proj.weight") || ends("up_proj.weight")) {
-      return Split{Split::kRows, 1};
+    if (ends("qkv_proj.weight") || ends("qkv_proj.bias")) {
+      Split split{Split::kRows};
+      split.blocks = {q_rows, kv_rows, kv_rows};
+      return split;
+    }
+    if (ends("gate_up_proj.weight") || ends("gate_up_proj.bias")) return Split{Split::kRows, 2};
+    for (const char* column_parallel : {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"}) {
+      if (ends(absl::StrCat(column_parallel, ".weight").c_str()) ||
+          ends(absl::StrCat(column_parallel, ".bias").c_str())) {
+        return Split{Split::kRows, 1};
+      }
     }
     if (ends("o_proj.weight") || ends("down_proj.weight")) return Split{Split::kColumns, 1};
-    return Split{};
+    return Split{};  // norms (q_norm, k_norm too), o and down biases
   });
   return absl::OkStatus();
 }

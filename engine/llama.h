@@ -1,16 +1,34 @@
-// Llama and Mixtral decoders in LibTorch, as transformers' LlamaForCausalLM
-// and MixtralForCausalLM compute them (eager attention, no dropout):
+// The Llama-style decoder in LibTorch: one network for every family whose
+// row in search/model_families.h says Network::kDecoder (llama, mistral,
+// mixtral, qwen2, qwen3, phi3, gemma, gemma2), parameterised by the row's
+// features and the ModelSpec's fields, computed as transformers'
+// *ForCausalLM does (eager attention, no dropout):
 //
-//   embed_tokens -> n_layer x [x + attn(RMSNorm(x)), x + mlp(RMSNorm(x))]
+//   embed_tokens (x sqrt(hidden) for gemma) -> n_layer x layer
 //   -> RMSNorm -> lm_head (or the token embedding when tie_word_embeddings)
+//   -> final_logit_softcapping (gemma2: cap * tanh(logits / cap))
 //
-// - RMSNorm: x / sqrt(mean(x^2) + eps) computed in fp32, times a weight.
-// - Attention: q, k, v, o projections without bias; grouped-query
-//   (n_kv_head key/value heads, each shared by n_head / n_kv_head consecutive
-//   query heads); rotary position embedding on q and k with transformers'
-//   rotate_half convention (the head's first and second halves form the
-//   rotated pairs; frequencies rope_theta^(-2i/head_dim)); causal.
-// - llama MLP: down(silu(gate(x)) * up(x)) (SwiGLU).
+//   layer:          x + attn(RMSNorm(x)), then h + mlp(RMSNorm(h))
+//   sandwich_norm:  x + RMSNorm(attn(RMSNorm(x))), then
+//                   h + RMSNorm(mlp(RMSNorm(h)))      (gemma2)
+//
+// - RMSNorm: x / sqrt(mean(x^2) + eps) computed in fp32, cast back to the
+//   input's dtype, times a weight (Llama); gemma_norm: times (1 + weight) in
+//   fp32, then cast (weights initialised to 0).
+// - Attention: q, k, v, o projections (phi3: one fused qkv_proj, rows
+//   [q; k; v]), biases on q, k, v for qwen2 or attention_bias, on o for
+//   attention_bias; grouped-query (n_kv_head key/value heads, each shared by
+//   n_head / n_kv_head consecutive query heads); head size HeadDim(), which
+//   need not be hidden / heads; qwen3: RMSNorm over each head's q and k
+//   (q_norm, k_norm) before the rotary embedding; rotary position embedding
+//   on q and k with transformers' rotate_half convention over the first
+//   HeadDim() * partial_rotary_factor dimensions (frequencies
+//   rope_theta^(-2i/d), scaled for rope_type linear or llama3); scores scaled
+//   by 1/sqrt(query_pre_attn_scalar or head size), soft-capped
+//   (attn_logit_softcapping), causal, and on sliding layers limited to the
+//   last sliding_window positions (AttentionShape).
+// - MLP: down(act(gate(x)) * up(x)) with act silu, gelu or gelu tanh (phi3:
+//   one fused gate_up_proj, rows [gate; up]); biases for mlp_bias.
 // - mixtral MLP: a sparse mixture of num_local_experts SwiGLU experts. A
 //   router (linear, no bias) scores the experts, softmax over all of them in
 //   fp32, the top num_experts_per_tok are kept and their weights renormalised
@@ -19,7 +37,9 @@
 //   transformers with output_router_logits false, its default).
 //
 // Parameter names are transformers 5's: "model.embed_tokens.weight",
-// "model.layers.0.self_attn.q_proj.weight", "model.layers.0.mlp.gate_proj.weight",
+// "model.layers.0.self_attn.q_proj.weight" (.bias), "...self_attn.qkv_proj.weight",
+// "...self_attn.q_norm.weight", "model.layers.0.mlp.gate_proj.weight",
+// "...mlp.gate_up_proj.weight", "...pre_feedforward_layernorm.weight",
 // "model.norm.weight", "lm_head.weight"; mixtral's MLP is
 // "model.layers.0.mlp.gate.weight" [experts, hidden],
 // "model.layers.0.mlp.experts.gate_up_proj" [experts, 2 * intermediate, hidden]
@@ -41,33 +61,44 @@
 
 namespace autoaccel {
 
-// Root-mean-square normalisation over the last dimension, as transformers'
-// LlamaRMSNorm: the statistics in fp32, the result in the input's dtype,
-// scaled by `weight` (which promotes it to the weight's dtype).
+// Root-mean-square normalisation over the last dimension. Llama's
+// (offset false): the statistics in fp32, the result cast to the input's
+// dtype, then scaled by `weight` (which promotes it to the weight's dtype).
+// Gemma's (offset true): scaled by (1 + weight) in fp32, then cast to the
+// input's dtype.
 class RmsNormImpl : public torch::nn::Module {
  public:
-  RmsNormImpl(int64_t dim, double eps);
-  torch::Tensor forward(const torch::Tensor& x);
+  RmsNormImpl(int64_t dim, double eps, bool offset = false);
+  torch::Tensor forward(const torch::Tensor& x) { return Apply(x, weight_); }
+  // The norm of `x` scaled by `weight` in place of the module's own (the
+  // same tensor passed through an autograd function, e.g. under tensor
+  // parallelism).
+  torch::Tensor Apply(const torch::Tensor& x, const torch::Tensor& weight) const;
   const torch::Tensor& weight() const { return weight_; }
 
  private:
   double eps_;
+  bool offset_;
   torch::Tensor weight_;
 };
 TORCH_MODULE(RmsNorm);
 
-// The family is spec.family: "llama" or "mixtral".
-class LlamaImpl : public TrainableModel {
+// The decoder of spec.family (any Network::kDecoder family).
+class DecoderImpl : public TrainableModel {
  public:
-  // Initialised as transformers does (weights N(0, 0.02), RMSNorm weights 1)
-  // from a generator seeded with `seed`. REQUIRES: spec.Validate() is OK and
-  // the family is llama or mixtral (BuildModel checks both).
-  LlamaImpl(const ModelSpec& spec, uint64_t seed);
+  // Initialised as transformers does (weights N(0, 0.02), biases 0, RMSNorm
+  // weights 1, or 0 for gemma's (1 + w) norms) from a generator seeded with
+  // `seed`. REQUIRES: spec.Validate() is OK and the family's network is
+  // kDecoder (BuildModel checks both).
+  DecoderImpl(const ModelSpec& spec, uint64_t seed);
 
   std::vector<torch::nn::Module*> Layers() override { return ModulesOf(layers_); }
-  // llama: q/k/v, gate and up projections by output rows (whole heads),
-  // o and down projections by input columns, embed_tokens and lm_head by
-  // vocabulary rows. mixtral: not split (its experts would be).
+  // q/k/v (or qkv_proj's q, k and v blocks, each split), gate and up (or
+  // gate_up_proj's halves) projections and their biases by output rows
+  // (whole heads), o and down projections by input columns (their biases
+  // replicated), embed_tokens and lm_head by vocabulary rows; per-head norms
+  // (q_norm, k_norm) replicated, their gradients summed over the group.
+  // mixtral: not split (its experts would be).
   absl::Status ShardTensorParallel(const TensorParallelShard& tp) override;
   bool Staged() const override { return true; }
   torch::Tensor Embed(const torch::Tensor& tokens, const RunOptions& options) override;
@@ -85,7 +116,7 @@ class LlamaImpl : public TrainableModel {
   RmsNorm norm_{nullptr};
   torch::nn::Linear lm_head_{nullptr};  // null when tied to embed_tokens
 };
-TORCH_MODULE(Llama);
+TORCH_MODULE(Decoder);
 
 }  // namespace autoaccel
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,29 +102,38 @@ class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
 class CheckpointedAttention : public torch::autograd::Function<CheckpointedAttention> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, bool causal, Attention attention) {
-    ctx->saved_data["causal"] = causal;
+                               const torch::Tensor& v, const AttentionShape* shape,
+                               Attention attention) {
+    ctx->saved_data["causal"] = shape->causal;
+    ctx->saved_data["scale"] = shape->scale;
+    ctx->saved_data["softcap"] = shape->softcap;
+    ctx->saved_data["window"] = shape->window;
     ctx->saved_data["attention"] = static_cast<int64_t>(attention);
     SaveAutocast(ctx, q.device().type());
     ctx->save_for_backward({q, k, v});
-    return Attend(q, k, v, causal, attention);
+    return Attend(q, k, v, *shape, attention);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     variable_list saved = ctx->get_saved_variables();
     variable_list inputs;
     for (const torch::Tensor& t : saved) inputs.push_back(t.detach().requires_grad_(true));
+    AttentionShape shape;
+    shape.causal = ctx->saved_data["causal"].toBool();
+    shape.scale = ctx->saved_data["scale"].toDouble();
+    shape.softcap = ctx->saved_data["softcap"].toDouble();
+    shape.window = ctx->saved_data["window"].toInt();
     torch::Tensor y;
     {
       torch::AutoGradMode grad_mode(true);
       const auto autocast = RestoreAutocast(ctx, inputs[0].device().type());
-      y = Attend(inputs[0], inputs[1], inputs[2], ctx->saved_data["causal"].toBool(),
+      y = Attend(inputs[0], inputs[1], inputs[2], shape,
                  static_cast<Attention>(ctx->saved_data["attention"].toInt()));
     }
     variable_list grads = torch::autograd::grad({y}, inputs, {grad_outputs[0]},
                                                 /*retain_graph=*/false, /*create_graph=*/false,
                                                 /*allow_unused=*/true);
-    // q, k, v, then nothing for causal and attention.
+    // q, k, v, then nothing for shape and attention.
     return {grads[0], grads[1], grads[2], torch::Tensor(), torch::Tensor()};
   }
 };
@@ -171,16 +181,15 @@ Example TrainableModel::MakeExample(const torch::Tensor& tokens, uint64_t /*seed
 
 absl::StatusOr<std::shared_ptr<TrainableModel>> BuildModel(const ModelSpec& spec, uint64_t seed) {
   RETURN_IF_ERROR(spec.Validate());
-  ASSIGN_OR_RETURN(ModelFamily family, spec.Family());
-  switch (family) {
-    case ModelFamily::kGpt2:
+  ASSIGN_OR_RETURN(const ModelFamilyInfo* family, spec.Family());
+  switch (family->network) {
+    case Network::kGpt2:
       return std::shared_ptr<TrainableModel>(std::make_shared<GptImpl>(spec, seed));
-    case ModelFamily::kLlama:
-    case ModelFamily::kMixtral:
-      return std::shared_ptr<TrainableModel>(std::make_shared<LlamaImpl>(spec, seed));
-    case ModelFamily::kBert:
+    case Network::kDecoder:
+      return std::shared_ptr<TrainableModel>(std::make_shared<DecoderImpl>(spec, seed));
+    case Network::kBert:
       return std::shared_ptr<TrainableModel>(std::make_shared<BertImpl>(spec, seed));
-    case ModelFamily::kTorchScript:
+    case Network::kTorchScript:
       return absl::InvalidArgumentError(
           "model: a torchscript model is loaded from its file (ScriptedModel), not built");
   }
@@ -234,7 +243,7 @@ torch::Tensor RunBlock(CheckpointableBlock& block, const torch::Tensor& x,
 }
 
 torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     bool causal, Attention attention) {
+                     const AttentionShape& shape, Attention attention) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   const int64_t kv_heads = k.size(1);
   torch::Tensor keys = k, values = v;
@@ -248,13 +257,31 @@ torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch
     keys = repeat(k);
     values = repeat(v);
   }
+  // A window shorter than the sequence masks more than causality does.
+  const bool windowed = shape.causal && shape.window > 0 && shape.window < T;
+  torch::Tensor allowed;  // [T, T], query rows, key columns: may attend
+  if (windowed) {
+    const torch::Tensor pos = torch::arange(T, q.options().dtype(torch::kLong));
+    const torch::Tensor query = pos.unsqueeze(1), key = pos.unsqueeze(0);
+    allowed = (key <= query) & (key > query - shape.window);
+  }
   torch::Tensor y;
   if (attention == Attention::kSdpa) {
-    y = at::scaled_dot_product_attention(q, keys, values, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                         /*is_causal=*/causal);
+    TORCH_CHECK(shape.softcap == 0,
+                "attention logit soft-capping needs the math attention kernel (sdpa has none)");
+    const std::optional<double> scale =
+        shape.scale > 0 ? std::optional<double>(shape.scale) : std::nullopt;
+    y = at::scaled_dot_product_attention(
+        q, keys, values, windowed ? std::optional<at::Tensor>(allowed) : std::nullopt,
+        /*dropout_p=*/0.0,
+        /*is_causal=*/shape.causal && !windowed, scale);
   } else {
-    torch::Tensor scores = q.matmul(keys.transpose(-2, -1)).mul(1.0 / std::sqrt(double(D)));
-    if (causal) {
+    torch::Tensor scores = q.matmul(keys.transpose(-2, -1))
+                               .mul(shape.scale > 0 ? shape.scale : 1.0 / std::sqrt(double(D)));
+    if (shape.softcap > 0) scores = (scores / shape.softcap).tanh() * shape.softcap;
+    if (windowed) {
+      scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
+    } else if (shape.causal) {
       const torch::Tensor future =
           torch::ones({T, T}, q.options().dtype(torch::kBool)).triu(/*diagonal=*/1);
       scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
@@ -265,11 +292,25 @@ torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch
 }
 
 torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     bool causal, const RunOptions& options) {
+                     const AttentionShape& shape, const RunOptions& options) {
   if (options.checkpointing == Checkpointing::kSelective) {
-    return CheckpointedAttention::apply(q, k, v, causal, options.attention);
+    return CheckpointedAttention::apply(q, k, v, &shape, options.attention);
   }
-  return Attend(q, k, v, causal, options.attention);
+  return Attend(q, k, v, shape, options.attention);
+}
+
+torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     bool causal, Attention attention) {
+  AttentionShape shape;
+  shape.causal = causal;
+  return Attend(q, k, v, shape, attention);
+}
+
+torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     bool causal, const RunOptions& options) {
+  AttentionShape shape;
+  shape.causal = causal;
+  return Attend(q, k, v, shape, options);
 }
 
 AutocastScope::AutocastScope(c10::DeviceType device_type, bool enabled, c10::ScalarType dtype)

@@ -2,11 +2,12 @@
 // every family shares: attention (math or SDPA), full activation
 // checkpointing, autocast regions and Hugging Face style initialisation.
 //
-// Families: gpt2 (gpt.h), llama and mixtral (llama.h), bert (bert.h).
-// BuildModel() picks one from a ModelSpec. Parameter names are those of the
-// matching transformers model (GPT2Model, LlamaForCausalLM,
-// MixtralForCausalLM, BertForMaskedLM) so that weights load by name
-// (weights.h).
+// Networks: gpt2 (gpt.h), the Llama-style decoder of every Network::kDecoder
+// family — llama, mistral, mixtral, qwen2, qwen3, phi3, gemma, gemma2 —
+// (llama.h), bert (bert.h). BuildModel() picks one from a ModelSpec's family
+// row (search/model_families.h). Parameter names are those of the matching
+// transformers model (GPT2Model, LlamaForCausalLM, Qwen3ForCausalLM, ...,
+// BertForMaskedLM) so that weights load by name (weights.h).
 //
 // Methods throw c10::Error (OutOfMemoryError included) like any LibTorch code;
 // the trial runner (trainer.h) is where they are caught.
@@ -174,18 +175,43 @@ int CheckpointedLayers(const RunOptions& options, int num_layers);
 torch::Tensor RunBlock(CheckpointableBlock& block, const torch::Tensor& x,
                        const RunOptions& options, int layer, int num_layers);
 
+// What an attention layer computes besides softmax(q k^T) v: the scale, a
+// soft-cap and the mask. The default is plain causal attention with scale
+// 1/sqrt(D).
+struct AttentionShape {
+  bool causal = true;
+  // Scores are q k^T * scale; 0 means 1/sqrt(D) (D the head size).
+  double scale = 0;
+  // > 0: scores become softcap * tanh(scores / softcap) before the mask
+  // (gemma2). Only kMath computes it.
+  double softcap = 0;
+  // > 0 (causal only): query position t attends to keys t - window + 1 ...
+  // t (sliding-window attention, transformers' convention). A window of at
+  // least T is plain causal attention.
+  int64_t window = 0;
+};
+
 // Scaled dot-product attention of q [B, H, T, D] with k, v [B, H_kv, T, D]
 // (H_kv divides H: grouped-query attention; each key/value head serves
-// H / H_kv consecutive query heads, as transformers' repeat_kv), scale
-// 1/sqrt(D), causal or not. kMath spells it out as transformers' eager
-// attention does (softmax in fp32); kSdpa calls at::scaled_dot_product_attention.
-// Returns [B, T, H * D].
+// H / H_kv consecutive query heads, as transformers' repeat_kv). kMath spells
+// it out as transformers' eager attention does (scores in q's dtype, then
+// the soft-cap, the mask, softmax in fp32); kSdpa calls
+// at::scaled_dot_product_attention (a boolean mask for a sliding window).
+// Returns [B, T, H * D]. REQUIRES: shape.softcap == 0 for kSdpa (the search
+// space's "attention_kernel" rule); otherwise throws c10::Error.
 torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     bool causal, Attention attention);
+                     const AttentionShape& shape, Attention attention);
 
-// Attend(q, k, v, causal, options.attention), checkpointed when
+// Attend(q, k, v, shape, options.attention), checkpointed when
 // options.checkpointing is kSelective: only q, k and v are kept for backward,
 // which recomputes the attention core. What attention modules call.
+torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const AttentionShape& shape, const RunOptions& options);
+
+// The same with AttentionShape{causal}: scale 1/sqrt(D), no soft-cap, no
+// window.
+torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     bool causal, Attention attention);
 torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      bool causal, const RunOptions& options);
 

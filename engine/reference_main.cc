@@ -1,16 +1,18 @@
 // autoaccel-reference --model FAMILY --config CONFIG.json --weights W.safetensors
 //                     --batch BATCH.safetensors --out OUT.safetensors
-//                     [--attention math|sdpa] [--checkpointing none|full]
+//                     [--attention math|sdpa] [--checkpointing none|selective|full]
 //
 // The engine's side of the reference tests (tests/reference/): builds the
 // FAMILY network from a Hugging Face config.json, loads its weights by name,
 // and for the batch's "input" and "target" ([B, T] int64; target -100 where
-// there is nothing to predict) writes, in fp32:
+// there is nothing to predict) writes, in fp32, to OUT:
 //   "logits"        [B, T, vocab]  Forward(input)
 //   "loss"          []             Loss(input, target)
 //   "grad.NAME"     d loss / d NAME for every parameter (one backward pass)
 // and metadata "parameter_count" (ModelSpec::ParameterCount()) and
 // "parameter_numel" (the built module's parameters, counted).
+// --attention, --checkpointing and --out may be comma-separated lists of as
+// many entries: one run per entry, each written to its OUT.
 // Exit status 0 on success, 1 on any error (said on stderr), 2 for bad
 // arguments.
 #include <ATen/Parallel.h>
@@ -23,8 +25,10 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "engine/model.h"
 #include "engine/weights.h"
@@ -37,7 +41,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: autoaccel-reference --model FAMILY --config CONFIG.json --weights W.safetensors\n"
     "                           --batch BATCH.safetensors --out OUT.safetensors\n"
-    "                           [--attention math|sdpa] [--checkpointing none|full]\n";
+    "                           [--attention math|sdpa] [--checkpointing none|selective|full]\n";
 
 struct Args {
   std::map<std::string, std::string> values{{"--attention", "math"}, {"--checkpointing", "none"}};
@@ -87,9 +91,15 @@ absl::Status Run(const Args& args) {
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", v.at("--config")));
   const std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSIGN_OR_RETURN(ModelSpec spec, ParseModelConfig(v.at("--model"), config));
-  RunOptions options;
-  ASSIGN_OR_RETURN(options.attention, ParseAttention(v.at("--attention")));
-  ASSIGN_OR_RETURN(options.checkpointing, ParseCheckpointing(v.at("--checkpointing")));
+  // One run per entry of the comma-separated lists (one process for all of
+  // a case's runs: loading LibTorch costs more than the tiny model).
+  const std::vector<std::string> attentions = absl::StrSplit(v.at("--attention"), ',');
+  const std::vector<std::string> checkpointings = absl::StrSplit(v.at("--checkpointing"), ',');
+  const std::vector<std::string> outs = absl::StrSplit(v.at("--out"), ',');
+  if (attentions.size() != outs.size() || checkpointings.size() != outs.size()) {
+    return absl::InvalidArgumentError(
+        "--attention, --checkpointing and --out need as many comma-separated entries");
+  }
 
   ASSIGN_OR_RETURN(std::shared_ptr<TrainableModel> model, BuildModel(spec, /*seed=*/0));
   RETURN_IF_ERROR(LoadWeights(*model, v.at("--weights")));
@@ -99,27 +109,33 @@ absl::Status Run(const Args& args) {
   input = input.to(torch::kLong);
   target = target.to(torch::kLong);
 
-  NamedTensors out;
-  {
-    torch::NoGradGuard no_grad;
-    out.emplace_back("logits", model->Forward(input, options).to(torch::kFloat));
-  }
-  model->zero_grad();
-  const torch::Tensor loss = model->Loss(input, target, options);
-  loss.backward();
-  out.emplace_back("loss", loss.detach().to(torch::kFloat));
-  int64_t numel = 0;
-  for (const auto& item : model->named_parameters()) {
-    numel += item.value().numel();
-    const torch::Tensor& grad = item.value().grad();
-    if (!grad.defined()) {
-      return absl::InternalError(absl::StrCat("no gradient for ", item.key()));
+  for (size_t run = 0; run < outs.size(); ++run) {
+    RunOptions options;
+    ASSIGN_OR_RETURN(options.attention, ParseAttention(attentions[run]));
+    ASSIGN_OR_RETURN(options.checkpointing, ParseCheckpointing(checkpointings[run]));
+    NamedTensors out;
+    {
+      torch::NoGradGuard no_grad;
+      out.emplace_back("logits", model->Forward(input, options).to(torch::kFloat));
     }
-    out.emplace_back("grad." + item.key(), grad.to(torch::kFloat));
+    model->zero_grad();
+    const torch::Tensor loss = model->Loss(input, target, options);
+    loss.backward();
+    out.emplace_back("loss", loss.detach().to(torch::kFloat));
+    int64_t numel = 0;
+    for (const auto& item : model->named_parameters()) {
+      numel += item.value().numel();
+      const torch::Tensor& grad = item.value().grad();
+      if (!grad.defined()) {
+        return absl::InternalError(absl::StrCat("no gradient for ", item.key()));
+      }
+      out.emplace_back("grad." + item.key(), grad.to(torch::kFloat));
+    }
+    RETURN_IF_ERROR(WriteSafetensors(outs[run], out,
+                                     {{"parameter_count", std::to_string(spec.ParameterCount())},
+                                      {"parameter_numel", std::to_string(numel)}}));
   }
-  return WriteSafetensors(v.at("--out"), out,
-                          {{"parameter_count", std::to_string(spec.ParameterCount())},
-                           {"parameter_numel", std::to_string(numel)}});
+  return absl::OkStatus();
 }
 
 }  // namespace

@@ -107,6 +107,11 @@ torch::Tensor ReduceFromTensorParallel(const torch::Tensor& x, const TensorParal
   return Active(tp) ? ReduceFromRegion::apply(x, GroupHandle(tp)) : x;
 }
 
+torch::Tensor WeightSharedAcrossRanks(const torch::Tensor& weight, const TensorParallelShard* tp) {
+  if (!Active(tp) || tp->sequence_parallel) return weight;
+  return CopyToTensorParallel(weight, tp);
+}
+
 torch::Tensor RowParallelLinear(const torch::Tensor& x, const torch::Tensor& weight,
                                 const torch::Tensor& bias, const TensorParallelShard* tp) {
   if (!Active(tp)) return at::linear(x, weight, bias);
@@ -168,14 +173,22 @@ void ShardParameters(torch::nn::Module& module, const TensorParallelShard& tp,
       pad_shape[0] = split.pad_rows_to - full.size(0);
       full = torch::cat({full, torch::zeros(pad_shape, full.options())}, 0);
     }
-    const int64_t block = full.size(dim) / split.parts;  // one of `parts` blocks
-    TORCH_CHECK(block * split.parts == full.size(dim) && block % tp.size == 0, "parameter ",
-                item.key(), ": dimension ", dim, " of size ", full.size(dim),
-                " does not split into ", split.parts, " x ", tp.size, " slices");
-    const int64_t slice = block / tp.size;
+    std::vector<int64_t> blocks = split.blocks;
+    if (blocks.empty()) blocks.assign(split.parts, full.size(dim) / split.parts);
+    int64_t total = 0;
+    for (int64_t block : blocks) {
+      TORCH_CHECK(block % tp.size == 0, "parameter ", item.key(), ": a block of ", block,
+                  " along dimension ", dim, " does not split into ", tp.size, " slices");
+      total += block;
+    }
+    TORCH_CHECK(total == full.size(dim), "parameter ", item.key(), ": dimension ", dim, " of size ",
+                full.size(dim), " is not its blocks' ", total);
     std::vector<torch::Tensor> pieces;
-    for (int part = 0; part < split.parts; ++part) {
-      pieces.push_back(full.narrow(dim, part * block + tp.rank * slice, slice));
+    int64_t start = 0;
+    for (int64_t block : blocks) {
+      const int64_t slice = block / tp.size;
+      pieces.push_back(full.narrow(dim, start + tp.rank * slice, slice));
+      start += block;
     }
     p.set_data(torch::cat(pieces, dim).contiguous());
   }

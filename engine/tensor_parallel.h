@@ -87,13 +87,25 @@ torch::Tensor VocabParallelCrossEntropy(const torch::Tensor& logits, const torch
                                         int64_t ignore_index, const TensorParallelShard& tp);
 
 // How one parameter is split: rows (dim 0) or columns (dim 1) in `parts`
-// equal contiguous blocks per rank (so a fused [q; k; v] weight splits each
-// third), padded with zero rows to a multiple of the group size, or kept.
+// equal contiguous blocks (so gpt2's fused [q; k; v] weight splits each
+// third), or in blocks of the sizes `blocks` when given (phi3's [q; k; v]
+// with fewer key/value heads), each block split over the ranks; padded with
+// zero rows to a multiple of the group size; or kept.
 struct TensorParallelSplit {
   enum Kind { kReplicate, kRows, kColumns } kind = kReplicate;
   int parts = 1;
-  int64_t pad_rows_to = 0;  // kRows: pad dim 0 to this many rows first (0: none)
+  int64_t pad_rows_to = 0;      // kRows: pad dim 0 to this many rows first (0: none)
+  std::vector<int64_t> blocks{};  // sizes along the split dimension; overrides `parts`
 };
+
+// A weight replicated over the group but applied inside the tensor-parallel
+// region to this rank's heads only (qwen3's per-head q_norm and k_norm):
+// each rank's gradient covers its own heads, so the weight's gradient is
+// summed over the group in backward (it passes through
+// CopyToTensorParallel). Under sequence parallelism the trainer already sums
+// the gradient of every replicated weight (SumReplicatedGradients), and this
+// is the identity.
+torch::Tensor WeightSharedAcrossRanks(const torch::Tensor& weight, const TensorParallelShard* tp);
 
 // Replaces every parameter of `module` by its slice for `tp.rank`, as
 // `rule(name)` says. Call on the full model (the same on every rank) before

@@ -29,12 +29,13 @@ struct MlpActivations {
 };
 MlpActivations MlpActivationUnits(const ModelSpec& m) {
   const double f_over_h = double(m.n_inner) / m.n_embd;
-  if (m.family == "llama") return {8.0 * f_over_h, 0.0};
-  if (m.family == "mixtral") {
+  if (!m.IsDecoder()) return {4.0 * f_over_h, 0.0};  // gpt2, bert: GELU
+  const ModelFamilyInfo& info = m.Info();
+  if (info.experts) {
     return {m.num_experts_per_tok * (8.0 * f_over_h + 4.0),
             6.0 * m.num_local_experts / double(m.n_embd)};
   }
-  return {4.0 * f_over_h, 0.0};  // gpt2, bert: GELU
+  return {8.0 * f_over_h, 0.0};  // gated: gate, up, act(gate), their product
 }
 
 // Korthikanti et al.'s bytes for one layer and micro-batch (16-bit).
@@ -47,9 +48,13 @@ double LayerActivationBytes(const ModelSpec& m, int seq_len, const Strategy& s,
   const double attention_core = 5.0 * m.n_head * seq_len / (double(m.n_embd) * t);
   const bool keeps_core = checkpointing == Checkpointing::kNone && s.attention == Attention::kMath;
   // 10: norms' inputs 4, the attention's and the MLP's replicated inputs 2 + 2,
-  // two dropout masks; 8/t: Q, K, V and the attention projection's input.
+  // two dropout masks; 8/t: Q, K, V and the attention projection's input, at
+  // the attention width n_head * head_dim (h unless head_dim says otherwise).
+  const double width = m.IsDecoder() ? double(m.n_head) * m.HeadDim() / m.n_embd : 1.0;
   const MlpActivations mlp = MlpActivationUnits(m);
-  const double narrow = 10.0 + mlp.narrow, wide = 8.0 + mlp.wide;
+  double narrow = 10.0 + mlp.narrow, wide = 8.0 * width + mlp.wide;
+  if (m.IsDecoder() && m.Info().sandwich_norm) narrow += 4.0;  // two more norms' inputs
+  if (m.IsDecoder() && m.Info().qk_norm) wide += 4.0 * width;  // the q and k norms' inputs
   const double rest = sp ? (narrow + wide) / t : narrow + wide / t;
   return sbh * (rest + (keeps_core ? attention_core : 0.0));
 }
@@ -194,9 +199,13 @@ ModelParts Parts(const ModelSpec& m, int seq_len) {
   p.layer_params = (static_cast<double>(m.ParameterCount()) - p.outside_params) / L;
   p.head_flops = no_layers.TrainingFlopsPerToken(seq_len);
   p.layer_flops = (m.TrainingFlopsPerToken(seq_len) - p.head_flops) / L;
-  p.attention_flops = (m.IsCausal() ? 2.0 : 4.0) * h * seq_len;
-  const bool llama_like = m.family == "llama" || m.family == "mixtral";
-  p.tied = !llama_like || m.tie_word_embeddings;
+  // The attention core's forward products per token and layer (what
+  // selective recomputation repeats): 4 * keys attended * attention width.
+  double attended = 0;
+  for (int layer = 0; layer < m.n_layer; ++layer) attended += m.AttendedKeys(layer, seq_len);
+  const double attention_width = m.IsDecoder() ? double(m.n_head) * m.HeadDim() : h;
+  p.attention_flops = 4.0 * attention_width * attended / L;
+  p.tied = !m.IsDecoder() || m.tie_word_embeddings;
   if (m.family == "gpt2") {
     p.embedding_params = (V + m.n_positions) * h;
     p.replicated_layer_tensors = 6;  // ln_1, ln_2 (weight, bias); both c_proj biases
@@ -210,9 +219,16 @@ ModelParts Parts(const ModelSpec& m, int seq_len) {
     p.replicated_layer_tensors = 6;
     p.replicated_layer_elements = 6 * h;
   } else {
+    // Replicated under tensor parallelism: the norms (and the router, the
+    // per-head q/k norms, the o and down projections' biases).
+    const ModelFamilyInfo& info = m.Info();
+    const int norms = info.sandwich_norm ? 4 : 2;
     p.embedding_params = V * h;
-    p.replicated_layer_tensors = m.family == "mixtral" ? 3 : 2;  // norms (and the router)
-    p.replicated_layer_elements = 2 * h + (m.family == "mixtral" ? h * m.num_local_experts : 0);
+    p.replicated_layer_tensors = norms + (info.experts ? 1 : 0) + (info.qk_norm ? 2 : 0) +
+                                 (m.attention_bias ? 1 : 0) + (m.mlp_bias ? 1 : 0);
+    p.replicated_layer_elements = norms * h + (info.experts ? h * m.num_local_experts : 0) +
+                                  (info.qk_norm ? 2.0 * m.HeadDim() : 0) +
+                                  (m.attention_bias ? h : 0) + (m.mlp_bias ? h : 0);
     p.replicated_last_tensors = 1;
     p.replicated_last_elements = h;
   }

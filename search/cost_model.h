@@ -25,10 +25,15 @@
 //   full recompute          2·s·b·h (the layer's input; /t with sequence parallel)
 // The 24/t is 8/t of attention (Q, K, V, the output projection's input)
 // and 16/t of a GELU MLP of width 4h (its two 4h-wide tensors: the first
-// linear's output and the GELU's). The MLP part follows the model's width
-// f = n_inner and kind instead:
+// linear's output and the GELU's). Attention's 8/t is scaled by A/h, A =
+// n_head·head_dim the attention width (a decoder whose head_dim is not
+// h/a, e.g. gemma's; K and V are counted at that width as Korthikanti's
+// are, grouped-query attention or not); qwen3's per-head q/k norms add
+// 4·A/(h·t) (their inputs), gemma2's two extra norms 4 (their inputs). The
+// MLP part follows the model's width f = n_inner and kind instead:
 //   gpt2, bert (GELU)       4·f/h       (16 at f = 4h: Korthikanti's figure)
-//   llama (SwiGLU)          8·f/h       (gate, up, silu(gate), their product)
+//   decoders (gated: SwiGLU, GeGLU; fused gate_up or not)
+//                           8·f/h       (gate, up, act(gate), their product)
 //   mixtral (top-k MoE)     k·(8·f/h + 4), and 6·E/h outside the /t:
 //                           each token goes through its k = num_experts_per_tok
 //                           experts: their SwiGLU tensors plus the expert's

@@ -1,7 +1,10 @@
 #include "search/model.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -9,20 +12,16 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/enum_names.h"
 #include "common/status_macros.h"
 #include "search/input_spec.h"
 
 namespace autoaccel {
 namespace {
 
-constexpr std::pair<ModelFamily, absl::string_view> kFamilies[] = {
-    {ModelFamily::kGpt2, "gpt2"},
-    {ModelFamily::kLlama, "llama"},
-    {ModelFamily::kBert, "bert"},
-    {ModelFamily::kMixtral, "mixtral"},
-    {ModelFamily::kTorchScript, "torchscript"},
-};
+constexpr char kOtherArchitectures[] =
+    "use a TorchScript module (--model torchscript) for other architectures";
+
+std::string SupportedFamilies() { return absl::StrJoin(KnownModelFamilies(), ", "); }
 
 // The config keys of the fields every family has (see the table in model.h).
 struct CommonKeys {
@@ -34,18 +33,17 @@ struct CommonKeys {
   const char* layer_norm_epsilon;
 };
 
-CommonKeys KeysOf(ModelFamily family) {
-  switch (family) {
-    case ModelFamily::kGpt2:
+CommonKeys KeysOf(Network network) {
+  switch (network) {
+    case Network::kGpt2:
       return {"n_layer", "n_embd", "n_head", "n_positions", "n_inner", "layer_norm_epsilon"};
-    case ModelFamily::kLlama:
-    case ModelFamily::kMixtral:
+    case Network::kDecoder:
       return {"num_hidden_layers",       "hidden_size",       "num_attention_heads",
               "max_position_embeddings", "intermediate_size", "rms_norm_eps"};
-    case ModelFamily::kBert:
+    case Network::kBert:
       return {"num_hidden_layers",       "hidden_size",       "num_attention_heads",
               "max_position_embeddings", "intermediate_size", "layer_norm_eps"};
-    case ModelFamily::kTorchScript:
+    case Network::kTorchScript:
       break;
   }
   return {};
@@ -77,15 +75,39 @@ absl::Status Int(const nlohmann::json& config, const char* key, int* out, bool r
   return absl::OkStatus();
 }
 
+// An optional positive integer whose null means 0 ("none"); absent leaves
+// `*out` (the family's default).
+absl::Status IntOrNull(const nlohmann::json& config, const char* key, int* out) {
+  auto it = config.find(key);
+  if (it == config.end()) return absl::OkStatus();
+  if (it->is_null()) {
+    *out = 0;
+    return absl::OkStatus();
+  }
+  return Int(config, key, out, true);
+}
+
 // Optional positive number.
 absl::Status Positive(const nlohmann::json& config, const char* key, double* out) {
   const nlohmann::json* v = Find(config, key);
   if (v == nullptr) return absl::OkStatus();
-  if (!v->is_number() || !(v->get<double>() > 0)) {
+  if (!v->is_number() || !(v->get<double>() > 0) || !std::isfinite(v->get<double>())) {
     return FieldError(key, absl::StrCat("expected a positive number, got ", v->dump()));
   }
   *out = v->get<double>();
   return absl::OkStatus();
+}
+
+// An optional positive number whose null means 0 ("none"); absent leaves
+// `*out` (the family's default).
+absl::Status PositiveOrNull(const nlohmann::json& config, const char* key, double* out) {
+  auto it = config.find(key);
+  if (it == config.end()) return absl::OkStatus();
+  if (it->is_null()) {
+    *out = 0;
+    return absl::OkStatus();
+  }
+  return Positive(config, key, out);
 }
 
 // Optional boolean.
@@ -121,28 +143,62 @@ absl::Status NotTrue(const nlohmann::json& config, const char* key, absl::string
   return absl::OkStatus();
 }
 
-// Rotary settings: rope_theta at the top level (transformers 4) or inside
-// rope_parameters (transformers 5); only the default rotary type.
-absl::Status ReadRope(const nlohmann::json& config, ModelSpec* m) {
-  RETURN_IF_ERROR(Positive(config, "rope_theta", &m->rope_theta));
-  for (const char* key : {"rope_scaling", "rope_parameters"}) {
-    const nlohmann::json* rope = Find(config, key);
-    if (rope == nullptr) continue;
-    if (!rope->is_object()) return FieldError(key, "expected an object");
-    for (const char* type_key : {"rope_type", "type"}) {
-      const nlohmann::json* type = Find(*rope, type_key);
-      if (type != nullptr && (!type->is_string() || type->get<std::string>() != "default")) {
-        return FieldError(absl::StrCat(key, ".", type_key),
-                          absl::StrCat(type->dump(), " is not supported (allowed: default)"));
+// The config's own name for its architecture must be `family`'s: model_type
+// and, when present, the transformers classes in "architectures".
+absl::Status CheckConfigFamily(const nlohmann::json& config, const ModelFamilyInfo& family) {
+  if (const nlohmann::json* type = Find(config, "model_type"); type != nullptr) {
+    const std::string name = type->is_string() ? type->get<std::string>() : type->dump();
+    const ModelFamilyInfo* named = FindModelFamily(name);
+    if (named == nullptr) {
+      return FieldError("model_type",
+                        absl::StrCat("'", name, "' is not supported (supported: ",
+                                     SupportedFamilies(), "); ", kOtherArchitectures));
+    }
+    if (named != &family) {
+      return FieldError("model_type", absl::StrCat("'", name, "' does not match model '",
+                                                   family.name, "' (use --model ", name, ")"));
+    }
+  }
+  if (const nlohmann::json* classes = Find(config, "architectures");
+      classes != nullptr && family.network != Network::kTorchScript) {
+    if (!classes->is_array()) return FieldError("architectures", "expected a list of class names");
+    for (const nlohmann::json& c : *classes) {
+      if (!c.is_string()) return FieldError("architectures", "expected a list of class names");
+      const std::string name = c.get<std::string>();
+      const ModelFamilyInfo* of = FamilyOfArchitecture(name);
+      if (of == nullptr) {
+        return FieldError("architectures",
+                          absl::StrCat("'", name, "' is not a model of a supported family (",
+                                       SupportedFamilies(), "); ", kOtherArchitectures));
+      }
+      if (of != &family) {
+        return FieldError("architectures",
+                          absl::StrCat("'", name, "' is a ", of->name, " model, not ", family.name,
+                                       " (use --model ", of->name, ")"));
       }
     }
-    const nlohmann::json* theta = Find(*rope, "rope_theta");
-    if (theta != nullptr) {
-      if (!theta->is_number() || !(theta->get<double>() > 0)) {
-        return FieldError(absl::StrCat(key, ".rope_theta"), "expected a positive number");
-      }
-      m->rope_theta = theta->get<double>();
+  }
+  if (family.network != Network::kDecoder) return absl::OkStatus();
+  // A key that only other decoder families read, set to something that
+  // would change their network: this is their config with model_type
+  // changed, and building `family` from it would silently drop a feature.
+  const std::vector<std::string> own = DecoderFeatureKeys(family);
+  for (const auto& [key, value] : config.items()) {
+    if (value.is_null() || (value.is_boolean() && !value.get<bool>())) continue;
+    if (std::find(own.begin(), own.end(), key) != own.end()) continue;
+    std::vector<std::string> readers;
+    for (const ModelFamilyInfo& other : ModelFamilies()) {
+      if (other.network != Network::kDecoder) continue;
+      const std::vector<std::string> keys = DecoderFeatureKeys(other);
+      if (std::find(keys.begin(), keys.end(), key) != keys.end()) readers.push_back(other.name);
     }
+    if (readers.empty()) continue;
+    return FieldError(
+        key,
+        absl::StrCat(family.name, " configs have no such key; ", absl::StrJoin(readers, ", "),
+                     " configs do, and ", family.name,
+                     " would ignore it: use the config's own family (--model ", readers.front(),
+                     ", model_type '", readers.front(), "'), or set it to null"));
   }
   return absl::OkStatus();
 }
@@ -161,45 +217,181 @@ absl::Status ReadGpt2(const nlohmann::json& config, ModelSpec* m) {
   return absl::OkStatus();
 }
 
-// llama and mixtral.
-absl::Status ReadLlama(const nlohmann::json& config, ModelFamily family, ModelSpec* m) {
-  const bool mixtral = family == ModelFamily::kMixtral;
-  const absl::string_view name = mixtral ? "mixtral" : "llama";
-  // transformers' defaults (LlamaConfig, MixtralConfig).
-  m->layer_norm_epsilon = mixtral ? 1e-5 : 1e-6;
-  m->rope_theta = mixtral ? 1e6 : 1e4;
-  m->tie_word_embeddings = false;
+// Rotary settings: rope_theta (and phi3's partial_rotary_factor) at the top
+// level (transformers 4) or inside rope_parameters (transformers 5; older
+// configs: rope_scaling), with the scaling types the engine computes.
+absl::Status ReadRope(const nlohmann::json& config, const ModelFamilyInfo& family, ModelSpec* m) {
+  RETURN_IF_ERROR(Positive(config, "rope_theta", &m->rope_theta));
+  RETURN_IF_ERROR(Positive(config, "partial_rotary_factor", &m->partial_rotary_factor));
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    const nlohmann::json* rope = Find(config, key);
+    if (rope == nullptr) continue;
+    if (!rope->is_object()) return FieldError(key, "expected an object");
+    auto field = [&](const char* name) { return absl::StrCat(key, ".", name); };
+    auto number = [&](const char* name, double* out) -> absl::Status {
+      const nlohmann::json* v = Find(*rope, name);
+      if (v == nullptr) return absl::OkStatus();
+      if (!v->is_number() || !(v->get<double>() > 0) || !std::isfinite(v->get<double>())) {
+        return FieldError(field(name), absl::StrCat("expected a positive number, got ", v->dump()));
+      }
+      *out = v->get<double>();
+      return absl::OkStatus();
+    };
+    RETURN_IF_ERROR(number("rope_theta", &m->rope_theta));
+    RETURN_IF_ERROR(number("partial_rotary_factor", &m->partial_rotary_factor));
+    std::string type = "default";
+    for (const char* type_key : {"type", "rope_type"}) {  // rope_type wins
+      const nlohmann::json* t = Find(*rope, type_key);
+      if (t == nullptr) continue;
+      if (!t->is_string() ||
+          (t->get<std::string>() != "default" && t->get<std::string>() != "linear" &&
+           t->get<std::string>() != "llama3")) {
+        return FieldError(
+            field(type_key),
+            absl::StrCat(t->dump(), " is not supported (allowed: default, linear, llama3)"));
+      }
+      type = t->get<std::string>();
+    }
+    m->rope_type = type;
+    if (type == "default") continue;
+    m->rope_factor = 0;
+    RETURN_IF_ERROR(number("factor", &m->rope_factor));
+    if (m->rope_factor <= 0) return FieldError(field("factor"), "missing");
+    if (type != "llama3") continue;
+    m->rope_low_freq_factor = m->rope_high_freq_factor = 0;
+    RETURN_IF_ERROR(number("low_freq_factor", &m->rope_low_freq_factor));
+    RETURN_IF_ERROR(number("high_freq_factor", &m->rope_high_freq_factor));
+    if (m->rope_low_freq_factor <= 0) return FieldError(field("low_freq_factor"), "missing");
+    if (m->rope_high_freq_factor <= 0) return FieldError(field("high_freq_factor"), "missing");
+    // As transformers: the pretraining length from the rope dict, else the
+    // top level's original_max_position_embeddings, else the model's.
+    m->rope_original_max_positions = m->n_positions;
+    RETURN_IF_ERROR(
+        Int(config, "original_max_position_embeddings", &m->rope_original_max_positions, false));
+    RETURN_IF_ERROR(
+        Int(*rope, "original_max_position_embeddings", &m->rope_original_max_positions, false));
+  }
+  if (m->partial_rotary_factor != 1.0 && !family.partial_rotary) {
+    return FieldError("partial_rotary_factor",
+                      absl::StrCat("is not supported for ", family.name, " (allowed: 1)"));
+  }
+  return absl::OkStatus();
+}
+
+// The layer types of a decoder with sliding-window attention, normalized:
+// sliding_window 0 when no layer slides, layer_types empty when all do.
+absl::Status ReadSlidingWindow(const nlohmann::json& config, const ModelFamilyInfo& family,
+                               ModelSpec* m) {
+  m->sliding_window = family.sliding_window_default;
+  m->layer_types.clear();
+  switch (family.sliding) {
+    case SlidingLayers::kNone:
+      m->sliding_window = 0;
+      return absl::OkStatus();
+    case SlidingLayers::kAll:
+      return IntOrNull(config, "sliding_window", &m->sliding_window);
+    case SlidingLayers::kQwen:
+    case SlidingLayers::kLayerTypes:
+      break;
+  }
+  RETURN_IF_ERROR(IntOrNull(config, "sliding_window", &m->sliding_window));
+  std::vector<std::string> types;
+  if (const nlohmann::json* given = Find(config, "layer_types"); given != nullptr) {
+    if (!given->is_array() || given->size() != static_cast<size_t>(m->n_layer)) {
+      return FieldError("layer_types", absl::StrCat("expected a list of num_hidden_layers (",
+                                                    m->n_layer, ") entries"));
+    }
+    for (const nlohmann::json& t : *given) {
+      if (!t.is_string() || (t.get<std::string>() != "full_attention" &&
+                             t.get<std::string>() != "sliding_attention")) {
+        return FieldError("layer_types", absl::StrCat(t.dump(),
+                                                      " is not supported (allowed: full_attention, "
+                                                      "sliding_attention)"));
+      }
+      types.push_back(t.get<std::string>());
+    }
+  }
+  if (family.sliding == SlidingLayers::kQwen) {
+    bool use = false;
+    RETURN_IF_ERROR(Bool(config, "use_sliding_window", &use));
+    if (!use) m->sliding_window = 0;  // as transformers: the window needs use_sliding_window
+    int first_sliding = 28;           // max_window_layers
+    RETURN_IF_ERROR(Int(config, "max_window_layers", &first_sliding, false));
+    if (types.empty()) {
+      for (int i = 0; i < m->n_layer; ++i) {
+        types.push_back(m->sliding_window > 0 && i >= first_sliding ? "sliding_attention"
+                                                                    : "full_attention");
+      }
+    }
+  } else if (types.empty()) {  // gemma2: sliding, full, sliding, ...
+    for (int i = 0; i < m->n_layer; ++i) {
+      types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
+    }
+  }
+  const auto sliding = std::count(types.begin(), types.end(), "sliding_attention");
+  if (sliding > 0 && m->sliding_window == 0) {
+    return FieldError("layer_types",
+                      family.sliding == SlidingLayers::kQwen
+                          ? "sliding_attention layers need use_sliding_window true and a "
+                            "sliding_window"
+                          : "sliding_attention layers need a sliding_window");
+  }
+  if (sliding == 0) {
+    m->sliding_window = 0;
+  } else if (sliding < m->n_layer) {
+    m->layer_types = std::move(types);
+  }
+  return absl::OkStatus();
+}
+
+// Every Llama-style decoder, from its family's row.
+absl::Status ReadDecoder(const nlohmann::json& config, const ModelFamilyInfo& family,
+                         ModelSpec* m) {
+  m->layer_norm_epsilon = family.rms_norm_eps;
+  m->rope_theta = family.rope_theta;
+  m->tie_word_embeddings = family.tie_word_embeddings;
   RETURN_IF_ERROR(Int(config, "intermediate_size", &m->n_inner, true));
-  // Absent: MixtralConfig's default is 8 key/value heads; null or a Llama
-  // config without it: one per attention head.
-  m->n_kv_head = m->n_head;
+  // Absent: the config class's default (8 for MistralConfig, ...); null:
+  // one per attention head.
+  m->n_kv_head = family.kv_heads_default > 0 ? family.kv_heads_default : m->n_head;
   if (config.contains("num_key_value_heads")) {
+    m->n_kv_head = m->n_head;
     if (Find(config, "num_key_value_heads") != nullptr) {
       RETURN_IF_ERROR(Int(config, "num_key_value_heads", &m->n_kv_head, true));
     }
-  } else if (mixtral) {
-    m->n_kv_head = 8;
   }
+  m->head_dim = family.head_dim_default;
+  RETURN_IF_ERROR(IntOrNull(config, "head_dim", &m->head_dim));
   RETURN_IF_ERROR(Positive(config, "rms_norm_eps", &m->layer_norm_epsilon));
-  RETURN_IF_ERROR(ReadRope(config, m));
+  RETURN_IF_ERROR(ReadRope(config, family, m));
   RETURN_IF_ERROR(Bool(config, "tie_word_embeddings", &m->tie_word_embeddings));
-  if (const nlohmann::json* head_dim = Find(config, "head_dim"); head_dim != nullptr) {
-    if (!head_dim->is_number_integer() || m->n_embd % m->n_head != 0 ||
-        head_dim->get<int64_t>() != m->n_embd / m->n_head) {
-      return FieldError("head_dim", absl::StrCat(head_dim->dump(),
-                                                 " is not supported: the head size must be "
-                                                 "hidden_size / num_attention_heads"));
-    }
+  // gelu_new computes the tanh approximation as gelu_pytorch_tanh does;
+  // Gemma's "gelu" means it too (GemmaConfig rewrites it).
+  m->hidden_act = family.activation_default;
+  RETURN_IF_ERROR(OneOf(config, family.activation_key, family.name,
+                        {"silu", "gelu", "gelu_pytorch_tanh", "gelu_new"}));
+  if (const nlohmann::json* act = Find(config, family.activation_key); act != nullptr) {
+    m->hidden_act = act->get<std::string>();
   }
-  RETURN_IF_ERROR(OneOf(config, "hidden_act", name, {"silu"}));
-  RETURN_IF_ERROR(NotTrue(config, "attention_bias", name));
-  RETURN_IF_ERROR(NotTrue(config, "mlp_bias", name));
-  if (Find(config, "sliding_window") != nullptr) {
-    return FieldError("sliding_window",
-                      "sliding-window attention is not supported (set it to null to train with "
-                      "full causal attention)");
+  if (m->hidden_act == "gelu_new" || (family.gemma_norm && m->hidden_act == "gelu")) {
+    m->hidden_act = "gelu_pytorch_tanh";
   }
-  if (mixtral) {
+  if (family.attention_bias_key)
+    RETURN_IF_ERROR(Bool(config, "attention_bias", &m->attention_bias));
+  if (family.mlp_bias_key) RETURN_IF_ERROR(Bool(config, "mlp_bias", &m->mlp_bias));
+  if (family.bidirectional_key) {
+    RETURN_IF_ERROR(NotTrue(config, "use_bidirectional_attention", family.name));
+  }
+  RETURN_IF_ERROR(ReadSlidingWindow(config, family, m));
+  if (family.soft_capping) {
+    m->attn_logit_softcapping = family.attn_softcap_default;
+    m->final_logit_softcapping = family.final_softcap_default;
+    m->query_pre_attn_scalar = family.query_scalar_default;
+    RETURN_IF_ERROR(PositiveOrNull(config, "attn_logit_softcapping", &m->attn_logit_softcapping));
+    RETURN_IF_ERROR(PositiveOrNull(config, "final_logit_softcapping", &m->final_logit_softcapping));
+    RETURN_IF_ERROR(Positive(config, "query_pre_attn_scalar", &m->query_pre_attn_scalar));
+  }
+  if (family.experts) {
     RETURN_IF_ERROR(Int(config, "num_local_experts", &m->num_local_experts, true));
     RETURN_IF_ERROR(Int(config, "num_experts_per_tok", &m->num_experts_per_tok, true));
   }
@@ -253,6 +445,54 @@ absl::Status ValidateTorchScript(const ModelSpec& m) {
   return absl::OkStatus();
 }
 
+// Levenshtein distance between `a` and `b`.
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// Every key of `config` as a dotted path, nested objects included.
+void CollectPaths(const nlohmann::json& node, const std::string& prefix,
+                  std::vector<std::string>* out) {
+  if (!node.is_object()) return;
+  for (const auto& [key, value] : node.items()) {
+    const std::string path = prefix.empty() ? key : absl::StrCat(prefix, ".", key);
+    out->push_back(path);
+    CollectPaths(value, path, out);
+  }
+}
+
+// The existing key nearest to `key`: by edit distance to the whole path or
+// to its trailing segments ("rope_theta" is 0 from
+// "rope_parameters.rope_theta"), the shorter path on a tie.
+std::string NearestKey(const nlohmann::json& config, absl::string_view key) {
+  std::vector<std::string> paths;
+  CollectPaths(config, "", &paths);
+  std::string best;
+  size_t best_distance = std::numeric_limits<size_t>::max();
+  for (const std::string& path : paths) {
+    size_t distance = EditDistance(key, path);
+    for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', dot + 1)) {
+      distance = std::min(distance, EditDistance(key, absl::string_view(path).substr(dot + 1)));
+    }
+    if (distance < best_distance || (distance == best_distance && path.size() < best.size())) {
+      best = path;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 uint64_t Fnv1a64(absl::string_view bytes, uint64_t hash) {
@@ -267,23 +507,37 @@ std::string ContentDigest(absl::string_view bytes) {
   return absl::StrFormat("fnv1a64:%016x", Fnv1a64(bytes));
 }
 
-absl::string_view ModelFamilyName(ModelFamily family) {
-  return EnumName(kFamilies, family, "unknown");
-}
-
-absl::StatusOr<ModelFamily> ParseModelFamily(absl::string_view name) {
-  if (std::optional<ModelFamily> f = EnumFromName(kFamilies, name)) return *f;
-  return absl::InvalidArgumentError(
-      absl::StrCat("model: unknown family '", name, "' (allowed: ", EnumNameList(kFamilies), ")"));
+absl::StatusOr<const ModelFamilyInfo*> ParseModelFamily(absl::string_view name) {
+  if (const ModelFamilyInfo* f = FindModelFamily(name)) return f;
+  return absl::InvalidArgumentError(absl::StrCat("model: unknown family '", name, "' (supported: ",
+                                                 SupportedFamilies(), "); ", kOtherArchitectures));
 }
 
 const std::vector<std::string>& KnownModelFamilies() {
   static const auto* families = [] {
     auto* v = new std::vector<std::string>;
-    for (const auto& [value, name] : kFamilies) v->emplace_back(name);
+    for (const ModelFamilyInfo& f : ModelFamilies()) v->emplace_back(f.name);
     return v;
   }();
   return *families;
+}
+
+const ModelFamilyInfo& ModelSpec::Info() const {
+  const ModelFamilyInfo* f = FindModelFamily(family);
+  if (f == nullptr) std::abort();  // REQUIRES: a known family
+  return *f;
+}
+
+bool ModelSpec::IsDecoder() const {
+  const ModelFamilyInfo* f = FindModelFamily(family);
+  return f != nullptr && f->network == Network::kDecoder;
+}
+
+bool ModelSpec::SlidingLayer(int layer) const {
+  if (sliding_window <= 0) return false;
+  if (layer_types.empty()) return true;
+  return layer >= 0 && layer < static_cast<int>(layer_types.size()) &&
+         layer_types[layer] == "sliding_attention";
 }
 
 absl::string_view ModelSpec::MaxPositionsKey() const {
@@ -291,9 +545,9 @@ absl::string_view ModelSpec::MaxPositionsKey() const {
 }
 
 absl::Status ModelSpec::Validate() const {
-  ASSIGN_OR_RETURN(ModelFamily f, Family());
-  if (f == ModelFamily::kTorchScript) return ValidateTorchScript(*this);
-  const CommonKeys keys = KeysOf(f);
+  ASSIGN_OR_RETURN(const ModelFamilyInfo* f, Family());
+  if (f->network == Network::kTorchScript) return ValidateTorchScript(*this);
+  const CommonKeys keys = KeysOf(f->network);
   for (const auto& [key, value] :
        std::initializer_list<std::pair<const char*, int>>{{keys.n_layer, n_layer},
                                                           {keys.n_embd, n_embd},
@@ -308,28 +562,98 @@ absl::Status ModelSpec::Validate() const {
   if (!(layer_norm_epsilon > 0)) {
     return FieldError(keys.layer_norm_epsilon, "expected a positive number");
   }
-  if (n_embd % n_head != 0) {
+  const bool decoder = f->network == Network::kDecoder;
+  if (head_dim < 0 || (head_dim > 0 && !decoder)) {
+    return FieldError("head_dim", absl::StrCat(head_dim, " is not supported for ", family));
+  }
+  if (head_dim == 0 && n_embd % n_head != 0) {
     return FieldError(
         keys.n_head, absl::StrCat(keys.n_embd, " (", n_embd, ") must be divisible by ", keys.n_head,
                                   " (", n_head, ")"));
   }
-  if (f == ModelFamily::kLlama || f == ModelFamily::kMixtral) {
-    if (n_kv_head <= 0 || n_head % n_kv_head != 0) {
-      return FieldError("num_key_value_heads", absl::StrCat("must divide num_attention_heads (",
-                                                            n_head, "), got ", n_kv_head));
-    }
-    if ((n_embd / n_head) % 2 != 0) {
-      return FieldError("num_attention_heads",
-                        absl::StrCat("the head size hidden_size / num_attention_heads (",
-                                     n_embd / n_head, ") must be even for rotary embeddings"));
-    }
-    if (!(rope_theta > 0)) return FieldError("rope_theta", "expected a positive number");
-  }
-  if (f == ModelFamily::kBert && type_vocab_size <= 0) {
+  if (f->network == Network::kBert && type_vocab_size <= 0) {
     return FieldError("type_vocab_size",
                       absl::StrCat("expected a positive integer, got ", type_vocab_size));
   }
-  if (f == ModelFamily::kMixtral) {
+  // Features the family's network does not have stay off.
+  auto absent = [&](bool on, const char* key) {
+    return on ? FieldError(key, absl::StrCat("is not supported for ", family)) : absl::OkStatus();
+  };
+  RETURN_IF_ERROR(absent(attention_bias && !f->attention_bias_key, "attention_bias"));
+  RETURN_IF_ERROR(absent(mlp_bias && !f->mlp_bias_key, "mlp_bias"));
+  RETURN_IF_ERROR(
+      absent(sliding_window != 0 && f->sliding == SlidingLayers::kNone, "sliding_window"));
+  RETURN_IF_ERROR(
+      absent(!f->soft_capping && (attn_logit_softcapping != 0 || final_logit_softcapping != 0 ||
+                                  query_pre_attn_scalar != 0),
+             "attn_logit_softcapping"));
+  RETURN_IF_ERROR(
+      absent(partial_rotary_factor != 1.0 && !f->partial_rotary, "partial_rotary_factor"));
+  RETURN_IF_ERROR(absent(!f->experts && (num_local_experts != 0 || num_experts_per_tok != 0),
+                         "num_local_experts"));
+  if (!decoder) return absl::OkStatus();
+
+  if (n_kv_head <= 0 || n_head % n_kv_head != 0) {
+    return FieldError("num_key_value_heads", absl::StrCat("must divide num_attention_heads (",
+                                                          n_head, "), got ", n_kv_head));
+  }
+  if (hidden_act != "silu" && hidden_act != "gelu" && hidden_act != "gelu_pytorch_tanh") {
+    return FieldError(f->activation_key, absl::StrCat("'", hidden_act,
+                                                      "' is not supported (allowed: silu, gelu, "
+                                                      "gelu_pytorch_tanh)"));
+  }
+  if (!(rope_theta > 0)) return FieldError("rope_theta", "expected a positive number");
+  if (!(partial_rotary_factor > 0 && partial_rotary_factor <= 1)) {
+    return FieldError("partial_rotary_factor", "expected a number in (0, 1]");
+  }
+  const int rotary = static_cast<int>(HeadDim() * partial_rotary_factor);
+  if (rotary <= 0 || rotary % 2 != 0) {
+    return FieldError(head_dim > 0 ? "head_dim" : "num_attention_heads",
+                      absl::StrCat("the rotary size (head size ", HeadDim(),
+                                   partial_rotary_factor != 1.0 ? " x partial_rotary_factor" : "",
+                                   " = ", rotary, ") must be even for rotary embeddings"));
+  }
+  if (rope_type == "linear" || rope_type == "llama3") {
+    if (!(rope_factor > 0))
+      return FieldError("rope_parameters.factor", "expected a positive number");
+  } else if (rope_type != "default") {
+    return FieldError("rope_parameters.rope_type",
+                      absl::StrCat("'", rope_type,
+                                   "' is not supported (allowed: default, linear, "
+                                   "llama3)"));
+  }
+  if (rope_type == "llama3") {
+    if (!(rope_low_freq_factor > 0) || !(rope_high_freq_factor > rope_low_freq_factor)) {
+      return FieldError("rope_parameters.high_freq_factor",
+                        absl::StrCat("must be greater than low_freq_factor (", rope_low_freq_factor,
+                                     "), got ", rope_high_freq_factor));
+    }
+    if (rope_original_max_positions <= 0) {
+      return FieldError("rope_parameters.original_max_position_embeddings",
+                        "expected a positive integer");
+    }
+  }
+  if (sliding_window < 0) return FieldError("sliding_window", "expected a positive integer");
+  if (!layer_types.empty()) {
+    if (layer_types.size() != static_cast<size_t>(n_layer)) {
+      return FieldError("layer_types", absl::StrCat("expected num_hidden_layers (", n_layer,
+                                                    ") entries, got ", layer_types.size()));
+    }
+    for (const std::string& t : layer_types) {
+      if (t != "full_attention" && t != "sliding_attention") {
+        return FieldError("layer_types",
+                          absl::StrCat("'", t,
+                                       "' is not supported (allowed: full_attention, "
+                                       "sliding_attention)"));
+      }
+    }
+  }
+  if (attn_logit_softcapping < 0 || final_logit_softcapping < 0 || query_pre_attn_scalar < 0) {
+    return FieldError("attn_logit_softcapping",
+                      "soft-caps and query_pre_attn_scalar must not be "
+                      "negative");
+  }
+  if (f->experts) {
     if (num_local_experts <= 0) {
       return FieldError("num_local_experts",
                         absl::StrCat("expected a positive integer, got ", num_local_experts));
@@ -346,14 +670,19 @@ absl::Status ModelSpec::Validate() const {
 int64_t ModelSpec::ParameterCount() const {
   if (IsTorchScript()) return 0;
   const int64_t d = n_embd, f = n_inner, L = n_layer, V = vocab_size, P = n_positions;
-  if (family == "llama" || family == "mixtral") {
-    const int64_t kv_width = int64_t{n_kv_head} * (d / n_head);
-    const int64_t attention = d * d + 2 * d * kv_width + d * d;  // q, k, v, o; no biases
-    const int64_t mlp = family == "mixtral"
-                            ? d * num_local_experts + int64_t{num_local_experts} * 3 * d * f
-                            : 3 * d * f;                // gate, up, down
-    const int64_t per_layer = attention + mlp + 2 * d;  // + two RMSNorm weights
-    return V * d + L * per_layer + d + (tie_word_embeddings ? 0 : V * d);
+  if (IsDecoder()) {
+    const ModelFamilyInfo& info = Info();
+    const int64_t head = HeadDim();
+    const int64_t q_width = int64_t{n_head} * head, kv_width = int64_t{n_kv_head} * head;
+    int64_t attention = d * q_width + 2 * d * kv_width + q_width * d;  // q, k, v, o
+    if (info.qkv_bias || attention_bias) attention += q_width + 2 * kv_width;
+    if (attention_bias) attention += d;  // o
+    if (info.qk_norm) attention += 2 * head;
+    int64_t mlp = info.experts ? d * num_local_experts + int64_t{num_local_experts} * 3 * d * f
+                               : 3 * d * f;  // gate, up, down (fused or not)
+    if (mlp_bias) mlp += 2 * f + d;
+    const int64_t norms = (info.sandwich_norm ? 4 : 2) * d;
+    return V * d + L * (attention + mlp + norms) + d + (tie_word_embeddings ? 0 : V * d);
   }
   if (family == "bert") {
     const int64_t embeddings = (V + P + type_vocab_size) * d + 2 * d;
@@ -372,21 +701,35 @@ int64_t ModelSpec::ParameterCount() const {
   return V * d + P * d + L * per_layer + 2 * d;
 }
 
+double ModelSpec::AttendedKeys(int layer, int seq_len) const {
+  const double S = seq_len;
+  if (!IsCausal()) return S;
+  if (SlidingLayer(layer) && sliding_window < seq_len) {
+    const double W = sliding_window;
+    return W - W * W / (2 * S);
+  }
+  return S / 2;
+}
+
 double ModelSpec::TrainingFlopsPerToken(int seq_len) const {
   if (IsTorchScript()) return 0;
   const double d = n_embd, f = n_inner, L = n_layer, V = vocab_size;
   double per_layer = 4 * d * d + 2 * d * f;  // gpt2, bert
   double outside_layers = V * d;             // LM head / MLM decoder
-  if (family == "llama" || family == "mixtral") {
-    const double kv_width = double(n_kv_head) * (d / n_head);
-    const double attention = 2 * d * d + 2 * d * kv_width;
-    per_layer =
-        attention +
-        (family == "mixtral" ? d * num_local_experts + num_experts_per_tok * 3 * d * f : 3 * d * f);
+  double attention_width = d;
+  if (IsDecoder()) {
+    const ModelFamilyInfo& info = Info();
+    attention_width = double(n_head) * HeadDim();
+    const double kv_width = double(n_kv_head) * HeadDim();
+    const double attention = 2 * d * attention_width + 2 * d * kv_width;  // q, o; k, v
+    per_layer = attention + (info.experts ? d * num_local_experts + num_experts_per_tok * 3 * d * f
+                                          : 3 * d * f);
   } else if (family == "bert") {
     outside_layers += d * d;  // MLM transform
   }
-  const double attention_products = (IsCausal() ? 6.0 : 12.0) * L * d * seq_len;
+  double attended = 0;
+  for (int layer = 0; layer < n_layer; ++layer) attended += AttendedKeys(layer, seq_len);
+  const double attention_products = 12.0 * attention_width * attended;
   return 6.0 * (L * per_layer + outside_layers) + attention_products;
 }
 
@@ -398,7 +741,8 @@ nlohmann::json ModelSpec::ToConfigJson() const {
                           {"script_bytes", script_bytes},
                           {"max_seq_len", n_positions}};
   }
-  if (family == "llama" || family == "mixtral") {
+  if (IsDecoder()) {
+    const ModelFamilyInfo& info = Info();
     nlohmann::json j{{"model_type", family},
                      {"hidden_size", n_embd},
                      {"intermediate_size", n_inner},
@@ -410,9 +754,62 @@ nlohmann::json ModelSpec::ToConfigJson() const {
                      {"rms_norm_eps", layer_norm_epsilon},
                      {"rope_theta", rope_theta},
                      {"tie_word_embeddings", tie_word_embeddings}};
-    if (family == "mixtral") {
+    if (info.experts) {
       j["num_local_experts"] = num_local_experts;
       j["num_experts_per_tok"] = num_experts_per_tok;
+    }
+    // The features, where reading the config without the key would give
+    // another value (the row's defaults).
+    auto or_null = [](auto v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(); };
+    const int derived_head = n_head > 0 && n_embd % n_head == 0 ? n_embd / n_head : 0;
+    if (HeadDim() != (info.head_dim_default > 0 ? info.head_dim_default : derived_head)) {
+      j["head_dim"] = HeadDim();
+    }
+    if (hidden_act != info.activation_default) j[info.activation_key] = hidden_act;
+    if (attention_bias) j["attention_bias"] = true;
+    if (mlp_bias) j["mlp_bias"] = true;
+    if (rope_type != "default") {
+      nlohmann::json rope{{"rope_type", rope_type}, {"factor", rope_factor}};
+      if (rope_type == "llama3") {
+        rope["low_freq_factor"] = rope_low_freq_factor;
+        rope["high_freq_factor"] = rope_high_freq_factor;
+        rope["original_max_position_embeddings"] = rope_original_max_positions;
+      }
+      j["rope_parameters"] = rope;
+    }
+    if (partial_rotary_factor != 1.0) j["partial_rotary_factor"] = partial_rotary_factor;
+    std::vector<std::string> types = layer_types;
+    if (sliding_window > 0 && types.empty()) types.assign(n_layer, "sliding_attention");
+    switch (info.sliding) {
+      case SlidingLayers::kNone:
+        break;
+      case SlidingLayers::kAll:
+        if (sliding_window != info.sliding_window_default)
+          j["sliding_window"] = or_null(sliding_window);
+        break;
+      case SlidingLayers::kQwen:
+        if (sliding_window > 0) {
+          j["use_sliding_window"] = true;
+          j["sliding_window"] = sliding_window;
+          j["layer_types"] = types;
+        }
+        break;
+      case SlidingLayers::kLayerTypes:
+        j["sliding_window"] = or_null(sliding_window);
+        if (sliding_window == 0) types.assign(n_layer, "full_attention");
+        j["layer_types"] = types;
+        break;
+    }
+    if (info.soft_capping) {
+      if (attn_logit_softcapping != info.attn_softcap_default) {
+        j["attn_logit_softcapping"] = or_null(attn_logit_softcapping);
+      }
+      if (final_logit_softcapping != info.final_softcap_default) {
+        j["final_logit_softcapping"] = or_null(final_logit_softcapping);
+      }
+      if (query_pre_attn_scalar != info.query_scalar_default) {
+        j["query_pre_attn_scalar"] = query_pre_attn_scalar;
+      }
     }
     return j;
   }
@@ -435,41 +832,40 @@ nlohmann::json ModelSpec::ToConfigJson() const {
 
 absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view family,
                                             const nlohmann::json& config) {
-  ASSIGN_OR_RETURN(ModelFamily f, ParseModelFamily(family));
+  ASSIGN_OR_RETURN(const ModelFamilyInfo* info, ParseModelFamily(family));
   if (!config.is_object()) {
     return absl::InvalidArgumentError("model_config: expected a JSON object");
   }
-  if (const nlohmann::json* type = Find(config, "model_type"); type != nullptr) {
-    if (!type->is_string() || type->get<std::string>() != family) {
-      return FieldError("model_type",
-                        absl::StrCat(type->dump(), " does not match model '", family, "'"));
-    }
-  }
+  RETURN_IF_ERROR(CheckConfigFamily(config, *info));
   ModelSpec m;
   m.family = std::string(family);
-  if (f == ModelFamily::kTorchScript) {
+  if (info->network == Network::kTorchScript) {
     RETURN_IF_ERROR(ReadTorchScript(config, &m));
     RETURN_IF_ERROR(m.Validate());
     return m;
   }
-  const CommonKeys keys = KeysOf(f);
+  const CommonKeys keys = KeysOf(info->network);
   RETURN_IF_ERROR(Int(config, keys.n_layer, &m.n_layer, true));
   RETURN_IF_ERROR(Int(config, keys.n_embd, &m.n_embd, true));
   RETURN_IF_ERROR(Int(config, keys.n_head, &m.n_head, true));
   RETURN_IF_ERROR(Int(config, "vocab_size", &m.vocab_size, true));
   RETURN_IF_ERROR(Int(config, keys.n_positions, &m.n_positions, true));
-  switch (f) {
-    case ModelFamily::kGpt2:
+  switch (info->network) {
+    case Network::kGpt2:
       RETURN_IF_ERROR(ReadGpt2(config, &m));
       break;
-    case ModelFamily::kLlama:
-    case ModelFamily::kMixtral:
-      RETURN_IF_ERROR(ReadLlama(config, f, &m));
+    case Network::kDecoder:
+      RETURN_IF_ERROR(ReadDecoder(config, *info, &m));
+      // One spelling of the usual head size, so that equal models normalize
+      // (and sign) alike whether or not their config spells head_dim out.
+      if (m.head_dim > 0 && m.n_embd % m.n_head == 0 && m.head_dim == m.n_embd / m.n_head) {
+        m.head_dim = 0;
+      }
       break;
-    case ModelFamily::kBert:
+    case Network::kBert:
       RETURN_IF_ERROR(ReadBert(config, &m));
       break;
-    case ModelFamily::kTorchScript:
+    case Network::kTorchScript:
       break;
   }
   RETURN_IF_ERROR(m.Validate());
@@ -485,25 +881,30 @@ absl::StatusOr<ModelSpec> ParseModelConfig(absl::string_view family,
   return ModelSpecFromJson(family, config);
 }
 
-absl::StatusOr<std::pair<std::string, std::string>> ParseOverride(absl::string_view text) {
+absl::StatusOr<ConfigOverride> ParseConfigOverride(absl::string_view text, bool new_key) {
   const size_t eq = text.find('=');
   if (eq == absl::string_view::npos || eq == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("override: expected key=value, got '", text, "'"));
   }
-  return std::make_pair(std::string(text.substr(0, eq)), std::string(text.substr(eq + 1)));
+  return ConfigOverride{std::string(text.substr(0, eq)), std::string(text.substr(eq + 1)), new_key};
 }
 
-absl::Status ApplyOverrides(const std::vector<std::pair<std::string, std::string>>& kv,
-                            nlohmann::json* config) {
+absl::StatusOr<std::pair<std::string, std::string>> ParseOverride(absl::string_view text) {
+  ASSIGN_OR_RETURN(ConfigOverride o, ParseConfigOverride(text));
+  return std::make_pair(std::move(o.key), std::move(o.value));
+}
+
+absl::Status ApplyConfigOverrides(const std::vector<ConfigOverride>& overrides,
+                                  nlohmann::json* config) {
   if (config == nullptr || !config->is_object()) {
     return absl::InvalidArgumentError("model_config: expected a JSON object");
   }
   nlohmann::json result = *config;
-  for (size_t i = 0; i < kv.size(); ++i) {
-    const auto& [key, text] = kv[i];
-    const std::string where = absl::StrCat("override[", i, "] (", key, "=", text, ")");
-    const std::vector<std::string> path = absl::StrSplit(key, '.');
+  for (size_t i = 0; i < overrides.size(); ++i) {
+    const ConfigOverride& o = overrides[i];
+    const std::string where = absl::StrCat("override[", i, "] (", o.key, "=", o.value, ")");
+    const std::vector<std::string> path = absl::StrSplit(o.key, '.');
     nlohmann::json* node = &result;
     for (size_t p = 0; p < path.size(); ++p) {
       if (path[p].empty()) {
@@ -514,15 +915,29 @@ absl::Status ApplyOverrides(const std::vector<std::pair<std::string, std::string
             absl::StrCat(where, ": '", absl::StrJoin(path.begin(), path.begin() + p, "."),
                          "' is not an object"));
       }
+      if (!o.new_key && !node->contains(path[p])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "override[", i, "]: model_config has no key '", o.key, "' (nearest: '",
+            NearestKey(result, o.key),
+            "'); to add a key the config does not have, mark the override new (--override-new ",
+            o.key, "=", o.value, ")"));
+      }
       nlohmann::json& child = (*node)[path[p]];  // inserts null when absent
       if (p + 1 < path.size() && child.is_null()) child = nlohmann::json::object();
       node = &child;
     }
-    nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    *node = value.is_discarded() ? nlohmann::json(text) : std::move(value);
+    nlohmann::json value = nlohmann::json::parse(o.value, nullptr, /*allow_exceptions=*/false);
+    *node = value.is_discarded() ? nlohmann::json(o.value) : std::move(value);
   }
   *config = std::move(result);
   return absl::OkStatus();
+}
+
+absl::Status ApplyOverrides(const std::vector<std::pair<std::string, std::string>>& kv,
+                            nlohmann::json* config) {
+  std::vector<ConfigOverride> overrides;
+  for (const auto& [key, value] : kv) overrides.push_back({key, value, /*new_key=*/false});
+  return ApplyConfigOverrides(overrides, config);
 }
 
 }  // namespace autoaccel

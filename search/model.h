@@ -12,32 +12,24 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "search/model_families.h"
 
 namespace autoaccel {
 
-enum class ModelFamily {
-  kGpt2,     // GPT-2 decoder: learned positions, LayerNorm, GELU MLP, tied LM head
-  kLlama,    // Llama decoder: RMSNorm, rotary positions, SwiGLU, grouped-query attention
-  kBert,     // BERT encoder with its masked-LM head (tied decoder)
-  kMixtral,  // Llama with a sparse mixture-of-experts MLP (top-k router)
-  // The user's own module, saved with torch.jit.save; its forward takes the
-  // inputs of an input spec (search/input_spec.h) and returns the loss.
-  kTorchScript,
-};
-
-// "gpt2", "llama", "bert", "mixtral" — the names Hugging Face uses as
-// model_type — and "torchscript"; the names KnownModelFamilies() lists.
-absl::string_view ModelFamilyName(ModelFamily family);
-// INVALID_ARGUMENT "model: unknown family 'foo' (allowed: gpt2, llama, bert, mixtral)".
-absl::StatusOr<ModelFamily> ParseModelFamily(absl::string_view name);
+// The family of `name` (a model_type: "gpt2", "llama", "mistral", "qwen2",
+// ...; KnownModelFamilies() lists them), its row of the family table
+// (search/model_families.h). INVALID_ARGUMENT
+//   "model: unknown family 'falcon' (supported: gpt2, llama, ...); use a
+//    TorchScript module (--model torchscript) for other architectures".
+absl::StatusOr<const ModelFamilyInfo*> ParseModelFamily(absl::string_view name);
 
 // A transformer as described by a Hugging Face config.json.
 //
 // The dimensions every family has keep GPT-2's field names (the first family
 // this project supported); the config key each one is read from depends on
-// the family:
+// the network:
 //
-//   field               gpt2                 llama / mixtral           bert
+//   field               gpt2                 decoders (llama, ...)     bert
 //   n_layer             n_layer              num_hidden_layers         num_hidden_layers
 //   n_embd              n_embd               hidden_size               hidden_size
 //   n_head              n_head               num_attention_heads       num_attention_heads
@@ -46,11 +38,13 @@ absl::StatusOr<ModelFamily> ParseModelFamily(absl::string_view name);
 //   n_inner             n_inner (4*n_embd)   intermediate_size         intermediate_size
 //   layer_norm_epsilon  layer_norm_epsilon   rms_norm_eps              layer_norm_eps
 //
-// Every family has head size n_embd / n_head (a config whose head_dim says
-// otherwise is rejected) and no dropout: the trial runner measures training
-// speed, and configs' dropout probabilities are ignored.
+// The decoders (Network::kDecoder: llama, mistral, mixtral, qwen2, qwen3,
+// phi3, gemma, gemma2) are one network whose differences are the features of
+// their family's row (model_families.h) and the fields below. No family has
+// dropout: the trial runner measures training speed, and configs' dropout
+// probabilities are ignored.
 struct ModelSpec {
-  std::string family;  // ModelFamilyName() of one of the families
+  std::string family;  // a name KnownModelFamilies() lists
   int n_layer = 0;
   int n_embd = 0;
   int n_head = 0;
@@ -59,14 +53,49 @@ struct ModelSpec {
   int n_inner = 0;  // MLP width (per expert for mixtral)
   double layer_norm_epsilon = 1e-5;
 
-  // llama, mixtral: key/value heads of grouped-query attention
-  // (num_key_value_heads); must divide n_head. Unused by gpt2 and bert.
+  // Decoders: key/value heads of grouped-query attention
+  // (num_key_value_heads); must divide n_head. gpt2 and bert: n_head.
   int n_kv_head = 0;
-  // llama, mixtral: base of the rotary embedding's frequencies.
+  // Decoders: the size of one attention head (head_dim); 0 means n_embd /
+  // n_head (HeadDim()). Query width n_head * HeadDim() need not be n_embd.
+  int head_dim = 0;
+  // Decoders: the gated MLP's activation (hidden_act, or gemma2's
+  // hidden_activation): "silu", "gelu" (erf) or "gelu_pytorch_tanh".
+  std::string hidden_act = "silu";
+  // Decoders whose row has attention_bias_key / mlp_bias_key: biases on the
+  // q, k, v and o projections / on gate, up and down. (qwen2's q, k, v
+  // biases are its row's qkv_bias, not this.)
+  bool attention_bias = false;
+  bool mlp_bias = false;
+  // Decoders: rotary embedding. Frequencies theta^(-2i/d) over the first
+  // d = HeadDim() * partial_rotary_factor dimensions of each head; rope_type
+  // "default", "linear" (frequencies / rope_factor) or "llama3" (Llama 3.1:
+  // wavelengths above original_max / low_freq_factor divided by rope_factor,
+  // below original_max / high_freq_factor kept, smoothly interpolated
+  // between; rope_original_max_positions is original_max_position_embeddings).
   double rope_theta = 10000.0;
-  // llama, mixtral: LM head shares the token embedding. (gpt2 and bert always
+  std::string rope_type = "default";
+  double rope_factor = 1.0;
+  double rope_low_freq_factor = 0;
+  double rope_high_freq_factor = 0;
+  int rope_original_max_positions = 0;
+  double partial_rotary_factor = 1.0;  // phi3 only
+  // Decoders: LM head shares the token embedding. (gpt2 and bert always
   // tie their output projection to the token embedding.)
   bool tie_word_embeddings = false;
+  // Decoders: sliding-window attention. A layer that slides lets position t
+  // attend to positions t - sliding_window + 1 ... t (transformers'
+  // convention). sliding_window 0: no layer slides. layer_types empty: every
+  // layer slides (when sliding_window > 0); else one entry per layer,
+  // "full_attention" or "sliding_attention".
+  int sliding_window = 0;
+  std::vector<std::string> layer_types;
+  // gemma2: tanh soft-capping of attention scores (cap * tanh(s / cap)) and
+  // of the final logits; 0 for none. query_pre_attn_scalar: scores are
+  // scaled by its inverse square root (0: HeadDim()).
+  double attn_logit_softcapping = 0;
+  double final_logit_softcapping = 0;
+  double query_pre_attn_scalar = 0;
   // bert: number of token types (segment embeddings).
   int type_vocab_size = 0;
   // mixtral: experts per layer, and experts each token is routed to.
@@ -85,19 +114,29 @@ struct ModelSpec {
   int64_t script_bytes = 0;
   static constexpr int kTorchScriptMaxSeqLen = 1 << 20;
 
-  // The parsed family; INVALID_ARGUMENT when `family` is not a known one.
-  absl::StatusOr<ModelFamily> Family() const { return ParseModelFamily(family); }
-
-  // True for the decoders (next-token prediction with a causal mask); false
-  // for bert (bidirectional, masked-LM).
+  // The family's row; INVALID_ARGUMENT when `family` is not a known one.
+  absl::StatusOr<const ModelFamilyInfo*> Family() const { return ParseModelFamily(family); }
+  // The family's row. REQUIRES: `family` is known (Validate() is OK).
+  const ModelFamilyInfo& Info() const;
+  // Shorthands for Info().network.
+  bool IsDecoder() const;
+  // True for the decoders and gpt2 (next-token prediction with a causal
+  // mask); false for bert (bidirectional, masked-LM).
   bool IsCausal() const { return family != "bert"; }
   bool IsTorchScript() const { return family == "torchscript"; }
 
+  // head_dim, or n_embd / n_head when it is 0.
+  int HeadDim() const { return head_dim > 0 ? head_dim : (n_head > 0 ? n_embd / n_head : 0); }
+  // Whether layer `layer` uses sliding-window attention (see sliding_window).
+  bool SlidingLayer(int layer) const;
+
   // Checks what ModelSpecFromJson checks, for a spec built by hand: a known
-  // family, positive sizes, heads dividing n_embd, n_kv_head dividing n_head,
-  // num_experts_per_tok <= num_local_experts. INVALID_ARGUMENT names the
-  // family's config key, e.g. "model_config.num_key_value_heads: must divide
-  // num_attention_heads (12), got 5".
+  // family, positive sizes, heads dividing n_embd (unless head_dim is
+  // given), n_kv_head dividing n_head, an even rotary size,
+  // num_experts_per_tok <= num_local_experts, features only where the
+  // family's row has them, layer_types of n_layer known entries.
+  // INVALID_ARGUMENT names the family's config key, e.g.
+  // "model_config.num_key_value_heads: must divide num_attention_heads (12), got 5".
   absl::Status Validate() const;
 
   // The config key of the maximum sequence length: "n_positions" (gpt2) or
@@ -105,8 +144,8 @@ struct ModelSpec {
   absl::string_view MaxPositionsKey() const;
 
   // Number of trainable parameters, counting tied weights once; equals
-  // transformers' num_parameters() for GPT2LMHeadModel, LlamaForCausalLM,
-  // BertForMaskedLM (no pooler) and MixtralForCausalLM of the same config.
+  // transformers' num_parameters() for GPT2LMHeadModel, BertForMaskedLM (no
+  // pooler) and the decoders' *ForCausalLM of the same config.
   int64_t ParameterCount() const;
 
   // Model FLOPs of one training step (forward + backward = 3x forward) per
@@ -117,20 +156,29 @@ struct ModelSpec {
   // the num_experts_per_tok experts a token is routed to, not all
   // num_local_experts), bert's MLM transform, and the LM head / MLM decoder
   // (vocab_size * n_embd, tied or not); not embeddings, norms or biases.
-  // Attention's QK^T and AV products are 4 * seq_len * n_embd per token and
-  // layer forward, times 3 for forward + backward: 12 * n_layer * n_embd *
-  // seq_len, halved for the causal families because masking leaves half the
-  // score matrix useful (PaLM, appendix B). Grouped-query attention does not
-  // change it (the products are per query head). Recomputation is not
-  // counted: this is model FLOPs, as MFU is defined.
+  // Attention's QK^T and AV products are 4 * K * A per token and layer
+  // forward, times 3 for forward + backward, where A = n_head * HeadDim() is
+  // the attention width (n_embd for gpt2 and bert) and K the keys a query
+  // attends to on average: seq_len for bert; seq_len / 2 for a causal layer
+  // (masking leaves half the score matrix useful; PaLM, appendix B); for a
+  // sliding layer with window W < seq_len, W - W^2 / (2 seq_len) (the same
+  // count with the positions outside the window left out). Grouped-query
+  // attention does not change it (the products are per query head).
+  // Recomputation is not counted: this is model FLOPs, as MFU is defined.
   double TrainingFlopsPerToken(int seq_len) const;
+
+  // The keys a query attends to on average in layer `layer` at `seq_len`
+  // (K above).
+  double AttendedKeys(int layer, int seq_len) const;
 
   // The normalized config that the trial runner reads back: "model_type" plus
   // the family's Hugging Face keys for every field above (e.g. llama:
   // hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
   // num_key_value_heads, vocab_size, max_position_embeddings, rms_norm_eps,
-  // rope_theta, tie_word_embeddings). ModelSpecFromJson(family, it) gives the
-  // same spec back.
+  // rope_theta, tie_word_embeddings). A decoder feature's key is written
+  // when reading the config without it would give another value, so a
+  // Llama config without the newer features normalizes as it always did.
+  // ModelSpecFromJson(family, it) gives the same spec back.
   nlohmann::json ToConfigJson() const;
 };
 
@@ -143,37 +191,66 @@ uint64_t Fnv1a64(absl::string_view bytes, uint64_t hash = kFnv1a64Offset);
 // bits; tells files apart, is no defence against a forger).
 std::string ContentDigest(absl::string_view bytes);
 
-// Lists the families this build understands: gpt2, llama, bert, mixtral,
-// torchscript.
+// Lists the families this build understands, in table order (gpt2, llama,
+// bert, mixtral, mistral, qwen2, qwen3, phi3, gemma, gemma2, torchscript).
 const std::vector<std::string>& KnownModelFamilies();
 
 // Parses a Hugging Face style config.json text for `family`.
 // Errors are INVALID_ARGUMENT and name the field, e.g.
-//   "model_config.n_head: missing", "model: unknown family 'foo' (allowed: gpt2, ...)",
+//   "model_config.n_head: missing",
+//   "model: unknown family 'foo' (supported: gpt2, ...); use a TorchScript module ...",
 //   "model_config.num_key_value_heads: must divide num_attention_heads (4), got 3",
-//   "model_config.model_type: 'gpt2' does not match model 'llama'".
-// Keys the engine does not model are checked where ignoring them would build
-// a different network (hidden_act, head_dim, attention_bias, mlp_bias, rope
-// scaling, bert's position_embedding_type, tie_word_embeddings false for gpt2
-// and bert) and otherwise ignored (dropout, token ids, initializer_range, ...).
-// Defaults follow transformers' config classes where a key is absent.
+//   "model_config.model_type: 'qwen2' does not match model 'llama' (use --model qwen2)",
+//   "model_config.model_type: 'falcon' is not supported (supported: ...); use a
+//    TorchScript module (--model torchscript) for other architectures".
+// The config must be `family`'s own: its "architectures" (when present) must
+// name the family's transformers classes, and a decoder's config must not
+// set (to anything but null or false) a key that only other decoder
+// families read (DecoderFeatureKeys: e.g. use_sliding_window for llama),
+// so that a model_type changed by hand never silently builds another
+// architecture. Keys the engine does not model are checked where ignoring
+// them would build a different network (activations, rope types, biases,
+// bidirectional attention, bert's position_embedding_type,
+// tie_word_embeddings false for gpt2 and bert) and otherwise ignored
+// (dropout, token ids, initializer_range, ...). Defaults follow
+// transformers' config classes where a key is absent (the family's row).
 absl::StatusOr<ModelSpec> ParseModelConfig(absl::string_view family, absl::string_view config_json);
 absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view family, const nlohmann::json& config);
 
+// One --override: `key` (a dotted path for nested fields,
+// "rope_parameters.rope_theta") is set to `value` (JSON when it parses as
+// JSON: "2", "0.0", "true", "null", "[1,2]", "\"x\""; else the string
+// itself: "silu"). Unless `new_key`, the key must already exist in the
+// config (a typo or a key of the wrong transformers version is refused
+// rather than silently ignored).
+struct ConfigOverride {
+  std::string key;
+  std::string value;
+  bool new_key = false;
+};
+
 // Splits "key=value" at the first '='. INVALID_ARGUMENT "override: expected
 // key=value, got '...'" when there is no '=' or the key is empty.
+absl::StatusOr<ConfigOverride> ParseConfigOverride(absl::string_view text, bool new_key = false);
+// The same split as a (key, value) pair.
 absl::StatusOr<std::pair<std::string, std::string>> ParseOverride(absl::string_view text);
 
 // Applies overrides to a config before it is parsed (like transformers'
 // override of a config.json: fewer layers, dropout off), in order, later
-// ones winning. A value that parses as JSON is used as that JSON value ("2",
-// "0.0", "true", "null", "[1,2]", "\"x\""); anything else is taken as a
-// string ("silu"). A key may name a nested field with dots
-// ("rope_parameters.rope_theta=500000"); missing objects on the path are
-// created. INVALID_ARGUMENT ("override[1]: ...", index 0-based) for an empty
-// key or path segment, or a path through a value that is not an object;
-// `config` must be a JSON object (INVALID_ARGUMENT otherwise). On error
-// `config` is left unchanged.
+// ones winning. For a key that is not in the config (after the overrides
+// before it), INVALID_ARGUMENT
+//   "override[i]: model_config has no key 'rope_theta' (nearest:
+//    'rope_parameters.rope_theta'); mark it new (--override-new) to add a key"
+// naming the existing key (nested ones included) nearest to it (edit
+// distance, a nested key also by its trailing segments) — unless the
+// override is `new_key`, whose missing objects on the path are then
+// created. INVALID_ARGUMENT ("override[1]: ...", index 0-based) also for an
+// empty key or path segment, or a path through a value that is not an
+// object; `config` must be a JSON object (INVALID_ARGUMENT otherwise). On
+// error `config` is left unchanged.
+absl::Status ApplyConfigOverrides(const std::vector<ConfigOverride>& overrides,
+                                  nlohmann::json* config);
+// ApplyConfigOverrides with every pair an existing key (new_key false).
 absl::Status ApplyOverrides(const std::vector<std::pair<std::string, std::string>>& kv,
                             nlohmann::json* config);
 

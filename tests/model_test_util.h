@@ -10,9 +10,11 @@
 
 namespace autoaccel::testing {
 
-// A tiny model of `family` (gpt2, llama, mixtral, bert): 2 layers, width 32,
-// 4 heads, vocabulary 96, 32 positions; llama and mixtral use grouped-query
-// attention (2 key/value heads), mixtral 4 experts with top-2 routing.
+// A tiny model of `family` (any of KnownModelFamilies() but torchscript):
+// 2 layers, width 32, 4 heads, vocabulary 96, 32 positions; the decoders use
+// grouped-query attention (2 key/value heads; gemma one), mixtral 4 experts
+// with top-2 routing, and each newer decoder the features that set it apart
+// (see the cases below), with transformers' defaults elsewhere.
 inline ModelSpec TinyModelSpec(const std::string& family) {
   ModelSpec m;
   m.family = family;
@@ -37,6 +39,22 @@ inline ModelSpec TinyModelSpec(const std::string& family) {
   if (family == "mixtral") {
     m.num_local_experts = 4;
     m.num_experts_per_tok = 2;
+  }
+  if (family == "mistral") m.sliding_window = 6;  // shorter than the tests' 16 tokens
+  if (family == "qwen3") m.head_dim = 12;         // (qk-norm: the family's)
+  if (family == "phi3") m.partial_rotary_factor = 0.5;
+  if (family == "gemma" || family == "gemma2") {
+    m.head_dim = 12;  // 4 x 12 = 48-wide attention on a 32-wide model
+    m.hidden_act = "gelu_pytorch_tanh";
+    m.tie_word_embeddings = true;
+  }
+  if (family == "gemma") m.n_kv_head = 1;
+  if (family == "gemma2") {
+    m.sliding_window = 6;
+    m.layer_types = {"sliding_attention", "full_attention"};
+    m.attn_logit_softcapping = 50;
+    m.final_logit_softcapping = 30;
+    m.query_pre_attn_scalar = 12;
   }
   return m;
 }

@@ -1,8 +1,9 @@
 # Correctness against a reference nobody here wrote: the engine's GPT-2,
-# Llama, Mixtral and BERT against Hugging Face transformers (config only,
-# random weights, no download), compared through autoaccel-reference. Needs
-# torch and transformers in AUTOACCEL_PYTHON (scripts/setup installs both);
-# ~10 s on two cores.
+# BERT and Llama-style decoders (llama, mixtral, mistral, qwen2, qwen3, phi3,
+# gemma, gemma2) against Hugging Face transformers (config only, random
+# weights, no download), compared through autoaccel-reference. Needs torch
+# and transformers in AUTOACCEL_PYTHON (scripts/setup installs both); ~15 s
+# on two cores.
 if(TARGET autoaccel-reference)
   add_test(NAME reference.hf_models
            COMMAND ${AUTOACCEL_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/reference/check.py

@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/clock.h"
+#include "search/cost_model.h"
 #include "search/model.h"
 #include "search/searcher.h"
 #include "search/space.h"
@@ -580,14 +581,20 @@ std::string Edited(absl::string_view base, const nlohmann::json& changes) {
 }
 
 TEST(ModelConfig, KnownFamilies) {
-  EXPECT_THAT(KnownModelFamilies(), ElementsAre("gpt2", "llama", "bert", "mixtral", "torchscript"));
+  EXPECT_THAT(KnownModelFamilies(),
+              ElementsAre("gpt2", "llama", "bert", "mixtral", "mistral", "qwen2", "qwen3", "phi3",
+                          "gemma", "gemma2", "torchscript"));
   for (const std::string& name : KnownModelFamilies()) {
-    absl::StatusOr<ModelFamily> f = ParseModelFamily(name);
+    absl::StatusOr<const ModelFamilyInfo*> f = ParseModelFamily(name);
     ASSERT_TRUE(f.ok()) << f.status();
-    EXPECT_EQ(ModelFamilyName(*f), name);
+    EXPECT_EQ((*f)->name, name);
   }
+  // An unknown family says which exist and what to do instead.
   EXPECT_THAT(ParseModelFamily("t5").status(),
-              InvalidArgument(AllOf(HasSubstr("'t5'"), HasSubstr("gpt2, llama, bert, mixtral"))));
+              InvalidArgument(AllOf(HasSubstr("'t5'"),
+                                    HasSubstr("gpt2, llama, bert, mixtral, mistral, qwen2, qwen3, "
+                                              "phi3, gemma, gemma2, torchscript"),
+                                    HasSubstr("--model torchscript"))));
 }
 
 TEST(ModelConfig, LlamaReadsTransformersKeys) {
@@ -739,14 +746,18 @@ TEST(ModelConfig, FamilyErrorsNameTheField) {
                                     HasSubstr("must divide num_attention_heads (32)"))));
   EXPECT_THAT(llama({{"hidden_size", nullptr}}),
               InvalidArgument(HasSubstr("model_config.hidden_size: missing")));
-  EXPECT_THAT(llama({{"hidden_act", "gelu"}}),
+  EXPECT_THAT(llama({{"hidden_act", "relu"}}),
               InvalidArgument(HasSubstr("model_config.hidden_act")));
-  EXPECT_THAT(llama({{"head_dim", 64}}), InvalidArgument(HasSubstr("model_config.head_dim")));
-  EXPECT_THAT(llama({{"attention_bias", true}}),
+  EXPECT_THAT(llama({{"head_dim", 0}}), InvalidArgument(HasSubstr("model_config.head_dim")));
+  EXPECT_THAT(llama({{"head_dim", 3}}),  // an odd head size has no rotary pairs
+              InvalidArgument(AllOf(HasSubstr("model_config.head_dim"), HasSubstr("even"))));
+  EXPECT_THAT(llama({{"attention_bias", 1}}),
               InvalidArgument(HasSubstr("model_config.attention_bias")));
-  EXPECT_THAT(llama({{"rope_parameters", {{"rope_type", "llama3"}, {"factor", 8.0}}}}),
+  EXPECT_THAT(llama({{"rope_parameters", {{"rope_type", "yarn"}, {"factor", 8.0}}}}),
               InvalidArgument(
-                  AllOf(HasSubstr("model_config.rope_parameters.rope_type"), HasSubstr("llama3"))));
+                  AllOf(HasSubstr("model_config.rope_parameters.rope_type"), HasSubstr("yarn"))));
+  EXPECT_THAT(llama({{"rope_parameters", {{"rope_type", "llama3"}, {"factor", 8.0}}}}),
+              InvalidArgument(HasSubstr("model_config.rope_parameters.low_freq_factor: missing")));
   EXPECT_THAT(llama({{"rope_theta", -1}}), InvalidArgument(HasSubstr("model_config.rope_theta")));
   EXPECT_THAT(llama({{"tie_word_embeddings", "yes"}}),
               InvalidArgument(HasSubstr("model_config.tie_word_embeddings")));
@@ -764,7 +775,7 @@ TEST(ModelConfig, FamilyErrorsNameTheField) {
                                     HasSubstr("num_local_experts = 8"))));
   EXPECT_THAT(mixtral({{"num_local_experts", nullptr}}),
               InvalidArgument(HasSubstr("model_config.num_local_experts: missing")));
-  EXPECT_THAT(mixtral({{"sliding_window", 4096}}),
+  EXPECT_THAT(mixtral({{"sliding_window", -1}}),
               InvalidArgument(HasSubstr("model_config.sliding_window")));
 
   auto bert = [](const nlohmann::json& changes) {
@@ -791,6 +802,387 @@ TEST(ModelConfig, FamilyErrorsNameTheField) {
   EXPECT_THAT(Gpt2Small().Validate(), IsOk());
 }
 
+// Configs of today's common decoders as transformers 5.23 writes them
+// (Qwen2Config(...).to_json_string() with the sizes of the hub's
+// Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1, Phi-3-mini-4k, gemma-2-9b,
+// gemma-7b and Llama-3.1-8B), trimmed of token ids, dropout and layer_types
+// (left to their defaults). Next to each: num_parameters() of the
+// transformers model of the same config (built on the meta device).
+constexpr absl::string_view kQwen2_7bConfig = R"({
+  "hidden_act": "silu", "hidden_size": 3584, "intermediate_size": 18944,
+  "max_position_embeddings": 131072, "max_window_layers": 28, "model_type": "qwen2",
+  "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4,
+  "rms_norm_eps": 1e-06, "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
+  "sliding_window": null, "tie_word_embeddings": false, "use_sliding_window": false,
+  "vocab_size": 152064})";
+constexpr int64_t kQwen2_7bParameters = 7615616512;
+
+constexpr absl::string_view kQwen3_8bConfig = R"({
+  "attention_bias": false, "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096,
+  "intermediate_size": 12288, "max_position_embeddings": 40960, "max_window_layers": 28,
+  "model_type": "qwen3", "num_attention_heads": 32, "num_hidden_layers": 36,
+  "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
+  "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}, "sliding_window": null,
+  "tie_word_embeddings": false, "use_sliding_window": false, "vocab_size": 151936})";
+constexpr int64_t kQwen3_8bParameters = 8190735360;
+
+constexpr absl::string_view kMistral7bConfig = R"({
+  "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 14336,
+  "max_position_embeddings": 32768, "model_type": "mistral", "num_attention_heads": 32,
+  "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+  "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}, "sliding_window": 4096,
+  "tie_word_embeddings": false, "vocab_size": 32000})";
+constexpr int64_t kMistral7bParameters = 7241732096;
+
+constexpr absl::string_view kPhi3MiniConfig = R"({
+  "embd_pdrop": 0.0, "hidden_act": "silu", "hidden_size": 3072, "intermediate_size": 8192,
+  "max_position_embeddings": 4096, "model_type": "phi3", "num_attention_heads": 32,
+  "num_hidden_layers": 32, "num_key_value_heads": 32, "original_max_position_embeddings": 4096,
+  "resid_pdrop": 0.0, "rms_norm_eps": 1e-05,
+  "rope_parameters": {"partial_rotary_factor": 1.0, "rope_theta": 10000.0, "rope_type": "default"},
+  "sliding_window": 2047, "tie_word_embeddings": false, "vocab_size": 32064})";
+constexpr int64_t kPhi3MiniParameters = 3821079552;
+
+constexpr absl::string_view kGemma2_9bConfig = R"({
+  "attention_bias": false, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+  "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 3584,
+  "intermediate_size": 14336, "max_position_embeddings": 8192, "model_type": "gemma2",
+  "num_attention_heads": 16, "num_hidden_layers": 42, "num_key_value_heads": 8,
+  "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06,
+  "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}, "sliding_window": 4096,
+  "tie_word_embeddings": true, "use_bidirectional_attention": null, "vocab_size": 256000})";
+constexpr int64_t kGemma2_9bParameters = 9241705984;
+
+constexpr absl::string_view kGemma7bConfig = R"({
+  "attention_bias": false, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+  "hidden_size": 3072, "intermediate_size": 24576, "max_position_embeddings": 8192,
+  "model_type": "gemma", "num_attention_heads": 16, "num_hidden_layers": 28,
+  "num_key_value_heads": 16, "rms_norm_eps": 1e-06,
+  "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"},
+  "tie_word_embeddings": true, "use_bidirectional_attention": null, "vocab_size": 256000})";
+constexpr int64_t kGemma7bParameters = 8537680896;
+
+constexpr absl::string_view kLlama31_8bConfig = R"({
+  "attention_bias": false, "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096,
+  "intermediate_size": 14336, "max_position_embeddings": 131072, "mlp_bias": false,
+  "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
+  "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+  "rope_parameters": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                      "original_max_position_embeddings": 8192, "rope_theta": 500000.0,
+                      "rope_type": "llama3"},
+  "tie_word_embeddings": false, "vocab_size": 128256})";
+constexpr int64_t kLlama31_8bParameters = 8030261248;
+
+TEST(ModelConfig, TodaysDecodersAreAcceptedAndCountedAsTransformersDoes) {
+  const struct {
+    absl::string_view family;
+    absl::string_view config;
+    int64_t parameters;
+  } cases[] = {{"qwen2", kQwen2_7bConfig, kQwen2_7bParameters},
+               {"qwen3", kQwen3_8bConfig, kQwen3_8bParameters},
+               {"mistral", kMistral7bConfig, kMistral7bParameters},
+               {"phi3", kPhi3MiniConfig, kPhi3MiniParameters},
+               {"gemma2", kGemma2_9bConfig, kGemma2_9bParameters},
+               {"gemma", kGemma7bConfig, kGemma7bParameters},
+               {"llama", kLlama31_8bConfig, kLlama31_8bParameters}};
+  for (const auto& c : cases) {
+    absl::StatusOr<ModelSpec> m = ParseModelConfig(c.family, c.config);
+    ASSERT_THAT(m, IsOk()) << c.family;
+    EXPECT_EQ(m->ParameterCount(), c.parameters) << c.family;
+    EXPECT_TRUE(m->IsDecoder());
+    EXPECT_TRUE(m->IsCausal());
+  }
+}
+
+TEST(ModelConfig, DecoderFeaturesAreReadFromEachFamilysKeys) {
+  const ModelSpec qwen2 = Parsed("qwen2", kQwen2_7bConfig);
+  EXPECT_TRUE(qwen2.Info().qkv_bias);  // q, k, v biases with no key saying so
+  EXPECT_FALSE(qwen2.attention_bias);  // (no o bias)
+  EXPECT_EQ(qwen2.n_kv_head, 4);
+  EXPECT_EQ(qwen2.sliding_window, 0);  // use_sliding_window false
+  EXPECT_DOUBLE_EQ(qwen2.rope_theta, 1e6);
+
+  const ModelSpec qwen3 = Parsed("qwen3", kQwen3_8bConfig);
+  EXPECT_TRUE(qwen3.Info().qk_norm);
+  EXPECT_EQ(qwen3.HeadDim(), 128);
+  // Qwen3Config's head_dim default is 128 whatever the width: a config
+  // without the key keeps it, and a narrower model then has a query width
+  // (32 x 128) that is not its hidden size.
+  const ModelSpec narrow =
+      Parsed("qwen3", Edited(kQwen3_8bConfig, {{"head_dim", nullptr}, {"hidden_size", 2048}}));
+  EXPECT_EQ(narrow.HeadDim(), 128);
+  EXPECT_EQ(narrow.head_dim, 128);
+
+  const ModelSpec gemma2 = Parsed("gemma2", kGemma2_9bConfig);
+  EXPECT_EQ(gemma2.HeadDim(), 256);
+  EXPECT_EQ(gemma2.hidden_act, "gelu_pytorch_tanh");
+  EXPECT_TRUE(gemma2.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(gemma2.attn_logit_softcapping, 50.0);
+  EXPECT_DOUBLE_EQ(gemma2.final_logit_softcapping, 30.0);
+  EXPECT_DOUBLE_EQ(gemma2.query_pre_attn_scalar, 256.0);
+  EXPECT_EQ(gemma2.sliding_window, 4096);
+  // layer_types absent: sliding, full, sliding, ... (Gemma2Config's default).
+  EXPECT_TRUE(gemma2.SlidingLayer(0));
+  EXPECT_FALSE(gemma2.SlidingLayer(1));
+  EXPECT_TRUE(gemma2.SlidingLayer(40));
+  // Absent keys take Gemma2Config's defaults, not "none".
+  const ModelSpec bare =
+      Parsed("gemma2", Edited(kGemma2_9bConfig, {{"attn_logit_softcapping", nullptr},
+                                                 {"final_logit_softcapping", nullptr},
+                                                 {"query_pre_attn_scalar", nullptr},
+                                                 {"sliding_window", nullptr},
+                                                 {"head_dim", nullptr},
+                                                 {"tie_word_embeddings", nullptr}}));
+  EXPECT_DOUBLE_EQ(bare.attn_logit_softcapping, 50.0);
+  EXPECT_DOUBLE_EQ(bare.final_logit_softcapping, 30.0);
+  EXPECT_EQ(bare.sliding_window, 4096);
+  EXPECT_EQ(bare.HeadDim(), 256);
+  EXPECT_TRUE(bare.tie_word_embeddings);
+  // An explicit null turns soft-capping off.
+  nlohmann::json uncapped = nlohmann::json::parse(kGemma2_9bConfig);
+  uncapped["attn_logit_softcapping"] = nullptr;
+  absl::StatusOr<ModelSpec> off = ModelSpecFromJson("gemma2", uncapped);
+  ASSERT_THAT(off, IsOk());
+  EXPECT_EQ(off->attn_logit_softcapping, 0);
+  EXPECT_DOUBLE_EQ(off->final_logit_softcapping, 30.0);
+
+  const ModelSpec gemma = Parsed("gemma", Edited(kGemma7bConfig, {{"hidden_act", "gelu"}}));
+  EXPECT_EQ(gemma.hidden_act, "gelu_pytorch_tanh");  // GemmaConfig's reading of "gelu"
+  EXPECT_EQ(gemma.HeadDim() * gemma.n_head, 4096);   // wider than hidden_size 3072
+
+  const ModelSpec mistral = Parsed("mistral", kMistral7bConfig);
+  EXPECT_EQ(mistral.sliding_window, 4096);
+  EXPECT_TRUE(mistral.SlidingLayer(0));
+  EXPECT_TRUE(mistral.SlidingLayer(31));
+  EXPECT_EQ(
+      Parsed("mistral", Edited(kMistral7bConfig, {{"sliding_window", nullptr}})).sliding_window,
+      4096);  // absent: MistralConfig's 4096
+
+  const ModelSpec phi3 = Parsed("phi3", kPhi3MiniConfig);
+  EXPECT_TRUE(phi3.Info().fused_projections);
+  EXPECT_EQ(phi3.sliding_window, 2047);
+  EXPECT_DOUBLE_EQ(
+      Parsed("phi3",
+             Edited(kPhi3MiniConfig,
+                    {{"rope_parameters", {{"rope_theta", 1e4}, {"partial_rotary_factor", 0.5}}}}))
+          .partial_rotary_factor,
+      0.5);
+}
+
+TEST(ModelConfig, QwenSlidingLayersFollowUseSlidingWindowAndMaxWindowLayers) {
+  const ModelSpec m = Parsed("qwen2", Edited(kQwen2_7bConfig, {{"use_sliding_window", true},
+                                                               {"sliding_window", 4096},
+                                                               {"max_window_layers", 20}}));
+  EXPECT_EQ(m.sliding_window, 4096);
+  EXPECT_FALSE(m.SlidingLayer(19));
+  EXPECT_TRUE(m.SlidingLayer(20));
+  EXPECT_TRUE(m.SlidingLayer(27));
+  // Every layer at or past max_window_layers: none slides.
+  EXPECT_EQ(Parsed("qwen2", Edited(kQwen2_7bConfig,
+                                   {{"use_sliding_window", true}, {"sliding_window", 4096}}))
+                .sliding_window,
+            0);
+  // layer_types that slide need the window turned on.
+  nlohmann::json types = nlohmann::json::array();
+  for (int i = 0; i < 28; ++i) types.push_back(i < 2 ? "sliding_attention" : "full_attention");
+  EXPECT_THAT(ParseModelConfig("qwen2", Edited(kQwen2_7bConfig, {{"layer_types", types}})).status(),
+              InvalidArgument(
+                  AllOf(HasSubstr("model_config.layer_types"), HasSubstr("use_sliding_window"))));
+}
+
+TEST(ModelConfig, Llama31RopeScalingIsReadInBothTransformersForms) {
+  const ModelSpec v5 = Parsed("llama", kLlama31_8bConfig);
+  EXPECT_EQ(v5.rope_type, "llama3");
+  EXPECT_DOUBLE_EQ(v5.rope_theta, 500000.0);
+  EXPECT_DOUBLE_EQ(v5.rope_factor, 8.0);
+  EXPECT_DOUBLE_EQ(v5.rope_low_freq_factor, 1.0);
+  EXPECT_DOUBLE_EQ(v5.rope_high_freq_factor, 4.0);
+  EXPECT_EQ(v5.rope_original_max_positions, 8192);
+  // transformers 4: rope_theta at the top level, rope_scaling beside it.
+  const ModelSpec v4 =
+      Parsed("llama", Edited(kLlama31_8bConfig, {{"rope_parameters", nullptr},
+                                                 {"rope_theta", 500000.0},
+                                                 {"rope_scaling",
+                                                  {{"rope_type", "llama3"},
+                                                   {"factor", 8.0},
+                                                   {"low_freq_factor", 1.0},
+                                                   {"high_freq_factor", 4.0},
+                                                   {"original_max_position_embeddings", 8192}}}}));
+  EXPECT_EQ(v4.ToConfigJson(), v5.ToConfigJson());
+  // Without the pretraining length: max_position_embeddings, as transformers.
+  nlohmann::json rope = nlohmann::json::parse(kLlama31_8bConfig)["rope_parameters"];
+  rope.erase("original_max_position_embeddings");
+  EXPECT_EQ(Parsed("llama", Edited(kLlama31_8bConfig, {{"rope_parameters", rope}}))
+                .rope_original_max_positions,
+            131072);
+  EXPECT_THAT(
+      ParseModelConfig(
+          "llama", Edited(kLlama31_8bConfig, {{"rope_parameters", {{"rope_type", "longrope"}}}}))
+          .status(),
+      InvalidArgument(AllOf(HasSubstr("model_config.rope_parameters.rope_type"),
+                            HasSubstr("longrope"), HasSubstr("allowed: default, linear, llama3"))));
+}
+
+TEST(ModelConfig, TrainingFlopsUseTheAttentionWidthAndSlidingWindows) {
+  // gemma-7b: 16 heads of 256 = 4096-wide attention on a 3072-wide model.
+  const ModelSpec gemma = Parsed("gemma", kGemma7bConfig);
+  const double d = 3072, A = 4096, L = 28, f = 24576, V = 256000, S = 4096;
+  EXPECT_DOUBLE_EQ(gemma.TrainingFlopsPerToken(4096),
+                   6.0 * (L * (2 * d * A + 2 * d * A + 3 * d * f) + V * d) + 6.0 * L * A * S);
+  // mistral-7b at 8192 tokens with its 4096 window: each query attends to
+  // W - W^2 / 2S = 3072 keys on average, not S / 2 = 4096.
+  const ModelSpec mistral = Parsed("mistral", kMistral7bConfig);
+  EXPECT_DOUBLE_EQ(mistral.AttendedKeys(0, 8192), 3072.0);
+  EXPECT_DOUBLE_EQ(mistral.AttendedKeys(0, 4096), 2048.0);  // the window covers it all
+  ModelSpec full = mistral;
+  full.sliding_window = 0;
+  EXPECT_DOUBLE_EQ(full.TrainingFlopsPerToken(8192) - mistral.TrainingFlopsPerToken(8192),
+                   12.0 * 4096 * 32 * (4096 - 3072));
+  // gemma2: only its sliding (even) layers are shortened.
+  const ModelSpec gemma2 = Parsed("gemma2", kGemma2_9bConfig);
+  EXPECT_DOUBLE_EQ(gemma2.AttendedKeys(0, 8192), 3072.0);
+  EXPECT_DOUBLE_EQ(gemma2.AttendedKeys(1, 8192), 4096.0);
+}
+
+TEST(ModelConfig, ActivationMemoryFollowsTheAttentionWidth) {
+  // gemma-7b's attention is 16 x 256 = 4096 wide on a 3072-wide model: its
+  // Q, K, V and projection input (Korthikanti's 8 units of s*b*h) are 4/3
+  // as big as with 192-wide heads, the rest of the layer unchanged.
+  const ModelSpec wide = Parsed("gemma", kGemma7bConfig);
+  ModelSpec narrow = wide;
+  narrow.head_dim = 0;  // 3072 / 16 = 192
+  const Strategy s = MakeStrategy(1, 1, Precision::kBf16, Checkpointing::kNone, Attention::kSdpa);
+  const double sbh = 1024.0 * 1 * 3072;
+  EXPECT_NEAR(double(EstimateMemory(wide, 1024, s).activations -
+                     EstimateMemory(narrow, 1024, s).activations),
+              28 * sbh * 8 * (4096.0 / 3072 - 1), 64);
+}
+
+TEST(ModelConfig, NewFamiliesRoundTripThroughTheirNormalizedConfig) {
+  ModelSpec bias_llama =
+      Parsed("llama", Edited(kLlama2_7bConfig, {{"attention_bias", true}, {"mlp_bias", true}}));
+  ModelSpec sliding_qwen = Parsed("qwen2", Edited(kQwen2_7bConfig, {{"use_sliding_window", true},
+                                                                    {"sliding_window", 1024},
+                                                                    {"max_window_layers", 3}}));
+  ModelSpec gemma2_off = Parsed("gemma2", Edited(kGemma2_9bConfig, {{"sliding_window", nullptr}}));
+  gemma2_off.sliding_window = 0;
+  gemma2_off.attn_logit_softcapping = 0;
+  gemma2_off.final_logit_softcapping = 0;
+  gemma2_off.query_pre_attn_scalar = 224;
+  ModelSpec qwen3_wide = Parsed("qwen3", kQwen3_8bConfig);
+  qwen3_wide.head_dim = 64;
+  ModelSpec phi3_partial = Parsed("phi3", kPhi3MiniConfig);
+  phi3_partial.partial_rotary_factor = 0.5;
+  phi3_partial.sliding_window = 0;
+  for (const ModelSpec& m : {Parsed("qwen2", kQwen2_7bConfig), Parsed("qwen3", kQwen3_8bConfig),
+                             Parsed("mistral", kMistral7bConfig), Parsed("phi3", kPhi3MiniConfig),
+                             Parsed("gemma2", kGemma2_9bConfig), Parsed("gemma", kGemma7bConfig),
+                             Parsed("llama", kLlama31_8bConfig), bias_llama, sliding_qwen,
+                             gemma2_off, qwen3_wide, phi3_partial}) {
+    ASSERT_THAT(m.Validate(), IsOk()) << m.family;
+    const nlohmann::json j = m.ToConfigJson();
+    absl::StatusOr<ModelSpec> again = ModelSpecFromJson(m.family, j);
+    ASSERT_THAT(again, IsOk()) << j.dump();
+    EXPECT_EQ(again->ToConfigJson(), j) << m.family;
+    EXPECT_EQ(again->ParameterCount(), m.ParameterCount()) << j.dump();
+    EXPECT_EQ(again->TrainingFlopsPerToken(4096), m.TrainingFlopsPerToken(4096)) << j.dump();
+    EXPECT_EQ(again->HeadDim(), m.HeadDim()) << j.dump();
+    EXPECT_EQ(again->hidden_act, m.hidden_act) << j.dump();
+    EXPECT_EQ(again->attention_bias, m.attention_bias) << j.dump();
+    EXPECT_EQ(again->mlp_bias, m.mlp_bias) << j.dump();
+    EXPECT_EQ(again->rope_type, m.rope_type) << j.dump();
+    EXPECT_EQ(again->rope_factor, m.rope_factor) << j.dump();
+    EXPECT_EQ(again->rope_original_max_positions, m.rope_original_max_positions) << j.dump();
+    EXPECT_EQ(again->partial_rotary_factor, m.partial_rotary_factor) << j.dump();
+    EXPECT_EQ(again->sliding_window, m.sliding_window) << j.dump();
+    for (int layer = 0; layer < m.n_layer; ++layer) {
+      EXPECT_EQ(again->SlidingLayer(layer), m.SlidingLayer(layer)) << j.dump() << layer;
+    }
+    EXPECT_EQ(again->attn_logit_softcapping, m.attn_logit_softcapping) << j.dump();
+    EXPECT_EQ(again->final_logit_softcapping, m.final_logit_softcapping) << j.dump();
+    EXPECT_EQ(again->query_pre_attn_scalar, m.query_pre_attn_scalar) << j.dump();
+  }
+  // A Llama config without the newer features normalizes as it did before
+  // they existed (its strategy-database signature is unchanged).
+  EXPECT_EQ(Parsed("llama", kLlama2_7bConfig).ToConfigJson(),
+            nlohmann::json::parse(R"({"model_type": "llama", "hidden_size": 4096,
+                "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
+                "num_key_value_heads": 32, "vocab_size": 32000, "max_position_embeddings": 4096,
+                "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": false})"));
+}
+
+TEST(ModelConfig, AnotherFamilysConfigUnderAChangedModelTypeIsRefused) {
+  // The old workaround: a qwen2 config with model_type llama would build a
+  // Llama without qwen2's q/k/v biases. Its own keys give it away.
+  nlohmann::json qwen = nlohmann::json::parse(kQwen2_7bConfig);
+  ASSERT_THAT(ApplyOverrides({{"model_type", "llama"}}, &qwen), IsOk());
+  EXPECT_THAT(
+      ModelSpecFromJson("llama", qwen).status(),
+      InvalidArgument(AllOf(HasSubstr("model_config.max_window_layers"),
+                            HasSubstr("llama configs have no such key"), HasSubstr("qwen2"))));
+  // ... and so do the transformers classes a hub config names.
+  nlohmann::json named = nlohmann::json::parse(kLlama2_7bConfig);
+  named["architectures"] = {"Qwen2ForCausalLM"};
+  EXPECT_THAT(ModelSpecFromJson("llama", named).status(),
+              InvalidArgument(AllOf(HasSubstr("model_config.architectures"),
+                                    HasSubstr("'Qwen2ForCausalLM' is a qwen2 model"),
+                                    HasSubstr("--model qwen2"))));
+  named["architectures"] = {"LlamaForCausalLM"};
+  EXPECT_THAT(ModelSpecFromJson("llama", named), IsOk());
+  named["architectures"] = {"FalconForCausalLM"};
+  EXPECT_THAT(ModelSpecFromJson("llama", named).status(),
+              InvalidArgument(AllOf(HasSubstr("FalconForCausalLM"), HasSubstr("torchscript"))));
+  // gemma2's soft-capping under model_type gemma would be dropped.
+  nlohmann::json gemma2 = nlohmann::json::parse(kGemma2_9bConfig);
+  gemma2["model_type"] = "gemma";
+  EXPECT_THAT(ModelSpecFromJson("gemma", gemma2).status(),
+              InvalidArgument(HasSubstr("model_config.attn_logit_softcapping")));
+  // mistral's window under llama: refused, unless it is null (no window).
+  EXPECT_THAT(
+      ParseModelConfig("llama", Edited(kLlama2_7bConfig, {{"sliding_window", 4096}})).status(),
+      InvalidArgument(AllOf(HasSubstr("model_config.sliding_window"), HasSubstr("mistral"))));
+  nlohmann::json no_window = nlohmann::json::parse(kLlama2_7bConfig);
+  no_window["sliding_window"] = nullptr;
+  EXPECT_THAT(ModelSpecFromJson("llama", no_window), IsOk());
+  // A model_type naming a family that does not exist says what does.
+  EXPECT_THAT(
+      ParseModelConfig("llama", Edited(kLlama2_7bConfig, {{"model_type", "falcon"}})).status(),
+      InvalidArgument(AllOf(HasSubstr("model_config.model_type: 'falcon' is not supported"),
+                            HasSubstr("supported: gpt2, llama"), HasSubstr("gemma2"),
+                            HasSubstr("--model torchscript"))));
+  EXPECT_THAT(
+      ParseModelConfig("llama", kQwen2_7bConfig).status(),
+      InvalidArgument(HasSubstr("'qwen2' does not match model 'llama' (use --model qwen2)")));
+}
+
+TEST(ModelConfig, FeaturesAFamilyDoesNotHaveAreRefusedNamingTheKey) {
+  EXPECT_THAT(
+      ParseModelConfig("gemma2", Edited(kGemma2_9bConfig, {{"use_bidirectional_attention", true}}))
+          .status(),
+      InvalidArgument(HasSubstr("model_config.use_bidirectional_attention")));
+  EXPECT_THAT(
+      ParseModelConfig("llama", Edited(kLlama2_7bConfig,
+                                       {{"rope_parameters",
+                                         {{"rope_theta", 1e4}, {"partial_rotary_factor", 0.5}}}}))
+          .status(),
+      InvalidArgument(HasSubstr("model_config.partial_rotary_factor")));
+  EXPECT_THAT(ParseModelConfig("qwen3", Edited(kQwen3_8bConfig, {{"hidden_act", "relu"}})).status(),
+              InvalidArgument(AllOf(HasSubstr("model_config.hidden_act"), HasSubstr("relu"))));
+  EXPECT_THAT(
+      ParseModelConfig("gemma2", Edited(kGemma2_9bConfig, {{"layer_types", {"x"}}})).status(),
+      InvalidArgument(HasSubstr("model_config.layer_types")));
+  // A spec built by hand gets the same checks.
+  ModelSpec m = Parsed("mistral", kMistral7bConfig);
+  m.attn_logit_softcapping = 30;
+  EXPECT_THAT(m.Validate(), InvalidArgument(HasSubstr("attn_logit_softcapping")));
+  m = Parsed("qwen2", kQwen2_7bConfig);
+  m.attention_bias = true;
+  EXPECT_THAT(m.Validate(), InvalidArgument(HasSubstr("attention_bias")));
+  m = Parsed("gemma2", kGemma2_9bConfig);
+  m.layer_types = {"full_attention"};
+  EXPECT_THAT(m.Validate(), InvalidArgument(HasSubstr("layer_types")));
+}
+
 TEST(ModelOverrides, ParseKeyEqualsValue) {
   absl::StatusOr<std::pair<std::string, std::string>> kv = ParseOverride("n_layer=2");
   ASSERT_TRUE(kv.ok()) << kv.status();
@@ -808,15 +1200,15 @@ TEST(ModelOverrides, ParseKeyEqualsValue) {
 
 TEST(ModelOverrides, ValuesAreJsonWhenTheyParseElseStrings) {
   nlohmann::json config = nlohmann::json::parse(kGpt2SmallConfig);
-  ASSERT_THAT(ApplyOverrides({{"n_layer", "2"},
-                              {"resid_pdrop", "0.0"},
-                              {"activation_function", "gelu_pytorch_tanh"},
-                              {"n_inner", "null"},
-                              {"use_cache", "false"},
-                              {"quoted", "\"2\""},
-                              {"list", "[1, 2]"},
-                              {"empty", ""}},
-                             &config),
+  ASSERT_THAT(ApplyConfigOverrides({{"n_layer", "2"},
+                                    {"resid_pdrop", "0.0", /*new_key=*/true},
+                                    {"activation_function", "gelu_pytorch_tanh"},
+                                    {"n_inner", "null"},
+                                    {"use_cache", "false", true},
+                                    {"quoted", "\"2\"", true},
+                                    {"list", "[1, 2]", true},
+                                    {"empty", "", true}},
+                                   &config),
               IsOk());
   EXPECT_EQ(config["n_layer"], 2);
   EXPECT_EQ(config["resid_pdrop"], 0.0);
@@ -836,11 +1228,11 @@ TEST(ModelOverrides, ValuesAreJsonWhenTheyParseElseStrings) {
 
 TEST(ModelOverrides, DottedKeysReachNestedFieldsAndLaterOnesWin) {
   nlohmann::json config = nlohmann::json::parse(kLlama2_7bConfig);
-  ASSERT_THAT(ApplyOverrides({{"rope_parameters.rope_theta", "500000"},
-                              {"num_hidden_layers", "4"},
-                              {"num_hidden_layers", "2"},
-                              {"new.nested.key", "1"}},
-                             &config),
+  ASSERT_THAT(ApplyConfigOverrides({{"rope_parameters.rope_theta", "500000"},
+                                    {"num_hidden_layers", "4"},
+                                    {"num_hidden_layers", "2"},
+                                    {"new.nested.key", "1", /*new_key=*/true}},
+                                   &config),
               IsOk());
   EXPECT_EQ(config["rope_parameters"]["rope_theta"], 500000);
   EXPECT_EQ(config["rope_parameters"]["rope_type"], "default");  // siblings kept
@@ -852,6 +1244,47 @@ TEST(ModelOverrides, DottedKeysReachNestedFieldsAndLaterOnesWin) {
   EXPECT_DOUBLE_EQ(m->rope_theta, 500000.0);
 }
 
+TEST(ModelOverrides, AKeyTheConfigDoesNotHaveIsRefusedNamingTheNearestUnlessMarkedNew) {
+  // transformers 5 keeps rope_theta inside rope_parameters: CLI.md's old
+  // example --override rope_theta=500000 would be silently ignored.
+  nlohmann::json config = nlohmann::json::parse(kLlama2_7bConfig);
+  const nlohmann::json original = config;
+  EXPECT_THAT(ApplyOverrides({{"num_hidden_layers", "2"}, {"rope_theta", "500000"}}, &config),
+              InvalidArgument(AllOf(HasSubstr("override[1]: model_config has no key 'rope_theta' "
+                                              "(nearest: 'rope_parameters.rope_theta')"),
+                                    HasSubstr("--override-new"))));
+  EXPECT_EQ(config, original);  // nothing applied
+  // A typo is answered with the key meant.
+  EXPECT_THAT(ApplyOverrides({{"num_hiden_layers", "2"}}, &config),
+              InvalidArgument(HasSubstr("(nearest: 'num_hidden_layers')")));
+  // A missing nested key too, and a path whose parent is missing.
+  EXPECT_THAT(ApplyOverrides({{"rope_parameters.factor", "8"}}, &config),
+              InvalidArgument(HasSubstr("model_config has no key 'rope_parameters.factor'")));
+  EXPECT_THAT(ApplyOverrides({{"rope_scaling.factor", "8"}}, &config),
+              InvalidArgument(HasSubstr("no key 'rope_scaling.factor'")));
+  // Marked new, it is added (with the objects on its path); an existing key
+  // may be marked new too.
+  ASSERT_THAT(ApplyConfigOverrides({{"rope_theta", "500000", /*new_key=*/true},
+                                    {"rope_scaling.factor", "8", true},
+                                    {"num_hidden_layers", "2", true}},
+                                   &config),
+              IsOk());
+  EXPECT_EQ(config["rope_theta"], 500000);
+  EXPECT_EQ(config["rope_scaling"]["factor"], 8);
+  EXPECT_EQ(config["num_hidden_layers"], 2);
+  // A key that exists with a null value exists.
+  nlohmann::json gpt2 = nlohmann::json::parse(kGpt2SmallConfig);
+  EXPECT_THAT(ApplyOverrides({{"n_inner", "1024"}}, &gpt2), IsOk());
+  // The text form, with the flag.
+  absl::StatusOr<ConfigOverride> o = ParseConfigOverride("sliding_window=null", true);
+  ASSERT_THAT(o, IsOk());
+  EXPECT_EQ(o->key, "sliding_window");
+  EXPECT_EQ(o->value, "null");
+  EXPECT_TRUE(o->new_key);
+  EXPECT_FALSE(ParseConfigOverride("a=1")->new_key);
+  EXPECT_THAT(ParseConfigOverride("=1").status(), InvalidArgument(HasSubstr("key=value")));
+}
+
 TEST(ModelOverrides, BadOverridesChangeNothing) {
   const nlohmann::json original = nlohmann::json::parse(kGpt2SmallConfig);
   nlohmann::json config = original;
@@ -860,7 +1293,8 @@ TEST(ModelOverrides, BadOverridesChangeNothing) {
       InvalidArgument(AllOf(HasSubstr("override[1]"), HasSubstr("'n_head' is not an object"))));
   EXPECT_EQ(config, original);
   EXPECT_THAT(ApplyOverrides({{"", "1"}}, &config), InvalidArgument(HasSubstr("override[0]")));
-  EXPECT_THAT(ApplyOverrides({{"a..b", "1"}}, &config), InvalidArgument(HasSubstr("empty key")));
+  EXPECT_THAT(ApplyConfigOverrides({{"a..b", "1", /*new_key=*/true}}, &config),
+              InvalidArgument(HasSubstr("empty key")));
   EXPECT_EQ(config, original);
   nlohmann::json not_object = nlohmann::json::array();
   EXPECT_THAT(ApplyOverrides({{"n_layer", "2"}}, &not_object),
@@ -1558,8 +1992,9 @@ TEST(Compatibility, RulesAreNamedAndDistinct) {
   }
   EXPECT_THAT(names, ElementsAre("positive_sizes", "known_values", "checkpoint_percent", "layout",
                                  "layout_product", "batch_product", "bf16_device", "offload_device",
-                                 "fixed_graph", "parallel_family", "tensor_parallel_model",
-                                 "pipeline_layers", "pipeline_sharding", "sequence_parallel"));
+                                 "fixed_graph", "parallel_family", "attention_kernel",
+                                 "tensor_parallel_model", "pipeline_layers", "pipeline_sharding",
+                                 "sequence_parallel"));
 }
 
 TEST(Compatibility, PipelinesShardAtMostZero1AndSequenceSlicesMustDivide) {
@@ -1814,6 +2249,40 @@ TEST(Compatibility, OnlyGpt2AndLlamaSplitTheModel) {
   r.model = Parsed("llama", kLlama2_7bConfig);
   EXPECT_TRUE(CheckCompatible(r, WithLayout(base, 1, 2, 1)).ok());
   EXPECT_TRUE(CheckCompatible(r, WithLayout(base, 1, 1, 2)).ok());
+  // The Llama-style decoders split like llama does (their rows say so).
+  for (const auto& [family, config] :
+       std::initializer_list<std::pair<absl::string_view, absl::string_view>>{
+           {"mistral", kMistral7bConfig},
+           {"qwen2", kQwen2_7bConfig},
+           {"qwen3", kQwen3_8bConfig},
+           {"phi3", kPhi3MiniConfig},
+           {"gemma", kGemma7bConfig},
+           {"gemma2", kGemma2_9bConfig}}) {
+    r.model = Parsed(family, config);
+    EXPECT_THAT(CheckCompatible(r, WithLayout(base, 1, 2, 1)), IsOk()) << family;
+    EXPECT_THAT(CheckCompatible(r, WithLayout(base, 1, 1, 2)), IsOk()) << family;
+  }
+  // qwen2-7b's 28 heads split 7 ways, its 4 key/value heads do not.
+  r = BaseRequest(8, 7);
+  r.model = Parsed("qwen2", kQwen2_7bConfig);
+  EXPECT_THAT(CheckCompatible(r, WithLayout(base, 1, 7, 1)),
+              InvalidArgument(HasSubstr("key-value heads (4)")));
+}
+
+TEST(Compatibility, SoftCappedAttentionRunsOnTheMathKernelOnly) {
+  SpaceRequest r = BaseRequest(8);
+  r.model = Parsed("gemma2", kGemma2_9bConfig);
+  const Strategy math =
+      MakeStrategy(8, 1, Precision::kFp32, Checkpointing::kNone, Attention::kMath);
+  const Strategy sdpa =
+      MakeStrategy(8, 1, Precision::kFp32, Checkpointing::kNone, Attention::kSdpa);
+  EXPECT_THAT(CheckCompatible(r, math), IsOk());
+  EXPECT_THAT(CheckCompatible(r, sdpa),
+              InvalidArgument(
+                  AllOf(StartsWith("strategy.attention:"), HasSubstr("attn_logit_softcapping"))));
+  EXPECT_EQ(FirstFailingRule(r, sdpa), "attention_kernel");
+  r.model.attn_logit_softcapping = 0;  // final soft-capping alone is fine for sdpa
+  EXPECT_THAT(CheckCompatible(r, sdpa), IsOk());
 }
 
 TEST(Compatibility, PipelineStagesNeedLayers) {

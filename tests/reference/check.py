@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Checks the engine's models against Hugging Face transformers.
 
-For tiny GPT-2, Llama (grouped-query and multi-query/tied variants), BERT and
-Mixtral configs, builds the transformers model from the config alone (random
+For tiny GPT-2, Llama (grouped-query and multi-query/tied variants, and
+Llama 3.1 rope scaling with biases), Mixtral, Mistral, Qwen2, Qwen3, Phi-3,
+Gemma, Gemma 2 and BERT configs made by transformers' own config classes,
+builds the transformers model from the config alone (random
 weights, nothing downloaded), in fp32 with eager attention and no dropout,
 then scales its weights up so that every part of the network visibly moves
 the output (transformers' N(0, 0.02) init leaves attention almost uniform,
@@ -22,9 +24,12 @@ and the parameter count must equal transformers' num_parameters() both as
 ModelSpec::ParameterCount() computes it and as the built module has it.
 
 Each configuration runs with math attention and no checkpointing, and with
-SDPA and full activation checkpointing. A negative control (one weight
-perturbed by 1e-3 before it goes to C++) must fail, so the comparison itself
-is shown to be able to fail.
+SDPA and full activation checkpointing (RUNS lists the exceptions: Gemma 2's
+soft-capped attention runs on the math kernel only). Negative controls must fail,
+so the comparison is shown to be able to fail: one weight perturbed by 1e-3
+before it goes to C++, and for the sliding window, the attention soft-cap and
+Llama 3.1's rope scaling the engine given the config without the feature
+(FEATURE_CONTROLS).
 
 usage: check.py --runner PATH/autoaccel-reference [--workdir DIR] [--verbose]
 Exit status 0 when everything agrees, 1 otherwise.
@@ -57,6 +62,23 @@ GRAD_ATOL = 1e-6
 
 BATCH, SEQ_LEN, VOCAB = 2, 16, 96
 
+# (attention, checkpointing) runs of each case: math with nothing recomputed,
+# and SDPA with full recomputation, unless the case says otherwise.
+DEFAULT_RUNS = (("math", "none"), ("sdpa", "full"))
+RUNS = {
+    "gemma2": (("math", "none"), ("math", "full")),
+    "gemma2-sdpa": (("sdpa", "selective"),),
+    "mistral": (("math", "selective"), ("sdpa", "full")),
+}
+
+# Features whose absence must change the answer: the case run with the key
+# set to this value (the feature off) has to fail the comparison.
+FEATURE_CONTROLS = {
+    "mistral": ("sliding_window", None),
+    "gemma2": ("attn_logit_softcapping", None),
+    "llama31-bias": ("rope_parameters", {"rope_type": "default", "rope_theta": 100.0}),
+}
+
 # GPT-2's Conv1D layers store [in, out]; the engine uses nn.Linear's [out, in].
 GPT2_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
@@ -87,6 +109,54 @@ def configs():
                                     num_local_experts=4, num_experts_per_tok=2,
                                     sliding_window=None, router_jitter_noise=0.0,
                                     **llama_sizes)),
+        # Llama 3.1's rope scaling (theta and the pretraining length chosen so
+        # that the tiny head's frequencies fall in all three of its regimes:
+        # kept, interpolated, stretched), q/k/v/o and MLP biases, and a head
+        # size (12) that is not hidden / heads (8).
+        ("llama31-bias", "llama", transformers.LlamaForCausalLM,
+         transformers.LlamaConfig(num_key_value_heads=2, head_dim=12, attention_bias=True,
+                                  mlp_bias=True,
+                                  rope_parameters={"rope_type": "llama3", "rope_theta": 100.0,
+                                                   "factor": 4.0, "low_freq_factor": 1.0,
+                                                   "high_freq_factor": 2.0,
+                                                   "original_max_position_embeddings": 16},
+                                  **llama_sizes)),
+        # Sliding-window attention over every layer, the window (6) shorter
+        # than the sequence (16).
+        ("mistral", "mistral", transformers.MistralForCausalLM,
+         transformers.MistralConfig(num_key_value_heads=2, sliding_window=6, **llama_sizes)),
+        # q/k/v biases; layer 1 slides (use_sliding_window from
+        # max_window_layers 1 on), layer 0 attends to everything.
+        ("qwen2", "qwen2", transformers.Qwen2ForCausalLM,
+         transformers.Qwen2Config(num_key_value_heads=2, use_sliding_window=True,
+                                  sliding_window=5, max_window_layers=1, **llama_sizes)),
+        # q/k RMSNorm per head, head_dim 12 != 32 / 4, tied embeddings.
+        ("qwen3", "qwen3", transformers.Qwen3ForCausalLM,
+         transformers.Qwen3Config(num_key_value_heads=2, head_dim=12, tie_word_embeddings=True,
+                                  **llama_sizes)),
+        # Fused qkv_proj (grouped-query: unequal q, k, v blocks) and
+        # gate_up_proj, rotary on half of each head.
+        ("phi3", "phi3", transformers.Phi3ForCausalLM,
+         transformers.Phi3Config(num_key_value_heads=2,
+                                 rope_parameters={"rope_theta": 10000.0,
+                                                  "partial_rotary_factor": 0.5},
+                                 resid_pdrop=0.0, embd_pdrop=0.0, **llama_sizes)),
+        # (1 + w) norms, embedding x sqrt(hidden), GeGLU (tanh), head_dim 12,
+        # multi-query attention, tied embeddings.
+        ("gemma", "gemma", transformers.GemmaForCausalLM,
+         transformers.GemmaConfig(num_key_value_heads=1, head_dim=12, **llama_sizes)),
+        # Gemma 2: sandwich norms, attention and final logit soft-capping
+        # (caps small enough to bend these logits), query_pre_attn_scalar,
+        # sliding (layer 0, window 6) and global (layer 1) attention. Math
+        # attention only: sdpa cannot soft-cap (checked by gemma2-sdpa).
+        ("gemma2", "gemma2", transformers.Gemma2ForCausalLM,
+         transformers.Gemma2Config(num_key_value_heads=2, head_dim=12, sliding_window=6,
+                                   attn_logit_softcapping=3.0, final_logit_softcapping=2.0,
+                                   query_pre_attn_scalar=10, **llama_sizes)),
+        ("gemma2-sdpa", "gemma2", transformers.Gemma2ForCausalLM,
+         transformers.Gemma2Config(num_key_value_heads=2, head_dim=12, sliding_window=6,
+                                   attn_logit_softcapping=None, final_logit_softcapping=2.0,
+                                   query_pre_attn_scalar=10, **llama_sizes)),
         ("bert", "bert", transformers.BertForMaskedLM,
          transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                  intermediate_size=64, vocab_size=VOCAB,
@@ -165,18 +235,25 @@ def export_weights(family, model, path, perturb=None):
     save_file(tensors, path)
 
 
-def run_engine(runner, family, workdir, tag, attention, checkpointing, weights="weights"):
-    out = os.path.join(workdir, f"{tag}-{weights}-{attention}-{checkpointing}.out.safetensors")
-    cmd = [runner, "--model", family, "--config", os.path.join(workdir, f"{tag}.config.json"),
+def run_engine(runner, family, workdir, tag, runs, weights="weights", config="config"):
+    """[(outputs, metadata)] of autoaccel-reference for each (attention,
+    checkpointing) of `runs`, all in one process."""
+    outs = [os.path.join(workdir, f"{tag}-{weights}-{config}-{a}-{c}.out.safetensors")
+            for a, c in runs]
+    cmd = [runner, "--model", family, "--config", os.path.join(workdir, f"{tag}.{config}.json"),
            "--weights", os.path.join(workdir, f"{tag}.{weights}.safetensors"),
-           "--batch", os.path.join(workdir, f"{tag}.batch.safetensors"), "--out", out,
-           "--attention", attention, "--checkpointing", checkpointing]
+           "--batch", os.path.join(workdir, f"{tag}.batch.safetensors"), "--out", ",".join(outs),
+           "--attention", ",".join(a for a, _ in runs),
+           "--checkpointing", ",".join(c for _, c in runs)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()}")
-    with safe_open(out, "pt") as f:
-        metadata = f.metadata()
-    return load_file(out), metadata
+    results = []
+    for out in outs:
+        with safe_open(out, "pt") as f:
+            metadata = f.metadata()
+        results.append((load_file(out), metadata))
+    return results
 
 
 def compare(ref, got):
@@ -223,7 +300,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         workdir = args.workdir or tmp
         os.makedirs(workdir, exist_ok=True)
-        print(f"{'case':<16} {'run':<11} {'params':>7} {'logits err':>11} {'loss err':>10} "
+        print(f"{'case':<16} {'run':<15} {'params':>7} {'logits err':>11} {'loss err':>10} "
               f"{'grad err/tol':>12}  result")
         for seed, (tag, family, cls, config) in enumerate(configs(), start=1):
             torch.manual_seed(seed)
@@ -237,20 +314,20 @@ def main():
             save_file({"input": inputs, "target": target},
                       os.path.join(workdir, f"{tag}.batch.safetensors"))
             hf_params = model.num_parameters()
-            for attention, checkpointing in (("math", "none"), ("sdpa", "full")):
+            runs = RUNS.get(tag, DEFAULT_RUNS)
+            try:
+                results = run_engine(args.runner, family, workdir, tag, runs)
+            except RuntimeError as e:
+                print(f"{tag:<16} {'':<15} FAILED: {e}")
+                ok = False
+                continue
+            for (attention, checkpointing), (got, meta) in zip(runs, results):
                 run = f"{attention}/{checkpointing}"
-                try:
-                    got, meta = run_engine(args.runner, family, workdir, tag, attention,
-                                           checkpointing)
-                except RuntimeError as e:
-                    print(f"{tag:<16} {run:<11} FAILED: {e}")
-                    ok = False
-                    continue
                 failures, logits_err, loss_err, ratio = compare(ref, got)
                 for key in ("parameter_count", "parameter_numel"):
                     if int(meta[key]) != hf_params:
                         failures.append(f"{key} {meta[key]} != transformers' {hf_params}")
-                print(f"{tag:<16} {run:<11} {hf_params:>7} {logits_err:>11.2e} {loss_err:>10.2e} "
+                print(f"{tag:<16} {run:<15} {hf_params:>7} {logits_err:>11.2e} {loss_err:>10.2e} "
                       f"{ratio:>12.3f}  {'ok' if not failures else 'FAILED'}")
                 for failure in failures if args.verbose else failures[:5]:
                     print(f"    {failure}")
@@ -260,11 +337,26 @@ def main():
                 perturbed = "model.layers.1.self_attn.k_proj.weight"
                 export_weights(family, model, os.path.join(workdir, f"{tag}.perturbed.safetensors"),
                                perturb=perturbed)
-                got, _ = run_engine(args.runner, family, workdir, tag, "math", "none",
-                                    weights="perturbed")
+                [(got, _)] = run_engine(args.runner, family, workdir, tag, [("math", "none")],
+                                        weights="perturbed")
                 failures, *_ = compare(ref, got)
                 noticed = bool(failures)
-                print(f"{tag:<16} {'control':<11} {'':>7} perturbed {perturbed} by 1e-3: "
+                print(f"{tag:<16} {'control':<15} {'':>7} perturbed {perturbed} by 1e-3: "
+                      f"{'detected' if noticed else 'NOT DETECTED'}")
+                ok &= noticed
+            if tag in FEATURE_CONTROLS:
+                # Negative control: the engine built without the feature (the
+                # config's key changed) must disagree, so the case tests it.
+                key, value = FEATURE_CONTROLS[tag]
+                changed = json.loads(config.to_json_string())
+                changed[key] = value
+                with open(os.path.join(workdir, f"{tag}.control.json"), "w") as f:
+                    json.dump(changed, f)
+                [(got, _)] = run_engine(args.runner, family, workdir, tag, [("math", "none")],
+                                        config="control")
+                failures, *_ = compare(ref, got)
+                noticed = bool(failures)
+                print(f"{tag:<16} {'control':<15} {'':>7} {key}={json.dumps(value)}: "
                       f"{'detected' if noticed else 'NOT DETECTED'}")
                 ok &= noticed
     print(f"check.py: {'all agree' if ok else 'MISMATCH'} "

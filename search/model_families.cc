@@ -1,0 +1,135 @@
+#include "search/model_families.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+
+namespace autoaccel {
+namespace {
+
+constexpr ModelFamilyInfo Family(const char* name, Network network, const char* architecture) {
+  ModelFamilyInfo f;
+  f.name = name;
+  f.network = network;
+  f.architecture = architecture;
+  return f;
+}
+
+constexpr ModelFamilyInfo Decoder(const char* name, const char* architecture) {
+  return Family(name, Network::kDecoder, architecture);
+}
+
+// Defaults are transformers 5.23's config classes' (LlamaConfig, ...).
+// The first four keep the order they had before the table existed (error
+// messages list families in this order).
+const ModelFamilyInfo kModelFamilies[] = {
+    Family("gpt2", Network::kGpt2, "GPT2").Parallel(),
+    Decoder("llama", "Llama").AttentionBiasKey().MlpBiasKey().Parallel(),
+    Family("bert", Network::kBert, "Bert"),
+    Decoder("mixtral", "Mixtral")
+        .Eps(1e-5)
+        .Theta(1e6)
+        .KvHeads(8)
+        .Experts()
+        .Sliding(SlidingLayers::kAll, 0),
+    Decoder("mistral", "Mistral").KvHeads(8).Sliding(SlidingLayers::kAll, 4096).Parallel(),
+    Decoder("qwen2", "Qwen2").KvHeads(32).QkvBias().Sliding(SlidingLayers::kQwen, 4096).Parallel(),
+    Decoder("qwen3", "Qwen3")
+        .KvHeads(32)
+        .HeadDim(128)
+        .QkNorm()
+        .AttentionBiasKey()
+        .Sliding(SlidingLayers::kQwen, 4096)
+        .Parallel(),
+    Decoder("phi3", "Phi3")
+        .Eps(1e-5)
+        .Fused()
+        .PartialRotary()
+        .Sliding(SlidingLayers::kAll, 0)
+        .Parallel(),
+    Decoder("gemma", "Gemma")
+        .KvHeads(16)
+        .HeadDim(256)
+        .Tied()
+        .Act("hidden_act", "gelu_pytorch_tanh")
+        .GemmaNorm()
+        .AttentionBiasKey()
+        .Parallel(),
+    Decoder("gemma2", "Gemma2")
+        .KvHeads(4)
+        .HeadDim(256)
+        .Tied()
+        .Act("hidden_activation", "gelu_pytorch_tanh")
+        .GemmaNorm()
+        .SandwichNorm()
+        .AttentionBiasKey()
+        .SoftCap(50.0, 30.0, 256.0)
+        .Sliding(SlidingLayers::kLayerTypes, 4096)
+        .Parallel(),
+    Family("torchscript", Network::kTorchScript, ""),
+};
+
+}  // namespace
+
+const std::vector<ModelFamilyInfo>& ModelFamilies() {
+  static const auto* families =
+      new std::vector<ModelFamilyInfo>(std::begin(kModelFamilies), std::end(kModelFamilies));
+  return *families;
+}
+
+const ModelFamilyInfo* FindModelFamily(absl::string_view name) {
+  for (const ModelFamilyInfo& f : kModelFamilies) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+const ModelFamilyInfo* FamilyOfArchitecture(absl::string_view class_name) {
+  for (const ModelFamilyInfo& f : kModelFamilies) {
+    const absl::string_view prefix = f.architecture;
+    if (prefix.empty() || !absl::StartsWith(class_name, prefix)) continue;
+    // "Qwen2ForCausalLM", "Qwen2Model", "GPT2LMHeadModel" — not "Qwen2MoeForCausalLM".
+    const absl::string_view rest = class_name.substr(prefix.size());
+    if (absl::StartsWith(rest, "For") || rest == "Model" || rest == "LMHeadModel" ||
+        rest == "PreTrainedModel") {
+      return &f;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<std::string> DecoderFeatureKeys(const ModelFamilyInfo& f) {
+  // Not the activation key: gemma2's configs carry an unused hidden_act
+  // beside their hidden_activation.
+  std::vector<std::string> keys = {"num_key_value_heads", "head_dim",     "rms_norm_eps",
+                                   "rope_parameters",     "rope_scaling", "rope_theta",
+                                   "tie_word_embeddings"};
+  if (f.attention_bias_key) keys.push_back("attention_bias");
+  if (f.mlp_bias_key) keys.push_back("mlp_bias");
+  if (f.soft_capping) {
+    keys.insert(keys.end(),
+                {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"});
+  }
+  if (f.partial_rotary) {
+    keys.insert(keys.end(), {"partial_rotary_factor", "original_max_position_embeddings"});
+  }
+  if (f.experts) keys.insert(keys.end(), {"num_local_experts", "num_experts_per_tok"});
+  if (f.bidirectional_key) keys.push_back("use_bidirectional_attention");
+  switch (f.sliding) {
+    case SlidingLayers::kNone:
+      break;
+    case SlidingLayers::kAll:
+      keys.push_back("sliding_window");
+      break;
+    case SlidingLayers::kQwen:
+      keys.insert(keys.end(),
+                  {"use_sliding_window", "sliding_window", "max_window_layers", "layer_types"});
+      break;
+    case SlidingLayers::kLayerTypes:
+      keys.insert(keys.end(), {"sliding_window", "layer_types"});
+      break;
+  }
+  return keys;
+}
+
+}  // namespace autoaccel
