@@ -25,13 +25,19 @@ struct ModelFlags {
   int global_batch_size = 0;
   int world_size = 1;
   std::string device = "cpu";
-  std::vector<std::string> overrides;
+  std::vector<std::string> overrides, new_overrides;
 
   void Add(CLI::App* cmd) {
-    cmd->add_option("--model", family, "model family: gpt2, llama, bert, mixtral, torchscript")
+    cmd->add_option("--model", family,
+                    "model family: gpt2, llama, bert, mixtral, mistral, qwen2, qwen3, phi3, gemma, "
+                    "gemma2 (docs/MODELS.md), or torchscript")
         ->required();
     cmd->add_option("--override", overrides,
-                    "KEY=VALUE change to the config (repeatable), e.g. --override n_layer=2");
+                    "KEY=VALUE change to a key the config has (repeatable; dotted keys reach "
+                    "nested ones), e.g. --override num_hidden_layers=2");
+    cmd->add_option("--override-new", new_overrides,
+                    "KEY=VALUE adding a key the config does not have (repeatable; applied after "
+                    "--override)");
     cmd->add_option("--model-config", config_file,
                     "Hugging Face style config.json (every family but torchscript)");
     cmd->add_option("--model-file", model_file,
@@ -51,6 +57,7 @@ struct ModelFlags {
   bool Fill(autoaccel::v1::ModelSpec* model) const {
     model->set_family(family);
     for (const std::string& o : overrides) model->add_overrides(o);
+    for (const std::string& o : new_overrides) model->add_new_overrides(o);
     if (family == "torchscript") {
       if (model_file.empty() || input_spec.empty()) {
         std::cerr << "autoaccel: --model torchscript needs --model-file FILE.pt and "

@@ -503,10 +503,6 @@ uint64_t Fnv1a64(absl::string_view bytes, uint64_t hash) {
   return hash;
 }
 
-std::string ContentDigest(absl::string_view bytes) {
-  return absl::StrFormat("fnv1a64:%016x", Fnv1a64(bytes));
-}
-
 absl::StatusOr<const ModelFamilyInfo*> ParseModelFamily(absl::string_view name) {
   if (const ModelFamilyInfo* f = FindModelFamily(name)) return f;
   return absl::InvalidArgumentError(absl::StrCat("model: unknown family '", name, "' (supported: ",

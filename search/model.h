@@ -182,14 +182,13 @@ struct ModelSpec {
   nlohmann::json ToConfigJson() const;
 };
 
-// 64-bit FNV-1a of `bytes`: stable across processes and builds. Pass the
-// hash of earlier bytes as `hash` to continue it over more.
+// A 64-bit FNV-1a-style hash of `bytes`: stable across processes and builds,
+// for signatures and test noise, never for trust (its offset basis is not
+// FNV's standard one, kept so that stored signatures stay valid; files are
+// told apart by ContentDigest, common/content_digest.h). Pass the hash of
+// earlier bytes as `hash` to continue it over more.
 inline constexpr uint64_t kFnv1a64Offset = 1469598103934665603ULL;
 uint64_t Fnv1a64(absl::string_view bytes, uint64_t hash = kFnv1a64Offset);
-
-// "fnv1a64:<16 hex digits>": a stable digest of a file's bytes (FNV-1a, 64
-// bits; tells files apart, is no defence against a forger).
-std::string ContentDigest(absl::string_view bytes);
 
 // Lists the families this build understands, in table order (gpt2, llama,
 // bert, mixtral, mistral, qwen2, qwen3, phi3, gemma, gemma2, torchscript).

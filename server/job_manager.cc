@@ -1134,6 +1134,8 @@ void JobManager::OnRankOutcomeLocked(JobRun* job, TrialRun* trial, int rank_inde
                                   timed_out_rpc ? "no answer before the deadline" : outcome.reason);
   } else if (timed_out_rpc) {
     outcome.reason = absl::StrCat("no answer from worker ", rank.worker_id, " before the deadline");
+  } else if (outcome.infrastructure && !absl::StartsWith(outcome.reason, "worker ")) {
+    outcome.reason = absl::StrCat("worker ", rank.worker_id, ": ", outcome.reason);
   }
   switch (outcome.status) {
     case TrialStatus::kSucceeded:

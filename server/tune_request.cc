@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/content_digest.h"
 #include "common/status_macros.h"
 #include "common/untrusted_json.h"
 #include "search/methods.h"
@@ -110,7 +111,7 @@ absl::Status CheckNumbers(const v1::TuneRequest& r) {
 
 absl::StatusOr<ModelSpec> ModelFromRequest(const v1::ModelSpec& m) {
   if (m.family() == "torchscript") {
-    if (!m.overrides().empty()) {
+    if (!m.overrides().empty() || !m.new_overrides().empty()) {
       return absl::InvalidArgumentError(
           "override: not supported for torchscript models (change the module and save it again)");
     }
@@ -132,23 +133,28 @@ absl::StatusOr<ModelSpec> ModelFromRequest(const v1::ModelSpec& m) {
                                                    " bytes; a config may have at most ",
                                                    kMaxConfigBytes, " bytes"));
   }
-  if (m.overrides_size() > kMaxOverrides) {
+  if (m.overrides_size() + m.new_overrides_size() > kMaxOverrides) {
     return absl::InvalidArgumentError(
-        absl::StrCat("override: ", m.overrides_size(), " given, at most ", kMaxOverrides));
+        absl::StrCat("override: ", m.overrides_size() + m.new_overrides_size(), " given, at most ",
+                     kMaxOverrides));
   }
   ASSIGN_OR_RETURN(nlohmann::json config, ParseUntrustedJson(m.config_json(), "model_config"));
-  std::vector<std::pair<std::string, std::string>> overrides;
-  for (int i = 0; i < m.overrides_size(); ++i) {
-    const std::string& text = m.overrides(i);
-    if (text.size() > kMaxOverrideBytes || JsonNestingDepth(text) > kMaxJsonDepth) {
-      return absl::InvalidArgumentError(absl::StrCat("override[", i, "]: longer than ",
-                                                     kMaxOverrideBytes, " bytes or nested deeper ",
-                                                     "than ", kMaxJsonDepth, " levels"));
+  // Keys the config has first, then the new ones (ApplyConfigOverrides
+  // names them override[i] in this order).
+  std::vector<ConfigOverride> overrides;
+  for (const auto* list : {&m.overrides(), &m.new_overrides()}) {
+    for (const std::string& text : *list) {
+      const size_t i = overrides.size();
+      if (text.size() > kMaxOverrideBytes || JsonNestingDepth(text) > kMaxJsonDepth) {
+        return absl::InvalidArgumentError(absl::StrCat("override[", i, "]: longer than ",
+                                                       kMaxOverrideBytes, " bytes or nested ",
+                                                       "deeper than ", kMaxJsonDepth, " levels"));
+      }
+      ASSIGN_OR_RETURN(ConfigOverride o, ParseConfigOverride(text, list == &m.new_overrides()));
+      overrides.push_back(std::move(o));
     }
-    ASSIGN_OR_RETURN(auto kv, ParseOverride(text));
-    overrides.push_back(std::move(kv));
   }
-  RETURN_IF_ERROR(ApplyOverrides(overrides, &config));
+  RETURN_IF_ERROR(ApplyConfigOverrides(overrides, &config));
   return ModelSpecFromJson(m.family(), config);
 }
 

@@ -251,8 +251,13 @@ TEST(EndToEnd, TimeLimitIsKeptToTheSecondAndRunningTrialsAreCancelled) {
   EXPECT_EQ(job["request"]["model"]["family"], "gpt2") << out;
   EXPECT_EQ(job["request"]["measured_steps"], 2) << out;
   const double elapsed = job["elapsed_seconds"].get<double>();
-  EXPECT_GE(elapsed, 15.0) << out;
   EXPECT_LE(elapsed, 20.0) << out;
+  // The job ends at the limit, or earlier once the search stopped to leave
+  // its repeats room and they ran.
+  const bool at_limit = elapsed >= 15.0;
+  if (!at_limit) {
+    EXPECT_THAT(job["status_message"].get<std::string>(), HasSubstr("measured")) << out;
+  }
   EXPECT_LE(wall, 22.0);  // the CLI returned with the job
   ASSERT_TRUE(job["best"].is_object()) << out;
   // Server timestamps: the limit counts from the job's creation.
@@ -277,7 +282,9 @@ TEST(EndToEnd, TimeLimitIsKeptToTheSecondAndRunningTrialsAreCancelled) {
   // One device: the trial running at the limit is cancelled. Only a trial that
   // ended in the last moments before the limit, too late for the next one to
   // start, leaves none running then.
-  if (cancelled == 0) {
+  if (!at_limit) {
+    EXPECT_EQ(cancelled, 0) << out;
+  } else if (cancelled == 0) {
     EXPECT_GE(last_success, deadline - 0.05) << out;
   } else {
     EXPECT_EQ(cancelled, 1) << out;

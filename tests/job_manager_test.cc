@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "common/content_digest.h"
 #include "engine/trial_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -502,7 +503,8 @@ TEST_F(JobManagerTest, RankErrorsBecomeTrialStatusesAndAnUnreachableWorkerIsRetr
   ASSERT_EQ(trials->size(), 2u);
   EXPECT_EQ((*trials)[0].status(), "OOM");
   EXPECT_EQ((*trials)[0].reason(), "tried to allocate 1 GiB");
-  EXPECT_THAT((*trials)[0].failed_attempts(), ElementsAre("attempt 1: connection refused"));
+  EXPECT_THAT((*trials)[0].failed_attempts(),
+              ElementsAre("attempt 1: worker a: connection refused"));
   EXPECT_EQ((*trials)[1].status(), "FAILED");
   EXPECT_FALSE((*trials)[1].infrastructure()) << "the strategy's own error is not retried";
   EXPECT_EQ((*trials)[1].attempt(), 1);

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/content_digest.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "common/untrusted_json.h"
