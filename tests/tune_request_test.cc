@@ -110,6 +110,27 @@ TEST(TuneRequestTest, OversizedOrDeeplyNestedInputIsRefusedWithoutParsingIt) {
   EXPECT_THAT(Refusal(r), StartsWith("algorithm: "));
 }
 
+TEST(TuneRequestTest, AnOverrideOfAKeyTheConfigLacksIsRefusedUnlessMarkedNew) {
+  v1::TuneRequest r = Request();
+  r.mutable_model()->set_family("llama");
+  r.mutable_model()->set_config_json(
+      R"({"model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "vocab_size": 64, "max_position_embeddings": 64,
+          "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}})");
+  r.mutable_model()->add_overrides("rope_theta=500000");
+  EXPECT_THAT(Refusal(r), AllOf(StartsWith("override[0]: "),
+                                HasSubstr("nearest: 'rope_parameters.rope_theta'")));
+  r.mutable_model()->clear_overrides();
+  r.mutable_model()->add_overrides("rope_parameters.rope_theta=500000");
+  absl::StatusOr<ValidatedRequest> v = ValidateTuneRequest(r, TuneDefaults());
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->model.rope_theta, 500000);
+  // A key it does not have, added on purpose.
+  r.mutable_model()->add_new_overrides("use_cache=false");
+  EXPECT_TRUE(ValidateTuneRequest(r, TuneDefaults()).ok());
+}
+
 TEST(UntrustedJsonTest, DepthCountsBracketsOutsideStringsOnly) {
   EXPECT_EQ(JsonNestingDepth(R"({"a": [1, {"b": 2}]})"), 3);
   EXPECT_EQ(JsonNestingDepth(R"({"a": "[[[[{{{{", "b": "\"[["})"), 1);
