@@ -767,6 +767,19 @@ TEST(EndToEnd, BadInputIsRejectedNamingTheFieldAndNothingIsStored) {
   EXPECT_THAT(cluster.Query("SELECT job_id FROM jobs"), ::testing::IsEmpty());
 }
 
+TEST(EndToEnd, AWorkerGivenGpusThisMachineDoesNotListRefusesToStart) {
+  const std::string dir = MakeTempDir("autoaccel-worker-");
+  std::string out, err;
+  // No machine here lists a GPU 63; a test may still simulate one.
+  const int code = RunCommand({AUTOACCEL_WORKER_BIN, "--coordinator", "127.0.0.1:1", "--devices",
+                               "cuda:63", "--work-dir", dir, "--peak-tflops", "bf16=1"},
+                              dir, &out, &err, absl::Seconds(60));
+  EXPECT_EQ(code, 2) << out << err;
+  EXPECT_THAT(err, HasSubstr("cuda:63"));
+  EXPECT_THAT(err, HasSubstr("nvidia-smi does not list"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(EndToEnd, UnreachableServerGivesOneClearLine) {
   const std::string dir = MakeTempDir("autoaccel-cli-");
   std::string out, err;
