@@ -832,6 +832,38 @@ TEST_F(JobManagerTest, ATrialFailingOutsideTheStrategyEveryTimeIsLostAndTheAnswe
   }
 }
 
+TEST_F(JobManagerTest, WorkersThatOversubscribeTheirHostAreWarnedAboutAndShareItsMemory) {
+  // Two workers of cpu:2 on a 2-core host, each slot claiming 1 GiB of a
+  // host that has 256 KiB (far too little for even the tiny model's weights).
+  for (const std::string id : {"w1", "w2"}) {
+    v1::RegisterRequest r;
+    r.set_worker_id(id);
+    r.set_address(std::string("node7:") + (id == "w1" ? "5001" : "5002"));
+    r.set_host_cpu_cores(2);
+    r.set_host_memory_bytes(256 << 10);
+    for (int i = 0; i < 2; ++i) {
+      v1::Device* d = r.add_devices();
+      d->set_type("cpu");
+      d->set_index(i);
+      d->set_memory_bytes(int64_t{1} << 30);
+    }
+    ASSERT_TRUE(manager_->RegisterWorker(r).ok());
+  }
+  for (const v1::Worker& w : manager_->ListWorkers()) {
+    EXPECT_THAT(w.warnings(), ElementsAre(HasSubstr("4 cpu slots on 2 cores"),
+                                          HasSubstr("each slot counts with its share")))
+        << w.worker_id();
+  }
+  // The search counts each slot with its share of the host (64 KiB), not
+  // the 1 GiB claimed: nothing fits, nothing runs.
+  auto job = manager_->SubmitJob(Request(600));
+  ASSERT_TRUE(job.ok()) << job.status();
+  manager_->Tick();
+  EXPECT_TRUE(executor_.calls.empty());
+  auto j = manager_->GetJob(job->job_id());
+  EXPECT_EQ(j->trials_pruned(), j->trials_total());
+}
+
 TEST_F(JobManagerTest, WorkersSharingAHostNeverShareARendezvousPort) {
   // Two daemons on one machine, each offering the same range (README's setup).
   for (const std::string id : {"w1", "w2"}) {
