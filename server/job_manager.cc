@@ -450,8 +450,11 @@ absl::StatusOr<v1::ListTrialsResponse> JobManager::ListTrialsPage(
     if (unstored != unstored_.end()) trials = unstored->second.trials;
   }
   if (trials.empty()) {
+    // A finished job: the store reads this page only (one more trial tells
+    // whether another page follows).
     RETURN_IF_ERROR(store_->GetJob(request.job_id()).status());  // NOT_FOUND
-    ASSIGN_OR_RETURN(trials, store_->ListTrials(request.job_id()));
+    ASSIGN_OR_RETURN(trials, store_->ListTrialsFrom(request.job_id(), start, page_size + 1,
+                                                    request.include_pruned()));
   }
   v1::ListTrialsResponse response;
   for (const TrialRecord& t : trials) {

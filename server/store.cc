@@ -196,6 +196,13 @@ class Statement {
     if (rc == SQLITE_DONE) return false;
     return SqliteError(db_, rc, what_);
   }
+  // Makes the statement ready to bind and run again (from ?1).
+  void Reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    next_param_ = 1;
+    bind_rc_ = SQLITE_OK;
+  }
   // Runs a statement that returns no rows; gives the number of rows changed.
   absl::StatusOr<int> Run() {
     ASSIGN_OR_RETURN(bool row, Step());
@@ -669,19 +676,11 @@ absl::StatusOr<std::vector<JobRecord>> Store::ListUnfinishedJobs() {
   return ReadJobs(stmt);
 }
 
-absl::Status Store::UpsertTrialLocked(const TrialRecord& t) {
-  RETURN_IF_ERROR(ValidateTrial(t));
-  {
-    // Checked here, not left to the foreign key, so the error names the job.
-    ASSIGN_OR_RETURN(Statement check,
-                     Statement::Prepare(db_, "SELECT 1 FROM jobs WHERE job_id = ?1", "find job"));
-    check.Bind(t.job_id);
-    ASSIGN_OR_RETURN(bool found, check.Step());
-    if (!found) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "store: trial '", t.trial_id, "' refers to job '", t.job_id, "', which does not exist"));
-    }
-  }
+absl::Status Store::UpsertTrialsLocked(const std::vector<TrialRecord>& trials) {
+  // Two statements prepared once and reused: a job's tens of thousands of
+  // pruned candidates are written in one call.
+  ASSIGN_OR_RETURN(Statement check,
+                   Statement::Prepare(db_, "SELECT 1 FROM jobs WHERE job_id = ?1", "find job"));
   ASSIGN_OR_RETURN(
       Statement stmt,
       Statement::Prepare(
@@ -703,36 +702,78 @@ absl::Status Store::UpsertTrialLocked(const TrialRecord& t) {
               "infrastructure = excluded.infrastructure, "
               "confirms = excluded.confirms"),
           "upsert trial"));
-  stmt.Bind(t.trial_id)
-      .Bind(t.job_id)
-      .Bind(t.index)
-      .Bind(t.attempt)
-      .Bind(t.strategy_text)
-      .Bind(t.strategy_json)
-      .Bind(TrialStatusName(t.status))
-      .Bind(t.reason)
-      .Bind(MetricsToText(t.metrics))
-      .Bind(t.worker_id)
-      .Bind(t.started_at)
-      .Bind(t.finished_at)
-      .Bind(nlohmann::json(t.failed_attempts).dump())
-      .Bind(t.infrastructure ? 1 : 0)
-      .Bind(t.confirms);
-  return stmt.Run().status();
+  std::string checked_job;  // the last job found (a call's trials share one)
+  for (const TrialRecord& t : trials) {
+    RETURN_IF_ERROR(ValidateTrial(t));
+    if (t.job_id != checked_job) {
+      // Checked here, not left to the foreign key, so the error names the job.
+      check.Reset();
+      check.Bind(t.job_id);
+      ASSIGN_OR_RETURN(bool found, check.Step());
+      if (!found) {
+        return absl::FailedPreconditionError(absl::StrCat("store: trial '", t.trial_id,
+                                                          "' refers to job '", t.job_id,
+                                                          "', which does not exist"));
+      }
+      checked_job = t.job_id;
+    }
+    stmt.Reset();
+    stmt.Bind(t.trial_id)
+        .Bind(t.job_id)
+        .Bind(t.index)
+        .Bind(t.attempt)
+        .Bind(t.strategy_text)
+        .Bind(t.strategy_json)
+        .Bind(TrialStatusName(t.status))
+        .Bind(t.reason)
+        .Bind(MetricsToText(t.metrics))
+        .Bind(t.worker_id)
+        .Bind(t.started_at)
+        .Bind(t.finished_at)
+        .Bind(nlohmann::json(t.failed_attempts).dump())
+        .Bind(t.infrastructure ? 1 : 0)
+        .Bind(t.confirms);
+    RETURN_IF_ERROR(stmt.Run().status());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Store::UpsertTrial(const TrialRecord& trial) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db_));
-  RETURN_IF_ERROR(UpsertTrialLocked(trial));
+  RETURN_IF_ERROR(UpsertTrialsLocked({trial}));
   return txn.Commit();
 }
 
 absl::Status Store::UpsertTrials(const std::vector<TrialRecord>& trials) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db_));
-  for (const TrialRecord& t : trials) RETURN_IF_ERROR(UpsertTrialLocked(t));
+  RETURN_IF_ERROR(UpsertTrialsLocked(trials));
   return txn.Commit();
+}
+
+absl::StatusOr<std::vector<TrialRecord>> Store::ListTrialsFrom(const std::string& job_id,
+                                                               int from_index, int limit,
+                                                               bool include_pruned) {
+  if (limit <= 0) return absl::InvalidArgumentError("store: limit must be positive");
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(
+      Statement stmt,
+      Statement::Prepare(db_,
+                         absl::StrCat("SELECT ", kTrialColumns,
+                                      " FROM trials WHERE job_id = ?1 AND idx >= ?2 AND "
+                                      "(?3 OR status != 'PRUNED') "
+                                      "ORDER BY idx ASC, trial_id ASC LIMIT ?4"),
+                         "list trials from"));
+  stmt.Bind(job_id).Bind(from_index).Bind(include_pruned ? 1 : 0).Bind(limit);
+  std::vector<TrialRecord> trials;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    ASSIGN_OR_RETURN(TrialRecord t, ReadTrial(stmt));
+    trials.push_back(std::move(t));
+  }
+  return trials;
 }
 
 absl::StatusOr<std::vector<TrialRecord>> Store::ListTrials(const std::string& job_id) {

@@ -171,6 +171,11 @@ class Store {
   // The job's trials by index (ties: by trial_id). An unknown job gives an
   // empty list.
   absl::StatusOr<std::vector<TrialRecord>> ListTrials(const std::string& job_id);
+  // At most `limit` (> 0) of the job's trials with index >= `from_index`, by
+  // index; PRUNED ones only with `include_pruned`. A page of a long list
+  // reads only that page.
+  absl::StatusOr<std::vector<TrialRecord>> ListTrialsFrom(const std::string& job_id, int from_index,
+                                                          int limit, bool include_pruned);
 
   // Finishes a job atomically: replaces the job row (NOT_FOUND if missing)
   // and, if `best` is set, inserts or replaces the strategies row for
@@ -196,7 +201,8 @@ class Store {
  private:
   Store(std::string path, sqlite3* db, int schema_version, int migrations_applied);
 
-  absl::Status UpsertTrialLocked(const TrialRecord& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status UpsertTrialsLocked(const std::vector<TrialRecord>& trials)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status UpdateJobLocked(const JobRecord& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;

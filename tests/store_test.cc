@@ -535,6 +535,36 @@ TEST(StoreTest, UpsertTrialReplacesByIdAndListsByIndex) {
   EXPECT_THAT(*unknown, IsEmpty());
 }
 
+TEST(StoreTest, ATrialPageReadsFromAnIndexAndLeavesPrunedOnesOutUnlessAsked) {
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->CreateJob(MakeJob("j", kBase)));
+  std::vector<TrialRecord> trials;
+  for (int i = 0; i < 6; ++i) {
+    trials.push_back(MakeTrial("j", i));
+    if (i % 2 == 1) {
+      trials.back().status = TrialStatus::kPruned;
+      trials.back().attempt = 0;
+    }
+  }
+  ASSERT_OK(store->UpsertTrials(trials));
+  auto indices = [&](int from, int limit, bool pruned) {
+    std::vector<int> out;
+    absl::StatusOr<std::vector<TrialRecord>> page = store->ListTrialsFrom("j", from, limit, pruned);
+    EXPECT_TRUE(page.ok()) << page.status();
+    for (const TrialRecord& t : page.ok() ? *page : std::vector<TrialRecord>()) {
+      out.push_back(t.index);
+    }
+    return out;
+  };
+  EXPECT_THAT(indices(0, 2, false), ElementsAre(0, 2));
+  EXPECT_THAT(indices(3, 10, false), ElementsAre(4));
+  EXPECT_THAT(indices(1, 3, true), ElementsAre(1, 2, 3));
+  EXPECT_EQ(store->ListTrialsFrom("j", 0, 0, true).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(StoreTest, ReportsMissingAndDuplicateRows) {
   TempDir dir;
   std::unique_ptr<Store> store = OpenOrDie(dir.File("e.db"));
