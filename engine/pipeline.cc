@@ -157,7 +157,9 @@ void PipelineStage::Backward(int chunk, int micro_batch) {
   if (k == chunks_ - 1) {
     (options_.scale_loss ? options_.scale_loss(output) : output).backward();
   } else {
-    torch::Tensor grad = torch::empty_like(output);
+    // Received into a contiguous buffer: the collective needs one, and the
+    // stage's output need not be (sequence-parallel activations are views).
+    torch::Tensor grad = torch::empty_like(output, at::MemoryFormat::Contiguous);
     pipe.Recv(grad, (stage_ + 1) % stages_, Tag(false, k, micro_batch));
     torch::autograd::backward({output}, {grad});
   }

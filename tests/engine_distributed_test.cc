@@ -183,13 +183,16 @@ struct LayoutCase {
   int layers = 0;  // 0: the tiny model's 2
   bool sequence_parallel = false;
   double tolerance = kLossTolerance;
+  int micro_batch = 1;
 };
 
 class TensorParallelTest : public ::testing::TestWithParam<LayoutCase> {};
 
 TEST_P(TensorParallelTest, LossesMatchTheSingleProcessReferenceAndReplicasAgree) {
   const LayoutCase& c = GetParam();
-  TrialSpec spec = LayoutSpec(BaseSpec(c.family), c.dp, c.tp, c.sharding, c.pp);
+  TrialSpec base = BaseSpec(c.family);
+  base.strategy.micro_batch_size = c.micro_batch;
+  TrialSpec spec = LayoutSpec(base, c.dp, c.tp, c.sharding, c.pp);
   spec.strategy.checkpointing = c.checkpointing;
   spec.strategy.pipeline_schedule = c.schedule;
   spec.strategy.virtual_stages = c.virtual_stages;
@@ -228,6 +231,10 @@ INSTANTIATE_TEST_SUITE_P(
                                  PipelineSchedule::k1F1B, 1, 0, true},
                       LayoutCase{"gpt2", 1, 2, Sharding::kNone, Checkpointing::kNone, 0, 2,
                                  PipelineSchedule::k1F1B, 1, 0, true},
+                      // Micro-batches of 4 under sequence parallelism and a pipeline:
+                      // the activations a stage receives are [batch, slice, hidden].
+                      LayoutCase{"gpt2", 1, 2, Sharding::kNone, Checkpointing::kNone, 0, 2,
+                                 PipelineSchedule::k1F1B, 1, 0, true, kLossTolerance, 4},
                       // The newer decoders: qwen2's q/k/v biases split with their rows;
                       // qwen3's per-head q/k norms (replicated, gradients summed over the
                       // group, also under sequence parallelism) with head_dim 12 != 32/4;
@@ -252,7 +259,8 @@ INSTANTIATE_TEST_SUITE_P(
                           c.schedule == PipelineSchedule::kInterleaved
                               ? absl::StrCat("_vpp", c.virtual_stages)
                               : "",
-                          c.sequence_parallel ? "_sp" : "");
+                          c.sequence_parallel ? "_sp" : "",
+                          c.micro_batch > 1 ? absl::StrCat("_mbs", c.micro_batch) : "");
     });
 
 TEST(DataParallel, OtherFamiliesAndCheckpointingMatchTheReference) {
