@@ -94,7 +94,7 @@ torch::Tensor VocabParallelCrossEntropy(const torch::Tensor& logits, const torch
 struct TensorParallelSplit {
   enum Kind { kReplicate, kRows, kColumns } kind = kReplicate;
   int parts = 1;
-  int64_t pad_rows_to = 0;      // kRows: pad dim 0 to this many rows first (0: none)
+  int64_t pad_rows_to = 0;        // kRows: pad dim 0 to this many rows first (0: none)
   std::vector<int64_t> blocks{};  // sizes along the split dimension; overrides `parts`
 };
 

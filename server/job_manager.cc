@@ -837,18 +837,8 @@ bool JobManager::DispatchOneLocked(JobRun* job, std::vector<Dispatch>* dispatche
   } else {
     std::optional<Proposal> proposal = job->searcher->Next();
     if (!proposal) return false;
-    auto fresh = std::make_unique<TrialRun>();
-    fresh->strategy = proposal->strategy;
-    fresh->measured_steps = proposal->measured_steps;
-    TrialRecord& rec = fresh->record;
-    rec.index = static_cast<int>(job->trials.size());
-    rec.trial_id = absl::StrFormat("%s-t%04d", job->record.job_id, rec.index);
-    rec.job_id = job->record.job_id;
-    rec.attempt = 1;
-    rec.strategy_text = StrategyToText(fresh->strategy);
-    rec.strategy_json = StrategyToJson(fresh->strategy).dump();
-    trial = fresh.get();
-    job->trials.push_back(std::move(fresh));
+    trial = NewTrialLocked(job, proposal->strategy);
+    trial->measured_steps = proposal->measured_steps;
   }
   StartAttemptLocked(job, trial, std::move(ranks), port, dispatches);
   return true;
@@ -1021,21 +1011,14 @@ void JobManager::RecordPrunedLocked(JobRun* job) {
   std::vector<TrialRecord> records;
   records.reserve(pruned.size());
   for (PrunedStrategy& p : pruned) {
-    auto trial = std::make_unique<TrialRun>();
-    trial->strategy = p.strategy;
+    TrialRun* trial = NewTrialLocked(job, p.strategy);
     TrialRecord& rec = trial->record;
-    rec.index = static_cast<int>(job->trials.size());
-    rec.trial_id = absl::StrFormat("%s-t%04d", job->record.job_id, rec.index);
-    rec.job_id = job->record.job_id;
     rec.attempt = 0;  // never run
-    rec.strategy_text = StrategyToText(p.strategy);
-    rec.strategy_json = StrategyToJson(p.strategy).dump();
     rec.status = TrialStatus::kPruned;
     rec.reason = std::move(p.reason);
     rec.started_at = rec.finished_at = now;
     records.push_back(rec);
     trial->version = job->version + 1;
-    job->trials.push_back(std::move(trial));
   }
   ++job->version;
   if (absl::Status s = store_->UpsertTrials(records); !s.ok()) {
@@ -1410,11 +1393,28 @@ bool JobManager::SearchTimeUpLocked(const JobRun& job) const {
   return clock_->Now() + absl::Seconds(reserve) >= job.record.deadline;
 }
 
+JobManager::TrialRun* JobManager::NewTrialLocked(JobRun* job, const Strategy& strategy) {
+  auto trial = std::make_unique<TrialRun>();
+  trial->strategy = strategy;
+  TrialRecord& rec = trial->record;
+  rec.index = static_cast<int>(job->trials.size());
+  rec.trial_id = absl::StrFormat("%s-t%04d", job->record.job_id, rec.index);
+  rec.job_id = job->record.job_id;
+  rec.attempt = 1;
+  rec.strategy_text = StrategyToText(strategy);
+  rec.strategy_json = StrategyToJson(strategy).dump();
+  job->trials.push_back(std::move(trial));
+  return job->trials.back().get();
+}
+
 Answer JobManager::AnswerLocked(const JobRun& job) const {
-  std::vector<TrialRecord> records;
-  records.reserve(job.trials.size());
-  for (const auto& t : job.trials) records.push_back(t->record);
-  return ChooseAnswer(records, 0);
+  // Only measurements can answer: the (possibly tens of thousands of) pruned
+  // candidates are not copied on every finished trial.
+  std::vector<TrialRecord> measured;
+  for (const auto& t : job.trials) {
+    if (t->record.status == TrialStatus::kSucceeded) measured.push_back(t->record);
+  }
+  return ChooseAnswer(measured, 0);
 }
 
 void JobManager::QueueConfirmationsLocked(JobRun* job) {
@@ -1429,23 +1429,14 @@ void JobManager::QueueConfirmationsLocked(JobRun* job) {
   if (originals.empty()) return;
   std::vector<std::string> names;
   for (TrialRun* original : originals) {
-    auto confirm = std::make_unique<TrialRun>();
-    confirm->strategy = original->strategy;
+    TrialRun* confirm = NewTrialLocked(job, original->strategy);
     TrialRecord& rec = confirm->record;
-    rec.index = static_cast<int>(job->trials.size());
-    rec.trial_id = absl::StrFormat("%s-t%04d", job->record.job_id, rec.index);
-    rec.job_id = job->record.job_id;
-    rec.attempt = 1;
-    rec.strategy_text = original->record.strategy_text;
-    rec.strategy_json = original->record.strategy_json;
     rec.status = TrialStatus::kPending;
     rec.confirms = original->record.trial_id;
     rec.reason = absl::StrCat("waiting to measure trial ", original->record.index, " again");
     names.push_back(absl::StrCat(original->record.index));
-    job->confirmations.push_back(confirm.get());
-    TrialRun* raw = confirm.get();
-    job->trials.push_back(std::move(confirm));
-    PersistTrialLocked(job, raw);
+    job->confirmations.push_back(confirm);
+    PersistTrialLocked(job, confirm);
   }
   job->record.status_message =
       absl::StrCat(job->search_ended, "; measuring the best ", originals.size(), " again (trials ",

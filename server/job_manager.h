@@ -238,6 +238,9 @@ class JobManager {
   // the median length of the job's trials so far) and the trials still
   // running: the search proposes nothing more.
   bool SearchTimeUpLocked(const JobRun& job) const;
+  // Appends a trial of `strategy` to the job: the next index, its id,
+  // attempt 1, the strategy's text and JSON; the caller sets the rest.
+  TrialRun* NewTrialLocked(JobRun* job, const Strategy& strategy);
   // The job's answer so far (server/answer.h).
   Answer AnswerLocked(const JobRun& job) const;
   // Creates (PENDING) and queues the confirmation trials of the job's best

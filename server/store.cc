@@ -777,22 +777,7 @@ absl::StatusOr<std::vector<TrialRecord>> Store::ListTrialsFrom(const std::string
 }
 
 absl::StatusOr<std::vector<TrialRecord>> Store::ListTrials(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Statement stmt,
-                   Statement::Prepare(db_,
-                                      absl::StrCat("SELECT ", kTrialColumns,
-                                                   " FROM trials WHERE job_id = ?1 "
-                                                   "ORDER BY idx ASC, trial_id ASC"),
-                                      "list trials"));
-  stmt.Bind(job_id);
-  std::vector<TrialRecord> trials;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, stmt.Step());
-    if (!row) break;
-    ASSIGN_OR_RETURN(TrialRecord t, ReadTrial(stmt));
-    trials.push_back(std::move(t));
-  }
-  return trials;
+  return ListTrialsFrom(job_id, 0, std::numeric_limits<int>::max(), /*include_pruned=*/true);
 }
 
 absl::Status Store::FinishJob(const JobRecord& job, const std::optional<StrategyRecord>& best) {

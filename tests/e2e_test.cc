@@ -103,6 +103,14 @@ class Cluster {
     return RunCommand(argv, dir_, out, err, timeout);
   }
 
+  // `tune` of the tiny model with global batch `batch`, then `flags`.
+  std::vector<std::string> TuneArgs(int batch, std::initializer_list<const char*> flags) const {
+    std::vector<std::string> args = {"tune"};
+    for (const std::string& a : ModelArgs(batch)) args.push_back(a);
+    args.insert(args.end(), flags.begin(), flags.end());
+    return args;
+  }
+
   std::vector<std::string> ModelArgs(int batch = 4) const {
     return {"--model",   "gpt2", "--model-config",      config_,
             "--seq-len", "16",   "--global-batch-size", std::to_string(batch)};
@@ -153,12 +161,9 @@ TEST(EndToEnd, TuneRecordsEveryTrialAndBestSurvivesRestart) {
   cluster.StartWorker("w2");
   ASSERT_TRUE(cluster.WaitForWorkers(2));
 
-  std::vector<std::string> args = {"tune"};
-  for (const std::string& a : cluster.ModelArgs()) args.push_back(a);
-  for (const char* a : {"--time-limit", "3m", "--max-trials", "6", "--warmup-steps", "1",
-                        "--measured-steps", "2", "--json"}) {
-    args.push_back(a);
-  }
+  std::vector<std::string> args =
+      cluster.TuneArgs(4, {"--time-limit", "3m", "--max-trials", "6", "--warmup-steps", "1",
+                           "--measured-steps", "2", "--json"});
   std::string out, err;
   ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
   json job = ParseJson(out);
@@ -231,12 +236,8 @@ TEST(EndToEnd, TimeLimitIsKeptToTheSecondAndRunningTrialsAreCancelled) {
   ASSERT_TRUE(cluster.StartServer());
   cluster.StartWorker("w1");
   ASSERT_TRUE(cluster.WaitForWorkers(1));
-  std::vector<std::string> args = {"tune"};
-  for (const std::string& a : cluster.ModelArgs()) args.push_back(a);
-  for (const char* a :
-       {"--time-limit", "15s", "--warmup-steps", "1", "--measured-steps", "2", "--json"}) {
-    args.push_back(a);
-  }
+  std::vector<std::string> args = cluster.TuneArgs(
+      4, {"--time-limit", "15s", "--warmup-steps", "1", "--measured-steps", "2", "--json"});
   std::string out, err;
   const absl::Time start = absl::Now();
   ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
@@ -310,37 +311,33 @@ TEST(EndToEnd, GangTrialsSearchParallelLayoutsAcrossWorkers) {
 
   // 4 ranks per trial: 2 on each worker. Layouts dp4 and dp2 x tp2, each
   // without sharding and with fsdp.
-  std::vector<std::string> args = {"tune"};
-  for (const std::string& a : cluster.ModelArgs(8)) args.push_back(a);
-  for (const char* a : {"--world-size",
-                        "4",
-                        "--tp-sizes",
-                        "1,2",
-                        "--pp-sizes",
-                        "1",
-                        "--shardings",
-                        "none,fsdp",
-                        "--sequence-parallel",
-                        "off",
-                        "--precisions",
-                        "fp32",
-                        "--attentions",
-                        "sdpa",
-                        "--checkpointings",
-                        "none",
-                        "--optimizers",
-                        "fused_adamw",
-                        "--micro-batch-sizes",
-                        "2",
-                        "--time-limit",
-                        "3m",
-                        "--warmup-steps",
-                        "1",
-                        "--measured-steps",
-                        "2",
-                        "--json"}) {
-    args.push_back(a);
-  }
+  std::vector<std::string> args = cluster.TuneArgs(8, {"--world-size",
+                                                       "4",
+                                                       "--tp-sizes",
+                                                       "1,2",
+                                                       "--pp-sizes",
+                                                       "1",
+                                                       "--shardings",
+                                                       "none,fsdp",
+                                                       "--sequence-parallel",
+                                                       "off",
+                                                       "--precisions",
+                                                       "fp32",
+                                                       "--attentions",
+                                                       "sdpa",
+                                                       "--checkpointings",
+                                                       "none",
+                                                       "--optimizers",
+                                                       "fused_adamw",
+                                                       "--micro-batch-sizes",
+                                                       "2",
+                                                       "--time-limit",
+                                                       "3m",
+                                                       "--warmup-steps",
+                                                       "1",
+                                                       "--measured-steps",
+                                                       "2",
+                                                       "--json"});
   std::string out, err;
   ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
   json job = ParseJson(out);
@@ -437,12 +434,9 @@ TEST(EndToEnd, TorchScriptModelIsTunedFromItsFile) {
 TEST(EndToEnd, JobWaitsForAWorkerThenRuns) {
   Cluster cluster;
   ASSERT_TRUE(cluster.StartServer());
-  std::vector<std::string> args = {"tune"};
-  for (const std::string& a : cluster.ModelArgs()) args.push_back(a);
-  for (const char* a : {"--time-limit", "2m", "--max-trials", "2", "--warmup-steps", "1",
-                        "--measured-steps", "1", "--detach", "--json"}) {
-    args.push_back(a);
-  }
+  std::vector<std::string> args =
+      cluster.TuneArgs(4, {"--time-limit", "2m", "--max-trials", "2", "--warmup-steps", "1",
+                           "--measured-steps", "1", "--detach", "--json"});
   std::string out, err;
   ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
   const std::string job_id = ParseJson(out)["job_id"];
@@ -558,37 +552,33 @@ TEST(EndToEnd, WorkersSharingAHostAndItsPortRangeRunGangsWithoutRendezvousFailur
   const bool squatting = ::bind(squatter, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
                          ::listen(squatter, 1) == 0;
   for (const char* world : {"2", "4"}) {
-    std::vector<std::string> args = {"tune"};
-    for (const std::string& a : cluster.ModelArgs(8)) args.push_back(a);
-    for (const char* a : {"--world-size",
-                          world,
-                          "--pp-sizes",
-                          "1",
-                          "--sequence-parallel",
-                          "off",
-                          "--precisions",
-                          "fp32",
-                          "--attentions",
-                          "sdpa",
-                          "--checkpointings",
-                          "none",
-                          "--optimizers",
-                          "fused_adamw",
-                          "--micro-batch-sizes",
-                          "1,2",
-                          "--algorithm",
-                          "exhaustive",
-                          "--max-trials",
-                          "6",
-                          "--time-limit",
-                          "3m",
-                          "--warmup-steps",
-                          "1",
-                          "--measured-steps",
-                          "2",
-                          "--json"}) {
-      args.push_back(a);
-    }
+    std::vector<std::string> args = cluster.TuneArgs(8, {"--world-size",
+                                                         world,
+                                                         "--pp-sizes",
+                                                         "1",
+                                                         "--sequence-parallel",
+                                                         "off",
+                                                         "--precisions",
+                                                         "fp32",
+                                                         "--attentions",
+                                                         "sdpa",
+                                                         "--checkpointings",
+                                                         "none",
+                                                         "--optimizers",
+                                                         "fused_adamw",
+                                                         "--micro-batch-sizes",
+                                                         "1,2",
+                                                         "--algorithm",
+                                                         "exhaustive",
+                                                         "--max-trials",
+                                                         "6",
+                                                         "--time-limit",
+                                                         "3m",
+                                                         "--warmup-steps",
+                                                         "1",
+                                                         "--measured-steps",
+                                                         "2",
+                                                         "--json"});
     std::string out, err;
     ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
     json job = ParseJson(out);

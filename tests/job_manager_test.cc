@@ -131,6 +131,25 @@ class JobManagerTest : public ::testing::Test {
     ASSERT_TRUE(manager_->RegisterWorker(r).ok());
   }
 
+  // Two daemons on one machine ("node7"), w1 and w2, with two cpu slots of
+  // 1 GiB each; the host's cores and memory as they report them (0: not).
+  void AddTwoWorkersOnOneHost(int host_cores = 0, int64_t host_memory = 0) {
+    for (const std::string id : {"w1", "w2"}) {
+      v1::RegisterRequest r;
+      r.set_worker_id(id);
+      r.set_address(std::string("node7:") + (id == "w1" ? "5001" : "5002"));
+      r.set_host_cpu_cores(host_cores);
+      r.set_host_memory_bytes(host_memory);
+      for (int i = 0; i < 2; ++i) {
+        v1::Device* d = r.add_devices();
+        d->set_type("cpu");
+        d->set_index(i);
+        d->set_memory_bytes(int64_t{1} << 30);
+      }
+      ASSERT_TRUE(manager_->RegisterWorker(r).ok());
+    }
+  }
+
   // Trial id -> device positions it holds on `worker`.
   std::vector<std::string> Holders(const std::string& worker) {
     for (const v1::Worker& w : manager_->ListWorkers()) {
@@ -835,20 +854,7 @@ TEST_F(JobManagerTest, ATrialFailingOutsideTheStrategyEveryTimeIsLostAndTheAnswe
 TEST_F(JobManagerTest, WorkersThatOversubscribeTheirHostAreWarnedAboutAndShareItsMemory) {
   // Two workers of cpu:2 on a 2-core host, each slot claiming 1 GiB of a
   // host that has 256 KiB (far too little for even the tiny model's weights).
-  for (const std::string id : {"w1", "w2"}) {
-    v1::RegisterRequest r;
-    r.set_worker_id(id);
-    r.set_address(std::string("node7:") + (id == "w1" ? "5001" : "5002"));
-    r.set_host_cpu_cores(2);
-    r.set_host_memory_bytes(256 << 10);
-    for (int i = 0; i < 2; ++i) {
-      v1::Device* d = r.add_devices();
-      d->set_type("cpu");
-      d->set_index(i);
-      d->set_memory_bytes(int64_t{1} << 30);
-    }
-    ASSERT_TRUE(manager_->RegisterWorker(r).ok());
-  }
+  AddTwoWorkersOnOneHost(2, 256 << 10);
   for (const v1::Worker& w : manager_->ListWorkers()) {
     EXPECT_THAT(w.warnings(), ElementsAre(HasSubstr("4 cpu slots on 2 cores"),
                                           HasSubstr("each slot counts with its share")))
@@ -866,18 +872,7 @@ TEST_F(JobManagerTest, WorkersThatOversubscribeTheirHostAreWarnedAboutAndShareIt
 
 TEST_F(JobManagerTest, WorkersSharingAHostNeverShareARendezvousPort) {
   // Two daemons on one machine, each offering the same range (README's setup).
-  for (const std::string id : {"w1", "w2"}) {
-    v1::RegisterRequest r;
-    r.set_worker_id(id);
-    r.set_address(std::string("node7:") + (id == "w1" ? "5001" : "5002"));
-    for (int i = 0; i < 2; ++i) {
-      v1::Device* d = r.add_devices();
-      d->set_type("cpu");
-      d->set_index(i);
-      d->set_memory_bytes(int64_t{1} << 30);
-    }
-    ASSERT_TRUE(manager_->RegisterWorker(r).ok());
-  }
+  AddTwoWorkersOnOneHost();
   ASSERT_TRUE(manager_->SubmitJob(Gang(2, 4)).ok());
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 4u);  // two trials, one per worker
