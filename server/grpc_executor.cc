@@ -7,7 +7,7 @@
 namespace autoaccel {
 
 v1::WorkerService::Stub* GrpcTrialExecutor::StubFor(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto& stub = stubs_[address];
   if (!stub) {
     stub = v1::WorkerService::NewStub(
@@ -41,7 +41,7 @@ void GrpcTrialExecutor::CancelTrial(const std::string& address,
   };
   auto call = std::make_shared<Call>();
   call->request = request;
-  call->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.cancel_timeout));
   StubFor(address)->async()->CancelTrial(&call->context, &call->request, &call->response,
                                          [call](grpc::Status) {});
 }

@@ -1,63 +1,62 @@
-// The coordinator's state: jobs, their trials and the worker pool.
+// The coordinator's jobs: the scheduler tick and each job's and trial's
+// state machine.
 //
-// One mutex owns everything; RPC handlers call the public methods from any
-// thread, and one scheduler thread (or a test calling Tick()) advances jobs:
-// it checks worker health, ends jobs at their deadline, asks each job's
-// searcher for strategies and gang-assigns every trial's ranks to free
-// devices. Every state change is written to the Store before it is visible.
+// A job is submitted (validated into a JobSpec, server/tune_request.h),
+// waits until the worker pool (server/worker_pool.h) has devices enough for
+// one trial, gets a searcher, and then, every tick, the searcher's
+// proposals run as trials on gangs the pool places, each rank through the
+// TrialExecutor (server/trial_executor.h). A trial attempt that fails for
+// infrastructure reasons runs again; when the search is over the best few
+// strategies are measured again (server/answer.h), and the job ends with an
+// outcome (server/job_outcome.h) that may update the strategy database.
+// Clients see jobs and trials through server/job_view.h.
+//
+// Store: every change to a job or trial is written to the Store when it is
+// made. A write that fails is not retried behind the client's back: the job
+// ends FAILED on the next tick, its message naming the store error; a
+// finished job whose final write failed is kept in memory, answered from
+// there and written again every tick until it is stored. A job that cannot
+// be created in the store is refused with the store's error.
+//
+// Threads: RPC handlers call the public methods from any thread; one
+// scheduler thread (or a test calling Tick()) advances jobs. One mutex
+// guards all job state; calls to the executor are made without it.
 #ifndef AUTOACCEL_SERVER_JOB_MANAGER_H_
 #define AUTOACCEL_SERVER_JOB_MANAGER_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/autoaccel.pb.h"
 #include "search/clock.h"
-#include "search/methods.h"
-#include "search/model.h"
-#include "search/searcher.h"
-#include "server/answer.h"
-#include "server/rank_outcome.h"
-#include "server/rendezvous_ports.h"
+#include "server/job_archive.h"
+#include "server/job_run.h"
 #include "server/store.h"
+#include "server/trial_executor.h"
+#include "server/tune_request.h"
+#include "server/worker_pool.h"
 
 namespace autoaccel {
-
-// How the coordinator reaches a worker's WorkerService. Swappable for tests.
-class TrialExecutor {
- public:
-  using Done = std::function<void(absl::Status, v1::RunTrialResponse)>;
-  virtual ~TrialExecutor() = default;
-  // Starts one rank. `done` runs exactly once, on any thread, possibly
-  // before RunTrial returns: callers must not hold locks that `done` takes.
-  // A non-OK status means the rank's result never came back.
-  virtual void RunTrial(const std::string& address, const v1::RunTrialRequest& request,
-                        absl::Duration rpc_timeout, Done done) = 0;
-  // Best effort; errors are ignored (the worker may be gone).
-  virtual void CancelTrial(const std::string& address, const v1::CancelTrialRequest& request) = 0;
-};
 
 struct JobManagerOptions {
   absl::Duration heartbeat_interval = absl::Seconds(2);
   // A worker silent for this long is declared lost; its running ranks fail.
   absl::Duration worker_timeout = absl::Seconds(10);
-  int default_warmup_steps = 2;
-  int default_measured_steps = 5;
-  // Timed steps continue until they cover this long (TrialSpec).
-  double default_min_measured_seconds = 1.0;
-  absl::Duration default_trial_timeout = absl::Minutes(10);
+  // What a request that leaves warm-up, measured steps, their minimum time
+  // or the trial timeout at 0 gets.
+  TuneDefaults tune_defaults;
+  // A rank may run this long past its job's deadline before its RunTrial
+  // times out (the job is ended at its deadline anyway; the slack lets the
+  // worker's own answer, not the RPC deadline, say how the rank ended).
+  absl::Duration deadline_slack = absl::Seconds(5);
   // Extra time the RPC is allowed beyond the trial's own timeout.
   absl::Duration rpc_grace = absl::Seconds(15);
   absl::Duration tick_interval = absl::Milliseconds(100);
@@ -76,9 +75,10 @@ struct JobManagerOptions {
 
 class JobManager {
  public:
-  // `store` and `executor` must outlive the manager. Jobs left unfinished by
-  // an earlier server process are marked FAILED (their trials could not be
-  // followed across the restart).
+  // `store`, `executor` and `clock` must outlive the manager. Jobs left
+  // unfinished by an earlier server process are marked FAILED (their trials
+  // could not be followed across the restart); a store error doing so is
+  // returned.
   static absl::StatusOr<std::unique_ptr<JobManager>> Create(Store* store, TrialExecutor* executor,
                                                             const Clock* clock,
                                                             JobManagerOptions options);
@@ -96,14 +96,18 @@ class JobManager {
   bool Drain(absl::Duration timeout);
 
   // Validates and stores a job. INVALID_ARGUMENT naming the field for bad
-  // input; nothing is stored then.
+  // input; nothing is stored then. The store's error if it cannot be stored.
   absl::StatusOr<v1::Job> SubmitJob(const v1::TuneRequest& request);
+  // NOT_FOUND for an unknown job; DATA_LOSS for one whose stored records do
+  // not parse (server/job_view.h).
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
   // The job and its trials changed since `since_version` (0: all of them;
   // PRUNED ones only with `include_pruned`), and in `*version` a counter that
   // grows whenever the job or a trial changes (UINT64_MAX once the job has
   // finished; then every trial run is included again, as what changed since
-  // `since_version` is no longer known). NOT_FOUND for an unknown job.
+  // `since_version` is no longer known). When nothing changed since
+  // `since_version` the event is empty (no job, no trials) and costs no
+  // rendering. NOT_FOUND for an unknown job.
   absl::StatusOr<v1::JobEvent> GetJobEvent(const std::string& job_id, uint64_t since_version,
                                            bool include_pruned, uint64_t* version);
   absl::StatusOr<v1::Job> CancelJob(const std::string& job_id);
@@ -117,9 +121,9 @@ class JobManager {
   // page size outside 0..5000 or a token this server did not give;
   // NOT_FOUND for an unknown job.
   absl::StatusOr<v1::ListTrialsResponse> ListTrialsPage(const v1::ListTrialsRequest& request);
-  absl::StatusOr<std::vector<v1::StrategyAnswer>> QueryStrategies(
-      const v1::QueryStrategiesRequest& request);
 
+  // The worker pool's RPCs (server/worker_pool.h); a registration or a
+  // worker coming back wakes the scheduler.
   absl::StatusOr<v1::RegisterResponse> RegisterWorker(const v1::RegisterRequest& request);
   absl::Status Heartbeat(const std::string& worker_id);
   std::vector<v1::Worker> ListWorkers();
@@ -128,71 +132,7 @@ class JobManager {
   void Tick();
 
  private:
-  struct Rank {
-    std::string worker_id;
-    std::string address;
-    int device_index = 0;  // position in the worker's device list
-    int local_rank = 0;    // index among the trial's ranks on this worker
-    bool finished = false;
-    std::optional<TrialMetrics> metrics;  // once the rank SUCCEEDED
-  };
-  // One trial and its current attempt (record.attempt): a trial whose
-  // attempt fails for infrastructure reasons is started again on fresh ranks
-  // with the next attempt number.
-  struct TrialRun {
-    TrialRecord record;
-    Strategy strategy;
-    int measured_steps = 0;   // the proposal's (0: the job's)
-    std::vector<Rank> ranks;  // by rank; a worker's ranks are adjacent
-    int ranks_pending = 0;
-    int master_port = 0;  // rendezvous port on rank 0's host; 0 for one rank
-    // The attempt's first infrastructure failure (reason names the rank):
-    // the other ranks are cancelled, and once all have answered the trial is
-    // retried, unless one of them failed by the strategy meanwhile.
-    std::optional<RankOutcome> infrastructure_failure;
-    uint64_t version = 0;  // the job's version when the trial last changed
-  };
-  struct JobRun {
-    JobRecord record;
-    v1::TuneRequest request;  // without the torchscript file
-    ModelSpec model;
-    std::shared_ptr<const std::string> script;  // torchscript file, when there is one
-    // The candidates and how to search them; the searcher is created once the
-    // pool can run the job's trials (its cost model needs the devices).
-    std::vector<Strategy> space;
-    SearchAlgorithm algorithm = SearchAlgorithm::kAuto;
-    std::optional<PartialStrategy> load;
-    std::unique_ptr<Searcher> searcher;
-    std::vector<std::unique_ptr<TrialRun>> trials;
-    // Trials waiting for a new attempt, oldest first; dispatched before any
-    // new proposal.
-    std::deque<TrialRun*> retries;
-    // Once the search is over: why ("trial budget spent", ...), and the
-    // confirmation trials not yet dispatched, in order.
-    std::string search_ended;
-    std::deque<TrialRun*> confirmations;
-    int running = 0;  // trials whose current attempt was dispatched
-    // The first failed write of the job or a trial to the store: the job ends
-    // FAILED on the next tick (its results could not be kept).
-    absl::Status store_error;
-    uint64_t version = 0;
-  };
-  struct WorkerState {
-    v1::Worker info;
-    std::vector<std::string> held_by;  // trial id per device, "" when free
-    absl::Time last_seen;
-    bool healthy = true;
-  };
-  // A RunTrial sent and not yet answered: what it holds until it answers,
-  // whether or not its trial (or job) still runs.
-  struct RankHold {
-    std::string worker_id;
-    int device_index = 0;
-    int port = 0;      // rank 0 of a multi-rank trial: its rendezvous port
-    std::string host;  // ... on this host
-  };
-  // (trial id, attempt, rank)
-  using RankKey = std::tuple<std::string, int, int>;
+  // A RunTrial to send once the mutex is released.
   struct Dispatch {
     std::string address;
     v1::RunTrialRequest request;
@@ -206,139 +146,88 @@ class JobManager {
     std::string address;
     v1::CancelTrialRequest request;
   };
-
+  // What a tick or an answer decided to send.
+  struct Outbox {
+    std::vector<Dispatch> dispatches;
+    std::vector<Cancel> cancels;
+  };
   JobManager(Store* store, TrialExecutor* executor, const Clock* clock, JobManagerOptions options);
 
   void Run();
-  void TickLocked(std::vector<Dispatch>* dispatches, std::vector<Cancel>* cancels);
-  // Starts one trial of the job (a retry first, else the searcher's next
-  // proposal) on a free gang; false when there is no gang or no proposal.
-  bool DispatchOneLocked(JobRun* job, std::vector<Dispatch>* dispatches);
-  // Holds `ranks` (and `port` on rank 0's host) for the trial's current
-  // attempt, marks it RUNNING and queues one RunTrial per rank.
-  void StartAttemptLocked(JobRun* job, TrialRun* trial, std::vector<Rank> ranks, int port,
-                          std::vector<Dispatch>* dispatches);
+  void SendAll(Outbox outbox);
+  void TickLocked(Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The ranks of running trials on workers just declared lost fail as
+  // infrastructure failures.
+  void FailRanksOfLostWorkersLocked(Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the job, queues its confirmations, or waits for workers; true when
+  // it may dispatch trials this tick.
+  bool AdvanceJobLocked(JobRun* job, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts one trial of the job (a retry first, then a confirmation, else
+  // the searcher's next proposal) on a free gang; false when there is no
+  // gang or nothing to run.
+  bool DispatchOneLocked(JobRun* job, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the trial's current attempt RUNNING on `gang` and queues one
+  // RunTrial per rank.
+  void StartAttemptLocked(JobRun* job, TrialRun* trial, Gang gang, Outbox* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Once every rank of an attempt that failed for infrastructure reasons has
   // answered: queues the trial for its next attempt, or gives it up (FAILED,
   // infrastructure) after options_.max_attempts or past the deadline.
-  void RetryOrGiveUpLocked(JobRun* job, TrialRun* trial, std::vector<Cancel>* cancels);
+  void RetryOrGiveUpLocked(JobRun* job, TrialRun* trial, Outbox* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies one rank's answer to its trial's current attempt (the rank is
-  // already marked finished): a strategy outcome ends the trial at once; an
-  // infrastructure failure cancels the other ranks; the last answer ends the
-  // trial SUCCEEDED or, after an infrastructure failure, retries it.
+  // already marked finished) and acts on the verdict (job_run.h).
   void OnRankOutcomeLocked(JobRun* job, TrialRun* trial, int rank_index, RankOutcome outcome,
-                           const TrialMetrics& metrics, std::vector<Cancel>* cancels);
+                           const TrialMetrics& metrics, Outbox* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One CancelTrial per worker that still runs a rank of the trial's attempt.
-  static void CancelRanksLocked(const TrialRun& trial, std::vector<Cancel>* cancels);
-  // Creates the job's searcher for the devices of the pool (`pool` of them
+  static void CancelRanks(const TrialRun& trial, Outbox* out);
+  // Creates the job's searcher for the pool's devices (`pool` of them
   // healthy) and records what it prunes straight away. INVALID_ARGUMENT when
   // the request cannot be searched after all.
-  absl::Status CreateSearcherLocked(JobRun* job, int pool);
-  // True when the time left is only enough for the confirmation trials (by
-  // the median length of the job's trials so far) and the trials still
-  // running: the search proposes nothing more.
-  bool SearchTimeUpLocked(const JobRun& job) const;
-  // Appends a trial of `strategy` to the job: the next index, its id,
-  // attempt 1, the strategy's text and JSON; the caller sets the rest.
-  TrialRun* NewTrialLocked(JobRun* job, const Strategy& strategy);
-  // The job's answer so far (server/answer.h).
-  Answer AnswerLocked(const JobRun& job) const;
+  absl::Status CreateSearcherLocked(JobRun* job, int pool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SearchTimeUpLocked(const JobRun& job) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Creates (PENDING) and queues the confirmation trials of the job's best
   // few strategies.
-  void QueueConfirmationsLocked(JobRun* job);
+  void QueueConfirmationsLocked(JobRun* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the searcher's newly pruned candidates as PRUNED trials.
-  void RecordPrunedLocked(JobRun* job);
-  // What the coordinator knows of the job's devices: the smallest memory and
-  // the first peak among the healthy workers' devices of `type`.
-  DeviceSpec DeviceSpecLocked(const std::string& type) const;
-  void FinishJobLocked(JobRun* job, JobState state, const std::string& message,
-                       std::vector<Cancel>* cancels);
+  void RecordPrunedLocked(JobRun* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishJobLocked(JobRun* job, JobState state, const std::string& message, Outbox* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status, const std::string& reason,
-                      const TrialMetrics& metrics, std::vector<Cancel>* cancels);
-  // Frees the device (and rank 0's rendezvous port) that rank `rank` of
-  // attempt `attempt` of `trial_id` holds. Idempotent.
-  void ReleaseRankLocked(const std::string& trial_id, int attempt, int rank);
-  // The trial's metrics from its ranks' (every rank SUCCEEDED).
-  static TrialMetrics GangMetrics(const TrialRun& trial);
+                      const TrialMetrics& metrics, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRankDone(const std::string& job_id, const std::string& trial_id, int attempt, int rank,
-                  absl::Status status, v1::RunTrialResponse response);
-  void SendAll(std::vector<Dispatch> dispatches, std::vector<Cancel> cancels);
-  void PersistJobLocked(JobRun* job);
-  void PersistTrialLocked(JobRun* job, TrialRun* trial);
-  // `count` free devices of `type` on healthy workers, packed onto as few
-  // workers as possible, a worker's ranks adjacent and local_rank set; empty
-  // unless all `count` are free (all or nothing). count > 1: rank 0's host
-  // must also have a free rendezvous port, returned in `*port` (else empty).
-  std::vector<Rank> FindFreeDevicesLocked(const std::string& type, int count, int* port);
-  // Lowest port of the worker's rendezvous range that no running trial holds
-  // on the worker's host (workers sharing a host share its ports) and that
-  // is not quarantined; 0 when none is free.
-  int FreePortLocked(const WorkerState& w) const;
-  // Devices of `type` on healthy workers, free or not.
-  int CountDevicesLocked(const std::string& type) const;
-  // What the healthy workers on one host offer together, against what the
-  // host has (as the workers reported it; 0 = unknown).
-  struct HostShare {
-    int cores = 0;
-    int64_t memory_bytes = 0;
-    int cpu_slots = 0;
-    int64_t cpu_memory_bytes = 0;
-  };
-  HostShare HostShareLocked(const std::string& host) const;
-  // A device's memory as the search counts it: a cpu device whose host's
-  // workers claim more memory than the host has gets its share.
-  int64_t EffectiveMemoryLocked(const WorkerState& w, const v1::Device& d) const;
-  // Why the workers on `w`'s host oversubscribe it ("" none).
-  std::vector<std::string> HostWarningsLocked(const WorkerState& w) const;
-  v1::Job JobToProtoLocked(const JobRun& job) const;
-  std::string NewJobIdLocked();
+                  absl::Status status, v1::RunTrialResponse response) ABSL_LOCKS_EXCLUDED(mu_);
+  // Write the job / trial and bump the job's version; a failed write is kept
+  // in job->store_error (the job ends FAILED on the next tick).
+  void PersistJobLocked(JobRun* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PersistTrialLocked(JobRun* job, TrialRun* trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<v1::Job> JobToProtoLocked(const JobRun& job) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  std::string NewJobIdLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Store* const store_;
   TrialExecutor* const executor_;
   const Clock* const clock_;
   const JobManagerOptions options_;
+  // Thread-safe on their own; called with mu_ held or not (lock order: mu_
+  // first).
+  WorkerPool pool_;
+  JobArchive archive_;  // finished jobs
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  std::map<std::string, std::unique_ptr<JobRun>> active_;  // by job id
-  std::vector<std::string> active_order_;                  // FIFO of job ids
-  std::map<std::string, WorkerState> workers_;
-  std::map<RankKey, RankHold> holds_;
-  // Finished jobs whose final write to the store failed: answered from here
-  // (so what clients saw never goes back) and written again every tick.
-  struct UnstoredJob {
-    JobRecord record;
-    std::vector<TrialRecord> trials;
-  };
-  std::map<std::string, UnstoredJob> unstored_;
-  RendezvousPorts ports_;
-  uint64_t job_counter_ = 0;
-  int rpcs_in_flight_ = 0;  // RunTrial calls whose answer has not come back
-  std::thread thread_;
+  mutable absl::Mutex mu_;
+  absl::CondVar wake_;  // the scheduler: a job, a worker or a stop
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, std::unique_ptr<JobRun>> active_ ABSL_GUARDED_BY(mu_);  // by job id
+  std::vector<std::string> active_order_ ABSL_GUARDED_BY(mu_);  // FIFO of job ids
+  uint64_t job_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  // RunTrial calls whose answer has not come back.
+  int rpcs_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // The scheduler thread: started and joined by Start() / Stop(), which
+  // never hold mu_ while joining.
+  absl::Mutex thread_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::thread thread_ ABSL_GUARDED_BY(thread_mu_);
 };
-
-// Rendezvous ports of a worker that registers without a range.
-inline constexpr int kDefaultRendezvousPortMin = 29500;
-inline constexpr int kDefaultRendezvousPortMax = 29999;
-
-// The host part of a worker address: "host:port" -> "host", "[::1]:port" ->
-// "::1"; an address without a port is returned as it is.
-std::string HostOfAddress(const std::string& address);
-
-// Infrastructure failures of a job's trials: failed attempts (retried or
-// given up), trials given up after every retry, and up to five distinct
-// reasons ("attempt N: " left off), in the order met.
-struct InfrastructureSummary {
-  int failures = 0;
-  int trials_lost = 0;
-  std::vector<std::string> reasons;
-};
-InfrastructureSummary SummariseInfrastructure(const std::vector<TrialRecord>& trials);
-
-// Converters shared with tests.
-v1::Trial TrialToProto(const TrialRecord& record);
-v1::Job JobRecordToProto(const JobRecord& record, const std::vector<TrialRecord>& trials);
 
 }  // namespace autoaccel
 

@@ -16,6 +16,15 @@
 #include "server/service.h"
 #include "server/store.h"
 
+namespace {
+
+// On a termination signal: running RPCs get this long to finish, then the
+// workers this long to answer the trials they were told to cancel.
+constexpr absl::Duration kRpcShutdownGrace = absl::Seconds(5);
+constexpr absl::Duration kDrainTimeout = absl::Seconds(10);
+
+}  // namespace
+
 int main(int argc, char** argv) {
   autoaccel::BlockTerminationSignals();
   CLI::App app{"autoaccel-server: coordinates tuning jobs and worker daemons"};
@@ -49,7 +58,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "autoaccel-server: %s\n", manager.status().ToString().c_str());
     return 1;
   }
-  autoaccel::TuningServiceImpl tuning((*manager).get());
+  autoaccel::TuningServiceImpl tuning((*manager).get(), store->get());
   autoaccel::WorkerRegistryImpl registry((*manager).get());
 
   grpc::ServerBuilder builder;
@@ -72,11 +81,11 @@ int main(int argc, char** argv) {
   int sig = autoaccel::WaitForTerminationSignal();
   spdlog::info("signal {}: shutting down", sig);
   (*manager)->Shutdown();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server->Shutdown(absl::ToChronoTime(absl::Now() + kRpcShutdownGrace));
   (*manager)->Stop();
   // Workers were told to stop their trials; wait for their answers so no
   // callback outlives the manager.
-  if (!(*manager)->Drain(absl::Seconds(10))) {
+  if (!(*manager)->Drain(kDrainTimeout)) {
     spdlog::warn("some workers did not answer in time; exiting anyway");
     std::fflush(nullptr);
     std::_Exit(0);

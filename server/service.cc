@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/grpc_status.h"
+#include "server/strategy_queries.h"
 
 namespace autoaccel {
 namespace {
@@ -26,7 +27,7 @@ bool IsTerminalStateName(const std::string& state) {
 
 // Streams a job: its state and every trial so far at once, then the job and
 // the trials that changed whenever the job's version changes (polled every
-// 200 ms with a gRPC alarm, so no thread waits), and a last event when the
+// kPollInterval with a gRPC alarm, so no thread waits), and a last event when the
 // job ends; a long list of trials goes out over several events. Finish() is only ever called when
 // neither a write nor an alarm is pending, so OnDone (which deletes this) comes last.
 class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
@@ -87,8 +88,9 @@ class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
     StartWrite(&event_);
   }
   static constexpr int kTrialsPerEvent = 2000;
+  static constexpr std::chrono::milliseconds kPollInterval{200};
   void Wait() {
-    alarm_.Set(std::chrono::system_clock::now() + std::chrono::milliseconds(200),
+    alarm_.Set(std::chrono::system_clock::now() + kPollInterval,
                [this](bool) { Poll(); });
   }
 
@@ -167,7 +169,7 @@ grpc::ServerUnaryReactor* TuningServiceImpl::QueryStrategies(
     grpc::CallbackServerContext* ctx, const v1::QueryStrategiesRequest* request,
     v1::QueryStrategiesResponse* response) {
   return Unary(ctx, [&]() -> absl::Status {
-    absl::StatusOr<std::vector<v1::StrategyAnswer>> answers = manager_->QueryStrategies(*request);
+    absl::StatusOr<std::vector<v1::StrategyAnswer>> answers = ::autoaccel::QueryStrategies(store_, *request);
     if (!answers.ok()) return answers.status();
     for (v1::StrategyAnswer& a : *answers) *response->add_answers() = std::move(a);
     return absl::OkStatus();

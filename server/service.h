@@ -1,16 +1,18 @@
 // Thin gRPC handlers (callback API): validate nothing themselves, call the
-// JobManager, map its absl::Status.
+// JobManager (or the strategy database's queries), map its absl::Status.
+// `manager` and `store` must outlive the services.
 #ifndef AUTOACCEL_SERVER_SERVICE_H_
 #define AUTOACCEL_SERVER_SERVICE_H_
 
 #include "proto/autoaccel.grpc.pb.h"
 #include "server/job_manager.h"
+#include "server/store.h"
 
 namespace autoaccel {
 
 class TuningServiceImpl final : public v1::TuningService::CallbackService {
  public:
-  explicit TuningServiceImpl(JobManager* manager) : manager_(manager) {}
+  TuningServiceImpl(JobManager* manager, Store* store) : manager_(manager), store_(store) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const v1::SubmitJobRequest* request,
@@ -37,6 +39,7 @@ class TuningServiceImpl final : public v1::TuningService::CallbackService {
 
  private:
   JobManager* const manager_;
+  Store* const store_;
 };
 
 class WorkerRegistryImpl final : public v1::WorkerRegistry::CallbackService {

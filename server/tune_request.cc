@@ -158,9 +158,9 @@ absl::StatusOr<ModelSpec> ModelFromRequest(const v1::ModelSpec& m) {
   return ModelSpecFromJson(m.family(), config);
 }
 
-absl::StatusOr<ValidatedRequest> ValidateTuneRequest(const v1::TuneRequest& in,
-                                                     const TuneDefaults& defaults) {
-  ValidatedRequest out;
+absl::StatusOr<JobSpec> ValidateTuneRequest(const v1::TuneRequest& in,
+                                            const TuneDefaults& defaults) {
+  JobSpec out;
   out.request = in;
   v1::TuneRequest& r = out.request;
   if (r.model().family().empty()) {
@@ -281,6 +281,22 @@ absl::StatusOr<ValidatedRequest> ValidateTuneRequest(const v1::TuneRequest& in,
     }
     out.load = std::move(load);
   }
+  if (!r.model().script().empty()) {
+    out.script = std::make_shared<const std::string>(r.model().script());
+    r.mutable_model()->clear_script();
+  }
+  out.device_type = r.device_type();
+  out.world_size = r.world_size();
+  out.seq_len = r.seq_len();
+  out.global_batch_size = r.global_batch_size();
+  out.time_limit = absl::Seconds(r.time_limit_seconds());
+  out.max_trials = r.max_trials();
+  out.warmup_steps = r.warmup_steps();
+  out.measured_steps = r.measured_steps();
+  out.min_measured_seconds = r.min_measured_seconds();
+  out.trial_timeout = absl::Seconds(r.trial_timeout_seconds());
+  out.store_partial = r.store_partial();
+  out.finetune = r.finetune();
   return out;
 }
 

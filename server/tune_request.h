@@ -1,10 +1,14 @@
-// A tuning request, checked: every field within its bounds, the model read
-// from its config, the search space enumerated and narrowed, defaults filled
-// in. Pure: no store, no workers; any thread.
+// A tuning request, checked and turned into the job it describes: every field
+// within its bounds, the model read from its config, the search space
+// enumerated and narrowed, defaults filled in. After validation the
+// coordinator works from the typed JobSpec, never from the request's fields.
+// Pure: no store, no workers; any thread.
 #ifndef AUTOACCEL_SERVER_TUNE_REQUEST_H_
 #define AUTOACCEL_SERVER_TUNE_REQUEST_H_
 
+#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -25,12 +29,30 @@ struct TuneDefaults {
   double min_measured_seconds = 1.0;
 };
 
-struct ValidatedRequest {
-  v1::TuneRequest request;  // with defaults filled in
+// A validated tuning job.
+struct JobSpec {
+  // The request with defaults filled in and without the torchscript file:
+  // what the store keeps and clients are shown.
+  v1::TuneRequest request;
   ModelSpec model;
+  // The torchscript file (sent to the workers with each trial, kept out of
+  // the database and of every answer); null for the other families.
+  std::shared_ptr<const std::string> script;
+  std::string device_type;  // "cpu" or "cuda"
+  int world_size = 1;       // ranks of every trial
+  int seq_len = 0;
+  int global_batch_size = 0;
+  absl::Duration time_limit;
+  int max_trials = 0;  // trials the search may run; 0: no limit
+  int warmup_steps = 0;
+  int measured_steps = 0;
+  double min_measured_seconds = 0;
+  absl::Duration trial_timeout;
+  bool store_partial = false;  // store an answer that rests on partial evidence
   std::vector<Strategy> space;  // compatible, and allowed by include / exclude
   SearchAlgorithm algorithm = SearchAlgorithm::kAuto;
   std::optional<PartialStrategy> load;  // load_strategy
+  bool finetune = false;                // search the loaded strategy's neighbourhood
 };
 
 // INVALID_ARGUMENT naming the field for anything wrong, checked before any
@@ -39,8 +61,8 @@ struct ValidatedRequest {
 // 10,000 each, world size at most 65,536, ...), every string at most 16 KiB
 // and every list at most 256 entries (the config at most 256 KiB, nested at
 // most 64 deep), and a space of at most 250,000 combinations.
-absl::StatusOr<ValidatedRequest> ValidateTuneRequest(const v1::TuneRequest& request,
-                                                     const TuneDefaults& defaults);
+absl::StatusOr<JobSpec> ValidateTuneRequest(const v1::TuneRequest& request,
+                                            const TuneDefaults& defaults);
 
 // The model a request describes: its config.json with the overrides applied
 // (torchscript: the file's digest and input spec). INVALID_ARGUMENT naming

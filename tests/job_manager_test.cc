@@ -18,6 +18,7 @@
 #include "search/cost_model.h"
 #include "search/model.h"
 #include "server/signature.h"
+#include "server/strategy_queries.h"
 #include "tests/subprocess.h"
 
 namespace autoaccel {
@@ -844,7 +845,7 @@ TEST_F(JobManagerTest, ATrialFailingOutsideTheStrategyEveryTimeIsLostAndTheAnswe
     q.set_seq_len(r.seq_len());
     q.set_global_batch_size(r.global_batch_size());
     q.set_world_size(2);
-    auto answers = manager_->QueryStrategies(q);
+    auto answers = QueryStrategies(store_.get(), q);
     ASSERT_TRUE(answers.ok()) << answers.status();
     EXPECT_EQ(answers->size(), store_partial ? 1u : 0u)
         << "a partial answer is stored only when asked (store_partial " << store_partial << ")";
@@ -1347,7 +1348,7 @@ TEST_F(JobManagerTest, TheBestFewAreMeasuredAgainAndTheAnswerComesFromTheRepeats
   *q.mutable_model() = Request().model();
   q.set_seq_len(16);
   q.set_global_batch_size(4);
-  auto answers = manager_->QueryStrategies(q);
+  auto answers = QueryStrategies(store_.get(), q);
   ASSERT_EQ(answers->size(), 1u);
   EXPECT_EQ(answers->at(0).metrics().tokens_per_second(), 65000);
 }

@@ -32,14 +32,14 @@ v1::TuneRequest Request() {
 
 // The error a request gets, or "" when it is accepted.
 std::string Refusal(const v1::TuneRequest& r) {
-  absl::StatusOr<ValidatedRequest> v = ValidateTuneRequest(r, TuneDefaults());
+  absl::StatusOr<JobSpec> v = ValidateTuneRequest(r, TuneDefaults());
   if (v.ok()) return "";
   EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << v.status();
   return std::string(v.status().message());
 }
 
 TEST(TuneRequestTest, AGoodRequestGetsItsDefaults) {
-  absl::StatusOr<ValidatedRequest> v = ValidateTuneRequest(Request(), TuneDefaults());
+  absl::StatusOr<JobSpec> v = ValidateTuneRequest(Request(), TuneDefaults());
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->request.world_size(), 1);
   EXPECT_EQ(v->request.measured_steps(), 5);
@@ -123,7 +123,7 @@ TEST(TuneRequestTest, AnOverrideOfAKeyTheConfigLacksIsRefusedUnlessMarkedNew) {
                                 HasSubstr("nearest: 'rope_parameters.rope_theta'")));
   r.mutable_model()->clear_overrides();
   r.mutable_model()->add_overrides("rope_parameters.rope_theta=500000");
-  absl::StatusOr<ValidatedRequest> v = ValidateTuneRequest(r, TuneDefaults());
+  absl::StatusOr<JobSpec> v = ValidateTuneRequest(r, TuneDefaults());
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->model.rope_theta, 500000);
   // A key it does not have, added on purpose.

@@ -1,0 +1,95 @@
+#include "server/job_archive.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/status_macros.h"
+
+namespace autoaccel {
+
+absl::Status JobArchive::CloseUnfinished(absl::Time now) {
+  // A job cannot be followed across a restart: its trials' RPCs died with the
+  // old process. Close it honestly rather than leave it RUNNING forever.
+  ASSIGN_OR_RETURN(std::vector<JobRecord> unfinished, store_->ListUnfinishedJobs());
+  for (JobRecord& job : unfinished) {
+    ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, store_->ListTrials(job.job_id));
+    std::vector<TrialRecord> changed;
+    for (TrialRecord& t : trials) {
+      if (IsTerminal(t.status)) continue;
+      t.status = TrialStatus::kFailed;
+      t.reason = "server restarted while the trial was running";
+      t.finished_at = now;
+      changed.push_back(t);
+    }
+    RETURN_IF_ERROR(store_->UpsertTrials(changed));
+    job.state = JobState::kFailed;
+    job.status_message = "server restarted while the job was running";
+    job.finished_at = now;
+    RETURN_IF_ERROR(store_->FinishJob(job, std::nullopt));
+    spdlog::warn("job {} was left unfinished by an earlier server; marked FAILED", job.job_id);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobArchive::Finish(const JobRecord& record, std::vector<TrialRecord> trials,
+                                bool rewrite_trials, const std::optional<StrategyRecord>& answer) {
+  absl::Status stored = rewrite_trials ? store_->UpsertTrials(trials) : absl::OkStatus();
+  if (stored.ok()) stored = store_->FinishJob(record, answer);
+  if (stored.ok()) return stored;
+  spdlog::error("job {}: storing the result failed ({}); keeping it in memory and retrying",
+                record.job_id, stored.ToString());
+  absl::MutexLock lock(&mu_);
+  unstored_[record.job_id] = Unstored{record, std::move(trials)};
+  return stored;
+}
+
+void JobArchive::Retry() {
+  absl::MutexLock lock(&mu_);
+  for (auto it = unstored_.begin(); it != unstored_.end();) {
+    absl::Status s = store_->UpsertTrials(it->second.trials);
+    if (s.ok()) s = store_->FinishJob(it->second.record, std::nullopt);
+    if (!s.ok()) {
+      ++it;
+      continue;
+    }
+    spdlog::info("job {}: stored at last", it->first);
+    it = unstored_.erase(it);
+  }
+}
+
+absl::Status JobArchive::Read(const std::string& job_id, JobRecord* record,
+                              std::vector<TrialRecord>* trials) const {
+  {
+    absl::MutexLock lock(&mu_);
+    auto unstored = unstored_.find(job_id);
+    if (unstored != unstored_.end()) {
+      *record = unstored->second.record;
+      *trials = unstored->second.trials;
+      return absl::OkStatus();
+    }
+  }
+  ASSIGN_OR_RETURN(*record, store_->GetJob(job_id));
+  ASSIGN_OR_RETURN(*trials, store_->ListTrials(job_id));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<TrialRecord>> JobArchive::ReadTrials(const std::string& job_id,
+                                                                int start, int count,
+                                                                bool include_pruned) const {
+  {
+    absl::MutexLock lock(&mu_);
+    auto unstored = unstored_.find(job_id);
+    if (unstored != unstored_.end()) {
+      std::vector<TrialRecord> out;
+      for (const TrialRecord& t : unstored->second.trials) {
+        if (t.index < start || (!include_pruned && t.status == TrialStatus::kPruned)) continue;
+        if (static_cast<int>(out.size()) == count) break;
+        out.push_back(t);
+      }
+      return out;
+    }
+  }
+  RETURN_IF_ERROR(store_->GetJob(job_id).status());  // NOT_FOUND
+  return store_->ListTrialsFrom(job_id, start, count, include_pruned);
+}
+
+}  // namespace autoaccel

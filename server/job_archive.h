@@ -1,0 +1,68 @@
+// Finished jobs: their final write to the store, and reads of them.
+//
+// A job ends once; its record and trials are written together with the
+// strategy-database answer it offers. If that write fails the job is kept
+// here in memory, answered from here (clients never see it go back to
+// RUNNING) and written again by Retry() until the store takes it. Jobs that
+// an earlier server process left unfinished are closed FAILED at start.
+//
+// Thread-safe; never calls out but to the store.
+#ifndef AUTOACCEL_SERVER_JOB_ARCHIVE_H_
+#define AUTOACCEL_SERVER_JOB_ARCHIVE_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/store.h"
+
+namespace autoaccel {
+
+class JobArchive {
+ public:
+  // `store` must outlive the archive.
+  explicit JobArchive(Store* store) : store_(store) {}
+
+  // Marks every job the store holds as unfinished FAILED ("server restarted
+  // while the job was running"), with its unfinished trials, at `now`. The
+  // store's error, if any.
+  absl::Status CloseUnfinished(absl::Time now);
+
+  // Writes the finished job (REQUIRES: IsTerminal(record.state)) with its
+  // trials when `rewrite_trials` (their earlier writes failed) and the
+  // answer it offers the strategy database. On a store error the job is kept
+  // in memory and the error returned (the job is not lost).
+  absl::Status Finish(const JobRecord& record, std::vector<TrialRecord> trials,
+                      bool rewrite_trials, const std::optional<StrategyRecord>& answer);
+  // Writes again every job whose final write failed; keeps those that fail
+  // again.
+  void Retry();
+
+  // The finished job and all its trials (in proposal order). NOT_FOUND for
+  // a job the store does not know.
+  absl::Status Read(const std::string& job_id, JobRecord* record,
+                    std::vector<TrialRecord>* trials) const;
+  // Up to `count` trials of the finished job from proposal index `start`
+  // on, pruned ones only with `include_pruned`. NOT_FOUND as Read().
+  absl::StatusOr<std::vector<TrialRecord>> ReadTrials(const std::string& job_id, int start,
+                                                      int count, bool include_pruned) const;
+
+ private:
+  struct Unstored {
+    JobRecord record;
+    std::vector<TrialRecord> trials;
+  };
+
+  Store* const store_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, Unstored> unstored_ ABSL_GUARDED_BY(mu_);  // by job id
+};
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_SERVER_JOB_ARCHIVE_H_

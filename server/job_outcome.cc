@@ -1,0 +1,96 @@
+#include "server/job_outcome.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "server/answer.h"
+#include "server/job_view.h"
+#include "server/signature.h"
+
+namespace autoaccel {
+namespace {
+
+// "; no trial succeeded (3 FAILED, 1 OOM)" and the like.
+std::string WhyNoAnswer(const std::vector<TrialRecord>& trials) {
+  std::map<std::string, int> counts;
+  int noisy = 0;
+  for (const TrialRecord& t : trials) {
+    counts[std::string(TrialStatusName(t.status))]++;
+    noisy += t.status == TrialStatus::kSucceeded && t.metrics.IsNoisy();
+  }
+  std::vector<std::string> parts;
+  for (const auto& [name, n] : counts) parts.push_back(absl::StrCat(n, " ", name));
+  return absl::StrCat(noisy > 0 && noisy == counts["SUCCEEDED"]
+                          ? "; every measurement was noisy and none could be repeated in time"
+                          : "; no trial succeeded",
+                      parts.empty() ? std::string(" (no trial ran)")
+                                    : absl::StrCat(" (", absl::StrJoin(parts, ", "), ")"));
+}
+
+}  // namespace
+
+JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
+                            const std::vector<TrialRecord>& trials, JobState state,
+                            const std::string& message, absl::Time finished_at) {
+  JobOutcome out;
+  const Answer answer = ChooseAnswer(trials, 0);
+  out.best_trial_id = answer.trial_id;
+  const TrialRecord* best = nullptr;
+  for (const TrialRecord& t : trials) {
+    if (t.trial_id == out.best_trial_id) best = &t;
+  }
+  if (state == JobState::kSucceeded && best == nullptr) {
+    state = JobState::kFailed;
+    out.status_message = absl::StrCat(message, WhyNoAnswer(trials));
+  } else if (best != nullptr) {
+    int run = 0, pruned = 0;
+    for (const TrialRecord& t : trials) ++(t.status == TrialStatus::kPruned ? pruned : run);
+    out.status_message = absl::StrFormat(
+        "%s; best %s at %.0f tokens/s %s after %d trial(s)%s", message, best->strategy_text,
+        best->metrics.tokens_per_second,
+        answer.confirmed
+            ? absl::StrFormat("(measured %d times, spread %.0f%%; first %.0f tokens/s)",
+                              answer.measurements, 100 * answer.spread,
+                              answer.first_tokens_per_second)
+            : std::string("(measured once: no time was left to measure it again)"),
+        run, pruned > 0 ? absl::StrFormat(" (%d candidate(s) pruned)", pruned) : "");
+  } else {
+    out.status_message = message;
+  }
+  const InfrastructureSummary infra = SummariseInfrastructure(trials);
+  const bool partial = infra.trials_lost > 0;
+  if (partial) {
+    absl::StrAppend(&out.status_message, "; partial evidence: ", infra.trials_lost,
+                    " trial(s) lost to infrastructure failures after every retry (",
+                    infra.reasons.front(), ")");
+    if (best != nullptr && !spec.store_partial) {
+      absl::StrAppend(&out.status_message,
+                      "; not stored as the signature's answer (store_partial stores it)");
+    }
+  } else if (infra.failures > 0) {
+    absl::StrAppend(&out.status_message, "; ", infra.failures,
+                    " attempt(s) retried after infrastructure failures");
+  }
+  out.state = state;
+  if (state == JobState::kSucceeded && best != nullptr && (!partial || spec.store_partial)) {
+    StrategyRecord s;
+    s.signature = record.signature;
+    s.model_family = spec.model.family;
+    s.model_config_json = spec.model.ToConfigJson().dump();
+    s.seq_len = spec.seq_len;
+    s.global_batch_size = spec.global_batch_size;
+    s.hardware = HardwareName(spec.device_type, spec.world_size);
+    s.strategy_text = best->strategy_text;
+    s.strategy_json = best->strategy_json;
+    s.metrics = best->metrics;
+    s.job_id = record.job_id;
+    s.updated_at = finished_at;
+    s.confirmed = answer.confirmed;
+    out.answer = std::move(s);
+  }
+  return out;
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,209 @@
+#include "server/job_run.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace autoaccel {
+
+TrialRun* NewTrial(JobRun* job, const Strategy& strategy) {
+  auto trial = std::make_unique<TrialRun>();
+  trial->strategy = strategy;
+  TrialRecord& rec = trial->record;
+  rec.index = static_cast<int>(job->trials.size());
+  rec.trial_id = absl::StrFormat("%s-t%04d", job->record.job_id, rec.index);
+  rec.job_id = job->record.job_id;
+  rec.attempt = 1;
+  rec.strategy_text = StrategyToText(strategy);
+  rec.strategy_json = StrategyToJson(strategy).dump();
+  job->trials.push_back(std::move(trial));
+  return job->trials.back().get();
+}
+
+std::vector<TrialRecord> AddPrunedTrials(JobRun* job, std::vector<PrunedStrategy> pruned,
+                                         absl::Time now) {
+  std::vector<TrialRecord> records;
+  if (pruned.empty()) return records;
+  records.reserve(pruned.size());
+  for (PrunedStrategy& p : pruned) {
+    TrialRun* trial = NewTrial(job, p.strategy);
+    TrialRecord& rec = trial->record;
+    rec.attempt = 0;  // never run
+    rec.status = TrialStatus::kPruned;
+    rec.reason = std::move(p.reason);
+    rec.started_at = rec.finished_at = now;
+    records.push_back(rec);
+    trial->version = job->version + 1;
+  }
+  ++job->version;
+  return records;
+}
+
+std::vector<TrialRun*> AddConfirmations(JobRun* job, int count) {
+  std::vector<TrialRun*> added;
+  if (count <= 0) return added;
+  const std::vector<TrialRecord> records = TrialRecords(*job);
+  std::vector<TrialRun*> originals;
+  for (const TrialRecord* t : TrialsToConfirm(records, count, 0)) {
+    originals.push_back(job->trials[t->index].get());
+  }
+  for (TrialRun* original : originals) {
+    TrialRun* confirm = NewTrial(job, original->strategy);
+    TrialRecord& rec = confirm->record;
+    rec.status = TrialStatus::kPending;
+    rec.confirms = original->record.trial_id;
+    rec.reason = absl::StrCat("waiting to measure trial ", original->record.index, " again");
+    job->confirmations.push_back(confirm);
+    added.push_back(confirm);
+  }
+  return added;
+}
+
+TrialRun* FindTrial(const JobRun& job, const std::string& trial_id) {
+  for (const auto& t : job.trials) {
+    if (t->record.trial_id == trial_id) return t.get();
+  }
+  return nullptr;
+}
+
+std::vector<TrialRecord> TrialRecords(const JobRun& job) {
+  std::vector<TrialRecord> records;
+  records.reserve(job.trials.size());
+  for (const auto& t : job.trials) records.push_back(t->record);
+  return records;
+}
+
+Answer AnswerSoFar(const JobRun& job) {
+  // Only measurements can answer: the (possibly tens of thousands of) pruned
+  // candidates are not copied on every finished trial.
+  std::vector<TrialRecord> measured;
+  for (const auto& t : job.trials) {
+    if (t->record.status == TrialStatus::kSucceeded) measured.push_back(t->record);
+  }
+  return ChooseAnswer(measured, 0);
+}
+
+std::string WhySearchEnded(const JobRun& job) {
+  int run = 0;
+  for (const auto& t : job.trials) run += t->record.status != TrialStatus::kPruned;
+  if (job.spec.max_trials > 0 && run >= job.spec.max_trials) return "trial budget spent";
+  if (job.record.trials_total == static_cast<int>(job.trials.size())) {
+    return "every candidate measured or pruned";
+  }
+  if (job.searcher && job.searcher->Finished()) return "search finished";
+  return "search stopped to leave time for the repeats";
+}
+
+bool SearchTimeUp(const JobRun& job, absl::Time now, int gangs, int confirm_top) {
+  if (confirm_top <= 0) return false;
+  // How long the search's trials took so far (start to answer), by median.
+  std::vector<double> seconds;
+  int succeeded = 0;
+  for (const auto& t : job.trials) {
+    const TrialRecord& r = t->record;
+    if (r.status != TrialStatus::kSucceeded || !r.confirms.empty()) continue;
+    ++succeeded;
+    seconds.push_back(absl::ToDoubleSeconds(r.finished_at - r.started_at));
+  }
+  if (seconds.empty()) return false;  // nothing to confirm yet
+  std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+  const int repeats = std::min(confirm_top, succeeded);
+  // The repeats, a quarter more for safety, and one trial's length for the
+  // search trials still running.
+  const double reserve =
+      seconds[seconds.size() / 2] * (1.25 * std::ceil(double(repeats) / std::max(1, gangs)) + 1);
+  return now + absl::Seconds(reserve) >= job.record.deadline;
+}
+
+AttemptVerdict ApplyRankAnswer(TrialRun* trial, int rank_index, RankOutcome outcome,
+                               const TrialMetrics& metrics, double flops_per_token) {
+  Rank& rank = trial->ranks[rank_index];
+  const std::string& worker = rank.placed.worker_id;
+  // "rank 1 on worker w2: " for a rank of a multi-rank trial; a single
+  // rank's reason names the worker only where the worker said nothing.
+  const bool timed_out_rpc = outcome.status == TrialStatus::kTimeout && outcome.reason.empty();
+  if (trial->ranks.size() > 1) {
+    outcome.reason = absl::StrCat("rank ", rank_index, " on worker ", worker, ": ",
+                                  timed_out_rpc ? "no answer before the deadline" : outcome.reason);
+  } else if (timed_out_rpc) {
+    outcome.reason = absl::StrCat("no answer from worker ", worker, " before the deadline");
+  } else if (outcome.infrastructure && !absl::StartsWith(outcome.reason, "worker ")) {
+    outcome.reason = absl::StrCat("worker ", worker, ": ", outcome.reason);
+  }
+  AttemptVerdict verdict;
+  switch (outcome.status) {
+    case TrialStatus::kSucceeded:
+      rank.metrics = metrics;
+      break;
+    case TrialStatus::kCancelled:
+      // Cancelled by us after a sibling's infrastructure failure; or by its
+      // worker (shutting down), which is one too.
+      if (!trial->infrastructure_failure) {
+        outcome.status = TrialStatus::kFailed;
+        outcome.infrastructure = true;
+        trial->infrastructure_failure = outcome;
+        verdict.cancel_others = true;
+      }
+      break;
+    case TrialStatus::kFailed:
+      if (outcome.infrastructure) {
+        if (!trial->infrastructure_failure) {
+          trial->infrastructure_failure = outcome;
+          verdict.cancel_others = true;
+        }
+        break;
+      }
+      [[fallthrough]];
+    default:
+      // The strategy's own outcome (OOM, its error, a timeout) ends the
+      // trial at once, whatever its siblings say later.
+      verdict.kind = AttemptVerdict::kEnd;
+      verdict.status = outcome.status;
+      verdict.reason = outcome.reason;
+      verdict.metrics = metrics;
+      return verdict;
+  }
+  if (trial->ranks_pending > 0) return verdict;
+  if (trial->infrastructure_failure) {
+    verdict.kind = AttemptVerdict::kRetry;
+    return verdict;
+  }
+  verdict.kind = AttemptVerdict::kEnd;
+  const TrialMetrics gang = GangMetrics(*trial);
+  const std::string impossible =
+      ImpossibleMeasurement(gang, flops_per_token, static_cast<int>(trial->ranks.size()));
+  if (!impossible.empty()) {
+    verdict.status = TrialStatus::kFailed;
+    verdict.reason = impossible;
+  } else {
+    verdict.status = TrialStatus::kSucceeded;
+    verdict.reason = MfuAbovePeak(gang);
+    verdict.metrics = gang;
+  }
+  return verdict;
+}
+
+TrialMetrics GangMetrics(const TrialRun& trial) {
+  // Rank 0 measures the gang's throughput and step times (the slowest rank's,
+  // which every rank reports); memory and communication time are the worst
+  // rank's.
+  TrialMetrics out =
+      trial.ranks.empty() || !trial.ranks[0].metrics ? TrialMetrics() : *trial.ranks[0].metrics;
+  out.rank_peak_memory_bytes.assign(trial.ranks.size(), 0);
+  out.peak_memory_bytes = 0;
+  for (size_t i = 0; i < trial.ranks.size(); ++i) {
+    if (!trial.ranks[i].metrics) continue;
+    const TrialMetrics& m = *trial.ranks[i].metrics;
+    out.rank_peak_memory_bytes[i] = m.peak_memory_bytes;
+    out.peak_memory_bytes = std::max(out.peak_memory_bytes, m.peak_memory_bytes);
+    out.peak_rss_bytes = std::max(out.peak_rss_bytes, m.peak_rss_bytes);
+    out.comm_time_s = std::max(out.comm_time_s, m.comm_time_s);
+    out.state_memory_bytes = std::max(out.state_memory_bytes, m.state_memory_bytes);
+  }
+  return out;
+}
+
+}  // namespace autoaccel

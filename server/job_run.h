@@ -1,0 +1,134 @@
+// The in-memory state of one running job: its spec, record, searcher and
+// trials, each trial with the ranks of its current attempt; and the rules
+// that only read or update that state (how a trial attempt's rank answers
+// merge into the trial's outcome, when the search must stop to leave time
+// for the confirmations, the answer so far).
+//
+// Plain data and pure functions: JobManager owns every JobRun and touches it
+// only with its mutex held; nothing here locks, stores or sends.
+#ifndef AUTOACCEL_SERVER_JOB_RUN_H_
+#define AUTOACCEL_SERVER_JOB_RUN_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "search/searcher.h"
+#include "server/answer.h"
+#include "server/rank_outcome.h"
+#include "server/store.h"
+#include "server/tune_request.h"
+#include "server/worker_pool.h"
+
+namespace autoaccel {
+
+// One rank of a trial's current attempt.
+struct Rank {
+  PlacedRank placed;
+  bool finished = false;
+  std::optional<TrialMetrics> metrics;  // once the rank SUCCEEDED
+};
+
+// One trial and its current attempt (record.attempt): a trial whose attempt
+// fails for infrastructure reasons is started again on fresh ranks with the
+// next attempt number.
+struct TrialRun {
+  TrialRecord record;
+  Strategy strategy;
+  int measured_steps = 0;   // the proposal's (0: the job's)
+  std::vector<Rank> ranks;  // by rank; a worker's ranks are adjacent
+  int ranks_pending = 0;
+  std::string master_host;  // rank 0's host, where the rendezvous port is held
+  int master_port = 0;      // 0 for one rank
+  // The attempt's first infrastructure failure (reason names the rank):
+  // the other ranks are cancelled, and once all have answered the trial is
+  // retried, unless one of them failed by the strategy meanwhile.
+  std::optional<RankOutcome> infrastructure_failure;
+  uint64_t version = 0;  // the job's version when the trial last changed
+};
+
+struct JobRun {
+  JobSpec spec;  // space and load are moved to the searcher once it exists
+  JobRecord record;
+  // Created once the pool can run the job's trials (its cost model needs the
+  // devices).
+  std::unique_ptr<Searcher> searcher;
+  std::vector<std::unique_ptr<TrialRun>> trials;  // in proposal order
+  // Trials waiting for a new attempt, oldest first; dispatched before any
+  // new proposal.
+  std::deque<TrialRun*> retries;
+  // Once the search is over: why ("trial budget spent", ...), and the
+  // confirmation trials not yet dispatched, in order.
+  std::string search_ended;
+  std::deque<TrialRun*> confirmations;
+  int running = 0;  // trials whose current attempt was dispatched
+  // The first failed write of the job or a trial to the store: the job ends
+  // FAILED on the next tick (its results could not be kept).
+  absl::Status store_error;
+  uint64_t version = 0;  // grows whenever the job or one of its trials changes
+};
+
+// Appends a trial of `strategy` to the job: the next index, its id
+// ("<job id>-t0007"), attempt 1, the strategy's text and JSON; the caller
+// sets the rest.
+TrialRun* NewTrial(JobRun* job, const Strategy& strategy);
+// Appends the searcher's pruned candidates as PRUNED trials (attempt 0,
+// never run) at `now`, all at the job's next version, and returns their
+// records.
+std::vector<TrialRecord> AddPrunedTrials(JobRun* job, std::vector<PrunedStrategy> pruned,
+                                         absl::Time now);
+// Appends (PENDING) and queues the confirmation trials of the job's best
+// `count` strategies (server/answer.h TrialsToConfirm) and returns them.
+std::vector<TrialRun*> AddConfirmations(JobRun* job, int count);
+// The trial with this id, or null.
+TrialRun* FindTrial(const JobRun& job, const std::string& trial_id);
+// Every trial's record, in proposal order.
+std::vector<TrialRecord> TrialRecords(const JobRun& job);
+// The job's answer so far, from its SUCCEEDED trials (server/answer.h).
+Answer AnswerSoFar(const JobRun& job);
+// Why the search is over, once it is: "trial budget spent", "every
+// candidate measured or pruned", "search finished" or "search stopped to
+// leave time for the repeats".
+std::string WhySearchEnded(const JobRun& job);
+// True when the time left before the deadline (at `now`) is only enough for
+// `confirm_top` confirmation trials on `gangs` gangs at once (by the median
+// length of the job's trials so far) and the trials still running.
+bool SearchTimeUp(const JobRun& job, absl::Time now, int gangs, int confirm_top);
+
+// What a trial attempt's ranks say so far, once another rank answered.
+struct AttemptVerdict {
+  enum Kind {
+    kWait,      // ranks still to answer
+    kEnd,       // the trial ends with `status`, `reason`, `metrics`
+    kRetry,     // every rank answered after an infrastructure failure
+  };
+  Kind kind = kWait;
+  TrialStatus status = TrialStatus::kFailed;
+  std::string reason;
+  TrialMetrics metrics;
+  // An infrastructure failure was met first just now: the ranks still
+  // running are to be cancelled.
+  bool cancel_others = false;
+};
+// Applies rank `rank_index`'s answer (`outcome`, and `metrics` when it
+// SUCCEEDED) to the trial's current attempt; the rank is already marked
+// finished and counted off `ranks_pending`. A strategy outcome ends the
+// trial at once; an infrastructure failure (or a cancelled rank) waits for
+// the other ranks and then retries; the last answer of a gang that all
+// SUCCEEDED ends it with the gang's metrics (FAILED if they cannot be true
+// for a model of `flops_per_token`). Reasons of a multi-rank trial name the
+// rank ("rank 1 on worker w2: ...").
+AttemptVerdict ApplyRankAnswer(TrialRun* trial, int rank_index, RankOutcome outcome,
+                               const TrialMetrics& metrics, double flops_per_token);
+// The trial's metrics from its ranks' (every rank SUCCEEDED): rank 0's
+// throughput and step times, the worst rank's memory and communication time.
+TrialMetrics GangMetrics(const TrialRun& trial);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_SERVER_JOB_RUN_H_

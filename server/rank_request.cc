@@ -1,0 +1,38 @@
+#include "server/rank_request.h"
+
+#include "engine/trial_io.h"
+
+namespace autoaccel {
+
+v1::RunTrialRequest RankRequest(const JobSpec& spec, const TrialRun& trial, int rank,
+                                absl::Duration timeout) {
+  const TrialRecord& rec = trial.record;
+  const PlacedRank& placed = trial.ranks[rank].placed;
+  TrialSpec trial_spec;
+  trial_spec.trial_id = rec.trial_id;
+  trial_spec.attempt = rec.attempt;
+  trial_spec.world_size = static_cast<int>(trial.ranks.size());
+  trial_spec.rank = rank;
+  trial_spec.local_rank = placed.local_rank;
+  if (trial.master_port > 0) {
+    trial_spec.master_addr = trial.master_host;
+    trial_spec.master_port = trial.master_port;
+  }
+  trial_spec.model = spec.model;
+  trial_spec.seq_len = spec.seq_len;
+  trial_spec.global_batch_size = spec.global_batch_size;
+  trial_spec.strategy = trial.strategy;
+  trial_spec.warmup_steps = spec.warmup_steps;
+  trial_spec.measured_steps = trial.measured_steps > 0 ? trial.measured_steps : spec.measured_steps;
+  trial_spec.min_measured_seconds = spec.min_measured_seconds;
+  v1::RunTrialRequest request;
+  request.set_trial_id(rec.trial_id);
+  request.set_attempt(rec.attempt);
+  request.set_device_index(placed.device_index);
+  request.set_spec_json(TrialSpecToJson(trial_spec).dump());
+  request.set_timeout_seconds(absl::ToDoubleSeconds(timeout));
+  if (spec.script) request.set_model_file(*spec.script);
+  return request;
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,24 @@
+// What a worker is sent to run one rank of a trial attempt: the RunTrial
+// request with the trial spec (engine/trial_io.h's JSON) the coordinator
+// fills — trial and attempt, the gang's size, rank and rendezvous, the model,
+// batch, strategy and step counts — and the user's model file.
+//
+// Pure: no I/O; any thread.
+#ifndef AUTOACCEL_SERVER_RANK_REQUEST_H_
+#define AUTOACCEL_SERVER_RANK_REQUEST_H_
+
+#include "absl/time/time.h"
+#include "proto/autoaccel.pb.h"
+#include "server/job_run.h"
+#include "server/tune_request.h"
+
+namespace autoaccel {
+
+// The request for rank `rank` of `trial`'s current attempt (its ranks and
+// rendezvous set) of a job of `spec`, which must answer within `timeout`.
+v1::RunTrialRequest RankRequest(const JobSpec& spec, const TrialRun& trial, int rank,
+                                absl::Duration timeout);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_SERVER_RANK_REQUEST_H_

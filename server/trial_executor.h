@@ -1,0 +1,35 @@
+// How the coordinator reaches a worker's WorkerService: one RunTrial per rank
+// of a trial, and CancelTrial to stop a trial's ranks on a worker. The gRPC
+// implementation is server/grpc_executor.h; tests substitute their own.
+#ifndef AUTOACCEL_SERVER_TRIAL_EXECUTOR_H_
+#define AUTOACCEL_SERVER_TRIAL_EXECUTOR_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "proto/autoaccel.pb.h"
+
+namespace autoaccel {
+
+// Implementations are thread-safe: the job manager calls them from its
+// scheduler thread and from the threads that deliver earlier answers.
+class TrialExecutor {
+ public:
+  using Done = std::function<void(absl::Status, v1::RunTrialResponse)>;
+  virtual ~TrialExecutor() = default;
+  // Starts one rank at the worker at `address`. `done` runs exactly once, on
+  // any thread, possibly before RunTrial returns: callers must not hold locks
+  // that `done` takes. A non-OK status means the rank's result never came
+  // back (UNAVAILABLE: the worker could not be reached; DEADLINE_EXCEEDED:
+  // no answer within `rpc_timeout`).
+  virtual void RunTrial(const std::string& address, const v1::RunTrialRequest& request,
+                        absl::Duration rpc_timeout, Done done) = 0;
+  // Best effort; errors are ignored (the worker may be gone).
+  virtual void CancelTrial(const std::string& address, const v1::CancelTrialRequest& request) = 0;
+};
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_SERVER_TRIAL_EXECUTOR_H_

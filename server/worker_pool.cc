@@ -1,0 +1,292 @@
+#include "server/worker_pool.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "proto/convert.h"
+
+namespace autoaccel {
+namespace {
+
+// Who holds a rendezvous port: one attempt of one trial.
+std::string PortHolder(const std::string& trial_id, int attempt) {
+  return absl::StrCat(trial_id, "/a", attempt);
+}
+
+}  // namespace
+
+std::string HostOfAddress(const std::string& address) {
+  absl::string_view a = address;
+  if (absl::ConsumePrefix(&a, "[")) {  // "[v6]:port"
+    return std::string(a.substr(0, a.find(']')));
+  }
+  const size_t colon = a.rfind(':');
+  // No port, or a bare IPv6 address (more than one colon): nothing to strip.
+  if (colon == absl::string_view::npos || a.find(':') != colon) return address;
+  return std::string(a.substr(0, colon));
+}
+
+absl::Status WorkerPool::Register(const v1::RegisterRequest& req) {
+  if (req.worker_id().empty()) return absl::InvalidArgumentError("worker_id: missing");
+  if (req.address().empty()) return absl::InvalidArgumentError("address: missing");
+  if (req.devices().empty()) return absl::InvalidArgumentError("devices: at least one needed");
+  int port_min = req.rendezvous_port_min(), port_max = req.rendezvous_port_max();
+  if (port_min == 0 && port_max == 0) {  // a worker that does not say
+    port_min = kDefaultRendezvousPortMin;
+    port_max = kDefaultRendezvousPortMax;
+  }
+  if (port_min < 1 || port_max > 65535 || port_min > port_max) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rendezvous_port_min, rendezvous_port_max: expected 1 <= min <= max <= 65535, got ",
+        port_min, "-", port_max));
+  }
+  absl::MutexLock lock(&mu_);
+  WorkerState& w = workers_[req.worker_id()];
+  const bool known = !w.info.worker_id().empty();
+  w.info.set_worker_id(req.worker_id());
+  w.info.set_address(req.address());
+  w.info.mutable_devices()->CopyFrom(req.devices());
+  // Ports held by trials still in flight stay held (their rank 0 answers and
+  // frees them), even if they fall outside a new range.
+  w.info.set_rendezvous_port_min(port_min);
+  w.info.set_rendezvous_port_max(port_max);
+  w.info.set_host_cpu_cores(std::max(0, req.host_cpu_cores()));
+  w.info.set_host_memory_bytes(std::max<int64_t>(0, req.host_memory_bytes()));
+  if (!known) w.info.set_registered_at(UnixSecondsOrZero(clock_->Now()));
+  // Keep holds of ranks still in flight; their RPCs will come back and free them.
+  w.held_by.resize(req.devices_size());
+  w.last_seen = clock_->Now();
+  w.healthy = true;
+  spdlog::info("worker {} registered at {} with {} device(s)", req.worker_id(), req.address(),
+               req.devices_size());
+  for (const std::string& warning : HostWarningsLocked(w)) spdlog::warn("{}", warning);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> WorkerPool::Heartbeat(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not registered"));
+  }
+  it->second.last_seen = clock_->Now();
+  if (it->second.healthy) return false;
+  spdlog::info("worker {} is back", worker_id);
+  it->second.healthy = true;
+  return true;
+}
+
+std::vector<v1::Worker> WorkerPool::List() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<v1::Worker> out;
+  for (const auto& [id, w] : workers_) {
+    v1::Worker info = w.info;
+    for (const std::string& warning : HostWarningsLocked(w)) info.add_warnings(warning);
+    info.set_healthy(w.healthy);
+    info.set_last_seen(UnixSecondsOrZero(w.last_seen));
+    for (int i = 0; i < info.devices_size() && i < static_cast<int>(w.held_by.size()); ++i) {
+      info.mutable_devices(i)->set_held_by_trial(w.held_by[i]);
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+std::vector<LostWorker> WorkerPool::ExpireSilent(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  std::vector<LostWorker> lost;
+  for (auto& [id, w] : workers_) {
+    if (!w.healthy || now - w.last_seen <= timeout) continue;
+    w.healthy = false;
+    spdlog::warn("worker {} lost: no heartbeat for {}", id,
+                 absl::FormatDuration(now - w.last_seen));
+    lost.push_back(LostWorker{id, now - w.last_seen});
+  }
+  return lost;
+}
+
+bool WorkerPool::MarkUnreachable(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  auto w = workers_.find(worker_id);
+  if (w == workers_.end() || !w->second.healthy) return false;
+  w->second.healthy = false;
+  return true;
+}
+
+int WorkerPool::CountDevices(const std::string& type) const {
+  absl::ReaderMutexLock lock(&mu_);
+  int count = 0;
+  for (const auto& [id, w] : workers_) {
+    if (!w.healthy) continue;
+    for (const v1::Device& d : w.info.devices()) count += d.type() == type ? 1 : 0;
+  }
+  return count;
+}
+
+WorkerPool::HostShare WorkerPool::HostShareLocked(const std::string& host) const {
+  HostShare share;
+  for (const auto& [id, w] : workers_) {
+    if (!w.healthy || HostOfAddress(w.info.address()) != host) continue;
+    share.cores = std::max(share.cores, static_cast<int>(w.info.host_cpu_cores()));
+    share.memory_bytes = std::max(share.memory_bytes, w.info.host_memory_bytes());
+    for (const v1::Device& d : w.info.devices()) {
+      if (d.type() != "cpu") continue;
+      ++share.cpu_slots;
+      share.cpu_memory_bytes += d.memory_bytes();
+    }
+  }
+  return share;
+}
+
+int64_t WorkerPool::EffectiveMemoryLocked(const WorkerState& w, const v1::Device& d) const {
+  if (d.type() != "cpu") return d.memory_bytes();
+  const HostShare share = HostShareLocked(HostOfAddress(w.info.address()));
+  if (share.memory_bytes <= 0 || share.cpu_memory_bytes <= share.memory_bytes) {
+    return d.memory_bytes();
+  }
+  // Workers on one host claim more than it has: each slot gets its share.
+  return static_cast<int64_t>(double(d.memory_bytes()) * double(share.memory_bytes) /
+                              double(share.cpu_memory_bytes));
+}
+
+std::vector<std::string> WorkerPool::HostWarningsLocked(const WorkerState& w) const {
+  std::vector<std::string> warnings;
+  const std::string host = HostOfAddress(w.info.address());
+  const HostShare share = HostShareLocked(host);
+  if (share.cores > 0 && share.cpu_slots > share.cores) {
+    warnings.push_back(absl::StrFormat(
+        "the workers on %s offer %d cpu slots on %d cores: trials share cores, so their "
+        "measurements are noisy and their ranking unreliable",
+        host, share.cpu_slots, share.cores));
+  }
+  if (share.memory_bytes > 0 && share.cpu_memory_bytes > share.memory_bytes) {
+    warnings.push_back(absl::StrFormat(
+        "the workers on %s claim %.1f GiB of cpu device memory on a host with %.1f GiB: each "
+        "slot counts with its share (give --device-memory to each worker)",
+        host, share.cpu_memory_bytes / double(1 << 30), share.memory_bytes / double(1 << 30)));
+  }
+  return warnings;
+}
+
+DeviceSpec WorkerPool::DeviceSpecFor(const std::string& type) const {
+  absl::ReaderMutexLock lock(&mu_);
+  DeviceSpec device;
+  device.type = type;
+  bool first = true;
+  for (const auto& [id, w] : workers_) {
+    if (!w.healthy) continue;
+    for (const v1::Device& d : w.info.devices()) {
+      if (d.type() != type) continue;
+      const int64_t memory = EffectiveMemoryLocked(w, d);
+      if (first) {
+        device.peak = FromProto(d.peak_tflops());
+        device.memory_bytes = memory;
+        first = false;
+      } else if (memory > 0 && (device.memory_bytes == 0 || memory < device.memory_bytes)) {
+        device.memory_bytes = memory;
+      }
+    }
+  }
+  return device;
+}
+
+int WorkerPool::FreePortLocked(const WorkerState& w) const {
+  return ports_.Free(HostOfAddress(w.info.address()), w.info.rendezvous_port_min(),
+                     w.info.rendezvous_port_max(), clock_->Now());
+}
+
+std::optional<Gang> WorkerPool::Place(const std::string& type, int count,
+                                      const std::string& trial_id, int attempt) {
+  absl::MutexLock lock(&mu_);
+  struct Candidate {
+    const std::string* id;
+    WorkerState* w;
+    std::vector<int> free;  // device positions
+  };
+  std::vector<Candidate> order;
+  int total = 0;
+  for (auto& [id, w] : workers_) {
+    if (!w.healthy) continue;
+    Candidate c{&id, &w, {}};
+    for (int i = 0; i < w.info.devices_size() && i < static_cast<int>(w.held_by.size()); ++i) {
+      if (w.info.devices(i).type() == type && w.held_by[i].empty()) c.free.push_back(i);
+    }
+    total += static_cast<int>(c.free.size());
+    if (!c.free.empty()) order.push_back(std::move(c));
+  }
+  if (count <= 0 || total < count) return std::nullopt;  // all or nothing
+  // Packing order: if one worker can hold the whole trial, the one with the
+  // fewest free devices that does (bigger holes stay for bigger gangs);
+  // otherwise the workers with the most free devices first. Ties by id.
+  std::stable_sort(order.begin(), order.end(), [count](const Candidate& a, const Candidate& b) {
+    const int fa = static_cast<int>(a.free.size()), fb = static_cast<int>(b.free.size());
+    const bool a_fits = fa >= count, b_fits = fb >= count;
+    if (a_fits != b_fits) return a_fits;
+    return a_fits ? fa < fb : fa > fb;
+  });
+  Gang gang;
+  if (count > 1) {
+    // Rank 0 serves the rendezvous store: its worker is the first in packing
+    // order with a free port. Moving it ahead never spreads the trial wider.
+    auto first = std::find_if(order.begin(), order.end(), [this](const Candidate& c) {
+      mu_.AssertReaderHeld();
+      return FreePortLocked(*c.w) > 0;
+    });
+    if (first == order.end()) return std::nullopt;
+    gang.master_port = FreePortLocked(*first->w);
+    std::rotate(order.begin(), first, first + 1);
+  }
+  for (const Candidate& c : order) {
+    for (size_t i = 0; i < c.free.size() && static_cast<int>(gang.ranks.size()) < count; ++i) {
+      PlacedRank r;
+      r.worker_id = *c.id;
+      r.address = c.w->info.address();
+      r.device_index = c.free[i];
+      r.local_rank = static_cast<int>(i);
+      gang.ranks.push_back(r);
+    }
+  }
+  gang.master_host = HostOfAddress(gang.ranks[0].address);
+  if (gang.master_port > 0) {
+    ports_.Acquire(gang.master_host, gang.master_port, PortHolder(trial_id, attempt));
+  }
+  for (size_t i = 0; i < gang.ranks.size(); ++i) {
+    const PlacedRank& rank = gang.ranks[i];
+    workers_[rank.worker_id].held_by[rank.device_index] = trial_id;
+    holds_[{trial_id, attempt, static_cast<int>(i)}] = RankHold{
+        rank.worker_id, rank.device_index, i == 0 ? gang.master_port : 0, gang.master_host};
+  }
+  return gang;
+}
+
+void WorkerPool::Release(const std::string& trial_id, int attempt, int rank) {
+  absl::MutexLock lock(&mu_);
+  auto hold = holds_.find({trial_id, attempt, rank});
+  if (hold == holds_.end()) return;
+  auto it = workers_.find(hold->second.worker_id);
+  if (it != workers_.end()) {
+    auto& held = it->second.held_by;
+    const int device = hold->second.device_index;
+    if (device >= 0 && device < static_cast<int>(held.size()) && held[device] == trial_id) {
+      held[device].clear();
+    }
+  }
+  // The store lives in rank 0's process: its port is free once it answered.
+  if (hold->second.port > 0) {
+    ports_.Release(hold->second.host, hold->second.port, PortHolder(trial_id, attempt));
+  }
+  holds_.erase(hold);
+}
+
+void WorkerPool::QuarantinePort(const std::string& host, int port, absl::Time until) {
+  absl::MutexLock lock(&mu_);
+  ports_.Quarantine(host, port, until);
+}
+
+}  // namespace autoaccel

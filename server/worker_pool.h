@@ -1,0 +1,154 @@
+// The coordinator's worker pool: which workers registered, whether they are
+// healthy, what their devices are and which trial attempt holds each device,
+// and the rendezvous ports of multi-rank trials on their hosts.
+//
+// A worker registers (again after a restart), heartbeats, and is declared
+// lost after a silence; its devices stay in the pool's list but are never
+// placed while it is unhealthy. A trial attempt's ranks are placed as one
+// gang (all devices or none) and each rank is released when its RunTrial
+// answers, whatever became of its trial: a device is never given to two
+// ranks at once.
+//
+// Thread-safe: every method may be called from any thread. The job manager
+// calls it with its own mutex held (lock order: job manager, then pool);
+// the pool never calls out.
+#ifndef AUTOACCEL_SERVER_WORKER_POOL_H_
+#define AUTOACCEL_SERVER_WORKER_POOL_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "search/clock.h"
+#include "proto/autoaccel.pb.h"
+#include "search/cost_model.h"
+#include "server/rendezvous_ports.h"
+
+namespace autoaccel {
+
+// Rendezvous ports of a worker that registers without a range.
+inline constexpr int kDefaultRendezvousPortMin = 29500;
+inline constexpr int kDefaultRendezvousPortMax = 29999;
+
+// The host part of a worker address: "host:port" -> "host", "[::1]:port" ->
+// "::1"; an address without a port is returned as it is.
+std::string HostOfAddress(const std::string& address);
+
+// One rank of a placed gang.
+struct PlacedRank {
+  std::string worker_id;
+  std::string address;
+  int device_index = 0;  // position in the worker's device list
+  int local_rank = 0;    // index among the gang's ranks on this worker
+};
+
+// A gang placed for one attempt of one trial: its ranks (a worker's ranks
+// adjacent) and, for more than one rank, the rendezvous port held on rank
+// 0's host.
+struct Gang {
+  std::vector<PlacedRank> ranks;
+  std::string master_host;  // HostOfAddress(ranks[0].address)
+  int master_port = 0;      // 0 for a single rank
+};
+
+// A worker declared lost by ExpireSilent().
+struct LostWorker {
+  std::string worker_id;
+  absl::Duration silent;
+};
+
+class WorkerPool {
+ public:
+  // `clock` must outlive the pool.
+  explicit WorkerPool(const Clock* clock) : clock_(clock) {}
+
+  // Adds the worker, or updates a known one (address, devices, port range;
+  // devices held by ranks still in flight stay held). INVALID_ARGUMENT naming
+  // the field for a request without id, address or devices, or with a bad
+  // port range. Logs a warning for each way the worker's host is
+  // oversubscribed.
+  absl::Status Register(const v1::RegisterRequest& request);
+  // NOT_FOUND for a worker that never registered (it should register again).
+  // Returns true when the worker had been unhealthy and is back.
+  absl::StatusOr<bool> Heartbeat(const std::string& worker_id);
+  // Every worker with its health, warnings and each device's holder.
+  std::vector<v1::Worker> List() const;
+
+  // Declares lost every healthy worker silent for longer than `timeout`.
+  std::vector<LostWorker> ExpireSilent(absl::Duration timeout);
+  // Keeps new trials off a worker that could not be reached until it
+  // heartbeats again. Returns true if it was healthy until now.
+  bool MarkUnreachable(const std::string& worker_id);
+
+  // Devices of `type` on healthy workers, free or not.
+  int CountDevices(const std::string& type) const;
+  // What the pool knows of its devices of `type` for the cost model: the
+  // smallest memory (a cpu device's share of an oversubscribed host) and
+  // the first peak among the healthy workers' devices.
+  DeviceSpec DeviceSpecFor(const std::string& type) const;
+
+  // Places `count` free devices of `type` on healthy workers for attempt
+  // `attempt` of `trial_id` and holds them: packed onto as few workers as
+  // possible, all or nothing; count > 1 also holds a free rendezvous port of
+  // rank 0's host. nullopt when the pool cannot place the gang now.
+  std::optional<Gang> Place(const std::string& type, int count, const std::string& trial_id,
+                            int attempt);
+  // Frees the device (and rank 0's rendezvous port) that rank `rank` of the
+  // attempt holds. Idempotent.
+  void Release(const std::string& trial_id, int attempt, int rank);
+  // Keeps `port` of `host` out of use until `until` (a trial failed on it).
+  void QuarantinePort(const std::string& host, int port, absl::Time until);
+
+ private:
+  struct WorkerState {
+    v1::Worker info;
+    std::vector<std::string> held_by;  // trial id per device, "" when free
+    absl::Time last_seen;
+    bool healthy = true;
+  };
+  // What a placed rank holds until it is released.
+  struct RankHold {
+    std::string worker_id;
+    int device_index = 0;
+    int port = 0;      // rank 0 of a multi-rank gang: its rendezvous port
+    std::string host;  // ... on this host
+  };
+  using RankKey = std::tuple<std::string, int, int>;  // (trial id, attempt, rank)
+  // What the healthy workers on one host offer together, against what the
+  // host has (as the workers reported it; 0 = unknown).
+  struct HostShare {
+    int cores = 0;
+    int64_t memory_bytes = 0;
+    int cpu_slots = 0;
+    int64_t cpu_memory_bytes = 0;
+  };
+
+  HostShare HostShareLocked(const std::string& host) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A device's memory as the search counts it: a cpu device whose host's
+  // workers claim more memory than the host has gets its share.
+  int64_t EffectiveMemoryLocked(const WorkerState& w, const v1::Device& d) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Why the workers on `w`'s host oversubscribe it (empty: they do not).
+  std::vector<std::string> HostWarningsLocked(const WorkerState& w) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Lowest free, unquarantined port of the worker's range on its host; 0
+  // when none is free.
+  int FreePortLocked(const WorkerState& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const Clock* const clock_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, WorkerState> workers_ ABSL_GUARDED_BY(mu_);  // by worker id
+  std::map<RankKey, RankHold> holds_ ABSL_GUARDED_BY(mu_);
+  RendezvousPorts ports_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_SERVER_WORKER_POOL_H_
