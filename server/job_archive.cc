@@ -38,7 +38,7 @@ absl::Status JobArchive::Finish(const JobRecord& record, std::vector<TrialRecord
   spdlog::error("job {}: storing the result failed ({}); keeping it in memory and retrying",
                 record.job_id, stored.ToString());
   absl::MutexLock lock(&mu_);
-  unstored_[record.job_id] = Unstored{record, std::move(trials)};
+  unstored_[record.job_id] = Unstored{record, std::move(trials), answer};
   return stored;
 }
 
@@ -46,7 +46,7 @@ void JobArchive::Retry() {
   absl::MutexLock lock(&mu_);
   for (auto it = unstored_.begin(); it != unstored_.end();) {
     absl::Status s = store_->UpsertTrials(it->second.trials);
-    if (s.ok()) s = store_->FinishJob(it->second.record, std::nullopt);
+    if (s.ok()) s = store_->FinishJob(it->second.record, it->second.answer);
     if (!s.ok()) {
       ++it;
       continue;

@@ -39,8 +39,8 @@ class JobArchive {
   // in memory and the error returned (the job is not lost).
   absl::Status Finish(const JobRecord& record, std::vector<TrialRecord> trials,
                       bool rewrite_trials, const std::optional<StrategyRecord>& answer);
-  // Writes again every job whose final write failed; keeps those that fail
-  // again.
+  // Writes again every job whose final write failed, with its trials and
+  // answer; keeps those that fail again.
   void Retry();
 
   // The finished job and all its trials (in proposal order). NOT_FOUND for
@@ -56,6 +56,7 @@ class JobArchive {
   struct Unstored {
     JobRecord record;
     std::vector<TrialRecord> trials;
+    std::optional<StrategyRecord> answer;
   };
 
   Store* const store_;

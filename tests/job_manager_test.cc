@@ -936,15 +936,6 @@ TEST_F(JobManagerTest, WorkersAdvertiseRendezvousPorts) {
   }
 }
 
-TEST(HostOfAddressTest, StripsThePortOfHostsAndBracketedIpv6) {
-  EXPECT_EQ(HostOfAddress("10.0.0.7:50052"), "10.0.0.7");
-  EXPECT_EQ(HostOfAddress("node-3.cluster:1"), "node-3.cluster");
-  EXPECT_EQ(HostOfAddress("[::1]:50052"), "::1");
-  EXPECT_EQ(HostOfAddress("[fe80::1%eth0]:7"), "fe80::1%eth0");
-  EXPECT_EQ(HostOfAddress("node-3"), "node-3");
-  EXPECT_EQ(HostOfAddress("::1"), "::1");
-}
-
 TEST_F(JobManagerTest, WorldSizeFourTriesEveryLayoutOfFourRanksAndRunsEachOnFour) {
   AddWorker("a", 4);
   v1::TuneRequest r = Request();
@@ -1530,6 +1521,63 @@ TEST_F(JobManagerTest, HalvingAsksForFewerMeasuredStepsInItsFirstRung) {
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 1u);
   EXPECT_EQ(FakeExecutor::Spec(executor_.calls.front()).measured_steps, 1);
+}
+
+TEST_F(JobManagerTest, StoredRowsThatDoNotParseAreDataLossNotHalfAnswers) {
+  // A database written by a broken (or newer) server.
+  JobRecord job;
+  job.job_id = "job-old";
+  job.state = JobState::kQueued;
+  job.request_json = R"({"model": )";  // cut short
+  job.created_at = clock_.Now();
+  job.deadline = clock_.Now() + absl::Minutes(1);
+  ASSERT_TRUE(store_->CreateJob(job).ok());
+  TrialRecord trial;
+  trial.trial_id = "job-old-t0000";
+  trial.job_id = "job-old";
+  trial.strategy_text = "mbs=banana";
+  trial.status = TrialStatus::kFailed;
+  ASSERT_TRUE(store_->UpsertTrial(trial).ok());
+  job.state = JobState::kFailed;
+  job.finished_at = clock_.Now();
+  ASSERT_TRUE(store_->FinishJob(job, std::nullopt).ok());
+
+  absl::StatusOr<v1::Job> got = manager_->GetJob("job-old");
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(got.status().message(), HasSubstr("job job-old: stored request does not parse"));
+  v1::ListTrialsRequest page;
+  page.set_job_id("job-old");
+  absl::StatusOr<v1::ListTrialsResponse> trials = manager_->ListTrialsPage(page);
+  EXPECT_EQ(trials.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(trials.status().message(),
+              HasSubstr("trial job-old-t0000: stored strategy 'mbs=banana' does not parse"));
+}
+
+TEST_F(JobManagerTest, PollingAnUnchangedJobGetsAnEmptyEventAndAChangeGetsOnlyWhatChanged) {
+  AddWorker("a", 1);
+  auto job = manager_->SubmitJob(Request(600, 3));
+  ASSERT_TRUE(job.ok()) << job.status();
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  uint64_t version = 0;
+  absl::StatusOr<v1::JobEvent> first = manager_->GetJobEvent(job->job_id(), 0, false, &version);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->job().state(), "RUNNING");
+  EXPECT_EQ(first->trials_size(), 1);
+  uint64_t again = 0;
+  absl::StatusOr<v1::JobEvent> same = manager_->GetJobEvent(job->job_id(), version, false, &again);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(again, version);
+  EXPECT_FALSE(same->has_job()) << "nothing changed: nothing rendered";
+  EXPECT_EQ(same->trials_size(), 0);
+  executor_.Succeed(100);
+  absl::StatusOr<v1::JobEvent> changed =
+      manager_->GetJobEvent(job->job_id(), version, false, &again);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_GT(again, version);
+  EXPECT_EQ(changed->job().trials_done(), 1);
+  ASSERT_EQ(changed->trials_size(), 1);
+  EXPECT_EQ(changed->trials(0).status(), "SUCCEEDED");
 }
 
 }  // namespace

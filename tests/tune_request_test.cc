@@ -45,6 +45,15 @@ TEST(TuneRequestTest, AGoodRequestGetsItsDefaults) {
   EXPECT_EQ(v->request.measured_steps(), 5);
   EXPECT_EQ(v->request.device_type(), "cpu");
   EXPECT_FALSE(v->space.empty());
+  // The job runs from the typed spec, defaults included.
+  EXPECT_EQ(v->world_size, 1);
+  EXPECT_EQ(v->device_type, "cpu");
+  EXPECT_EQ(v->measured_steps, 5);
+  EXPECT_EQ(v->warmup_steps, 2);
+  EXPECT_EQ(v->trial_timeout, absl::Minutes(10));
+  EXPECT_EQ(v->time_limit, absl::Seconds(Request().time_limit_seconds()));
+  EXPECT_EQ(v->seq_len, Request().seq_len());
+  EXPECT_EQ(v->script, nullptr);
 }
 
 TEST(TuneRequestTest, NumbersThatNeverEndOrOverflowAreRefusedNamingTheField) {

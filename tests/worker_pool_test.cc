@@ -1,0 +1,97 @@
+#include "server/worker_pool.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace autoaccel {
+namespace {
+
+using ::testing::ElementsAre;
+
+v1::RegisterRequest Worker(const std::string& id, const std::string& address, int devices,
+                           int port_min = 0, int port_max = 0) {
+  v1::RegisterRequest r;
+  r.set_worker_id(id);
+  r.set_address(address);
+  r.set_rendezvous_port_min(port_min);
+  r.set_rendezvous_port_max(port_max);
+  for (int i = 0; i < devices; ++i) {
+    v1::Device* d = r.add_devices();
+    d->set_type("cpu");
+    d->set_index(i);
+    d->set_memory_bytes(int64_t{1} << 30);
+  }
+  return r;
+}
+
+std::vector<std::string> Holders(const WorkerPool& pool, const std::string& worker) {
+  for (const v1::Worker& w : pool.List()) {
+    if (w.worker_id() != worker) continue;
+    std::vector<std::string> out;
+    for (const v1::Device& d : w.devices()) out.push_back(d.held_by_trial());
+    return out;
+  }
+  return {};
+}
+
+TEST(HostOfAddressTest, StripsThePortOfHostsAndBracketedIpv6) {
+  EXPECT_EQ(HostOfAddress("10.0.0.7:50052"), "10.0.0.7");
+  EXPECT_EQ(HostOfAddress("node-3.cluster:1"), "node-3.cluster");
+  EXPECT_EQ(HostOfAddress("[::1]:50052"), "::1");
+  EXPECT_EQ(HostOfAddress("[fe80::1%eth0]:7"), "fe80::1%eth0");
+  EXPECT_EQ(HostOfAddress("node-3"), "node-3");
+  EXPECT_EQ(HostOfAddress("::1"), "::1");
+}
+
+TEST(WorkerPoolTest, AGangIsPlacedWholeOnTheFewestWorkersAndReleasedRankByRank) {
+  FakeClock clock;
+  WorkerPool pool(&clock);
+  ASSERT_TRUE(pool.Register(Worker("big", "h1:1", 4)).ok());
+  ASSERT_TRUE(pool.Register(Worker("small", "h2:1", 2, 7000, 7001)).ok());
+  EXPECT_EQ(pool.CountDevices("cpu"), 6);
+  EXPECT_EQ(pool.CountDevices("cuda"), 0);
+  // Two ranks fit on the smaller worker: the bigger hole stays free.
+  std::optional<Gang> gang = pool.Place("cpu", 2, "t1", 1);
+  ASSERT_TRUE(gang.has_value());
+  EXPECT_EQ(gang->ranks[0].worker_id, "small");
+  EXPECT_EQ(gang->ranks[1].local_rank, 1);
+  EXPECT_EQ(gang->master_host, "h2");
+  EXPECT_EQ(gang->master_port, 7000);
+  EXPECT_THAT(Holders(pool, "small"), ElementsAre("t1", "t1"));
+  // All or nothing: five more devices are not free.
+  EXPECT_FALSE(pool.Place("cpu", 5, "t2", 1).has_value());
+  EXPECT_THAT(Holders(pool, "big"), ElementsAre("", "", "", ""));
+  pool.Release("t1", 1, 0);
+  pool.Release("t1", 1, 0);  // idempotent
+  EXPECT_THAT(Holders(pool, "small"), ElementsAre("", "t1"));
+  pool.Release("t1", 1, 1);
+  // The port is free again, unless a trial failed on it.
+  pool.QuarantinePort("h2", 7000, clock.Now() + absl::Minutes(10));
+  gang = pool.Place("cpu", 2, "t3", 1);
+  ASSERT_TRUE(gang.has_value());
+  EXPECT_EQ(gang->master_port, 7001);
+}
+
+TEST(WorkerPoolTest, ASilentWorkerIsLostUntilItHeartbeatsAndAStrangerMustRegister) {
+  FakeClock clock;
+  WorkerPool pool(&clock);
+  ASSERT_TRUE(pool.Register(Worker("a", "h1:1", 1)).ok());
+  clock.Advance(absl::Seconds(11));
+  std::vector<LostWorker> lost = pool.ExpireSilent(absl::Seconds(10));
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].worker_id, "a");
+  EXPECT_EQ(lost[0].silent, absl::Seconds(11));
+  EXPECT_TRUE(pool.ExpireSilent(absl::Seconds(10)).empty()) << "declared lost once";
+  EXPECT_EQ(pool.CountDevices("cpu"), 0);
+  EXPECT_FALSE(pool.Place("cpu", 1, "t1", 1).has_value());
+  EXPECT_EQ(*pool.Heartbeat("a"), true) << "back";
+  EXPECT_EQ(*pool.Heartbeat("a"), false);
+  EXPECT_TRUE(pool.Place("cpu", 1, "t1", 1).has_value());
+  EXPECT_EQ(pool.Heartbeat("stranger").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(pool.Register(Worker("b", "h1:2", 0)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool.Register(Worker("b", "h1:2", 1, 9, 8)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace autoaccel
