@@ -12,7 +12,6 @@
 #include "common/status_macros.h"
 #include "proto/convert.h"
 #include "search/cost_model.h"
-#include "search/starting_point.h"
 #include "server/job_outcome.h"
 #include "server/job_view.h"
 #include "server/rank_request.h"
@@ -25,9 +24,6 @@ namespace {
 // cancelled with "job ended: " and this).
 constexpr char kTimeLimitReached[] = "time limit reached";
 
-// Answers stay far below gRPC's 4 MB whatever the job's size.
-constexpr int kMaxJobsListed = 500;
-constexpr int kDefaultJobsListed = 50;
 
 }  // namespace
 
@@ -162,56 +158,6 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
   return out;
 }
 
-absl::StatusOr<v1::Job> JobManager::GetJob(const std::string& job_id) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = active_.find(job_id);
-    if (it != active_.end()) return JobToProtoLocked(*it->second);
-  }
-  JobRecord record;
-  std::vector<TrialRecord> trials;
-  RETURN_IF_ERROR(archive_.Read(job_id, &record, &trials));
-  return JobRecordToProto(record, trials, clock_->Now());
-}
-
-absl::StatusOr<v1::JobEvent> JobManager::GetJobEvent(const std::string& job_id,
-                                                     uint64_t since_version, bool include_pruned,
-                                                     uint64_t* version) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = active_.find(job_id);
-    if (it != active_.end()) {
-      const JobRun& job = *it->second;
-      *version = job.version;
-      v1::JobEvent event;
-      if (job.version == since_version) return event;  // nothing changed
-      ASSIGN_OR_RETURN(*event.mutable_job(), JobToProtoLocked(job));
-      for (const auto& t : job.trials) {
-        if (t->version > since_version &&
-            (include_pruned || t->record.status != TrialStatus::kPruned)) {
-          ASSIGN_OR_RETURN(*event.add_trials(), TrialToProto(t->record));
-        }
-      }
-      return event;
-    }
-  }
-  *version = UINT64_MAX;  // finished: never changes again
-  v1::JobEvent event;
-  JobRecord record;
-  std::vector<TrialRecord> trials;
-  RETURN_IF_ERROR(archive_.Read(job_id, &record, &trials));
-  ASSIGN_OR_RETURN(*event.mutable_job(), JobRecordToProto(record, trials, clock_->Now()));
-  // Finished: what changed since `since_version` is no longer known, so a
-  // watcher that saw the job running gets every trial that ran again (the
-  // pruned ones only if it asked and has not had them yet).
-  for (const TrialRecord& t : trials) {
-    if (t.status != TrialStatus::kPruned || (include_pruned && since_version == 0)) {
-      ASSIGN_OR_RETURN(*event.add_trials(), TrialToProto(t));
-    }
-  }
-  return event;
-}
-
 absl::StatusOr<v1::Job> JobManager::CancelJob(const std::string& job_id) {
   Outbox out;
   {
@@ -223,46 +169,6 @@ absl::StatusOr<v1::Job> JobManager::CancelJob(const std::string& job_id) {
   }
   SendAll(std::move(out));
   return GetJob(job_id);
-}
-
-absl::StatusOr<std::vector<v1::Job>> JobManager::ListJobs(int limit) {
-  if (limit < 0) return absl::InvalidArgumentError("limit: must not be negative");
-  ASSIGN_OR_RETURN(std::vector<JobRecord> records,
-                   store_->ListJobs(limit == 0 ? kDefaultJobsListed
-                                               : std::min(limit, kMaxJobsListed)));
-  std::vector<v1::Job> jobs;
-  for (const JobRecord& r : records) {
-    ASSIGN_OR_RETURN(v1::Job job, GetJob(r.job_id));
-    // A list carries no config text: 500 jobs of 256 KiB configs would not
-    // fit any answer. GetJob has it.
-    job.mutable_request()->mutable_model()->clear_config_json();
-    jobs.push_back(std::move(job));
-  }
-  return jobs;
-}
-
-absl::StatusOr<std::vector<v1::Trial>> JobManager::ListTrials(const std::string& job_id) {
-  uint64_t version = 0;
-  ASSIGN_OR_RETURN(v1::JobEvent event, GetJobEvent(job_id, 0, /*include_pruned=*/true, &version));
-  return std::vector<v1::Trial>(event.trials().begin(), event.trials().end());
-}
-
-absl::StatusOr<v1::ListTrialsResponse> JobManager::ListTrialsPage(
-    const v1::ListTrialsRequest& request) {
-  ASSIGN_OR_RETURN(const TrialPage page, ParseTrialPage(request));
-  std::vector<TrialRecord> trials;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = active_.find(request.job_id());
-    if (it != active_.end()) trials = TrialRecords(*it->second);
-  }
-  if (trials.empty()) {
-    // A finished job: this page only (one more trial tells whether another
-    // page follows).
-    ASSIGN_OR_RETURN(trials, archive_.ReadTrials(request.job_id(), page.start, page.size + 1,
-                                                 request.include_pruned()));
-  }
-  return TrialPageToProto(trials, page, request.include_pruned());
 }
 
 absl::StatusOr<v1::RegisterResponse> JobManager::RegisterWorker(const v1::RegisterRequest& req) {
@@ -317,14 +223,7 @@ void JobManager::FailRanksOfLostWorkersLocked(Outbox* out) {
         if (t->record.status != TrialStatus::kRunning) continue;
         // Its ranks there will never answer (their RPCs still hold the
         // devices until they come back); the reason names the first one.
-        int lost_rank = -1;
-        for (int r = 0; r < static_cast<int>(t->ranks.size()); ++r) {
-          Rank& rank = t->ranks[r];
-          if (rank.placed.worker_id != lost.worker_id || rank.finished) continue;
-          if (lost_rank < 0) lost_rank = r;
-          rank.finished = true;
-          --t->ranks_pending;
-        }
+        const int lost_rank = MarkRanksLost(t, lost.worker_id);
         if (lost_rank < 0) continue;
         RankOutcome outcome;
         outcome.infrastructure = true;
@@ -436,23 +335,12 @@ bool JobManager::DispatchOneLocked(JobRun* job, Outbox* out) {
 
 void JobManager::StartAttemptLocked(JobRun* job, TrialRun* trial, Gang gang, Outbox* out) {
   const JobSpec& spec = job->spec;
-  TrialRecord& rec = trial->record;
-  trial->ranks.clear();
-  for (PlacedRank& placed : gang.ranks) trial->ranks.push_back(Rank{std::move(placed), false, {}});
-  trial->ranks_pending = static_cast<int>(trial->ranks.size());
-  trial->master_host = gang.master_host;
-  trial->master_port = gang.master_port;
-  trial->infrastructure_failure.reset();
-  rec.status = TrialStatus::kRunning;
-  rec.started_at = clock_->Now();
-  rec.finished_at = absl::InfinitePast();
-  std::vector<std::string> worker_ids;
-  for (const Rank& rank : trial->ranks) worker_ids.push_back(rank.placed.worker_id);
-  rec.worker_id = absl::StrJoin(worker_ids, ",");
-  if (rec.attempt > 1) {
-    rec.reason = absl::StrCat("attempt ", rec.attempt, " after a failure outside the strategy");
-  }
-
+  const TrialRecord& rec = trial->record;
+  const std::string rendezvous =
+      gang.master_port > 0
+          ? absl::StrCat(" (rendezvous ", gang.master_host, ":", gang.master_port, ")")
+          : "";
+  BeginAttempt(job, trial, std::move(gang), clock_->Now());
   const absl::Duration timeout =
       std::min(spec.trial_timeout, job->record.deadline - clock_->Now() + options_.deadline_slack);
   for (size_t i = 0; i < trial->ranks.size(); ++i) {
@@ -468,40 +356,19 @@ void JobManager::StartAttemptLocked(JobRun* job, TrialRun* trial, Gang gang, Out
   }
   spdlog::info("job {}: trial {}{} [{}] on {}{}", job->record.job_id, rec.index,
                rec.attempt > 1 ? absl::StrCat(" attempt ", rec.attempt) : "", rec.strategy_text,
-               rec.worker_id,
-               gang.master_port > 0
-                   ? absl::StrCat(" (rendezvous ", gang.master_host, ":", gang.master_port, ")")
-                   : "");
-  ++job->running;
+               rec.worker_id, rendezvous);
   PersistTrialLocked(job, trial);
 }
 
 absl::Status JobManager::CreateSearcherLocked(JobRun* job, int pool) {
-  JobSpec& spec = job->spec;
   SearchSetup setup;
-  setup.algorithm = spec.algorithm;
-  setup.cost_model.emplace(spec.model, spec.seq_len, spec.global_batch_size,
-                           pool_.DeviceSpecFor(spec.device_type));
-  // The search stops early enough to leave the confirmations their share of
-  // the time limit.
-  setup.budget.deadline = job->record.deadline - (job->record.deadline - job->record.created_at) *
-                                                     std::clamp(options_.confirm_reserve, 0.0, 1.0);
-  setup.budget.max_trials = spec.max_trials;
-  setup.parallel_trials = std::max(1, pool / spec.world_size);
-  setup.warmup_steps = spec.warmup_steps;
-  setup.measured_steps = spec.measured_steps;
-  setup.min_measured_seconds = spec.min_measured_seconds;
-  setup.clock = clock_;
-  std::string description;
-  if (spec.load) {
-    ASSIGN_OR_RETURN(description, SetUpLoadedSearch(*spec.load, spec.finetune, spec.space, &setup));
-  } else {
-    setup.candidates = spec.space;
-  }
+  ASSIGN_OR_RETURN(const std::string description,
+                   PrepareSearch(*job, pool_.DeviceSpecFor(job->spec.device_type), pool,
+                                 options_.confirm_reserve, clock_, &setup));
   const int candidates = static_cast<int>(setup.candidates.size());
   ASSIGN_OR_RETURN(job->searcher, CreateSearcher(std::move(setup)));
-  spec.space.clear();
-  spec.space.shrink_to_fit();
+  job->spec.space.clear();
+  job->spec.space.shrink_to_fit();
   job->record.trials_total = candidates;
   job->record.algorithm = description.empty() ? job->searcher->Describe() : description;
   spdlog::info("job {}: {}", job->record.job_id, job->record.algorithm);
@@ -595,7 +462,6 @@ void JobManager::OnRankOutcomeLocked(JobRun* job, TrialRun* trial, int rank_inde
 }
 
 void JobManager::RetryOrGiveUpLocked(JobRun* job, TrialRun* trial, Outbox* out) {
-  TrialRecord& rec = trial->record;
   const std::string why = trial->infrastructure_failure->reason;
   if (trial->master_port > 0) {
     // The port may be what failed (another process bound it): the next
@@ -603,23 +469,14 @@ void JobManager::RetryOrGiveUpLocked(JobRun* job, TrialRun* trial, Outbox* out) 
     pool_.QuarantinePort(trial->master_host, trial->master_port,
                          clock_->Now() + options_.port_quarantine);
   }
-  rec.failed_attempts.push_back(absl::StrCat("attempt ", rec.attempt, ": ", why));
-  if (rec.attempt < options_.max_attempts && clock_->Now() < job->record.deadline) {
-    rec.status = TrialStatus::kPending;
-    rec.reason = absl::StrCat("attempt ", rec.attempt, " failed outside the strategy (", why,
-                              "); waiting for attempt ", rec.attempt + 1);
-    rec.finished_at = absl::InfinitePast();
-    trial->infrastructure_failure.reset();
-    --job->running;
-    job->retries.push_back(trial);
+  if (QueueRetry(job, trial, options_.max_attempts, clock_->Now())) {
     spdlog::warn("job {}: trial {} attempt {} failed outside the strategy: {}; retrying",
-                 job->record.job_id, rec.index, rec.attempt, why);
+                 job->record.job_id, trial->record.index, trial->record.attempt, why);
     PersistTrialLocked(job, trial);
     return;
   }
-  rec.infrastructure = true;
   EndTrialLocked(job, trial, TrialStatus::kFailed,
-                 absl::StrCat("failed outside the strategy on all ", rec.attempt,
+                 absl::StrCat("failed outside the strategy on all ", trial->record.attempt,
                               " attempt(s), not a measurement (last: ", why, ")"),
                  TrialMetrics(), out);
 }
@@ -627,20 +484,8 @@ void JobManager::RetryOrGiveUpLocked(JobRun* job, TrialRun* trial, Outbox* out) 
 void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status,
                                 const std::string& reason, const TrialMetrics& metrics,
                                 Outbox* out) {
-  TrialRecord& rec = trial->record;
-  if (rec.status == TrialStatus::kRunning) {
-    --job->running;
-  } else if (rec.status == TrialStatus::kPending) {  // waiting for a retry or to confirm
-    job->retries.erase(std::remove(job->retries.begin(), job->retries.end(), trial),
-                       job->retries.end());
-    job->confirmations.erase(
-        std::remove(job->confirmations.begin(), job->confirmations.end(), trial),
-        job->confirmations.end());
-  }
-  rec.status = status;
-  rec.reason = reason;
-  rec.metrics = metrics;
-  rec.finished_at = clock_->Now();
+  CloseTrial(job, trial, status, reason, metrics, clock_->Now());
+  const TrialRecord& rec = trial->record;
   // One CancelTrial per worker stops all of the trial's ranks there.
   if (status != TrialStatus::kSucceeded) CancelRanks(*trial, out);
   if (rec.confirms.empty()) {  // the searcher's proposal (it never sees confirmations)
@@ -740,14 +585,6 @@ void JobManager::PersistTrialLocked(JobRun* job, TrialRun* trial) {
     spdlog::error("trial {}: store update failed: {}", trial->record.trial_id, s.ToString());
     if (job->store_error.ok()) job->store_error = s;
   }
-}
-
-absl::StatusOr<v1::Job> JobManager::JobToProtoLocked(const JobRun& job) const {
-  const absl::Time now = clock_->Now();
-  ASSIGN_OR_RETURN(v1::Job out, JobRecordToProto(job.record, TrialRecords(job), now));
-  *out.mutable_request() = job.spec.request;
-  out.set_elapsed_seconds(absl::ToDoubleSeconds(now - job.record.created_at));
-  return out;
 }
 
 std::string JobManager::NewJobIdLocked() {

@@ -6,6 +6,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "search/starting_point.h"
 
 namespace autoaccel {
 
@@ -116,6 +118,93 @@ bool SearchTimeUp(const JobRun& job, absl::Time now, int gangs, int confirm_top)
   const double reserve =
       seconds[seconds.size() / 2] * (1.25 * std::ceil(double(repeats) / std::max(1, gangs)) + 1);
   return now + absl::Seconds(reserve) >= job.record.deadline;
+}
+
+void BeginAttempt(JobRun* job, TrialRun* trial, Gang gang, absl::Time now) {
+  TrialRecord& rec = trial->record;
+  trial->ranks.clear();
+  for (PlacedRank& placed : gang.ranks) trial->ranks.push_back(Rank{std::move(placed), false, {}});
+  trial->ranks_pending = static_cast<int>(trial->ranks.size());
+  trial->master_host = gang.master_host;
+  trial->master_port = gang.master_port;
+  trial->infrastructure_failure.reset();
+  rec.status = TrialStatus::kRunning;
+  rec.started_at = now;
+  rec.finished_at = absl::InfinitePast();
+  std::vector<std::string> worker_ids;
+  for (const Rank& rank : trial->ranks) worker_ids.push_back(rank.placed.worker_id);
+  rec.worker_id = absl::StrJoin(worker_ids, ",");
+  if (rec.attempt > 1) {
+    rec.reason = absl::StrCat("attempt ", rec.attempt, " after a failure outside the strategy");
+  }
+  ++job->running;
+}
+
+int MarkRanksLost(TrialRun* trial, const std::string& worker_id) {
+  int first = -1;
+  for (int r = 0; r < static_cast<int>(trial->ranks.size()); ++r) {
+    Rank& rank = trial->ranks[r];
+    if (rank.placed.worker_id != worker_id || rank.finished) continue;
+    if (first < 0) first = r;
+    rank.finished = true;
+    --trial->ranks_pending;
+  }
+  return first;
+}
+
+bool QueueRetry(JobRun* job, TrialRun* trial, int max_attempts, absl::Time now) {
+  TrialRecord& rec = trial->record;
+  const std::string why = trial->infrastructure_failure->reason;
+  rec.failed_attempts.push_back(absl::StrCat("attempt ", rec.attempt, ": ", why));
+  if (rec.attempt >= max_attempts || now >= job->record.deadline) {
+    rec.infrastructure = true;
+    return false;
+  }
+  rec.status = TrialStatus::kPending;
+  rec.reason = absl::StrCat("attempt ", rec.attempt, " failed outside the strategy (", why,
+                            "); waiting for attempt ", rec.attempt + 1);
+  rec.finished_at = absl::InfinitePast();
+  trial->infrastructure_failure.reset();
+  --job->running;
+  job->retries.push_back(trial);
+  return true;
+}
+
+void CloseTrial(JobRun* job, TrialRun* trial, TrialStatus status, const std::string& reason,
+                const TrialMetrics& metrics, absl::Time now) {
+  TrialRecord& rec = trial->record;
+  if (rec.status == TrialStatus::kRunning) {
+    --job->running;
+  } else if (rec.status == TrialStatus::kPending) {  // waiting for a retry or to confirm
+    job->retries.erase(std::remove(job->retries.begin(), job->retries.end(), trial),
+                       job->retries.end());
+    job->confirmations.erase(
+        std::remove(job->confirmations.begin(), job->confirmations.end(), trial),
+        job->confirmations.end());
+  }
+  rec.status = status;
+  rec.reason = reason;
+  rec.metrics = metrics;
+  rec.finished_at = now;
+}
+
+absl::StatusOr<std::string> PrepareSearch(const JobRun& job, const DeviceSpec& device, int pool,
+                                          double confirm_reserve, const Clock* clock,
+                                          SearchSetup* setup) {
+  const JobSpec& spec = job.spec;
+  setup->algorithm = spec.algorithm;
+  setup->cost_model.emplace(spec.model, spec.seq_len, spec.global_batch_size, device);
+  setup->budget.deadline = job.record.deadline - (job.record.deadline - job.record.created_at) *
+                                                     std::clamp(confirm_reserve, 0.0, 1.0);
+  setup->budget.max_trials = spec.max_trials;
+  setup->parallel_trials = std::max(1, pool / spec.world_size);
+  setup->warmup_steps = spec.warmup_steps;
+  setup->measured_steps = spec.measured_steps;
+  setup->min_measured_seconds = spec.min_measured_seconds;
+  setup->clock = clock;
+  if (spec.load) return SetUpLoadedSearch(*spec.load, spec.finetune, spec.space, setup);
+  setup->candidates = spec.space;
+  return std::string();
 }
 
 AttemptVerdict ApplyRankAnswer(TrialRun* trial, int rank_index, RankOutcome outcome,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "search/searcher.h"
 #include "server/answer.h"
@@ -99,6 +100,34 @@ std::string WhySearchEnded(const JobRun& job);
 // `confirm_top` confirmation trials on `gangs` gangs at once (by the median
 // length of the job's trials so far) and the trials still running.
 bool SearchTimeUp(const JobRun& job, absl::Time now, int gangs, int confirm_top);
+
+// Trial transitions (they change the records only; the caller stores them):
+//
+// The trial's next attempt starts on `gang` at `now`: RUNNING, its ranks
+// pending, the job's running count up.
+void BeginAttempt(JobRun* job, TrialRun* trial, Gang gang, absl::Time now);
+// Marks the ranks of the trial's current attempt on `worker_id` finished
+// (they will never answer) and returns the first of them, -1 if none.
+int MarkRanksLost(TrialRun* trial, const std::string& worker_id);
+// After an attempt failed for infrastructure reasons (every rank answered):
+// the reason is added to failed_attempts, and the trial waits (PENDING, in
+// job->retries) for its next attempt when it has had fewer than
+// `max_attempts` and `now` is before the deadline; returns false when it is
+// to be given up instead (then `infrastructure` is set).
+bool QueueRetry(JobRun* job, TrialRun* trial, int max_attempts, absl::Time now);
+// The trial ends with `status` at `now`: out of the running count or the
+// queues it waited in, its reason and metrics set.
+void CloseTrial(JobRun* job, TrialRun* trial, TrialStatus status, const std::string& reason,
+                const TrialMetrics& metrics, absl::Time now);
+// The setup of the job's searcher for `device` (`pool` of them healthy): its
+// candidates, budget (the search stops `confirm_reserve` of the time limit
+// before the deadline, to leave the confirmations room) and steps; a loaded
+// strategy's start (search/starting_point.h). Returns how the job searches
+// for people ("" when the searcher says it). INVALID_ARGUMENT as
+// SetUpLoadedSearch's.
+absl::StatusOr<std::string> PrepareSearch(const JobRun& job, const DeviceSpec& device, int pool,
+                                          double confirm_reserve, const Clock* clock,
+                                          SearchSetup* setup);
 
 // What a trial attempt's ranks say so far, once another rank answered.
 struct AttemptVerdict {

@@ -1,0 +1,114 @@
+// What clients read of jobs: a running job from memory (rendered under the
+// manager's lock), a finished one from the archive (without it).
+#include "common/status_macros.h"
+#include "server/job_manager.h"
+#include "server/job_view.h"
+
+namespace autoaccel {
+namespace {
+
+// Answers stay far below gRPC's 4 MB whatever the job's size.
+constexpr int kMaxJobsListed = 500;
+constexpr int kDefaultJobsListed = 50;
+
+}  // namespace
+
+absl::StatusOr<v1::Job> JobManager::GetJob(const std::string& job_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = active_.find(job_id);
+    if (it != active_.end()) return JobToProtoLocked(*it->second);
+  }
+  JobRecord record;
+  std::vector<TrialRecord> trials;
+  RETURN_IF_ERROR(archive_.Read(job_id, &record, &trials));
+  return JobRecordToProto(record, trials, clock_->Now());
+}
+
+absl::StatusOr<v1::JobEvent> JobManager::GetJobEvent(const std::string& job_id,
+                                                     uint64_t since_version, bool include_pruned,
+                                                     uint64_t* version) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = active_.find(job_id);
+    if (it != active_.end()) {
+      const JobRun& job = *it->second;
+      *version = job.version;
+      v1::JobEvent event;
+      if (job.version == since_version) return event;  // nothing changed
+      ASSIGN_OR_RETURN(*event.mutable_job(), JobToProtoLocked(job));
+      for (const auto& t : job.trials) {
+        if (t->version > since_version &&
+            (include_pruned || t->record.status != TrialStatus::kPruned)) {
+          ASSIGN_OR_RETURN(*event.add_trials(), TrialToProto(t->record));
+        }
+      }
+      return event;
+    }
+  }
+  *version = UINT64_MAX;  // finished: never changes again
+  v1::JobEvent event;
+  JobRecord record;
+  std::vector<TrialRecord> trials;
+  RETURN_IF_ERROR(archive_.Read(job_id, &record, &trials));
+  ASSIGN_OR_RETURN(*event.mutable_job(), JobRecordToProto(record, trials, clock_->Now()));
+  // Finished: what changed since `since_version` is no longer known, so a
+  // watcher that saw the job running gets every trial that ran again (the
+  // pruned ones only if it asked and has not had them yet).
+  for (const TrialRecord& t : trials) {
+    if (t.status != TrialStatus::kPruned || (include_pruned && since_version == 0)) {
+      ASSIGN_OR_RETURN(*event.add_trials(), TrialToProto(t));
+    }
+  }
+  return event;
+}
+
+absl::StatusOr<std::vector<v1::Job>> JobManager::ListJobs(int limit) {
+  if (limit < 0) return absl::InvalidArgumentError("limit: must not be negative");
+  ASSIGN_OR_RETURN(std::vector<JobRecord> records,
+                   store_->ListJobs(limit == 0 ? kDefaultJobsListed
+                                               : std::min(limit, kMaxJobsListed)));
+  std::vector<v1::Job> jobs;
+  for (const JobRecord& r : records) {
+    ASSIGN_OR_RETURN(v1::Job job, GetJob(r.job_id));
+    // A list carries no config text: 500 jobs of 256 KiB configs would not
+    // fit any answer. GetJob has it.
+    job.mutable_request()->mutable_model()->clear_config_json();
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+absl::StatusOr<std::vector<v1::Trial>> JobManager::ListTrials(const std::string& job_id) {
+  uint64_t version = 0;
+  ASSIGN_OR_RETURN(v1::JobEvent event, GetJobEvent(job_id, 0, /*include_pruned=*/true, &version));
+  return std::vector<v1::Trial>(event.trials().begin(), event.trials().end());
+}
+
+absl::StatusOr<v1::ListTrialsResponse> JobManager::ListTrialsPage(
+    const v1::ListTrialsRequest& request) {
+  ASSIGN_OR_RETURN(const TrialPage page, ParseTrialPage(request));
+  std::vector<TrialRecord> trials;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = active_.find(request.job_id());
+    if (it != active_.end()) trials = TrialRecords(*it->second);
+  }
+  if (trials.empty()) {
+    // A finished job: this page only (one more trial tells whether another
+    // page follows).
+    ASSIGN_OR_RETURN(trials, archive_.ReadTrials(request.job_id(), page.start, page.size + 1,
+                                                 request.include_pruned()));
+  }
+  return TrialPageToProto(trials, page, request.include_pruned());
+}
+
+absl::StatusOr<v1::Job> JobManager::JobToProtoLocked(const JobRun& job) const {
+  const absl::Time now = clock_->Now();
+  ASSIGN_OR_RETURN(v1::Job out, JobRecordToProto(job.record, TrialRecords(job), now));
+  *out.mutable_request() = job.spec.request;
+  out.set_elapsed_seconds(absl::ToDoubleSeconds(now - job.record.created_at));
+  return out;
+}
+
+}  // namespace autoaccel
