@@ -26,10 +26,6 @@
 namespace autoaccel {
 namespace {
 
-absl::Time FromUnixSeconds(double s) {
-  return s == 0 ? absl::InfinitePast() : absl::UnixEpoch() + absl::Seconds(s);
-}
-
 // How a job that reached its time limit ends (its running trials are
 // cancelled with "job ended: " and this).
 constexpr char kTimeLimitReached[] = "time limit reached";
@@ -534,15 +530,6 @@ absl::StatusOr<v1::RegisterResponse> JobManager::RegisterWorker(const v1::Regist
   w.held_by.resize(req.devices_size());
   w.last_seen = clock_->Now();
   w.healthy = true;
-  WorkerRecord record;
-  record.worker_id = req.worker_id();
-  record.address = req.address();
-  record.devices_json = ProtoToJson(w.info);
-  record.registered_at = FromUnixSeconds(w.info.registered_at());
-  record.last_seen = w.last_seen;
-  if (absl::Status s = store_->UpsertWorker(record); !s.ok()) {
-    spdlog::error("storing worker {}: {}", req.worker_id(), s.ToString());
-  }
   spdlog::info("worker {} registered at {} with {} device(s)", req.worker_id(), req.address(),
                req.devices_size());
   for (const std::string& warning : HostWarningsLocked(w)) spdlog::warn("{}", warning);
@@ -1345,14 +1332,9 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
     s.job_id = rec.job_id;
     s.updated_at = rec.finished_at;
     s.confirmed = answer.confirmed;
-    // A confirmed answer replaces one measured once (an outlier must not
-    // stay forever); between two of the same kind the faster stays.
-    absl::StatusOr<std::optional<StrategyRecord>> old = store_->GetStrategy(rec.signature);
-    if (!old.ok() || !old->has_value() || (s.confirmed && !(*old)->confirmed) ||
-        (s.confirmed == (*old)->confirmed &&
-         (*old)->metrics.tokens_per_second <= s.metrics.tokens_per_second)) {
-      best_record = std::move(s);
-    }
+    // FinishJob keeps it only if it beats the stored answer
+    // (ReplacesStoredAnswer), in the transaction that finishes the job.
+    best_record = std::move(s);
   }
   // After a failed write, what the store holds of the trials may be stale:
   // write them all again with the job.
