@@ -13,6 +13,8 @@
 namespace autoaccel {
 namespace {
 
+using Stub = v1::TuningService::StubInterface;
+
 void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
   ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
 }
@@ -102,14 +104,34 @@ grpc::Status Watch(const ClientContext& c, const std::string& job_id, v1::JobEve
   return reader->Finish();
 }
 
-// The job's JSON document, or its summary in text.
-void PrintJob(const ClientContext& c, const v1::Job& job,
-              const std::vector<v1::Trial>* trials = nullptr) {
+// Makes one request/answer RPC (`method` of the stub) under the RPC deadline.
+template <typename Request, typename Response>
+grpc::Status Call(const ClientContext& c,
+                  grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+                  const Request& request, Response* response) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, c.rpc_timeout);
+  return (c.stub->*method)(&ctx, request, response);
+}
+
+// Shows an answer: the JSON document to_json() with --json, else print(out).
+// Exit code 0.
+template <typename ToJson, typename Print>
+int Show(const ClientContext& c, const ToJson& to_json, const Print& print) {
   if (c.json) {
-    WriteJson(*c.out, JobJson(job, trials));
+    WriteJson(*c.out, to_json());
   } else {
-    PrintJobSummary(*c.out, job);
+    print(*c.out);
   }
+  return 0;
+}
+
+// The job's JSON document (with `trials` if given), or its summary in text.
+int ShowJob(const ClientContext& c, const v1::Job& job,
+            const std::vector<v1::Trial>* trials = nullptr) {
+  return Show(
+      c, [&] { return JobJson(job, trials); },
+      [&](std::ostream& out) { PrintJobSummary(out, job); });
 }
 
 // Every trial of the job, page by page (pruned candidates only when asked).
@@ -120,10 +142,8 @@ grpc::Status FetchTrials(const ClientContext& c, const std::string& job_id, bool
   req.set_job_id(job_id);
   req.set_include_pruned(include_pruned);
   do {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, c.rpc_timeout);
     v1::ListTrialsResponse resp;
-    grpc::Status s = c.stub->ListTrials(&ctx, req, &resp);
+    grpc::Status s = Call(c, &Stub::ListTrials, req, &resp);
     if (!s.ok()) return s;
     trials->insert(trials->end(), resp.trials().begin(), resp.trials().end());
     req.set_page_token(resp.next_page_token());
@@ -132,34 +152,24 @@ grpc::Status FetchTrials(const ClientContext& c, const std::string& job_id, bool
 }
 
 grpc::Status FetchJob(const ClientContext& c, const std::string& job_id, v1::Job* job) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, c.rpc_timeout);
   v1::GetJobRequest req;
   req.set_job_id(job_id);
-  return c.stub->GetJob(&ctx, req, job);
+  return Call(c, &Stub::GetJob, req, job);
 }
 
 }  // namespace
 
 int TuneCommand(const ClientContext& c, const v1::TuneRequest& request, bool watch) {
+  v1::SubmitJobRequest req;
+  *req.mutable_request() = request;
   v1::Job job;
-  {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, c.rpc_timeout);
-    v1::SubmitJobRequest req;
-    *req.mutable_request() = request;
-    grpc::Status s = c.stub->SubmitJob(&ctx, req, &job);
-    if (!s.ok()) return RpcError(c, s);
-  }
+  if (grpc::Status s = Call(c, &Stub::SubmitJob, req, &job); !s.ok()) return RpcError(c, s);
   *c.err << "submitted job " << job.job_id() << " (" << job.trials_total()
          << " candidate strategies, time limit " << request.time_limit_seconds() << "s)\n";
   if (!watch) {
-    if (c.json) {
-      WriteJson(*c.out, JobJson(job, nullptr));
-    } else {
-      *c.out << job.job_id() << "\n";
-    }
-    return 0;
+    return Show(
+        c, [&] { return JobJson(job, nullptr); },
+        [&](std::ostream& out) { out << job.job_id() << "\n"; });
   }
   *c.err << "watching; Ctrl-C detaches (the job keeps running; `autoaccel cancel " << job.job_id()
          << "` stops it)\n";
@@ -187,31 +197,24 @@ int WatchCommand(const ClientContext& c, const std::string& job_id) {
     }
     *c.out << "\n";
   }
-  PrintJob(c, job, &trials);
+  ShowJob(c, job, &trials);
   if (job.state() != "SUCCEEDED") return 1;
   return job.partial_evidence() ? kExitPartialEvidence : 0;
 }
 
 int JobsCommand(const ClientContext& c, int limit) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, c.rpc_timeout);
   v1::ListJobsRequest req;
   req.set_limit(limit);
   v1::ListJobsResponse resp;
-  if (grpc::Status s = c.stub->ListJobs(&ctx, req, &resp); !s.ok()) return RpcError(c, s);
-  if (c.json) {
-    WriteJson(*c.out, JobListJson(resp));
-  } else {
-    PrintJobList(*c.out, resp);
-  }
-  return 0;
+  if (grpc::Status s = Call(c, &Stub::ListJobs, req, &resp); !s.ok()) return RpcError(c, s);
+  return Show(
+      c, [&] { return JobListJson(resp); }, [&](std::ostream& out) { PrintJobList(out, resp); });
 }
 
 int JobCommand(const ClientContext& c, const std::string& job_id) {
   v1::Job job;
   if (grpc::Status s = FetchJob(c, job_id, &job); !s.ok()) return RpcError(c, s);
-  PrintJob(c, job);
-  return 0;
+  return ShowJob(c, job);
 }
 
 int TrialsCommand(const ClientContext& c, const std::string& job_id, bool include_pruned) {
@@ -221,19 +224,14 @@ int TrialsCommand(const ClientContext& c, const std::string& job_id, bool includ
   }
   v1::Job job;
   if (grpc::Status s = FetchJob(c, job_id, &job); !s.ok()) return RpcError(c, s);
-  if (c.json) {
-    WriteJson(*c.out, TrialListJson(job_id, trials, job));
-  } else {
-    PrintTrialTable(*c.out, trials, job);
-  }
-  return 0;
+  return Show(
+      c, [&] { return TrialListJson(job_id, trials, job); },
+      [&](std::ostream& out) { PrintTrialTable(out, trials, job); });
 }
 
 int BestCommand(const ClientContext& c, const v1::QueryStrategiesRequest& request) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, c.rpc_timeout);
   v1::QueryStrategiesResponse resp;
-  if (grpc::Status s = c.stub->QueryStrategies(&ctx, request, &resp); !s.ok()) {
+  if (grpc::Status s = Call(c, &Stub::QueryStrategies, request, &resp); !s.ok()) {
     return RpcError(c, s);
   }
   if (resp.answers().empty()) {
@@ -244,38 +242,28 @@ int BestCommand(const ClientContext& c, const v1::QueryStrategiesRequest& reques
     *c.err << "autoaccel: " << what << "\n";
     return kExitNothingRecorded;
   }
-  if (c.json) {
-    WriteJson(*c.out, StrategyAnswerJson(resp.answers(0)));
-  } else {
-    PrintStrategyAnswer(*c.out, resp.answers(0));
-  }
-  return 0;
+  const v1::StrategyAnswer& a = resp.answers(0);
+  return Show(
+      c, [&] { return StrategyAnswerJson(a); },
+      [&](std::ostream& out) { PrintStrategyAnswer(out, a); });
 }
 
 int WorkersCommand(const ClientContext& c) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, c.rpc_timeout);
   v1::ListWorkersResponse resp;
-  if (grpc::Status s = c.stub->ListWorkers(&ctx, v1::ListWorkersRequest(), &resp); !s.ok()) {
+  if (grpc::Status s = Call(c, &Stub::ListWorkers, v1::ListWorkersRequest(), &resp); !s.ok()) {
     return RpcError(c, s);
   }
-  if (c.json) {
-    WriteJson(*c.out, WorkerListJson(resp));
-  } else {
-    PrintWorkerList(*c.out, resp);
-  }
-  return 0;
+  return Show(
+      c, [&] { return WorkerListJson(resp); },
+      [&](std::ostream& out) { PrintWorkerList(out, resp); });
 }
 
 int CancelCommand(const ClientContext& c, const std::string& job_id) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, c.rpc_timeout);
   v1::CancelJobRequest req;
   req.set_job_id(job_id);
   v1::Job job;
-  if (grpc::Status s = c.stub->CancelJob(&ctx, req, &job); !s.ok()) return RpcError(c, s);
-  PrintJob(c, job);
-  return 0;
+  if (grpc::Status s = Call(c, &Stub::CancelJob, req, &job); !s.ok()) return RpcError(c, s);
+  return ShowJob(c, job);
 }
 
 }  // namespace autoaccel
