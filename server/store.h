@@ -6,7 +6,8 @@
 // Where the parts live: this class (server/store.cc); each table's columns
 // and row codecs (server/store_columns.h); the schema and its migrations
 // (server/store_schema.cc); SQLite statements, transactions and error codes
-// (server/store_sqlite.h).
+// (server/store_sqlite.h). A new field of a record is a line in its table in
+// store_columns.h and a migration that adds the column in store_schema.cc.
 //
 // Contract shared by every method:
 //  - Thread-safe: any thread may call any method; calls are serialised by an
@@ -26,6 +27,8 @@
 //      FAILED_PRECONDITION a referenced row is missing; the file cannot be
 //                          used (not a database, no permission, newer schema)
 //      UNAVAILABLE         the file stayed locked past the busy timeout
+//      RESOURCE_EXHAUSTED  the disk (or LimitSizeForTesting's cap) is full,
+//                          or SQLite ran out of memory
 //      DATA_LOSS           a stored row cannot be decoded or the file is
 //                          corrupt
 //      INTERNAL            anything else SQLite reports
