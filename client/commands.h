@@ -1,5 +1,6 @@
 // The CLI's commands, written against the generated StubInterface so tests
-// can drive them with a fake. Each returns the process exit code:
+// can drive them with a fake: each makes its RPCs and returns the process
+// exit code; what it prints is rendered by client/render.h. Exit codes:
 //   0 success, 1 error (message already printed), 3 nothing recorded (best),
 //   4 (tune, watch) the job succeeded but its answer rests on partial
 //   evidence: trials were lost to infrastructure failures after every retry.
@@ -11,11 +12,20 @@
 #include <ostream>
 #include <string>
 
+#include "absl/time/time.h"
 #include "proto/autoaccel.grpc.pb.h"
 
 namespace autoaccel {
 
+inline constexpr int kExitNothingRecorded = 3;
 inline constexpr int kExitPartialEvidence = 4;
+
+// The deadline of each request/answer RPC (submit, job, jobs, trials, best,
+// workers, cancel): --rpc-timeout.
+inline constexpr absl::Duration kDefaultRpcTimeout = absl::Seconds(15);
+// How long tune and watch follow a job's stream before they give up (the job
+// keeps running; exit 1, "did not answer in time"): --watch-timeout.
+inline constexpr absl::Duration kDefaultWatchTimeout = absl::Hours(48);
 
 struct ClientContext {
   v1::TuningService::StubInterface* stub;
@@ -27,6 +37,8 @@ struct ClientContext {
   // stdout and stderr are the same file or pipe (2>&1): what went to stderr
   // as progress is not repeated on stdout.
   bool out_is_err = false;
+  absl::Duration rpc_timeout = kDefaultRpcTimeout;
+  absl::Duration watch_timeout = kDefaultWatchTimeout;
 };
 
 int TuneCommand(const ClientContext& c, const v1::TuneRequest& request, bool watch);

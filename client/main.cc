@@ -107,6 +107,18 @@ struct ModelFlags {
   }
 };
 
+// Parses the duration given to `flag`; prints one line and returns false if
+// it is not one.
+bool ParseDurationFlag(const char* flag, const std::string& text, absl::Duration* out) {
+  absl::StatusOr<absl::Duration> d = autoaccel::ParseDuration(text);
+  if (!d.ok()) {
+    std::cerr << "autoaccel: " << flag << ": " << d.status().message() << "\n";
+    return false;
+  }
+  *out = *d;
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -117,6 +129,14 @@ int main(int argc, char** argv) {
   bool json = false;
   app.add_option("--server", server, "HOST:PORT of autoaccel-server")->envname("AUTOACCEL_SERVER");
   app.add_flag("--json", json, "print one JSON document on stdout (for scripts)");
+  std::string rpc_timeout = autoaccel::FormatDuration(autoaccel::kDefaultRpcTimeout);
+  app.add_option("--rpc-timeout", rpc_timeout,
+                 "how long each request waits for the server's answer, e.g. 30s")
+      ->capture_default_str();
+  // tune and watch follow the job's stream up to this long.
+  std::string watch_timeout = autoaccel::FormatDuration(autoaccel::kDefaultWatchTimeout);
+  const std::string watch_timeout_help =
+      "how long to follow the job before giving up (it keeps running), e.g. 72h";
 
   ModelFlags tune_model;
   std::string time_limit = "10m";
@@ -200,6 +220,7 @@ int main(int argc, char** argv) {
   tune->add_option("--min-measured-time", min_measured,
                    "timed steps continue until they cover this long, e.g. 2s (default 1s)");
   tune->add_flag("--detach", detach, "print the job id and return without watching");
+  tune->add_option("--watch-timeout", watch_timeout, watch_timeout_help)->capture_default_str();
   bool store_partial = false;
   tune->add_flag("--store-partial", store_partial,
                  "store the answer as the model's best even when trials were lost to "
@@ -208,6 +229,7 @@ int main(int argc, char** argv) {
   CLI::App* watch = app.add_subcommand("watch", "follow a running job to its end");
   std::string job_id;
   watch->add_option("job_id", job_id, "job id")->required();
+  watch->add_option("--watch-timeout", watch_timeout, watch_timeout_help)->capture_default_str();
   int limit = 20;
   CLI::App* jobs = app.add_subcommand("jobs", "list recent jobs");
   jobs->add_option("--limit", limit, "how many");
@@ -245,31 +267,24 @@ int main(int argc, char** argv) {
   struct stat out_stat, err_stat;
   c.out_is_err = ::fstat(STDOUT_FILENO, &out_stat) == 0 && ::fstat(STDERR_FILENO, &err_stat) == 0 &&
                  out_stat.st_dev == err_stat.st_dev && out_stat.st_ino == err_stat.st_ino;
+  if (!ParseDurationFlag("--rpc-timeout", rpc_timeout, &c.rpc_timeout) ||
+      !ParseDurationFlag("--watch-timeout", watch_timeout, &c.watch_timeout)) {
+    return 1;
+  }
 
   if (*tune) {
     autoaccel::v1::TuneRequest request;
     if (!tune_model.Fill(request.mutable_model())) return 1;
-    auto limit_d = autoaccel::ParseDuration(time_limit);
-    if (!limit_d.ok()) {
-      std::cerr << "autoaccel: --time-limit: " << limit_d.status().message() << "\n";
-      return 1;
-    }
-    request.set_time_limit_seconds(absl::ToDoubleSeconds(*limit_d));
+    absl::Duration d;
+    if (!ParseDurationFlag("--time-limit", time_limit, &d)) return 1;
+    request.set_time_limit_seconds(absl::ToDoubleSeconds(d));
     if (!trial_timeout.empty()) {
-      auto t = autoaccel::ParseDuration(trial_timeout);
-      if (!t.ok()) {
-        std::cerr << "autoaccel: --trial-timeout: " << t.status().message() << "\n";
-        return 1;
-      }
-      request.set_trial_timeout_seconds(absl::ToDoubleSeconds(*t));
+      if (!ParseDurationFlag("--trial-timeout", trial_timeout, &d)) return 1;
+      request.set_trial_timeout_seconds(absl::ToDoubleSeconds(d));
     }
     if (!min_measured.empty()) {
-      auto t = autoaccel::ParseDuration(min_measured);
-      if (!t.ok()) {
-        std::cerr << "autoaccel: --min-measured-time: " << t.status().message() << "\n";
-        return 1;
-      }
-      request.set_min_measured_seconds(absl::ToDoubleSeconds(*t));
+      if (!ParseDurationFlag("--min-measured-time", min_measured, &d)) return 1;
+      request.set_min_measured_seconds(absl::ToDoubleSeconds(d));
     }
     request.set_seq_len(tune_model.seq_len);
     request.set_global_batch_size(tune_model.global_batch_size);

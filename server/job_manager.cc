@@ -530,21 +530,12 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
   rec.state = outcome.state;
   rec.status_message = outcome.status_message;
   rec.best_trial_id = outcome.best_trial_id;
-  std::optional<StrategyRecord> best_record;
-  if (outcome.answer) {
-    // A confirmed answer replaces one measured once (an outlier must not
-    // stay forever); between two of the same kind the faster stays.
-    const StrategyRecord& s = *outcome.answer;
-    absl::StatusOr<std::optional<StrategyRecord>> old = store_->GetStrategy(rec.signature);
-    if (!old.ok() || !old->has_value() || (s.confirmed && !(*old)->confirmed) ||
-        (s.confirmed == (*old)->confirmed &&
-         (*old)->metrics.tokens_per_second <= s.metrics.tokens_per_second)) {
-      best_record = std::move(outcome.answer);
-    }
-  }
   // After a failed write, what the store holds of the trials may be stale:
-  // write them all again with the job.
-  (void)archive_.Finish(rec, std::move(records), !job->store_error.ok(), best_record);
+  // they are all written again with the job. The store keeps the answer only
+  // if it beats the signature's (ReplacesStoredAnswer, in the same
+  // transaction). A failed write is kept by the archive and written again
+  // every tick: it is not lost.
+  (void)archive_.Finish(rec, std::move(records), !job->store_error.ok(), outcome.answer);
   spdlog::info("job {}: {} — {}", rec.job_id, std::string(JobStateName(rec.state)),
                rec.status_message);
   active_order_.erase(std::find(active_order_.begin(), active_order_.end(), rec.job_id));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/grpc_status.h"
+#include "common/job_state.h"
 #include "server/strategy_queries.h"
 
 namespace autoaccel {
@@ -18,11 +19,6 @@ grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, Body&& body) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(body()));
   return reactor;
-}
-
-bool IsTerminalStateName(const std::string& state) {
-  absl::StatusOr<JobState> s = ParseJobState(state);
-  return s.ok() && IsTerminal(*s);
 }
 
 // Streams a job: its state and every trial so far at once, then the job and
@@ -70,7 +66,7 @@ class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
     }
     last_version_ = version;
     job_ = std::move(*event->mutable_job());
-    ended_ = IsTerminalStateName(job_.state());
+    ended_ = IsTerminalJobStateName(job_.state());
     pending_.assign(std::make_move_iterator(event->mutable_trials()->begin()),
                     std::make_move_iterator(event->mutable_trials()->end()));
     next_ = 0;

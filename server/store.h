@@ -1,6 +1,13 @@
-// The coordinator's durable state: jobs, their trials, registered workers and
-// the strategy database (best known strategy per model+hardware signature),
-// kept in one SQLite file.
+// The coordinator's durable state: jobs, their trials and the strategy
+// database (best known strategy per model+hardware signature), kept in one
+// SQLite file. (Registered workers are not stored: they register again after
+// a coordinator restart.)
+//
+// Where the parts live: this class (server/store.cc); each table's columns
+// and row codecs (server/store_columns.h); the schema and its migrations
+// (server/store_schema.cc); SQLite statements, transactions and error codes
+// (server/store_sqlite.h). A new field of a record is a line in its table in
+// store_columns.h and a migration that adds the column in store_schema.cc.
 //
 // Contract shared by every method:
 //  - Thread-safe: any thread may call any method; calls are serialised by an
@@ -8,6 +15,8 @@
 //    file: writers then wait on SQLite's busy timeout and, past it, get
 //    UNAVAILABLE.
 //  - Every write is one transaction: on error nothing of the call is kept.
+//    Every write returns absl::Status, so a caller can tell that its change
+//    was not stored.
 //  - Times are stored with microsecond precision (finer parts are truncated
 //    towards the past); absl::InfinitePast() and absl::InfiniteFuture()
 //    round-trip exactly.
@@ -18,6 +27,8 @@
 //      FAILED_PRECONDITION a referenced row is missing; the file cannot be
 //                          used (not a database, no permission, newer schema)
 //      UNAVAILABLE         the file stayed locked past the busy timeout
+//      RESOURCE_EXHAUSTED  the disk (or LimitSizeForTesting's cap) is full,
+//                          or SQLite ran out of memory
 //      DATA_LOSS           a stored row cannot be decoded or the file is
 //                          corrupt
 //      INTERNAL            anything else SQLite reports
@@ -32,30 +43,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/job_state.h"  // JobState, JobStateName, IsTerminal
 #include "search/trial.h"
 
 struct sqlite3;
 
 namespace autoaccel {
-
-enum class JobState {
-  kQueued,             // accepted, not yet searching
-  kWaitingForWorkers,  // searching, but no worker can take a trial yet
-  kRunning,            // trials are being dispatched
-  kSucceeded,
-  kFailed,
-  kCancelled,
-};
-
-// "QUEUED", "WAITING_FOR_WORKERS", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED".
-absl::string_view JobStateName(JobState s);
-// INVALID_ARGUMENT naming the allowed values for anything else.
-absl::StatusOr<JobState> ParseJobState(absl::string_view name);
-// SUCCEEDED, FAILED and CANCELLED: the job will not change any more.
-bool IsTerminal(JobState s);
 
 struct JobRecord {
   std::string job_id;  // REQUIRES: not empty
@@ -118,18 +113,16 @@ struct StrategyRecord {
   bool confirmed = false;
 };
 
-struct WorkerRecord {
-  std::string worker_id;     // REQUIRES: not empty
-  std::string address;       // host:port of its gRPC service
-  std::string devices_json;  // JSON array describing devices
-  absl::Time registered_at;
-  absl::Time last_seen;
-};
+// Whether `candidate` takes the place of `stored` as the answer for their
+// signature: a confirmed answer replaces one measured once (an outlier must
+// not stay forever), one measured once never replaces a confirmed one, and
+// between two of the same kind the faster stays (on a tie, the candidate).
+bool ReplacesStoredAnswer(const StrategyRecord& candidate, const StrategyRecord& stored);
 
 class Store {
  public:
   // The schema version this build writes; Open migrates older files to it.
-  static constexpr int kCurrentSchemaVersion = 3;
+  static constexpr int kCurrentSchemaVersion = 4;
 
   // Opens (creating if needed) the database at `path`, enables WAL and
   // foreign keys, sets a busy timeout, and migrates the schema to
@@ -178,9 +171,12 @@ class Store {
                                                           int limit, bool include_pruned);
 
   // Finishes a job atomically: replaces the job row (NOT_FOUND if missing)
-  // and, if `best` is set, inserts or replaces the strategies row for
-  // best->signature — one transaction. The caller decides whether `best`
-  // beats what is stored; this always replaces.
+  // and, if `best` is set, makes it the answer for best->signature when
+  // nothing is stored for it or ReplacesStoredAnswer(*best, stored) — read,
+  // compared and written in one BEGIN IMMEDIATE transaction, so that of two
+  // coordinators finishing jobs on one file the better answer stays. A
+  // `best` that does not replace the stored answer is not an error.
+  // INVALID_ARGUMENT for an empty best->signature.
   // REQUIRES: IsTerminal(job.state), else INVALID_ARGUMENT.
   absl::Status FinishJob(const JobRecord& job, const std::optional<StrategyRecord>& best);
   // nullopt when nothing is stored for `signature`.
@@ -188,14 +184,11 @@ class Store {
   // Most recently updated first; `limit` as for ListJobs.
   absl::StatusOr<std::vector<StrategyRecord>> ListStrategies(int limit);
 
-  // Inserts the worker or replaces every field of the one with that id.
-  absl::Status UpsertWorker(const WorkerRecord& worker);
-  // By worker_id.
-  absl::StatusOr<std::vector<WorkerRecord>> ListWorkers();
-
   // Caps the database file at about `max_bytes` (never below its current
-  // size), so that writes past it fail as on a full disk. For tests of what
-  // a failed write does.
+  // size), so that writes past it fail as on a full disk. Free pages inside
+  // the file (left by a dropped table) are used up first, by a table of
+  // filler kept in the file, so that a write needing a new page fails even
+  // then. For tests of what a failed write does.
   absl::Status LimitSizeForTesting(int64_t max_bytes);
 
  private:
@@ -204,6 +197,8 @@ class Store {
   absl::Status UpsertTrialsLocked(const std::vector<TrialRecord>& trials)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status UpdateJobLocked(const JobRecord& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::optional<StrategyRecord>> GetStrategyLocked(const std::string& signature)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
   const int schema_version_;

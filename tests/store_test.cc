@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -99,9 +100,6 @@ auto Tie(const StrategyRecord& s) {
                                         s.strategy_json, s.job_id, s.updated_at, s.confirmed),
                         Tie(s.metrics));
 }
-auto Tie(const WorkerRecord& w) {
-  return std::make_tuple(w.worker_id, w.address, w.devices_json, w.registered_at, w.last_seen);
-}
 
 // Whole microseconds: the store's precision.
 absl::Time T(int64_t us) { return absl::FromUnixMicros(us); }
@@ -157,23 +155,6 @@ StrategyRecord MakeStrategy(const std::string& signature, const std::string& job
   return s;
 }
 
-TEST(JobStateTest, NamesRoundTripAndTerminalStates) {
-  for (JobState s : {JobState::kQueued, JobState::kWaitingForWorkers, JobState::kRunning,
-                     JobState::kSucceeded, JobState::kFailed, JobState::kCancelled}) {
-    absl::StatusOr<JobState> parsed = ParseJobState(JobStateName(s));
-    ASSERT_TRUE(parsed.ok()) << parsed.status();
-    EXPECT_EQ(*parsed, s);
-  }
-  EXPECT_EQ(JobStateName(JobState::kWaitingForWorkers), "WAITING_FOR_WORKERS");
-  absl::StatusOr<JobState> bad = ParseJobState("DONE");
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(bad.status().message(), HasSubstr("QUEUED"));
-  EXPECT_FALSE(IsTerminal(JobState::kRunning));
-  EXPECT_FALSE(IsTerminal(JobState::kWaitingForWorkers));
-  EXPECT_TRUE(IsTerminal(JobState::kSucceeded));
-  EXPECT_TRUE(IsTerminal(JobState::kCancelled));
-}
-
 TEST(StoreTest, EverythingSurvivesCloseAndReopen) {
   TempDir dir;
   const std::string path = dir.File("state.db");
@@ -207,9 +188,6 @@ TEST(StoreTest, EverythingSurvivesCloseAndReopen) {
   t2.failed_attempts = {"attempt 1: worker w1 lost", "attempt 2: worker w2 lost"};
   t2.confirms = "job-1-t0";
 
-  WorkerRecord worker{"w1", "127.0.0.1:5051", R"([{"kind":"cpu","index":0}])", T(kBase),
-                      T(kBase + 42)};
-
   JobRecord done = job;
   done.state = JobState::kSucceeded;
   done.finished_at = T(kBase + 30);
@@ -223,7 +201,6 @@ TEST(StoreTest, EverythingSurvivesCloseAndReopen) {
     ASSERT_OK(store->CreateJob(job));
     ASSERT_OK(store->CreateJob(fresh));
     ASSERT_OK(store->UpsertTrials({t1, t0, t2}));
-    ASSERT_OK(store->UpsertWorker(worker));
     ASSERT_OK(store->FinishJob(done, best));
   }
 
@@ -252,11 +229,6 @@ TEST(StoreTest, EverythingSurvivesCloseAndReopen) {
   ASSERT_TRUE(strategy.ok()) << strategy.status();
   ASSERT_TRUE(strategy->has_value());
   EXPECT_EQ(Tie(**strategy), Tie(best));
-
-  absl::StatusOr<std::vector<WorkerRecord>> workers = store->ListWorkers();
-  ASSERT_TRUE(workers.ok()) << workers.status();
-  ASSERT_EQ(workers->size(), 1u);
-  EXPECT_EQ(Tie((*workers)[0]), Tie(worker));
 }
 
 TEST(StoreTest, TimesBeforeTheEpochAndSubMicrosecondsAreHandled) {
@@ -287,8 +259,9 @@ TEST(StoreTest, MigratesANewFileAndDoesNotMigrateTwice) {
   EXPECT_EQ(RawSql(path, "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(RawSql(path,
                    "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
-                   "('jobs', 'trials', 'strategies', 'workers')"),
-            "4");
+                   "('jobs', 'trials', 'strategies')"),
+            "3");
+  EXPECT_EQ(RawSql(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'workers'"), "0");
 
   std::unique_ptr<Store> again = OpenOrDie(path);
   ASSERT_NE(again, nullptr);
@@ -322,6 +295,48 @@ TEST(StoreTest, AVersionOneFileGainsTheJobsAlgorithmAndKeepsItsJobs) {
   job.algorithm = "auto: bayes (2311 candidates, room for about 90 trials)";
   ASSERT_OK(store->UpdateJob(job));
   EXPECT_EQ(store->GetJob("old")->algorithm, job.algorithm);
+}
+
+TEST(StoreTest, AVersionThreeFileLosesItsWorkersTableAndKeepsEverythingElse) {
+  TempDir dir;
+  const std::string path = dir.File("v3.db");
+  const std::string sig = "gpt2|h=768|cpu x1";
+  JobRecord done = MakeJob("old", kBase, JobState::kRunning);
+  done.signature = sig;
+  {
+    std::unique_ptr<Store> store = OpenOrDie(path);
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(store->CreateJob(done));
+    ASSERT_OK(store->UpsertTrial(MakeTrial("old", 0)));
+    done.state = JobState::kSucceeded;
+    ASSERT_OK(store->FinishJob(done, MakeStrategy(sig, "old", "mbs=2")));
+  }
+  // As a version 3 build left it: with the workers table it wrote on every
+  // registration.
+  RawSql(path,
+         "CREATE TABLE workers (worker_id TEXT NOT NULL PRIMARY KEY, address TEXT NOT NULL, "
+         "devices_json TEXT NOT NULL, registered_at INTEGER NOT NULL, last_seen INTEGER NOT NULL)");
+  RawSql(path, "INSERT INTO workers VALUES ('w1', '127.0.0.1:5051', '{}', 1, 2)");
+  RawSql(path, "PRAGMA user_version = 3");
+  ASSERT_EQ(RawSql(path, "SELECT count(*) FROM workers"), "1");
+
+  std::unique_ptr<Store> store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->schema_version(), Store::kCurrentSchemaVersion);
+  EXPECT_EQ(store->migrations_applied(), Store::kCurrentSchemaVersion - 3);
+  EXPECT_EQ(RawSql(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'workers'"), "0");
+  absl::StatusOr<JobRecord> job = store->GetJob("old");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(Tie(*job), Tie(done));
+  absl::StatusOr<std::vector<TrialRecord>> trials = store->ListTrials("old");
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  ASSERT_EQ(trials->size(), 1u);
+  EXPECT_EQ(Tie((*trials)[0]), Tie(MakeTrial("old", 0)));
+  absl::StatusOr<std::optional<StrategyRecord>> strategy = store->GetStrategy(sig);
+  ASSERT_TRUE(strategy.ok()) << strategy.status();
+  ASSERT_TRUE(strategy->has_value());
+  EXPECT_EQ((*strategy)->strategy_text, "mbs=2");
+  EXPECT_OK(store->CreateJob(MakeJob("new", kBase + 1)));
 }
 
 TEST(StoreTest, MigratesAnEmptyFile) {
@@ -478,6 +493,51 @@ TEST(StoreTest, FinishJobIsAtomic) {
   EXPECT_EQ(job->state, JobState::kRunning);
 }
 
+// Finishes a new job of its own with `answer` as the signature's candidate.
+absl::Status FinishWith(Store& store, const std::string& job_id, const StrategyRecord& answer) {
+  JobRecord job = MakeJob(job_id, kBase, JobState::kRunning);
+  job.signature = answer.signature;
+  if (absl::Status s = store.CreateJob(job); !s.ok()) return s;
+  job.state = JobState::kSucceeded;
+  return store.FinishJob(job, answer);
+}
+
+StrategyRecord Answer(const std::string& job_id, double tokens_per_second, bool confirmed) {
+  StrategyRecord s = MakeStrategy("sig", job_id, absl::StrCat("mbs=", job_id));
+  s.metrics.tokens_per_second = tokens_per_second;
+  s.confirmed = confirmed;
+  return s;
+}
+
+TEST(StoreTest, AConfirmedAnswerReplacesOneMeasuredOnceAndOtherwiseTheFasterStays) {
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenOrDie(dir.File("s.db"));
+  ASSERT_NE(store, nullptr);
+  auto stored_job = [&] {
+    absl::StatusOr<std::optional<StrategyRecord>> s = store->GetStrategy("sig");
+    EXPECT_TRUE(s.ok() && s->has_value()) << s.status();
+    return s.ok() && s->has_value() ? (*s)->job_id : std::string("none");
+  };
+  ASSERT_OK(FinishWith(*store, "a", Answer("a", 1000, false)));
+  EXPECT_EQ(stored_job(), "a");
+  ASSERT_OK(FinishWith(*store, "b", Answer("b", 900, false)));  // slower, same kind
+  EXPECT_EQ(stored_job(), "a");
+  ASSERT_OK(FinishWith(*store, "c", Answer("c", 1000, false)));  // as fast: the later one
+  EXPECT_EQ(stored_job(), "c");
+  ASSERT_OK(FinishWith(*store, "d", Answer("d", 500, true)));  // confirmed beats once-measured
+  EXPECT_EQ(stored_job(), "d");
+  ASSERT_OK(FinishWith(*store, "e", Answer("e", 5000, false)));  // once-measured never does
+  EXPECT_EQ(stored_job(), "d");
+  ASSERT_OK(FinishWith(*store, "f", Answer("f", 400, true)));  // slower confirmed
+  EXPECT_EQ(stored_job(), "d");
+  ASSERT_OK(FinishWith(*store, "g", Answer("g", 600, true)));
+  EXPECT_EQ(stored_job(), "g");
+  // The jobs that did not replace the answer are finished all the same.
+  absl::StatusOr<JobRecord> e = store->GetJob("e");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->state, JobState::kSucceeded);
+}
+
 TEST(StoreTest, UpsertTrialsIsAllOrNothing) {
   TempDir dir;
   std::unique_ptr<Store> store = OpenOrDie(dir.File("t.db"));
@@ -600,9 +660,34 @@ TEST(StoreTest, ReportsMissingAndDuplicateRows) {
   TrialRecord no_id = MakeTrial("j", 0);
   no_id.trial_id.clear();
   EXPECT_EQ(store->UpsertTrial(no_id).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(store->UpsertWorker(WorkerRecord{}).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(store->ListJobs(-1).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(store->ListStrategies(-1).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(StoreTest, ARowThatCannotBeDecodedIsDataLossNamingIt) {
+  TempDir dir;
+  const std::string path = dir.File("d.db");
+  std::unique_ptr<Store> store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->CreateJob(MakeJob("j", kBase)));
+  ASSERT_OK(store->UpsertTrial(MakeTrial("j", 0)));
+  JobRecord done = MakeJob("j", kBase, JobState::kSucceeded);
+  ASSERT_OK(store->FinishJob(done, MakeStrategy("sig", "j", "mbs=1")));
+
+  RawSql(path, "UPDATE trials SET failed_attempts = '{}'");
+  absl::StatusOr<std::vector<TrialRecord>> trials = store->ListTrials("j");
+  EXPECT_EQ(trials.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(trials.status().message(),
+              HasSubstr("store: trial 'j-t0': failed_attempts is not a JSON array"));
+  RawSql(path, "UPDATE strategies SET metrics_json = 'nope'");
+  absl::StatusOr<std::optional<StrategyRecord>> strategy = store->GetStrategy("sig");
+  EXPECT_EQ(strategy.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(strategy.status().message(),
+              HasSubstr("store: strategy 'sig': metrics are not valid JSON"));
+  RawSql(path, "UPDATE jobs SET state = 'DONE'");
+  absl::StatusOr<JobRecord> job = store->GetJob("j");
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(job.status().message(), HasSubstr("store: job 'j': job state: unknown value 'DONE'"));
 }
 
 TEST(StoreTest, ListJobsIsNewestFirst) {
@@ -657,71 +742,106 @@ TEST(StoreTest, UnfinishedJobsAreFoundAfterACrash) {
   EXPECT_EQ(jobs->size(), 2u);
 }
 
-TEST(StoreTest, UpsertWorkerReplacesById) {
-  TempDir dir;
-  std::unique_ptr<Store> store = OpenOrDie(dir.File("w.db"));
-  ASSERT_NE(store, nullptr);
-  ASSERT_OK(store->UpsertWorker({"w2", "10.0.0.2:5051", "[]", T(kBase), T(kBase)}));
-  ASSERT_OK(store->UpsertWorker({"w1", "10.0.0.1:5051", "[]", T(kBase), T(kBase)}));
-  WorkerRecord back{"w2", "10.0.0.9:6000", R"([{"kind":"cuda","index":0}])", T(kBase + 5),
-                    T(kBase + 6)};
-  ASSERT_OK(store->UpsertWorker(back));
-  absl::StatusOr<std::vector<WorkerRecord>> workers = store->ListWorkers();
-  ASSERT_TRUE(workers.ok()) << workers.status();
-  ASSERT_EQ(workers->size(), 2u);
-  EXPECT_EQ((*workers)[0].worker_id, "w1");
-  EXPECT_EQ(Tie((*workers)[1]), Tie(back));
-}
+// Two Stores on one file, as two coordinators sharing it would have.
+constexpr int kThreads = 4;
+struct TwoStores {
+  explicit TwoStores(const std::string& path) : a(OpenOrDie(path)), b(OpenOrDie(path)) {}
+  bool ok() const { return a != nullptr && b != nullptr; }
+
+  // Runs work(store, thread, errors) on kThreads threads, the even ones
+  // through `a` and the odd ones through `b` (which exercises SQLite's
+  // locking and the busy timeout), and fails the test for each error a
+  // thread collected.
+  void OnThreads(const std::function<void(Store&, int, std::vector<absl::Status>&)>& work) {
+    std::vector<std::vector<absl::Status>> errors(kThreads);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i) {
+      threads.emplace_back([&, i] { work(i % 2 == 0 ? *a : *b, i, errors[i]); });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int i = 0; i < kThreads; ++i) {
+      for (const absl::Status& s : errors[i]) ADD_FAILURE() << "thread " << i << ": " << s;
+    }
+  }
+
+  std::unique_ptr<Store> a, b;
+};
 
 // Writers on several threads, through one Store and through a second Store
-// on the same file (which exercises SQLite's locking and the busy timeout).
+// on the same file.
 TEST(StoreTest, ConcurrentWritersDoNotFail) {
   TempDir dir;
-  const std::string path = dir.File("c.db");
-  std::unique_ptr<Store> a = OpenOrDie(path);
-  std::unique_ptr<Store> b = OpenOrDie(path);
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
+  TwoStores stores(dir.File("c.db"));
+  ASSERT_TRUE(stores.ok());
 
-  constexpr int kThreads = 4;
   constexpr int kJobsPerThread = 20;
-  std::vector<std::vector<absl::Status>> errors(kThreads);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kThreads; ++i) {
-    threads.emplace_back([&, i] {
-      Store& store = i % 2 == 0 ? *a : *b;
-      auto check = [&](absl::Status s) {
-        if (!s.ok()) errors[i].push_back(s);
-      };
-      for (int n = 0; n < kJobsPerThread; ++n) {
-        std::string id = absl::StrCat("t", i, "-j", n);
-        JobRecord job = MakeJob(id, kBase + n);
-        check(store.CreateJob(job));
-        check(store.UpsertTrials({MakeTrial(id, 0), MakeTrial(id, 1)}));
-        job.state = JobState::kRunning;
-        check(store.UpdateJob(job));
-        check(store.ListJobs(5).status());
-        job.state = JobState::kSucceeded;
-        check(store.FinishJob(job, MakeStrategy(absl::StrCat("sig", n % 3), id, "mbs=1")));
-        check(store.UpsertWorker({absl::StrCat("w", i), "h:1", "[]", T(kBase), T(kBase + n)}));
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (int i = 0; i < kThreads; ++i) {
-    for (const absl::Status& s : errors[i]) ADD_FAILURE() << "thread " << i << ": " << s;
-  }
+  stores.OnThreads([&](Store& store, int i, std::vector<absl::Status>& errors) {
+    auto check = [&](absl::Status s) {
+      if (!s.ok()) errors.push_back(s);
+    };
+    for (int n = 0; n < kJobsPerThread; ++n) {
+      std::string id = absl::StrCat("t", i, "-j", n);
+      JobRecord job = MakeJob(id, kBase + n);
+      check(store.CreateJob(job));
+      check(store.UpsertTrials({MakeTrial(id, 0), MakeTrial(id, 1)}));
+      job.state = JobState::kRunning;
+      check(store.UpdateJob(job));
+      check(store.ListJobs(5).status());
+      job.state = JobState::kSucceeded;
+      check(store.FinishJob(job, MakeStrategy(absl::StrCat("sig", n % 3), id, "mbs=1")));
+    }
+  });
 
-  absl::StatusOr<std::vector<JobRecord>> jobs = a->ListJobs(0);
+  absl::StatusOr<std::vector<JobRecord>> jobs = stores.a->ListJobs(0);
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   EXPECT_EQ(jobs->size(), static_cast<size_t>(kThreads * kJobsPerThread));
   for (const JobRecord& j : *jobs) EXPECT_EQ(j.state, JobState::kSucceeded) << j.job_id;
-  absl::StatusOr<std::vector<TrialRecord>> trials = b->ListTrials("t3-j19");
+  absl::StatusOr<std::vector<TrialRecord>> trials = stores.b->ListTrials("t3-j19");
   ASSERT_TRUE(trials.ok());
   EXPECT_EQ(trials->size(), 2u);
-  absl::StatusOr<std::vector<StrategyRecord>> strategies = a->ListStrategies(0);
+  absl::StatusOr<std::vector<StrategyRecord>> strategies = stores.a->ListStrategies(0);
   ASSERT_TRUE(strategies.ok());
   EXPECT_EQ(strategies->size(), 3u);
+}
+
+// Two coordinators on one file finish jobs with answers for one signature at
+// once: each reads, compares and writes in one transaction, so the fastest
+// answer stays whatever the interleaving (a read-then-write in two steps
+// lets a slower answer overwrite a faster one written in between).
+TEST(StoreTest, TwoStoresRacingOnOneFileKeepTheFastestAnswer) {
+  TempDir dir;
+  TwoStores stores(dir.File("race.db"));
+  ASSERT_TRUE(stores.ok());
+
+  constexpr int kJobsPerThread = 25;
+  // Distinct speeds that rise and fall within each thread and interleave
+  // across threads.
+  auto speed = [](int thread, int n) { return 1000 + ((n * 37 + thread * 11) % 97) * 10 + thread; };
+  double fastest = 0;
+  std::string fastest_job;
+  for (int i = 0; i < kThreads; ++i) {
+    for (int n = 0; n < kJobsPerThread; ++n) {
+      if (speed(i, n) > fastest) {
+        fastest = speed(i, n);
+        fastest_job = absl::StrCat("t", i, "-j", n);
+      }
+    }
+  }
+  stores.OnThreads([&](Store& store, int i, std::vector<absl::Status>& errors) {
+    for (int n = 0; n < kJobsPerThread; ++n) {
+      const std::string id = absl::StrCat("t", i, "-j", n);
+      if (absl::Status s = FinishWith(store, id, Answer(id, speed(i, n), false)); !s.ok()) {
+        errors.push_back(s);
+      }
+    }
+  });
+  for (Store* store : {stores.a.get(), stores.b.get()}) {
+    absl::StatusOr<std::optional<StrategyRecord>> s = store->GetStrategy("sig");
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_TRUE(s->has_value());
+    EXPECT_EQ((*s)->metrics.tokens_per_second, fastest);
+    EXPECT_EQ((*s)->job_id, fastest_job);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,340 @@
+#include "client/render.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/untrusted_json.h"
+#include "proto/convert.h"
+#include "search/trial.h"
+
+namespace autoaccel {
+namespace {
+
+using nlohmann::json;
+
+template <typename Repeated>
+std::vector<std::string> Strings(const Repeated& r) {
+  return std::vector<std::string>(r.begin(), r.end());
+}
+
+json StrategyJsonOf(const std::string& text) {
+  absl::StatusOr<json> j = ParseUntrustedJson(text, "strategy_json");
+  return j.ok() ? *j : json(nullptr);
+}
+
+json MetricsJson(const v1::TrialMetrics& m) { return TrialMetricsToJson(FromProto(m)); }
+
+// The job's request as the server validated it (defaults filled in; a
+// torchscript file is never sent back), in the form the server stores.
+json RequestJson(const v1::TuneRequest& r) {
+  json j = json::parse(ProtoToJson(r), nullptr, false);
+  return j.is_discarded() ? json(nullptr) : j;
+}
+
+json PrunedSummaryJson(const v1::Job& j) {
+  json out = json::array();
+  for (const v1::PrunedSummary& p : j.pruned_summary()) {
+    out.push_back(
+        {{"kind", p.kind()},
+         {"count", p.count()},
+         {"example",
+          {{"strategy", p.example().strategy().text()}, {"reason", p.example().reason()}}}});
+  }
+  return out;
+}
+
+json DeviceJson(const v1::Device& d) {
+  return {{"type", d.type()},
+          {"index", d.index()},
+          {"name", d.name()},
+          {"memory_bytes", d.memory_bytes()},
+          {"peak_tflops",
+           {{"fp32", d.peak_tflops().fp32()},
+            {"bf16", d.peak_tflops().bf16()},
+            {"fp16", d.peak_tflops().fp16()}}},
+          {"held_by_trial", d.held_by_trial()}};
+}
+
+json WorkerJson(const v1::Worker& w) {
+  json devices = json::array();
+  for (const v1::Device& d : w.devices()) devices.push_back(DeviceJson(d));
+  return {
+      {"worker_id", w.worker_id()},
+      {"address", w.address()},
+      {"healthy", w.healthy()},
+      {"last_seen", w.last_seen()},
+      {"registered_at", w.registered_at()},
+      {"rendezvous_ports", {{"min", w.rendezvous_port_min()}, {"max", w.rendezvous_port_max()}}},
+      {"host_cpu_cores", w.host_cpu_cores()},
+      {"host_memory_bytes", w.host_memory_bytes()},
+      {"warnings", Strings(w.warnings())},
+      {"devices", devices}};
+}
+
+std::string Mib(int64_t bytes) { return absl::StrFormat("%.1f", bytes / (1024.0 * 1024.0)); }
+
+// MFU as a percentage, or "-" when the device's peak is unknown.
+std::string Mfu(double mfu) { return mfu > 0 ? absl::StrFormat("%.1f%%", 100 * mfu) : "-"; }
+
+}  // namespace
+
+// ---- JSON -------------------------------------------------------------------
+
+void WriteJson(std::ostream& out, const json& doc) { out << doc.dump(2) << "\n"; }
+
+json ErrorJson(const std::string& what, int code) { return json{{"error", what}, {"code", code}}; }
+
+json TrialJson(const v1::Trial& t) {
+  return json{{"trial_id", t.trial_id()},
+              {"index", t.index()},
+              {"attempt", t.attempt()},
+              {"strategy", t.strategy().text()},
+              {"strategy_json", StrategyJsonOf(t.strategy_json())},
+              {"status", t.status()},
+              {"reason", t.reason()},
+              {"metrics", MetricsJson(t.metrics())},
+              {"worker_ids", Strings(t.worker_ids())},
+              {"started_at", t.started_at()},
+              {"finished_at", t.finished_at()},
+              {"failed_attempts", Strings(t.failed_attempts())},
+              {"infrastructure", t.infrastructure()},
+              {"confirms", t.confirms()}};
+}
+
+json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
+  json out{{"job_id", j.job_id()},
+           {"state", j.state()},
+           {"status_message", j.status_message()},
+           {"signature", j.signature()},
+           {"elapsed_seconds", j.elapsed_seconds()},
+           {"created_at", j.created_at()},
+           {"finished_at", j.finished_at()},
+           {"time_limit_seconds", j.request().time_limit_seconds()},
+           {"trials_total", j.trials_total()},
+           {"trials_done", j.trials_done()},
+           {"trials_running", j.trials_running()},
+           {"trials_pruned", j.trials_pruned()},
+           {"pruned_summary", PrunedSummaryJson(j)},
+           {"algorithm", j.algorithm()},
+           {"infrastructure_failures", j.infrastructure_failures()},
+           {"trials_lost", j.trials_lost()},
+           {"infrastructure_reasons", Strings(j.infrastructure_reasons())},
+           {"partial_evidence", j.partial_evidence()},
+           {"model",
+            {{"family", j.request().model().family()},
+             {"seq_len", j.request().seq_len()},
+             {"global_batch_size", j.request().global_batch_size()}}},
+           {"request", RequestJson(j.request())}};
+  if (j.has_best()) {
+    out["best"] = json{{"trial_id", j.best().trial_id()},
+                       {"strategy", j.best().strategy().text()},
+                       {"strategy_json", StrategyJsonOf(j.best().strategy_json())},
+                       {"metrics", MetricsJson(j.best().metrics())},
+                       {"confirmed", j.best_confirmed()},
+                       {"measurements", j.best_measurements()},
+                       {"spread", j.best_spread()}};
+  } else {
+    out["best"] = nullptr;
+  }
+  if (trials != nullptr) {
+    out["trials"] = json::array();
+    for (const v1::Trial& t : *trials) out["trials"].push_back(TrialJson(t));
+  }
+  return out;
+}
+
+json JobListJson(const v1::ListJobsResponse& jobs) {
+  json out = json::array();
+  for (const v1::Job& j : jobs.jobs()) out.push_back(JobJson(j, nullptr));
+  return json{{"jobs", out}};
+}
+
+json TrialListJson(const std::string& job_id, const std::vector<v1::Trial>& trials,
+                   const v1::Job& job) {
+  json out = json::array();
+  for (const v1::Trial& t : trials) out.push_back(TrialJson(t));
+  return json{{"job_id", job_id}, {"trials", out}, {"pruned_summary", PrunedSummaryJson(job)}};
+}
+
+json StrategyAnswerJson(const v1::StrategyAnswer& a) {
+  return json{{"signature", a.signature()},
+              {"hardware", a.hardware()},
+              {"job_id", a.job_id()},
+              {"updated_at", a.updated_at()},
+              {"best",
+               {{"strategy", a.strategy().text()},
+                {"strategy_json", StrategyJsonOf(a.strategy_json())},
+                {"metrics", MetricsJson(a.metrics())}}}};
+}
+
+json NoStrategyJson(const std::string& what) { return json{{"best", nullptr}, {"error", what}}; }
+
+json WorkerListJson(const v1::ListWorkersResponse& workers) {
+  json out = json::array();
+  for (const v1::Worker& w : workers.workers()) out.push_back(WorkerJson(w));
+  return json{{"workers", out}};
+}
+
+// ---- Text -------------------------------------------------------------------
+
+std::string TrialTableHeader() {
+  return absl::StrFormat("%4s  %-9s %10s %9s %7s %9s %6s %7s  %s", "#", "status", "tokens/s",
+                         "step ms", "comm ms", "peak MiB", "MFU", "loss", "strategy");
+}
+
+// The strategy column comes last: its canonical text varies in length (new
+// dimensions add keys, ckpt_pct appears only when not 100), so fixed-width
+// columns stay aligned only before it.
+std::string TrialRow(const v1::Trial& t) {
+  const v1::TrialMetrics& m = t.metrics();
+  // A confirmation names the trial it measures again: "repeat of #3".
+  std::string repeat;
+  if (const size_t at = t.confirms().rfind("-t"); at != std::string::npos) {
+    int index = 0;
+    if (absl::SimpleAtoi(t.confirms().substr(at + 2), &index)) {
+      repeat = absl::StrCat("  repeat of #", index);
+    }
+  }
+  if (t.status() == "SUCCEEDED") {
+    return absl::StrFormat("%4d  %-9s %10.0f %9.1f %7.1f %9s %6s %7.3f  %s%s%s", t.index(),
+                           t.status(), m.tokens_per_second(), m.step_time_median_s() * 1000,
+                           m.comm_time_s() * 1000, Mib(m.peak_memory_bytes()), Mfu(m.mfu()),
+                           m.final_loss(), t.strategy().text(),
+                           FromProto(m).IsNoisy() ? "  noisy" : "", repeat);
+  }
+  std::string reason = t.reason().substr(0, t.reason().find('\n'));
+  if (reason.size() > 60) reason = reason.substr(0, 57) + "...";
+  return absl::StrFormat("%4d  %-9s %10s %9s %7s %9s %6s %7s  %s%s", t.index(), t.status(), "-",
+                         "-", "-", "-", "-", "-", t.strategy().text(),
+                         reason.empty() ? "" : absl::StrCat("  (", reason, ")"));
+}
+
+void PrintTrialTable(std::ostream& out, const std::vector<v1::Trial>& trials, const v1::Job& job) {
+  out << TrialTableHeader() << "\n";
+  for (const v1::Trial& t : trials) {
+    if (t.status() != "PRUNED") out << TrialRow(t) << "\n";
+  }
+  for (const v1::PrunedSummary& p : job.pruned_summary()) {
+    out << absl::StrFormat("      %d candidate(s) PRUNED, %s; e.g. %s: %s\n", p.count(), p.kind(),
+                           p.example().strategy().text(), p.example().reason());
+  }
+}
+
+std::string JobStateLine(const v1::Job& j) {
+  return absl::StrCat("job ", j.job_id(), ": ", j.state(), " — ", j.status_message());
+}
+
+void PrintJobSummary(std::ostream& out, const v1::Job& j) {
+  out << JobStateLine(j) << "\n";
+  out << absl::StrFormat(
+      "  elapsed %.1fs of %.0fs limit; %d trial(s) run, %d candidate(s) pruned, of %d\n",
+      j.elapsed_seconds(), j.request().time_limit_seconds(), j.trials_done() - j.trials_pruned(),
+      j.trials_pruned(), j.trials_total());
+  if (!j.algorithm().empty()) out << "  search: " << j.algorithm() << "\n";
+  if (j.infrastructure_failures() > 0) {
+    out << absl::StrFormat(
+        "  %s: %d attempt(s) failed outside the strategy, %d trial(s) lost after every retry "
+        "(%s)\n",
+        j.partial_evidence() ? "WARNING, partial evidence" : "infrastructure",
+        j.infrastructure_failures(), j.trials_lost(),
+        absl::StrJoin(j.infrastructure_reasons(), "; "));
+  }
+  if (j.has_best()) {
+    const v1::TrialMetrics& m = j.best().metrics();
+    out << "  best strategy: " << j.best().strategy().text() << "\n";
+    out << (j.best_confirmed()
+                ? absl::StrFormat(
+                      "    measured %d times, spread %.1f%% (figures below: the repeat)\n",
+                      j.best_measurements(), 100 * j.best_spread())
+                : std::string("    measured once (no time was left to measure it again)\n"));
+    out << absl::StrFormat(
+        "    %.0f tokens/s, %.1f samples/s, %.3f TFLOP/s%s, step %.1f ms, peak memory %s MiB, "
+        "loss %.3f\n",
+        m.tokens_per_second(), m.samples_per_second(), m.achieved_tflops(),
+        m.mfu() > 0
+            ? absl::StrFormat(" (MFU %s of %.3g TFLOP/s peak)", Mfu(m.mfu()), m.peak_tflops())
+            : "",
+        m.step_time_median_s() * 1000, Mib(m.peak_memory_bytes()), m.final_loss());
+    if (m.skipped_steps() > 0) {
+      out << absl::StrFormat(
+          "    note: %d of %d measured fp16 steps skipped their update (gradient overflow), so "
+          "the step time is optimistic\n",
+          m.skipped_steps(), m.measured_steps());
+    }
+  }
+}
+
+std::string ProgressLine(const v1::Job& j) {
+  const double limit = j.request().time_limit_seconds();
+  const double frac = limit > 0 ? std::min(1.0, j.elapsed_seconds() / limit) : 0;
+  const int width = 24;
+  const int filled = static_cast<int>(std::round(frac * width));
+  std::string bar = std::string(filled, '#') + std::string(width - filled, '-');
+  std::string best =
+      j.has_best() ? absl::StrFormat("best %.0f tok/s", j.best().metrics().tokens_per_second())
+                   : "no result yet";
+  // What the job will settle at most: the space, or the trial budget (pruned
+  // candidates do not count against it) if smaller.
+  int planned = j.trials_total();
+  if (j.request().max_trials() > 0) {
+    planned = std::min(planned, j.request().max_trials() + j.trials_pruned());
+  }
+  return absl::StrFormat("[%s] %5.0fs/%.0fs  %s  trials %d/%d done (%d pruned), %d running  %s",
+                         bar, j.elapsed_seconds(), limit, j.state(), j.trials_done(), planned,
+                         j.trials_pruned(), j.trials_running(), best);
+}
+
+std::string PrunedProgressLine(const v1::PrunedSummary& p, int newly) {
+  return absl::StrFormat("pruned %d candidate(s), %s (%d of that kind in all), e.g. %s: %s\n",
+                         newly, p.kind(), p.count(), p.example().strategy().text(),
+                         p.example().reason());
+}
+
+void PrintJobList(std::ostream& out, const v1::ListJobsResponse& jobs) {
+  out << absl::StrFormat("%-28s %-20s %8s %7s  %s\n", "job", "state", "elapsed", "trials", "best");
+  for (const v1::Job& j : jobs.jobs()) {
+    out << absl::StrFormat("%-28s %-20s %7.0fs %3d/%-3d  %s\n", j.job_id(), j.state(),
+                           j.elapsed_seconds(), j.trials_done(), j.trials_total(),
+                           j.has_best() ? j.best().strategy().text() : "-");
+  }
+}
+
+void PrintStrategyAnswer(std::ostream& out, const v1::StrategyAnswer& a) {
+  out << "best strategy: " << a.strategy().text() << "\n"
+      << absl::StrFormat(
+             "  %.0f tokens/s%s, peak memory %s MiB on %s (found by job %s)\n",
+             a.metrics().tokens_per_second(),
+             a.metrics().mfu() > 0 ? absl::StrCat(", MFU ", Mfu(a.metrics().mfu())) : "",
+             Mib(a.metrics().peak_memory_bytes()), a.hardware(), a.job_id());
+}
+
+void PrintWorkerList(std::ostream& out, const v1::ListWorkersResponse& workers) {
+  if (workers.workers().empty()) out << "no workers registered\n";
+  for (const v1::Worker& w : workers.workers()) {
+    out << w.worker_id() << " at " << w.address() << (w.healthy() ? "" : " (LOST)");
+    if (w.rendezvous_port_max() > 0) {
+      out << "  rendezvous ports " << w.rendezvous_port_min() << "-" << w.rendezvous_port_max();
+    }
+    out << "\n";
+    for (const std::string& warning : w.warnings()) out << "  warning: " << warning << "\n";
+    for (const v1::Device& d : w.devices()) {
+      const v1::PeakTflops& peak = d.peak_tflops();
+      const std::string peak_text =
+          peak.fp32() == 0 && peak.bf16() == 0 && peak.fp16() == 0
+              ? "peak unknown"
+              : absl::StrFormat("peak TFLOP/s bf16 %.4g fp16 %.4g fp32 %.4g", peak.bf16(),
+                                peak.fp16(), peak.fp32());
+      out << absl::StrFormat("  %s:%d  %s  %s MiB  %s  %s\n", d.type(), d.index(), d.name(),
+                             Mib(d.memory_bytes()), peak_text,
+                             d.held_by_trial().empty() ? "free" : "running " + d.held_by_trial());
+    }
+  }
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,136 @@
+#include "server/store_schema.h"
+
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/store.h"
+#include "server/store_sqlite.h"
+
+namespace autoaccel::store_internal {
+namespace {
+
+// Ordered, append-only: a released migration is never edited, a change is a
+// new entry. Each runs once, inside the transaction that bumps user_version.
+struct Migration {
+  int version;
+  const char* sql;
+};
+constexpr Migration kMigrations[] = {
+    {1, R"sql(
+CREATE TABLE jobs (
+  job_id         TEXT    NOT NULL PRIMARY KEY,
+  state          TEXT    NOT NULL,
+  status_message TEXT    NOT NULL,
+  request_json   TEXT    NOT NULL,
+  signature      TEXT    NOT NULL,
+  created_at     INTEGER NOT NULL,
+  started_at     INTEGER NOT NULL,
+  finished_at    INTEGER NOT NULL,
+  deadline       INTEGER NOT NULL,
+  best_trial_id  TEXT    NOT NULL,
+  trials_total   INTEGER NOT NULL
+);
+CREATE INDEX jobs_by_created_at ON jobs(created_at);
+CREATE INDEX jobs_by_state ON jobs(state);
+CREATE TABLE trials (
+  trial_id      TEXT    NOT NULL PRIMARY KEY,
+  job_id        TEXT    NOT NULL REFERENCES jobs(job_id) ON DELETE CASCADE,
+  idx           INTEGER NOT NULL,
+  attempt       INTEGER NOT NULL,
+  strategy_text TEXT    NOT NULL,
+  strategy_json TEXT    NOT NULL,
+  status        TEXT    NOT NULL,
+  reason        TEXT    NOT NULL,
+  metrics_json  TEXT    NOT NULL,
+  worker_id     TEXT    NOT NULL,
+  started_at    INTEGER NOT NULL,
+  finished_at   INTEGER NOT NULL
+);
+CREATE INDEX trials_by_job ON trials(job_id, idx);
+CREATE TABLE strategies (
+  signature         TEXT    NOT NULL PRIMARY KEY,
+  model_family      TEXT    NOT NULL,
+  model_config_json TEXT    NOT NULL,
+  seq_len           INTEGER NOT NULL,
+  global_batch_size INTEGER NOT NULL,
+  hardware          TEXT    NOT NULL,
+  strategy_text     TEXT    NOT NULL,
+  strategy_json     TEXT    NOT NULL,
+  metrics_json      TEXT    NOT NULL,
+  job_id            TEXT    NOT NULL,
+  updated_at        INTEGER NOT NULL
+);
+CREATE INDEX strategies_by_updated_at ON strategies(updated_at);
+CREATE TABLE workers (
+  worker_id     TEXT    NOT NULL PRIMARY KEY,
+  address       TEXT    NOT NULL,
+  devices_json  TEXT    NOT NULL,
+  registered_at INTEGER NOT NULL,
+  last_seen     INTEGER NOT NULL
+);
+)sql"},
+    // Which search algorithm the job runs ("auto: bayes (...)").
+    {2, R"sql(
+ALTER TABLE jobs ADD COLUMN algorithm TEXT NOT NULL DEFAULT '';
+)sql"},
+    // Infrastructure failures: the reasons of a trial's attempts that failed
+    // outside the strategy (JSON array), and whether its final failure was
+    // one; the trial a confirmation trial measures again; whether a stored
+    // answer was measured again.
+    {3, R"sql(
+ALTER TABLE trials ADD COLUMN failed_attempts TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE trials ADD COLUMN infrastructure INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN confirms TEXT NOT NULL DEFAULT '';
+ALTER TABLE strategies ADD COLUMN confirmed INTEGER NOT NULL DEFAULT 0;
+)sql"},
+    // The workers table was written on every registration and never read:
+    // the coordinator keeps its worker registry in memory (workers register
+    // again after a restart).
+    {4, R"sql(
+DROP TABLE IF EXISTS workers;
+)sql"},
+};
+static_assert(kMigrations[std::size(kMigrations) - 1].version == Store::kCurrentSchemaVersion,
+              "the last migration must produce kCurrentSchemaVersion");
+
+}  // namespace
+
+absl::StatusOr<int> ReadUserVersion(sqlite3* db) {
+  ASSIGN_OR_RETURN(Statement stmt,
+                   Statement::Prepare(db, "PRAGMA user_version", "read schema version"));
+  ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return absl::InternalError("store: PRAGMA user_version returned no row");
+  return stmt.Int(0);
+}
+
+absl::Status RefuseNewer(const std::string& path, int version) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("store: database '", path, "' has schema version ", version,
+                   ", newer than this build supports (", Store::kCurrentSchemaVersion,
+                   "); use a newer autoaccel-server or another database file"));
+}
+
+absl::StatusOr<int> Migrate(sqlite3* db, const std::string& path, absl::string_view where) {
+  absl::StatusOr<Transaction> txn = Transaction::Begin(db);
+  if (!txn.ok()) return Annotate(txn.status(), where);
+  // Read again under the write lock: another process may have migrated.
+  absl::StatusOr<int> version = ReadUserVersion(db);
+  if (!version.ok()) return Annotate(version.status(), where);
+  if (*version > Store::kCurrentSchemaVersion) return RefuseNewer(path, *version);
+  int applied = 0;
+  for (const Migration& m : kMigrations) {
+    if (m.version <= *version) continue;
+    RETURN_IF_ERROR(
+        Annotate(Exec(db, m.sql, absl::StrCat("migrate to schema version ", m.version)), where));
+    ++applied;
+  }
+  if (applied == 0) return 0;  // nothing written; the transaction rolls back harmlessly
+  // PRAGMA takes no bound parameters; the value is our own constant.
+  std::string set_version = absl::StrCat("PRAGMA user_version = ", Store::kCurrentSchemaVersion);
+  RETURN_IF_ERROR(Annotate(Exec(db, set_version.c_str(), "write schema version"), where));
+  RETURN_IF_ERROR(Annotate(txn->Commit(), where));
+  return applied;
+}
+
+}  // namespace autoaccel::store_internal
