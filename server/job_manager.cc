@@ -15,13 +15,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
-#include "engine/trial_io.h"
 #include "proto/convert.h"
 #include "search/cost_model.h"
 #include "search/methods.h"
 #include "search/space.h"
 #include "server/signature.h"
 #include "server/tune_request.h"
+#include "trial_contract/trial_spec.h"
 
 namespace autoaccel {
 namespace {

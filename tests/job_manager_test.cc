@@ -10,7 +10,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/content_digest.h"
-#include "engine/trial_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -19,6 +18,7 @@
 #include "search/model.h"
 #include "server/signature.h"
 #include "tests/subprocess.h"
+#include "trial_contract/trial_spec.h"
 
 namespace autoaccel {
 namespace {
