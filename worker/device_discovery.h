@@ -1,7 +1,7 @@
 // What the worker learns of its devices when it starts: each GPU's model,
 // memory and datasheet peak from nvidia-smi (worker/device_peak.h), and the
 // CPU's peak measured by the trial runner's GEMM probe
-// (`autoaccel-trial --probe-peak`, engine/peak_probe.h). The peaks are MFU's
+// (`autoaccel-trial --probe-peak`, MeasureCpuPeakTflops). The peaks are MFU's
 // denominators; the coordinator learns them from the registration.
 #ifndef AUTOACCEL_WORKER_DEVICE_DISCOVERY_H_
 #define AUTOACCEL_WORKER_DEVICE_DISCOVERY_H_

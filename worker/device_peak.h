@@ -1,7 +1,8 @@
 // Dense peak TFLOP/s of NVIDIA data-center GPUs, looked up by the model name
 // `nvidia-smi --query-gpu=name` prints. The denominator of MFU on CUDA
 // devices, which the worker registers (worker/device_discovery.h); CPU
-// devices measure theirs instead (engine/peak_probe.h). Pure; thread-safe.
+// devices measure theirs instead (the trial runner's --probe-peak). Pure;
+// thread-safe.
 #ifndef AUTOACCEL_WORKER_DEVICE_PEAK_H_
 #define AUTOACCEL_WORKER_DEVICE_PEAK_H_
 

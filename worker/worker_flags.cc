@@ -11,6 +11,47 @@
 
 namespace autoaccel {
 
+absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& text,
+                                                     int64_t memory_bytes) {
+  auto bad = [&] {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--devices: expected cpu:N (N CPU slots) or cuda:0,1,... — got '", text, "'"));
+  };
+  std::pair<std::string, std::string> kv = absl::StrSplit(text, absl::MaxSplits(':', 1));
+  std::vector<v1::Device> devices;
+  if (kv.first == "cpu") {
+    int n = 0;
+    if (!absl::SimpleAtoi(kv.second, &n) || n <= 0 || n > 1024) return bad();
+    int64_t per_slot = memory_bytes;
+    if (per_slot <= 0) {
+      per_slot = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / n;
+    }
+    for (int i = 0; i < n; ++i) {
+      v1::Device d;
+      d.set_type("cpu");
+      d.set_index(i);
+      d.set_memory_bytes(per_slot);
+      d.set_name("cpu");
+      devices.push_back(d);
+    }
+  } else if (kv.first == "cuda") {
+    for (absl::string_view part : absl::StrSplit(kv.second, ',')) {
+      int index = 0;
+      if (!absl::SimpleAtoi(part, &index) || index < 0) return bad();
+      v1::Device d;
+      d.set_type("cuda");
+      d.set_index(static_cast<int>(devices.size()));
+      d.set_memory_bytes(memory_bytes);
+      d.set_name(absl::StrCat("cuda:", index));
+      devices.push_back(d);
+    }
+  } else {
+    return bad();
+  }
+  if (devices.empty()) return bad();
+  return devices;
+}
+
 absl::StatusOr<std::pair<int, int>> ParseRendezvousPorts(const std::string& text) {
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -67,47 +108,6 @@ std::string AdvertisedAddress(const std::string& listen, int port,
   if (host.find(':') != std::string::npos && host.front() != '[')
     host = absl::StrCat("[", host, "]");
   return absl::StrCat(host, ":", port);
-}
-
-absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& text,
-                                                     int64_t memory_bytes) {
-  auto bad = [&] {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--devices: expected cpu:N (N CPU slots) or cuda:0,1,... — got '", text, "'"));
-  };
-  std::pair<std::string, std::string> kv = absl::StrSplit(text, absl::MaxSplits(':', 1));
-  std::vector<v1::Device> devices;
-  if (kv.first == "cpu") {
-    int n = 0;
-    if (!absl::SimpleAtoi(kv.second, &n) || n <= 0 || n > 1024) return bad();
-    int64_t per_slot = memory_bytes;
-    if (per_slot <= 0) {
-      per_slot = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / n;
-    }
-    for (int i = 0; i < n; ++i) {
-      v1::Device d;
-      d.set_type("cpu");
-      d.set_index(i);
-      d.set_memory_bytes(per_slot);
-      d.set_name("cpu");
-      devices.push_back(d);
-    }
-  } else if (kv.first == "cuda") {
-    for (absl::string_view part : absl::StrSplit(kv.second, ',')) {
-      int index = 0;
-      if (!absl::SimpleAtoi(part, &index) || index < 0) return bad();
-      v1::Device d;
-      d.set_type("cuda");
-      d.set_index(static_cast<int>(devices.size()));
-      d.set_memory_bytes(memory_bytes);
-      d.set_name(absl::StrCat("cuda:", index));
-      devices.push_back(d);
-    }
-  } else {
-    return bad();
-  }
-  if (devices.empty()) return bad();
-  return devices;
 }
 
 }  // namespace autoaccel
