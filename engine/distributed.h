@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/trial_io.h"
+#include "trial_contract/trial_spec.h"
 
 namespace autoaccel {
 

@@ -29,7 +29,8 @@
 #include "engine/pipeline.h"
 #include "engine/scripted_model.h"
 #include "engine/tensor_parallel.h"
-#include "engine/trial_io.h"
+#include "trial_contract/trial_result.h"
+#include "trial_contract/trial_spec.h"
 
 namespace autoaccel {
 

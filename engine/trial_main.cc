@@ -20,7 +20,9 @@
 #include "engine/distributed.h"
 #include "engine/peak_probe.h"
 #include "engine/trainer.h"
-#include "engine/trial_io.h"
+#include "trial_contract/json_file.h"
+#include "trial_contract/trial_result.h"
+#include "trial_contract/trial_spec.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 #include "server/rank_request.h"
 
-#include "engine/trial_io.h"
+#include "trial_contract/trial_spec.h"
 
 namespace autoaccel {
 
@@ -9,8 +9,6 @@ v1::RunTrialRequest RankRequest(const JobSpec& spec, const TrialRun& trial, int 
   const TrialRecord& rec = trial.record;
   const PlacedRank& placed = trial.ranks[rank].placed;
   TrialSpec trial_spec;
-  trial_spec.trial_id = rec.trial_id;
-  trial_spec.attempt = rec.attempt;
   trial_spec.world_size = static_cast<int>(trial.ranks.size());
   trial_spec.rank = rank;
   trial_spec.local_rank = placed.local_rank;
@@ -29,7 +27,7 @@ v1::RunTrialRequest RankRequest(const JobSpec& spec, const TrialRun& trial, int 
   request.set_trial_id(rec.trial_id);
   request.set_attempt(rec.attempt);
   request.set_device_index(placed.device_index);
-  request.set_spec_json(TrialSpecToJson(trial_spec).dump());
+  request.set_spec_json(TrialSpecToRequestJson(trial_spec).dump());
   request.set_timeout_seconds(absl::ToDoubleSeconds(timeout));
   if (spec.script) request.set_model_file(*spec.script);
   return request;

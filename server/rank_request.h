@@ -1,7 +1,8 @@
 // What a worker is sent to run one rank of a trial attempt: the RunTrial
-// request with the trial spec (engine/trial_io.h's JSON) the coordinator
-// fills — trial and attempt, the gang's size, rank and rendezvous, the model,
-// batch, strategy and step counts — and the user's model file.
+// request (trial id, attempt, device, timeout, the user's model file) with
+// the part of the trial spec the coordinator owns (trial_contract/
+// trial_spec.h: the gang's size, rank and rendezvous, the model, batch,
+// strategy and step counts).
 //
 // Pure: no I/O; any thread.
 #ifndef AUTOACCEL_SERVER_RANK_REQUEST_H_

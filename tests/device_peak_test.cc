@@ -1,5 +1,5 @@
 // The GPU peak table: names as nvidia-smi prints them, dense datasheet peaks.
-#include "search/device_peak.h"
+#include "worker/device_peak.h"
 
 #include <ostream>
 

@@ -3,7 +3,7 @@
 if(TARGET autoaccel-trial)
   add_executable(engine_distributed_test engine_distributed_test.cc subprocess.cc)
   target_include_directories(engine_distributed_test PRIVATE ${PROJECT_SOURCE_DIR})
-  target_link_libraries(engine_distributed_test PRIVATE autoaccel_trial_io GTest::gmock_main)
+  target_link_libraries(engine_distributed_test PRIVATE autoaccel_trial_contract GTest::gmock_main)
   target_compile_definitions(engine_distributed_test PRIVATE
     AUTOACCEL_TRIAL_BINARY="$<TARGET_FILE:autoaccel-trial>")
   add_dependencies(engine_distributed_test autoaccel-trial)

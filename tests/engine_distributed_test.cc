@@ -13,11 +13,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/trial_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/model_test_util.h"
 #include "tests/subprocess.h"
+#include "trial_contract/json_file.h"
+#include "trial_contract/trial_result.h"
+#include "trial_contract/trial_spec.h"
 
 namespace autoaccel {
 namespace {

@@ -22,11 +22,12 @@
 #include "engine/llama.h"
 #include "engine/model.h"
 #include "engine/trainer.h"
-#include "engine/trial_io.h"
 #include "engine/weights.h"
 #include "gmock/gmock.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine_test_util.h"
+#include "trial_contract/trial_result.h"
+#include "trial_contract/trial_spec.h"
 
 namespace autoaccel {
 namespace {

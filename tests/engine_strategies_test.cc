@@ -18,8 +18,9 @@
 #include "engine/optim.h"
 #include "engine/pipeline.h"
 #include "engine/trainer.h"
-#include "engine/trial_io.h"
 #include "tests/engine_test_util.h"
+#include "trial_contract/trial_result.h"
+#include "trial_contract/trial_spec.h"
 
 namespace autoaccel {
 namespace {

@@ -18,8 +18,10 @@
 #include "engine/cpu_memory.h"
 #include "engine/gpt.h"
 #include "engine/trainer.h"
-#include "engine/trial_io.h"
 #include "tests/engine_test_util.h"
+#include "trial_contract/json_file.h"
+#include "trial_contract/trial_result.h"
+#include "trial_contract/trial_spec.h"
 
 namespace autoaccel {
 

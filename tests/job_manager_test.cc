@@ -10,7 +10,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/content_digest.h"
-#include "engine/trial_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -20,6 +19,7 @@
 #include "server/signature.h"
 #include "server/strategy_queries.h"
 #include "tests/subprocess.h"
+#include "trial_contract/trial_spec.h"
 
 namespace autoaccel {
 namespace {
@@ -483,7 +483,6 @@ TEST_F(JobManagerTest, ALostWorkersTrialIsRetriedElsewhereAsANewAttempt) {
   EXPECT_EQ(executor_.calls[0].address, "b:1");
   EXPECT_EQ(executor_.calls[0].request.trial_id(), on_a);
   EXPECT_EQ(executor_.calls[0].request.attempt(), 2);
-  EXPECT_EQ(FakeExecutor::Spec(executor_.calls[0]).attempt, 2);
   executor_.Succeed(20);
   t = TrialOf(job->job_id(), on_a);
   EXPECT_EQ(t.status(), "SUCCEEDED");
@@ -1394,10 +1393,11 @@ TEST_F(JobManagerTest, AnOutOfMemoryTrialPrunesTheStrategiesThatNeedMore) {
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 1u);
   const TrialSpec first = FakeExecutor::Spec(executor_.calls.front());
+  const std::string first_id = executor_.calls.front().request.trial_id();
   ASSERT_EQ(StrategyToText(first.strategy),
             "mbs=1,ga=4,precision=fp32,checkpoint=full,attention=math,optimizer=adamw,"
             "offload=none");
-  executor_.Answer(first.trial_id, 0, absl::OkStatus(), Answered("OOM", "out of memory"));
+  executor_.Answer(first_id, 0, absl::OkStatus(), Answered("OOM", "out of memory"));
   manager_->Tick();
   auto trials = manager_->ListTrials(job->job_id());
   ASSERT_TRUE(trials.ok());
@@ -1433,7 +1433,7 @@ TEST_F(JobManagerTest, IncludeAndExcludeNarrowTheSpaceAndBadNamesAreRefused) {
   ASSERT_EQ(executor_.calls.size(), 1u);
   for (int i = 0; i < 5 && !executor_.calls.empty(); ++i) {
     const TrialSpec spec = FakeExecutor::Spec(executor_.calls.front());
-    if (spec.trial_id.rfind(narrowed->job_id(), 0) == 0) {
+    if (executor_.calls.front().request.trial_id().rfind(narrowed->job_id(), 0) == 0) {
       EXPECT_EQ(spec.strategy.precision, Precision::kBf16) << StrategyToText(spec.strategy);
       EXPECT_NE(spec.strategy.checkpointing, Checkpointing::kNone);
     }
@@ -1463,12 +1463,13 @@ TEST_F(JobManagerTest, ALoadedStrategyRunsOnceWithItsMissingDimensionsFilledIn) 
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 2u);  // one trial, two ranks
   const TrialSpec spec = FakeExecutor::Spec(executor_.calls.front());
+  const std::string trial_id = executor_.calls.front().request.trial_id();
   EXPECT_EQ(spec.strategy.sharding, Sharding::kZero2);
   EXPECT_EQ(spec.strategy.precision, Precision::kBf16);
   EXPECT_EQ(spec.strategy.checkpointing, Checkpointing::kFull);
   EXPECT_THAT(manager_->GetJob(job->job_id())->algorithm(), StartsWith("load_strategy: runs"));
-  executor_.Answer(spec.trial_id, 0, absl::OkStatus(), Answered("SUCCEEDED"));
-  executor_.Answer(spec.trial_id, 1, absl::OkStatus(), Answered("SUCCEEDED"));
+  executor_.Answer(trial_id, 0, absl::OkStatus(), Answered("SUCCEEDED"));
+  executor_.Answer(trial_id, 1, absl::OkStatus(), Answered("SUCCEEDED"));
   manager_->Tick();
   EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "SUCCEEDED");
   EXPECT_TRUE(executor_.calls.empty());

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "engine/trial_io.h"
 #include "search/model.h"
+#include "trial_contract/trial_spec.h"
 
 namespace autoaccel::testing {
 

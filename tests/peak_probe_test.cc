@@ -2,9 +2,11 @@
 // `autoaccel-trial --probe-peak`, as the worker runs it.
 #include "engine/peak_probe.h"
 
+#include <ATen/ATen.h>
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -16,6 +18,29 @@
 namespace autoaccel {
 namespace {
 
+// Whether this LibTorch build has a CPU GEMM kernel for fp16 (some have
+// none: the probe must then say "unknown", 0, not a figure).
+bool CpuHasFp16Gemm() {
+  try {
+    at::mm(at::ones({4, 4}, at::kHalf), at::ones({4, 4}, at::kHalf));
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// The probe's contract for a precision that may lack a kernel: 0 (unknown)
+// exactly when at::mm has none, else a positive, finite, CPU-sized figure.
+void ExpectFp16PeakMatchesTheKernel(double fp16) {
+  if (CpuHasFp16Gemm()) {
+    EXPECT_GT(fp16, 0) << "an fp16 GEMM runs here: its peak is measurable";
+    EXPECT_TRUE(std::isfinite(fp16)) << fp16;
+    EXPECT_LT(fp16, 1000);
+  } else {
+    EXPECT_EQ(fp16, 0) << "no fp16 GEMM here: its peak is unknown (0)";
+  }
+}
+
 TEST(PeakProbeTest, MeasuresPositiveFiguresQuickly) {
   const auto start = std::chrono::steady_clock::now();
   const PeakTflops peak = MeasureCpuPeakTflops(1);
@@ -25,7 +50,7 @@ TEST(PeakProbeTest, MeasuresPositiveFiguresQuickly) {
   // bf16 may be orders of magnitude slower on a CPU without native bf16, but
   // it runs; fp16 may have no CPU kernel at all in some builds (0 = unknown).
   EXPECT_GT(peak.bf16, 0);
-  EXPECT_GE(peak.fp16, 0);
+  ExpectFp16PeakMatchesTheKernel(peak.fp16);
   // Far above any CPU: a unit slip (FLOP/s vs TFLOP/s) would show here.
   EXPECT_LT(peak.fp32, 1000);
   EXPECT_LT(peak.bf16, 1000);
@@ -51,6 +76,7 @@ TEST(PeakProbeTest, TheTrialRunnerPrintsThePeakAsOneJsonLine) {
   ASSERT_TRUE(peak.ok()) << peak.status();
   EXPECT_GT(peak->fp32, 0);
   EXPECT_GT(peak->bf16, 0);
+  ExpectFp16PeakMatchesTheKernel(peak->fp16);
 }
 
 TEST(PeakProbeTest, TheTrialRunnerRejectsBadProbeArguments) {

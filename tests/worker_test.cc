@@ -19,7 +19,12 @@
 #include "proto/convert.h"
 #include "search/trial.h"
 #include "tests/subprocess.h"
+#include "trial_contract/json_file.h"
+#include "worker/device_discovery.h"
+#include "worker/file_names.h"
+#include "worker/rank_spec.h"
 #include "worker/trial_process.h"
+#include "worker/worker_flags.h"
 #include "worker/worker_service.h"
 
 namespace autoaccel {
@@ -34,20 +39,27 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// A one-layer gpt2 rank: the stand-in runners never build it.
+TrialSpec TinySpec() {
+  TrialSpec spec;
+  spec.model.family = "gpt2";
+  spec.model.n_layer = 1;
+  spec.model.n_embd = 8;
+  spec.model.n_head = 2;
+  spec.model.vocab_size = 16;
+  spec.model.n_positions = 8;
+  spec.model.n_inner = 32;
+  spec.seq_len = 4;
+  spec.global_batch_size = 1;
+  return spec;
+}
+
 class TrialProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = testing::MakeTempDir("autoaccel-worker-");
+    spec_ = TinySpec();
     spec_.trial_id = "t1";
-    spec_.model.family = "gpt2";
-    spec_.model.n_layer = 1;
-    spec_.model.n_embd = 8;
-    spec_.model.n_head = 2;
-    spec_.model.vocab_size = 16;
-    spec_.model.n_positions = 8;
-    spec_.model.n_inner = 32;
-    spec_.seq_len = 4;
-    spec_.global_batch_size = 1;
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
@@ -174,6 +186,101 @@ TEST(CheckFileNamePartTest, OnlySafeNamesMayBecomeFileNames) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(std::string(s.message()), ::testing::StartsWith("trial_id: ")) << bad;
   }
+}
+
+// A spec as the coordinator sends it: its own fields, none of the worker's.
+v1::RunTrialRequest CoordinatorRequest(const std::string& trial_id, int attempt) {
+  TrialSpec spec = TinySpec();
+  spec.rank = 1;
+  spec.world_size = 2;
+  spec.local_rank = 1;
+  spec.master_addr = "10.0.0.7";
+  spec.master_port = 29501;
+  v1::RunTrialRequest request;
+  request.set_trial_id(trial_id);
+  request.set_attempt(attempt);
+  request.set_spec_json(TrialSpecToRequestJson(spec).dump());
+  return request;
+}
+
+RankDevice CpuRankDevice() {
+  RankDevice device;
+  device.device.set_type("cpu");
+  device.device.set_name("cpu");
+  device.device.set_memory_bytes(int64_t{3} << 30);
+  *device.device.mutable_peak_tflops() = ToProto(PeakTflops{0.5, 1.25, 0.01});
+  device.runner_device = "cpu";
+  device.num_threads = 4;
+  return device;
+}
+
+TEST(RankSpecTest, TheRunnerGetsTheCoordinatorsFieldsAndTheWorkersOwn) {
+  absl::StatusOr<TrialSpec> spec =
+      RankSpecFromRequest(CoordinatorRequest("job-1-t0003", 2), CpuRankDevice());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  // The worker's: from the request and the device.
+  EXPECT_EQ(spec->trial_id, "job-1-t0003");
+  EXPECT_EQ(spec->attempt, 2);
+  EXPECT_EQ(spec->device, "cpu");
+  EXPECT_EQ(spec->num_threads, 4);
+  EXPECT_EQ(spec->memory_limit_bytes, int64_t{3} << 30);
+  EXPECT_EQ(spec->peak_tflops, (PeakTflops{0.5, 1.25, 0.01}));
+  // The coordinator's: as sent.
+  EXPECT_EQ(spec->rank, 1);
+  EXPECT_EQ(spec->world_size, 2);
+  EXPECT_EQ(spec->local_rank, 1);
+  EXPECT_EQ(spec->master_addr, "10.0.0.7");
+  EXPECT_EQ(spec->master_port, 29501);
+  EXPECT_EQ(spec->seq_len, 4);
+}
+
+TEST(RankSpecTest, ASpecNamingAnotherTrialOrAttemptThanTheRequestIsRefused) {
+  // The request's trial_id and attempt are the RPC's identity (attach,
+  // cancel, file names); a spec_json that disagrees comes from a confused
+  // coordinator and runs nothing.
+  v1::RunTrialRequest request = CoordinatorRequest("t1", 2);
+  nlohmann::json j = nlohmann::json::parse(request.spec_json());
+  j["trial_id"] = "t9";
+  request.set_spec_json(j.dump());
+  absl::StatusOr<TrialSpec> other_trial = RankSpecFromRequest(request, CpuRankDevice());
+  EXPECT_EQ(other_trial.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(other_trial.status().message(), HasSubstr("trial_id 't9'"));
+
+  j["trial_id"] = "t1";
+  j["attempt"] = 1;
+  request.set_spec_json(j.dump());
+  absl::StatusOr<TrialSpec> other_attempt = RankSpecFromRequest(request, CpuRankDevice());
+  EXPECT_EQ(other_attempt.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(other_attempt.status().message(), HasSubstr("attempt 1"));
+
+  // Naming the same trial and attempt (a coordinator that sends the whole
+  // spec) is accepted; the worker's other fields are replaced.
+  j["attempt"] = 2;
+  j["device"] = "cuda:7";
+  j["num_threads"] = 64;
+  j["model_file"] = "/etc/passwd";
+  request.set_spec_json(j.dump());
+  absl::StatusOr<TrialSpec> same = RankSpecFromRequest(request, CpuRankDevice());
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->device, "cpu");
+  EXPECT_EQ(same->num_threads, 4);
+  EXPECT_EQ(same->model_file, "");
+}
+
+TEST(RankSpecTest, BadIdentityOrSpecIsRefusedNamingTheField) {
+  auto refusal = [](const v1::RunTrialRequest& request) {
+    return std::string(RankSpecFromRequest(request, CpuRankDevice()).status().message());
+  };
+  for (const std::string& id : {std::string(""), std::string("../x"), std::string("a/b")}) {
+    EXPECT_THAT(refusal(CoordinatorRequest(id, 1)), ::testing::StartsWith("trial_id: ")) << id;
+  }
+  for (int attempt : {0, -1, kMaxTrialAttempt + 1}) {
+    EXPECT_THAT(refusal(CoordinatorRequest("t1", attempt)), ::testing::StartsWith("attempt: "))
+        << attempt;
+  }
+  v1::RunTrialRequest not_json = CoordinatorRequest("t1", 1);
+  not_json.set_spec_json("{");
+  EXPECT_THAT(refusal(not_json), ::testing::StartsWith("spec_json: "));
 }
 
 TEST(ParseDevicesTest, CpuSlotsShareMemoryAndBadTextIsRejected) {
@@ -381,7 +488,7 @@ JSON)"));
     req.set_trial_id("t1");
     req.set_attempt(++attempts_);
     req.set_device_index(0);
-    req.set_spec_json(TrialSpecToJson(spec).dump());
+    req.set_spec_json(TrialSpecToRequestJson(spec).dump());
     req.set_timeout_seconds(20);
     v1::RunTrialResponse resp;
     grpc::ClientContext ctx;
@@ -394,20 +501,6 @@ JSON)"));
     absl::StatusOr<TrialSpec> seen = j.ok() ? TrialSpecFromJson(*j) : j.status();
     EXPECT_TRUE(seen.ok()) << seen.status();
     return seen.ok() ? *seen : TrialSpec{};
-  }
-
-  static TrialSpec TinySpec() {
-    TrialSpec spec;
-    spec.model.family = "gpt2";
-    spec.model.n_layer = 1;
-    spec.model.n_embd = 8;
-    spec.model.n_head = 2;
-    spec.model.vocab_size = 16;
-    spec.model.n_positions = 8;
-    spec.model.n_inner = 32;
-    spec.seq_len = 4;
-    spec.global_batch_size = 1;
-    return spec;
   }
 
   std::unique_ptr<WorkerServiceImpl> service_;
@@ -425,7 +518,7 @@ TEST_F(WorkerServiceTest, TrialIdsAndDigestsThatCouldNameOtherPathsAreRefused) {
     v1::RunTrialRequest req;
     req.set_trial_id(trial_id);
     req.set_attempt(1);
-    req.set_spec_json(TrialSpecToJson(spec).dump());
+    req.set_spec_json(TrialSpecToRequestJson(spec).dump());
     req.set_model_file(model_file);
     v1::RunTrialResponse resp;
     grpc::ClientContext ctx;
@@ -487,7 +580,7 @@ JSON)");
   v1::RunTrialRequest req;
   req.set_trial_id("t1");
   req.set_attempt(1);
-  req.set_spec_json(TrialSpecToJson(spec).dump());
+  req.set_spec_json(TrialSpecToRequestJson(spec).dump());
   v1::RunTrialResponse resp;
   grpc::ClientContext ctx;
   ASSERT_TRUE(stub_->RunTrial(&ctx, req, &resp).ok());
@@ -556,7 +649,7 @@ TEST_F(WorkerServiceTest, TwoRanksOfATrialRunSideBySideAndOneCancelStopsBoth) {
       req.set_trial_id("t1");
       req.set_attempt(1);
       req.set_device_index(rank);
-      req.set_spec_json(TrialSpecToJson(spec).dump());
+      req.set_spec_json(TrialSpecToRequestJson(spec).dump());
       req.set_timeout_seconds(30);
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(40));

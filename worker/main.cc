@@ -15,7 +15,9 @@
 #include "absl/strings/str_join.h"
 #include "common/signals.h"
 #include "proto/convert.h"
+#include "worker/device_discovery.h"
 #include "worker/registrar.h"
+#include "worker/worker_flags.h"
 #include "worker/worker_service.h"
 
 int main(int argc, char** argv) {

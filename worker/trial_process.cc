@@ -18,6 +18,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "trial_contract/json_file.h"
+#include "worker/file_names.h"
 
 extern char** environ;
 
@@ -171,7 +173,7 @@ TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& op
   TrialResult result;
   result.status = TrialStatus::kFailed;
   const std::string base =
-      absl::StrCat(options.work_dir, "/", spec.trial_id, "-a", spec.attempt, "-r", spec.rank);
+      absl::StrCat(options.work_dir, "/", RankFileStem(spec.trial_id, spec.attempt, spec.rank));
   const std::string spec_path = base + ".spec.json";
   const std::string result_path = base + ".result.json";
   const std::string log_path = base + ".log";

@@ -11,14 +11,18 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "engine/trial_io.h"
+#include "trial_contract/trial_result.h"
+#include "trial_contract/trial_spec.h"
 
 namespace autoaccel {
+
+// How long a rank may run when its RunTrialRequest gives no timeout.
+inline constexpr absl::Duration kDefaultTrialTimeout = absl::Minutes(10);
 
 struct TrialProcessOptions {
   std::string runner_path;  // the autoaccel-trial executable
   std::string work_dir;     // spec, result and log files go here
-  absl::Duration timeout = absl::Minutes(10);
+  absl::Duration timeout = kDefaultTrialTimeout;
   // Polled every 100 ms while the child runs; returning true stops the child
   // and the trial ends CANCELLED.
   std::function<bool()> should_cancel;
@@ -26,8 +30,8 @@ struct TrialProcessOptions {
 
 // Writes `spec` to a file, starts the runner in its own process group (with
 // RANK, WORLD_SIZE, LOCAL_RANK and, for world_size > 1, MASTER_ADDR and
-// MASTER_PORT from the spec in its environment; work files named by trial,
-// attempt and rank, so a trial's ranks on one machine never share one), waits
+// MASTER_PORT from the spec in its environment; work files named by
+// RankFileStem (worker/file_names.h), one set per rank), waits
 // for it (killing the whole group on timeout or cancellation: SIGTERM, then
 // SIGKILL after 3 s) and turns what happened into a TrialResult:
 // the runner's own result file if it wrote one; TIMEOUT or CANCELLED when we

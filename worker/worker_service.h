@@ -1,23 +1,26 @@
 // The worker daemon's gRPC service: runs trial ranks on this node's devices.
+// The pieces it calls on live beside it: worker/rank_spec.h (request →
+// spec), worker/model_file_cache.h (torchscript files), worker/trial_process.h
+// (the child process); worker/device_discovery.h and worker/worker_flags.h
+// serve worker/main.cc before the service starts.
 #ifndef AUTOACCEL_WORKER_WORKER_SERVICE_H_
 #define AUTOACCEL_WORKER_WORKER_SERVICE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
-#include "absl/status/statusor.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/autoaccel.grpc.pb.h"
-#include "worker/trial_process.h"
+#include "trial_contract/trial_result.h"
+#include "trial_contract/trial_spec.h"
 
 namespace autoaccel {
 
@@ -38,78 +41,23 @@ struct WorkerOptions {
   std::function<void(const std::vector<v1::Device>&)> on_devices_changed;
 };
 
-// Parses "cpu:N" (N CPU slots sharing this node's memory) or "cuda:0,1,..".
-// `memory_bytes` per device: for cpu, 0 means physical memory / N.
-absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& text, int64_t memory_bytes);
-
-// "A-B": the ports (1 <= A <= B <= 65535) on which rank 0 of a multi-rank
-// trial may serve its rendezvous store. INVALID_ARGUMENT naming
-// --rendezvous-ports otherwise.
-absl::StatusOr<std::pair<int, int>> ParseRendezvousPorts(const std::string& text);
-
-// OK when `value` may become part of a file name in the work dir: 1 to 128
-// letters, digits, '-', '_' or '.', not starting with '.' (so no "..", no
-// '/', no NUL). INVALID_ARGUMENT naming `field` otherwise.
-absl::Status CheckFileNamePart(absl::string_view field, absl::string_view value);
-
-// The address the worker registers: the coordinator sends trials to it and
-// the other ranks of a gang whose rank 0 runs here meet at its host. It is
-// `advertise_host` when given, else the host of `listen` ("HOST:PORT"),
-// except that a wildcard listen host ("0.0.0.0", "::", "[::]" or empty),
-// which no other machine can dial, is replaced by `hostname`. The port is
-// the one the server bound (`port`). IPv6 hosts come back in brackets.
-std::string AdvertisedAddress(const std::string& listen, int port,
-                              const std::string& advertise_host, const std::string& hostname);
-
-// "fp32=X,bf16=Y,fp16=Z" (TFLOP/s, non-negative; any of the three, each at
-// most once, the others 0 = unknown). INVALID_ARGUMENT naming --peak-tflops
-// otherwise.
-absl::StatusOr<PeakTflops> ParsePeakTflops(const std::string& text);
-
-// How the worker learns what its devices are when it starts.
-struct DeviceProbeOptions {
-  std::string runner_path;  // cpu: runs `RUNNER --probe-peak --threads N`
-  int threads_per_device = 1;
-  // cpu: the probe runs this many times a moment apart and the best figure
-  // per precision is kept (a peak must not be under-measured).
-  int probe_repeats = 3;
-  std::string work_dir;  // the probes' output and logs
-  // --peak-tflops: every device's peak; nothing is probed for it.
-  std::optional<PeakTflops> peak;
-  // --device-memory was given: nvidia-smi's memory.total is not used.
-  bool keep_memory = false;
-  // Queried as `NVIDIA_SMI --query-gpu=index,name,memory.total
-  // --format=csv,noheader,nounits`; a path or a name in $PATH.
-  std::string nvidia_smi = "nvidia-smi";
-  absl::Duration timeout = absl::Minutes(1);  // per probe
-};
-
-// Fills in `devices` as ParseDevices made them. cuda devices: name = the GPU
-// model nvidia-smi reports for the ordinal (renumbered through a numeric
-// CUDA_VISIBLE_DEVICES), memory_bytes = its memory.total unless
-// keep_memory, peak_tflops from PeakTflopsForGpuName. cpu devices:
-// peak_tflops measured by the trial runner's probe. An explicit `peak`
-// replaces both peak sources. Never fails: what cannot be learnt (no
-// nvidia-smi, a probe that fails) stays as it was, peak 0 = unknown, and a
-// warning is logged. Returns the devices' runner_devices (WorkerOptions).
-// Blocks while the probes run (a few seconds, most of it loading LibTorch).
-// `unidentified`, when given, receives the cuda devices ("cuda:N") that
-// nvidia-smi did not list (or all of them when it cannot be run): on such a
-// machine a trial could not run there.
-std::vector<std::string> DescribeDevices(const DeviceProbeOptions& options,
-                                         std::vector<v1::Device>* devices,
-                                         std::vector<std::string>* unidentified = nullptr);
-
 // Each RunTrial spawns one child process (one trial rank) on a thread of its
 // own and answers when the child is done. A repeated RunTrial for the same
 // trial, attempt and rank attaches to the running child instead of starting
 // another; other ranks of the trial run beside it. A child is stopped when
 // CancelTrial arrives for its trial and attempt (every rank of it here), when
 // every caller has gone (the coordinator died or gave up), or at its timeout.
+//
+// RunTrial answers INVALID_ARGUMENT for a device_index this worker does not
+// have and for what RankSpecFromRequest and StoreModelFile refuse, and
+// UNAVAILABLE once Shutdown has begun; a trial that ran answers OK with its
+// status (SUCCEEDED, OOM, FAILED, TIMEOUT, CANCELLED) in the response. The
+// handlers are called on gRPC's threads; every method is thread-safe.
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
   explicit WorkerServiceImpl(WorkerOptions options)
       : options_(std::move(options)), devices_(options_.devices) {}
+  // Shutdown().
   ~WorkerServiceImpl() override;
 
   grpc::ServerUnaryReactor* RunTrial(grpc::CallbackServerContext* ctx,
@@ -119,7 +67,8 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
                                         const v1::CancelTrialRequest* request,
                                         v1::CancelTrialResponse* response) override;
 
-  // Stops every running child and waits for their threads.
+  // Stops every running child and waits for their threads; later RunTrials
+  // are refused.
   void Shutdown();
 
  private:
@@ -129,7 +78,7 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
     v1::RunTrialResponse* response;
   };
   struct Execution {
-    std::vector<Waiter> waiters;
+    std::vector<Waiter> waiters;  // guarded by the service's mu_
     std::atomic<bool> cancel{false};
   };
 
@@ -137,21 +86,22 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   // side, each its own child; ordered so one trial's ranks are adjacent.
   using ExecutionKey = std::tuple<std::string, int, int>;
 
-  void RunExecution(ExecutionKey key, int device_index, TrialSpec spec, absl::Duration timeout);
+  void RunExecution(ExecutionKey key, int device_index, TrialSpec spec, absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // A trial on a probed cpu device measured above its peak (MFU > 100%): the
   // probe under-measured it. Raises every cpu device's peak at the trial's
   // precision to what the trial achieved per device and restates the
   // trial's MFU against it.
-  void RaisePeakIfBeaten(int device_index, const TrialSpec& spec, TrialResult* result);
+  void RaisePeakIfBeaten(int device_index, const TrialSpec& spec, TrialResult* result)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const WorkerOptions options_;
-  std::mutex mu_;
-  std::vector<v1::Device> devices_;  // guarded by mu_: peaks may be raised
-  std::condition_variable idle_cv_;
-  std::map<ExecutionKey, std::shared_ptr<Execution>> running_;
-  int threads_ = 0;
-  bool shutting_down_ = false;
+  absl::Mutex mu_;
+  std::vector<v1::Device> devices_ ABSL_GUARDED_BY(mu_);  // peaks may be raised
+  std::map<ExecutionKey, std::shared_ptr<Execution>> running_ ABSL_GUARDED_BY(mu_);
+  int threads_ ABSL_GUARDED_BY(mu_) = 0;  // RunExecution threads not yet done
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace autoaccel

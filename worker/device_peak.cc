@@ -1,4 +1,4 @@
-#include "search/device_peak.h"
+#include "worker/device_peak.h"
 
 #include <string>
 #include <vector>

@@ -1,8 +1,10 @@
 // Dense peak TFLOP/s of NVIDIA data-center GPUs, looked up by the model name
 // `nvidia-smi --query-gpu=name` prints. The denominator of MFU on CUDA
-// devices; CPU devices measure theirs instead (engine/peak_probe.h).
-#ifndef AUTOACCEL_SEARCH_DEVICE_PEAK_H_
-#define AUTOACCEL_SEARCH_DEVICE_PEAK_H_
+// devices, which the worker registers (worker/device_discovery.h); CPU
+// devices measure theirs instead (the trial runner's --probe-peak). Pure;
+// thread-safe.
+#ifndef AUTOACCEL_WORKER_DEVICE_PEAK_H_
+#define AUTOACCEL_WORKER_DEVICE_PEAK_H_
 
 #include "absl/strings/string_view.h"
 #include "search/trial.h"
@@ -22,4 +24,4 @@ PeakTflops PeakTflopsForGpuName(absl::string_view name);
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SEARCH_DEVICE_PEAK_H_
+#endif  // AUTOACCEL_WORKER_DEVICE_PEAK_H_

@@ -1,12 +1,7 @@
-#include "engine/trial_io.h"
-
-#include <cstdio>
-#include <fstream>
-#include <sstream>
+#include "trial_contract/trial_spec.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "common/untrusted_json.h"
 
 namespace autoaccel {
 
@@ -34,6 +29,12 @@ nlohmann::json TrialSpecToJson(const TrialSpec& s) {
                         {"bucket_bytes", s.bucket_bytes},
                         {"report_parameter_digest", s.report_parameter_digest},
                         {"model_file", s.model_file}};
+}
+
+nlohmann::json TrialSpecToRequestJson(const TrialSpec& spec) {
+  nlohmann::json j = TrialSpecToJson(spec);
+  for (const char* key : kWorkerFilledTrialSpecKeys) j.erase(key);
+  return j;
 }
 
 absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
@@ -80,55 +81,6 @@ absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
                      ", 0 <= rank < world_size, min_measured_seconds 0..3600)"));
   }
   return s;
-}
-
-nlohmann::json TrialResultToJson(const TrialResult& r) {
-  return nlohmann::json{{"status", std::string(TrialStatusName(r.status))},
-                        {"error", r.error},
-                        {"infrastructure", r.infrastructure},
-                        {"metrics", TrialMetricsToJson(r.metrics)},
-                        {"step_losses", r.step_losses},
-                        {"parameter_digest", r.parameter_digest}};
-}
-
-absl::StatusOr<TrialResult> TrialResultFromJson(const nlohmann::json& j) {
-  if (!j.is_object()) return absl::InvalidArgumentError("trial result: expected a JSON object");
-  TrialResult r;
-  try {
-    ASSIGN_OR_RETURN(r.status, ParseTrialStatus(j.at("status").get<std::string>()));
-    r.error = j.value("error", "");
-    r.infrastructure = j.value("infrastructure", false);
-    r.step_losses = j.value("step_losses", std::vector<double>{});
-    r.parameter_digest = j.value("parameter_digest", "");
-    if (j.contains("metrics")) {
-      ASSIGN_OR_RETURN(r.metrics, TrialMetricsFromJson(j.at("metrics")));
-    }
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("trial result: ", e.what()));
-  }
-  return r;
-}
-
-absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return ParseUntrustedJson(buffer.str(), path);
-}
-
-absl::Status WriteJsonFile(const std::string& path, const nlohmann::json& j) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-    out << j.dump(2) << "\n";
-    if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace autoaccel

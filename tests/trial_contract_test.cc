@@ -1,0 +1,73 @@
+// The trial contract: what the coordinator sends of a spec, and that a spec
+// survives the runner's file.
+#include <iterator>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/model_test_util.h"
+#include "trial_contract/trial_spec.h"
+
+namespace autoaccel {
+namespace {
+
+TrialSpec FullSpec() {
+  TrialSpec spec;
+  spec.trial_id = "job-1-t0002";
+  spec.attempt = 3;
+  spec.rank = 1;
+  spec.world_size = 2;
+  spec.local_rank = 1;
+  spec.master_addr = "10.0.0.7";
+  spec.master_port = 29501;
+  spec.model = testing::TinyModelSpec("gpt2");
+  spec.seq_len = 4;
+  spec.global_batch_size = 2;
+  spec.warmup_steps = 1;
+  spec.measured_steps = 3;
+  spec.memory_limit_bytes = 1 << 30;
+  spec.device = "cuda:1";
+  spec.num_threads = 8;
+  spec.seed = 7;
+  spec.peak_tflops = PeakTflops{1, 2, 3};
+  spec.model_file = "/work/models/sha256-ab.pt";
+  return spec;
+}
+
+TEST(TrialSpecTest, TheCoordinatorSendsItsFieldsAndNoneOfTheWorkers) {
+  const nlohmann::json sent = TrialSpecToRequestJson(FullSpec());
+  for (const char* key : kWorkerFilledTrialSpecKeys) {
+    EXPECT_FALSE(sent.contains(key)) << key << " is the worker's";
+  }
+  absl::StatusOr<TrialSpec> got = TrialSpecFromJson(sent);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->rank, 1);
+  EXPECT_EQ(got->world_size, 2);
+  EXPECT_EQ(got->master_addr, "10.0.0.7");
+  EXPECT_EQ(got->master_port, 29501);
+  EXPECT_EQ(got->measured_steps, 3);
+  EXPECT_EQ(got->memory_limit_bytes, 1 << 30);
+  EXPECT_EQ(got->peak_tflops, (PeakTflops{1, 2, 3}));
+  // The worker's fields read as unfilled.
+  EXPECT_EQ(got->trial_id, "");
+  EXPECT_EQ(got->device, "cpu");
+  EXPECT_EQ(got->model_file, "");
+}
+
+TEST(TrialSpecTest, TheRunnersFileCarriesEveryField) {
+  const nlohmann::json file = TrialSpecToJson(FullSpec());
+  for (const char* key : kWorkerFilledTrialSpecKeys) EXPECT_TRUE(file.contains(key)) << key;
+  EXPECT_EQ(file.size(),
+            TrialSpecToRequestJson(FullSpec()).size() + std::size(kWorkerFilledTrialSpecKeys));
+  absl::StatusOr<TrialSpec> got = TrialSpecFromJson(file);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->trial_id, "job-1-t0002");
+  EXPECT_EQ(got->attempt, 3);
+  EXPECT_EQ(got->device, "cuda:1");
+  EXPECT_EQ(got->num_threads, 8);
+  EXPECT_EQ(got->model_file, "/work/models/sha256-ab.pt");
+  EXPECT_EQ(TrialSpecToJson(*got), file) << "a spec survives its file";
+}
+
+}  // namespace
+}  // namespace autoaccel
