@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "nlohmann/json.hpp"
-#include "search/clock.h"
 
 namespace autoaccel::bench {
 namespace {

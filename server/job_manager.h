@@ -23,8 +23,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "proto/autoaccel.pb.h"
-#include "search/clock.h"
 #include "search/methods.h"
 #include "search/model.h"
 #include "search/searcher.h"
