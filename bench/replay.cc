@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
+#include "search/config_override.h"
 
 namespace autoaccel::bench {
 namespace {

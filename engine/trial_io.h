@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
-#include "search/model.h"
+#include "search/model_spec.h"
 #include "search/strategy.h"
 #include "search/trial.h"
 

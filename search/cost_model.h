@@ -63,7 +63,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "search/model.h"
+#include "search/model_spec.h"
 #include "search/strategy.h"
 #include "search/trial.h"
 

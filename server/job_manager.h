@@ -26,7 +26,7 @@
 #include "common/clock.h"
 #include "proto/autoaccel.pb.h"
 #include "search/methods.h"
-#include "search/model.h"
+#include "search/model_spec.h"
 #include "search/searcher.h"
 #include "server/answer.h"
 #include "server/rank_outcome.h"

@@ -11,6 +11,7 @@
 #include "common/content_digest.h"
 #include "common/status_macros.h"
 #include "common/untrusted_json.h"
+#include "search/config_override.h"
 #include "search/methods.h"
 #include "search/space.h"
 

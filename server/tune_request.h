@@ -11,7 +11,7 @@
 #include "absl/time/time.h"
 #include "proto/autoaccel.pb.h"
 #include "search/methods.h"
-#include "search/model.h"
+#include "search/model_spec.h"
 #include "search/searcher.h"
 #include "search/strategy.h"
 

@@ -16,7 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "proto/convert.h"
 #include "search/cost_model.h"
-#include "search/model.h"
+#include "search/model_spec.h"
 #include "server/signature.h"
 #include "tests/subprocess.h"
 

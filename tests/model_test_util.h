@@ -6,7 +6,7 @@
 #include <string>
 
 #include "engine/trial_io.h"
-#include "search/model.h"
+#include "search/model_spec.h"
 
 namespace autoaccel::testing {
 

@@ -25,7 +25,7 @@
 #include "common/untrusted_json.h"
 #include "proto/convert.h"
 #include "search/device_peak.h"
-#include "search/model.h"
+#include "search/model_spec.h"
 
 namespace autoaccel {
 namespace {
