@@ -18,7 +18,7 @@
 #include "engine/trial_io.h"
 #include "proto/convert.h"
 #include "search/cost_model.h"
-#include "search/methods.h"
+#include "search/partial_strategy.h"
 #include "search/space.h"
 #include "server/signature.h"
 #include "server/tune_request.h"

@@ -12,7 +12,8 @@
 #include "common/status_macros.h"
 #include "common/untrusted_json.h"
 #include "search/config_override.h"
-#include "search/methods.h"
+#include "search/load_strategy.h"
+#include "search/method_filter.h"
 #include "search/space.h"
 
 namespace autoaccel {

@@ -1,5 +1,13 @@
-# Pure search library: strategies, model configs, the space and the searchers.
-add_executable(search_test ${CMAKE_CURRENT_LIST_DIR}/search_test.cc)
+# The pure search library, a file per subject: strategies and their forms, the
+# ATorch-compatible constraints (--include / --exclude, --load-strategy), model
+# specs and config edits, the search space, the exhaustive searcher, trials, and
+# the clock (common/).
+set(AUTOACCEL_SEARCH_TESTS strategy strategy_fields partial_strategy load_strategy atorch_strategy
+                           method_filter model_spec config_override space exhaustive_searcher trial
+                           clock)
+list(TRANSFORM AUTOACCEL_SEARCH_TESTS PREPEND ${CMAKE_CURRENT_LIST_DIR}/)
+list(TRANSFORM AUTOACCEL_SEARCH_TESTS APPEND _test.cc)
+add_executable(search_test ${AUTOACCEL_SEARCH_TESTS})
 target_link_libraries(search_test PRIVATE autoaccel_search GTest::gmock_main)
 gtest_discover_tests(search_test TEST_PREFIX "search.")
 
