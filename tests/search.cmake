@@ -22,3 +22,11 @@ target_compile_definitions(search_replay_test
                            PRIVATE AUTOACCEL_TABLES_DIR="${PROJECT_SOURCE_DIR}/bench/tables")
 target_link_libraries(search_replay_test PRIVATE autoaccel_replay GTest::gmock_main)
 gtest_discover_tests(search_replay_test TEST_PREFIX "search.")
+
+# The wire form of the search's value types (proto/convert.h): the field tables
+# against the messages' descriptors.
+if(AUTOACCEL_BUILD_SERVICES)
+  add_executable(proto_convert_test ${CMAKE_CURRENT_LIST_DIR}/proto_convert_test.cc)
+  target_link_libraries(proto_convert_test PRIVATE autoaccel_api GTest::gmock_main)
+  gtest_discover_tests(proto_convert_test TEST_PREFIX "search.")
+endif()

@@ -4,6 +4,7 @@
 #ifndef AUTOACCEL_TESTS_SEARCH_TEST_UTIL_H_
 #define AUTOACCEL_TESTS_SEARCH_TEST_UTIL_H_
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <type_traits>
@@ -21,6 +22,8 @@
 #include "search/space.h"
 #include "search/strategy.h"
 #include "search/strategy_fields.h"
+#include "search/trial.h"
+#include "search/trial_metrics_fields.h"
 
 namespace autoaccel {
 
@@ -137,6 +140,33 @@ void ForEveryFieldValue(F&& f) {
       EXPECT_TRUE(tried) << field.name << ": no valid strategy for " << FieldText(field, value);
     }
   });
+}
+
+// Metrics with every field set to a value of its own, none zero (the k-th
+// row: k + 1, 2^40 + k, k + 0.25, {k, 2^33 + k}).
+inline TrialMetrics EveryMetricSet() {
+  TrialMetrics m;
+  int k = 0;
+  ForEachTrialMetricsField([&](const auto& field) {
+    using T = typename std::decay_t<decltype(field)>::Value;
+    if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+      m.*field.member = {k, (int64_t{1} << 33) + k};
+    } else if constexpr (std::is_same_v<T, double>) {
+      m.*field.member = k + 0.25;
+    } else if constexpr (std::is_same_v<T, int64_t>) {
+      m.*field.member = (int64_t{1} << 40) + k;
+    } else {
+      m.*field.member = k + 1;
+    }
+    ++k;
+  });
+  return m;
+}
+
+// Every field of `a` equals `b`'s (TrialMetrics has no operator==).
+inline void ExpectSameMetrics(const TrialMetrics& a, const TrialMetrics& b) {
+  ForEachTrialMetricsField(
+      [&](const auto& field) { EXPECT_EQ(a.*field.member, b.*field.member) << field.name; });
 }
 
 }  // namespace autoaccel

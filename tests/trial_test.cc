@@ -1,6 +1,15 @@
-// Trial records (search/trial.h): the metrics' noise rule.
+// Trial records (search/trial.h): the metrics' noise rule, and the metrics'
+// field table (search/trial_metrics_fields.h) through the JSON form.
+#include <set>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "search/trial.h"
+#include "search/trial_metrics_fields.h"
+#include "tests/search_test_util.h"
 
 namespace autoaccel {
 namespace {
@@ -26,6 +35,41 @@ TEST(TrialMetrics, SpreadAboveTwentyPercentOfTheMedianIsNoisy) {
   EXPECT_FALSE(TrialMetricsFromJson(TrialMetricsToJson(m))->IsNoisy());
   m.step_time_spread = 0.25;
   EXPECT_TRUE(m.IsNoisy());
+}
+
+TEST(TrialMetrics, EveryFieldRoundTripsThroughJsonUnderItsKey) {
+  const TrialMetrics m = EveryMetricSet();
+  const nlohmann::json j = TrialMetricsToJson(m);
+  std::set<std::string> keys;
+  for (const auto& [key, value] : j.items()) keys.insert(key);
+  ForEachTrialMetricsField([&](const auto& field) {
+    EXPECT_EQ(j.at(std::string(field.name)), nlohmann::json(m.*field.member)) << field.name;
+    EXPECT_EQ(keys.erase(std::string(field.name)), 1u) << field.name;
+  });
+  EXPECT_EQ(keys, std::set<std::string>{"noisy"});  // the one derived key
+  absl::StatusOr<TrialMetrics> back = TrialMetricsFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectSameMetrics(*back, m);
+  // Each field alone, the others missing (they read as zero).
+  ForEachTrialMetricsField([&](const auto& field) {
+    const nlohmann::json one = {{std::string(field.name), j.at(std::string(field.name))}};
+    absl::StatusOr<TrialMetrics> read = TrialMetricsFromJson(one);
+    ASSERT_TRUE(read.ok()) << read.status();
+    TrialMetrics expected;
+    expected.*field.member = m.*field.member;
+    ExpectSameMetrics(*read, expected);
+  });
+}
+
+TEST(TrialMetrics, AFieldOfTheWrongTypeIsNamed) {
+  ForEachTrialMetricsField([](const auto& field) {
+    const nlohmann::json bad = {{std::string(field.name), "x"}};
+    const absl::Status status = TrialMetricsFromJson(bad).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << field.name;
+    EXPECT_EQ(std::string(status.message()).rfind(absl::StrCat("metrics.", field.name, ": "), 0),
+              0u)
+        << status;
+  });
 }
 
 }  // namespace
