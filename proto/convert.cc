@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-
 #include "common/status_macros.h"
 #include "search/strategy_fields.h"
 #include "search/trial_metrics_fields.h"

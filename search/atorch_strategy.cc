@@ -39,15 +39,17 @@ absl::StatusOr<Precision> DtypeOf(absl::string_view method, const Json& config) 
   if (name == "fp16" || name == "float16" || name == "torch.float16" || name == "torch.half") {
     return Precision::kFp16;
   }
-  return absl::InvalidArgumentError(absl::StrCat(method, ": unknown dtype '", dtype->get<std::string>(),
-                                "' (allowed: bf16, bfloat16, torch.bfloat16, fp16, float16, "
-                                "torch.float16, torch.half)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(method, ": unknown dtype '", dtype->get<std::string>(),
+                   "' (allowed: bf16, bfloat16, torch.bfloat16, fp16, float16, "
+                   "torch.float16, torch.half)"));
 }
 
 absl::StatusOr<int64_t> SizeOf(absl::string_view what, const Json& v) {
   if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX) ||
       v.get<int64_t>() < 1 || v.get<int64_t>() > std::numeric_limits<int>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": expected a positive integer size, got ", v.dump()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": expected a positive integer size, got ", v.dump()));
   }
   return v.get<int64_t>();
 }
@@ -55,7 +57,8 @@ absl::StatusOr<int64_t> SizeOf(absl::string_view what, const Json& v) {
 absl::Status ApplyParallelMode(const Json& config, PartialStrategyBuilder& b) {
   constexpr absl::string_view kUsage =
       "parallel_mode: expected ([(\"data\", n), (\"tensor\", n), (\"pipeline\", n)], None)";
-  if (!config.is_array()) return absl::InvalidArgumentError(absl::StrCat(kUsage, ", got ", config.dump()));
+  if (!config.is_array())
+    return absl::InvalidArgumentError(absl::StrCat(kUsage, ", got ", config.dump()));
   // Either (pairs, ranks) or the bare list of pairs.
   const bool wrapped =
       !config.empty() && config[0].is_array() && (config[0].empty() || config[0][0].is_array());
@@ -63,7 +66,8 @@ absl::Status ApplyParallelMode(const Json& config, PartialStrategyBuilder& b) {
   const std::string origin = "'parallel_mode'";
   for (const Json& pair : pairs) {
     if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(kUsage, ", got ", pair.dump(), " in the list"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(kUsage, ", got ", pair.dump(), " in the list"));
     }
     const std::string group = absl::AsciiStrToLower(pair[0].get<std::string>());
     absl::string_view field;
@@ -74,8 +78,9 @@ absl::Status ApplyParallelMode(const Json& config, PartialStrategyBuilder& b) {
     } else if (group == "pipeline" || group == "pipe") {
       field = "pipeline_parallel";
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("parallel_mode: unknown group '", pair[0].get<std::string>(),
-                                    "' (allowed: data, tensor, pipeline, pipe)"));
+      return absl::InvalidArgumentError(absl::StrCat("parallel_mode: unknown group '",
+                                                     pair[0].get<std::string>(),
+                                                     "' (allowed: data, tensor, pipeline, pipe)"));
     }
     ASSIGN_OR_RETURN(int64_t size, SizeOf(absl::StrCat("parallel_mode ", group), pair[1]));
     RETURN_IF_ERROR(b.SetCount(field, size, pair[1].dump(), origin));
@@ -83,7 +88,8 @@ absl::Status ApplyParallelMode(const Json& config, PartialStrategyBuilder& b) {
   return absl::OkStatus();
 }
 
-absl::Status ApplyAtorchMethod(absl::string_view name, const Json& config, PartialStrategyBuilder& b) {
+absl::Status ApplyAtorchMethod(absl::string_view name, const Json& config,
+                               PartialStrategyBuilder& b) {
   const std::string origin = absl::StrCat("'", name, "'");
   if (name == "zero1" || name == "zero2" || name == "fsdp") {
     return b.SetChoice("sharding", name, origin);
@@ -112,13 +118,14 @@ absl::Status ApplyAtorchMethod(absl::string_view name, const Json& config, Parti
     const Json* size = &config;
     if (config.is_object() && config.contains("size")) size = &config["size"];
     if (size->is_null() || size->is_object()) {
-      return absl::InvalidArgumentError(absl::StrCat(name, " needs a size: (\"", name, "\", 2) or (\"", name,
-                                    "\", {\"size\": 2})"));
+      return absl::InvalidArgumentError(absl::StrCat(name, " needs a size: (\"", name,
+                                                     "\", 2) or (\"", name, "\", {\"size\": 2})"));
     }
     ASSIGN_OR_RETURN(int64_t n, SizeOf(name, *size));
     return b.SetCount(name, n, size->dump(), origin);
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown method '", name, "' (allowed: ", kAtorchMethods, ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown method '", name, "' (allowed: ", kAtorchMethods, ")"));
 }
 
 }  // namespace
@@ -126,7 +133,8 @@ absl::Status ApplyAtorchMethod(absl::string_view name, const Json& config, Parti
 absl::StatusOr<PartialStrategy> ParseAtorchStrategy(absl::string_view text) {
   ASSIGN_OR_RETURN(const Json list, ParsePythonLiteral(text));
   if (!list.is_array()) {
-    return absl::InvalidArgumentError(absl::StrCat("expected a list of methods, got ", list.dump()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected a list of methods, got ", list.dump()));
   }
   PartialStrategyBuilder b(StrategyForm::kJson);
   for (size_t i = 0; i < list.size(); ++i) {
@@ -140,9 +148,9 @@ absl::StatusOr<PartialStrategy> ParseAtorchStrategy(absl::string_view text) {
       if (element.size() == 3 && !element[2].is_boolean()) name = &element;
     }
     if (!name->is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat("element ", i + 1,
-                                    ": expected a method name or a (name, config) tuple, got ",
-                                    element.dump()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("element ", i + 1,
+                       ": expected a method name or a (name, config) tuple, got ", element.dump()));
     }
     const std::string method =
         absl::AsciiStrToLower(absl::StripAsciiWhitespace(name->get<std::string>()));
@@ -150,6 +158,5 @@ absl::StatusOr<PartialStrategy> ParseAtorchStrategy(absl::string_view text) {
   }
   return b.Finish();
 }
-
 
 }  // namespace autoaccel

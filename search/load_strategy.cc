@@ -113,9 +113,9 @@ class JsonErrorCatcher : public nlohmann::json_sax<Json> {
 absl::StatusOr<PartialStrategy> ParsePartialJson(absl::string_view text) {
   JsonErrorCatcher catcher(text.size());
   if (!Json::sax_parse(text, &catcher)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "invalid JSON at offset ", catcher.end_of_input ? text.size() : catcher.offset, ": ",
-        catcher.detail));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid JSON at offset ", catcher.end_of_input ? text.size() : catcher.offset,
+                     ": ", catcher.detail));
   }
   const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return absl::InvalidArgumentError("expected a JSON object");
@@ -130,8 +130,7 @@ absl::StatusOr<PartialStrategy> ParsePartialJson(absl::string_view text) {
         // Not an integer, or one above INT64_MAX, reads as 0: refused as out of range.
         const bool integer = value.is_number_integer() &&
                              !(value.is_number_unsigned() && value.get<uint64_t>() > INT64_MAX);
-        status = b.SetCount(field.name, integer ? value.get<int64_t>() : 0, value.dump(),
-                            origin);
+        status = b.SetCount(field.name, integer ? value.get<int64_t>() : 0, value.dump(), origin);
       } else if constexpr (std::is_same_v<T, bool>) {
         status = value.is_boolean()
                      ? b.SetFlag(field.name, value.get<bool>(), origin)
@@ -166,8 +165,7 @@ absl::StatusOr<PartialStrategy> ParseAnyForm(absl::string_view text) {
 absl::StatusOr<PartialStrategy> ParseLoadStrategy(absl::string_view text) {
   absl::StatusOr<PartialStrategy> p = ParseAnyForm(text);
   if (!p.ok()) {
-    return absl::Status(p.status().code(),
-                        absl::StrCat("load_strategy: ", p.status().message()));
+    return absl::Status(p.status().code(), absl::StrCat("load_strategy: ", p.status().message()));
   }
   return p;
 }

@@ -52,9 +52,9 @@ absl::Status SetOnce(const StrategyField<T>& field, T value, StrategyForm form,
   std::optional<T>& slot = p.*field.partial;
   std::string& first = origins[std::string(field.name)];
   if (slot.has_value() && *slot != value) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "conflicting settings of ", FieldKey(field, form), ": ", first, " sets ",
-        Shown(field, *slot), ", ", origin, " sets ", Shown(field, value)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("conflicting settings of ", FieldKey(field, form), ": ", first, " sets ",
+                     Shown(field, *slot), ", ", origin, " sets ", Shown(field, value)));
   }
   if (!slot.has_value()) first = std::string(origin);
   slot = value;
@@ -80,7 +80,8 @@ std::string PartialStrategy::ToText() const {
   std::vector<std::string> items;
   ForEachStrategyField([&](const auto& field) {
     const auto& slot = this->*field.partial;
-    if (slot.has_value()) items.push_back(absl::StrCat(field.text_key, "=", FieldText(field, *slot)));
+    if (slot.has_value())
+      items.push_back(absl::StrCat(field.text_key, "=", FieldText(field, *slot)));
   });
   return absl::StrJoin(items, ",");
 }
@@ -96,10 +97,9 @@ absl::Status PartialStrategyBuilder::SetCount(absl::string_view name, int64_t va
     if constexpr (std::is_same_v<ValueOf<decltype(field)>, int>) {
       const int max = field.percent ? 100 : std::numeric_limits<int>::max();
       if (value < 1 || value > max) {
-        status = absl::InvalidArgumentError(
-            absl::StrCat("strategy.", FieldKey(field, form_), ": expected ",
-                         field.percent ? "a percentage in 1..100" : "a positive integer", ", got ",
-                         shown));
+        status = absl::InvalidArgumentError(absl::StrCat(
+            "strategy.", FieldKey(field, form_), ": expected ",
+            field.percent ? "a percentage in 1..100" : "a positive integer", ", got ", shown));
         return;
       }
       status = SetOnce(field, static_cast<int>(value), form_, origin, p_, origins_);
@@ -139,9 +139,8 @@ absl::StatusOr<PartialStrategy> PartialStrategyBuilder::Finish() const {
   s.data_parallel = p.data_parallel.value_or(s.sharding == Sharding::kNone ? 1 : 2);
   s.sequence_parallel = p.sequence_parallel.value_or(false);
   s.tensor_parallel = p.tensor_parallel.value_or(s.sequence_parallel ? 2 : 1);
-  s.pipeline_schedule = p.pipeline_schedule.value_or(p.virtual_stages.value_or(1) > 1
-                                                         ? PipelineSchedule::kInterleaved
-                                                         : PipelineSchedule::k1F1B);
+  s.pipeline_schedule = p.pipeline_schedule.value_or(
+      p.virtual_stages.value_or(1) > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B);
   const bool interleaved = s.pipeline_schedule == PipelineSchedule::kInterleaved;
   s.pipeline_parallel = p.pipeline_parallel.value_or(interleaved ? 2 : 1);
   s.virtual_stages = p.virtual_stages.value_or(interleaved ? 2 : 1);

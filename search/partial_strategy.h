@@ -68,8 +68,7 @@ class PartialStrategyBuilder {
   // A flag (bool row).
   absl::Status SetFlag(absl::string_view field, bool value, absl::string_view origin);
   // An enumerator (enum row) by its name.
-  absl::Status SetChoice(absl::string_view field, absl::string_view name,
-                         absl::string_view origin);
+  absl::Status SetChoice(absl::string_view field, absl::string_view name, absl::string_view origin);
 
   // The fields set so far, if they leave room for a valid strategy: the unset
   // ones are filled with values that suit the set ones and the strategy's own

@@ -323,7 +323,6 @@ class PyLiteralParser {
   size_t pos_ = 0;
 };
 
-
 }  // namespace
 
 absl::StatusOr<nlohmann::json> ParsePythonLiteral(absl::string_view text) {

@@ -235,9 +235,8 @@ absl::StatusOr<Strategy> ParseStrategyText(absl::string_view text) {
     if (!known) {
       std::vector<absl::string_view> keys;
       ForEachStrategyField([&](const auto& field) { keys.push_back(field.text_key); });
-      return absl::InvalidArgumentError(absl::StrCat("strategy: unknown key '", key,
-                                                     "' (allowed: ", absl::StrJoin(keys, ", "),
-                                                     ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "strategy: unknown key '", key, "' (allowed: ", absl::StrJoin(keys, ", "), ")"));
     }
     RETURN_IF_ERROR(status);
   }
@@ -291,7 +290,8 @@ absl::StatusOr<Strategy> StrategyFromJson(const nlohmann::json& j) {
       }
       return true;
     });
-    if (!known) return absl::InvalidArgumentError(absl::StrCat("strategy: unknown key '", key, "'"));
+    if (!known)
+      return absl::InvalidArgumentError(absl::StrCat("strategy: unknown key '", key, "'"));
     RETURN_IF_ERROR(status);
   }
   RETURN_IF_ERROR(CheckCheckpointPercent(s));

@@ -46,8 +46,8 @@ inline constexpr std::pair<Attention, absl::string_view> kAttentionNames[] = {
     {Attention::kMath, "math"}, {Attention::kSdpa, "sdpa"}};
 inline constexpr std::pair<Optimizer, absl::string_view> kOptimizerNames[] = {
     {Optimizer::kAdamW, "adamw"}, {Optimizer::kFusedAdamW, "fused_adamw"}};
-inline constexpr std::pair<Offload, absl::string_view> kOffloadNames[] = {
-    {Offload::kNone, "none"}, {Offload::kCpu, "cpu"}};
+inline constexpr std::pair<Offload, absl::string_view> kOffloadNames[] = {{Offload::kNone, "none"},
+                                                                          {Offload::kCpu, "cpu"}};
 inline constexpr std::pair<Sharding, absl::string_view> kShardingNames[] = {
     {Sharding::kNone, "none"},
     {Sharding::kZero1, "zero1"},
@@ -62,11 +62,11 @@ inline constexpr std::pair<PipelineSchedule, absl::string_view> kPipelineSchedul
 // existed, so stored answers keep matching.
 enum class TextRule {
   kAlways,
-  kLayout,          // unless the strategy is single-rank
-  kLayoutIfSet,     // only when not the default ("sp=1")
-  kIfSet,           // only when not the default ("ckpt_pct=50")
-  kIfPipelined,     // only when pipeline_parallel > 1
-  kIfInterleaved,   // only when pipeline_parallel > 1 and the schedule is interleaved
+  kLayout,         // unless the strategy is single-rank
+  kLayoutIfSet,    // only when not the default ("sp=1")
+  kIfSet,          // only when not the default ("ckpt_pct=50")
+  kIfPipelined,    // only when pipeline_parallel > 1
+  kIfInterleaved,  // only when pipeline_parallel > 1 and the schedule is interleaved
 };
 
 // What an unset v1::Strategy field (0, "") means on input.
@@ -98,14 +98,12 @@ inline constexpr std::tuple kStrategyFields{
     StrategyField<int>{"data_parallel", "dp", &Strategy::data_parallel,
                        &PartialStrategy::data_parallel, TextRule::kLayout, ProtoUnset::kDefault},
     StrategyField<int>{"tensor_parallel", "tp", &Strategy::tensor_parallel,
-                       &PartialStrategy::tensor_parallel, TextRule::kLayout,
-                       ProtoUnset::kDefault},
+                       &PartialStrategy::tensor_parallel, TextRule::kLayout, ProtoUnset::kDefault},
     StrategyField<int>{"pipeline_parallel", "pp", &Strategy::pipeline_parallel,
                        &PartialStrategy::pipeline_parallel, TextRule::kLayout,
                        ProtoUnset::kDefault},
-    StrategyField<Sharding>{"sharding", "sharding", &Strategy::sharding,
-                            &PartialStrategy::sharding, TextRule::kLayout, ProtoUnset::kDefault,
-                            kShardingNames},
+    StrategyField<Sharding>{"sharding", "sharding", &Strategy::sharding, &PartialStrategy::sharding,
+                            TextRule::kLayout, ProtoUnset::kDefault, kShardingNames},
     StrategyField<bool>{"sequence_parallel", "sp", &Strategy::sequence_parallel,
                         &PartialStrategy::sequence_parallel, TextRule::kLayoutIfSet,
                         ProtoUnset::kDefault},
@@ -117,20 +115,23 @@ inline constexpr std::tuple kStrategyFields{
                        &PartialStrategy::virtual_stages, TextRule::kIfInterleaved,
                        ProtoUnset::kDefault},
     StrategyField<int>{"micro_batch_size", "mbs", &Strategy::micro_batch_size,
-                       &PartialStrategy::micro_batch_size, TextRule::kAlways,
-                       ProtoUnset::kInvalid},
+                       &PartialStrategy::micro_batch_size, TextRule::kAlways, ProtoUnset::kInvalid},
     StrategyField<int>{"grad_accum_steps", "ga", &Strategy::grad_accum_steps,
-                       &PartialStrategy::grad_accum_steps, TextRule::kAlways,
-                       ProtoUnset::kInvalid},
+                       &PartialStrategy::grad_accum_steps, TextRule::kAlways, ProtoUnset::kInvalid},
     StrategyField<Precision>{"precision", "precision", &Strategy::precision,
                              &PartialStrategy::precision, TextRule::kAlways, ProtoUnset::kInvalid,
                              kPrecisionNames},
     StrategyField<Checkpointing>{"checkpointing", "checkpoint", &Strategy::checkpointing,
                                  &PartialStrategy::checkpointing, TextRule::kAlways,
                                  ProtoUnset::kInvalid, kCheckpointingNames},
-    StrategyField<int>{"checkpoint_percent", "ckpt_pct", &Strategy::checkpoint_percent,
-                       &PartialStrategy::checkpoint_percent, TextRule::kIfSet,
-                       ProtoUnset::kDefault, {}, /*percent=*/true},
+    StrategyField<int>{"checkpoint_percent",
+                       "ckpt_pct",
+                       &Strategy::checkpoint_percent,
+                       &PartialStrategy::checkpoint_percent,
+                       TextRule::kIfSet,
+                       ProtoUnset::kDefault,
+                       {},
+                       /*percent=*/true},
     StrategyField<Attention>{"attention", "attention", &Strategy::attention,
                              &PartialStrategy::attention, TextRule::kAlways, ProtoUnset::kInvalid,
                              kAttentionNames},
@@ -205,13 +206,13 @@ absl::StatusOr<T> ParseChoice(const StrategyField<T>& field, absl::string_view k
   for (const auto& [v, n] : field.names) {
     if (n == name) return v;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "strategy.", key, ": unknown value '", name, "' (allowed: ",
-      absl::StrJoin(field.names, ", ",
-                    [](std::string* out, const auto& entry) {
-                      out->append(entry.second.data(), entry.second.size());
-                    }),
-      ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("strategy.", key, ": unknown value '", name, "' (allowed: ",
+                   absl::StrJoin(field.names, ", ",
+                                 [](std::string* out, const auto& entry) {
+                                   out->append(entry.second.data(), entry.second.size());
+                                 }),
+                   ")"));
 }
 
 }  // namespace autoaccel

@@ -67,7 +67,8 @@ absl::StatusOr<PeakTflops> PeakTflopsFromJson(const nlohmann::json& j) {
 
 nlohmann::json TrialMetricsToJson(const TrialMetrics& m) {
   nlohmann::json j = nlohmann::json::object();
-  ForEachTrialMetricsField([&](const auto& field) { j[std::string(field.name)] = m.*field.member; });
+  ForEachTrialMetricsField(
+      [&](const auto& field) { j[std::string(field.name)] = m.*field.member; });
   j["noisy"] = m.IsNoisy();  // derived, for readers of the JSON; not read back
   return j;
 }
@@ -82,8 +83,8 @@ absl::StatusOr<TrialMetrics> TrialMetricsFromJson(const nlohmann::json& j) {
     if (it == j.end() || it->is_null()) return false;
     if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
       if (!it->is_array()) {
-        status = absl::InvalidArgumentError(
-            absl::StrCat("metrics.", field.name, ": expected an array"));
+        status =
+            absl::InvalidArgumentError(absl::StrCat("metrics.", field.name, ": expected an array"));
         return true;
       }
       for (const nlohmann::json& v : *it) {

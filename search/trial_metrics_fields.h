@@ -47,8 +47,7 @@ inline constexpr std::tuple kTrialMetricsFields{
                                             &TrialMetrics::rank_peak_memory_bytes},
 };
 
-inline constexpr size_t kNumTrialMetricsFields =
-    std::tuple_size_v<decltype(kTrialMetricsFields)>;
+inline constexpr size_t kNumTrialMetricsFields = std::tuple_size_v<decltype(kTrialMetricsFields)>;
 
 // Calls f(field) for every row, in table order.
 template <typename F>
@@ -60,8 +59,7 @@ void ForEachTrialMetricsField(F&& f) {
 // whether one did.
 template <typename F>
 bool AnyTrialMetricsField(F&& f) {
-  return std::apply([&f](const auto&... field) { return (f(field) || ...); },
-                    kTrialMetricsFields);
+  return std::apply([&f](const auto&... field) { return (f(field) || ...); }, kTrialMetricsFields);
 }
 
 }  // namespace autoaccel

@@ -17,7 +17,6 @@ using ::testing::Eq;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-
 TEST(LoadStrategy, AtorchExampleFromTheDocs) {
   const PartialStrategy p = Load(R"(["zero2", ("amp_native", {"dtype": "bf16"}), "checkpoint"])");
   EXPECT_EQ(p.sharding, Sharding::kZero2);

@@ -1,17 +1,17 @@
 // The clock (common/clock.h): the fake one moves only when told, the real one
 // is the wall clock.
+#include "absl/time/clock.h"
+
 #include <atomic>
 #include <thread>
 #include <vector>
 
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
 
 namespace autoaccel {
 namespace {
-
 
 TEST(Clock, FakeClockMovesOnlyWhenTold) {
   FakeClock clock(absl::FromUnixSeconds(100));

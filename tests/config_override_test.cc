@@ -1,5 +1,7 @@
 // --override and --override-new (search/config_override.h): edits of a
 // config.json before it is read.
+#include "search/config_override.h"
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,7 +11,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "search/config_override.h"
 #include "tests/hub_configs.h"
 #include "tests/search_test_util.h"
 

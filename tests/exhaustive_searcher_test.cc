@@ -26,7 +26,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::StartsWith;
 
-
 std::vector<Strategy> SpaceOf(int global_batch_size) {
   absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(BaseRequest(global_batch_size));
   EXPECT_TRUE(space.ok()) << space.status();

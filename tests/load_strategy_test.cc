@@ -1,10 +1,11 @@
 // --load-strategy in our own forms (search/load_strategy.h): canonical text
 // and JSON with some of the keys.
+#include "search/load_strategy.h"
+
 #include "absl/status/status.h"
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "search/load_strategy.h"
 #include "search/partial_strategy.h"
 #include "search/strategy.h"
 #include "tests/search_test_util.h"
@@ -16,7 +17,6 @@ using ::testing::AllOf;
 using ::testing::Eq;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
 
 TEST(LoadStrategy, CanonicalPartialText) {
   PartialStrategy p = Load("precision=bf16,checkpoint=full");

@@ -1,5 +1,7 @@
 // The --include / --exclude method filter (search/method_filter.h): which
 // methods a strategy uses, and which lists some strategy can satisfy.
+#include "search/method_filter.h"
+
 #include <string>
 #include <vector>
 
@@ -8,7 +10,6 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "search/method_filter.h"
 #include "search/strategy.h"
 #include "tests/search_test_util.h"
 
@@ -33,8 +34,6 @@ std::vector<std::string> Used(const Strategy& s) {
   }
   return out;
 }
-
-
 
 TEST(Methods, KnownMethodsInDocumentedOrder) {
   EXPECT_THAT(KnownMethods(),
@@ -96,7 +95,6 @@ TEST(Methods, UnknownOrMisspelledNamesAreNeverUsed) {
   EXPECT_FALSE(UsesMethod(s, "zero3"));
   EXPECT_FALSE(UsesMethod(s, ""));
 }
-
 
 TEST(MethodFilter, SplitsCommasTrimsLowerCasesAndMapsAliases) {
   absl::StatusOr<MethodFilter> f =

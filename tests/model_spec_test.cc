@@ -1,5 +1,7 @@
 // Model specs (search/model_spec.h): reading each family's config.json,
 // the checks, and the parameter and FLOP counts.
+#include "search/model_spec.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,7 +15,6 @@
 #include "search/config_override.h"
 #include "search/cost_model.h"
 #include "search/model_families.h"
-#include "search/model_spec.h"
 #include "tests/hub_configs.h"
 #include "tests/search_test_util.h"
 
@@ -23,7 +24,6 @@ namespace {
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
 
 TEST(ModelConfig, Gpt2SmallParameterCountMatchesHuggingFace) {
   const ModelSpec m = Gpt2Small();

@@ -1,13 +1,13 @@
 // Partial strategies (search/partial_strategy.h): which strategies they
 // match, and their canonical text.
-#include "gtest/gtest.h"
 #include "search/partial_strategy.h"
+
+#include "gtest/gtest.h"
 #include "search/strategy.h"
 #include "tests/search_test_util.h"
 
 namespace autoaccel {
 namespace {
-
 
 TEST(PartialStrategy, MatchesComparesOnlyTheSetFields) {
   const PartialStrategy p = Load("sharding=zero2,precision=bf16");

@@ -45,7 +45,8 @@ TEST(ProtoConvert, EveryStrategyRowIsAProtoFieldOfItsKindAndEveryFieldHasARow) {
     const FieldDescriptor* f = d->FindFieldByName(std::string(field.name));
     ASSERT_NE(f, nullptr) << field.name;
     using T = ValueOf<decltype(field)>;
-    const FieldDescriptor::CppType expected = std::is_same_v<T, bool> ? FieldDescriptor::CPPTYPE_BOOL
+    const FieldDescriptor::CppType expected = std::is_same_v<T, bool>
+                                                  ? FieldDescriptor::CPPTYPE_BOOL
                                               : std::is_enum_v<T> ? FieldDescriptor::CPPTYPE_STRING
                                                                   : FieldDescriptor::CPPTYPE_INT32;
     EXPECT_EQ(f->cpp_type(), expected) << field.name;

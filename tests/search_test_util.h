@@ -29,9 +29,7 @@ namespace autoaccel {
 
 // Failure messages show strategies as their canonical text.
 inline void PrintTo(const Strategy& s, std::ostream* os) { *os << StrategyToText(s); }
-inline void PrintTo(const PartialStrategy& p, std::ostream* os) {
-  *os << "{" << p.ToText() << "}";
-}
+inline void PrintTo(const PartialStrategy& p, std::ostream* os) { *os << "{" << p.ToText() << "}"; }
 
 template <typename M>
 auto InvalidArgument(M message_matcher) {
@@ -63,7 +61,8 @@ inline Strategy MakeStrategy(int mbs, int ga, Precision p, Checkpointing c, Atte
 }
 
 // `s` with the given layout.
-inline Strategy WithLayout(Strategy s, int dp, int tp, int pp, Sharding sharding = Sharding::kNone) {
+inline Strategy WithLayout(Strategy s, int dp, int tp, int pp,
+                           Sharding sharding = Sharding::kNone) {
   s.data_parallel = dp;
   s.tensor_parallel = tp;
   s.pipeline_parallel = pp;

@@ -1,5 +1,7 @@
 // The search space (search/space.h): what EnumerateSpace lists, in which
 // order, and the compatibility rules that prune it.
+#include "search/space.h"
+
 #include <climits>
 #include <cstdint>
 #include <set>
@@ -13,7 +15,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/model_spec.h"
-#include "search/space.h"
 #include "search/strategy.h"
 #include "tests/hub_configs.h"
 #include "tests/search_test_util.h"
@@ -26,7 +27,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
 using ::testing::StartsWith;
-
 
 // Default space per micro-batch size on a CPU device: precision (4) x
 // attention (2) x checkpointing (none, selective@50, selective@100, full@50,

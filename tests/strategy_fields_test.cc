@@ -2,6 +2,8 @@
 // every value, survives the canonical text, the JSON form and the partial
 // strategy's forms, under its row's keys. (proto_convert_test walks the same
 // table through the wire form.)
+#include "search/strategy_fields.h"
+
 #include <set>
 #include <string>
 #include <type_traits>
@@ -15,7 +17,6 @@
 #include "search/load_strategy.h"
 #include "search/partial_strategy.h"
 #include "search/strategy.h"
-#include "search/strategy_fields.h"
 #include "tests/search_test_util.h"
 
 namespace autoaccel {
@@ -76,8 +77,8 @@ TEST(StrategyFields, EveryFieldAtEveryValueRoundTripsThroughTextAndJson) {
 
     // Another value of the field makes another strategy.
     Strategy other = s;
-    other.*field.member = ValuesToTry(field).back() == value ? ValuesToTry(field).front()
-                                                             : ValuesToTry(field).back();
+    other.*field.member =
+        ValuesToTry(field).back() == value ? ValuesToTry(field).front() : ValuesToTry(field).back();
     EXPECT_NE(other, s) << shown;
   });
 }

@@ -1,5 +1,7 @@
 // The strategy value type (search/strategy.h): its canonical text, its JSON
 // form and the layout rules.
+#include "search/strategy.h"
+
 #include <limits>
 #include <random>
 #include <set>
@@ -12,7 +14,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "search/strategy.h"
 #include "tests/search_test_util.h"
 
 namespace autoaccel {
@@ -22,7 +23,6 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
-
 
 TEST(StrategyText, CanonicalFormOfAnExample) {
   const Strategy s = MakeStrategy(4, 2, Precision::kBf16, Checkpointing::kFull, Attention::kSdpa);

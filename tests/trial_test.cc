@@ -1,5 +1,7 @@
 // Trial records (search/trial.h): the metrics' noise rule, and the metrics'
 // field table (search/trial_metrics_fields.h) through the JSON form.
+#include "search/trial.h"
+
 #include <set>
 #include <string>
 
@@ -7,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "search/trial.h"
 #include "search/trial_metrics_fields.h"
 #include "tests/search_test_util.h"
 
