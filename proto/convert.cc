@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -23,9 +24,6 @@ namespace {
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 
-template <typename Field>
-using ValueOf = typename std::decay_t<Field>::Value;
-
 // The field of `m` that a table row names. A row without its field is a
 // programming error that proto_convert_test catches; it aborts here.
 const FieldDescriptor* WireField(const Message& m, absl::string_view name) {
@@ -38,21 +36,54 @@ const FieldDescriptor* WireField(const Message& m, absl::string_view name) {
   return f;
 }
 
+// Field `f` of `m`, by the C++ type of the member it comes from or goes to:
+// int is int32, int64_t int64, std::vector<int64_t> repeated int64.
+void SetWire(Message& m, const FieldDescriptor* f, int v) { m.GetReflection()->SetInt32(&m, f, v); }
+void SetWire(Message& m, const FieldDescriptor* f, int64_t v) {
+  m.GetReflection()->SetInt64(&m, f, v);
+}
+void SetWire(Message& m, const FieldDescriptor* f, double v) {
+  m.GetReflection()->SetDouble(&m, f, v);
+}
+void SetWire(Message& m, const FieldDescriptor* f, bool v) { m.GetReflection()->SetBool(&m, f, v); }
+void SetWire(Message& m, const FieldDescriptor* f, std::string v) {
+  m.GetReflection()->SetString(&m, f, std::move(v));
+}
+void SetWire(Message& m, const FieldDescriptor* f, const std::vector<int64_t>& v) {
+  for (int64_t x : v) m.GetReflection()->AddInt64(&m, f, x);
+}
+
+template <typename T>
+T GetWire(const Message& m, const FieldDescriptor* f) {
+  const google::protobuf::Reflection* r = m.GetReflection();
+  if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    T out;
+    for (int i = 0; i < r->FieldSize(m, f); ++i) out.push_back(r->GetRepeatedInt64(m, f, i));
+    return out;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return r->GetDouble(m, f);
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    return r->GetInt64(m, f);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return r->GetBool(m, f);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return r->GetString(m, f);
+  } else {
+    static_assert(std::is_same_v<T, int>);
+    return r->GetInt32(m, f);
+  }
+}
+
 }  // namespace
 
 v1::Strategy ToProto(const Strategy& s) {
   v1::Strategy p;
-  const google::protobuf::Reflection* r = p.GetReflection();
-  ForEachStrategyField([&](const auto& field) {
-    using T = ValueOf<decltype(field)>;
-    const FieldDescriptor* f = WireField(p, field.name);
-    const T value = s.*field.member;
-    if constexpr (std::is_same_v<T, bool>) {
-      r->SetBool(&p, f, value);
-    } else if constexpr (std::is_enum_v<T>) {
-      r->SetString(&p, f, std::string(ChoiceName(field, value)));
+  ForEachRow(kStrategyFields, [&](const auto& field) {
+    const auto value = s.*field.member;
+    if constexpr (std::is_enum_v<RowValue<decltype(field)>>) {
+      SetWire(p, WireField(p, field.name), std::string(ChoiceName(field, value)));
     } else {
-      r->SetInt32(&p, f, value);
+      SetWire(p, WireField(p, field.name), value);
     }
   });
   p.set_text(StrategyToText(s));
@@ -60,19 +91,18 @@ v1::Strategy ToProto(const Strategy& s) {
 }
 
 absl::StatusOr<Strategy> FromProto(const v1::Strategy& p) {
-  const google::protobuf::Reflection* r = p.GetReflection();
   Strategy s;
   absl::Status status;
   // Unset (0, "") means the field's default where the row says so, so that
   // messages written before a field existed still convert.
-  AnyStrategyField([&](const auto& field) {
-    using T = ValueOf<decltype(field)>;
+  AnyRow(kStrategyFields, [&](const auto& field) {
+    using T = RowValue<decltype(field)>;
     const FieldDescriptor* f = WireField(p, field.name);
     const bool unset_is_default = field.proto_unset == ProtoUnset::kDefault;
     if constexpr (std::is_same_v<T, bool>) {
-      s.*field.member = r->GetBool(p, f);
+      s.*field.member = GetWire<bool>(p, f);
     } else if constexpr (std::is_enum_v<T>) {
-      const std::string name = r->GetString(p, f);
+      const std::string name = GetWire<std::string>(p, f);
       if (name.empty() && unset_is_default) return false;
       absl::StatusOr<T> v = ParseChoice(field, field.name, name);
       if (!v.ok()) {
@@ -81,7 +111,7 @@ absl::StatusOr<Strategy> FromProto(const v1::Strategy& p) {
       }
       s.*field.member = *v;
     } else {
-      const int32_t v = r->GetInt32(p, f);
+      const int v = GetWire<int>(p, f);
       if (v == 0 && unset_is_default) return false;
       // Other values out of range are CheckLayout's and CheckCheckpointPercent's.
       if (v <= 0 && !unset_is_default) {
@@ -101,40 +131,15 @@ absl::StatusOr<Strategy> FromProto(const v1::Strategy& p) {
 
 v1::TrialMetrics ToProto(const TrialMetrics& m) {
   v1::TrialMetrics p;
-  const google::protobuf::Reflection* r = p.GetReflection();
-  ForEachTrialMetricsField([&](const auto& field) {
-    using T = ValueOf<decltype(field)>;
-    const FieldDescriptor* f = WireField(p, field.name);
-    const T& value = m.*field.member;
-    if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-      for (int64_t v : value) r->AddInt64(&p, f, v);
-    } else if constexpr (std::is_same_v<T, double>) {
-      r->SetDouble(&p, f, value);
-    } else if constexpr (std::is_same_v<T, int64_t>) {
-      r->SetInt64(&p, f, value);
-    } else {
-      r->SetInt32(&p, f, value);
-    }
-  });
+  ForEachRow(kTrialMetricsFields,
+             [&](const auto& field) { SetWire(p, WireField(p, field.name), m.*field.member); });
   return p;
 }
 
 TrialMetrics FromProto(const v1::TrialMetrics& p) {
-  const google::protobuf::Reflection* r = p.GetReflection();
   TrialMetrics m;
-  ForEachTrialMetricsField([&](const auto& field) {
-    using T = ValueOf<decltype(field)>;
-    const FieldDescriptor* f = WireField(p, field.name);
-    T& value = m.*field.member;
-    if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-      for (int i = 0; i < r->FieldSize(p, f); ++i) value.push_back(r->GetRepeatedInt64(p, f, i));
-    } else if constexpr (std::is_same_v<T, double>) {
-      value = r->GetDouble(p, f);
-    } else if constexpr (std::is_same_v<T, int64_t>) {
-      value = r->GetInt64(p, f);
-    } else {
-      value = r->GetInt32(p, f);
-    }
+  ForEachRow(kTrialMetricsFields, [&](const auto& field) {
+    m.*field.member = GetWire<RowValue<decltype(field)>>(p, WireField(p, field.name));
   });
   return m;
 }

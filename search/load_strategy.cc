@@ -20,13 +20,10 @@ namespace {
 
 using Json = nlohmann::json;
 
-template <typename Field>
-using ValueOf = typename std::decay_t<Field>::Value;
-
 // "unknown key 'x' (allowed: dp, tp, ...)", the keys in the spelling of `form`.
 absl::Status UnknownKey(absl::string_view key, StrategyForm form) {
   std::vector<absl::string_view> keys;
-  ForEachStrategyField([&](const auto& field) { keys.push_back(FieldKey(field, form)); });
+  ForEachRow(kStrategyFields, [&](const auto& field) { keys.push_back(FieldKey(field, form)); });
   return absl::InvalidArgumentError(
       absl::StrCat("unknown key '", key, "' (allowed: ", absl::StrJoin(keys, ", "), ")"));
 }
@@ -44,9 +41,9 @@ absl::StatusOr<PartialStrategy> ParsePartialText(absl::string_view text) {
     const absl::string_view value = absl::StripAsciiWhitespace(item.substr(eq + 1));
     const std::string origin = absl::StrCat("'", key, "=", value, "'");
     absl::Status status = UnknownKey(key, StrategyForm::kText);
-    AnyStrategyField([&](const auto& field) {
+    AnyRow(kStrategyFields, [&](const auto& field) {
       if (field.text_key != key) return false;
-      using T = ValueOf<decltype(field)>;
+      using T = RowValue<decltype(field)>;
       if constexpr (std::is_same_v<T, int>) {
         // Not a number reads as 0: refused as out of range.
         int64_t v = 0;
@@ -123,9 +120,9 @@ absl::StatusOr<PartialStrategy> ParsePartialJson(absl::string_view text) {
   for (const auto& [key, value] : j.items()) {
     const std::string origin = absl::StrCat("'", key, "'");
     absl::Status status = UnknownKey(key, StrategyForm::kJson);
-    AnyStrategyField([&, &key = key, &value = value](const auto& field) {
+    AnyRow(kStrategyFields, [&, &key = key, &value = value](const auto& field) {
       if (field.name != key) return false;
-      using T = ValueOf<decltype(field)>;
+      using T = RowValue<decltype(field)>;
       if constexpr (std::is_same_v<T, int>) {
         // Not an integer, or one above INT64_MAX, reads as 0: refused as out of range.
         const bool integer = value.is_number_integer() &&

@@ -19,9 +19,7 @@
 namespace autoaccel {
 namespace {
 
-using model_spec_internal::CommonKeys;
 using model_spec_internal::FieldError;
-using model_spec_internal::KeysOf;
 using model_spec_internal::kOtherArchitectures;
 using model_spec_internal::SupportedFamilies;
 
@@ -518,7 +516,7 @@ absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view family,
     RETURN_IF_ERROR(m.Validate());
     return m;
   }
-  const CommonKeys keys = KeysOf(info->network);
+  const auto keys = model_spec_internal::KeysOf(info->network);
   RETURN_IF_ERROR(Int(config, keys.n_layer, &m.n_layer, true));
   RETURN_IF_ERROR(Int(config, keys.n_embd, &m.n_embd, true));
   RETURN_IF_ERROR(Int(config, keys.n_head, &m.n_head, true));

@@ -15,11 +15,7 @@
 namespace autoaccel {
 namespace {
 
-using model_spec_internal::CommonKeys;
 using model_spec_internal::FieldError;
-using model_spec_internal::KeysOf;
-using model_spec_internal::kOtherArchitectures;
-using model_spec_internal::SupportedFamilies;
 
 absl::Status ValidateTorchScript(const ModelSpec& m) {
   RETURN_IF_ERROR(ParseInputSpec(m.input_spec).status());
@@ -45,8 +41,9 @@ uint64_t Fnv1a64(absl::string_view bytes, uint64_t hash) {
 
 absl::StatusOr<const ModelFamilyInfo*> ParseModelFamily(absl::string_view name) {
   if (const ModelFamilyInfo* f = FindModelFamily(name)) return f;
-  return absl::InvalidArgumentError(absl::StrCat("model: unknown family '", name, "' (supported: ",
-                                                 SupportedFamilies(), "); ", kOtherArchitectures));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "model: unknown family '", name, "' (supported: ", model_spec_internal::SupportedFamilies(),
+      "); ", model_spec_internal::kOtherArchitectures));
 }
 
 const std::vector<std::string>& KnownModelFamilies() {
@@ -83,7 +80,7 @@ absl::string_view ModelSpec::MaxPositionsKey() const {
 absl::Status ModelSpec::Validate() const {
   ASSIGN_OR_RETURN(const ModelFamilyInfo* f, Family());
   if (f->network == Network::kTorchScript) return ValidateTorchScript(*this);
-  const CommonKeys keys = KeysOf(f->network);
+  const auto keys = model_spec_internal::KeysOf(f->network);
   for (const auto& [key, value] :
        std::initializer_list<std::pair<const char*, int>>{{keys.n_layer, n_layer},
                                                           {keys.n_embd, n_embd},

@@ -15,9 +15,6 @@
 namespace autoaccel {
 namespace {
 
-template <typename Field>
-using ValueOf = typename std::decay_t<Field>::Value;
-
 // How a conflict message shows a value: as the canonical text does, but a
 // flag as true or false.
 template <typename T>
@@ -32,7 +29,7 @@ std::string Shown(const StrategyField<T>& field, T value) {
 // Calls f(field) with the row named `name`; false when there is none.
 template <typename F>
 bool WithField(absl::string_view name, F&& f) {
-  return AnyStrategyField([&](const auto& field) {
+  return AnyRow(kStrategyFields, [&](const auto& field) {
     if (field.name != name) return false;
     f(field);
     return true;
@@ -65,12 +62,12 @@ absl::Status SetOnce(const StrategyField<T>& field, T value, StrategyForm form,
 
 int PartialStrategy::CountSet() const {
   int n = 0;
-  ForEachStrategyField([&](const auto& field) { n += (this->*field.partial).has_value(); });
+  ForEachRow(kStrategyFields, [&](const auto& field) { n += (this->*field.partial).has_value(); });
   return n;
 }
 
 bool PartialStrategy::Matches(const Strategy& s) const {
-  return !AnyStrategyField([&](const auto& field) {
+  return !AnyRow(kStrategyFields, [&](const auto& field) {
     const auto& slot = this->*field.partial;
     return slot.has_value() && *slot != s.*field.member;
   });
@@ -78,7 +75,7 @@ bool PartialStrategy::Matches(const Strategy& s) const {
 
 std::string PartialStrategy::ToText() const {
   std::vector<std::string> items;
-  ForEachStrategyField([&](const auto& field) {
+  ForEachRow(kStrategyFields, [&](const auto& field) {
     const auto& slot = this->*field.partial;
     if (slot.has_value())
       items.push_back(absl::StrCat(field.text_key, "=", FieldText(field, *slot)));
@@ -87,14 +84,15 @@ std::string PartialStrategy::ToText() const {
 }
 
 bool operator==(const PartialStrategy& a, const PartialStrategy& b) {
-  return !AnyStrategyField([&](const auto& field) { return a.*field.partial != b.*field.partial; });
+  return !AnyRow(kStrategyFields,
+                 [&](const auto& field) { return a.*field.partial != b.*field.partial; });
 }
 
 absl::Status PartialStrategyBuilder::SetCount(absl::string_view name, int64_t value,
                                               absl::string_view shown, absl::string_view origin) {
   absl::Status status = NoSuchField("count", name);
   WithField(name, [&](const auto& field) {
-    if constexpr (std::is_same_v<ValueOf<decltype(field)>, int>) {
+    if constexpr (std::is_same_v<RowValue<decltype(field)>, int>) {
       const int max = field.percent ? 100 : std::numeric_limits<int>::max();
       if (value < 1 || value > max) {
         status = absl::InvalidArgumentError(absl::StrCat(
@@ -112,7 +110,7 @@ absl::Status PartialStrategyBuilder::SetFlag(absl::string_view name, bool value,
                                              absl::string_view origin) {
   absl::Status status = NoSuchField("flag", name);
   WithField(name, [&](const auto& field) {
-    if constexpr (std::is_same_v<ValueOf<decltype(field)>, bool>) {
+    if constexpr (std::is_same_v<RowValue<decltype(field)>, bool>) {
       status = SetOnce(field, value, form_, origin, p_, origins_);
     }
   });
@@ -123,8 +121,8 @@ absl::Status PartialStrategyBuilder::SetChoice(absl::string_view name, absl::str
                                                absl::string_view origin) {
   absl::Status status = NoSuchField("enumeration", name);
   WithField(name, [&](const auto& field) {
-    if constexpr (std::is_enum_v<ValueOf<decltype(field)>>) {
-      absl::StatusOr<ValueOf<decltype(field)>> v =
+    if constexpr (std::is_enum_v<RowValue<decltype(field)>>) {
+      absl::StatusOr<RowValue<decltype(field)>> v =
           ParseChoice(field, FieldKey(field, form_), value);
       status = v.ok() ? SetOnce(field, *v, form_, origin, p_, origins_) : v.status();
     }

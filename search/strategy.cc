@@ -2,7 +2,6 @@
 
 #include <cstdint>
 #include <limits>
-#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -18,22 +17,15 @@
 namespace autoaccel {
 namespace {
 
-template <typename Field>
-using ValueOf = typename std::decay_t<Field>::Value;
-
+// Every enumerator of `table`, in order; built once (one table per enum).
 template <typename Enum, size_t N>
-absl::StatusOr<Enum> ParseEnum(absl::string_view what, absl::string_view name,
-                               const EnumNameTable<Enum, N>& table) {
-  if (std::optional<Enum> v = EnumFromName(table, name)) return *v;
-  return absl::InvalidArgumentError(absl::StrCat("strategy.", what, ": unknown value '", name,
-                                                 "' (allowed: ", EnumNameList(table), ")"));
-}
-
-template <typename Enum, size_t N>
-std::vector<Enum> Values(const std::pair<Enum, absl::string_view> (&table)[N]) {
-  std::vector<Enum> out;
-  for (const auto& entry : table) out.push_back(entry.first);
-  return out;
+const std::vector<Enum>& AllOf(const std::pair<Enum, absl::string_view> (&table)[N]) {
+  static const auto* values = [&table] {
+    auto* v = new std::vector<Enum>;
+    for (const auto& entry : table) v->push_back(entry.first);
+    return v;
+  }();
+  return *values;
 }
 
 absl::StatusOr<int> ParsePositive(absl::string_view key, absl::string_view value) {
@@ -48,7 +40,7 @@ absl::StatusOr<int> ParsePositive(absl::string_view key, absl::string_view value
 // Every kLayout and kLayoutIfSet field at its default.
 bool IsSingleRank(const Strategy& s) {
   static const Strategy kDefault;
-  return !AnyStrategyField([&](const auto& field) {
+  return !AnyRow(kStrategyFields, [&](const auto& field) {
     return (field.text == TextRule::kLayout || field.text == TextRule::kLayoutIfSet) &&
            s.*field.member != kDefault.*field.member;
   });
@@ -88,58 +80,40 @@ absl::string_view PipelineScheduleName(PipelineSchedule p) {
   return EnumName(kPipelineScheduleNames, p, "?");
 }
 absl::StatusOr<Sharding> ParseSharding(absl::string_view name) {
-  return ParseEnum("sharding", name, kShardingNames);
+  return ParseChoice<Sharding>(kShardingNames, "sharding", name);
 }
 absl::StatusOr<PipelineSchedule> ParsePipelineSchedule(absl::string_view name) {
-  return ParseEnum("pipeline_schedule", name, kPipelineScheduleNames);
+  return ParseChoice<PipelineSchedule>(kPipelineScheduleNames, "pipeline_schedule", name);
 }
 absl::StatusOr<Precision> ParsePrecision(absl::string_view name) {
-  return ParseEnum("precision", name, kPrecisionNames);
+  return ParseChoice<Precision>(kPrecisionNames, "precision", name);
 }
 absl::StatusOr<Checkpointing> ParseCheckpointing(absl::string_view name) {
-  return ParseEnum("checkpointing", name, kCheckpointingNames);
+  return ParseChoice<Checkpointing>(kCheckpointingNames, "checkpointing", name);
 }
 absl::StatusOr<Attention> ParseAttention(absl::string_view name) {
-  return ParseEnum("attention", name, kAttentionNames);
+  return ParseChoice<Attention>(kAttentionNames, "attention", name);
 }
 absl::StatusOr<Optimizer> ParseOptimizer(absl::string_view name) {
-  return ParseEnum("optimizer", name, kOptimizerNames);
+  return ParseChoice<Optimizer>(kOptimizerNames, "optimizer", name);
 }
 absl::StatusOr<Offload> ParseOffload(absl::string_view name) {
-  return ParseEnum("offload", name, kOffloadNames);
+  return ParseChoice<Offload>(kOffloadNames, "offload", name);
 }
 
-const std::vector<Precision>& AllPrecisions() {
-  static const auto* v = new std::vector<Precision>(Values(kPrecisionNames));
-  return *v;
-}
-const std::vector<Checkpointing>& AllCheckpointings() {
-  static const auto* v = new std::vector<Checkpointing>(Values(kCheckpointingNames));
-  return *v;
-}
-const std::vector<Attention>& AllAttentions() {
-  static const auto* v = new std::vector<Attention>(Values(kAttentionNames));
-  return *v;
-}
-const std::vector<Optimizer>& AllOptimizers() {
-  static const auto* v = new std::vector<Optimizer>(Values(kOptimizerNames));
-  return *v;
-}
-const std::vector<Offload>& AllOffloads() {
-  static const auto* v = new std::vector<Offload>(Values(kOffloadNames));
-  return *v;
-}
-const std::vector<Sharding>& AllShardings() {
-  static const auto* v = new std::vector<Sharding>(Values(kShardingNames));
-  return *v;
-}
+const std::vector<Precision>& AllPrecisions() { return AllOf(kPrecisionNames); }
+const std::vector<Checkpointing>& AllCheckpointings() { return AllOf(kCheckpointingNames); }
+const std::vector<Attention>& AllAttentions() { return AllOf(kAttentionNames); }
+const std::vector<Optimizer>& AllOptimizers() { return AllOf(kOptimizerNames); }
+const std::vector<Offload>& AllOffloads() { return AllOf(kOffloadNames); }
+const std::vector<Sharding>& AllShardings() { return AllOf(kShardingNames); }
 const std::vector<PipelineSchedule>& AllPipelineSchedules() {
-  static const auto* v = new std::vector<PipelineSchedule>(Values(kPipelineScheduleNames));
-  return *v;
+  return AllOf(kPipelineScheduleNames);
 }
 
 bool operator==(const Strategy& a, const Strategy& b) {
-  return !AnyStrategyField([&](const auto& field) { return a.*field.member != b.*field.member; });
+  return !AnyRow(kStrategyFields,
+                 [&](const auto& field) { return a.*field.member != b.*field.member; });
 }
 
 absl::Status CheckCheckpointPercent(const Strategy& s, absl::string_view key) {
@@ -195,7 +169,7 @@ bool UsesBf16(Precision p) { return p == Precision::kBf16 || p == Precision::kPu
 std::string StrategyToText(const Strategy& s) {
   const bool single_rank = IsSingleRank(s);
   std::vector<std::string> items;
-  ForEachStrategyField([&](const auto& field) {
+  ForEachRow(kStrategyFields, [&](const auto& field) {
     if (Written(field, s, single_rank)) {
       items.push_back(absl::StrCat(field.text_key, "=", FieldText(field, s.*field.member)));
     }
@@ -211,9 +185,9 @@ absl::StatusOr<Strategy> ParseStrategyText(absl::string_view text) {
     absl::string_view key = absl::StripAsciiWhitespace(kv.first);
     absl::string_view value = absl::StripAsciiWhitespace(kv.second);
     absl::Status status;
-    const bool known = AnyStrategyField([&](const auto& field) {
+    const bool known = AnyRow(kStrategyFields, [&](const auto& field) {
       if (field.text_key != key) return false;
-      using T = ValueOf<decltype(field)>;
+      using T = RowValue<decltype(field)>;
       if constexpr (std::is_same_v<T, int>) {
         absl::StatusOr<int> v = ParsePositive(key, value);
         if (v.ok()) s.*field.member = *v;
@@ -234,7 +208,7 @@ absl::StatusOr<Strategy> ParseStrategyText(absl::string_view text) {
     });
     if (!known) {
       std::vector<absl::string_view> keys;
-      ForEachStrategyField([&](const auto& field) { keys.push_back(field.text_key); });
+      ForEachRow(kStrategyFields, [&](const auto& field) { keys.push_back(field.text_key); });
       return absl::InvalidArgumentError(absl::StrCat(
           "strategy: unknown key '", key, "' (allowed: ", absl::StrJoin(keys, ", "), ")"));
     }
@@ -247,8 +221,8 @@ absl::StatusOr<Strategy> ParseStrategyText(absl::string_view text) {
 
 nlohmann::json StrategyToJson(const Strategy& s) {
   nlohmann::json j = nlohmann::json::object();
-  ForEachStrategyField([&](const auto& field) {
-    using T = ValueOf<decltype(field)>;
+  ForEachRow(kStrategyFields, [&](const auto& field) {
+    using T = RowValue<decltype(field)>;
     if constexpr (std::is_enum_v<T>) {
       j[std::string(field.name)] = std::string(ChoiceName(field, s.*field.member));
     } else {
@@ -263,9 +237,9 @@ absl::StatusOr<Strategy> StrategyFromJson(const nlohmann::json& j) {
   Strategy s;
   for (const auto& [key, value] : j.items()) {
     absl::Status status;
-    const bool known = AnyStrategyField([&, &key = key, &value = value](const auto& field) {
+    const bool known = AnyRow(kStrategyFields, [&, &key = key, &value = value](const auto& field) {
       if (field.name != key) return false;
-      using T = ValueOf<decltype(field)>;
+      using T = RowValue<decltype(field)>;
       if constexpr (std::is_same_v<T, int>) {
         if (!value.is_number_integer() || value.get<int64_t>() <= 0 ||
             value.get<int64_t>() > std::numeric_limits<int>::max()) {

@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "search/field_table.h"
 #include "search/partial_strategy.h"
 #include "search/strategy.h"
 
@@ -144,19 +145,6 @@ inline constexpr std::tuple kStrategyFields{
 
 inline constexpr size_t kNumStrategyFields = std::tuple_size_v<decltype(kStrategyFields)>;
 
-// Calls f(field) for every row, in table order.
-template <typename F>
-void ForEachStrategyField(F&& f) {
-  std::apply([&f](const auto&... field) { (f(field), ...); }, kStrategyFields);
-}
-
-// Calls f(field) for the rows in table order until one returns true; returns
-// whether one did.
-template <typename F>
-bool AnyStrategyField(F&& f) {
-  return std::apply([&f](const auto&... field) { return (f(field) || ...); }, kStrategyFields);
-}
-
 // The key of `field` in the spelling of `form`.
 template <typename T>
 absl::string_view FieldKey(const StrategyField<T>& field, StrategyForm form) {
@@ -168,8 +156,8 @@ absl::string_view FieldKey(const StrategyField<T>& field, StrategyForm form) {
 template <typename T>
 absl::string_view FieldKey(T Strategy::*member, StrategyForm form) {
   absl::string_view key;
-  ForEachStrategyField([&](const auto& field) {
-    if constexpr (std::is_same_v<typename std::decay_t<decltype(field)>::Value, T>) {
+  ForEachRow(kStrategyFields, [&](const auto& field) {
+    if constexpr (std::is_same_v<RowValue<decltype(field)>, T>) {
       if (field.member == member) key = FieldKey(field, form);
     }
   });
@@ -198,21 +186,26 @@ std::string FieldText(const StrategyField<T>& field, T value) {
   }
 }
 
-// The enumerator named `name` (exact spelling), or INVALID_ARGUMENT
-// "strategy.<key>: unknown value 'x' (allowed: a, b, c)".
+// The enumerator named `name` (exact spelling) among `names`, or
+// INVALID_ARGUMENT "strategy.<key>: unknown value 'x' (allowed: a, b, c)".
 template <typename T>
-absl::StatusOr<T> ParseChoice(const StrategyField<T>& field, absl::string_view key,
-                              absl::string_view name) {
-  for (const auto& [v, n] : field.names) {
+absl::StatusOr<T> ParseChoice(absl::Span<const std::pair<T, absl::string_view>> names,
+                              absl::string_view key, absl::string_view name) {
+  for (const auto& [v, n] : names) {
     if (n == name) return v;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("strategy.", key, ": unknown value '", name, "' (allowed: ",
-                   absl::StrJoin(field.names, ", ",
+                   absl::StrJoin(names, ", ",
                                  [](std::string* out, const auto& entry) {
                                    out->append(entry.second.data(), entry.second.size());
                                  }),
                    ")"));
+}
+template <typename T>
+absl::StatusOr<T> ParseChoice(const StrategyField<T>& field, absl::string_view key,
+                              absl::string_view name) {
+  return ParseChoice(field.names, key, name);
 }
 
 }  // namespace autoaccel

@@ -67,8 +67,8 @@ absl::StatusOr<PeakTflops> PeakTflopsFromJson(const nlohmann::json& j) {
 
 nlohmann::json TrialMetricsToJson(const TrialMetrics& m) {
   nlohmann::json j = nlohmann::json::object();
-  ForEachTrialMetricsField(
-      [&](const auto& field) { j[std::string(field.name)] = m.*field.member; });
+  ForEachRow(kTrialMetricsFields,
+             [&](const auto& field) { j[std::string(field.name)] = m.*field.member; });
   j["noisy"] = m.IsNoisy();  // derived, for readers of the JSON; not read back
   return j;
 }
@@ -77,8 +77,8 @@ absl::StatusOr<TrialMetrics> TrialMetricsFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("metrics: expected a JSON object");
   TrialMetrics m;
   absl::Status status;
-  AnyTrialMetricsField([&](const auto& field) {
-    using T = typename std::decay_t<decltype(field)>::Value;
+  AnyRow(kTrialMetricsFields, [&](const auto& field) {
+    using T = RowValue<decltype(field)>;
     auto it = j.find(std::string(field.name));
     if (it == j.end() || it->is_null()) return false;
     if constexpr (std::is_same_v<T, std::vector<int64_t>>) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "search/field_table.h"
 #include "search/trial.h"
 
 namespace autoaccel {
@@ -48,19 +49,6 @@ inline constexpr std::tuple kTrialMetricsFields{
 };
 
 inline constexpr size_t kNumTrialMetricsFields = std::tuple_size_v<decltype(kTrialMetricsFields)>;
-
-// Calls f(field) for every row, in table order.
-template <typename F>
-void ForEachTrialMetricsField(F&& f) {
-  std::apply([&f](const auto&... field) { (f(field), ...); }, kTrialMetricsFields);
-}
-
-// Calls f(field) for the rows in table order until one returns true; returns
-// whether one did.
-template <typename F>
-bool AnyTrialMetricsField(F&& f) {
-  return std::apply([&f](const auto&... field) { return (f(field) || ...); }, kTrialMetricsFields);
-}
 
 }  // namespace autoaccel
 

@@ -26,34 +26,47 @@ namespace {
 
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
+using ::testing::IsEmpty;
 using ::testing::StartsWith;
 
-template <typename Field>
-using ValueOf = typename std::decay_t<Field>::Value;
+// The C++ type of the proto field that a row of value type T converts to and
+// from: a flag bool, an enumerator its name, a vector a repeated field.
+template <typename T>
+FieldDescriptor::CppType WireType() {
+  if constexpr (std::is_same_v<T, bool>) {
+    return FieldDescriptor::CPPTYPE_BOOL;
+  } else if constexpr (std::is_enum_v<T>) {
+    return FieldDescriptor::CPPTYPE_STRING;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return FieldDescriptor::CPPTYPE_DOUBLE;
+  } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, std::vector<int64_t>>) {
+    return FieldDescriptor::CPPTYPE_INT64;
+  } else {
+    return FieldDescriptor::CPPTYPE_INT32;
+  }
+}
 
-// The names of `d`'s fields.
-std::set<std::string> FieldNames(const Descriptor* d) {
-  std::set<std::string> out;
-  for (int i = 0; i < d->field_count(); ++i) out.insert(d->field(i)->name());
-  return out;
+// Checks that every row of `table` names a field of `d` of the row's type,
+// and returns the fields of `d` that no row names.
+template <typename Table>
+std::set<std::string> FieldsWithoutARow(const Table& table, const Descriptor* d) {
+  std::set<std::string> unmatched;
+  for (int i = 0; i < d->field_count(); ++i) unmatched.insert(d->field(i)->name());
+  ForEachRow(table, [&](const auto& field) {
+    using T = RowValue<decltype(field)>;
+    const FieldDescriptor* f = d->FindFieldByName(std::string(field.name));
+    ASSERT_NE(f, nullptr) << field.name;
+    EXPECT_EQ(f->cpp_type(), WireType<T>()) << field.name;
+    EXPECT_EQ(f->is_repeated(), (std::is_same_v<T, std::vector<int64_t>>)) << field.name;
+    unmatched.erase(f->name());
+  });
+  return unmatched;
 }
 
 TEST(ProtoConvert, EveryStrategyRowIsAProtoFieldOfItsKindAndEveryFieldHasARow) {
-  const Descriptor* d = v1::Strategy::descriptor();
-  std::set<std::string> unmatched = FieldNames(d);
-  ForEachStrategyField([&](const auto& field) {
-    const FieldDescriptor* f = d->FindFieldByName(std::string(field.name));
-    ASSERT_NE(f, nullptr) << field.name;
-    using T = ValueOf<decltype(field)>;
-    const FieldDescriptor::CppType expected = std::is_same_v<T, bool>
-                                                  ? FieldDescriptor::CPPTYPE_BOOL
-                                              : std::is_enum_v<T> ? FieldDescriptor::CPPTYPE_STRING
-                                                                  : FieldDescriptor::CPPTYPE_INT32;
-    EXPECT_EQ(f->cpp_type(), expected) << field.name;
-    EXPECT_FALSE(f->is_repeated()) << field.name;
-    unmatched.erase(f->name());
-  });
-  EXPECT_EQ(unmatched, std::set<std::string>{"text"});  // the canonical text, output only
+  // `text`: the canonical text, output only.
+  EXPECT_EQ(FieldsWithoutARow(kStrategyFields, v1::Strategy::descriptor()),
+            std::set<std::string>{"text"});
 }
 
 TEST(ProtoConvert, EveryStrategyFieldAtEveryValueSurvivesTheWire) {
@@ -71,7 +84,7 @@ TEST(ProtoConvert, EveryStrategyFieldAtEveryValueSurvivesTheWire) {
 // (messages from before the field existed), else refused naming the field.
 TEST(ProtoConvert, AnUnsetStrategyFieldIsItsDefaultOrRefused) {
   const Strategy s;
-  ForEachStrategyField([&](const auto& field) {
+  ForEachRow(kStrategyFields, [&](const auto& field) {
     v1::Strategy p = ToProto(s);
     p.GetReflection()->ClearField(&p, p.GetDescriptor()->FindFieldByName(std::string(field.name)));
     absl::StatusOr<Strategy> back = FromProto(p);
@@ -86,22 +99,7 @@ TEST(ProtoConvert, AnUnsetStrategyFieldIsItsDefaultOrRefused) {
 }
 
 TEST(ProtoConvert, EveryMetricsRowIsAProtoFieldOfItsKindAndEveryFieldHasARow) {
-  const Descriptor* d = v1::TrialMetrics::descriptor();
-  std::set<std::string> unmatched = FieldNames(d);
-  ForEachTrialMetricsField([&](const auto& field) {
-    const FieldDescriptor* f = d->FindFieldByName(std::string(field.name));
-    ASSERT_NE(f, nullptr) << field.name;
-    using T = ValueOf<decltype(field)>;
-    const bool repeated = std::is_same_v<T, std::vector<int64_t>>;
-    const FieldDescriptor::CppType expected =
-        repeated || std::is_same_v<T, int64_t> ? FieldDescriptor::CPPTYPE_INT64
-        : std::is_same_v<T, double>            ? FieldDescriptor::CPPTYPE_DOUBLE
-                                               : FieldDescriptor::CPPTYPE_INT32;
-    EXPECT_EQ(f->cpp_type(), expected) << field.name;
-    EXPECT_EQ(f->is_repeated(), repeated) << field.name;
-    unmatched.erase(f->name());
-  });
-  EXPECT_THAT(unmatched, ::testing::IsEmpty());
+  EXPECT_THAT(FieldsWithoutARow(kTrialMetricsFields, v1::TrialMetrics::descriptor()), IsEmpty());
 }
 
 TEST(ProtoConvert, EveryMetricSurvivesTheWire) {

@@ -125,8 +125,8 @@ void ForEveryFieldValue(F&& f) {
             "precision=bf16,checkpoint=selective,ckpt_pct=50,attention=sdpa,"
             "optimizer=fused_adamw,offload=cpu"),
       Parse("dp=2,tp=2,pp=2,sharding=none,checkpoint=full")};
-  ForEachStrategyField([&](const auto& field) {
-    using T = typename std::decay_t<decltype(field)>::Value;
+  ForEachRow(kStrategyFields, [&](const auto& field) {
+    using T = RowValue<decltype(field)>;
     for (const T value : ValuesToTry(field)) {
       bool tried = false;
       for (Strategy s : starts) {
@@ -146,8 +146,8 @@ void ForEveryFieldValue(F&& f) {
 inline TrialMetrics EveryMetricSet() {
   TrialMetrics m;
   int k = 0;
-  ForEachTrialMetricsField([&](const auto& field) {
-    using T = typename std::decay_t<decltype(field)>::Value;
+  ForEachRow(kTrialMetricsFields, [&](const auto& field) {
+    using T = RowValue<decltype(field)>;
     if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
       m.*field.member = {k, (int64_t{1} << 33) + k};
     } else if constexpr (std::is_same_v<T, double>) {
@@ -164,8 +164,8 @@ inline TrialMetrics EveryMetricSet() {
 
 // Every field of `a` equals `b`'s (TrialMetrics has no operator==).
 inline void ExpectSameMetrics(const TrialMetrics& a, const TrialMetrics& b) {
-  ForEachTrialMetricsField(
-      [&](const auto& field) { EXPECT_EQ(a.*field.member, b.*field.member) << field.name; });
+  ForEachRow(kTrialMetricsFields,
+             [&](const auto& field) { EXPECT_EQ(a.*field.member, b.*field.member) << field.name; });
 }
 
 }  // namespace autoaccel

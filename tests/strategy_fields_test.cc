@@ -35,10 +35,10 @@ nlohmann::json JsonValue(const StrategyField<T>& field, T value) {
 
 TEST(StrategyFields, KeysAreDistinctAndEveryEnumeratorHasAName) {
   std::set<absl::string_view> names, text_keys;
-  ForEachStrategyField([&](const auto& field) {
+  ForEachRow(kStrategyFields, [&](const auto& field) {
     EXPECT_TRUE(names.insert(field.name).second) << field.name;
     EXPECT_TRUE(text_keys.insert(field.text_key).second) << field.text_key;
-    using T = typename std::decay_t<decltype(field)>::Value;
+    using T = RowValue<decltype(field)>;
     if constexpr (std::is_enum_v<T>) {
       // Names by enumerator, in declaration order: the enumerators are 0..n-1.
       for (size_t i = 0; i < field.names.size(); ++i) {

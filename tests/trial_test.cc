@@ -43,7 +43,7 @@ TEST(TrialMetrics, EveryFieldRoundTripsThroughJsonUnderItsKey) {
   const nlohmann::json j = TrialMetricsToJson(m);
   std::set<std::string> keys;
   for (const auto& [key, value] : j.items()) keys.insert(key);
-  ForEachTrialMetricsField([&](const auto& field) {
+  ForEachRow(kTrialMetricsFields, [&](const auto& field) {
     EXPECT_EQ(j.at(std::string(field.name)), nlohmann::json(m.*field.member)) << field.name;
     EXPECT_EQ(keys.erase(std::string(field.name)), 1u) << field.name;
   });
@@ -52,7 +52,7 @@ TEST(TrialMetrics, EveryFieldRoundTripsThroughJsonUnderItsKey) {
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectSameMetrics(*back, m);
   // Each field alone, the others missing (they read as zero).
-  ForEachTrialMetricsField([&](const auto& field) {
+  ForEachRow(kTrialMetricsFields, [&](const auto& field) {
     const nlohmann::json one = {{std::string(field.name), j.at(std::string(field.name))}};
     absl::StatusOr<TrialMetrics> read = TrialMetricsFromJson(one);
     ASSERT_TRUE(read.ok()) << read.status();
@@ -63,7 +63,7 @@ TEST(TrialMetrics, EveryFieldRoundTripsThroughJsonUnderItsKey) {
 }
 
 TEST(TrialMetrics, AFieldOfTheWrongTypeIsNamed) {
-  ForEachTrialMetricsField([](const auto& field) {
+  ForEachRow(kTrialMetricsFields, [](const auto& field) {
     const nlohmann::json bad = {{std::string(field.name), "x"}};
     const absl::Status status = TrialMetricsFromJson(bad).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << field.name;
