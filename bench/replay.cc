@@ -9,8 +9,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "nlohmann/json.hpp"
-#include "search/clock.h"
+#include "search/config_override.h"
 
 namespace autoaccel::bench {
 namespace {

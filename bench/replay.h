@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "search/cost_model.h"
-#include "search/model.h"
+#include "search/model_spec.h"
 #include "search/searcher.h"
 #include "search/strategy.h"
 #include "search/trial.h"

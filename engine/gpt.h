@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "engine/model.h"
-#include "search/model.h"
+#include "search/model_spec.h"
 #include "search/strategy.h"
 
 namespace autoaccel {

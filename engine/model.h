@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "search/model.h"
+#include "search/model_spec.h"
 #include "search/strategy.h"
 
 namespace autoaccel {

@@ -32,7 +32,7 @@
 #include "common/status_macros.h"
 #include "engine/model.h"
 #include "engine/weights.h"
-#include "search/model.h"
+#include "search/model_spec.h"
 #include "search/strategy.h"
 
 namespace autoaccel {

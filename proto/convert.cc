@@ -1,111 +1,146 @@
 #include "proto/convert.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "search/strategy_fields.h"
+#include "search/trial_metrics_fields.h"
 
 namespace autoaccel {
 
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+
+// The field of `m` that a table row names. A row without its field is a
+// programming error that proto_convert_test catches; it aborts here.
+const FieldDescriptor* WireField(const Message& m, absl::string_view name) {
+  const FieldDescriptor* f = m.GetDescriptor()->FindFieldByName(std::string(name));
+  if (f == nullptr) {
+    std::fprintf(stderr, "%s has no field '%.*s'\n", m.GetDescriptor()->full_name().c_str(),
+                 static_cast<int>(name.size()), name.data());
+    std::abort();
+  }
+  return f;
+}
+
+// Field `f` of `m`, by the C++ type of the member it comes from or goes to:
+// int is int32, int64_t int64, std::vector<int64_t> repeated int64.
+void SetWire(Message& m, const FieldDescriptor* f, int v) { m.GetReflection()->SetInt32(&m, f, v); }
+void SetWire(Message& m, const FieldDescriptor* f, int64_t v) {
+  m.GetReflection()->SetInt64(&m, f, v);
+}
+void SetWire(Message& m, const FieldDescriptor* f, double v) {
+  m.GetReflection()->SetDouble(&m, f, v);
+}
+void SetWire(Message& m, const FieldDescriptor* f, bool v) { m.GetReflection()->SetBool(&m, f, v); }
+void SetWire(Message& m, const FieldDescriptor* f, std::string v) {
+  m.GetReflection()->SetString(&m, f, std::move(v));
+}
+void SetWire(Message& m, const FieldDescriptor* f, const std::vector<int64_t>& v) {
+  for (int64_t x : v) m.GetReflection()->AddInt64(&m, f, x);
+}
+
+template <typename T>
+T GetWire(const Message& m, const FieldDescriptor* f) {
+  const google::protobuf::Reflection* r = m.GetReflection();
+  if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    T out;
+    for (int i = 0; i < r->FieldSize(m, f); ++i) out.push_back(r->GetRepeatedInt64(m, f, i));
+    return out;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return r->GetDouble(m, f);
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    return r->GetInt64(m, f);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return r->GetBool(m, f);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return r->GetString(m, f);
+  } else {
+    static_assert(std::is_same_v<T, int>);
+    return r->GetInt32(m, f);
+  }
+}
+
+}  // namespace
+
 v1::Strategy ToProto(const Strategy& s) {
   v1::Strategy p;
-  p.set_micro_batch_size(s.micro_batch_size);
-  p.set_grad_accum_steps(s.grad_accum_steps);
-  p.set_precision(std::string(PrecisionName(s.precision)));
-  p.set_checkpointing(std::string(CheckpointingName(s.checkpointing)));
-  p.set_attention(std::string(AttentionName(s.attention)));
-  p.set_checkpoint_percent(s.checkpoint_percent);
-  p.set_optimizer(std::string(OptimizerName(s.optimizer)));
-  p.set_offload(std::string(OffloadName(s.offload)));
-  p.set_data_parallel(s.data_parallel);
-  p.set_tensor_parallel(s.tensor_parallel);
-  p.set_pipeline_parallel(s.pipeline_parallel);
-  p.set_sharding(std::string(ShardingName(s.sharding)));
-  p.set_pipeline_schedule(std::string(PipelineScheduleName(s.pipeline_schedule)));
-  p.set_virtual_stages(s.virtual_stages);
-  p.set_sequence_parallel(s.sequence_parallel);
+  ForEachRow(kStrategyFields, [&](const auto& field) {
+    const auto value = s.*field.member;
+    if constexpr (std::is_enum_v<RowValue<decltype(field)>>) {
+      SetWire(p, WireField(p, field.name), std::string(ChoiceName(field, value)));
+    } else {
+      SetWire(p, WireField(p, field.name), value);
+    }
+  });
   p.set_text(StrategyToText(s));
   return p;
 }
 
 absl::StatusOr<Strategy> FromProto(const v1::Strategy& p) {
   Strategy s;
-  s.micro_batch_size = p.micro_batch_size();
-  s.grad_accum_steps = p.grad_accum_steps();
-  if (s.micro_batch_size <= 0 || s.grad_accum_steps <= 0) {
-    return absl::InvalidArgumentError(
-        "strategy: micro_batch_size and grad_accum_steps must be positive");
-  }
-  ASSIGN_OR_RETURN(s.precision, ParsePrecision(p.precision()));
-  ASSIGN_OR_RETURN(s.checkpointing, ParseCheckpointing(p.checkpointing()));
-  ASSIGN_OR_RETURN(s.attention, ParseAttention(p.attention()));
-  s.checkpoint_percent = p.checkpoint_percent() == 0 ? 100 : p.checkpoint_percent();
+  absl::Status status;
+  // Unset (0, "") means the field's default where the row says so, so that
+  // messages written before a field existed still convert.
+  AnyRow(kStrategyFields, [&](const auto& field) {
+    using T = RowValue<decltype(field)>;
+    const FieldDescriptor* f = WireField(p, field.name);
+    const bool unset_is_default = field.proto_unset == ProtoUnset::kDefault;
+    if constexpr (std::is_same_v<T, bool>) {
+      s.*field.member = GetWire<bool>(p, f);
+    } else if constexpr (std::is_enum_v<T>) {
+      const std::string name = GetWire<std::string>(p, f);
+      if (name.empty() && unset_is_default) return false;
+      absl::StatusOr<T> v = ParseChoice(field, field.name, name);
+      if (!v.ok()) {
+        status = v.status();
+        return true;
+      }
+      s.*field.member = *v;
+    } else {
+      const int v = GetWire<int>(p, f);
+      if (v == 0 && unset_is_default) return false;
+      // Other values out of range are CheckLayout's and CheckCheckpointPercent's.
+      if (v <= 0 && !unset_is_default) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat("strategy.", field.name, ": expected a positive integer, got ", v));
+        return true;
+      }
+      s.*field.member = v;
+    }
+    return false;
+  });
+  RETURN_IF_ERROR(status);
   RETURN_IF_ERROR(CheckCheckpointPercent(s));
-  if (!p.optimizer().empty()) {
-    ASSIGN_OR_RETURN(s.optimizer, ParseOptimizer(p.optimizer()));
-  }
-  if (!p.offload().empty()) {
-    ASSIGN_OR_RETURN(s.offload, ParseOffload(p.offload()));
-  }
-  // Unset (0, "") means the single-rank default, so requests written before
-  // the layout fields existed still convert.
-  const auto degree = [](int32_t v) { return v == 0 ? 1 : v; };
-  s.data_parallel = degree(p.data_parallel());
-  s.tensor_parallel = degree(p.tensor_parallel());
-  s.pipeline_parallel = degree(p.pipeline_parallel());
-  s.virtual_stages = degree(p.virtual_stages());
-  if (!p.sharding().empty()) {
-    ASSIGN_OR_RETURN(s.sharding, ParseSharding(p.sharding()));
-  }
-  if (!p.pipeline_schedule().empty()) {
-    ASSIGN_OR_RETURN(s.pipeline_schedule, ParsePipelineSchedule(p.pipeline_schedule()));
-  }
-  s.sequence_parallel = p.sequence_parallel();
   RETURN_IF_ERROR(CheckLayout(s));
   return s;
 }
 
 v1::TrialMetrics ToProto(const TrialMetrics& m) {
   v1::TrialMetrics p;
-  p.set_measured_steps(m.measured_steps);
-  p.set_step_time_median_s(m.step_time_median_s);
-  p.set_step_time_min_s(m.step_time_min_s);
-  p.set_step_time_max_s(m.step_time_max_s);
-  p.set_step_time_spread(m.step_time_spread);
-  p.set_tokens_per_second(m.tokens_per_second);
-  p.set_samples_per_second(m.samples_per_second);
-  p.set_achieved_tflops(m.achieved_tflops);
-  p.set_peak_memory_bytes(m.peak_memory_bytes);
-  p.set_peak_rss_bytes(m.peak_rss_bytes);
-  p.set_final_loss(m.final_loss);
-  p.set_mfu(m.mfu);
-  p.set_peak_tflops(m.peak_tflops);
-  p.set_skipped_steps(m.skipped_steps);
-  p.set_comm_time_s(m.comm_time_s);
-  p.set_state_memory_bytes(m.state_memory_bytes);
-  for (int64_t bytes : m.rank_peak_memory_bytes) p.add_rank_peak_memory_bytes(bytes);
+  ForEachRow(kTrialMetricsFields,
+             [&](const auto& field) { SetWire(p, WireField(p, field.name), m.*field.member); });
   return p;
 }
 
 TrialMetrics FromProto(const v1::TrialMetrics& p) {
   TrialMetrics m;
-  m.measured_steps = p.measured_steps();
-  m.step_time_median_s = p.step_time_median_s();
-  m.step_time_min_s = p.step_time_min_s();
-  m.step_time_max_s = p.step_time_max_s();
-  m.step_time_spread = p.step_time_spread();
-  m.tokens_per_second = p.tokens_per_second();
-  m.samples_per_second = p.samples_per_second();
-  m.achieved_tflops = p.achieved_tflops();
-  m.peak_memory_bytes = p.peak_memory_bytes();
-  m.peak_rss_bytes = p.peak_rss_bytes();
-  m.final_loss = p.final_loss();
-  m.mfu = p.mfu();
-  m.peak_tflops = p.peak_tflops();
-  m.skipped_steps = p.skipped_steps();
-  m.comm_time_s = p.comm_time_s();
-  m.state_memory_bytes = p.state_memory_bytes();
-  m.rank_peak_memory_bytes.assign(p.rank_peak_memory_bytes().begin(),
-                                  p.rank_peak_memory_bytes().end());
+  ForEachRow(kTrialMetricsFields, [&](const auto& field) {
+    m.*field.member = GetWire<RowValue<decltype(field)>>(p, WireField(p, field.name));
+  });
   return m;
 }
 

@@ -2,13 +2,14 @@
 // (model_families.cc). A row says which network the engine builds for the
 // family, the Hugging Face class names it answers to, transformers' defaults
 // for the keys a config.json may leave out, and which features the network
-// has. The config reader (model.cc), the search space's rules (space.cc), the
-// cost figures (ModelSpec, cost_model.cc) and the engine's decoder
-// (engine/llama.cc) read the row; none of them switches on a family's name.
+// has. The config reader (model_config.cc), the search space's rules
+// (space.cc), the cost figures (ModelSpec, memory_estimate.cc, step_time.cc)
+// and the engine's decoder (engine/llama.cc) read the row; none of them
+// switches on a family's name.
 //
 // Adding a Llama-style family whose differences are features already listed
 // here is one row. A feature the engine does not have yet is a field here,
-// read in model.cc and built in engine/llama.cc.
+// read in model_config.cc and built in engine/llama.cc.
 #ifndef AUTOACCEL_SEARCH_MODEL_FAMILIES_H_
 #define AUTOACCEL_SEARCH_MODEL_FAMILIES_H_
 

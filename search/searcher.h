@@ -34,7 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "search/clock.h"
+#include "common/clock.h"
 #include "search/cost_model.h"
 #include "search/strategy.h"
 #include "search/trial.h"

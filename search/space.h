@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "search/model.h"
+#include "search/model_spec.h"
 #include "search/strategy.h"
 
 namespace autoaccel {

@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "search/cost_model.h"
-#include "search/methods.h"
+#include "search/partial_strategy.h"
 #include "search/searcher.h"
 #include "search/strategy.h"
 

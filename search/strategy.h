@@ -1,10 +1,14 @@
 // The strategy value type: one point of the search space.
 //
 // A strategy has exactly one canonical text form and one JSON form; both parse
-// back to an equal value (see search_test). It covers the parallel layout
+// back to an equal value (see strategy_test). It covers the parallel layout
 // (data, tensor and pipeline degrees, ZeRO sharding, pipeline schedule,
-// sequence parallelism) and the per-rank training choices. Field names in the JSON form are
-// a stable, user-visible contract: add keys, never rename them.
+// sequence parallelism) and the per-rank training choices. Field names in the
+// JSON form are a stable, user-visible contract: add keys, never rename them.
+// The forms are written and read by walking the field table of
+// search/strategy_fields.h (a row per field: its keys, its kind, when the
+// canonical text writes it); a new field is a row there. Values only: any
+// thread.
 #ifndef AUTOACCEL_SEARCH_STRATEGY_H_
 #define AUTOACCEL_SEARCH_STRATEGY_H_
 
@@ -116,16 +120,8 @@ struct Strategy {
   Optimizer optimizer = Optimizer::kAdamW;
   Offload offload = Offload::kNone;
 
-  friend bool operator==(const Strategy& a, const Strategy& b) {
-    return a.micro_batch_size == b.micro_batch_size && a.grad_accum_steps == b.grad_accum_steps &&
-           a.precision == b.precision && a.checkpointing == b.checkpointing &&
-           a.checkpoint_percent == b.checkpoint_percent && a.attention == b.attention &&
-           a.optimizer == b.optimizer && a.offload == b.offload &&
-           a.data_parallel == b.data_parallel && a.tensor_parallel == b.tensor_parallel &&
-           a.pipeline_parallel == b.pipeline_parallel && a.sharding == b.sharding &&
-           a.pipeline_schedule == b.pipeline_schedule && a.virtual_stages == b.virtual_stages &&
-           a.sequence_parallel == b.sequence_parallel;
-  }
+  // Every field equal (the rows of search/strategy_fields.h).
+  friend bool operator==(const Strategy& a, const Strategy& b);
   friend bool operator!=(const Strategy& a, const Strategy& b) { return !(a == b); }
 
   int world_size() const { return data_parallel * tensor_parallel * pipeline_parallel; }

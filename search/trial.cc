@@ -1,10 +1,15 @@
 #include "search/trial.h"
 
+#include <cstdint>
 #include <optional>
+#include <string>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/enum_names.h"
+#include "search/trial_metrics_fields.h"
 
 namespace autoaccel {
 namespace {
@@ -61,63 +66,46 @@ absl::StatusOr<PeakTflops> PeakTflopsFromJson(const nlohmann::json& j) {
 }
 
 nlohmann::json TrialMetricsToJson(const TrialMetrics& m) {
-  return nlohmann::json{{"measured_steps", m.measured_steps},
-                        {"step_time_median_s", m.step_time_median_s},
-                        {"step_time_min_s", m.step_time_min_s},
-                        {"step_time_max_s", m.step_time_max_s},
-                        {"step_time_spread", m.step_time_spread},
-                        {"tokens_per_second", m.tokens_per_second},
-                        {"samples_per_second", m.samples_per_second},
-                        {"achieved_tflops", m.achieved_tflops},
-                        {"peak_memory_bytes", m.peak_memory_bytes},
-                        {"peak_rss_bytes", m.peak_rss_bytes},
-                        {"final_loss", m.final_loss},
-                        {"skipped_steps", m.skipped_steps},
-                        {"mfu", m.mfu},
-                        {"peak_tflops", m.peak_tflops},
-                        {"comm_time_s", m.comm_time_s},
-                        {"state_memory_bytes", m.state_memory_bytes},
-                        {"rank_peak_memory_bytes", m.rank_peak_memory_bytes},
-                        {"noisy", m.IsNoisy()}};
+  nlohmann::json j = nlohmann::json::object();
+  ForEachRow(kTrialMetricsFields,
+             [&](const auto& field) { j[std::string(field.name)] = m.*field.member; });
+  j["noisy"] = m.IsNoisy();  // derived, for readers of the JSON; not read back
+  return j;
 }
 
 absl::StatusOr<TrialMetrics> TrialMetricsFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("metrics: expected a JSON object");
   TrialMetrics m;
-  auto num = [&](const char* key, auto* out) -> absl::Status {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) return absl::OkStatus();
-    if (!it->is_number()) {
-      return absl::InvalidArgumentError(absl::StrCat("metrics.", key, ": expected a number"));
-    }
-    *out = it->get<std::remove_pointer_t<decltype(out)>>();
-    return absl::OkStatus();
-  };
-  for (absl::Status s :
-       {num("measured_steps", &m.measured_steps), num("step_time_median_s", &m.step_time_median_s),
-        num("step_time_min_s", &m.step_time_min_s), num("step_time_max_s", &m.step_time_max_s),
-        num("step_time_spread", &m.step_time_spread),
-        num("tokens_per_second", &m.tokens_per_second),
-        num("samples_per_second", &m.samples_per_second),
-        num("achieved_tflops", &m.achieved_tflops), num("peak_memory_bytes", &m.peak_memory_bytes),
-        num("peak_rss_bytes", &m.peak_rss_bytes), num("final_loss", &m.final_loss),
-        num("mfu", &m.mfu), num("peak_tflops", &m.peak_tflops),
-        num("skipped_steps", &m.skipped_steps), num("comm_time_s", &m.comm_time_s),
-        num("state_memory_bytes", &m.state_memory_bytes)}) {
-    if (!s.ok()) return s;
-  }
-  if (auto it = j.find("rank_peak_memory_bytes"); it != j.end() && !it->is_null()) {
-    if (!it->is_array()) {
-      return absl::InvalidArgumentError("metrics.rank_peak_memory_bytes: expected an array");
-    }
-    for (const nlohmann::json& v : *it) {
-      if (!v.is_number_integer()) {
-        return absl::InvalidArgumentError(
-            "metrics.rank_peak_memory_bytes: expected whole numbers of bytes");
+  absl::Status status;
+  AnyRow(kTrialMetricsFields, [&](const auto& field) {
+    using T = RowValue<decltype(field)>;
+    auto it = j.find(std::string(field.name));
+    if (it == j.end() || it->is_null()) return false;
+    if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+      if (!it->is_array()) {
+        status =
+            absl::InvalidArgumentError(absl::StrCat("metrics.", field.name, ": expected an array"));
+        return true;
       }
-      m.rank_peak_memory_bytes.push_back(v.get<int64_t>());
+      for (const nlohmann::json& v : *it) {
+        if (!v.is_number_integer()) {
+          status = absl::InvalidArgumentError(
+              absl::StrCat("metrics.", field.name, ": expected whole numbers of bytes"));
+          return true;
+        }
+        (m.*field.member).push_back(v.get<int64_t>());
+      }
+    } else {
+      if (!it->is_number()) {
+        status =
+            absl::InvalidArgumentError(absl::StrCat("metrics.", field.name, ": expected a number"));
+        return true;
+      }
+      m.*field.member = it->get<T>();
     }
-  }
+    return false;
+  });
+  if (!status.ok()) return status;
   return m;
 }
 

@@ -8,9 +8,9 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.h"
 #include "common/signals.h"
 #include "proto/convert.h"
-#include "search/clock.h"
 #include "server/grpc_executor.h"
 #include "server/job_manager.h"
 #include "server/service.h"

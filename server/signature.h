@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "search/model.h"
+#include "search/model_spec.h"
 
 namespace autoaccel {
 

@@ -11,7 +11,9 @@
 #include "common/content_digest.h"
 #include "common/status_macros.h"
 #include "common/untrusted_json.h"
-#include "search/methods.h"
+#include "search/config_override.h"
+#include "search/load_strategy.h"
+#include "search/method_filter.h"
 #include "search/space.h"
 
 namespace autoaccel {

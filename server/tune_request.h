@@ -14,8 +14,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/autoaccel.pb.h"
-#include "search/methods.h"
-#include "search/model.h"
+#include "search/model_spec.h"
+#include "search/partial_strategy.h"
 #include "search/searcher.h"
 #include "search/strategy.h"
 

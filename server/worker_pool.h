@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "search/clock.h"
+#include "common/clock.h"
 #include "proto/autoaccel.pb.h"
 #include "search/cost_model.h"
 #include "server/rendezvous_ports.h"

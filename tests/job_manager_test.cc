@@ -15,7 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "proto/convert.h"
 #include "search/cost_model.h"
-#include "search/model.h"
+#include "search/model_spec.h"
 #include "server/signature.h"
 #include "server/strategy_queries.h"
 #include "tests/subprocess.h"

@@ -1,5 +1,13 @@
-# Pure search library: strategies, model configs, the space and the searchers.
-add_executable(search_test ${CMAKE_CURRENT_LIST_DIR}/search_test.cc)
+# The pure search library, a file per subject: strategies and their forms, the
+# ATorch-compatible constraints (--include / --exclude, --load-strategy), model
+# specs and config edits, the search space, the exhaustive searcher, trials, and
+# the clock (common/).
+set(AUTOACCEL_SEARCH_TESTS strategy strategy_fields partial_strategy load_strategy atorch_strategy
+                           method_filter model_spec config_override space exhaustive_searcher trial
+                           clock)
+list(TRANSFORM AUTOACCEL_SEARCH_TESTS PREPEND ${CMAKE_CURRENT_LIST_DIR}/)
+list(TRANSFORM AUTOACCEL_SEARCH_TESTS APPEND _test.cc)
+add_executable(search_test ${AUTOACCEL_SEARCH_TESTS})
 target_link_libraries(search_test PRIVATE autoaccel_search GTest::gmock_main)
 gtest_discover_tests(search_test TEST_PREFIX "search.")
 
@@ -14,3 +22,11 @@ target_compile_definitions(search_replay_test
                            PRIVATE AUTOACCEL_TABLES_DIR="${PROJECT_SOURCE_DIR}/bench/tables")
 target_link_libraries(search_replay_test PRIVATE autoaccel_replay GTest::gmock_main)
 gtest_discover_tests(search_replay_test TEST_PREFIX "search.")
+
+# The wire form of the search's value types (proto/convert.h): the field tables
+# against the messages' descriptors.
+if(AUTOACCEL_BUILD_SERVICES)
+  add_executable(proto_convert_test ${CMAKE_CURRENT_LIST_DIR}/proto_convert_test.cc)
+  target_link_libraries(proto_convert_test PRIVATE autoaccel_api GTest::gmock_main)
+  gtest_discover_tests(proto_convert_test TEST_PREFIX "search.")
+endif()

@@ -25,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
-#include "search/model.h"
+#include "search/model_spec.h"
 #include "search/strategy.h"
 #include "search/trial.h"
 

@@ -1,7 +1,8 @@
-// Time source for the search layer, behind an interface so tests can step time
-// by hand (LevelDB's Env, reduced to the one call the searchers need).
-#ifndef AUTOACCEL_SEARCH_CLOCK_H_
-#define AUTOACCEL_SEARCH_CLOCK_H_
+// Time source behind an interface, so that tests can step time
+// by hand (LevelDB's Env, reduced to the one call the searchers and the
+// coordinator need).
+#ifndef AUTOACCEL_COMMON_CLOCK_H_
+#define AUTOACCEL_COMMON_CLOCK_H_
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -40,4 +41,4 @@ class FakeClock : public Clock {
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SEARCH_CLOCK_H_
+#endif  // AUTOACCEL_COMMON_CLOCK_H_

@@ -1,57 +1,27 @@
-#include "search/model.h"
-
+// ModelSpec <-> Hugging Face config.json: ModelSpecFromJson,
+// ParseModelConfig and ModelSpec::ToConfigJson (declared in model_spec.h).
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
+#include <cstdint>
 #include <initializer_list>
-#include <limits>
-#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "search/input_spec.h"
+#include "search/model_families.h"
+#include "search/model_spec.h"
+#include "search/model_spec_internal.h"
 
 namespace autoaccel {
 namespace {
 
-constexpr char kOtherArchitectures[] =
-    "use a TorchScript module (--model torchscript) for other architectures";
-
-std::string SupportedFamilies() { return absl::StrJoin(KnownModelFamilies(), ", "); }
-
-// The config keys of the fields every family has (see the table in model.h).
-struct CommonKeys {
-  const char* n_layer;
-  const char* n_embd;
-  const char* n_head;
-  const char* n_positions;
-  const char* n_inner;
-  const char* layer_norm_epsilon;
-};
-
-CommonKeys KeysOf(Network network) {
-  switch (network) {
-    case Network::kGpt2:
-      return {"n_layer", "n_embd", "n_head", "n_positions", "n_inner", "layer_norm_epsilon"};
-    case Network::kDecoder:
-      return {"num_hidden_layers",       "hidden_size",       "num_attention_heads",
-              "max_position_embeddings", "intermediate_size", "rms_norm_eps"};
-    case Network::kBert:
-      return {"num_hidden_layers",       "hidden_size",       "num_attention_heads",
-              "max_position_embeddings", "intermediate_size", "layer_norm_eps"};
-    case Network::kTorchScript:
-      break;
-  }
-  return {};
-}
-
-absl::Status FieldError(absl::string_view key, absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat("model_config.", key, ": ", problem));
-}
+using model_spec_internal::FieldError;
+using model_spec_internal::kOtherArchitectures;
+using model_spec_internal::SupportedFamilies;
 
 // The value of `key`, or nullptr when it is absent or null.
 const nlohmann::json* Find(const nlohmann::json& config, const char* key) {
@@ -433,301 +403,7 @@ absl::Status ReadTorchScript(const nlohmann::json& config, ModelSpec* m) {
   return Int(config, "max_seq_len", &m->n_positions, /*required=*/false);
 }
 
-absl::Status ValidateTorchScript(const ModelSpec& m) {
-  RETURN_IF_ERROR(ParseInputSpec(m.input_spec).status());
-  if (m.script_digest.empty() || m.script_bytes <= 0) {
-    return absl::InvalidArgumentError("model_file: missing or empty (--model-file FILE.pt)");
-  }
-  if (m.n_positions <= 0) {
-    return FieldError("max_seq_len",
-                      absl::StrCat("expected a positive integer, got ", m.n_positions));
-  }
-  return absl::OkStatus();
-}
-
-// Levenshtein distance between `a` and `b`.
-size_t EditDistance(absl::string_view a, absl::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// Every key of `config` as a dotted path, nested objects included.
-void CollectPaths(const nlohmann::json& node, const std::string& prefix,
-                  std::vector<std::string>* out) {
-  if (!node.is_object()) return;
-  for (const auto& [key, value] : node.items()) {
-    const std::string path = prefix.empty() ? key : absl::StrCat(prefix, ".", key);
-    out->push_back(path);
-    CollectPaths(value, path, out);
-  }
-}
-
-// The existing key nearest to `key`: by edit distance to the whole path or
-// to its trailing segments ("rope_theta" is 0 from
-// "rope_parameters.rope_theta"), the shorter path on a tie.
-std::string NearestKey(const nlohmann::json& config, absl::string_view key) {
-  std::vector<std::string> paths;
-  CollectPaths(config, "", &paths);
-  std::string best;
-  size_t best_distance = std::numeric_limits<size_t>::max();
-  for (const std::string& path : paths) {
-    size_t distance = EditDistance(key, path);
-    for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', dot + 1)) {
-      distance = std::min(distance, EditDistance(key, absl::string_view(path).substr(dot + 1)));
-    }
-    if (distance < best_distance || (distance == best_distance && path.size() < best.size())) {
-      best = path;
-      best_distance = distance;
-    }
-  }
-  return best;
-}
-
 }  // namespace
-
-uint64_t Fnv1a64(absl::string_view bytes, uint64_t hash) {
-  for (unsigned char c : bytes) {
-    hash ^= c;
-    hash *= 1099511628211ULL;
-  }
-  return hash;
-}
-
-absl::StatusOr<const ModelFamilyInfo*> ParseModelFamily(absl::string_view name) {
-  if (const ModelFamilyInfo* f = FindModelFamily(name)) return f;
-  return absl::InvalidArgumentError(absl::StrCat("model: unknown family '", name, "' (supported: ",
-                                                 SupportedFamilies(), "); ", kOtherArchitectures));
-}
-
-const std::vector<std::string>& KnownModelFamilies() {
-  static const auto* families = [] {
-    auto* v = new std::vector<std::string>;
-    for (const ModelFamilyInfo& f : ModelFamilies()) v->emplace_back(f.name);
-    return v;
-  }();
-  return *families;
-}
-
-const ModelFamilyInfo& ModelSpec::Info() const {
-  const ModelFamilyInfo* f = FindModelFamily(family);
-  if (f == nullptr) std::abort();  // REQUIRES: a known family
-  return *f;
-}
-
-bool ModelSpec::IsDecoder() const {
-  const ModelFamilyInfo* f = FindModelFamily(family);
-  return f != nullptr && f->network == Network::kDecoder;
-}
-
-bool ModelSpec::SlidingLayer(int layer) const {
-  if (sliding_window <= 0) return false;
-  if (layer_types.empty()) return true;
-  return layer >= 0 && layer < static_cast<int>(layer_types.size()) &&
-         layer_types[layer] == "sliding_attention";
-}
-
-absl::string_view ModelSpec::MaxPositionsKey() const {
-  return family == "gpt2" ? "n_positions" : "max_position_embeddings";
-}
-
-absl::Status ModelSpec::Validate() const {
-  ASSIGN_OR_RETURN(const ModelFamilyInfo* f, Family());
-  if (f->network == Network::kTorchScript) return ValidateTorchScript(*this);
-  const CommonKeys keys = KeysOf(f->network);
-  for (const auto& [key, value] :
-       std::initializer_list<std::pair<const char*, int>>{{keys.n_layer, n_layer},
-                                                          {keys.n_embd, n_embd},
-                                                          {keys.n_head, n_head},
-                                                          {"vocab_size", vocab_size},
-                                                          {keys.n_positions, n_positions},
-                                                          {keys.n_inner, n_inner}}) {
-    if (value <= 0) {
-      return FieldError(key, absl::StrCat("expected a positive integer, got ", value));
-    }
-  }
-  if (!(layer_norm_epsilon > 0)) {
-    return FieldError(keys.layer_norm_epsilon, "expected a positive number");
-  }
-  const bool decoder = f->network == Network::kDecoder;
-  if (head_dim < 0 || (head_dim > 0 && !decoder)) {
-    return FieldError("head_dim", absl::StrCat(head_dim, " is not supported for ", family));
-  }
-  if (head_dim == 0 && n_embd % n_head != 0) {
-    return FieldError(
-        keys.n_head, absl::StrCat(keys.n_embd, " (", n_embd, ") must be divisible by ", keys.n_head,
-                                  " (", n_head, ")"));
-  }
-  if (f->network == Network::kBert && type_vocab_size <= 0) {
-    return FieldError("type_vocab_size",
-                      absl::StrCat("expected a positive integer, got ", type_vocab_size));
-  }
-  // Features the family's network does not have stay off.
-  auto absent = [&](bool on, const char* key) {
-    return on ? FieldError(key, absl::StrCat("is not supported for ", family)) : absl::OkStatus();
-  };
-  RETURN_IF_ERROR(absent(attention_bias && !f->attention_bias_key, "attention_bias"));
-  RETURN_IF_ERROR(absent(mlp_bias && !f->mlp_bias_key, "mlp_bias"));
-  RETURN_IF_ERROR(
-      absent(sliding_window != 0 && f->sliding == SlidingLayers::kNone, "sliding_window"));
-  RETURN_IF_ERROR(
-      absent(!f->soft_capping && (attn_logit_softcapping != 0 || final_logit_softcapping != 0 ||
-                                  query_pre_attn_scalar != 0),
-             "attn_logit_softcapping"));
-  RETURN_IF_ERROR(
-      absent(partial_rotary_factor != 1.0 && !f->partial_rotary, "partial_rotary_factor"));
-  RETURN_IF_ERROR(absent(!f->experts && (num_local_experts != 0 || num_experts_per_tok != 0),
-                         "num_local_experts"));
-  if (!decoder) return absl::OkStatus();
-
-  if (n_kv_head <= 0 || n_head % n_kv_head != 0) {
-    return FieldError("num_key_value_heads", absl::StrCat("must divide num_attention_heads (",
-                                                          n_head, "), got ", n_kv_head));
-  }
-  if (hidden_act != "silu" && hidden_act != "gelu" && hidden_act != "gelu_pytorch_tanh") {
-    return FieldError(f->activation_key, absl::StrCat("'", hidden_act,
-                                                      "' is not supported (allowed: silu, gelu, "
-                                                      "gelu_pytorch_tanh)"));
-  }
-  if (!(rope_theta > 0)) return FieldError("rope_theta", "expected a positive number");
-  if (!(partial_rotary_factor > 0 && partial_rotary_factor <= 1)) {
-    return FieldError("partial_rotary_factor", "expected a number in (0, 1]");
-  }
-  const int rotary = static_cast<int>(HeadDim() * partial_rotary_factor);
-  if (rotary <= 0 || rotary % 2 != 0) {
-    return FieldError(head_dim > 0 ? "head_dim" : "num_attention_heads",
-                      absl::StrCat("the rotary size (head size ", HeadDim(),
-                                   partial_rotary_factor != 1.0 ? " x partial_rotary_factor" : "",
-                                   " = ", rotary, ") must be even for rotary embeddings"));
-  }
-  if (rope_type == "linear" || rope_type == "llama3") {
-    if (!(rope_factor > 0))
-      return FieldError("rope_parameters.factor", "expected a positive number");
-  } else if (rope_type != "default") {
-    return FieldError("rope_parameters.rope_type",
-                      absl::StrCat("'", rope_type,
-                                   "' is not supported (allowed: default, linear, "
-                                   "llama3)"));
-  }
-  if (rope_type == "llama3") {
-    if (!(rope_low_freq_factor > 0) || !(rope_high_freq_factor > rope_low_freq_factor)) {
-      return FieldError("rope_parameters.high_freq_factor",
-                        absl::StrCat("must be greater than low_freq_factor (", rope_low_freq_factor,
-                                     "), got ", rope_high_freq_factor));
-    }
-    if (rope_original_max_positions <= 0) {
-      return FieldError("rope_parameters.original_max_position_embeddings",
-                        "expected a positive integer");
-    }
-  }
-  if (sliding_window < 0) return FieldError("sliding_window", "expected a positive integer");
-  if (!layer_types.empty()) {
-    if (layer_types.size() != static_cast<size_t>(n_layer)) {
-      return FieldError("layer_types", absl::StrCat("expected num_hidden_layers (", n_layer,
-                                                    ") entries, got ", layer_types.size()));
-    }
-    for (const std::string& t : layer_types) {
-      if (t != "full_attention" && t != "sliding_attention") {
-        return FieldError("layer_types",
-                          absl::StrCat("'", t,
-                                       "' is not supported (allowed: full_attention, "
-                                       "sliding_attention)"));
-      }
-    }
-  }
-  if (attn_logit_softcapping < 0 || final_logit_softcapping < 0 || query_pre_attn_scalar < 0) {
-    return FieldError("attn_logit_softcapping",
-                      "soft-caps and query_pre_attn_scalar must not be "
-                      "negative");
-  }
-  if (f->experts) {
-    if (num_local_experts <= 0) {
-      return FieldError("num_local_experts",
-                        absl::StrCat("expected a positive integer, got ", num_local_experts));
-    }
-    if (num_experts_per_tok <= 0 || num_experts_per_tok > num_local_experts) {
-      return FieldError("num_experts_per_tok",
-                        absl::StrCat("must be in [1, num_local_experts = ", num_local_experts,
-                                     "], got ", num_experts_per_tok));
-    }
-  }
-  return absl::OkStatus();
-}
-
-int64_t ModelSpec::ParameterCount() const {
-  if (IsTorchScript()) return 0;
-  const int64_t d = n_embd, f = n_inner, L = n_layer, V = vocab_size, P = n_positions;
-  if (IsDecoder()) {
-    const ModelFamilyInfo& info = Info();
-    const int64_t head = HeadDim();
-    const int64_t q_width = int64_t{n_head} * head, kv_width = int64_t{n_kv_head} * head;
-    int64_t attention = d * q_width + 2 * d * kv_width + q_width * d;  // q, k, v, o
-    if (info.qkv_bias || attention_bias) attention += q_width + 2 * kv_width;
-    if (attention_bias) attention += d;  // o
-    if (info.qk_norm) attention += 2 * head;
-    int64_t mlp = info.experts ? d * num_local_experts + int64_t{num_local_experts} * 3 * d * f
-                               : 3 * d * f;  // gate, up, down (fused or not)
-    if (mlp_bias) mlp += 2 * f + d;
-    const int64_t norms = (info.sandwich_norm ? 4 : 2) * d;
-    return V * d + L * (attention + mlp + norms) + d + (tie_word_embeddings ? 0 : V * d);
-  }
-  if (family == "bert") {
-    const int64_t embeddings = (V + P + type_vocab_size) * d + 2 * d;
-    const int64_t per_layer = 4 * (d * d + d) + 2 * d  // q, k, v, output dense; LayerNorm
-                              + d * f + f + f * d + d  // intermediate, output dense
-                              + 2 * d;                 // LayerNorm
-    const int64_t mlm_head = d * d + d + 2 * d + V;    // transform dense, LayerNorm, bias
-    return embeddings + L * per_layer + mlm_head;
-  }
-  const int64_t per_layer = 2 * d                // ln_1
-                            + d * 3 * d + 3 * d  // c_attn
-                            + d * d + d          // attn c_proj
-                            + 2 * d              // ln_2
-                            + d * f + f          // mlp c_fc
-                            + f * d + d;         // mlp c_proj
-  return V * d + P * d + L * per_layer + 2 * d;
-}
-
-double ModelSpec::AttendedKeys(int layer, int seq_len) const {
-  const double S = seq_len;
-  if (!IsCausal()) return S;
-  if (SlidingLayer(layer) && sliding_window < seq_len) {
-    const double W = sliding_window;
-    return W - W * W / (2 * S);
-  }
-  return S / 2;
-}
-
-double ModelSpec::TrainingFlopsPerToken(int seq_len) const {
-  if (IsTorchScript()) return 0;
-  const double d = n_embd, f = n_inner, L = n_layer, V = vocab_size;
-  double per_layer = 4 * d * d + 2 * d * f;  // gpt2, bert
-  double outside_layers = V * d;             // LM head / MLM decoder
-  double attention_width = d;
-  if (IsDecoder()) {
-    const ModelFamilyInfo& info = Info();
-    attention_width = double(n_head) * HeadDim();
-    const double kv_width = double(n_kv_head) * HeadDim();
-    const double attention = 2 * d * attention_width + 2 * d * kv_width;  // q, o; k, v
-    per_layer = attention + (info.experts ? d * num_local_experts + num_experts_per_tok * 3 * d * f
-                                          : 3 * d * f);
-  } else if (family == "bert") {
-    outside_layers += d * d;  // MLM transform
-  }
-  double attended = 0;
-  for (int layer = 0; layer < n_layer; ++layer) attended += AttendedKeys(layer, seq_len);
-  const double attention_products = 12.0 * attention_width * attended;
-  return 6.0 * (L * per_layer + outside_layers) + attention_products;
-}
 
 nlohmann::json ModelSpec::ToConfigJson() const {
   if (IsTorchScript()) {
@@ -840,7 +516,7 @@ absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view family,
     RETURN_IF_ERROR(m.Validate());
     return m;
   }
-  const CommonKeys keys = KeysOf(info->network);
+  const auto keys = model_spec_internal::KeysOf(info->network);
   RETURN_IF_ERROR(Int(config, keys.n_layer, &m.n_layer, true));
   RETURN_IF_ERROR(Int(config, keys.n_embd, &m.n_embd, true));
   RETURN_IF_ERROR(Int(config, keys.n_head, &m.n_head, true));
@@ -875,65 +551,6 @@ absl::StatusOr<ModelSpec> ParseModelConfig(absl::string_view family,
     return absl::InvalidArgumentError("model_config: not valid JSON");
   }
   return ModelSpecFromJson(family, config);
-}
-
-absl::StatusOr<ConfigOverride> ParseConfigOverride(absl::string_view text, bool new_key) {
-  const size_t eq = text.find('=');
-  if (eq == absl::string_view::npos || eq == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("override: expected key=value, got '", text, "'"));
-  }
-  return ConfigOverride{std::string(text.substr(0, eq)), std::string(text.substr(eq + 1)), new_key};
-}
-
-absl::StatusOr<std::pair<std::string, std::string>> ParseOverride(absl::string_view text) {
-  ASSIGN_OR_RETURN(ConfigOverride o, ParseConfigOverride(text));
-  return std::make_pair(std::move(o.key), std::move(o.value));
-}
-
-absl::Status ApplyConfigOverrides(const std::vector<ConfigOverride>& overrides,
-                                  nlohmann::json* config) {
-  if (config == nullptr || !config->is_object()) {
-    return absl::InvalidArgumentError("model_config: expected a JSON object");
-  }
-  nlohmann::json result = *config;
-  for (size_t i = 0; i < overrides.size(); ++i) {
-    const ConfigOverride& o = overrides[i];
-    const std::string where = absl::StrCat("override[", i, "] (", o.key, "=", o.value, ")");
-    const std::vector<std::string> path = absl::StrSplit(o.key, '.');
-    nlohmann::json* node = &result;
-    for (size_t p = 0; p < path.size(); ++p) {
-      if (path[p].empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": empty key"));
-      }
-      if (!node->is_object()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": '", absl::StrJoin(path.begin(), path.begin() + p, "."),
-                         "' is not an object"));
-      }
-      if (!o.new_key && !node->contains(path[p])) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "override[", i, "]: model_config has no key '", o.key, "' (nearest: '",
-            NearestKey(result, o.key),
-            "'); to add a key the config does not have, mark the override new (--override-new ",
-            o.key, "=", o.value, ")"));
-      }
-      nlohmann::json& child = (*node)[path[p]];  // inserts null when absent
-      if (p + 1 < path.size() && child.is_null()) child = nlohmann::json::object();
-      node = &child;
-    }
-    nlohmann::json value = nlohmann::json::parse(o.value, nullptr, /*allow_exceptions=*/false);
-    *node = value.is_discarded() ? nlohmann::json(o.value) : std::move(value);
-  }
-  *config = std::move(result);
-  return absl::OkStatus();
-}
-
-absl::Status ApplyOverrides(const std::vector<std::pair<std::string, std::string>>& kv,
-                            nlohmann::json* config) {
-  std::vector<ConfigOverride> overrides;
-  for (const auto& [key, value] : kv) overrides.push_back({key, value, /*new_key=*/false});
-  return ApplyConfigOverrides(overrides, config);
 }
 
 }  // namespace autoaccel

@@ -1,11 +1,17 @@
 // Model description shared by the coordinator (validation, cost figures) and
-// the trial runner (which builds the network from it).
-#ifndef AUTOACCEL_SEARCH_MODEL_H_
-#define AUTOACCEL_SEARCH_MODEL_H_
+// the trial runner (which builds the network from it). ("Model" in the
+// search's sense: engine/model.h is the network built from it.)
+//
+// model_spec.cc implements the checks and the parameter and FLOP counts;
+// model_config.cc reading and writing a Hugging Face config.json
+// (ParseModelConfig, ModelSpecFromJson, ToConfigJson). Edits of a config
+// before it is read are config_override.h's. Pure functions and values; any
+// thread.
+#ifndef AUTOACCEL_SEARCH_MODEL_SPEC_H_
+#define AUTOACCEL_SEARCH_MODEL_SPEC_H_
 
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -216,43 +222,6 @@ const std::vector<std::string>& KnownModelFamilies();
 absl::StatusOr<ModelSpec> ParseModelConfig(absl::string_view family, absl::string_view config_json);
 absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view family, const nlohmann::json& config);
 
-// One --override: `key` (a dotted path for nested fields,
-// "rope_parameters.rope_theta") is set to `value` (JSON when it parses as
-// JSON: "2", "0.0", "true", "null", "[1,2]", "\"x\""; else the string
-// itself: "silu"). Unless `new_key`, the key must already exist in the
-// config (a typo or a key of the wrong transformers version is refused
-// rather than silently ignored).
-struct ConfigOverride {
-  std::string key;
-  std::string value;
-  bool new_key = false;
-};
-
-// Splits "key=value" at the first '='. INVALID_ARGUMENT "override: expected
-// key=value, got '...'" when there is no '=' or the key is empty.
-absl::StatusOr<ConfigOverride> ParseConfigOverride(absl::string_view text, bool new_key = false);
-// The same split as a (key, value) pair.
-absl::StatusOr<std::pair<std::string, std::string>> ParseOverride(absl::string_view text);
-
-// Applies overrides to a config before it is parsed (like transformers'
-// override of a config.json: fewer layers, dropout off), in order, later
-// ones winning. For a key that is not in the config (after the overrides
-// before it), INVALID_ARGUMENT
-//   "override[i]: model_config has no key 'rope_theta' (nearest:
-//    'rope_parameters.rope_theta'); mark it new (--override-new) to add a key"
-// naming the existing key (nested ones included) nearest to it (edit
-// distance, a nested key also by its trailing segments) — unless the
-// override is `new_key`, whose missing objects on the path are then
-// created. INVALID_ARGUMENT ("override[1]: ...", index 0-based) also for an
-// empty key or path segment, or a path through a value that is not an
-// object; `config` must be a JSON object (INVALID_ARGUMENT otherwise). On
-// error `config` is left unchanged.
-absl::Status ApplyConfigOverrides(const std::vector<ConfigOverride>& overrides,
-                                  nlohmann::json* config);
-// ApplyConfigOverrides with every pair an existing key (new_key false).
-absl::Status ApplyOverrides(const std::vector<std::pair<std::string, std::string>>& kv,
-                            nlohmann::json* config);
-
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SEARCH_MODEL_H_
+#endif  // AUTOACCEL_SEARCH_MODEL_SPEC_H_

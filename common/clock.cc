@@ -1,4 +1,4 @@
-#include "search/clock.h"
+#include "common/clock.h"
 
 #include <cassert>
 

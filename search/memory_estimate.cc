@@ -1,0 +1,115 @@
+#include "search/memory_estimate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace autoaccel {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Bytes per element of the activations kept for backward.
+double ActivationBytes(Precision p) { return p == Precision::kFp32 ? 2.0 : 1.0; }
+
+// The MLP's activations in units of s·b·h 16-bit elements' bytes, split as
+// Korthikanti's are: `wide` is divided by t, `narrow` only under sequence
+// parallelism. See the header for the figures.
+struct MlpActivations {
+  double wide = 0;
+  double narrow = 0;
+};
+MlpActivations MlpActivationUnits(const ModelSpec& m) {
+  const double f_over_h = double(m.n_inner) / m.n_embd;
+  if (!m.IsDecoder()) return {4.0 * f_over_h, 0.0};  // gpt2, bert: GELU
+  const ModelFamilyInfo& info = m.Info();
+  if (info.experts) {
+    return {m.num_experts_per_tok * (8.0 * f_over_h + 4.0),
+            6.0 * m.num_local_experts / double(m.n_embd)};
+  }
+  return {8.0 * f_over_h, 0.0};  // gated: gate, up, act(gate), their product
+}
+
+// Korthikanti et al.'s bytes for one layer and micro-batch (16-bit).
+double LayerActivationBytes(const ModelSpec& m, int seq_len, const Strategy& s,
+                            Checkpointing checkpointing) {
+  const double sbh = double(seq_len) * s.micro_batch_size * m.n_embd;
+  const double t = s.tensor_parallel;
+  const bool sp = s.sequence_parallel && s.tensor_parallel > 1;
+  if (checkpointing == Checkpointing::kFull) return 2.0 * sbh / (sp ? t : 1.0);
+  const double attention_core = 5.0 * m.n_head * seq_len / (double(m.n_embd) * t);
+  const bool keeps_core = checkpointing == Checkpointing::kNone && s.attention == Attention::kMath;
+  // 10: norms' inputs 4, the attention's and the MLP's replicated inputs 2 + 2,
+  // two dropout masks; 8/t: Q, K, V and the attention projection's input, at
+  // the attention width n_head * head_dim (h unless head_dim says otherwise).
+  const double width = m.IsDecoder() ? double(m.n_head) * m.HeadDim() / m.n_embd : 1.0;
+  const MlpActivations mlp = MlpActivationUnits(m);
+  double narrow = 10.0 + mlp.narrow, wide = 8.0 * width + mlp.wide;
+  if (m.IsDecoder() && m.Info().sandwich_norm) narrow += 4.0;  // two more norms' inputs
+  if (m.IsDecoder() && m.Info().qk_norm) wide += 4.0 * width;  // the q and k norms' inputs
+  const double rest = sp ? (narrow + wide) / t : narrow + wide / t;
+  return sbh * (rest + (keeps_core ? attention_core : 0.0));
+}
+
+}  // namespace
+
+MemoryEstimate EstimateMemory(const ModelSpec& m, int seq_len, const Strategy& s,
+                              const MemoryCoefficients& c) {
+  MemoryEstimate e;
+  if (m.IsTorchScript() || m.n_layer <= 0) return e;
+  const int64_t L = m.n_layer;
+  const int64_t pp = std::max(1, s.pipeline_parallel), tp = std::max(1, s.tensor_parallel);
+  const int64_t dp = std::max(1, s.data_parallel);
+  const int64_t vpp = pp > 1 ? std::max(1, s.virtual_stages) : 1;
+
+  // Parameters of the worst rank: its stage's layers (the chunking of
+  // pipeline.h: ceil per chunk) and everything outside the layers
+  // (embeddings, head; the first and last stage each hold the big part).
+  ModelSpec no_layers = m;
+  no_layers.n_layer = 0;
+  const int64_t outside = no_layers.ParameterCount();
+  const int64_t per_layer = (m.ParameterCount() - outside) / L;
+  const int64_t stage_layers = CeilDiv(L, pp * vpp) * vpp;
+  const int64_t rank_params = CeilDiv(std::min(stage_layers, L) * per_layer + outside, tp);
+
+  // Model state by precision, then sharding and offload.
+  const bool pure = s.precision == Precision::kPureBf16;
+  const int64_t weight_bytes = pure ? 2 : 4;
+  const int64_t optimizer_bytes = pure ? 12 : 8;
+  e.parameters = rank_params * weight_bytes;
+  e.gradients = rank_params * weight_bytes;
+  e.optimizer = s.offload == Offload::kCpu ? 0 : rank_params * optimizer_bytes;
+  if (s.sharding != Sharding::kNone && dp > 1) e.optimizer = CeilDiv(e.optimizer, dp);
+  if ((s.sharding == Sharding::kZero2 || s.sharding == Sharding::kFsdp) && dp > 1) {
+    e.gradients = CeilDiv(e.gradients, dp);
+  }
+  if (s.sharding == Sharding::kFsdp && dp > 1) {
+    e.parameters = CeilDiv(e.parameters, dp);
+    e.gathered = 2 * CeilDiv(per_layer, tp) * weight_bytes;  // a layer's weights + gradients
+  }
+
+  // Activations: the checkpointed share of the stage's layers recomputes.
+  const int64_t checkpointed =
+      s.checkpointing == Checkpointing::kNone
+          ? 0
+          : std::min<int64_t>(stage_layers, CeilDiv(stage_layers * s.checkpoint_percent, 100));
+  const double per_micro_batch =
+      checkpointed * LayerActivationBytes(m, seq_len, s, s.checkpointing) +
+      (std::min(stage_layers, L) - checkpointed) *
+          LayerActivationBytes(m, seq_len, s, Checkpointing::kNone);
+  int64_t in_flight = 1;
+  if (pp > 1) {
+    const int64_t ga = std::max(1, s.grad_accum_steps);
+    in_flight = s.pipeline_schedule == PipelineSchedule::kInterleaved
+                    ? std::min(ga, pp + CeilDiv(pp - 1, vpp))
+                    : std::min(ga, pp);
+  }
+  e.activations = static_cast<int64_t>(std::llround(
+      per_micro_batch * in_flight * ActivationBytes(s.precision) * c.activation_factor));
+  // Logits [b, s, V / tp] in fp32 for the loss, and their gradient.
+  e.logits = int64_t{s.micro_batch_size} * seq_len * CeilDiv(m.vocab_size, tp) * 4 * 2;
+  e.overhead = c.overhead_bytes;
+  return e;
+}
+
+}  // namespace autoaccel

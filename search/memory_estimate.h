@@ -1,0 +1,90 @@
+// The memory half of the cost model (search/cost_model.h): how many bytes a
+// strategy needs on each device, from the model's shape, with the two free
+// coefficients the cost model refits from measured trials.
+//
+// MEMORY (EstimateMemory).
+//
+// Model state (Rajbhandari et al., ZeRO): per parameter on the device, fp32
+// and autocast (bf16, fp16) keep 4 bytes of weights, 4 of gradients and 8 of
+// AdamW moments (16); pure_bf16 keeps 2 + 2 + 12 (moments and the fp32
+// master copy). With data-parallel degree N, zero1 divides the optimizer
+// part by N, zero2 also the gradients, fsdp everything (plus one gathered
+// layer at a time); offload=cpu moves the optimizer part to host memory.
+// Tensor parallelism divides the parameters by tp, pipeline stages take
+// their share of the layers (the worst stage also holds the embedding).
+// Mixtral's model state counts every expert (ParameterCount does).
+//
+// Activations (Korthikanti et al., "Reducing Activation Recomputation in
+// Large Transformer Models"), bytes per layer and micro-batch for 16-bit
+// activations, s = sequence, b = micro-batch, h = hidden, a = heads,
+// t = tensor-parallel degree:
+//   no recompute            s·b·h·(10 + 24/t + 5·a·s/(h·t))
+//   sequence parallel       s·b·h·(34/t + 5·a·s/(h·t))
+//   selective recompute     the 5·a·s/(h·t) term dropped (the attention core)
+//   SDPA                    the same term dropped (no s² tensors kept)
+//   full recompute          2·s·b·h (the layer's input; /t with sequence parallel)
+// The 24/t is 8/t of attention (Q, K, V, the output projection's input)
+// and 16/t of a GELU MLP of width 4h (its two 4h-wide tensors: the first
+// linear's output and the GELU's). Attention's 8/t is scaled by A/h, A =
+// n_head·head_dim the attention width (a decoder whose head_dim is not
+// h/a, e.g. gemma's; K and V are counted at that width as Korthikanti's
+// are, grouped-query attention or not); qwen3's per-head q/k norms add
+// 4·A/(h·t) (their inputs), gemma2's two extra norms 4 (their inputs). The
+// MLP part follows the model's width f = n_inner and kind instead:
+//   gpt2, bert (GELU)       4·f/h       (16 at f = 4h: Korthikanti's figure)
+//   decoders (gated: SwiGLU, GeGLU; fused gate_up or not)
+//                           8·f/h       (gate, up, act(gate), their product)
+//   mixtral (top-k MoE)     k·(8·f/h + 4), and 6·E/h outside the /t:
+//                           each token goes through its k = num_experts_per_tok
+//                           experts: their SwiGLU tensors plus the expert's
+//                           gathered input and its output before the routing
+//                           weight (h each); the router keeps its logits
+//                           (16-bit) and fp32 probabilities over the E experts.
+// Activations are doubled for fp32 and scaled by the calibrated activation
+// factor. A pipeline stage keeps min(ga, pp) micro-batches in flight under
+// 1F1B (interleaved: min(ga, pp + ceil((pp - 1) / vpp))), one without
+// pipelining; the last stage adds the logits (fp32, and their gradient).
+//
+//
+// Pure; safe from any thread.
+#ifndef AUTOACCEL_SEARCH_MEMORY_ESTIMATE_H_
+#define AUTOACCEL_SEARCH_MEMORY_ESTIMATE_H_
+
+#include <cstdint>
+
+#include "search/model_spec.h"
+#include "search/strategy.h"
+
+namespace autoaccel {
+
+// The memory model's free coefficients, refitted from measured trials; the
+// defaults are the papers' figures.
+struct MemoryCoefficients {
+  double activation_factor = 1.0;  // measured / formula activation bytes
+  int64_t overhead_bytes = 0;      // per device: framework, allocator, workspace
+};
+
+struct MemoryEstimate {
+  int64_t parameters = 0;  // weights held between steps
+  int64_t gradients = 0;
+  int64_t optimizer = 0;    // AdamW moments and fp32 masters on the device
+  int64_t gathered = 0;     // fsdp: one layer's full weights and gradients while it runs
+  int64_t activations = 0;  // kept for backward, every micro-batch in flight
+  int64_t logits = 0;       // the LM head's output and its gradient (last stage)
+  int64_t overhead = 0;
+
+  int64_t model_state() const { return parameters + gradients + optimizer; }
+  int64_t total() const {
+    return parameters + gradients + optimizer + gathered + activations + logits + overhead;
+  }
+};
+
+// Peak device memory of the worst rank of `strategy` training `model` on
+// sequences of `seq_len`. REQUIRES: model.Validate() OK, positive degrees.
+// A torchscript model's shape is unknown: every figure is 0 then.
+MemoryEstimate EstimateMemory(const ModelSpec& model, int seq_len, const Strategy& strategy,
+                              const MemoryCoefficients& coefficients = {});
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_SEARCH_MEMORY_ESTIMATE_H_

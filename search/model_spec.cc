@@ -1,0 +1,269 @@
+#include "search/model_spec.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "search/input_spec.h"
+#include "search/model_spec_internal.h"
+
+namespace autoaccel {
+namespace {
+
+using model_spec_internal::FieldError;
+
+absl::Status ValidateTorchScript(const ModelSpec& m) {
+  RETURN_IF_ERROR(ParseInputSpec(m.input_spec).status());
+  if (m.script_digest.empty() || m.script_bytes <= 0) {
+    return absl::InvalidArgumentError("model_file: missing or empty (--model-file FILE.pt)");
+  }
+  if (m.n_positions <= 0) {
+    return FieldError("max_seq_len",
+                      absl::StrCat("expected a positive integer, got ", m.n_positions));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+uint64_t Fnv1a64(absl::string_view bytes, uint64_t hash) {
+  for (unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
+absl::StatusOr<const ModelFamilyInfo*> ParseModelFamily(absl::string_view name) {
+  if (const ModelFamilyInfo* f = FindModelFamily(name)) return f;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "model: unknown family '", name, "' (supported: ", model_spec_internal::SupportedFamilies(),
+      "); ", model_spec_internal::kOtherArchitectures));
+}
+
+const std::vector<std::string>& KnownModelFamilies() {
+  static const auto* families = [] {
+    auto* v = new std::vector<std::string>;
+    for (const ModelFamilyInfo& f : ModelFamilies()) v->emplace_back(f.name);
+    return v;
+  }();
+  return *families;
+}
+
+const ModelFamilyInfo& ModelSpec::Info() const {
+  const ModelFamilyInfo* f = FindModelFamily(family);
+  if (f == nullptr) std::abort();  // REQUIRES: a known family
+  return *f;
+}
+
+bool ModelSpec::IsDecoder() const {
+  const ModelFamilyInfo* f = FindModelFamily(family);
+  return f != nullptr && f->network == Network::kDecoder;
+}
+
+bool ModelSpec::SlidingLayer(int layer) const {
+  if (sliding_window <= 0) return false;
+  if (layer_types.empty()) return true;
+  return layer >= 0 && layer < static_cast<int>(layer_types.size()) &&
+         layer_types[layer] == "sliding_attention";
+}
+
+absl::string_view ModelSpec::MaxPositionsKey() const {
+  return family == "gpt2" ? "n_positions" : "max_position_embeddings";
+}
+
+absl::Status ModelSpec::Validate() const {
+  ASSIGN_OR_RETURN(const ModelFamilyInfo* f, Family());
+  if (f->network == Network::kTorchScript) return ValidateTorchScript(*this);
+  const auto keys = model_spec_internal::KeysOf(f->network);
+  for (const auto& [key, value] :
+       std::initializer_list<std::pair<const char*, int>>{{keys.n_layer, n_layer},
+                                                          {keys.n_embd, n_embd},
+                                                          {keys.n_head, n_head},
+                                                          {"vocab_size", vocab_size},
+                                                          {keys.n_positions, n_positions},
+                                                          {keys.n_inner, n_inner}}) {
+    if (value <= 0) {
+      return FieldError(key, absl::StrCat("expected a positive integer, got ", value));
+    }
+  }
+  if (!(layer_norm_epsilon > 0)) {
+    return FieldError(keys.layer_norm_epsilon, "expected a positive number");
+  }
+  const bool decoder = f->network == Network::kDecoder;
+  if (head_dim < 0 || (head_dim > 0 && !decoder)) {
+    return FieldError("head_dim", absl::StrCat(head_dim, " is not supported for ", family));
+  }
+  if (head_dim == 0 && n_embd % n_head != 0) {
+    return FieldError(
+        keys.n_head, absl::StrCat(keys.n_embd, " (", n_embd, ") must be divisible by ", keys.n_head,
+                                  " (", n_head, ")"));
+  }
+  if (f->network == Network::kBert && type_vocab_size <= 0) {
+    return FieldError("type_vocab_size",
+                      absl::StrCat("expected a positive integer, got ", type_vocab_size));
+  }
+  // Features the family's network does not have stay off.
+  auto absent = [&](bool on, const char* key) {
+    return on ? FieldError(key, absl::StrCat("is not supported for ", family)) : absl::OkStatus();
+  };
+  RETURN_IF_ERROR(absent(attention_bias && !f->attention_bias_key, "attention_bias"));
+  RETURN_IF_ERROR(absent(mlp_bias && !f->mlp_bias_key, "mlp_bias"));
+  RETURN_IF_ERROR(
+      absent(sliding_window != 0 && f->sliding == SlidingLayers::kNone, "sliding_window"));
+  RETURN_IF_ERROR(
+      absent(!f->soft_capping && (attn_logit_softcapping != 0 || final_logit_softcapping != 0 ||
+                                  query_pre_attn_scalar != 0),
+             "attn_logit_softcapping"));
+  RETURN_IF_ERROR(
+      absent(partial_rotary_factor != 1.0 && !f->partial_rotary, "partial_rotary_factor"));
+  RETURN_IF_ERROR(absent(!f->experts && (num_local_experts != 0 || num_experts_per_tok != 0),
+                         "num_local_experts"));
+  if (!decoder) return absl::OkStatus();
+
+  if (n_kv_head <= 0 || n_head % n_kv_head != 0) {
+    return FieldError("num_key_value_heads", absl::StrCat("must divide num_attention_heads (",
+                                                          n_head, "), got ", n_kv_head));
+  }
+  if (hidden_act != "silu" && hidden_act != "gelu" && hidden_act != "gelu_pytorch_tanh") {
+    return FieldError(f->activation_key, absl::StrCat("'", hidden_act,
+                                                      "' is not supported (allowed: silu, gelu, "
+                                                      "gelu_pytorch_tanh)"));
+  }
+  if (!(rope_theta > 0)) return FieldError("rope_theta", "expected a positive number");
+  if (!(partial_rotary_factor > 0 && partial_rotary_factor <= 1)) {
+    return FieldError("partial_rotary_factor", "expected a number in (0, 1]");
+  }
+  const int rotary = static_cast<int>(HeadDim() * partial_rotary_factor);
+  if (rotary <= 0 || rotary % 2 != 0) {
+    return FieldError(head_dim > 0 ? "head_dim" : "num_attention_heads",
+                      absl::StrCat("the rotary size (head size ", HeadDim(),
+                                   partial_rotary_factor != 1.0 ? " x partial_rotary_factor" : "",
+                                   " = ", rotary, ") must be even for rotary embeddings"));
+  }
+  if (rope_type == "linear" || rope_type == "llama3") {
+    if (!(rope_factor > 0))
+      return FieldError("rope_parameters.factor", "expected a positive number");
+  } else if (rope_type != "default") {
+    return FieldError("rope_parameters.rope_type",
+                      absl::StrCat("'", rope_type,
+                                   "' is not supported (allowed: default, linear, "
+                                   "llama3)"));
+  }
+  if (rope_type == "llama3") {
+    if (!(rope_low_freq_factor > 0) || !(rope_high_freq_factor > rope_low_freq_factor)) {
+      return FieldError("rope_parameters.high_freq_factor",
+                        absl::StrCat("must be greater than low_freq_factor (", rope_low_freq_factor,
+                                     "), got ", rope_high_freq_factor));
+    }
+    if (rope_original_max_positions <= 0) {
+      return FieldError("rope_parameters.original_max_position_embeddings",
+                        "expected a positive integer");
+    }
+  }
+  if (sliding_window < 0) return FieldError("sliding_window", "expected a positive integer");
+  if (!layer_types.empty()) {
+    if (layer_types.size() != static_cast<size_t>(n_layer)) {
+      return FieldError("layer_types", absl::StrCat("expected num_hidden_layers (", n_layer,
+                                                    ") entries, got ", layer_types.size()));
+    }
+    for (const std::string& t : layer_types) {
+      if (t != "full_attention" && t != "sliding_attention") {
+        return FieldError("layer_types",
+                          absl::StrCat("'", t,
+                                       "' is not supported (allowed: full_attention, "
+                                       "sliding_attention)"));
+      }
+    }
+  }
+  if (attn_logit_softcapping < 0 || final_logit_softcapping < 0 || query_pre_attn_scalar < 0) {
+    return FieldError("attn_logit_softcapping",
+                      "soft-caps and query_pre_attn_scalar must not be "
+                      "negative");
+  }
+  if (f->experts) {
+    if (num_local_experts <= 0) {
+      return FieldError("num_local_experts",
+                        absl::StrCat("expected a positive integer, got ", num_local_experts));
+    }
+    if (num_experts_per_tok <= 0 || num_experts_per_tok > num_local_experts) {
+      return FieldError("num_experts_per_tok",
+                        absl::StrCat("must be in [1, num_local_experts = ", num_local_experts,
+                                     "], got ", num_experts_per_tok));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t ModelSpec::ParameterCount() const {
+  if (IsTorchScript()) return 0;
+  const int64_t d = n_embd, f = n_inner, L = n_layer, V = vocab_size, P = n_positions;
+  if (IsDecoder()) {
+    const ModelFamilyInfo& info = Info();
+    const int64_t head = HeadDim();
+    const int64_t q_width = int64_t{n_head} * head, kv_width = int64_t{n_kv_head} * head;
+    int64_t attention = d * q_width + 2 * d * kv_width + q_width * d;  // q, k, v, o
+    if (info.qkv_bias || attention_bias) attention += q_width + 2 * kv_width;
+    if (attention_bias) attention += d;  // o
+    if (info.qk_norm) attention += 2 * head;
+    int64_t mlp = info.experts ? d * num_local_experts + int64_t{num_local_experts} * 3 * d * f
+                               : 3 * d * f;  // gate, up, down (fused or not)
+    if (mlp_bias) mlp += 2 * f + d;
+    const int64_t norms = (info.sandwich_norm ? 4 : 2) * d;
+    return V * d + L * (attention + mlp + norms) + d + (tie_word_embeddings ? 0 : V * d);
+  }
+  if (family == "bert") {
+    const int64_t embeddings = (V + P + type_vocab_size) * d + 2 * d;
+    const int64_t per_layer = 4 * (d * d + d) + 2 * d  // q, k, v, output dense; LayerNorm
+                              + d * f + f + f * d + d  // intermediate, output dense
+                              + 2 * d;                 // LayerNorm
+    const int64_t mlm_head = d * d + d + 2 * d + V;    // transform dense, LayerNorm, bias
+    return embeddings + L * per_layer + mlm_head;
+  }
+  const int64_t per_layer = 2 * d                // ln_1
+                            + d * 3 * d + 3 * d  // c_attn
+                            + d * d + d          // attn c_proj
+                            + 2 * d              // ln_2
+                            + d * f + f          // mlp c_fc
+                            + f * d + d;         // mlp c_proj
+  return V * d + P * d + L * per_layer + 2 * d;
+}
+
+double ModelSpec::AttendedKeys(int layer, int seq_len) const {
+  const double S = seq_len;
+  if (!IsCausal()) return S;
+  if (SlidingLayer(layer) && sliding_window < seq_len) {
+    const double W = sliding_window;
+    return W - W * W / (2 * S);
+  }
+  return S / 2;
+}
+
+double ModelSpec::TrainingFlopsPerToken(int seq_len) const {
+  if (IsTorchScript()) return 0;
+  const double d = n_embd, f = n_inner, L = n_layer, V = vocab_size;
+  double per_layer = 4 * d * d + 2 * d * f;  // gpt2, bert
+  double outside_layers = V * d;             // LM head / MLM decoder
+  double attention_width = d;
+  if (IsDecoder()) {
+    const ModelFamilyInfo& info = Info();
+    attention_width = double(n_head) * HeadDim();
+    const double kv_width = double(n_kv_head) * HeadDim();
+    const double attention = 2 * d * attention_width + 2 * d * kv_width;  // q, o; k, v
+    per_layer = attention + (info.experts ? d * num_local_experts + num_experts_per_tok * 3 * d * f
+                                          : 3 * d * f);
+  } else if (family == "bert") {
+    outside_layers += d * d;  // MLM transform
+  }
+  double attended = 0;
+  for (int layer = 0; layer < n_layer; ++layer) attended += AttendedKeys(layer, seq_len);
+  const double attention_products = 12.0 * attention_width * attended;
+  return 6.0 * (L * per_layer + outside_layers) + attention_products;
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,385 @@
+#include "search/step_time.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace autoaccel {
+
+namespace {
+
+// One pipeline stage (the whole model when pp == 1), as engine/pipeline.h
+// splits the layers: pp · vpp chunks of consecutive layers, the first
+// L % chunks one longer, chunk k on stage k % pp; the first
+// ceil(L · percent / 100) layers of the model checkpoint.
+struct StageShape {
+  int layers = 0;
+  int full_recompute = 0;       // layers recomputing their whole forward
+  int selective_recompute = 0;  // layers recomputing their attention core
+  bool first = true;            // embeds the tokens
+  bool last = true;             // final norm, LM head, loss
+};
+
+std::vector<StageShape> Stages(const ModelSpec& m, const Strategy& s) {
+  const int L = m.n_layer;
+  const int pp = std::max(1, s.pipeline_parallel);
+  const int vpp = pp > 1 ? std::max(1, s.virtual_stages) : 1;
+  const int chunks = pp * vpp;
+  const int checkpointed =
+      s.checkpointing == Checkpointing::kNone
+          ? 0
+          : static_cast<int>((int64_t{L} * std::clamp(s.checkpoint_percent, 0, 100) + 99) / 100);
+  std::vector<StageShape> stages(pp);
+  for (int stage = 0; stage < pp; ++stage) {
+    StageShape& shape = stages[stage];
+    shape.first = stage == 0;
+    shape.last = stage == pp - 1;
+    for (int c = 0; c < vpp; ++c) {
+      const int chunk = c * pp + stage;
+      const int base = L / chunks, extra = L % chunks;
+      const int begin = chunk * base + std::min(chunk, extra);
+      const int end = begin + base + (chunk < extra ? 1 : 0);
+      for (int layer = begin; layer < end; ++layer) {
+        ++shape.layers;
+        if (layer >= checkpointed) continue;
+        if (s.checkpointing == Checkpointing::kFull) {
+          ++shape.full_recompute;
+        } else {
+          ++shape.selective_recompute;
+        }
+      }
+    }
+  }
+  return stages;
+}
+
+// The model's parameters and FLOPs split into the layers and the rest.
+struct ModelParts {
+  double layer_params = 0;      // one layer
+  double outside_params = 0;    // everything else, tied weights once
+  double embedding_params = 0;  // the first stage's share of outside_params
+  double head_params = 0;       // the last stage's (with pp > 1 a tied head is a copy)
+  double layer_flops = 0;       // per token, forward + backward, one layer
+  double head_flops = 0;        // per token, forward + backward, LM head / MLM head
+  double attention_flops = 0;   // per token, one layer's QK^T and AV forward as model FLOPs
+  bool tied = true;             // the LM head is the token embedding
+  // Sequence parallelism: weights tensor parallelism does not split, whose
+  // gradients are all-reduced per micro-batch (count, elements).
+  int replicated_layer_tensors = 0;
+  double replicated_layer_elements = 0;
+  int replicated_first_tensors = 0;
+  double replicated_first_elements = 0;
+  int replicated_last_tensors = 0;
+  double replicated_last_elements = 0;
+};
+
+ModelParts Parts(const ModelSpec& m, int seq_len) {
+  ModelParts p;
+  ModelSpec no_layers = m;
+  no_layers.n_layer = 0;
+  const double h = m.n_embd, V = m.vocab_size, L = std::max(1, m.n_layer);
+  p.outside_params = static_cast<double>(no_layers.ParameterCount());
+  p.layer_params = (static_cast<double>(m.ParameterCount()) - p.outside_params) / L;
+  p.head_flops = no_layers.TrainingFlopsPerToken(seq_len);
+  p.layer_flops = (m.TrainingFlopsPerToken(seq_len) - p.head_flops) / L;
+  // The attention core's forward products per token and layer (what
+  // selective recomputation repeats): 4 * keys attended * attention width.
+  double attended = 0;
+  for (int layer = 0; layer < m.n_layer; ++layer) attended += m.AttendedKeys(layer, seq_len);
+  const double attention_width = m.IsDecoder() ? double(m.n_head) * m.HeadDim() : h;
+  p.attention_flops = 4.0 * attention_width * attended / L;
+  p.tied = !m.IsDecoder() || m.tie_word_embeddings;
+  if (m.family == "gpt2") {
+    p.embedding_params = (V + m.n_positions) * h;
+    p.replicated_layer_tensors = 6;  // ln_1, ln_2 (weight, bias); both c_proj biases
+    p.replicated_layer_elements = 6 * h;
+    p.replicated_first_tensors = 1;  // wpe
+    p.replicated_first_elements = double(m.n_positions) * h;
+    p.replicated_last_tensors = 2;  // ln_f
+    p.replicated_last_elements = 2 * h;
+  } else if (m.family == "bert") {
+    p.embedding_params = (V + m.n_positions + m.type_vocab_size) * h + 2 * h;
+    p.replicated_layer_tensors = 6;
+    p.replicated_layer_elements = 6 * h;
+  } else {
+    // Replicated under tensor parallelism: the norms (and the router, the
+    // per-head q/k norms, the o and down projections' biases).
+    const ModelFamilyInfo& info = m.Info();
+    const int norms = info.sandwich_norm ? 4 : 2;
+    p.embedding_params = V * h;
+    p.replicated_layer_tensors = norms + (info.experts ? 1 : 0) + (info.qk_norm ? 2 : 0) +
+                                 (m.attention_bias ? 1 : 0) + (m.mlp_bias ? 1 : 0);
+    p.replicated_layer_elements = norms * h + (info.experts ? h * m.num_local_experts : 0) +
+                                  (info.qk_norm ? 2.0 * m.HeadDim() : 0) +
+                                  (m.attention_bias ? h : 0) + (m.mlp_bias ? h : 0);
+    p.replicated_last_tensors = 1;
+    p.replicated_last_elements = h;
+  }
+  p.head_params = p.outside_params - p.embedding_params;
+  return p;
+}
+
+// Number of gradient buckets of `bytes` (DataParallelOptions::bucket_bytes).
+double Buckets(double bytes) {
+  constexpr double kBucketBytes = 25.0 * (1 << 20);
+  return std::max(1.0, std::ceil(bytes / kBucketBytes));
+}
+
+TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
+                           const ModelParts& parts, const StageShape& stage) {
+  TimeFeatures x{};
+  const double h = m.n_embd, S = seq_len;
+  const double T = double(s.micro_batch_size) * S;  // tokens of a micro-batch
+  const double ga = std::max(1, s.grad_accum_steps);
+  const double t = std::max(1, s.tensor_parallel), n = std::max(1, s.data_parallel);
+  const int pp = std::max(1, s.pipeline_parallel);
+  const double vpp = pp > 1 ? std::max(1, s.virtual_stages) : 1;
+  const bool sp = s.sequence_parallel && t > 1;
+  const bool pure = s.precision == Precision::kPureBf16;
+  const bool fp32 = s.precision == Precision::kFp32;
+  const double weight_bytes = pure ? 2 : 4;  // also gradients, pipeline messages
+  // Tensor-parallel messages: a column-parallel layer's input is a norm's
+  // output (fp32 under autocast); a row-parallel one's output is the
+  // matmul's (16-bit under autocast).
+  const double column_bytes = pure ? 2 : 4;
+  const double row_bytes = fp32 ? 4 : 2;
+  const double layers = stage.layers;
+  const double full = stage.full_recompute, selective = stage.selective_recompute;
+
+  // Compute.
+  const double bubble = pp > 1 ? 1.0 + (pp - 1) / (vpp * ga) : 1.0;
+  const double flops_per_token = layers * parts.layer_flops + full * parts.layer_flops / 3.0 +
+                                 selective * parts.attention_flops +
+                                 (stage.last ? parts.head_flops : 0.0);
+  const double flops = ga * T * flops_per_token / t * bubble;
+  switch (s.precision) {
+    case Precision::kFp32:
+      x[kFlopsFp32] = flops;
+      break;
+    case Precision::kBf16:
+      x[kFlopsBf16] = flops;
+      break;
+    case Precision::kFp16:
+      x[kFlopsFp16] = flops;
+      break;
+    case Precision::kPureBf16:
+      x[kFlopsPureBf16] = flops;
+      break;
+  }
+  if (s.attention == Attention::kMath) {
+    x[kMathAttentionFlops] =
+        ga * T * (layers * 12.0 + (full + selective) * 4.0) * h * S / t * bubble;
+  }
+  x[kLayerPasses] = ga * (layers + full / 3.0) * bubble;
+
+  // Optimizer and offload.
+  double stage_params = layers * parts.layer_params;
+  double rest_params = pp == 1 ? parts.outside_params
+                               : (stage.first ? parts.embedding_params : 0.0) +
+                                     (stage.last ? parts.head_params : 0.0);
+  if (pp > 1 && stage.last && parts.tied) rest_params += double(m.vocab_size) * h;
+  stage_params += rest_params;
+  const double rank_params = stage_params / t;
+  const bool sharded = s.sharding != Sharding::kNone && n > 1;
+  const double updated = sharded ? rank_params / n : rank_params;
+  if (s.offload == Offload::kCpu) {
+    x[kOffloadBytes] = 2.0 * weight_bytes * updated;
+  } else if (s.optimizer == Optimizer::kFusedAdamW) {
+    x[kFusedOptimizerParams] = updated;
+  } else {
+    x[kOptimizerParams] = updated;
+  }
+
+  double collectives = 0;
+  // Data parallelism.
+  if (n > 1) {
+    const double all_reduce = 2.0 * (n - 1) / n, scatter = (n - 1) / n;
+    const double G = rank_params * weight_bytes, W = G;
+    const double buckets = Buckets(G);
+    double bytes = 0;
+    switch (s.sharding) {
+      case Sharding::kNone:
+        bytes = all_reduce * G;
+        collectives += buckets;
+        break;
+      case Sharding::kZero1:
+        bytes = all_reduce * G + scatter * W;
+        collectives += 2 * buckets;
+        break;
+      case Sharding::kZero2:
+        bytes = ga * scatter * G + scatter * W;
+        collectives += (ga + 1) * buckets;
+        break;
+      case Sharding::kFsdp: {
+        const double W_layers = layers * parts.layer_params / t * weight_bytes;
+        const double W_rest = rest_params / t * weight_bytes;
+        bytes = ga * scatter * (2 * W_layers + W_rest + G);
+        collectives += ga * (3 * layers + 2);  // gathers 2L + 1, reduce-scatters L + 1
+        break;
+      }
+    }
+    x[kDataParallelBytes] = bytes;
+    collectives += 1;                                                             // the step's loss
+    if (s.precision == Precision::kFp16 && sharded && pp == 1) collectives += 1;  // found_inf
+  }
+
+  // Tensor parallelism, per micro-batch.
+  double model_bytes = 0, per_micro_batch_calls = 0;
+  if (t > 1) {
+    const double all_reduce = 2.0 * (t - 1) / t, scatter = (t - 1) / t;
+    const double A = T * h;  // elements of one [b, s, h] activation
+    const double recomputed = full;
+    if (!sp) {
+      // Forward: 2 row-parallel outputs; backward: 2 column-parallel inputs.
+      model_bytes += layers * all_reduce * A * (2 * row_bytes + 2 * column_bytes);
+      model_bytes += recomputed * all_reduce * A * 2 * row_bytes;
+      per_micro_batch_calls += 4 * layers + 2 * recomputed;
+    } else {
+      // Each all-reduce becomes an all-gather and a reduce-scatter.
+      model_bytes += layers * scatter * A * 2 * (2 * row_bytes + 2 * column_bytes);
+      model_bytes += recomputed * scatter * A * (2 * row_bytes + 2 * column_bytes);
+      per_micro_batch_calls += 8 * layers + 4 * recomputed;
+      // Replicated weights' gradients.
+      double tensors = layers * parts.replicated_layer_tensors;
+      double elements = layers * parts.replicated_layer_elements;
+      if (stage.first) {
+        tensors += parts.replicated_first_tensors;
+        elements += parts.replicated_first_elements;
+      }
+      if (stage.last) {
+        tensors += parts.replicated_last_tensors;
+        elements += parts.replicated_last_elements;
+      }
+      model_bytes += all_reduce * elements * weight_bytes;
+      per_micro_batch_calls += tensors;
+    }
+    const double calls_per_all_reduce = sp ? 2 : 1;
+    if (stage.first) {  // the vocabulary-parallel embedding's output
+      model_bytes += all_reduce * A * weight_bytes;
+      per_micro_batch_calls += calls_per_all_reduce;
+    }
+    if (stage.last) {  // the LM head's input gradient; the cross-entropy's 3 reductions
+      model_bytes += all_reduce * A * column_bytes + 3 * all_reduce * T * 4;
+      per_micro_batch_calls += calls_per_all_reduce + 3;
+    }
+  }
+  // Pipeline parallelism, per micro-batch.
+  if (pp > 1) {
+    const double message = T * h / (sp ? t : 1.0) * weight_bytes;
+    const double sends = (vpp - (stage.last ? 1 : 0)) + (vpp - (stage.first ? 1 : 0));
+    model_bytes += sends * message;
+    per_micro_batch_calls += 4 * vpp - 2;  // sends and receives
+  }
+  model_bytes *= ga;
+  collectives += ga * per_micro_batch_calls;
+  if (pp > 1) {
+    if (parts.tied && (stage.first || stage.last)) {
+      // The tied embedding's gradient, all-reduced between the first and
+      // the last stage (ring of 2: the buffer once).
+      model_bytes += double(m.vocab_size) * h / t * weight_bytes;
+      collectives += 1;
+    }
+    collectives += 1;                                       // the loss over the stages
+    if (s.precision == Precision::kFp16) collectives += 1;  // found_inf over the world
+  }
+  x[kModelParallelBytes] = model_bytes;
+  x[kCollectives] = collectives;
+  x[kStep] = 1;
+  return x;
+}
+
+double ComputeFlops(const TimeFeatures& x) {
+  return x[kFlopsFp32] + x[kFlopsBf16] + x[kFlopsFp16] + x[kFlopsPureBf16];
+}
+
+}  // namespace
+
+absl::string_view TimeFeatureName(int feature) {
+  switch (feature) {
+    case kFlopsFp32:
+      return "flops_fp32";
+    case kFlopsBf16:
+      return "flops_bf16";
+    case kFlopsFp16:
+      return "flops_fp16";
+    case kFlopsPureBf16:
+      return "flops_pure_bf16";
+    case kMathAttentionFlops:
+      return "math_attention_flops";
+    case kLayerPasses:
+      return "layer_passes";
+    case kOptimizerParams:
+      return "optimizer_params";
+    case kFusedOptimizerParams:
+      return "fused_optimizer_params";
+    case kOffloadBytes:
+      return "offload_bytes";
+    case kDataParallelBytes:
+      return "data_parallel_bytes";
+    case kModelParallelBytes:
+      return "model_parallel_bytes";
+    case kCollectives:
+      return "collectives";
+    case kStep:
+      return "step";
+    default:
+      return "unknown";
+  }
+}
+
+TimeFeatures StepTimeFeatures(const ModelSpec& m, int seq_len, const Strategy& s) {
+  if (m.IsTorchScript() || m.n_layer <= 0) {
+    TimeFeatures x{};
+    x[kStep] = 1;
+    x[kLayerPasses] = std::max(1, s.grad_accum_steps);
+    return x;
+  }
+  const ModelParts parts = Parts(m, seq_len);
+  TimeFeatures slowest{};
+  bool any = false;
+  for (const StageShape& stage : Stages(m, s)) {
+    const TimeFeatures x = StageFeatures(m, seq_len, s, parts, stage);
+    if (!any || ComputeFlops(x) > ComputeFlops(slowest)) slowest = x;
+    any = true;
+  }
+  return slowest;
+}
+
+TimeCoefficients PriorTimeCoefficients(const DeviceSpec& device) {
+  const bool cuda = device.type == "cuda";
+  const PeakTflops& peak = device.peak;
+  const double fp32 = peak.fp32 > 0 ? peak.fp32 : (cuda ? 20.0 : 0.2);
+  const auto half = [&](double known) {
+    if (known > 0) return known;
+    if (!cuda) return 0.5 * fp32;
+    return peak.fp32 > 0 ? fp32 : 100.0;
+  };
+  const double bf16 = half(peak.bf16), fp16 = half(peak.fp16);
+  const auto per_flop = [](double tflops) { return 1.0 / (0.4 * tflops * 1e12); };
+
+  TimeCoefficients c;
+  auto& k = c.seconds_per_unit;
+  k[kFlopsFp32] = per_flop(fp32);
+  k[kFlopsBf16] = per_flop(bf16);
+  k[kFlopsFp16] = per_flop(fp16);
+  k[kFlopsPureBf16] = per_flop(bf16);
+  k[kMathAttentionFlops] = per_flop(fp32);
+  k[kLayerPasses] = cuda ? 300e-6 : 500e-6;
+  k[kFusedOptimizerParams] = cuda ? 3e-11 : 2e-9;
+  k[kOptimizerParams] = 3 * k[kFusedOptimizerParams];
+  k[kOffloadBytes] = 8e-10;
+  k[kDataParallelBytes] = cuda ? 1.0 / 50e9 : 1.0 / 2e9;
+  k[kModelParallelBytes] = k[kDataParallelBytes];
+  k[kCollectives] = cuda ? 20e-6 : 50e-6;
+  k[kStep] = 2e-3;
+  return c;
+}
+
+double PredictStepTime(const TimeFeatures& x, const TimeCoefficients& c) {
+  double seconds = 0;
+  for (int k = 0; k < kNumTimeFeatures; ++k) seconds += x[k] * c.seconds_per_unit[k];
+  return seconds;
+}
+
+}  // namespace autoaccel

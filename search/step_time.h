@@ -1,0 +1,149 @@
+// The time half of the cost model (search/cost_model.h): how long one
+// optimizer step of a strategy takes, as a linear model over physical
+// quantities of the step, with coefficients that start at priors from the
+// device and that the cost model refits from measured trials.
+//
+// TIME (StepTimeFeatures, PredictStepTime): a linear model over physical
+// quantities of one step on the slowest rank; see TimeFeature.
+//
+//
+// Pure; safe from any thread.
+#ifndef AUTOACCEL_SEARCH_STEP_TIME_H_
+#define AUTOACCEL_SEARCH_STEP_TIME_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "search/model_spec.h"
+#include "search/strategy.h"
+#include "search/trial.h"
+
+namespace autoaccel {
+
+// What the coordinator knows about one device of the pool.
+struct DeviceSpec {
+  std::string type = "cpu";  // "cpu" | "cuda"; anything else is treated as "cpu"
+  PeakTflops peak;           // dense peak per precision of ONE device; 0 = unknown
+  int64_t memory_bytes = 0;  // 0 = unknown (never prune then)
+};
+
+// Linear step-time model: predicted seconds per optimizer step of the
+// slowest rank = sum_k coefficient[k] * feature[k]. Features are physical
+// quantities of one step on the slowest rank (pipeline: the stage with the
+// most compute FLOPs); coefficients are seconds per unit. Below, T = b·s
+// tokens of a micro-batch, ga micro-batches per step, t/n/pp the tensor,
+// data and pipeline degrees; "ar" is a ring all-reduce's 2(n-1)/n and "rs"
+// a reduce-scatter's or all-gather's (n-1)/n of the buffer, per rank.
+enum TimeFeature : int {
+  // Compute FLOPs of the rank at the strategy's precision (the other three
+  // are 0): model FLOPs (ModelSpec::TrainingFlopsPerToken split into the
+  // stage's layers and, on the last stage, the LM head) / t, plus what
+  // recomputation adds: a full-recompute layer's forward (1/3 of its FLOPs),
+  // a selective one's attention products forward.
+  kFlopsFp32,
+  kFlopsBf16,
+  kFlopsFp16,
+  kFlopsPureBf16,
+  // attention=math only (0 for sdpa): the attention core's QK^T and AV FLOPs
+  // as the unfused kernel computes them — the whole s×s score matrix, masked
+  // half included (12·s·h per token and layer forward + backward, 4·s·h more
+  // per recomputed layer), / t. The penalty of the unfused kernel.
+  kMathAttentionFlops,
+  // Forward+backward passes of one micro-batch through one layer on this
+  // rank, ga·(layers of the stage + full-recompute layers / 3): the fixed
+  // per-op overhead (kernel launches, dispatch). A recomputed forward counts
+  // 1/3 of a pass because a backward launches about twice a forward's ops.
+  kLayerPasses,
+  // Parameters this rank's optimizer updates on the device (its share of
+  // the stage's parameters / t, / n under any sharding): adamw (one
+  // parameter tensor at a time) or fused_adamw. 0 with offload=cpu.
+  kOptimizerParams,
+  kFusedOptimizerParams,
+  // offload=cpu: bytes moved between device and host per step (gradients
+  // down, weights up: 2 × weight bytes per updated parameter). Its
+  // coefficient also carries the host's optimizer step (memory-bound, in
+  // proportion to the same parameters).
+  kOffloadBytes,
+  // Bytes each rank sends in data-parallel collectives per step, G and W
+  // the gradient and weight bytes of the rank's parameters (4 per parameter,
+  // 2 for pure_bf16):
+  //   none   ar·G (one all-reduce per step)
+  //   zero1  ar·G + rs·W (the updated shards all-gathered)
+  //   zero2  ga·rs·G + rs·W (reduce-scatter every micro-batch)
+  //   fsdp   ga·rs·(2·W_layers + W_rest + G) (layers gathered for forward and
+  //          again for backward, the rest once, gradients reduce-scattered)
+  kDataParallelBytes,
+  // Tensor parallelism (Megatron), per micro-batch, with A = T·h activation
+  // elements: 4 all-reduces of A per layer (ring factor 2(t-1)/t): 2 forward
+  // of the row-parallel outputs (the matmul's dtype: 4 bytes for fp32, else
+  // 2) and 2 backward of the column-parallel inputs' gradients (the norms'
+  // dtype: 2 bytes for pure_bf16, else 4); 2 more per full-recompute layer, one
+  // each for the embedding's output (first stage) and the LM head's input
+  // gradient (last stage), and the vocabulary-parallel cross-entropy's 3
+  // small ones; sequence parallelism swaps each all-reduce for an
+  // all-gather + reduce-scatter (same bytes, twice the calls) and adds the
+  // all-reduce of every replicated parameter's gradient. Pipeline
+  // parallelism: each stage boundary's point-to-point send of A (/t under
+  // sequence parallelism; in the weights' dtype) per micro-batch and
+  // direction, and on the first
+  // and last stage the all-reduce of a tied embedding's gradient per step.
+  kModelParallelBytes,
+  // Collective and point-to-point calls per step (their latency): gradient
+  // buckets of 25 MiB (none, zero1, zero2) or fsdp units, the step's loss
+  // and fp16 overflow all-reduces, the tensor-parallel calls above and
+  // pipeline sends and receives.
+  kCollectives,
+  kStep,  // 1: fixed per-step cost (zeroing, the loss read back, the scaler)
+  kNumTimeFeatures
+};
+
+// "flops_fp32", "flops_bf16", "flops_fp16", "flops_pure_bf16",
+// "math_attention_flops", "layer_passes", "optimizer_params",
+// "fused_optimizer_params", "offload_bytes", "data_parallel_bytes",
+// "model_parallel_bytes", "collectives", "step"; "unknown" out of range.
+// Stable: logs and stored fits use them.
+absl::string_view TimeFeatureName(int feature);
+
+using TimeFeatures = std::array<double, kNumTimeFeatures>;
+
+// The features of one step of `strategy`. A pipelined strategy (pp > 1)
+// pays Megatron's bubble: its compute features (FLOPs, math attention,
+// layer passes) are multiplied by 1 + (pp - 1) / (vpp · ga) — the stage
+// idles (pp - 1) / vpp micro-batch slots per ga it computes. REQUIRES:
+// model.Validate() OK, positive degrees and sizes. A torchscript model
+// (shape unknown) gets only kStep = 1 and kLayerPasses = ga (all else 0).
+TimeFeatures StepTimeFeatures(const ModelSpec& model, int seq_len, const Strategy& strategy);
+
+struct TimeCoefficients {
+  std::array<double, kNumTimeFeatures> seconds_per_unit{};
+};
+
+// Priors from the device (every one strictly positive):
+//   FLOPs          1 / (0.4 · peak at the precision); pure_bf16 and bf16 use
+//                  the bf16 peak. Unknown peaks: cpu 0.2 TFLOP/s fp32 and
+//                  bf16/fp16 at half of fp32 (CPUs without AMX emulate them);
+//                  cuda 20 TFLOP/s fp32 and 100 TFLOP/s bf16/fp16; a cuda
+//                  device with a known fp32 but no half-precision figure
+//                  (bf16 before Ampere) runs it at its fp32 rate.
+//   math attention the attention FLOPs again at the fp32 rate.
+//   layer pass     cpu 500 µs, cuda 300 µs.
+//   optimizer      memory-bound, ~28 bytes per parameter (read p, g, m, v;
+//                  write p, m, v) at 70% of the device's memory bandwidth
+//                  (cpu 20 GB/s, cuda 1.5 TB/s): fused_adamw cpu 2e-9 s,
+//                  cuda 3e-11 s per parameter; adamw (a chain of elementwise
+//                  ops per tensor) 3x that.
+//   offload        PCIe ~10 GB/s plus the host's adamw step per 8 bytes
+//                  moved: 8e-10 s per byte.
+//   collectives    cpu (gloo, loopback) 2 GB/s and 50 µs per call; cuda
+//                  (nccl) 50 GB/s and 20 µs per call.
+//   step           2 ms.
+TimeCoefficients PriorTimeCoefficients(const DeviceSpec& device);
+
+// sum_k x[k] · c[k], in seconds.
+double PredictStepTime(const TimeFeatures& x, const TimeCoefficients& c);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_SEARCH_STEP_TIME_H_

@@ -1,0 +1,603 @@
+// Model specs (search/model_spec.h): reading each family's config.json,
+// the checks, and the parameter and FLOP counts.
+#include "search/model_spec.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "search/config_override.h"
+#include "search/cost_model.h"
+#include "search/model_families.h"
+#include "tests/hub_configs.h"
+#include "tests/search_test_util.h"
+
+namespace autoaccel {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(ModelConfig, Gpt2SmallParameterCountMatchesHuggingFace) {
+  const ModelSpec m = Gpt2Small();
+  EXPECT_EQ(m.family, "gpt2");
+  EXPECT_EQ(m.n_layer, 12);
+  EXPECT_EQ(m.n_head, 12);
+  EXPECT_EQ(m.n_inner, 4 * 768);             // n_inner: null means the default
+  EXPECT_EQ(m.ParameterCount(), 124439808);  // sum(p.numel()) of HF "gpt2"
+}
+
+TEST(ModelConfig, TrainingFlopsPerTokenOfGpt2Small) {
+  const ModelSpec m = Gpt2Small();
+  // 6 * (12 * (4 * 768^2 + 2 * 768 * 3072) + 50257 * 768) + 6 * 12 * 768 * 1024
+  EXPECT_DOUBLE_EQ(m.TrainingFlopsPerToken(1024), 797815296.0);
+}
+
+TEST(ModelConfig, NormalizedConfigParsesBackToTheSameModel) {
+  const ModelSpec m = Gpt2Small();
+  absl::StatusOr<ModelSpec> again = ModelSpecFromJson("gpt2", m.ToConfigJson());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->ToConfigJson(), m.ToConfigJson());
+  EXPECT_EQ(again->ParameterCount(), m.ParameterCount());
+}
+
+TEST(ModelConfig, ErrorsNameTheField) {
+  EXPECT_THAT(ParseModelConfig("gpt2", R"({"n_layer": 2, "n_embd": 64,
+                                           "vocab_size": 100, "n_positions": 32})")
+                  .status(),
+              InvalidArgument(HasSubstr("n_head")));
+  EXPECT_THAT(ParseModelConfig("gpt2", "{not json").status(), InvalidArgument(HasSubstr("JSON")));
+  EXPECT_THAT(ParseModelConfig("llama", kGpt2SmallConfig).status(),
+              InvalidArgument(AllOf(HasSubstr("llama"), HasSubstr("gpt2"))));
+  EXPECT_THAT(ParseModelConfig("gpt2", R"({"n_layer": 2, "n_embd": 770, "n_head": 12,
+                                           "vocab_size": 100, "n_positions": 32})")
+                  .status(),
+              InvalidArgument(AllOf(HasSubstr("n_head"), HasSubstr("770"))));
+  EXPECT_THAT(ParseModelConfig("gpt2", R"({"n_layer": -2, "n_embd": 64, "n_head": 4,
+                                           "vocab_size": 100, "n_positions": 32})")
+                  .status(),
+              InvalidArgument(HasSubstr("n_layer")));
+  EXPECT_THAT(ParseModelConfig("gpt2", "[]").status(), InvalidArgument(HasSubstr("object")));
+}
+
+TEST(ModelConfig, KnownFamilies) {
+  EXPECT_THAT(KnownModelFamilies(),
+              ElementsAre("gpt2", "llama", "bert", "mixtral", "mistral", "qwen2", "qwen3", "phi3",
+                          "gemma", "gemma2", "torchscript"));
+  for (const std::string& name : KnownModelFamilies()) {
+    absl::StatusOr<const ModelFamilyInfo*> f = ParseModelFamily(name);
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_EQ((*f)->name, name);
+  }
+  // An unknown family says which exist and what to do instead.
+  EXPECT_THAT(ParseModelFamily("t5").status(),
+              InvalidArgument(AllOf(HasSubstr("'t5'"),
+                                    HasSubstr("gpt2, llama, bert, mixtral, mistral, qwen2, qwen3, "
+                                              "phi3, gemma, gemma2, torchscript"),
+                                    HasSubstr("--model torchscript"))));
+}
+
+TEST(ModelConfig, LlamaReadsTransformersKeys) {
+  const ModelSpec m = Parsed("llama", kLlama2_7bConfig);
+  EXPECT_EQ(m.family, "llama");
+  EXPECT_EQ(m.n_layer, 32);
+  EXPECT_EQ(m.n_embd, 4096);
+  EXPECT_EQ(m.n_head, 32);
+  EXPECT_EQ(m.n_kv_head, 32);
+  EXPECT_EQ(m.n_inner, 11008);
+  EXPECT_EQ(m.n_positions, 4096);
+  EXPECT_DOUBLE_EQ(m.layer_norm_epsilon, 1e-5);
+  EXPECT_DOUBLE_EQ(m.rope_theta, 10000.0);
+  EXPECT_FALSE(m.tie_word_embeddings);
+  EXPECT_TRUE(m.IsCausal());
+  EXPECT_EQ(m.MaxPositionsKey(), "max_position_embeddings");
+  // transformers' num_parameters() of LlamaForCausalLM for this config.
+  EXPECT_EQ(m.ParameterCount(), 6738415616);
+}
+
+TEST(ModelConfig, LlamaDefaultsFollowTransformers) {
+  // No num_key_value_heads: one per attention head; no rope settings: theta
+  // 10000; no rms_norm_eps: 1e-6.
+  const ModelSpec m = Parsed("llama", Edited(kLlama2_7bConfig, {{"num_key_value_heads", nullptr},
+                                                                {"rope_parameters", nullptr},
+                                                                {"rms_norm_eps", nullptr},
+                                                                {"tie_word_embeddings", nullptr}}));
+  EXPECT_EQ(m.n_kv_head, 32);
+  EXPECT_DOUBLE_EQ(m.rope_theta, 10000.0);
+  EXPECT_DOUBLE_EQ(m.layer_norm_epsilon, 1e-6);
+  EXPECT_FALSE(m.tie_word_embeddings);
+  // transformers 4 spelled the base at the top level.
+  EXPECT_DOUBLE_EQ(Parsed("llama", Edited(kLlama2_7bConfig,
+                                          {{"rope_parameters", nullptr}, {"rope_theta", 500000.0}}))
+                       .rope_theta,
+                   500000.0);
+  // MixtralConfig's default is 8 key/value heads; an explicit null means one
+  // per attention head.
+  EXPECT_EQ(
+      Parsed("mixtral", Edited(kMixtral8x7bConfig, {{"num_key_value_heads", nullptr}})).n_kv_head,
+      8);
+  EXPECT_EQ(Parsed("mixtral",
+                   R"({"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+                       "num_attention_heads": 4, "num_key_value_heads": null,
+                       "vocab_size": 100, "max_position_embeddings": 32,
+                       "num_local_experts": 4, "num_experts_per_tok": 2})")
+                .n_kv_head,
+            4);
+  EXPECT_DOUBLE_EQ(
+      Parsed("mixtral", Edited(kMixtral8x7bConfig, {{"rope_theta", nullptr}})).rope_theta, 1e6);
+}
+
+TEST(ModelConfig, ParameterCountsMatchTransformers) {
+  // Each number is num_parameters() of the transformers model built from the
+  // same config (on the meta device: no weights, no download).
+  EXPECT_EQ(Parsed("mixtral", kMixtral8x7bConfig).ParameterCount(), 46702792704);
+  EXPECT_EQ(Parsed("bert", kBertBaseConfig).ParameterCount(), 109514298);  // BertForMaskedLM
+  // TinyLlama-1.1B: grouped-query attention (4 key/value heads).
+  EXPECT_EQ(Parsed("llama", Edited(kLlama2_7bConfig, {{"hidden_size", 2048},
+                                                      {"intermediate_size", 5632},
+                                                      {"num_hidden_layers", 22},
+                                                      {"num_key_value_heads", 4},
+                                                      {"head_dim", 64}}))
+                .ParameterCount(),
+            1100048384);
+  // Llama-3.2-1B shape: tied embeddings count once.
+  EXPECT_EQ(Parsed("llama", Edited(kLlama2_7bConfig, {{"hidden_size", 2048},
+                                                      {"intermediate_size", 8192},
+                                                      {"num_hidden_layers", 16},
+                                                      {"num_key_value_heads", 8},
+                                                      {"head_dim", 64},
+                                                      {"vocab_size", 128256},
+                                                      {"tie_word_embeddings", true}}))
+                .ParameterCount(),
+            1235814400);
+}
+
+TEST(ModelConfig, MixtralAndBertReadTheirKeys) {
+  const ModelSpec mixtral = Parsed("mixtral", kMixtral8x7bConfig);
+  EXPECT_EQ(mixtral.num_local_experts, 8);
+  EXPECT_EQ(mixtral.num_experts_per_tok, 2);
+  EXPECT_EQ(mixtral.n_kv_head, 8);
+  EXPECT_DOUBLE_EQ(mixtral.rope_theta, 1e6);
+  const ModelSpec bert = Parsed("bert", kBertBaseConfig);
+  EXPECT_EQ(bert.n_layer, 12);
+  EXPECT_EQ(bert.n_inner, 3072);
+  EXPECT_EQ(bert.type_vocab_size, 2);
+  EXPECT_DOUBLE_EQ(bert.layer_norm_epsilon, 1e-12);
+  EXPECT_FALSE(bert.IsCausal());
+}
+
+TEST(ModelConfig, TrainingFlopsPerTokenOfEachFamily) {
+  const double T = 2048;
+  // Llama-2-7B: 6 * (32 * (2 * 4096^2 + 2 * 4096 * 4096 + 3 * 4096 * 11008) + 32000 * 4096)
+  //             + 6 * 32 * 4096 * 2048 (causal attention)
+  const ModelSpec llama = Parsed("llama", kLlama2_7bConfig);
+  EXPECT_DOUBLE_EQ(llama.TrainingFlopsPerToken(2048),
+                   6.0 * (32.0 * (4 * 4096.0 * 4096 + 3 * 4096.0 * 11008) + 32000.0 * 4096) +
+                       6.0 * 32 * 4096 * T);
+  // Mixtral counts the router and only the 2 experts a token uses, not all 8:
+  // FLOPs are those of ~13B active parameters, not 47B.
+  const ModelSpec mixtral = Parsed("mixtral", kMixtral8x7bConfig);
+  const double d = 4096, kv = 8 * 128, f = 14336;
+  EXPECT_DOUBLE_EQ(
+      mixtral.TrainingFlopsPerToken(2048),
+      6.0 * (32 * (2 * d * d + 2 * d * kv + d * 8 + 2 * 3 * d * f) + 32000 * d) + 6.0 * 32 * d * T);
+  ModelSpec more_experts = mixtral;
+  more_experts.num_local_experts = 64;  // same top-2: only the router grows
+  EXPECT_DOUBLE_EQ(more_experts.TrainingFlopsPerToken(2048) - mixtral.TrainingFlopsPerToken(2048),
+                   6.0 * 32 * d * (64 - 8));
+  // BERT attends both ways: the full score matrix counts (12, not 6), and
+  // the MLM transform is a matmul too.
+  const ModelSpec bert = Parsed("bert", kBertBaseConfig);
+  EXPECT_DOUBLE_EQ(bert.TrainingFlopsPerToken(512),
+                   6.0 * (12 * (4 * 768.0 * 768 + 2 * 768.0 * 3072) + 768.0 * 768 + 30522.0 * 768) +
+                       12.0 * 12 * 768 * 512);
+}
+
+TEST(ModelConfig, EveryFamilyRoundTripsThroughItsNormalizedConfig) {
+  ModelSpec tied = Parsed("llama", kLlama2_7bConfig);
+  tied.tie_word_embeddings = true;
+  tied.n_kv_head = 8;
+  tied.rope_theta = 500000.0;
+  for (const ModelSpec& m :
+       {Gpt2Small(), Parsed("llama", kLlama2_7bConfig), tied, Parsed("mixtral", kMixtral8x7bConfig),
+        Parsed("bert", kBertBaseConfig)}) {
+    const nlohmann::json j = m.ToConfigJson();
+    EXPECT_EQ(j.at("model_type"), m.family);
+    absl::StatusOr<ModelSpec> again = ModelSpecFromJson(m.family, j);
+    ASSERT_TRUE(again.ok()) << m.family << ": " << again.status();
+    EXPECT_EQ(again->ToConfigJson(), j) << m.family;
+    EXPECT_EQ(again->ParameterCount(), m.ParameterCount()) << m.family;
+    EXPECT_EQ(again->TrainingFlopsPerToken(128), m.TrainingFlopsPerToken(128)) << m.family;
+    EXPECT_EQ(again->n_kv_head, m.n_kv_head) << m.family;
+    EXPECT_EQ(again->rope_theta, m.rope_theta) << m.family;
+    EXPECT_EQ(again->tie_word_embeddings, m.tie_word_embeddings) << m.family;
+    EXPECT_EQ(again->type_vocab_size, m.type_vocab_size) << m.family;
+    EXPECT_EQ(again->num_local_experts, m.num_local_experts) << m.family;
+    EXPECT_EQ(again->num_experts_per_tok, m.num_experts_per_tok) << m.family;
+  }
+}
+
+TEST(ModelConfig, FamilyErrorsNameTheField) {
+  auto llama = [](const nlohmann::json& changes) {
+    return ParseModelConfig("llama", Edited(kLlama2_7bConfig, changes)).status();
+  };
+  EXPECT_THAT(llama({{"num_key_value_heads", 5}}),
+              InvalidArgument(AllOf(HasSubstr("model_config.num_key_value_heads"),
+                                    HasSubstr("must divide num_attention_heads (32)"))));
+  EXPECT_THAT(llama({{"hidden_size", nullptr}}),
+              InvalidArgument(HasSubstr("model_config.hidden_size: missing")));
+  EXPECT_THAT(llama({{"hidden_act", "relu"}}),
+              InvalidArgument(HasSubstr("model_config.hidden_act")));
+  EXPECT_THAT(llama({{"head_dim", 0}}), InvalidArgument(HasSubstr("model_config.head_dim")));
+  EXPECT_THAT(llama({{"head_dim", 3}}),  // an odd head size has no rotary pairs
+              InvalidArgument(AllOf(HasSubstr("model_config.head_dim"), HasSubstr("even"))));
+  EXPECT_THAT(llama({{"attention_bias", 1}}),
+              InvalidArgument(HasSubstr("model_config.attention_bias")));
+  EXPECT_THAT(llama({{"rope_parameters", {{"rope_type", "yarn"}, {"factor", 8.0}}}}),
+              InvalidArgument(
+                  AllOf(HasSubstr("model_config.rope_parameters.rope_type"), HasSubstr("yarn"))));
+  EXPECT_THAT(llama({{"rope_parameters", {{"rope_type", "llama3"}, {"factor", 8.0}}}}),
+              InvalidArgument(HasSubstr("model_config.rope_parameters.low_freq_factor: missing")));
+  EXPECT_THAT(llama({{"rope_theta", -1}}), InvalidArgument(HasSubstr("model_config.rope_theta")));
+  EXPECT_THAT(llama({{"tie_word_embeddings", "yes"}}),
+              InvalidArgument(HasSubstr("model_config.tie_word_embeddings")));
+  EXPECT_THAT(llama({{"num_attention_heads", 4096}, {"head_dim", nullptr}}),  // head size 1
+              InvalidArgument(HasSubstr("must be even")));
+  EXPECT_THAT(ParseModelConfig("llama", kMixtral8x7bConfig).status(),
+              InvalidArgument(AllOf(HasSubstr("model_config.model_type"), HasSubstr("mixtral"),
+                                    HasSubstr("llama"))));
+
+  auto mixtral = [](const nlohmann::json& changes) {
+    return ParseModelConfig("mixtral", Edited(kMixtral8x7bConfig, changes)).status();
+  };
+  EXPECT_THAT(mixtral({{"num_experts_per_tok", 9}}),
+              InvalidArgument(AllOf(HasSubstr("model_config.num_experts_per_tok"),
+                                    HasSubstr("num_local_experts = 8"))));
+  EXPECT_THAT(mixtral({{"num_local_experts", nullptr}}),
+              InvalidArgument(HasSubstr("model_config.num_local_experts: missing")));
+  EXPECT_THAT(mixtral({{"sliding_window", -1}}),
+              InvalidArgument(HasSubstr("model_config.sliding_window")));
+
+  auto bert = [](const nlohmann::json& changes) {
+    return ParseModelConfig("bert", Edited(kBertBaseConfig, changes)).status();
+  };
+  EXPECT_THAT(bert({{"type_vocab_size", 0}}),
+              InvalidArgument(HasSubstr("model_config.type_vocab_size")));
+  EXPECT_THAT(bert({{"num_attention_heads", 7}}),
+              InvalidArgument(AllOf(HasSubstr("model_config.num_attention_heads"),
+                                    HasSubstr("hidden_size (768)"))));
+  EXPECT_THAT(bert({{"position_embedding_type", "relative_key"}}),
+              InvalidArgument(HasSubstr("model_config.position_embedding_type")));
+  EXPECT_THAT(bert({{"tie_word_embeddings", false}}),
+              InvalidArgument(HasSubstr("model_config.tie_word_embeddings")));
+  EXPECT_THAT(bert({{"layer_norm_eps", 0}}),
+              InvalidArgument(HasSubstr("model_config.layer_norm_eps")));
+
+  // A spec built by hand gets the same checks.
+  ModelSpec m = Parsed("llama", kLlama2_7bConfig);
+  m.n_kv_head = 0;
+  EXPECT_THAT(m.Validate(), InvalidArgument(HasSubstr("num_key_value_heads")));
+  m.family = "gpt3";
+  EXPECT_THAT(m.Validate(), InvalidArgument(HasSubstr("gpt3")));
+  EXPECT_THAT(Gpt2Small().Validate(), IsOk());
+}
+
+TEST(ModelConfig, TodaysDecodersAreAcceptedAndCountedAsTransformersDoes) {
+  const struct {
+    absl::string_view family;
+    absl::string_view config;
+    int64_t parameters;
+  } cases[] = {{"qwen2", kQwen2_7bConfig, kQwen2_7bParameters},
+               {"qwen3", kQwen3_8bConfig, kQwen3_8bParameters},
+               {"mistral", kMistral7bConfig, kMistral7bParameters},
+               {"phi3", kPhi3MiniConfig, kPhi3MiniParameters},
+               {"gemma2", kGemma2_9bConfig, kGemma2_9bParameters},
+               {"gemma", kGemma7bConfig, kGemma7bParameters},
+               {"llama", kLlama31_8bConfig, kLlama31_8bParameters}};
+  for (const auto& c : cases) {
+    absl::StatusOr<ModelSpec> m = ParseModelConfig(c.family, c.config);
+    ASSERT_THAT(m, IsOk()) << c.family;
+    EXPECT_EQ(m->ParameterCount(), c.parameters) << c.family;
+    EXPECT_TRUE(m->IsDecoder());
+    EXPECT_TRUE(m->IsCausal());
+  }
+}
+
+TEST(ModelConfig, DecoderFeaturesAreReadFromEachFamilysKeys) {
+  const ModelSpec qwen2 = Parsed("qwen2", kQwen2_7bConfig);
+  EXPECT_TRUE(qwen2.Info().qkv_bias);  // q, k, v biases with no key saying so
+  EXPECT_FALSE(qwen2.attention_bias);  // (no o bias)
+  EXPECT_EQ(qwen2.n_kv_head, 4);
+  EXPECT_EQ(qwen2.sliding_window, 0);  // use_sliding_window false
+  EXPECT_DOUBLE_EQ(qwen2.rope_theta, 1e6);
+
+  const ModelSpec qwen3 = Parsed("qwen3", kQwen3_8bConfig);
+  EXPECT_TRUE(qwen3.Info().qk_norm);
+  EXPECT_EQ(qwen3.HeadDim(), 128);
+  // Qwen3Config's head_dim default is 128 whatever the width: a config
+  // without the key keeps it, and a narrower model then has a query width
+  // (32 x 128) that is not its hidden size.
+  const ModelSpec narrow =
+      Parsed("qwen3", Edited(kQwen3_8bConfig, {{"head_dim", nullptr}, {"hidden_size", 2048}}));
+  EXPECT_EQ(narrow.HeadDim(), 128);
+  EXPECT_EQ(narrow.head_dim, 128);
+
+  const ModelSpec gemma2 = Parsed("gemma2", kGemma2_9bConfig);
+  EXPECT_EQ(gemma2.HeadDim(), 256);
+  EXPECT_EQ(gemma2.hidden_act, "gelu_pytorch_tanh");
+  EXPECT_TRUE(gemma2.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(gemma2.attn_logit_softcapping, 50.0);
+  EXPECT_DOUBLE_EQ(gemma2.final_logit_softcapping, 30.0);
+  EXPECT_DOUBLE_EQ(gemma2.query_pre_attn_scalar, 256.0);
+  EXPECT_EQ(gemma2.sliding_window, 4096);
+  // layer_types absent: sliding, full, sliding, ... (Gemma2Config's default).
+  EXPECT_TRUE(gemma2.SlidingLayer(0));
+  EXPECT_FALSE(gemma2.SlidingLayer(1));
+  EXPECT_TRUE(gemma2.SlidingLayer(40));
+  // Absent keys take Gemma2Config's defaults, not "none".
+  const ModelSpec bare =
+      Parsed("gemma2", Edited(kGemma2_9bConfig, {{"attn_logit_softcapping", nullptr},
+                                                 {"final_logit_softcapping", nullptr},
+                                                 {"query_pre_attn_scalar", nullptr},
+                                                 {"sliding_window", nullptr},
+                                                 {"head_dim", nullptr},
+                                                 {"tie_word_embeddings", nullptr}}));
+  EXPECT_DOUBLE_EQ(bare.attn_logit_softcapping, 50.0);
+  EXPECT_DOUBLE_EQ(bare.final_logit_softcapping, 30.0);
+  EXPECT_EQ(bare.sliding_window, 4096);
+  EXPECT_EQ(bare.HeadDim(), 256);
+  EXPECT_TRUE(bare.tie_word_embeddings);
+  // An explicit null turns soft-capping off.
+  nlohmann::json uncapped = nlohmann::json::parse(kGemma2_9bConfig);
+  uncapped["attn_logit_softcapping"] = nullptr;
+  absl::StatusOr<ModelSpec> off = ModelSpecFromJson("gemma2", uncapped);
+  ASSERT_THAT(off, IsOk());
+  EXPECT_EQ(off->attn_logit_softcapping, 0);
+  EXPECT_DOUBLE_EQ(off->final_logit_softcapping, 30.0);
+
+  const ModelSpec gemma = Parsed("gemma", Edited(kGemma7bConfig, {{"hidden_act", "gelu"}}));
+  EXPECT_EQ(gemma.hidden_act, "gelu_pytorch_tanh");  // GemmaConfig's reading of "gelu"
+  EXPECT_EQ(gemma.HeadDim() * gemma.n_head, 4096);   // wider than hidden_size 3072
+
+  const ModelSpec mistral = Parsed("mistral", kMistral7bConfig);
+  EXPECT_EQ(mistral.sliding_window, 4096);
+  EXPECT_TRUE(mistral.SlidingLayer(0));
+  EXPECT_TRUE(mistral.SlidingLayer(31));
+  EXPECT_EQ(
+      Parsed("mistral", Edited(kMistral7bConfig, {{"sliding_window", nullptr}})).sliding_window,
+      4096);  // absent: MistralConfig's 4096
+
+  const ModelSpec phi3 = Parsed("phi3", kPhi3MiniConfig);
+  EXPECT_TRUE(phi3.Info().fused_projections);
+  EXPECT_EQ(phi3.sliding_window, 2047);
+  EXPECT_DOUBLE_EQ(
+      Parsed("phi3",
+             Edited(kPhi3MiniConfig,
+                    {{"rope_parameters", {{"rope_theta", 1e4}, {"partial_rotary_factor", 0.5}}}}))
+          .partial_rotary_factor,
+      0.5);
+}
+
+TEST(ModelConfig, QwenSlidingLayersFollowUseSlidingWindowAndMaxWindowLayers) {
+  const ModelSpec m = Parsed("qwen2", Edited(kQwen2_7bConfig, {{"use_sliding_window", true},
+                                                               {"sliding_window", 4096},
+                                                               {"max_window_layers", 20}}));
+  EXPECT_EQ(m.sliding_window, 4096);
+  EXPECT_FALSE(m.SlidingLayer(19));
+  EXPECT_TRUE(m.SlidingLayer(20));
+  EXPECT_TRUE(m.SlidingLayer(27));
+  // Every layer at or past max_window_layers: none slides.
+  EXPECT_EQ(Parsed("qwen2", Edited(kQwen2_7bConfig,
+                                   {{"use_sliding_window", true}, {"sliding_window", 4096}}))
+                .sliding_window,
+            0);
+  // layer_types that slide need the window turned on.
+  nlohmann::json types = nlohmann::json::array();
+  for (int i = 0; i < 28; ++i) types.push_back(i < 2 ? "sliding_attention" : "full_attention");
+  EXPECT_THAT(ParseModelConfig("qwen2", Edited(kQwen2_7bConfig, {{"layer_types", types}})).status(),
+              InvalidArgument(
+                  AllOf(HasSubstr("model_config.layer_types"), HasSubstr("use_sliding_window"))));
+}
+
+TEST(ModelConfig, Llama31RopeScalingIsReadInBothTransformersForms) {
+  const ModelSpec v5 = Parsed("llama", kLlama31_8bConfig);
+  EXPECT_EQ(v5.rope_type, "llama3");
+  EXPECT_DOUBLE_EQ(v5.rope_theta, 500000.0);
+  EXPECT_DOUBLE_EQ(v5.rope_factor, 8.0);
+  EXPECT_DOUBLE_EQ(v5.rope_low_freq_factor, 1.0);
+  EXPECT_DOUBLE_EQ(v5.rope_high_freq_factor, 4.0);
+  EXPECT_EQ(v5.rope_original_max_positions, 8192);
+  // transformers 4: rope_theta at the top level, rope_scaling beside it.
+  const ModelSpec v4 =
+      Parsed("llama", Edited(kLlama31_8bConfig, {{"rope_parameters", nullptr},
+                                                 {"rope_theta", 500000.0},
+                                                 {"rope_scaling",
+                                                  {{"rope_type", "llama3"},
+                                                   {"factor", 8.0},
+                                                   {"low_freq_factor", 1.0},
+                                                   {"high_freq_factor", 4.0},
+                                                   {"original_max_position_embeddings", 8192}}}}));
+  EXPECT_EQ(v4.ToConfigJson(), v5.ToConfigJson());
+  // Without the pretraining length: max_position_embeddings, as transformers.
+  nlohmann::json rope = nlohmann::json::parse(kLlama31_8bConfig)["rope_parameters"];
+  rope.erase("original_max_position_embeddings");
+  EXPECT_EQ(Parsed("llama", Edited(kLlama31_8bConfig, {{"rope_parameters", rope}}))
+                .rope_original_max_positions,
+            131072);
+  EXPECT_THAT(
+      ParseModelConfig(
+          "llama", Edited(kLlama31_8bConfig, {{"rope_parameters", {{"rope_type", "longrope"}}}}))
+          .status(),
+      InvalidArgument(AllOf(HasSubstr("model_config.rope_parameters.rope_type"),
+                            HasSubstr("longrope"), HasSubstr("allowed: default, linear, llama3"))));
+}
+
+TEST(ModelConfig, TrainingFlopsUseTheAttentionWidthAndSlidingWindows) {
+  // gemma-7b: 16 heads of 256 = 4096-wide attention on a 3072-wide model.
+  const ModelSpec gemma = Parsed("gemma", kGemma7bConfig);
+  const double d = 3072, A = 4096, L = 28, f = 24576, V = 256000, S = 4096;
+  EXPECT_DOUBLE_EQ(gemma.TrainingFlopsPerToken(4096),
+                   6.0 * (L * (2 * d * A + 2 * d * A + 3 * d * f) + V * d) + 6.0 * L * A * S);
+  // mistral-7b at 8192 tokens with its 4096 window: each query attends to
+  // W - W^2 / 2S = 3072 keys on average, not S / 2 = 4096.
+  const ModelSpec mistral = Parsed("mistral", kMistral7bConfig);
+  EXPECT_DOUBLE_EQ(mistral.AttendedKeys(0, 8192), 3072.0);
+  EXPECT_DOUBLE_EQ(mistral.AttendedKeys(0, 4096), 2048.0);  // the window covers it all
+  ModelSpec full = mistral;
+  full.sliding_window = 0;
+  EXPECT_DOUBLE_EQ(full.TrainingFlopsPerToken(8192) - mistral.TrainingFlopsPerToken(8192),
+                   12.0 * 4096 * 32 * (4096 - 3072));
+  // gemma2: only its sliding (even) layers are shortened.
+  const ModelSpec gemma2 = Parsed("gemma2", kGemma2_9bConfig);
+  EXPECT_DOUBLE_EQ(gemma2.AttendedKeys(0, 8192), 3072.0);
+  EXPECT_DOUBLE_EQ(gemma2.AttendedKeys(1, 8192), 4096.0);
+}
+
+TEST(ModelConfig, ActivationMemoryFollowsTheAttentionWidth) {
+  // gemma-7b's attention is 16 x 256 = 4096 wide on a 3072-wide model: its
+  // Q, K, V and projection input (Korthikanti's 8 units of s*b*h) are 4/3
+  // as big as with 192-wide heads, the rest of the layer unchanged.
+  const ModelSpec wide = Parsed("gemma", kGemma7bConfig);
+  ModelSpec narrow = wide;
+  narrow.head_dim = 0;  // 3072 / 16 = 192
+  const Strategy s = MakeStrategy(1, 1, Precision::kBf16, Checkpointing::kNone, Attention::kSdpa);
+  const double sbh = 1024.0 * 1 * 3072;
+  EXPECT_NEAR(double(EstimateMemory(wide, 1024, s).activations -
+                     EstimateMemory(narrow, 1024, s).activations),
+              28 * sbh * 8 * (4096.0 / 3072 - 1), 64);
+}
+
+TEST(ModelConfig, NewFamiliesRoundTripThroughTheirNormalizedConfig) {
+  ModelSpec bias_llama =
+      Parsed("llama", Edited(kLlama2_7bConfig, {{"attention_bias", true}, {"mlp_bias", true}}));
+  ModelSpec sliding_qwen = Parsed("qwen2", Edited(kQwen2_7bConfig, {{"use_sliding_window", true},
+                                                                    {"sliding_window", 1024},
+                                                                    {"max_window_layers", 3}}));
+  ModelSpec gemma2_off = Parsed("gemma2", Edited(kGemma2_9bConfig, {{"sliding_window", nullptr}}));
+  gemma2_off.sliding_window = 0;
+  gemma2_off.attn_logit_softcapping = 0;
+  gemma2_off.final_logit_softcapping = 0;
+  gemma2_off.query_pre_attn_scalar = 224;
+  ModelSpec qwen3_wide = Parsed("qwen3", kQwen3_8bConfig);
+  qwen3_wide.head_dim = 64;
+  ModelSpec phi3_partial = Parsed("phi3", kPhi3MiniConfig);
+  phi3_partial.partial_rotary_factor = 0.5;
+  phi3_partial.sliding_window = 0;
+  for (const ModelSpec& m : {Parsed("qwen2", kQwen2_7bConfig), Parsed("qwen3", kQwen3_8bConfig),
+                             Parsed("mistral", kMistral7bConfig), Parsed("phi3", kPhi3MiniConfig),
+                             Parsed("gemma2", kGemma2_9bConfig), Parsed("gemma", kGemma7bConfig),
+                             Parsed("llama", kLlama31_8bConfig), bias_llama, sliding_qwen,
+                             gemma2_off, qwen3_wide, phi3_partial}) {
+    ASSERT_THAT(m.Validate(), IsOk()) << m.family;
+    const nlohmann::json j = m.ToConfigJson();
+    absl::StatusOr<ModelSpec> again = ModelSpecFromJson(m.family, j);
+    ASSERT_THAT(again, IsOk()) << j.dump();
+    EXPECT_EQ(again->ToConfigJson(), j) << m.family;
+    EXPECT_EQ(again->ParameterCount(), m.ParameterCount()) << j.dump();
+    EXPECT_EQ(again->TrainingFlopsPerToken(4096), m.TrainingFlopsPerToken(4096)) << j.dump();
+    EXPECT_EQ(again->HeadDim(), m.HeadDim()) << j.dump();
+    EXPECT_EQ(again->hidden_act, m.hidden_act) << j.dump();
+    EXPECT_EQ(again->attention_bias, m.attention_bias) << j.dump();
+    EXPECT_EQ(again->mlp_bias, m.mlp_bias) << j.dump();
+    EXPECT_EQ(again->rope_type, m.rope_type) << j.dump();
+    EXPECT_EQ(again->rope_factor, m.rope_factor) << j.dump();
+    EXPECT_EQ(again->rope_original_max_positions, m.rope_original_max_positions) << j.dump();
+    EXPECT_EQ(again->partial_rotary_factor, m.partial_rotary_factor) << j.dump();
+    EXPECT_EQ(again->sliding_window, m.sliding_window) << j.dump();
+    for (int layer = 0; layer < m.n_layer; ++layer) {
+      EXPECT_EQ(again->SlidingLayer(layer), m.SlidingLayer(layer)) << j.dump() << layer;
+    }
+    EXPECT_EQ(again->attn_logit_softcapping, m.attn_logit_softcapping) << j.dump();
+    EXPECT_EQ(again->final_logit_softcapping, m.final_logit_softcapping) << j.dump();
+    EXPECT_EQ(again->query_pre_attn_scalar, m.query_pre_attn_scalar) << j.dump();
+  }
+  // A Llama config without the newer features normalizes as it did before
+  // they existed (its strategy-database signature is unchanged).
+  EXPECT_EQ(Parsed("llama", kLlama2_7bConfig).ToConfigJson(),
+            nlohmann::json::parse(R"({"model_type": "llama", "hidden_size": 4096,
+                "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
+                "num_key_value_heads": 32, "vocab_size": 32000, "max_position_embeddings": 4096,
+                "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": false})"));
+}
+
+TEST(ModelConfig, AnotherFamilysConfigUnderAChangedModelTypeIsRefused) {
+  // The old workaround: a qwen2 config with model_type llama would build a
+  // Llama without qwen2's q/k/v biases. Its own keys give it away.
+  nlohmann::json qwen = nlohmann::json::parse(kQwen2_7bConfig);
+  ASSERT_THAT(ApplyOverrides({{"model_type", "llama"}}, &qwen), IsOk());
+  EXPECT_THAT(
+      ModelSpecFromJson("llama", qwen).status(),
+      InvalidArgument(AllOf(HasSubstr("model_config.max_window_layers"),
+                            HasSubstr("llama configs have no such key"), HasSubstr("qwen2"))));
+  // ... and so do the transformers classes a hub config names.
+  nlohmann::json named = nlohmann::json::parse(kLlama2_7bConfig);
+  named["architectures"] = {"Qwen2ForCausalLM"};
+  EXPECT_THAT(ModelSpecFromJson("llama", named).status(),
+              InvalidArgument(AllOf(HasSubstr("model_config.architectures"),
+                                    HasSubstr("'Qwen2ForCausalLM' is a qwen2 model"),
+                                    HasSubstr("--model qwen2"))));
+  named["architectures"] = {"LlamaForCausalLM"};
+  EXPECT_THAT(ModelSpecFromJson("llama", named), IsOk());
+  named["architectures"] = {"FalconForCausalLM"};
+  EXPECT_THAT(ModelSpecFromJson("llama", named).status(),
+              InvalidArgument(AllOf(HasSubstr("FalconForCausalLM"), HasSubstr("torchscript"))));
+  // gemma2's soft-capping under model_type gemma would be dropped.
+  nlohmann::json gemma2 = nlohmann::json::parse(kGemma2_9bConfig);
+  gemma2["model_type"] = "gemma";
+  EXPECT_THAT(ModelSpecFromJson("gemma", gemma2).status(),
+              InvalidArgument(HasSubstr("model_config.attn_logit_softcapping")));
+  // mistral's window under llama: refused, unless it is null (no window).
+  EXPECT_THAT(
+      ParseModelConfig("llama", Edited(kLlama2_7bConfig, {{"sliding_window", 4096}})).status(),
+      InvalidArgument(AllOf(HasSubstr("model_config.sliding_window"), HasSubstr("mistral"))));
+  nlohmann::json no_window = nlohmann::json::parse(kLlama2_7bConfig);
+  no_window["sliding_window"] = nullptr;
+  EXPECT_THAT(ModelSpecFromJson("llama", no_window), IsOk());
+  // A model_type naming a family that does not exist says what does.
+  EXPECT_THAT(
+      ParseModelConfig("llama", Edited(kLlama2_7bConfig, {{"model_type", "falcon"}})).status(),
+      InvalidArgument(AllOf(HasSubstr("model_config.model_type: 'falcon' is not supported"),
+                            HasSubstr("supported: gpt2, llama"), HasSubstr("gemma2"),
+                            HasSubstr("--model torchscript"))));
+  EXPECT_THAT(
+      ParseModelConfig("llama", kQwen2_7bConfig).status(),
+      InvalidArgument(HasSubstr("'qwen2' does not match model 'llama' (use --model qwen2)")));
+}
+
+TEST(ModelConfig, FeaturesAFamilyDoesNotHaveAreRefusedNamingTheKey) {
+  EXPECT_THAT(
+      ParseModelConfig("gemma2", Edited(kGemma2_9bConfig, {{"use_bidirectional_attention", true}}))
+          .status(),
+      InvalidArgument(HasSubstr("model_config.use_bidirectional_attention")));
+  EXPECT_THAT(
+      ParseModelConfig("llama", Edited(kLlama2_7bConfig,
+                                       {{"rope_parameters",
+                                         {{"rope_theta", 1e4}, {"partial_rotary_factor", 0.5}}}}))
+          .status(),
+      InvalidArgument(HasSubstr("model_config.partial_rotary_factor")));
+  EXPECT_THAT(ParseModelConfig("qwen3", Edited(kQwen3_8bConfig, {{"hidden_act", "relu"}})).status(),
+              InvalidArgument(AllOf(HasSubstr("model_config.hidden_act"), HasSubstr("relu"))));
+  EXPECT_THAT(
+      ParseModelConfig("gemma2", Edited(kGemma2_9bConfig, {{"layer_types", {"x"}}})).status(),
+      InvalidArgument(HasSubstr("model_config.layer_types")));
+  // A spec built by hand gets the same checks.
+  ModelSpec m = Parsed("mistral", kMistral7bConfig);
+  m.attn_logit_softcapping = 30;
+  EXPECT_THAT(m.Validate(), InvalidArgument(HasSubstr("attn_logit_softcapping")));
+  m = Parsed("qwen2", kQwen2_7bConfig);
+  m.attention_bias = true;
+  EXPECT_THAT(m.Validate(), InvalidArgument(HasSubstr("attention_bias")));
+  m = Parsed("gemma2", kGemma2_9bConfig);
+  m.layer_types = {"full_attention"};
+  EXPECT_THAT(m.Validate(), InvalidArgument(HasSubstr("layer_types")));
+}
+
+}  // namespace
+}  // namespace autoaccel
