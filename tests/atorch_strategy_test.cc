@@ -9,13 +9,10 @@
 #include "search/load_strategy.h"
 #include "search/partial_strategy.h"
 #include "tests/search_test_util.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::Eq;
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
 
 TEST(LoadStrategy, AtorchExampleFromTheDocs) {
   const PartialStrategy p = Load(R"(["zero2", ("amp_native", {"dtype": "bf16"}), "checkpoint"])");

@@ -13,12 +13,10 @@
 #include "nlohmann/json.hpp"
 #include "tests/hub_configs.h"
 #include "tests/search_test_util.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::AllOf;
-using ::testing::HasSubstr;
 
 TEST(ModelOverrides, ParseKeyEqualsValue) {
   absl::StatusOr<std::pair<std::string, std::string>> kv = ParseOverride("n_layer=2");

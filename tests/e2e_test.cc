@@ -23,6 +23,7 @@
 #include "nlohmann/json.hpp"
 #include "search/strategy.h"
 #include "tests/subprocess.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
@@ -34,8 +35,6 @@ using ::autoaccel::testing::RunCommand;
 using ::autoaccel::testing::Subprocess;
 using ::autoaccel::testing::WriteFile;
 using nlohmann::json;
-using ::testing::HasSubstr;
-using ::testing::Not;
 
 constexpr char kTinyGpt[] = R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 4,
   "vocab_size": 64, "n_positions": 32})";

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "tests/model_test_util.h"
 #include "tests/subprocess.h"
+#include "tests/test_matchers.h"
 #include "trial_contract/json_file.h"
 #include "trial_contract/trial_result.h"
 #include "trial_contract/trial_spec.h"
@@ -29,7 +30,6 @@ using ::autoaccel::testing::MakeTempDir;
 using ::autoaccel::testing::Subprocess;
 using ::autoaccel::testing::TinyModelSpec;
 using ::autoaccel::testing::TinyTrialSpec;
-using ::testing::HasSubstr;
 
 constexpr int kSteps = 5;
 constexpr double kLossTolerance = 1e-4;

@@ -26,14 +26,12 @@
 #include "gmock/gmock.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine_test_util.h"
+#include "tests/test_matchers.h"
 #include "trial_contract/trial_result.h"
 #include "trial_contract/trial_spec.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::AllOf;
-using ::testing::HasSubstr;
 
 ModelSpec TinyModel(const std::string& family) {
   return ::autoaccel::testing::TinyModelSpec(family);

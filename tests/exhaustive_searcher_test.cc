@@ -19,12 +19,10 @@
 #include "search/strategy.h"
 #include "search/trial.h"
 #include "tests/search_test_util.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::ElementsAre;
-using ::testing::StartsWith;
 
 std::vector<Strategy> SpaceOf(int global_batch_size) {
   absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(BaseRequest(global_batch_size));

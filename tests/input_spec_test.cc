@@ -10,13 +10,10 @@
 #include <vector>
 
 #include "common/status_matchers.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
 
 TEST(InputSpecTest, ParsesCausalLmSpec) {
   absl::StatusOr<InputSpec> spec = ParseInputSpec("input_ids:int64[B,T]<50257; labels=input_ids");

@@ -19,16 +19,11 @@
 #include "server/signature.h"
 #include "server/strategy_queries.h"
 #include "tests/subprocess.h"
+#include "tests/test_matchers.h"
 #include "trial_contract/trial_spec.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::AllOf;
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
-using ::testing::Not;
-using ::testing::StartsWith;
 
 constexpr char kTinyGpt[] = R"({"n_layer": 2, "n_embd": 32, "n_head": 4, "vocab_size": 64,
   "n_positions": 32})";

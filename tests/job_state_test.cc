@@ -3,11 +3,10 @@
 #include "absl/status/statusor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::HasSubstr;
 
 constexpr JobState kAllStates[] = {JobState::kQueued,  JobState::kWaitingForWorkers,
                                    JobState::kRunning, JobState::kSucceeded,

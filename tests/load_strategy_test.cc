@@ -9,14 +9,10 @@
 #include "search/partial_strategy.h"
 #include "search/strategy.h"
 #include "tests/search_test_util.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::AllOf;
-using ::testing::Eq;
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
 
 TEST(LoadStrategy, CanonicalPartialText) {
   PartialStrategy p = Load("precision=bf16,checkpoint=full");

@@ -12,16 +12,10 @@
 #include "gtest/gtest.h"
 #include "search/strategy.h"
 #include "tests/search_test_util.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::AllOf;
-using ::testing::ElementsAre;
-using ::testing::Eq;
-using ::testing::HasSubstr;
-using ::testing::IsEmpty;
-using ::testing::StartsWith;
 
 // The methods `s` uses, in KnownMethods() order, plus the aliases it uses.
 std::vector<std::string> Used(const Strategy& s) {

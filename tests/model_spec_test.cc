@@ -17,13 +17,10 @@
 #include "search/model_families.h"
 #include "tests/hub_configs.h"
 #include "tests/search_test_util.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::AllOf;
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 
 TEST(ModelConfig, Gpt2SmallParameterCountMatchesHuggingFace) {
   const ModelSpec m = Gpt2Small();

@@ -20,14 +20,13 @@
 #include "search/trial.h"
 #include "search/trial_metrics_fields.h"
 #include "tests/search_test_util.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
 
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
-using ::testing::IsEmpty;
-using ::testing::StartsWith;
 
 // The C++ type of the proto field that a row of value type T converts to and
 // from: a flag bool, an enumerator its name, a vector a repeated field.

@@ -8,11 +8,10 @@
 #include "gtest/gtest.h"
 #include "search/searcher.h"
 #include "server/rendezvous_ports.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::HasSubstr;
 
 v1::RunTrialResponse Answer(const std::string& status, bool infrastructure = false) {
   v1::RunTrialResponse r;

@@ -17,12 +17,10 @@
 #include "common/status_matchers.h"
 #include "engine/model.h"
 #include "search/input_spec.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::AllOf;
-using ::testing::HasSubstr;
 
 constexpr int64_t kVocab = 64;  // tests/scripted/make_models.py
 constexpr char kLmSpec[] = "input_ids:int64[B,T]<64; labels=input_ids";

@@ -15,12 +15,10 @@
 #include "search/cost_model.h"
 #include "search/searcher.h"
 #include "search/space.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 

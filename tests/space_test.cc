@@ -18,15 +18,10 @@
 #include "search/strategy.h"
 #include "tests/hub_configs.h"
 #include "tests/search_test_util.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::AllOf;
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
-using ::testing::SizeIs;
-using ::testing::StartsWith;
 
 // Default space per micro-batch size on a CPU device: precision (4) x
 // attention (2) x checkpointing (none, selective@50, selective@100, full@50,

@@ -18,11 +18,10 @@
 #include "search/partial_strategy.h"
 #include "search/strategy.h"
 #include "tests/search_test_util.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::Contains;
 
 template <typename T>
 nlohmann::json JsonValue(const StrategyField<T>& field, T value) {

@@ -15,14 +15,10 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/search_test_util.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::AllOf;
-using ::testing::HasSubstr;
-using ::testing::Not;
-using ::testing::StartsWith;
 
 TEST(StrategyText, CanonicalFormOfAnExample) {
   const Strategy s = MakeStrategy(4, 2, Precision::kBf16, Checkpointing::kFull, Attention::kSdpa);

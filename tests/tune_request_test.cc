@@ -9,13 +9,10 @@
 #include "common/untrusted_json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/test_matchers.h"
 
 namespace autoaccel {
 namespace {
-
-using ::testing::AllOf;
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
 
 constexpr char kTinyGpt[] = R"({"n_layer": 2, "n_embd": 32, "n_head": 4, "vocab_size": 64,
   "n_positions": 64})";

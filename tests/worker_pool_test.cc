@@ -3,10 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/test_matchers.h"
+
 namespace autoaccel {
 namespace {
-
-using ::testing::ElementsAre;
 
 v1::RegisterRequest Worker(const std::string& id, const std::string& address, int devices,
                            int port_min = 0, int port_max = 0) {
@@ -89,8 +89,7 @@ TEST(WorkerPoolTest, ASilentWorkerIsLostUntilItHeartbeatsAndAStrangerMustRegiste
   EXPECT_TRUE(pool.Place("cpu", 1, "t1", 1).has_value());
   EXPECT_EQ(pool.Heartbeat("stranger").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(pool.Register(Worker("b", "h1:2", 0)).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(pool.Register(Worker("b", "h1:2", 1, 9, 8)).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool.Register(Worker("b", "h1:2", 1, 9, 8)).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "proto/convert.h"
 #include "search/trial.h"
 #include "tests/subprocess.h"
+#include "tests/test_matchers.h"
 #include "trial_contract/json_file.h"
 #include "worker/device_discovery.h"
 #include "worker/file_names.h"
@@ -35,9 +36,6 @@ static void PrintTo(const PeakTflops& p, std::ostream* os) {
 }
 
 namespace {
-
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 
 // A one-layer gpt2 rank: the stand-in runners never build it.
 TrialSpec TinySpec() {
