@@ -16,16 +16,26 @@ v1::WorkerService::Stub* GrpcTrialExecutor::StubFor(const std::string& address) 
   return stub.get();
 }
 
+namespace {
+
+// One asynchronous call: its context (with `deadline`), request and answer,
+// alive until the callback has run.
+template <typename Request, typename Response>
+struct Call {
+  Call(const Request& r, absl::Time deadline) : request(r) {
+    context.set_deadline(absl::ToChronoTime(deadline));
+  }
+  grpc::ClientContext context;
+  Request request;
+  Response response;
+};
+
+}  // namespace
+
 void GrpcTrialExecutor::RunTrial(const std::string& address, const v1::RunTrialRequest& request,
                                  absl::Duration rpc_timeout, Done done) {
-  struct Call {
-    grpc::ClientContext context;
-    v1::RunTrialRequest request;
-    v1::RunTrialResponse response;
-  };
-  auto call = std::make_shared<Call>();
-  call->request = request;
-  call->context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout));
+  auto call = std::make_shared<Call<v1::RunTrialRequest, v1::RunTrialResponse>>(
+      request, absl::Now() + rpc_timeout);
   StubFor(address)->async()->RunTrial(&call->context, &call->request, &call->response,
                                       [call, done = std::move(done)](grpc::Status status) {
                                         done(FromGrpcStatus(status), std::move(call->response));
@@ -34,14 +44,8 @@ void GrpcTrialExecutor::RunTrial(const std::string& address, const v1::RunTrialR
 
 void GrpcTrialExecutor::CancelTrial(const std::string& address,
                                     const v1::CancelTrialRequest& request) {
-  struct Call {
-    grpc::ClientContext context;
-    v1::CancelTrialRequest request;
-    v1::CancelTrialResponse response;
-  };
-  auto call = std::make_shared<Call>();
-  call->request = request;
-  call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.cancel_timeout));
+  auto call = std::make_shared<Call<v1::CancelTrialRequest, v1::CancelTrialResponse>>(
+      request, absl::Now() + options_.cancel_timeout);
   StubFor(address)->async()->CancelTrial(&call->context, &call->request, &call->response,
                                          [call](grpc::Status) {});
 }

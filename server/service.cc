@@ -13,12 +13,31 @@
 namespace autoaccel {
 namespace {
 
-// Runs `body` (returning absl::Status) and finishes the call with its status.
-template <typename Body>
-grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, Body&& body) {
+// Finishes the call with `status`.
+grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(body()));
+  reactor->Finish(ToGrpcStatus(status));
   return reactor;
+}
+
+// Finishes the call with `answer`: its value in `*response`, or its error.
+template <typename T>
+grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, absl::StatusOr<T> answer,
+                                T* response) {
+  if (answer.ok()) *response = std::move(*answer);
+  return Unary(ctx, answer.status());
+}
+
+// Finishes the call with `answer`: each element added to the response's
+// repeated field by `add` (e.g. &v1::ListJobsResponse::add_jobs), or its error.
+template <typename T, typename Response, typename Add>
+grpc::ServerUnaryReactor* UnaryList(grpc::CallbackServerContext* ctx,
+                                    absl::StatusOr<std::vector<T>> answer, Response* response,
+                                    Add add) {
+  if (answer.ok()) {
+    for (T& item : *answer) *(response->*add)() = std::move(item);
+  }
+  return Unary(ctx, answer.status());
 }
 
 // Streams a job: its state and every trial so far at once, then the job and
@@ -86,8 +105,7 @@ class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
   static constexpr int kTrialsPerEvent = 2000;
   static constexpr std::chrono::milliseconds kPollInterval{200};
   void Wait() {
-    alarm_.Set(std::chrono::system_clock::now() + kPollInterval,
-               [this](bool) { Poll(); });
+    alarm_.Set(std::chrono::system_clock::now() + kPollInterval, [this](bool) { Poll(); });
   }
 
   JobManager* const manager_;
@@ -108,21 +126,13 @@ class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
 grpc::ServerUnaryReactor* TuningServiceImpl::SubmitJob(grpc::CallbackServerContext* ctx,
                                                        const v1::SubmitJobRequest* request,
                                                        v1::Job* response) {
-  return Unary(ctx, [&]() -> absl::Status {
-    absl::StatusOr<v1::Job> job = manager_->SubmitJob(request->request());
-    if (job.ok()) *response = std::move(*job);
-    return job.status();
-  });
+  return Unary(ctx, manager_->SubmitJob(request->request()), response);
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::GetJob(grpc::CallbackServerContext* ctx,
                                                     const v1::GetJobRequest* request,
                                                     v1::Job* response) {
-  return Unary(ctx, [&]() -> absl::Status {
-    absl::StatusOr<v1::Job> job = manager_->GetJob(request->job_id());
-    if (job.ok()) *response = std::move(*job);
-    return job.status();
-  });
+  return Unary(ctx, manager_->GetJob(request->job_id()), response);
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* TuningServiceImpl::WatchJob(
@@ -133,68 +143,46 @@ grpc::ServerWriteReactor<v1::JobEvent>* TuningServiceImpl::WatchJob(
 grpc::ServerUnaryReactor* TuningServiceImpl::CancelJob(grpc::CallbackServerContext* ctx,
                                                        const v1::CancelJobRequest* request,
                                                        v1::Job* response) {
-  return Unary(ctx, [&]() -> absl::Status {
-    absl::StatusOr<v1::Job> job = manager_->CancelJob(request->job_id());
-    if (job.ok()) *response = std::move(*job);
-    return job.status();
-  });
+  return Unary(ctx, manager_->CancelJob(request->job_id()), response);
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::ListJobs(grpc::CallbackServerContext* ctx,
                                                       const v1::ListJobsRequest* request,
                                                       v1::ListJobsResponse* response) {
-  return Unary(ctx, [&]() -> absl::Status {
-    absl::StatusOr<std::vector<v1::Job>> jobs = manager_->ListJobs(request->limit());
-    if (!jobs.ok()) return jobs.status();
-    for (v1::Job& j : *jobs) *response->add_jobs() = std::move(j);
-    return absl::OkStatus();
-  });
+  return UnaryList(ctx, manager_->ListJobs(request->limit()), response,
+                   &v1::ListJobsResponse::add_jobs);
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::ListTrials(grpc::CallbackServerContext* ctx,
                                                         const v1::ListTrialsRequest* request,
                                                         v1::ListTrialsResponse* response) {
-  return Unary(ctx, [&]() -> absl::Status {
-    absl::StatusOr<v1::ListTrialsResponse> page = manager_->ListTrialsPage(*request);
-    if (page.ok()) *response = std::move(*page);
-    return page.status();
-  });
+  return Unary(ctx, manager_->ListTrialsPage(*request), response);
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::QueryStrategies(
     grpc::CallbackServerContext* ctx, const v1::QueryStrategiesRequest* request,
     v1::QueryStrategiesResponse* response) {
-  return Unary(ctx, [&]() -> absl::Status {
-    absl::StatusOr<std::vector<v1::StrategyAnswer>> answers = ::autoaccel::QueryStrategies(store_, *request);
-    if (!answers.ok()) return answers.status();
-    for (v1::StrategyAnswer& a : *answers) *response->add_answers() = std::move(a);
-    return absl::OkStatus();
-  });
+  return UnaryList(ctx, ::autoaccel::QueryStrategies(store_, *request), response,
+                   &v1::QueryStrategiesResponse::add_answers);
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::ListWorkers(grpc::CallbackServerContext* ctx,
                                                          const v1::ListWorkersRequest*,
                                                          v1::ListWorkersResponse* response) {
-  return Unary(ctx, [&]() -> absl::Status {
-    for (v1::Worker& w : manager_->ListWorkers()) *response->add_workers() = std::move(w);
-    return absl::OkStatus();
-  });
+  return UnaryList(ctx, absl::StatusOr<std::vector<v1::Worker>>(manager_->ListWorkers()), response,
+                   &v1::ListWorkersResponse::add_workers);
 }
 
 grpc::ServerUnaryReactor* WorkerRegistryImpl::Register(grpc::CallbackServerContext* ctx,
                                                        const v1::RegisterRequest* request,
                                                        v1::RegisterResponse* response) {
-  return Unary(ctx, [&]() -> absl::Status {
-    absl::StatusOr<v1::RegisterResponse> r = manager_->RegisterWorker(*request);
-    if (r.ok()) *response = std::move(*r);
-    return r.status();
-  });
+  return Unary(ctx, manager_->RegisterWorker(*request), response);
 }
 
 grpc::ServerUnaryReactor* WorkerRegistryImpl::Heartbeat(grpc::CallbackServerContext* ctx,
                                                         const v1::HeartbeatRequest* request,
                                                         v1::HeartbeatResponse*) {
-  return Unary(ctx, [&] { return manager_->Heartbeat(request->worker_id()); });
+  return Unary(ctx, manager_->Heartbeat(request->worker_id()));
 }
 
 }  // namespace autoaccel

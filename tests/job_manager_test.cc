@@ -18,6 +18,7 @@
 #include "search/model_spec.h"
 #include "server/signature.h"
 #include "server/strategy_queries.h"
+#include "tests/register_request.h"
 #include "tests/subprocess.h"
 #include "tests/test_matchers.h"
 #include "trial_contract/trial_spec.h"
@@ -113,35 +114,20 @@ class JobManagerTest : public ::testing::Test {
 
   void AddWorker(const std::string& id, int devices, int port_min = 0, int port_max = 0,
                  int64_t memory_bytes = int64_t{1} << 30) {
-    v1::RegisterRequest r;
-    r.set_worker_id(id);
-    r.set_address(id + ":1");
-    r.set_rendezvous_port_min(port_min);
-    r.set_rendezvous_port_max(port_max);
-    for (int i = 0; i < devices; ++i) {
-      v1::Device* d = r.add_devices();
-      d->set_type("cpu");
-      d->set_index(i);
-      d->set_memory_bytes(memory_bytes);
-    }
-    ASSERT_TRUE(manager_->RegisterWorker(r).ok());
+    ASSERT_TRUE(manager_
+                    ->RegisterWorker(RegisterRequestFor(id, id + ":1", devices, port_min, port_max,
+                                                        memory_bytes))
+                    .ok());
   }
 
   // Two daemons on one machine ("node7"), w1 and w2, with two cpu slots of
   // 1 GiB each; the host's cores and memory as they report them (0: not).
   void AddTwoWorkersOnOneHost(int host_cores = 0, int64_t host_memory = 0) {
     for (const std::string id : {"w1", "w2"}) {
-      v1::RegisterRequest r;
-      r.set_worker_id(id);
-      r.set_address(std::string("node7:") + (id == "w1" ? "5001" : "5002"));
+      v1::RegisterRequest r =
+          RegisterRequestFor(id, std::string("node7:") + (id == "w1" ? "5001" : "5002"), 2);
       r.set_host_cpu_cores(host_cores);
       r.set_host_memory_bytes(host_memory);
-      for (int i = 0; i < 2; ++i) {
-        v1::Device* d = r.add_devices();
-        d->set_type("cpu");
-        d->set_index(i);
-        d->set_memory_bytes(int64_t{1} << 30);
-      }
       ASSERT_TRUE(manager_->RegisterWorker(r).ok());
     }
   }

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/register_request.h"
 #include "tests/test_matchers.h"
 
 namespace autoaccel {
@@ -10,18 +11,7 @@ namespace {
 
 v1::RegisterRequest Worker(const std::string& id, const std::string& address, int devices,
                            int port_min = 0, int port_max = 0) {
-  v1::RegisterRequest r;
-  r.set_worker_id(id);
-  r.set_address(address);
-  r.set_rendezvous_port_min(port_min);
-  r.set_rendezvous_port_max(port_max);
-  for (int i = 0; i < devices; ++i) {
-    v1::Device* d = r.add_devices();
-    d->set_type("cpu");
-    d->set_index(i);
-    d->set_memory_bytes(int64_t{1} << 30);
-  }
-  return r;
+  return RegisterRequestFor(id, address, devices, port_min, port_max);
 }
 
 std::vector<std::string> Holders(const WorkerPool& pool, const std::string& worker) {
