@@ -1,6 +1,4 @@
 if(AUTOACCEL_BUILD_SERVICES)
-  add_executable(worker_test worker_test.cc subprocess.cc)
-  target_include_directories(worker_test PRIVATE ${PROJECT_SOURCE_DIR})
-  target_link_libraries(worker_test PRIVATE autoaccel_worker_lib GTest::gmock_main)
-  gtest_discover_tests(worker_test TEST_PREFIX "worker." PROPERTIES TIMEOUT 60)
+  autoaccel_service_test(worker_test worker LIBRARY autoaccel_worker_lib
+                         SOURCES worker_test.cc subprocess.cc)
 endif()
