@@ -15,9 +15,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "engine/bert.h"
-#include "engine/gpt.h"
-#include "engine/llama.h"
 #include "engine/tensor_parallel.h"
 
 namespace autoaccel {
@@ -177,23 +174,6 @@ absl::Status TrainableModel::ShardTensorParallel(const TensorParallelShard& tp) 
 Example TrainableModel::MakeExample(const torch::Tensor& tokens, uint64_t /*seed*/) const {
   const int64_t T = tokens.size(1) - 1;
   return Example{tokens.narrow(1, 0, T), tokens.narrow(1, 1, T)};
-}
-
-absl::StatusOr<std::shared_ptr<TrainableModel>> BuildModel(const ModelSpec& spec, uint64_t seed) {
-  RETURN_IF_ERROR(spec.Validate());
-  ASSIGN_OR_RETURN(const ModelFamilyInfo* family, spec.Family());
-  switch (family->network) {
-    case Network::kGpt2:
-      return std::shared_ptr<TrainableModel>(std::make_shared<GptImpl>(spec, seed));
-    case Network::kDecoder:
-      return std::shared_ptr<TrainableModel>(std::make_shared<DecoderImpl>(spec, seed));
-    case Network::kBert:
-      return std::shared_ptr<TrainableModel>(std::make_shared<BertImpl>(spec, seed));
-    case Network::kTorchScript:
-      return absl::InvalidArgumentError(
-          "model: a torchscript model is loaded from its file (ScriptedModel), not built");
-  }
-  return absl::InvalidArgumentError("model: unknown family");
 }
 
 void InitLikeHuggingFace(torch::nn::Module& module, uint64_t seed, double std) {

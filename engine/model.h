@@ -4,8 +4,8 @@
 //
 // Networks: gpt2 (gpt.h), the Llama-style decoder of every Network::kDecoder
 // family — llama, mistral, mixtral, qwen2, qwen3, phi3, gemma, gemma2 —
-// (llama.h), bert (bert.h). BuildModel() picks one from a ModelSpec's family
-// row (search/model_families.h). Parameter names are those of the matching
+// (llama.h), bert (bert.h). BuildModel() (build_model.h) picks one from a
+// ModelSpec's family row (search/model_families.h). Parameter names are those of the matching
 // transformers model (GPT2Model, LlamaForCausalLM, Qwen3ForCausalLM, ...,
 // BertForMaskedLM) so that weights load by name (weights.h).
 //
@@ -129,12 +129,6 @@ class TrainableModel : public torch::nn::Module {
 
 // The modules of `list`, in order (what TrainableModel::Layers returns).
 std::vector<torch::nn::Module*> ModulesOf(const torch::nn::ModuleList& list);
-
-// Builds the network of `spec`'s family on CPU with transformers'
-// initialisation for it, from a generator seeded with `seed` (the global RNG
-// plays no part): the same spec and seed give bit-identical weights. Move it
-// with ->to(device). INVALID_ARGUMENT when spec.Validate() fails.
-absl::StatusOr<std::shared_ptr<TrainableModel>> BuildModel(const ModelSpec& spec, uint64_t seed);
 
 // transformers' default initialisation (PreTrainedModel._init_weights) of
 // every parameter of `module`, from a generator seeded with `seed`: biases 0

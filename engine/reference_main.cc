@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "engine/build_model.h"
 #include "engine/model.h"
 #include "engine/weights.h"
 #include "search/model_spec.h"

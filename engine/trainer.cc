@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "engine/build_model.h"
 #include "engine/cpu_memory.h"
 #include "search/space.h"
 

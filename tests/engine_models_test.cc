@@ -19,6 +19,7 @@
 
 #include "common/status_matchers.h"
 #include "engine/bert.h"
+#include "engine/build_model.h"
 #include "engine/llama.h"
 #include "engine/model.h"
 #include "engine/trainer.h"
