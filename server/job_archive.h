@@ -37,8 +37,8 @@ class JobArchive {
   // trials when `rewrite_trials` (their earlier writes failed) and the
   // answer it offers the strategy database. On a store error the job is kept
   // in memory and the error returned (the job is not lost).
-  absl::Status Finish(const JobRecord& record, std::vector<TrialRecord> trials,
-                      bool rewrite_trials, const std::optional<StrategyRecord>& answer);
+  absl::Status Finish(const JobRecord& record, std::vector<TrialRecord> trials, bool rewrite_trials,
+                      const std::optional<StrategyRecord>& answer);
   // Writes again every job whose final write failed, with its trials and
   // answer; keeps those that fail again.
   void Retry();

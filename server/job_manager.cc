@@ -13,7 +13,6 @@
 #include "proto/convert.h"
 #include "search/cost_model.h"
 #include "server/job_outcome.h"
-#include "server/job_view.h"
 #include "server/rank_request.h"
 #include "server/signature.h"
 
@@ -24,12 +23,16 @@ namespace {
 // cancelled with "job ended: " and this).
 constexpr char kTimeLimitReached[] = "time limit reached";
 
-
 }  // namespace
 
 JobManager::JobManager(Store* store, TrialExecutor* executor, const Clock* clock,
                        JobManagerOptions options)
-    : store_(store), executor_(executor), clock_(clock), options_(options), pool_(clock), archive_(store) {}
+    : store_(store),
+      executor_(executor),
+      clock_(clock),
+      options_(options),
+      pool_(clock),
+      archive_(store) {}
 
 absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Store* store,
                                                                TrialExecutor* executor,
@@ -75,10 +78,10 @@ void JobManager::Shutdown() {
 
 bool JobManager::Drain(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(absl::Condition(
-                                  +[](int* in_flight) { return *in_flight == 0; },
-                                  &rpcs_in_flight_),
-                              timeout);
+  return mu_.AwaitWithTimeout(
+      absl::Condition(
+          +[](int* in_flight) { return *in_flight == 0; }, &rpcs_in_flight_),
+      timeout);
 }
 
 void JobManager::Run() {
@@ -285,8 +288,7 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
       return false;
     }
   }
-  if (job->record.state == JobState::kQueued ||
-      job->record.state == JobState::kWaitingForWorkers) {
+  if (job->record.state == JobState::kQueued || job->record.state == JobState::kWaitingForWorkers) {
     job->record.state = JobState::kRunning;
     if (job->record.started_at == absl::InfinitePast()) job->record.started_at = clock_->Now();
     job->record.status_message = "running trials";
@@ -306,10 +308,7 @@ bool JobManager::DispatchOneLocked(JobRun* job, Outbox* out) {
   } else if (!job->search_ended.empty() || SearchTimeUpLocked(*job)) {
     return false;
   }
-  // The trial id a new proposal will get (NewTrial).
-  const std::string trial_id =
-      trial != nullptr ? trial->record.trial_id
-                       : absl::StrFormat("%s-t%04d", job->record.job_id, job->trials.size());
+  const std::string trial_id = trial != nullptr ? trial->record.trial_id : NextTrialId(*job);
   std::optional<Gang> gang =
       pool_.Place(job->spec.device_type, job->spec.world_size, trial_id, attempt);
   if (!gang) return false;
@@ -525,8 +524,7 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
   JobRecord& rec = job->record;
   rec.finished_at = clock_->Now();
   std::vector<TrialRecord> records = TrialRecords(*job);
-  JobOutcome outcome =
-      DecideJobOutcome(rec, job->spec, records, state, message, rec.finished_at);
+  JobOutcome outcome = DecideJobOutcome(rec, job->spec, records, state, message, rec.finished_at);
   rec.state = outcome.state;
   rec.status_message = outcome.status_message;
   rec.best_trial_id = outcome.best_trial_id;

@@ -37,7 +37,6 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "proto/autoaccel.pb.h"
-#include "common/clock.h"
 #include "server/job_archive.h"
 #include "server/job_run.h"
 #include "server/store.h"
@@ -203,8 +202,7 @@ class JobManager {
   // in job->store_error (the job ends FAILED on the next tick).
   void PersistJobLocked(JobRun* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PersistTrialLocked(JobRun* job, TrialRun* trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<v1::Job> JobToProtoLocked(const JobRun& job) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<v1::Job> JobToProtoLocked(const JobRun& job) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   std::string NewJobIdLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Store* const store_;
@@ -220,7 +218,7 @@ class JobManager {
   absl::CondVar wake_;  // the scheduler: a job, a worker or a stop
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::unique_ptr<JobRun>> active_ ABSL_GUARDED_BY(mu_);  // by job id
-  std::vector<std::string> active_order_ ABSL_GUARDED_BY(mu_);  // FIFO of job ids
+  std::vector<std::string> active_order_ ABSL_GUARDED_BY(mu_);                  // FIFO of job ids
   uint64_t job_counter_ ABSL_GUARDED_BY(mu_) = 0;
   // RunTrial calls whose answer has not come back.
   int rpcs_in_flight_ ABSL_GUARDED_BY(mu_) = 0;

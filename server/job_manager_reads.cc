@@ -65,9 +65,9 @@ absl::StatusOr<v1::JobEvent> JobManager::GetJobEvent(const std::string& job_id,
 
 absl::StatusOr<std::vector<v1::Job>> JobManager::ListJobs(int limit) {
   if (limit < 0) return absl::InvalidArgumentError("limit: must not be negative");
-  ASSIGN_OR_RETURN(std::vector<JobRecord> records,
-                   store_->ListJobs(limit == 0 ? kDefaultJobsListed
-                                               : std::min(limit, kMaxJobsListed)));
+  ASSIGN_OR_RETURN(
+      std::vector<JobRecord> records,
+      store_->ListJobs(limit == 0 ? kDefaultJobsListed : std::min(limit, kMaxJobsListed)));
   std::vector<v1::Job> jobs;
   for (const JobRecord& r : records) {
     ASSIGN_OR_RETURN(v1::Job job, GetJob(r.job_id));

@@ -11,12 +11,16 @@
 
 namespace autoaccel {
 
+std::string NextTrialId(const JobRun& job) {
+  return absl::StrFormat("%s-t%04d", job.record.job_id, job.trials.size());
+}
+
 TrialRun* NewTrial(JobRun* job, const Strategy& strategy) {
   auto trial = std::make_unique<TrialRun>();
   trial->strategy = strategy;
   TrialRecord& rec = trial->record;
+  rec.trial_id = NextTrialId(*job);
   rec.index = static_cast<int>(job->trials.size());
-  rec.trial_id = absl::StrFormat("%s-t%04d", job->record.job_id, rec.index);
   rec.job_id = job->record.job_id;
   rec.attempt = 1;
   rec.strategy_text = StrategyToText(strategy);

@@ -74,8 +74,10 @@ struct JobRun {
   uint64_t version = 0;  // grows whenever the job or one of its trials changes
 };
 
+// The id the job's next trial gets: "<job id>-t0007" for index 7.
+std::string NextTrialId(const JobRun& job);
 // Appends a trial of `strategy` to the job: the next index, its id
-// ("<job id>-t0007"), attempt 1, the strategy's text and JSON; the caller
+// (NextTrialId), attempt 1, the strategy's text and JSON; the caller
 // sets the rest.
 TrialRun* NewTrial(JobRun* job, const Strategy& strategy);
 // Appends the searcher's pruned candidates as PRUNED trials (attempt 0,
@@ -132,9 +134,9 @@ absl::StatusOr<std::string> PrepareSearch(const JobRun& job, const DeviceSpec& d
 // What a trial attempt's ranks say so far, once another rank answered.
 struct AttemptVerdict {
   enum Kind {
-    kWait,      // ranks still to answer
-    kEnd,       // the trial ends with `status`, `reason`, `metrics`
-    kRetry,     // every rank answered after an infrastructure failure
+    kWait,   // ranks still to answer
+    kEnd,    // the trial ends with `status`, `reason`, `metrics`
+    kRetry,  // every rank answered after an infrastructure failure
   };
   Kind kind = kWait;
   TrialStatus status = TrialStatus::kFailed;

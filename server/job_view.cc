@@ -81,10 +81,11 @@ absl::StatusOr<v1::Job> JobRecordToProto(const JobRecord& r, const std::vector<T
   j.set_job_id(r.job_id);
   j.set_state(std::string(JobStateName(r.state)));
   j.set_status_message(r.status_message);
-  if (auto parsed = google::protobuf::util::JsonStringToMessage(r.request_json, j.mutable_request());
+  if (auto parsed =
+          google::protobuf::util::JsonStringToMessage(r.request_json, j.mutable_request());
       !parsed.ok()) {
-    return absl::DataLossError(absl::StrCat("job ", r.job_id, ": stored request does not parse: ",
-                                            std::string(parsed.message())));
+    return absl::DataLossError(absl::StrCat(
+        "job ", r.job_id, ": stored request does not parse: ", std::string(parsed.message())));
   }
   j.set_signature(r.signature);
   j.set_created_at(UnixSecondsOrZero(r.created_at));

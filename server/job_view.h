@@ -54,8 +54,7 @@ absl::StatusOr<TrialPage> ParseTrialPage(const v1::ListTrialsRequest& request);
 // The page of `trials` (in proposal order, those before page.start may be
 // left out) with a token for the next page when more follow.
 absl::StatusOr<v1::ListTrialsResponse> TrialPageToProto(const std::vector<TrialRecord>& trials,
-                                                        const TrialPage& page,
-                                                        bool include_pruned);
+                                                        const TrialPage& page, bool include_pruned);
 
 }  // namespace autoaccel
 

@@ -48,7 +48,7 @@ struct JobSpec {
   int measured_steps = 0;
   double min_measured_seconds = 0;
   absl::Duration trial_timeout;
-  bool store_partial = false;  // store an answer that rests on partial evidence
+  bool store_partial = false;   // store an answer that rests on partial evidence
   std::vector<Strategy> space;  // compatible, and allowed by include / exclude
   SearchAlgorithm algorithm = SearchAlgorithm::kAuto;
   std::optional<PartialStrategy> load;  // load_strategy

@@ -5,9 +5,9 @@
 #include <algorithm>
 
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "proto/convert.h"
 
 namespace autoaccel {
