@@ -32,8 +32,9 @@ def annotated(src: str, source_dir: str) -> bool:
     for path in [src] + paths:
         if os.path.exists(path):
             with open(path, errors="replace") as f:
-                if any(a in f.read() for a in ANNOTATIONS):
-                    return True
+                content = f.read()
+            if any(a in content for a in ANNOTATIONS):
+                return True
     return False
 
 
