@@ -20,8 +20,8 @@ absl::StatusOr<Strategy> ChooseStartingPoint(const PartialStrategy& load,
     const bool fits = model.Fits(s, memory_margin, nullptr);
     const CostModel::Prediction p = model.Predict(s);
     const bool better = pick == nullptr || (fits && !pick_fits) ||
-                        (fits == pick_fits && (fits ? p.tokens_per_second > pick_tps
-                                                    : p.memory.total() < pick_memory));
+                        (fits == pick_fits &&
+                         (fits ? p.tokens_per_second > pick_tps : p.memory.total() < pick_memory));
     if (better) {
       pick = &s;
       pick_tps = p.tokens_per_second;
