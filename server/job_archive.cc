@@ -30,16 +30,15 @@ absl::Status JobArchive::CloseUnfinished(absl::Time now) {
   return absl::OkStatus();
 }
 
-absl::Status JobArchive::Finish(const JobRecord& record, std::vector<TrialRecord> trials,
-                                bool rewrite_trials, const std::optional<StrategyRecord>& answer) {
+void JobArchive::Finish(const JobRecord& record, std::vector<TrialRecord> trials,
+                        bool rewrite_trials, const std::optional<StrategyRecord>& answer) {
   absl::Status stored = rewrite_trials ? store_->UpsertTrials(trials) : absl::OkStatus();
   if (stored.ok()) stored = store_->FinishJob(record, answer);
-  if (stored.ok()) return stored;
+  if (stored.ok()) return;
   spdlog::error("job {}: storing the result failed ({}); keeping it in memory and retrying",
                 record.job_id, stored.ToString());
   absl::MutexLock lock(&mu_);
   unstored_[record.job_id] = Unstored{record, std::move(trials), answer};
-  return stored;
 }
 
 void JobArchive::Retry() {
@@ -78,15 +77,7 @@ absl::StatusOr<std::vector<TrialRecord>> JobArchive::ReadTrials(const std::strin
   {
     absl::MutexLock lock(&mu_);
     auto unstored = unstored_.find(job_id);
-    if (unstored != unstored_.end()) {
-      std::vector<TrialRecord> out;
-      for (const TrialRecord& t : unstored->second.trials) {
-        if (t.index < start || (!include_pruned && t.status == TrialStatus::kPruned)) continue;
-        if (static_cast<int>(out.size()) == count) break;
-        out.push_back(t);
-      }
-      return out;
-    }
+    if (unstored != unstored_.end()) return unstored->second.trials;
   }
   RETURN_IF_ERROR(store_->GetJob(job_id).status());  // NOT_FOUND
   return store_->ListTrialsFrom(job_id, start, count, include_pruned);

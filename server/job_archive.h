@@ -35,10 +35,11 @@ class JobArchive {
 
   // Writes the finished job (REQUIRES: IsTerminal(record.state)) with its
   // trials when `rewrite_trials` (their earlier writes failed) and the
-  // answer it offers the strategy database. On a store error the job is kept
-  // in memory and the error returned (the job is not lost).
-  absl::Status Finish(const JobRecord& record, std::vector<TrialRecord> trials, bool rewrite_trials,
-                      const std::optional<StrategyRecord>& answer);
+  // answer it offers the strategy database. On a store error (logged) the
+  // job is kept in memory, answered from there and written again by Retry():
+  // nothing is lost, so there is nothing for the caller to handle.
+  void Finish(const JobRecord& record, std::vector<TrialRecord> trials, bool rewrite_trials,
+              const std::optional<StrategyRecord>& answer);
   // Writes again every job whose final write failed, with its trials and
   // answer; keeps those that fail again.
   void Retry();
@@ -47,8 +48,10 @@ class JobArchive {
   // a job the store does not know.
   absl::Status Read(const std::string& job_id, JobRecord* record,
                     std::vector<TrialRecord>* trials) const;
-  // Up to `count` trials of the finished job from proposal index `start`
-  // on, pruned ones only with `include_pruned`. NOT_FOUND as Read().
+  // The trials of the finished job from proposal index `start` on, pruned
+  // ones only with `include_pruned`: up to `count` of them read from the
+  // store, or every trial of a job still held in memory (the caller pages
+  // them, server/job_view.h TrialPageToProto). NOT_FOUND as Read().
   absl::StatusOr<std::vector<TrialRecord>> ReadTrials(const std::string& job_id, int start,
                                                       int count, bool include_pruned) const;
 

@@ -533,7 +533,7 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
   // if it beats the signature's (ReplacesStoredAnswer, in the same
   // transaction). A failed write is kept by the archive and written again
   // every tick: it is not lost.
-  (void)archive_.Finish(rec, std::move(records), !job->store_error.ok(), outcome.answer);
+  archive_.Finish(rec, std::move(records), !job->store_error.ok(), outcome.answer);
   spdlog::info("job {}: {} — {}", rec.job_id, std::string(JobStateName(rec.state)),
                rec.status_message);
   active_order_.erase(std::find(active_order_.begin(), active_order_.end(), rec.job_id));
