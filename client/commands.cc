@@ -19,7 +19,8 @@ void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
   ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
 }
 
-// One clear line for a failed RPC.
+}  // namespace
+
 int RpcError(const ClientContext& c, const grpc::Status& s) {
   std::string what;
   switch (s.error_code()) {
@@ -43,6 +44,8 @@ int RpcError(const ClientContext& c, const grpc::Status& s) {
   *c.err << "autoaccel: " << what << "\n";
   return 1;
 }
+
+namespace {
 
 // Streams the job, printing each finished trial as a table row and a
 // progress line; returns the last snapshot seen, or an error status.
@@ -134,7 +137,8 @@ int ShowJob(const ClientContext& c, const v1::Job& job,
       [&](std::ostream& out) { PrintJobSummary(out, job); });
 }
 
-// Every trial of the job, page by page (pruned candidates only when asked).
+}  // namespace
+
 grpc::Status FetchTrials(const ClientContext& c, const std::string& job_id, bool include_pruned,
                          std::vector<v1::Trial>* trials) {
   trials->clear();
@@ -156,8 +160,6 @@ grpc::Status FetchJob(const ClientContext& c, const std::string& job_id, v1::Job
   req.set_job_id(job_id);
   return Call(c, &Stub::GetJob, req, job);
 }
-
-}  // namespace
 
 int TuneCommand(const ClientContext& c, const v1::TuneRequest& request, bool watch) {
   v1::SubmitJobRequest req;

@@ -11,6 +11,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "proto/autoaccel.grpc.pb.h"
@@ -50,6 +51,16 @@ int TrialsCommand(const ClientContext& c, const std::string& job_id, bool includ
 int BestCommand(const ClientContext& c, const v1::QueryStrategiesRequest& request);
 int WorkersCommand(const ClientContext& c);
 int CancelCommand(const ClientContext& c, const std::string& job_id);
+
+// For the commands written in files of their own (client/*_command.cc).
+// One clear line on `err` (and the error JSON with --json) for a failed RPC;
+// returns 1.
+int RpcError(const ClientContext& c, const grpc::Status& s);
+// The job, and every trial of it page by page (PRUNED candidates only when
+// asked), each RPC under c.rpc_timeout.
+grpc::Status FetchJob(const ClientContext& c, const std::string& job_id, v1::Job* job);
+grpc::Status FetchTrials(const ClientContext& c, const std::string& job_id, bool include_pruned,
+                         std::vector<v1::Trial>* trials);
 
 }  // namespace autoaccel
 

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
+#include "client/report_command.h"
 #include "common/duration.h"
 #include "proto/convert.h"
 
@@ -246,6 +247,11 @@ int main(int argc, char** argv) {
   CLI::App* workers = app.add_subcommand("workers", "list worker daemons and their devices");
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a job");
   cancel->add_option("job_id", job_id, "job id")->required();
+  CLI::App* report = app.add_subcommand(
+      "report", "write a job's report as one self-contained HTML file (charts, every trial)");
+  report->add_option("job_id", job_id, "job id")->required();
+  std::string report_html;
+  report->add_option("--html", report_html, "the HTML file to write (replaced)")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -329,5 +335,6 @@ int main(int argc, char** argv) {
   }
   if (*workers) return autoaccel::WorkersCommand(c);
   if (*cancel) return autoaccel::CancelCommand(c, job_id);
+  if (*report) return autoaccel::ReportCommand(c, job_id, report_html);
   return 1;
 }

@@ -1,0 +1,551 @@
+#include "client/report_html.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "client/svg_chart.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/reflection.h"
+
+namespace autoaccel {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+
+// The report's palette (never from the job).
+constexpr char kBlue[] = "#3b6fb6";
+constexpr char kOrange[] = "#e07b1f";
+constexpr char kGreen[] = "#2e9e55";
+constexpr char kRed[] = "#c23b3b";
+constexpr char kGrey[] = "#9aa3ad";
+
+std::string Mib(double bytes) { return absl::StrFormat("%.1f", bytes / (1024.0 * 1024.0)); }
+std::string Gib(double bytes) {
+  return absl::StrFormat("%.2f", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+std::string Utc(double unix_seconds) {
+  if (unix_seconds <= 0) return "-";
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixSeconds(unix_seconds),
+                          absl::UTCTimeZone());
+}
+std::string Seconds(double s) { return absl::StrFormat("%.1f s", s); }
+std::string E(absl::string_view text) { return HtmlEscape(text); }
+
+// A row of the settings table; `value` is escaped here.
+std::string Row(absl::string_view key, absl::string_view value) {
+  return absl::StrCat("<tr><th>", E(key), "</th><td>", E(value), "</td></tr>\n");
+}
+
+// A field of the request, as text: a list joined with ", ", a scalar as
+// itself.
+std::string FieldText(const google::protobuf::Message& m, const FieldDescriptor* f) {
+  const google::protobuf::Reflection* r = m.GetReflection();
+  std::vector<std::string> parts;
+  const int n = f->is_repeated() ? r->FieldSize(m, f) : 1;
+  for (int i = 0; i < n; ++i) {
+    const bool rep = f->is_repeated();
+    switch (f->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_INT32:
+        parts.push_back(absl::StrCat(rep ? r->GetRepeatedInt32(m, f, i) : r->GetInt32(m, f)));
+        break;
+      case FieldDescriptor::CPPTYPE_INT64:
+        parts.push_back(absl::StrCat(rep ? r->GetRepeatedInt64(m, f, i) : r->GetInt64(m, f)));
+        break;
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+        parts.push_back(absl::StrCat(rep ? r->GetRepeatedDouble(m, f, i) : r->GetDouble(m, f)));
+        break;
+      case FieldDescriptor::CPPTYPE_BOOL:
+        parts.push_back((rep ? r->GetRepeatedBool(m, f, i) : r->GetBool(m, f)) ? "yes" : "no");
+        break;
+      case FieldDescriptor::CPPTYPE_STRING:
+        if (f->type() == FieldDescriptor::TYPE_BYTES) {
+          parts.push_back("(bytes)");
+        } else {
+          parts.push_back(rep ? r->GetRepeatedString(m, f, i) : r->GetString(m, f));
+        }
+        break;
+      default:
+        parts.push_back("(message)");
+    }
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+// Every field of the request that is set, by reflection (a new request
+// field shows without a change here); the model is shown on its own.
+std::string RequestRows(const v1::TuneRequest& request) {
+  std::string out;
+  const google::protobuf::Reflection* r = request.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  r->ListFields(request, &fields);
+  for (const FieldDescriptor* f : fields) {
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) continue;
+    absl::StrAppend(&out, Row(f->name(), FieldText(request, f)));
+  }
+  return out;
+}
+
+std::string Settings(const ReportInput& in) {
+  const v1::Job& j = in.job;
+  const v1::ModelSpec& model = j.request().model();
+  std::string out = "<section id=\"settings\"><h2>Settings</h2>\n<div class=\"cols\">\n";
+  absl::StrAppend(&out, "<table class=\"kv\"><caption>Job</caption>\n", Row("job", j.job_id()),
+                  Row("state", j.state()), Row("status", j.status_message()),
+                  Row("model family", model.family()));
+  if (!model.overrides().empty()) {
+    absl::StrAppend(&out, Row("overrides", absl::StrJoin(model.overrides(), ", ")));
+  }
+  if (!model.new_overrides().empty()) {
+    absl::StrAppend(&out, Row("new overrides", absl::StrJoin(model.new_overrides(), ", ")));
+  }
+  if (!model.input_spec().empty()) absl::StrAppend(&out, Row("input spec", model.input_spec()));
+  absl::StrAppend(
+      &out, Row("created", Utc(j.created_at())), Row("finished", Utc(j.finished_at())),
+      Row("elapsed", absl::StrFormat("%.1f s of a %.0f s limit", j.elapsed_seconds(),
+                                     j.request().time_limit_seconds())),
+      Row("search", j.algorithm().empty() ? "-" : j.algorithm()),
+      Row("trials", absl::StrFormat("%d run, %d running, %d pruned, of %d candidates",
+                                    j.trials_done() - j.trials_pruned(), j.trials_running(),
+                                    j.trials_pruned(), j.trials_total())),
+      Row("signature", j.signature()));
+  if (j.infrastructure_failures() > 0) {
+    absl::StrAppend(
+        &out, Row("infrastructure",
+                  absl::StrFormat("%d attempt(s) failed outside the strategy, %d trial(s) lost%s: "
+                                  "%s",
+                                  j.infrastructure_failures(), j.trials_lost(),
+                                  j.partial_evidence() ? " (partial evidence)" : "",
+                                  absl::StrJoin(j.infrastructure_reasons(), "; "))));
+  }
+  for (const v1::PrunedSummary& p : j.pruned_summary()) {
+    absl::StrAppend(&out,
+                    Row(absl::StrCat("pruned: ", p.kind()),
+                        absl::StrFormat("%d, e.g. %s: %s", p.count(), p.example().strategy().text(),
+                                        p.example().reason())));
+  }
+  absl::StrAppend(&out, "</table>\n<table class=\"kv\"><caption>Request</caption>\n",
+                  RequestRows(j.request()), "</table>\n</div>\n");
+  if (!model.config_json().empty()) {
+    absl::StrAppend(&out, "<details><summary>model config</summary><pre>", E(model.config_json()),
+                    "</pre></details>\n");
+  }
+  out += "</section>\n";
+  return out;
+}
+
+std::string Figure(absl::string_view label, absl::string_view value) {
+  return absl::StrCat("<div class=\"figure\"><div class=\"value\">", E(value),
+                      "</div><div class=\"label\">", E(label), "</div></div>");
+}
+
+std::string Answer(const ReportInput& in) {
+  const v1::Job& j = in.job;
+  std::string out = "<section id=\"answer\"><h2>Answer</h2>\n";
+  if (!j.has_best()) {
+    absl::StrAppend(&out, "<p class=\"none\">No trial succeeded: this job has no answer.</p>",
+                    "</section>\n");
+    return out;
+  }
+  const v1::Trial& b = j.best();
+  const v1::TrialMetrics& m = b.metrics();
+  absl::StrAppend(&out, "<p class=\"strategy\">", E(b.strategy().text()), "</p>\n");
+  absl::StrAppend(
+      &out, "<div class=\"figures\">",
+      Figure("tokens/s", absl::StrFormat("%.0f", m.tokens_per_second())),
+      Figure("step time", absl::StrFormat("%.1f ms", 1000 * m.step_time_median_s())),
+      Figure("peak memory per device", absl::StrCat(Mib(m.peak_memory_bytes()), " MiB")),
+      Figure("MFU", m.mfu() > 0 ? absl::StrFormat("%.1f%%", 100 * m.mfu()) : "-"),
+      Figure("samples/s", absl::StrFormat("%.1f", m.samples_per_second())),
+      Figure("final loss", absl::StrFormat("%.3f", m.final_loss())), "</div>\n");
+  absl::StrAppend(
+      &out, "<p>",
+      j.best_confirmed()
+          ? E(absl::StrFormat("Measured %d times; the measurements spread %.1f%% (trial %s).",
+                              j.best_measurements(), 100 * j.best_spread(), b.trial_id()))
+          : E(absl::StrCat("Measured once (trial ", b.trial_id(),
+                           "): no time was left to measure it again.")),
+      j.partial_evidence()
+          ? " <strong>Partial evidence:</strong> trials were lost to infrastructure failures."
+          : "",
+      "</p>\n</section>\n");
+  return out;
+}
+
+std::string ThroughputMemory(const ReportInput& in) {
+  const std::vector<ThroughputPoint> points = MeasuredPoints(in.trials);
+  const std::vector<ThroughputPoint> front = ParetoFront(points);
+  Chart chart;
+  chart.title = "tokens per second against peak memory per trial";
+  chart.x_label = "peak memory per device (MiB)";
+  chart.y_label = "tokens/s";
+  auto to_point = [](const ThroughputPoint& p) {
+    return ChartPoint{p.peak_memory_bytes / (1024.0 * 1024.0), p.tokens_per_second,
+                      absl::StrFormat("#%d %s: %.0f tokens/s, %s MiB", p.trial_index, p.strategy,
+                                      p.tokens_per_second, Mib(p.peak_memory_bytes))};
+  };
+  ChartSeries all{"trial", kBlue, ChartSeries::Style::kDots, {}};
+  for (const ThroughputPoint& p : points) all.points.push_back(to_point(p));
+  ChartSeries pareto{"Pareto front", kOrange, ChartSeries::Style::kStep, {}};
+  for (const ThroughputPoint& p : front) pareto.points.push_back(to_point(p));
+  chart.series = {all, pareto};
+  if (in.job.has_best() && in.job.best().metrics().tokens_per_second() > 0) {
+    const v1::Trial& b = in.job.best();
+    chart.series.push_back(
+        ChartSeries{"answer",
+                    kGreen,
+                    ChartSeries::Style::kDots,
+                    {to_point({static_cast<double>(b.metrics().peak_memory_bytes()),
+                               b.metrics().tokens_per_second(), b.index(), b.strategy().text()})}});
+  }
+  std::string note;
+  chart.marker_stretch_limit = 4;
+  if (in.device_memory.bytes > 0) {
+    chart.vertical_lines.push_back(
+        {in.device_memory.bytes / (1024.0 * 1024.0),
+         absl::StrCat("device memory ", Gib(in.device_memory.bytes), " GiB"), kRed});
+    double most = 0;
+    for (const ThroughputPoint& p : points) most = std::max(most, p.peak_memory_bytes);
+    const bool off_scale = most > 0 && in.device_memory.bytes > chart.marker_stretch_limit * most;
+    note = absl::StrCat(off_scale ? "The device memory, " : "The red line is the device memory, ",
+                        Mib(in.device_memory.bytes), " MiB (", in.device_memory.note, ")",
+                        off_scale ? ", lies far right of every trial: the chart names it instead "
+                                    "of drawing it to scale."
+                                  : ".");
+  } else {
+    note = absl::StrCat("No device-memory line: ", in.device_memory.note, ".");
+  }
+  int oom = 0, failed = 0;
+  for (const v1::Trial& t : in.trials) {
+    if (t.status() == "OOM") ++oom;
+    if (t.status() == "FAILED" || t.status() == "TIMEOUT") ++failed;
+  }
+  std::string out = absl::StrCat(
+      "<section id=\"throughput-memory\"><h2>Throughput against peak memory</h2>\n",
+      SvgChart(chart), "<p class=\"caption\">",
+      E(absl::StrFormat("%d measured trial(s); %zu on the Pareto front (no other trial is "
+                        "faster with less memory). ",
+                        static_cast<int>(points.size()), front.size())),
+      E(note));
+  if (oom + failed > 0) {
+    absl::StrAppend(
+        &out, " ",
+        E(absl::StrFormat("Not plotted: %d out of memory, %d failed or timed out.", oom, failed)));
+  }
+  out += "</p>\n</section>\n";
+  return out;
+}
+
+std::string BestOverTime(const ReportInput& in) {
+  Chart chart;
+  chart.title = "best tokens per second found over the job's time";
+  chart.x_label = "seconds into the job";
+  chart.y_label = "tokens/s";
+  ChartSeries each{"trial", kGrey, ChartSeries::Style::kDots, {}};
+  for (const v1::Trial& t : in.trials) {
+    if (t.status() != "SUCCEEDED" || t.metrics().tokens_per_second() <= 0) continue;
+    each.points.push_back({SecondsIntoJob(in.job, t), t.metrics().tokens_per_second(),
+                           absl::StrFormat("#%d %s: %.0f tokens/s", t.index(), t.strategy().text(),
+                                           t.metrics().tokens_per_second())});
+  }
+  ChartSeries best{"best so far", kGreen, ChartSeries::Style::kStep, {}};
+  best.extend_to_right = true;
+  const std::vector<BestSoFarPoint> steps = BestSoFar(in.job, in.trials);
+  for (const BestSoFarPoint& p : steps) {
+    best.points.push_back({p.seconds, p.tokens_per_second,
+                           absl::StrFormat("%.1f s: #%d %s, %.0f tokens/s", p.seconds,
+                                           p.trial_index, p.strategy, p.tokens_per_second)});
+  }
+  chart.series = {each, best};
+  std::string caption =
+      steps.empty()
+          ? "No trial succeeded."
+          : absl::StrFormat(
+                "The best was found %.1f s into the job, by trial #%d; it improved "
+                "%d time(s).",
+                steps.back().seconds, steps.back().trial_index, static_cast<int>(steps.size()) - 1);
+  return absl::StrCat("<section id=\"best-over-time\"><h2>Best so far over time</h2>\n",
+                      SvgChart(chart), "<p class=\"caption\">", E(caption), "</p>\n</section>\n");
+}
+
+std::string PredictedMeasuredSection(const ReportInput& in) {
+  std::string out = "<section id=\"predicted-measured\"><h2>Predicted against measured</h2>\n";
+  const std::vector<PredictedMeasured> pairs = PredictionPairs(in.trials);
+  if (pairs.empty()) {
+    absl::StrAppend(&out,
+                    "<p class=\"none\">This job recorded no predictions: none of its measured "
+                    "trials carries the cost model's figures, so there is nothing to compare."
+                    "</p>\n</section>\n");
+    return out;
+  }
+  Chart step;
+  step.title = "predicted against measured step time";
+  step.x_label = "measured step time (ms)";
+  step.y_label = "predicted step time (ms)";
+  step.diagonal = true;
+  Chart memory;
+  memory.title = "predicted against measured peak memory";
+  memory.x_label = "measured peak memory (MiB)";
+  memory.y_label = "predicted peak memory (MiB)";
+  memory.diagonal = true;
+  ChartSeries steps{"trial", kBlue, ChartSeries::Style::kDots, {}};
+  ChartSeries mems{"trial", kOrange, ChartSeries::Style::kDots, {}};
+  for (const PredictedMeasured& p : pairs) {
+    if (p.predicted_step_s > 0 && p.measured_step_s > 0) {
+      steps.points.push_back(
+          {1000 * p.measured_step_s, 1000 * p.predicted_step_s,
+           absl::StrFormat("#%d %s: measured %.1f ms, predicted %.1f ms", p.trial_index, p.strategy,
+                           1000 * p.measured_step_s, 1000 * p.predicted_step_s)});
+    }
+    if (p.predicted_peak_bytes > 0 && p.measured_peak_bytes > 0) {
+      mems.points.push_back(
+          {p.measured_peak_bytes / (1024.0 * 1024.0), p.predicted_peak_bytes / (1024.0 * 1024.0),
+           absl::StrFormat("#%d %s: measured %s MiB, predicted %s MiB", p.trial_index, p.strategy,
+                           Mib(p.measured_peak_bytes), Mib(p.predicted_peak_bytes))});
+    }
+  }
+  step.series = {steps};
+  memory.series = {mems};
+  absl::StrAppend(
+      &out, "<div class=\"cols\"><div>", SvgChart(step), "<p class=\"caption\">",
+      E(absl::StrFormat("Median error of the predicted step time: %.0f%% over %zu trial(s).",
+                        100 * MedianRelativeError(pairs, true), steps.points.size())),
+      "</p></div><div>", SvgChart(memory), "<p class=\"caption\">",
+      E(absl::StrFormat("Median error of the predicted peak memory: %.0f%% over %zu trial(s).",
+                        100 * MedianRelativeError(pairs, false), mems.points.size())),
+      "</p></div></div>\n<p class=\"caption\">On the dashed line the prediction was exact; "
+      "above it, the model predicted more than was measured.</p>\n</section>\n");
+  return out;
+}
+
+std::string Dimensions(const ReportInput& in) {
+  std::string out =
+      "<section id=\"dimensions\"><h2>Effect of each dimension</h2>\n<p class=\"caption\">"
+      "For each strategy dimension the job varied: the best tokens/s measured with each value "
+      "(bar), the median over its measured trials, and how many trials ran with it (repeats "
+      "of the answer left out).</p>\n<div class=\"dims\">\n";
+  std::vector<std::string> fixed;
+  for (const DimensionEffect& d : DimensionEffects(in.trials)) {
+    if (d.values.size() == 1) {
+      fixed.push_back(absl::StrCat(d.dimension, " = ", d.values[0].value));
+      continue;
+    }
+    if (d.values.empty()) continue;
+    double max_best = 0;
+    for (const ValueEffect& v : d.values) max_best = std::max(max_best, v.best_tokens_per_second);
+    absl::StrAppend(&out, "<table class=\"dim\" data-dimension=\"", E(d.dimension), "\"><caption>",
+                    E(d.dimension),
+                    "</caption>\n<tr><th>value</th><th class=\"barcol\">best tokens/s</th>"
+                    "<th>median</th><th title=\"measured / run\">trials</th><th>OOM</th></tr>\n");
+    for (const ValueEffect& v : d.values) {
+      const double share = max_best > 0 ? 100 * v.best_tokens_per_second / max_best : 0;
+      absl::StrAppend(
+          &out, "<tr><td class=\"mono\">", E(v.value), "</td><td class=\"barcol\"><div class=\"bar",
+          v.best_tokens_per_second == max_best && max_best > 0 ? " top" : "",
+          "\" style=\"width:", absl::StrFormat("%.1f", 0.78 * share), "%\"></div><span>",
+          v.succeeded > 0 ? absl::StrFormat("%.0f", v.best_tokens_per_second) : "none measured",
+          "</span></td><td class=\"num\">",
+          v.succeeded > 0 ? absl::StrFormat("%.0f", v.median_tokens_per_second) : "-",
+          "</td><td class=\"num\">", absl::StrFormat("%d/%d", v.succeeded, v.trials),
+          "</td><td class=\"num\">", v.out_of_memory, "</td></tr>\n");
+    }
+    out += "</table>\n";
+  }
+  out += "</div>\n";
+  if (!fixed.empty()) {
+    absl::StrAppend(&out, "<p class=\"caption\">Held at one value in every trial: ",
+                    E(absl::StrJoin(fixed, ", ")), ".</p>\n");
+  }
+  out += "</section>\n";
+  return out;
+}
+
+// A numeric cell that sorts by `key` and shows `text`.
+std::string NumCell(double key, absl::string_view text) {
+  return absl::StrCat("<td class=\"num\" data-sort=\"", absl::StrFormat("%.6g", key), "\">",
+                      E(text), "</td>");
+}
+
+std::string StatusClass(const std::string& status) {
+  for (const char* known : {"SUCCEEDED", "OOM", "FAILED", "TIMEOUT", "CANCELLED"}) {
+    if (status == known) return absl::StrCat("st-", known);
+  }
+  return "st-other";
+}
+
+std::string Trials(const ReportInput& in) {
+  std::string out = absl::StrCat(
+      "<section id=\"trials\"><h2>Trials</h2>\n<p class=\"caption\">Every trial that ran, in "
+      "the order proposed",
+      in.job.trials_pruned() > 0
+          ? absl::StrFormat(" (%d pruned candidates, never run, are counted under Settings)",
+                            in.job.trials_pruned())
+          : "",
+      ". Click a column's header to sort by it.</p>\n<table id=\"trial-table\" "
+      "class=\"sortable\">\n<thead><tr><th>#</th><th>status</th><th>tokens/s</th>"
+      "<th>step ms</th><th>peak MiB</th><th>MFU</th><th>pred. step ms</th><th>pred. peak MiB</th>"
+      "<th>done at</th><th>strategy</th><th>reason</th></tr></thead>\n<tbody>\n");
+  std::map<std::string, int> index_of;  // a confirmation names the trial it repeats by id
+  for (const v1::Trial& t : in.trials) index_of[t.trial_id()] = t.index();
+  for (const v1::Trial& t : in.trials) {
+    if (t.status() == "PRUNED") continue;
+    const v1::TrialMetrics& m = t.metrics();
+    const bool ok = t.status() == "SUCCEEDED";
+    const bool pred = t.has_predicted() && t.predicted().step_time_s() > 0;
+    std::string note = t.reason();
+    if (!t.confirms().empty()) {
+      auto it = index_of.find(t.confirms());
+      note = absl::StrCat("repeat of ",
+                          it == index_of.end() ? t.confirms() : absl::StrCat("#", it->second),
+                          note.empty() ? "" : "; ", note);
+    }
+    absl::StrAppend(
+        &out, "<tr>", NumCell(t.index(), absl::StrCat(t.index())), "<td class=\"",
+        StatusClass(t.status()), "\">", E(t.status()), "</td>",
+        NumCell(ok ? m.tokens_per_second() : -1,
+                ok ? absl::StrFormat("%.0f", m.tokens_per_second()) : "-"),
+        NumCell(ok ? m.step_time_median_s() : -1,
+                ok ? absl::StrFormat("%.1f", 1000 * m.step_time_median_s()) : "-"),
+        NumCell(m.peak_memory_bytes() > 0 ? m.peak_memory_bytes() : -1,
+                m.peak_memory_bytes() > 0 ? Mib(m.peak_memory_bytes()) : "-"),
+        NumCell(ok ? m.mfu() : -1,
+                ok && m.mfu() > 0 ? absl::StrFormat("%.1f%%", 100 * m.mfu()) : "-"),
+        NumCell(pred ? t.predicted().step_time_s() : -1,
+                pred ? absl::StrFormat("%.1f", 1000 * t.predicted().step_time_s()) : "-"),
+        NumCell(pred ? t.predicted().peak_memory_bytes() : -1,
+                pred ? Mib(t.predicted().peak_memory_bytes()) : "-"),
+        NumCell(SecondsIntoJob(in.job, t),
+                t.finished_at() > 0 ? Seconds(SecondsIntoJob(in.job, t)) : "-"),
+        "<td class=\"mono\">", E(t.strategy().text()), "</td><td class=\"reason\">", E(note),
+        "</td></tr>\n");
+  }
+  out += "</tbody></table>\n</section>\n";
+  return out;
+}
+
+constexpr char kStyle[] = R"css(
+:root { --fg: #1d2430; --muted: #5b6573; --line: #dde2e8; --bg: #f6f7f9; }
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--bg); color: var(--fg);
+  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; }
+header { background: #1f2d3d; color: #fff; padding: 18px 32px; }
+header h1 { margin: 0; font-size: 20px; font-weight: 600; }
+header .sub { color: #c7d0db; margin-top: 4px; }
+main { max-width: 1280px; margin: 0 auto; padding: 8px 24px 32px; }
+section { background: #fff; border: 1px solid var(--line); border-radius: 8px;
+  padding: 14px 20px; margin: 16px 0; }
+h2 { font-size: 16px; margin: 0 0 10px; }
+.cols { display: grid; grid-template-columns: 1fr 1fr; gap: 20px; align-items: start; }
+.charts { display: grid; grid-template-columns: 1fr 1fr; gap: 0 16px; }
+.charts section { margin: 16px 0 0; }
+table { border-collapse: collapse; width: 100%; }
+caption { text-align: left; font-weight: 600; padding: 4px 0; }
+.kv th { text-align: left; font-weight: normal; color: var(--muted); width: 34%;
+  vertical-align: top; padding: 2px 8px 2px 0; }
+.kv td { padding: 2px 0; word-break: break-word; }
+.strategy, .mono { font-family: "DejaVu Sans Mono", ui-monospace, monospace; }
+.strategy { font-size: 15px; background: #eef5ee; border: 1px solid #cfe5d3; padding: 8px 12px;
+  border-radius: 6px; word-break: break-all; }
+.figures { display: flex; flex-wrap: wrap; gap: 12px; margin: 10px 0; }
+.figure { border: 1px solid var(--line); border-radius: 6px; padding: 8px 14px; min-width: 120px; }
+.figure .value { font-size: 20px; font-weight: 600; }
+.figure .label { color: var(--muted); font-size: 12px; }
+.caption { color: var(--muted); margin: 6px 0; }
+.none { color: var(--muted); font-style: italic; }
+svg.chart { width: 100%; height: auto; display: block; }
+svg .grid { stroke: #eceff3; }
+svg .axis { stroke: #6b7480; }
+svg .tick { font-size: 11px; fill: var(--muted); }
+svg .axis-label, svg .legend { font-size: 12px; fill: var(--fg); }
+svg .diagonal { stroke: #9aa3ad; stroke-dasharray: 5 4; }
+svg .marker { stroke-width: 2; stroke-dasharray: 6 3; }
+svg .series-line { fill: none; stroke-width: 2.5; }
+svg .offscale { font-size: 12px; }
+svg .ring { fill: none; stroke-width: 2; }
+svg .dot { stroke: #fff; stroke-width: 1; fill-opacity: 0.85; }
+.dims { display: grid; grid-template-columns: repeat(auto-fill, minmax(360px, 1fr)); gap: 12px 24px; }
+.dim td, .dim th { padding: 2px 6px; border-bottom: 1px solid var(--line); text-align: left; }
+.dim th { color: var(--muted); font-weight: normal; }
+.barcol { width: 50%; white-space: nowrap; }
+.bar { display: inline-block; vertical-align: middle; background: #b9cde8; height: 14px;
+  border-radius: 3px; margin-right: 6px; }
+.bar.top { background: #7fc796; }
+.barcol span { font-size: 12px; vertical-align: middle; }
+.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+#trial-table th, #trial-table td { padding: 3px 6px; border-bottom: 1px solid var(--line);
+  text-align: left; vertical-align: top; }
+#trial-table th { cursor: pointer; background: #f0f2f5; position: sticky; top: 0; }
+#trial-table td.num { text-align: right; }
+#trial-table td.mono { font-size: 12px; word-break: break-all; }
+#trial-table td.reason { font-size: 12px; color: var(--muted); max-width: 320px;
+  word-break: break-word; }
+.st-SUCCEEDED { color: #1f7a40; } .st-OOM { color: #b3541e; } .st-FAILED, .st-TIMEOUT { color: #b02a2a; }
+.st-CANCELLED, .st-other { color: var(--muted); }
+pre { white-space: pre-wrap; word-break: break-all; background: #f6f7f9; padding: 8px; }
+footer { color: var(--muted); font-size: 12px; text-align: center; margin: 12px 0 24px; }
+@media (max-width: 900px) { .cols, .charts { grid-template-columns: 1fr; } }
+)css";
+
+// Sorts the trial table by a clicked header (numbers by data-sort), then
+// marks the page as rendered. Reads only the DOM: no job data is in here.
+constexpr char kScript[] = R"js(
+(function () {
+  var table = document.getElementById('trial-table');
+  if (table) {
+    var heads = table.tHead.rows[0].cells;
+    for (var i = 0; i < heads.length; i++) {
+      (function (col) {
+        var asc = false;
+        heads[col].addEventListener('click', function () {
+          asc = !asc;
+          var body = table.tBodies[0];
+          var rows = Array.prototype.slice.call(body.rows);
+          rows.sort(function (a, b) {
+            var x = a.cells[col], y = b.cells[col];
+            var xs = x.getAttribute('data-sort'), ys = y.getAttribute('data-sort');
+            var c = (xs !== null && ys !== null) ? parseFloat(xs) - parseFloat(ys)
+                                                 : x.textContent.localeCompare(y.textContent);
+            return asc ? c : -c;
+          });
+          rows.forEach(function (r) { body.appendChild(r); });
+        });
+      })(i);
+    }
+  }
+  document.documentElement.setAttribute('data-report', 'rendered');
+})();
+)js";
+
+}  // namespace
+
+std::string ReportHtml(const ReportInput& in) {
+  const v1::Job& j = in.job;
+  std::string out = absl::StrCat(
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      // Nothing is loaded from anywhere: the page is whole on its own.
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+      "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>autoaccel "
+      "report: ",
+      E(j.job_id()), "</title>\n<style>", kStyle,
+      "</style>\n</head>\n<body>\n<header><h1>autoaccel "
+      "job ",
+      E(j.job_id()), "</h1><div class=\"sub\">",
+      E(absl::StrFormat("%s model, sequence length %d, global batch %d, %d rank(s) on %s — %s",
+                        j.request().model().family(), j.request().seq_len(),
+                        j.request().global_batch_size(), std::max(1, j.request().world_size()),
+                        j.request().device_type().empty() ? "cpu" : j.request().device_type(),
+                        j.state())),
+      "</div></header>\n<main>\n", Answer(in), Settings(in), "<div class=\"charts\">\n",
+      ThroughputMemory(in), BestOverTime(in), "</div>\n", PredictedMeasuredSection(in),
+      Dimensions(in), Trials(in), "</main>\n<footer>",
+      E(absl::StrCat("written by autoaccel report at ", Utc(in.generated_at))),
+      "</footer>\n<script>", kScript, "</script>\n</body>\n</html>\n");
+  return out;
+}
+
+}  // namespace autoaccel

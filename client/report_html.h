@@ -1,0 +1,39 @@
+// `autoaccel report JOB --html FILE`: one self-contained HTML page about a
+// tuning job that opens in any browser with no network access (inline CSS,
+// inline SVG charts, one small inline script that sorts the trial table; a
+// Content-Security-Policy forbids loading anything else). Sections, each an
+// element with its id:
+//   settings            the job's request, search and timing
+//   answer              the best strategy and its figures
+//   throughput-memory   tokens/s against peak memory per trial, the Pareto
+//                       front and the device-memory line
+//   best-over-time      the best tokens/s found by each moment of the job
+//   predicted-measured  the cost model's predictions against the
+//                       measurements (or a line saying there were none)
+//   dimensions          per strategy dimension, tokens/s by value
+//   trials              every trial that ran
+// Every string that comes from the job (model, reasons, messages) is
+// HTML-escaped; none reaches the script. Pure; any thread.
+#ifndef AUTOACCEL_CLIENT_REPORT_HTML_H_
+#define AUTOACCEL_CLIENT_REPORT_HTML_H_
+
+#include <string>
+#include <vector>
+
+#include "client/report_data.h"
+#include "proto/autoaccel.pb.h"
+
+namespace autoaccel {
+
+struct ReportInput {
+  v1::Job job;
+  std::vector<v1::Trial> trials;  // in proposal order; PRUNED ones are ignored
+  DeviceMemory device_memory;     // bytes 0: the line is left out and the note says why
+  double generated_at = 0;        // unix seconds, printed in the footer
+};
+
+std::string ReportHtml(const ReportInput& input);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_CLIENT_REPORT_HTML_H_
