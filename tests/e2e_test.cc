@@ -777,6 +777,50 @@ TEST(EndToEnd, AWorkerGivenGpusThisMachineDoesNotListRefusesToStart) {
   std::filesystem::remove_all(dir);
 }
 
+// `report` of a tuned job: one HTML file with every section, every trial
+// that ran, the device-memory figure of the worker that ran it, and nothing
+// loaded from elsewhere; an unknown job is one clear line and exit 1.
+TEST(EndToEnd, ReportOfATunedJobIsOneSelfContainedHtmlFile) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  cluster.StartWorker("w1");
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  std::string out, err;
+  ASSERT_EQ(
+      cluster.Cli(cluster.TuneArgs(4, {"--time-limit", "3m", "--max-trials", "3", "--warmup-steps",
+                                       "1", "--measured-steps", "2", "--json"}),
+                  &out, &err),
+      0)
+      << out << err;
+  json job = ParseJson(out);
+  const std::string job_id = job["job_id"];
+
+  const std::string path = cluster.dir() + "/report.html";
+  ASSERT_EQ(cluster.Cli({"report", job_id, "--html", path, "--json"}, &out, &err), 0) << out << err;
+  json written = ParseJson(out);
+  EXPECT_EQ(written["html"], path);
+  EXPECT_EQ(written["trials"], job["trials"].size());
+  const std::string html = ::autoaccel::testing::ReadFile(path);
+  EXPECT_EQ(written["bytes"], html.size());
+  for (const char* id : {"settings", "answer", "throughput-memory", "best-over-time",
+                         "predicted-measured", "dimensions", "trials"}) {
+    EXPECT_THAT(html, HasSubstr(absl::StrCat("<section id=\"", id, "\">"))) << id;
+  }
+  EXPECT_THAT(html, HasSubstr(job_id));
+  for (const json& t : job["trials"]) {
+    EXPECT_THAT(html, HasSubstr(t["strategy"].get<std::string>())) << t.dump();
+  }
+  // w1 ran the trials and is registered with a cpu device of known memory.
+  EXPECT_THAT(html,
+              HasSubstr("the smallest memory of the cpu devices that ran this job (w1 cpu:0)"));
+  EXPECT_THAT(html, Not(HasSubstr("src=\"")));
+  EXPECT_THAT(html, Not(HasSubstr("<link")));
+
+  EXPECT_EQ(cluster.Cli({"report", "job-nosuch", "--html", path + ".2"}, &out, &err), 1);
+  EXPECT_THAT(err, HasSubstr("not found"));
+  EXPECT_FALSE(std::filesystem::exists(path + ".2"));
+}
+
 TEST(EndToEnd, UnreachableServerGivesOneClearLine) {
   const std::string dir = MakeTempDir("autoaccel-cli-");
   std::string out, err;
