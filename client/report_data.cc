@@ -52,7 +52,7 @@ double SortKey(const Field& field, T value) {
 std::vector<ThroughputPoint> MeasuredPoints(const std::vector<v1::Trial>& trials) {
   std::vector<ThroughputPoint> out;
   for (const v1::Trial& t : trials) {
-    if (!Measured(t)) continue;
+    if (!Measured(t) || t.metrics().peak_memory_bytes() <= 0) continue;
     out.push_back({static_cast<double>(t.metrics().peak_memory_bytes()),
                    t.metrics().tokens_per_second(), t.index(), t.strategy().text()});
   }

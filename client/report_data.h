@@ -22,7 +22,8 @@ struct ThroughputPoint {
   std::string strategy;
 };
 
-// The SUCCEEDED trials with a throughput, in proposal order.
+// The SUCCEEDED trials with a throughput and a peak memory, in proposal
+// order.
 std::vector<ThroughputPoint> MeasuredPoints(const std::vector<v1::Trial>& trials);
 
 // The points no other point beats on both axes (at most as much memory and

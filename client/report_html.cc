@@ -43,7 +43,7 @@ std::string Row(absl::string_view key, absl::string_view value) {
 
 // A field of the request, as text: a list joined with ", ", a scalar as
 // itself.
-std::string FieldText(const google::protobuf::Message& m, const FieldDescriptor* f) {
+std::string RequestFieldText(const google::protobuf::Message& m, const FieldDescriptor* f) {
   const google::protobuf::Reflection* r = m.GetReflection();
   std::vector<std::string> parts;
   const int n = f->is_repeated() ? r->FieldSize(m, f) : 1;
@@ -85,7 +85,7 @@ std::string RequestRows(const v1::TuneRequest& request) {
   r->ListFields(request, &fields);
   for (const FieldDescriptor* f : fields) {
     if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) continue;
-    absl::StrAppend(&out, Row(f->name(), FieldText(request, f)));
+    absl::StrAppend(&out, Row(f->name(), RequestFieldText(request, f)));
   }
   return out;
 }

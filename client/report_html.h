@@ -3,8 +3,8 @@
 // inline SVG charts, one small inline script that sorts the trial table; a
 // Content-Security-Policy forbids loading anything else). Sections, each an
 // element with its id:
-//   settings            the job's request, search and timing
 //   answer              the best strategy and its figures
+//   settings            the job's request, search and timing
 //   throughput-memory   tokens/s against peak memory per trial, the Pareto
 //                       front and the device-memory line
 //   best-over-time      the best tokens/s found by each moment of the job
