@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
+#include "client/export_command.h"
 #include "common/duration.h"
 #include "proto/convert.h"
 
@@ -246,6 +247,8 @@ int main(int argc, char** argv) {
   CLI::App* workers = app.add_subcommand("workers", "list worker daemons and their devices");
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a job");
   cancel->add_option("job_id", job_id, "job id")->required();
+  autoaccel::ExportFlags export_flags;
+  CLI::App* export_cmd = autoaccel::AddExportCommand(app, &export_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -329,5 +332,6 @@ int main(int argc, char** argv) {
   }
   if (*workers) return autoaccel::WorkersCommand(c);
   if (*cancel) return autoaccel::CancelCommand(c, job_id);
+  if (*export_cmd) return autoaccel::ExportCommand(c, export_flags);
   return 1;
 }
