@@ -54,8 +54,8 @@ FormatOutput ExportAccelerate(const FormatContext& c, FidelityBuilder& rows) {
   cfg["use_cpu"] = false;
 
   rows.Exact(&Strategy::data_parallel);
-  rows.Exact(&Strategy::micro_batch_size, "the batch size of your DataLoader");
-  rows.Exact(&Strategy::grad_accum_steps, "gradient_accumulation_steps");
+  rows.NotExpressible(&Strategy::micro_batch_size,
+                      "not in accelerate's config: the batch_size of your DataLoader");
   NoPipelineRows(s, rows, FidelityStatus::kRejected,
                  "accelerate has no pipeline parallelism for training (prepare_pippy is "
                  "inference only)");
@@ -146,7 +146,15 @@ FormatOutput ExportAccelerate(const FormatContext& c, FidelityBuilder& rows) {
     if (s.offload == Offload::kNone) rows.Exact(&Strategy::offload);
   }
   cfg["mixed_precision"] = mixed;
-  cfg["gradient_accumulation_steps"] = s.grad_accum_steps;
+  // accelerate's config file has no accumulation key outside DeepSpeed's.
+  if (deepspeed) {
+    rows.Exact(&Strategy::grad_accum_steps, "ds_config.json gradient_accumulation_steps");
+  } else {
+    rows.NotExpressible(&Strategy::grad_accum_steps,
+                        absl::StrCat("not in accelerate's config: Accelerator("
+                                     "gradient_accumulation_steps=",
+                                     s.grad_accum_steps, ") in your script"));
+  }
 
   if (s.checkpointing == Checkpointing::kNone) {
     rows.Exact(&Strategy::checkpointing);

@@ -1,8 +1,6 @@
 // The export formats (export/): every format gives one fidelity row per
 // strategy dimension for every strategy, refuses what its framework refuses
 // without writing a file, and writes what each framework reads.
-#include "export/exporter.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +9,7 @@
 
 #include "absl/strings/str_split.h"
 #include "export/export_json.h"
+#include "export/exporter.h"
 #include "export/format_registry.h"
 #include "nlohmann/json.hpp"
 #include "search/atorch_strategy.h"
@@ -38,8 +37,8 @@ ExportInput Input(const Strategy& s, const std::string& format) {
   return in;
 }
 
-ExportResult Run(const std::string& text, const std::string& format,
-                 std::optional<ModelSpec> model = std::nullopt) {
+ExportResult ExportOf(const std::string& text, const std::string& format,
+                      std::optional<ModelSpec> model = std::nullopt) {
   ExportInput in = Input(S(text), format);
   in.model = model;
   absl::StatusOr<ExportResult> r = Export(in);
@@ -89,13 +88,14 @@ std::vector<Strategy> ManyStrategies() {
                            "dp=2,tp=2,pp=1,sharding=fsdp,",
                            "dp=1,tp=1,pp=2,sharding=none,pp_schedule=1f1b,",
                            "dp=2,tp=2,pp=2,sharding=zero1,sp=1,pp_schedule=interleaved,vpp=2,"};
-  const char* rest[] = {"precision=fp32,checkpoint=none,attention=math,optimizer=adamw,offload=none",
-                        "precision=bf16,checkpoint=full,attention=sdpa,optimizer=fused_adamw,"
-                        "offload=none",
-                        "precision=fp16,checkpoint=selective,ckpt_pct=50,attention=sdpa,"
-                        "optimizer=adamw,offload=cpu",
-                        "precision=pure_bf16,checkpoint=full,ckpt_pct=25,attention=math,"
-                        "optimizer=fused_adamw,offload=cpu"};
+  const char* rest[] = {
+      "precision=fp32,checkpoint=none,attention=math,optimizer=adamw,offload=none",
+      "precision=bf16,checkpoint=full,attention=sdpa,optimizer=fused_adamw,"
+      "offload=none",
+      "precision=fp16,checkpoint=selective,ckpt_pct=50,attention=sdpa,"
+      "optimizer=adamw,offload=cpu",
+      "precision=pure_bf16,checkpoint=full,ckpt_pct=25,attention=math,"
+      "optimizer=fused_adamw,offload=cpu"};
   std::vector<Strategy> out;
   for (const char* l : layouts) {
     for (const char* r : rest) out.push_back(S(std::string(l) + "mbs=2,ga=4," + r));
@@ -153,18 +153,20 @@ TEST(ExportTest, ARejectedCombinationWritesNoFileAndNoCommand) {
 }
 
 TEST(ExportTest, ValueIsTheCanonicalTextsSpelling) {
-  ExportResult r = Run("dp=2,tp=1,pp=1,sharding=zero1,mbs=4,ga=2,precision=bf16,checkpoint=none,"
-                       "attention=sdpa,optimizer=fused_adamw,offload=none",
-                       "deepspeed");
+  ExportResult r = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=zero1,mbs=4,ga=2,precision=bf16,checkpoint=none,"
+      "attention=sdpa,optimizer=fused_adamw,offload=none",
+      "deepspeed");
   EXPECT_EQ(Row(r, "sharding").value, "zero1");
   EXPECT_EQ(Row(r, "micro_batch_size").value, "4");
   EXPECT_EQ(Row(r, "sequence_parallel").value, "0");
 }
 
 TEST(ExportTest, DeepSpeedConfigCarriesBatchZeroPrecisionAndAutoTp) {
-  ExportResult r = Run("dp=2,tp=2,pp=1,sharding=zero1,mbs=4,ga=2,precision=bf16,checkpoint=none,"
-                       "attention=sdpa,optimizer=fused_adamw,offload=none",
-                       "deepspeed");
+  ExportResult r = ExportOf(
+      "dp=2,tp=2,pp=1,sharding=zero1,mbs=4,ga=2,precision=bf16,checkpoint=none,"
+      "attention=sdpa,optimizer=fused_adamw,offload=none",
+      "deepspeed");
   nlohmann::json ds = nlohmann::json::parse(File(r, "ds_config.json"));
   EXPECT_EQ(ds["train_batch_size"], 16);
   EXPECT_EQ(ds["train_micro_batch_size_per_gpu"], 4);
@@ -178,9 +180,10 @@ TEST(ExportTest, DeepSpeedConfigCarriesBatchZeroPrecisionAndAutoTp) {
 }
 
 TEST(ExportTest, DeepSpeedFp16UsesOurDynamicLossScalerSettings) {
-  ExportResult r = Run("dp=2,tp=1,pp=1,sharding=zero2,mbs=1,ga=1,precision=fp16,checkpoint=none,"
-                       "attention=sdpa,optimizer=adamw,offload=cpu",
-                       "deepspeed");
+  ExportResult r = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=zero2,mbs=1,ga=1,precision=fp16,checkpoint=none,"
+      "attention=sdpa,optimizer=adamw,offload=cpu",
+      "deepspeed");
   nlohmann::json ds = nlohmann::json::parse(File(r, "ds_config.json"));
   EXPECT_EQ(ds["fp16"]["loss_scale"], 0);  // dynamic
   EXPECT_EQ(ds["fp16"]["initial_scale_power"], 16);
@@ -191,26 +194,29 @@ TEST(ExportTest, DeepSpeedFp16UsesOurDynamicLossScalerSettings) {
 }
 
 TEST(ExportTest, DeepSpeedPipelineAndCheckpointingNeedCode) {
-  ExportResult r = Run("dp=1,tp=1,pp=2,sharding=none,pp_schedule=1f1b,mbs=1,ga=4,precision=fp32,"
-                       "checkpoint=full,attention=math,optimizer=adamw,offload=none",
-                       "deepspeed");
+  ExportResult r = ExportOf(
+      "dp=1,tp=1,pp=2,sharding=none,pp_schedule=1f1b,mbs=1,ga=4,precision=fp32,"
+      "checkpoint=full,attention=math,optimizer=adamw,offload=none",
+      "deepspeed");
   EXPECT_EQ(Row(r, "pipeline_parallel").status, FidelityStatus::kNotExpressible);
   EXPECT_THAT(Row(r, "pipeline_parallel").note, HasSubstr("PipelineModule"));
   EXPECT_EQ(Row(r, "checkpointing").status, FidelityStatus::kNotExpressible);
 }
 
 TEST(ExportTest, DeepSpeedRefusesOffloadWithoutZeroOverSeveralRanks) {
-  ExportResult r = Run("dp=2,tp=1,pp=1,sharding=none,mbs=1,ga=1,precision=fp32,checkpoint=none,"
-                       "attention=math,optimizer=adamw,offload=cpu",
-                       "deepspeed");
+  ExportResult r = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=none,mbs=1,ga=1,precision=fp32,checkpoint=none,"
+      "attention=math,optimizer=adamw,offload=cpu",
+      "deepspeed");
   EXPECT_TRUE(r.rejected());
   EXPECT_EQ(Row(r, "offload").status, FidelityStatus::kRejected);
 }
 
 TEST(ExportTest, HfTrainerFlags) {
-  ExportResult r = Run("dp=4,tp=1,pp=1,sharding=none,mbs=4,ga=2,precision=bf16,checkpoint=selective,"
-                       "attention=sdpa,optimizer=fused_adamw,offload=none",
-                       "hf-trainer");
+  ExportResult r = ExportOf(
+      "dp=4,tp=1,pp=1,sharding=none,mbs=4,ga=2,precision=bf16,checkpoint=selective,"
+      "attention=sdpa,optimizer=fused_adamw,offload=none",
+      "hf-trainer");
   const std::string args = File(r, "training_args.txt");
   EXPECT_THAT(args, HasSubstr("--per_device_train_batch_size=4\n"));
   EXPECT_THAT(args, HasSubstr("--gradient_accumulation_steps=2\n"));
@@ -226,18 +232,20 @@ TEST(ExportTest, HfTrainerFlags) {
 }
 
 TEST(ExportTest, HfTrainerFsdpAndDeepSpeedRoutes) {
-  ExportResult fsdp = Run("dp=8,tp=1,pp=1,sharding=fsdp,mbs=1,ga=1,precision=bf16,checkpoint=full,"
-                          "attention=math,optimizer=adamw,offload=none",
-                          "hf-trainer");
+  ExportResult fsdp = ExportOf(
+      "dp=8,tp=1,pp=1,sharding=fsdp,mbs=1,ga=1,precision=bf16,checkpoint=full,"
+      "attention=math,optimizer=adamw,offload=none",
+      "hf-trainer");
   EXPECT_THAT(File(fsdp, "training_args.txt"), HasSubstr("--fsdp\n--fsdp_config=fsdp_config.json"));
   nlohmann::json fc = nlohmann::json::parse(File(fsdp, "fsdp_config.json"));
   EXPECT_EQ(fc["version"], 2);
   EXPECT_EQ(fc["activation_checkpointing"], true);
   EXPECT_EQ(nlohmann::json::parse(File(fsdp, "from_pretrained_kwargs.json"))["attn_implementation"],
             "eager");
-  ExportResult zero = Run("dp=2,tp=1,pp=1,sharding=zero2,mbs=1,ga=1,precision=pure_bf16,"
-                          "checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
-                          "hf-trainer");
+  ExportResult zero = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=zero2,mbs=1,ga=1,precision=pure_bf16,"
+      "checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
+      "hf-trainer");
   EXPECT_THAT(File(zero, "training_args.txt"), HasSubstr("--deepspeed=ds_config.json"));
   EXPECT_THAT(File(zero, "training_args.txt"), HasSubstr("--bf16"));  // matches ds bf16
   EXPECT_EQ(nlohmann::json::parse(File(zero, "ds_config.json"))["zero_optimization"]["stage"], 2);
@@ -245,9 +253,10 @@ TEST(ExportTest, HfTrainerFsdpAndDeepSpeedRoutes) {
 
 TEST(ExportTest, HfTrainerAndAccelerateRejectTensorParallelismWithReplicatedData) {
   for (const char* format : {"hf-trainer", "accelerate"}) {
-    ExportResult r = Run("dp=2,tp=2,pp=1,sharding=none,mbs=1,ga=1,precision=bf16,checkpoint=none,"
-                         "attention=sdpa,optimizer=adamw,offload=none",
-                         format);
+    ExportResult r = ExportOf(
+        "dp=2,tp=2,pp=1,sharding=none,mbs=1,ga=1,precision=bf16,checkpoint=none,"
+        "attention=sdpa,optimizer=adamw,offload=none",
+        format);
     EXPECT_TRUE(r.rejected()) << format;
     EXPECT_EQ(Row(r, "tensor_parallel").status, FidelityStatus::kRejected);
     EXPECT_THAT(Row(r, "tensor_parallel").note, HasSubstr("replicated"));
@@ -255,9 +264,10 @@ TEST(ExportTest, HfTrainerAndAccelerateRejectTensorParallelismWithReplicatedData
 }
 
 TEST(ExportTest, AccelerateYamlWithFsdpAndTensorParallelism) {
-  ExportResult r = Run("dp=2,tp=2,pp=1,sharding=fsdp,mbs=1,ga=4,precision=bf16,checkpoint=full,"
-                       "attention=sdpa,optimizer=adamw,offload=none",
-                       "accelerate");
+  ExportResult r = ExportOf(
+      "dp=2,tp=2,pp=1,sharding=fsdp,mbs=1,ga=4,precision=bf16,checkpoint=full,"
+      "attention=sdpa,optimizer=adamw,offload=none",
+      "accelerate");
   const std::string yaml = File(r, "accelerate_config.yaml");
   EXPECT_THAT(yaml, HasSubstr("distributed_type: \"FSDP\"\n"));
   EXPECT_THAT(yaml, HasSubstr("num_processes: 4\n"));
@@ -265,13 +275,17 @@ TEST(ExportTest, AccelerateYamlWithFsdpAndTensorParallelism) {
   EXPECT_THAT(yaml, HasSubstr("  parallelism_config_tp_size: 2\n"));
   EXPECT_THAT(yaml, HasSubstr("  parallelism_config_dp_shard_size: 2\n"));
   EXPECT_THAT(yaml, HasSubstr("  fsdp_activation_checkpointing: true\n"));
+  // accelerate 1.x's config file has no accumulation key outside DeepSpeed's.
+  EXPECT_THAT(yaml, Not(HasSubstr("gradient_accumulation_steps")));
+  EXPECT_EQ(Row(r, "grad_accum_steps").status, FidelityStatus::kNotExpressible);
 }
 
 TEST(ExportTest, MegatronFlags) {
-  ExportResult r = Run("dp=2,tp=2,pp=2,sharding=zero1,sp=1,pp_schedule=interleaved,vpp=2,mbs=1,"
-                       "ga=8,precision=pure_bf16,checkpoint=selective,attention=sdpa,"
-                       "optimizer=adamw,offload=none",
-                       "megatron", Model(16));
+  ExportResult r = ExportOf(
+      "dp=2,tp=2,pp=2,sharding=zero1,sp=1,pp_schedule=interleaved,vpp=2,mbs=1,"
+      "ga=8,precision=pure_bf16,checkpoint=selective,attention=sdpa,"
+      "optimizer=adamw,offload=none",
+      "megatron", Model(16));
   const std::string args = File(r, "megatron_args.txt");
   for (const char* flag :
        {"--tensor-model-parallel-size 2\n", "--pipeline-model-parallel-size 2\n",
@@ -287,37 +301,42 @@ TEST(ExportTest, MegatronFlags) {
 }
 
 TEST(ExportTest, MegatronRecomputesTheFirstLayersOfACheckpointPercent) {
-  ExportResult r = Run("mbs=1,ga=1,precision=bf16,checkpoint=full,ckpt_pct=50,attention=math,"
-                       "optimizer=fused_adamw,offload=none",
-                       "megatron", Model(12));
+  ExportResult r = ExportOf(
+      "mbs=1,ga=1,precision=bf16,checkpoint=full,ckpt_pct=50,attention=math,"
+      "optimizer=fused_adamw,offload=none",
+      "megatron", Model(12));
   EXPECT_THAT(File(r, "megatron_args.txt"),
               HasSubstr("--recompute-granularity full\n--recompute-method block\n"
                         "--recompute-num-layers 6\n"));
   EXPECT_EQ(Row(r, "checkpoint_percent").status, FidelityStatus::kExact);
   EXPECT_EQ(Row(r, "attention").status, FidelityStatus::kExact);  // unfused
   // Without the model the layer count is unknown.
-  ExportResult blind = Run("mbs=1,ga=1,precision=bf16,checkpoint=full,ckpt_pct=50,attention=math,"
-                           "optimizer=fused_adamw,offload=none",
-                           "megatron");
+  ExportResult blind = ExportOf(
+      "mbs=1,ga=1,precision=bf16,checkpoint=full,ckpt_pct=50,attention=math,"
+      "optimizer=fused_adamw,offload=none",
+      "megatron");
   EXPECT_EQ(Row(blind, "checkpoint_percent").status, FidelityStatus::kApproximated);
 }
 
 TEST(ExportTest, TorchtitanHasNoZeroOneNorFp16) {
-  ExportResult zero1 = Run("dp=2,tp=1,pp=1,sharding=zero1,mbs=1,ga=1,precision=bf16,"
-                           "checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
-                           "torchtitan");
+  ExportResult zero1 = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=zero1,mbs=1,ga=1,precision=bf16,"
+      "checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
+      "torchtitan");
   EXPECT_TRUE(zero1.rejected());
   EXPECT_THAT(Row(zero1, "sharding").note, HasSubstr("no ZeRO-1"));
-  ExportResult fp16 = Run("mbs=1,ga=1,precision=fp16,checkpoint=none,attention=sdpa,"
-                          "optimizer=adamw,offload=none",
-                          "torchtitan");
+  ExportResult fp16 = ExportOf(
+      "mbs=1,ga=1,precision=fp16,checkpoint=none,attention=sdpa,"
+      "optimizer=adamw,offload=none",
+      "torchtitan");
   EXPECT_TRUE(fp16.rejected());
 }
 
 TEST(ExportTest, TorchtitanConfigFunction) {
-  ExportResult r = Run("dp=4,tp=2,pp=1,sharding=fsdp,sp=1,mbs=2,ga=2,precision=bf16,"
-                       "checkpoint=full,attention=sdpa,optimizer=fused_adamw,offload=none",
-                       "torchtitan");
+  ExportResult r = ExportOf(
+      "dp=4,tp=2,pp=1,sharding=fsdp,sp=1,mbs=2,ga=2,precision=bf16,"
+      "checkpoint=full,attention=sdpa,optimizer=fused_adamw,offload=none",
+      "torchtitan");
   const std::string py = File(r, "autoaccel_torchtitan.py");
   EXPECT_THAT(py, HasSubstr("torchtitan 0.3.0"));
   EXPECT_THAT(py, HasSubstr("def autoaccel_config():"));
@@ -331,9 +350,10 @@ TEST(ExportTest, TorchtitanConfigFunction) {
 }
 
 TEST(ExportTest, LightningStrategyArguments) {
-  ExportResult r = Run("dp=8,tp=1,pp=1,sharding=zero2,mbs=2,ga=2,precision=fp16,"
-                       "checkpoint=none,attention=sdpa,optimizer=adamw,offload=cpu",
-                       "lightning");
+  ExportResult r = ExportOf(
+      "dp=8,tp=1,pp=1,sharding=zero2,mbs=2,ga=2,precision=fp16,"
+      "checkpoint=none,attention=sdpa,optimizer=adamw,offload=cpu",
+      "lightning");
   nlohmann::json j = nlohmann::json::parse(File(r, "lightning.json"));
   EXPECT_EQ(j["trainer"]["strategy"]["class_path"],
             "lightning.pytorch.strategies.DeepSpeedStrategy");
@@ -389,8 +409,9 @@ TEST(ExportTest, TorchrunWrapsAFormatsEntryPoint) {
 }
 
 TEST(ExportTest, BadInputIsRefusedNamingTheFlag) {
-  const Strategy s = S("dp=2,tp=1,pp=1,sharding=none,mbs=2,ga=2,precision=bf16,checkpoint=none,"
-                       "attention=sdpa,optimizer=adamw,offload=none");
+  const Strategy s =
+      S("dp=2,tp=1,pp=1,sharding=none,mbs=2,ga=2,precision=bf16,checkpoint=none,"
+        "attention=sdpa,optimizer=adamw,offload=none");
   ExportInput in = Input(s, "nope");
   absl::StatusOr<ExportResult> r = Export(in);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
@@ -409,9 +430,10 @@ TEST(ExportTest, BadInputIsRefusedNamingTheFlag) {
 }
 
 TEST(ExportTest, JsonDocumentHasTheDocumentedKeys) {
-  ExportResult r = Run("mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,"
-                       "optimizer=adamw,offload=none",
-                       "deepspeed");
+  ExportResult r = ExportOf(
+      "mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,"
+      "optimizer=adamw,offload=none",
+      "deepspeed");
   nlohmann::ordered_json j = ExportResultToJson(r);
   EXPECT_EQ(j["format"], "deepspeed");
   EXPECT_TRUE(j["files"].contains("ds_config.json"));

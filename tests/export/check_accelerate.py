@@ -17,7 +17,6 @@ def check(strategy, doc, out):
     keys = dict(kv.split("=") for kv in strategy.split(","))
     dp, tp, pp = (int(keys.get(k, 1)) for k in ("dp", "tp", "pp"))
     assert config.num_processes == dp * tp * pp, config.num_processes
-    assert config.gradient_accumulation_steps == int(keys["ga"])
     kind = str(config.distributed_type)
     if config.parallelism_config:
         pc = {k.replace("parallelism_config_", ""): v for k, v in config.parallelism_config.items()}
