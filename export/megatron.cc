@@ -180,6 +180,16 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
       flag("--num-query-groups", m.n_kv_head);
     }
     if (m.head_dim > 0) flag("--kv-channels", m.head_dim);
+    // The Llama-style decoders: gated MLP, RMSNorm, rotary positions.
+    if (m.family != "gpt2" && m.family != "bert") {
+      if (m.hidden_act == "silu") a.push_back("--swiglu");
+      flag("--normalization", "RMSNorm");
+      flag("--norm-epsilon", m.layer_norm_epsilon);
+      flag("--position-embedding-type", "rope");
+      flag("--rotary-base", m.rope_theta);
+      if (!m.attention_bias && !m.mlp_bias) a.push_back("--disable-bias-linear");
+      if (!m.tie_word_embeddings) a.push_back("--untie-embeddings-and-output-weights");
+    }
   }
   out.files.emplace_back("megatron_args.txt", absl::StrCat(absl::StrJoin(a, "\n"), "\n"));
   out.entry = "pretrain_gpt.py $(cat megatron_args.txt)";

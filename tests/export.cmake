@@ -21,3 +21,10 @@ if(TARGET autoaccel)
       ENVIRONMENT "HF_HUB_OFFLINE=1;TRANSFORMERS_OFFLINE=1;OMP_NUM_THREADS=2;DS_ACCELERATOR=cpu")
   endforeach()
 endif()
+
+# The CLI command: --job through an in-process server, --strategy without one.
+if(TARGET autoaccel_client_lib)
+  add_executable(export_command_test ${CMAKE_CURRENT_LIST_DIR}/export_command_test.cc)
+  target_link_libraries(export_command_test PRIVATE autoaccel_client_lib GTest::gmock_main)
+  gtest_discover_tests(export_command_test TEST_PREFIX "export.")
+endif()
