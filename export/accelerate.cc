@@ -174,9 +174,7 @@ FormatOutput ExportAccelerate(const FormatContext& c, FidelityBuilder& rows) {
                         "layers) in your script");
     rows.NotExpressible(&Strategy::checkpoint_percent, "decided in your script");
   }
-  rows.NotExpressible(&Strategy::attention,
-                      absl::StrCat("load the model with attn_implementation=\"",
-                                   s.attention == Attention::kSdpa ? "sdpa" : "eager", "\""));
+  AttentionAtLoadRow(s, rows, "accelerate");
 
   std::string yaml = "# accelerate launch --config_file accelerate_config.yaml train.py\n";
   AppendYaml(cfg, 0, &yaml);

@@ -169,11 +169,7 @@ FormatOutput ExportDeepSpeed(const FormatContext& c, FidelityBuilder& rows) {
     rows.NotExpressible(&Strategy::checkpoint_percent,
                         "which layers recompute is decided in the model's code");
   }
-  rows.NotExpressible(&Strategy::attention, s.attention == Attention::kSdpa
-                                                ? "not a DeepSpeed setting: load the model with "
-                                                  "attn_implementation=\"sdpa\""
-                                                : "not a DeepSpeed setting: load the model with "
-                                                  "attn_implementation=\"eager\"");
+  AttentionAtLoadRow(s, rows, "DeepSpeed");
   return out;
 }
 

@@ -38,6 +38,13 @@ void AllLayersCheckpointRow(const Strategy& s, FidelityBuilder& rows, const std:
   }
 }
 
+void AttentionAtLoadRow(const Strategy& s, FidelityBuilder& rows, absl::string_view framework) {
+  rows.NotExpressible(
+      &Strategy::attention,
+      absl::StrCat("not a ", framework, " setting: load the model with attn_implementation=\"",
+                   s.attention == Attention::kSdpa ? "sdpa" : "eager", "\""));
+}
+
 std::string JsonFile(const nlohmann::ordered_json& j) { return j.dump(2) + "\n"; }
 
 }  // namespace autoaccel

@@ -65,6 +65,10 @@ void NoPipelineRows(const Strategy& s, FidelityBuilder& rows, FidelityStatus sta
 // exact (always 100 there).
 void AllLayersCheckpointRow(const Strategy& s, FidelityBuilder& rows, const std::string& how);
 
+// attention when the framework leaves it to loading the model: not
+// expressible, with the attn_implementation to pass to from_pretrained.
+void AttentionAtLoadRow(const Strategy& s, FidelityBuilder& rows, absl::string_view framework);
+
 // A JSON document as a file's content (2-space indent, final newline).
 std::string JsonFile(const nlohmann::ordered_json& j);
 

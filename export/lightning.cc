@@ -154,9 +154,7 @@ FormatOutput ExportLightning(const FormatContext& c, FidelityBuilder& rows) {
                         "{YourBlock}) in code (whole layers)");
     rows.NotExpressible(&Strategy::checkpoint_percent, "decided in your code");
   }
-  rows.NotExpressible(&Strategy::attention,
-                      absl::StrCat("load the model with attn_implementation=\"",
-                                   s.attention == Attention::kSdpa ? "sdpa" : "eager", "\""));
+  AttentionAtLoadRow(s, rows, "Lightning");
   rows.NotExpressible(&Strategy::optimizer,
                       s.optimizer == Optimizer::kFusedAdamW
                           ? "configure_optimizers: torch.optim.AdamW(params, fused=True)"

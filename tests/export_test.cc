@@ -14,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "search/atorch_strategy.h"
 #include "search/strategy_fields.h"
+#include "tests/model_test_util.h"
 
 namespace autoaccel {
 namespace {
@@ -64,15 +65,8 @@ const FidelityRow& Row(const ExportResult& r, const std::string& dimension) {
 }
 
 ModelSpec Model(int layers) {
-  ModelSpec m;
-  m.family = "llama";
+  ModelSpec m = testing::TinyModelSpec("llama");
   m.n_layer = layers;
-  m.n_embd = 512;
-  m.n_head = 8;
-  m.n_kv_head = 8;
-  m.n_inner = 1376;
-  m.n_positions = 2048;
-  m.vocab_size = 32000;
   return m;
 }
 
