@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
 #include "client/report_command.h"
+#include "client/export_command.h"
 #include "common/duration.h"
 #include "proto/convert.h"
 
@@ -252,6 +253,8 @@ int main(int argc, char** argv) {
   report->add_option("job_id", job_id, "job id")->required();
   std::string report_html;
   report->add_option("--html", report_html, "the HTML file to write (replaced)")->required();
+  autoaccel::ExportFlags export_flags;
+  CLI::App* export_cmd = autoaccel::AddExportCommand(app, &export_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -336,5 +339,6 @@ int main(int argc, char** argv) {
   if (*workers) return autoaccel::WorkersCommand(c);
   if (*cancel) return autoaccel::CancelCommand(c, job_id);
   if (*report) return autoaccel::ReportCommand(c, job_id, report_html);
+  if (*export_cmd) return autoaccel::ExportCommand(c, export_flags);
   return 1;
 }

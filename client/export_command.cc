@@ -1,0 +1,233 @@
+#include "client/export_command.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "client/render.h"
+#include "common/status_macros.h"
+#include "export/export_json.h"
+#include "export/exporter.h"
+#include "export/format_registry.h"
+#include "proto/convert.h"
+#include "search/config_override.h"
+#include "search/model_spec.h"
+
+namespace autoaccel {
+namespace {
+
+// One line on stderr (and, with --json, the error document); returns `code`.
+int Fail(const ClientContext& c, const std::string& what, int code) {
+  if (c.json) WriteJson(*c.out, ErrorJson(what, code));
+  *c.err << "autoaccel: " << what << "\n";
+  return code;
+}
+
+// The model of a request's spec (config with its overrides); nullopt for a
+// TorchScript model, whose architecture the export cannot see.
+absl::StatusOr<std::optional<ModelSpec>> ModelOf(const v1::ModelSpec& m) {
+  if (m.family() == "torchscript" || m.config_json().empty()) return std::nullopt;
+  nlohmann::json config = nlohmann::json::parse(m.config_json(), nullptr, false);
+  if (config.is_discarded()) return absl::InvalidArgumentError("model_config: not JSON");
+  std::vector<ConfigOverride> overrides;
+  for (const auto* list : {&m.overrides(), &m.new_overrides()}) {
+    for (const std::string& text : *list) {
+      ASSIGN_OR_RETURN(ConfigOverride o, ParseConfigOverride(text, list == &m.new_overrides()));
+      overrides.push_back(std::move(o));
+    }
+  }
+  RETURN_IF_ERROR(ApplyConfigOverrides(overrides, &config));
+  ASSIGN_OR_RETURN(ModelSpec spec, ModelSpecFromJson(m.family(), config));
+  return spec;
+}
+
+void PrintFidelity(std::ostream& out, const ExportResult& r) {
+  size_t dim = 9, value = 5, status = 6;
+  for (const FidelityRow& row : r.fidelity) {
+    dim = std::max(dim, row.dimension.size());
+    value = std::max(value, row.value.size());
+    status = std::max(status, FidelityStatusName(row.status).size());
+  }
+  auto pad = [](absl::string_view s, size_t n) {
+    return absl::StrCat(s, std::string(n + 2 - std::min(n, s.size()), ' '));
+  };
+  out << "fidelity (" << r.format << "):\n"
+      << "  " << pad("dimension", dim) << pad("value", value) << pad("status", status) << "note\n";
+  for (const FidelityRow& row : r.fidelity) {
+    out << "  " << pad(row.dimension, dim) << pad(row.value, value)
+        << pad(FidelityStatusName(row.status), status) << row.note << "\n";
+  }
+}
+
+// Writes the files under `dir` (created), refusing to replace any file.
+absl::Status WriteFiles(const std::string& dir, const ExportResult& r, std::ostream& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--out: cannot create ", dir, ": ", ec.message()));
+  for (const auto& [name, content] : r.files) {
+    if (fs::exists(fs::path(dir) / name)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("--out: ", (fs::path(dir) / name).string(),
+                       " exists; remove it or choose another directory (export never replaces "
+                       "a file)"));
+    }
+  }
+  for (const auto& [name, content] : r.files) {
+    const fs::path path = fs::path(dir) / name;
+    std::ofstream f(path, std::ios::binary);
+    f << content;
+    if (!f.good()) return absl::InternalError(absl::StrCat("--out: cannot write ", path.string()));
+    out << "wrote " << path.string() << "\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+CLI::App* AddExportCommand(CLI::App& app, ExportFlags* f) {
+  CLI::App* cmd = app.add_subcommand(
+      "export",
+      "write a strategy (a job's best, or --strategy) as a training framework's configuration, "
+      "with a fidelity report (docs/CLI.md, \"export\")");
+  auto* job =
+      cmd->add_option("--job", f->job_id, "export this job's best strategy (asks the server)");
+  auto* strategy = cmd->add_option(
+      "--strategy", f->strategy,
+      "a strategy's canonical text, e.g. dp=2,tp=2,pp=1,sharding=zero1,mbs=4,ga=2,... (no "
+      "server)");
+  job->excludes(strategy);
+  cmd->add_option("--world-size", f->world_size, "with --strategy: ranks (dp*tp*pp)");
+  cmd->add_option("--global-batch-size", f->global_batch_size,
+                  "with --strategy: samples per optimizer step (mbs*ga*dp)");
+  cmd->add_option("--seq-len", f->seq_len, "with --strategy: sequence length");
+  cmd->add_option("--model", f->model_family,
+                  "with --strategy, optional: the model family, for model flags (Megatron) and "
+                  "layer counts");
+  cmd->add_option("--model-config", f->model_config, "with --model: its config.json");
+  cmd->add_option("--override", f->overrides, "with --model: KEY=VALUE edit of the config");
+  cmd->add_option("--devices-per-node", f->devices_per_node,
+                  "GPUs per node of the cluster (default: min(world size, 8))");
+  std::string formats;
+  for (const ExportFormat& format : ExportFormats()) {
+    absl::StrAppend(&formats, "\n  ", format.name, ": ", format.description);
+  }
+  cmd->add_option("--format", f->format, absl::StrCat("the framework:", formats))->required();
+  cmd->add_option("--out", f->out_dir,
+                  "write the files into this directory (created; an existing file is never "
+                  "replaced) instead of printing them");
+  return cmd;
+}
+
+int ExportCommand(const ClientContext& c, const ExportFlags& f) {
+  ExportInput in;
+  in.format = f.format;
+  in.devices_per_node = f.devices_per_node;
+  if (!f.job_id.empty()) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(c.rpc_timeout));
+    v1::GetJobRequest req;
+    req.set_job_id(f.job_id);
+    v1::Job job;
+    grpc::Status s = c.stub->GetJob(&ctx, req, &job);
+    if (!s.ok()) {
+      return Fail(c,
+                  s.error_code() == grpc::StatusCode::NOT_FOUND
+                      ? absl::StrCat("not found: ", s.error_message())
+                      : absl::StrCat("cannot get job ", f.job_id, " from ", c.server, ": ",
+                                     s.error_message()),
+                  1);
+    }
+    if (!job.has_best() || !job.best().has_strategy()) {
+      const std::string what =
+          absl::StrCat("job ", f.job_id, " (", job.state(), ") has no best strategy to export yet");
+      if (c.json) WriteJson(*c.out, NoStrategyJson(what));
+      *c.err << "autoaccel: " << what << "\n";
+      return kExitNothingRecorded;
+    }
+    absl::StatusOr<Strategy> best = FromProto(job.best().strategy());
+    if (!best.ok()) return Fail(c, std::string(best.status().message()), 1);
+    in.strategy = *best;
+    const v1::TuneRequest& r = job.request();
+    in.world_size = r.world_size() > 0 ? r.world_size() : 1;
+    in.global_batch_size = r.global_batch_size();
+    in.seq_len = r.seq_len();
+    absl::StatusOr<std::optional<ModelSpec>> model = ModelOf(r.model());
+    if (model.ok()) in.model = *model;  // else: export without the model's flags
+  } else if (!f.strategy.empty()) {
+    absl::StatusOr<Strategy> s = ParseStrategyText(f.strategy);
+    if (!s.ok())
+      return Fail(c, absl::StrCat("--strategy: ", s.status().message()), kExitExportBadInput);
+    in.strategy = *s;
+    if (f.world_size < 1 || f.global_batch_size < 1 || f.seq_len < 1) {
+      return Fail(c,
+                  "--strategy needs --world-size W, --global-batch-size B and --seq-len N "
+                  "(positive)",
+                  kExitExportBadInput);
+    }
+    in.world_size = f.world_size;
+    in.global_batch_size = f.global_batch_size;
+    in.seq_len = f.seq_len;
+    if (!f.model_family.empty()) {
+      if (f.model_config.empty()) {
+        return Fail(c, absl::StrCat("--model ", f.model_family, " needs --model-config FILE"),
+                    kExitExportBadInput);
+      }
+      std::ifstream file(f.model_config, std::ios::binary);
+      std::stringstream text;
+      text << file.rdbuf();
+      if (!file)
+        return Fail(c, "--model-config: cannot read " + f.model_config, kExitExportBadInput);
+      v1::ModelSpec m;
+      m.set_family(f.model_family);
+      m.set_config_json(text.str());
+      for (const std::string& o : f.overrides) m.add_overrides(o);
+      absl::StatusOr<std::optional<ModelSpec>> model = ModelOf(m);
+      if (!model.ok()) return Fail(c, std::string(model.status().message()), kExitExportBadInput);
+      in.model = *model;
+    }
+  } else {
+    return Fail(c, "export needs --job JOB_ID or --strategy TEXT", kExitExportBadInput);
+  }
+
+  absl::StatusOr<ExportResult> r = Export(in);
+  if (!r.ok()) {
+    return Fail(c, std::string(r.status().message()),
+                r.status().code() == absl::StatusCode::kInvalidArgument ? kExitExportBadInput : 1);
+  }
+  std::ostream& human = c.json ? *c.err : *c.out;
+  if (r->rejected()) {
+    if (c.json) *c.out << ExportResultToJson(*r).dump(2) << "\n";
+    PrintFidelity(human, *r);
+    *c.err << "autoaccel: " << f.format
+           << " rejects this strategy (rows marked rejected); nothing written\n";
+    return kExitExportBadInput;
+  }
+  if (!f.out_dir.empty()) {
+    if (absl::Status s = WriteFiles(f.out_dir, *r, human); !s.ok()) {
+      return Fail(c, std::string(s.message()), kExitExportBadInput);
+    }
+  } else if (!c.json) {
+    for (const auto& [name, content] : r->files) {
+      *c.out << "==> " << name << " <==\n" << content;
+      if (!content.empty() && content.back() != '\n') *c.out << "\n";
+      *c.out << "\n";
+    }
+  }
+  if (c.json) {
+    *c.out << ExportResultToJson(*r).dump(2) << "\n";
+  }
+  human << "command: " << r->command << "\n";
+  PrintFidelity(human, *r);
+  return 0;
+}
+
+}  // namespace autoaccel

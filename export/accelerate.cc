@@ -1,0 +1,188 @@
+// The accelerate format: a config file for `accelerate launch
+// --config_file accelerate_config.yaml` (accelerate 1.x keys).
+#include "absl/strings/str_cat.h"
+#include "export/formats.h"
+
+namespace autoaccel {
+namespace {
+
+using OJson = nlohmann::ordered_json;
+
+// YAML of a flat or one-level-nested map of scalars (what accelerate's
+// config holds); strings are JSON-quoted, which YAML reads as strings.
+void AppendYaml(const OJson& j, int indent, std::string* out) {
+  for (const auto& [key, value] : j.items()) {
+    absl::StrAppend(out, std::string(indent, ' '), key, ":");
+    if (value.is_object()) {
+      absl::StrAppend(out, "\n");
+      AppendYaml(value, indent + 2, out);
+    } else {
+      absl::StrAppend(out, " ", value.dump(), "\n");
+    }
+  }
+}
+
+}  // namespace
+
+FormatOutput ExportAccelerate(const FormatContext& c, FidelityBuilder& rows) {
+  const Strategy& s = c.s;
+  FormatOutput out;
+  OJson cfg;
+  cfg["compute_environment"] = "LOCAL_MACHINE";
+  const bool deepspeed = s.sharding == Sharding::kZero1 || s.sharding == Sharding::kZero2 ||
+                         (s.sharding == Sharding::kNone && s.offload == Offload::kCpu);
+  const bool fsdp = s.sharding == Sharding::kFsdp;
+  std::string distributed_type = "MULTI_GPU";
+  if (deepspeed) {
+    distributed_type = "DEEPSPEED";
+  } else if (fsdp) {
+    distributed_type = "FSDP";
+  } else if (c.in.world_size == 1) {
+    distributed_type = "NO";
+  }
+  cfg["distributed_type"] = distributed_type;
+  cfg["num_machines"] = c.nnodes;
+  cfg["num_processes"] = c.in.world_size;
+  cfg["machine_rank"] = 0;
+  if (c.nnodes > 1) {
+    cfg["main_process_ip"] = "MASTER_ADDR";  // replace with node 0's address
+    cfg["main_process_port"] = 29500;
+  }
+  cfg["rdzv_backend"] = "static";
+  cfg["same_network"] = true;
+  cfg["main_training_function"] = "main";
+  cfg["use_cpu"] = false;
+
+  rows.Exact(&Strategy::data_parallel);
+  rows.NotExpressible(&Strategy::micro_batch_size,
+                      "not in accelerate's config: the batch_size of your DataLoader");
+  NoPipelineRows(s, rows, FidelityStatus::kRejected,
+                 "accelerate has no pipeline parallelism for training (prepare_pippy is "
+                 "inference only)");
+  if (s.tensor_parallel == 1) {
+    rows.Exact(&Strategy::tensor_parallel);
+  } else if (s.data_parallel > 1 && !fsdp) {
+    rows.Rejected(&Strategy::tensor_parallel,
+                  "accelerate refuses tensor parallelism with plain replicated data "
+                  "parallelism (ParallelismConfig: dp_replicate_size > 1 with dp_shard_size 1); "
+                  "use sharding fsdp (FSDP2 + TP)");
+  } else if (deepspeed) {
+    rows.Rejected(&Strategy::tensor_parallel,
+                  "accelerate's parallelism_config tensor parallelism composes with FSDP2, not "
+                  "with a DeepSpeed ZeRO optimizer; use sharding fsdp");
+  } else {
+    cfg["parallelism_config"] = {{"parallelism_config_dp_replicate_size", 1},
+                                 {"parallelism_config_dp_shard_size", s.data_parallel},
+                                 {"parallelism_config_tp_size", s.tensor_parallel},
+                                 {"parallelism_config_cp_size", 1}};
+    rows.Approximated(&Strategy::tensor_parallel,
+                      absl::StrCat("parallelism_config_tp_size ", s.tensor_parallel,
+                                   ": the model's own tp_plan (load it with tp_plan=\"auto\"), "
+                                   "which shards the layers its authors listed"));
+  }
+  if (s.sequence_parallel) {
+    rows.NotExpressible(&Strategy::sequence_parallel,
+                        "accelerate's sp_size is DeepSpeed Ulysses, not Megatron's sequence "
+                        "parallelism; use a tp_plan with sequence-parallel styles in code");
+  } else {
+    rows.Exact(&Strategy::sequence_parallel);
+  }
+
+  std::string mixed = "no";
+  if (deepspeed) {
+    OJson ds = DeepSpeedConfigJson(c, rows);  // sharding, precision, optimizer, offload
+    out.files.emplace_back("ds_config.json", JsonFile(ds));
+    // With a config file, precision and batch sizes are DeepSpeed's; the
+    // optimizer is ds_config.json's (create accelerate.utils.DummyOptim).
+    cfg["deepspeed_config"] = {{"deepspeed_config_file", "ds_config.json"},
+                               {"zero3_init_flag", false}};
+    if (ds.contains("bf16")) mixed = "bf16";
+    if (ds.contains("fp16")) mixed = "fp16";
+  } else {
+    switch (s.precision) {
+      case Precision::kFp32:
+        rows.Exact(&Strategy::precision);
+        break;
+      case Precision::kBf16:
+        mixed = "bf16";
+        rows.Exact(&Strategy::precision, "mixed_precision bf16: fp32 weights, bf16 autocast");
+        break;
+      case Precision::kFp16:
+        mixed = "fp16";
+        rows.Exact(&Strategy::precision,
+                   "mixed_precision fp16: autocast with torch.amp.GradScaler's defaults, the "
+                   "same dynamic loss scaler as ours");
+        break;
+      case Precision::kPureBf16:
+        mixed = "bf16";
+        rows.Approximated(&Strategy::precision,
+                          "mixed_precision bf16 over a model you load in bf16: no fp32 master "
+                          "copy in the optimizer");
+        break;
+    }
+    rows.NotExpressible(&Strategy::optimizer,
+                        s.optimizer == Optimizer::kFusedAdamW
+                            ? "created in your script: torch.optim.AdamW(params, fused=True)"
+                            : "created in your script: torch.optim.AdamW(params, foreach=False)");
+    if (fsdp) {
+      OJson f;
+      f["fsdp_version"] = 2;
+      f["fsdp_reshard_after_forward"] = true;
+      f["fsdp_auto_wrap_policy"] = "TRANSFORMER_BASED_WRAP";
+      f["fsdp_state_dict_type"] = "SHARDED_STATE_DICT";
+      f["fsdp_offload_params"] = s.offload == Offload::kCpu;
+      f["fsdp_activation_checkpointing"] = s.checkpointing != Checkpointing::kNone;
+      f["fsdp_cpu_ram_efficient_loading"] = true;
+      cfg["fsdp_config"] = f;
+      rows.Exact(&Strategy::sharding, "FSDP2, fsdp_reshard_after_forward true");
+      if (s.offload == Offload::kCpu) {
+        rows.Approximated(&Strategy::offload,
+                          "fsdp_offload_params moves parameters and gradients to the host too, "
+                          "not only the optimizer state");
+      }
+    } else {
+      rows.Exact(&Strategy::sharding, distributed_type == "NO" ? "one process" : "DDP");
+    }
+    if (s.offload == Offload::kNone) rows.Exact(&Strategy::offload);
+  }
+  cfg["mixed_precision"] = mixed;
+  // accelerate's config file has no accumulation key outside DeepSpeed's.
+  if (deepspeed) {
+    rows.Exact(&Strategy::grad_accum_steps, "ds_config.json gradient_accumulation_steps");
+  } else {
+    rows.NotExpressible(&Strategy::grad_accum_steps,
+                        absl::StrCat("not in accelerate's config: Accelerator("
+                                     "gradient_accumulation_steps=",
+                                     s.grad_accum_steps, ") in your script"));
+  }
+
+  if (s.checkpointing == Checkpointing::kNone) {
+    rows.Exact(&Strategy::checkpointing);
+    rows.Exact(&Strategy::checkpoint_percent);
+  } else if (fsdp) {
+    if (s.checkpointing == Checkpointing::kFull) {
+      rows.Exact(&Strategy::checkpointing, "fsdp_activation_checkpointing: whole layers");
+    } else {
+      rows.Approximated(&Strategy::checkpointing,
+                        "fsdp_activation_checkpointing recomputes whole layers, not only the "
+                        "attention core");
+    }
+    AllLayersCheckpointRow(s, rows, "fsdp_activation_checkpointing");
+  } else {
+    rows.NotExpressible(&Strategy::checkpointing,
+                        "no key outside FSDP: call model.gradient_checkpointing_enable() (whole "
+                        "layers) in your script");
+    rows.NotExpressible(&Strategy::checkpoint_percent, "decided in your script");
+  }
+  AttentionAtLoadRow(s, rows, "accelerate");
+
+  std::string yaml = "# accelerate launch --config_file accelerate_config.yaml train.py\n";
+  AppendYaml(cfg, 0, &yaml);
+  out.files.insert(out.files.begin(), {"accelerate_config.yaml", yaml});
+  out.entry = "train.py";
+  out.command = absl::StrCat("accelerate launch --config_file accelerate_config.yaml",
+                             c.nnodes > 1 ? " --machine_rank=$NODE_RANK" : "", " train.py");
+  return out;
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,50 @@
+// The pieces several formats share (formats.h).
+#include "absl/strings/str_cat.h"
+#include "export/formats.h"
+
+namespace autoaccel {
+
+std::string TorchrunCommand(const FormatContext& c, const std::string& entry) {
+  std::string cmd =
+      absl::StrCat("torchrun --nnodes=", c.nnodes, " --nproc-per-node=", c.nproc_per_node);
+  if (c.nnodes > 1) {
+    // One command per node: NODE_RANK 0..nnodes-1, MASTER_ADDR the host of node 0.
+    absl::StrAppend(&cmd, " --node-rank=$NODE_RANK --master-addr=$MASTER_ADDR --master-port=29500");
+  }
+  absl::StrAppend(&cmd, " ", entry);
+  return cmd;
+}
+
+void NoPipelineRows(const Strategy& s, FidelityBuilder& rows, FidelityStatus status,
+                    const std::string& note) {
+  if (s.pipeline_parallel == 1) {
+    rows.Exact(&Strategy::pipeline_parallel);
+    rows.Exact(&Strategy::pipeline_schedule, "no pipeline");
+    rows.Exact(&Strategy::virtual_stages, "no pipeline");
+    return;
+  }
+  rows.Set(&Strategy::pipeline_parallel, status, note);
+  rows.Set(&Strategy::pipeline_schedule, status, "no pipeline parallelism (see pipeline_parallel)");
+  rows.Set(&Strategy::virtual_stages, status, "no pipeline parallelism (see pipeline_parallel)");
+}
+
+void AllLayersCheckpointRow(const Strategy& s, FidelityBuilder& rows, const std::string& how) {
+  if (s.checkpointing == Checkpointing::kNone || s.checkpoint_percent == 100) {
+    rows.Exact(&Strategy::checkpoint_percent);
+  } else {
+    rows.Approximated(&Strategy::checkpoint_percent,
+                      absl::StrCat(how, " applies to every layer, not the first ",
+                                   s.checkpoint_percent, "%: more recompute, less memory"));
+  }
+}
+
+void AttentionAtLoadRow(const Strategy& s, FidelityBuilder& rows, absl::string_view framework) {
+  rows.NotExpressible(
+      &Strategy::attention,
+      absl::StrCat("not a ", framework, " setting: load the model with attn_implementation=\"",
+                   s.attention == Attention::kSdpa ? "sdpa" : "eager", "\""));
+}
+
+std::string JsonFile(const nlohmann::ordered_json& j) { return j.dump(2) + "\n"; }
+
+}  // namespace autoaccel

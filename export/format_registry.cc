@@ -1,0 +1,45 @@
+#include "export/format_registry.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace autoaccel {
+namespace {
+
+constexpr ExportFormat kExportFormats[] = {
+    {"deepspeed", "DeepSpeed ds_config.json (ZeRO stage, offload, precision, AutoTP size)",
+     &ExportDeepSpeed},
+    {"hf-trainer",
+     "Hugging Face TrainingArguments flags, plus from_pretrained kwargs (attn_implementation)",
+     &ExportHfTrainer},
+    {"accelerate", "accelerate config YAML (FSDP, DeepSpeed or DDP; parallelism_config for TP)",
+     &ExportAccelerate},
+    {"megatron", "Megatron-LM training flags", &ExportMegatron},
+    {"torchtitan", "torchtitan 0.3.0 config function (Python), run with --module/--config",
+     &ExportTorchtitan},
+    {"lightning", "Lightning Trainer and strategy arguments as JSON", &ExportLightning},
+    {"atorch", "ATorch auto_accelerate load_strategy list (what --load-strategy reads)",
+     &ExportAtorch},
+    {"torchrun", "the torchrun launch command for the layout; torchrun:F launches format F",
+     &ExportTorchrun},
+};
+
+}  // namespace
+
+absl::Span<const ExportFormat> ExportFormats() { return kExportFormats; }
+
+const ExportFormat* FindExportFormat(absl::string_view name) {
+  for (const ExportFormat& f : kExportFormats) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+std::string ExportFormatList() {
+  return absl::StrCat(
+      absl::StrJoin(kExportFormats, ", ",
+                    [](std::string* out, const ExportFormat& f) { absl::StrAppend(out, f.name); }),
+      ", torchrun:F");
+}
+
+}  // namespace autoaccel

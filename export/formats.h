@@ -1,0 +1,77 @@
+// What each format's file provides to Export(): the format functions of the
+// table in format_registry.cc, and the pieces several formats share.
+// Internal to export/.
+#ifndef AUTOACCEL_EXPORT_FORMATS_H_
+#define AUTOACCEL_EXPORT_FORMATS_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "export/exporter.h"
+#include "export/fidelity.h"
+#include "nlohmann/json.hpp"
+
+namespace autoaccel {
+
+// The input, checked (Export's rules hold), and the layout it launches on.
+struct FormatContext {
+  const ExportInput& in;
+  const Strategy& s;
+  int nnodes = 1;
+  int nproc_per_node = 1;
+};
+
+struct FormatOutput {
+  std::vector<std::pair<std::string, std::string>> files;
+  // What a launcher runs on each rank (script and arguments), e.g.
+  // "train.py --deepspeed_config ds_config.json"; torchrun:F wraps it.
+  std::string entry;
+  // The framework's own launch command for the layout.
+  std::string command;
+};
+
+// A format: fills `rows` with one row per dimension (a kRejected row when
+// the framework refuses the combination; the files are then dropped).
+using FormatFunction = FormatOutput (*)(const FormatContext& c, FidelityBuilder& rows);
+
+FormatOutput ExportDeepSpeed(const FormatContext& c, FidelityBuilder& rows);
+FormatOutput ExportHfTrainer(const FormatContext& c, FidelityBuilder& rows);
+FormatOutput ExportAccelerate(const FormatContext& c, FidelityBuilder& rows);
+FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows);
+FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows);
+FormatOutput ExportLightning(const FormatContext& c, FidelityBuilder& rows);
+FormatOutput ExportAtorch(const FormatContext& c, FidelityBuilder& rows);
+FormatOutput ExportTorchrun(const FormatContext& c, FidelityBuilder& rows);
+
+// DeepSpeed's ds_config.json for the strategy, shared by the deepspeed,
+// hf-trainer, accelerate and lightning formats, and the rows of what it
+// decides: sharding (ZeRO stage), precision, optimizer and offload. The
+// caller fills the other rows.
+nlohmann::ordered_json DeepSpeedConfigJson(const FormatContext& c, FidelityBuilder& rows);
+
+// "torchrun --nnodes=N --nproc-per-node=G [rendezvous flags] ENTRY".
+std::string TorchrunCommand(const FormatContext& c, const std::string& entry);
+
+// The rows every format writes the same way when it has no pipeline
+// parallelism: pipeline_parallel 1 exact, pp > 1 `status` with `note`;
+// pipeline_schedule and virtual_stages exact at pp 1 (nothing to
+// schedule), else as pipeline_parallel.
+void NoPipelineRows(const Strategy& s, FidelityBuilder& rows, FidelityStatus status,
+                    const std::string& note);
+
+// checkpoint_percent when the framework checkpoints whole models only: 100
+// exact, else approximated (every layer) or, with checkpointing none,
+// exact (always 100 there).
+void AllLayersCheckpointRow(const Strategy& s, FidelityBuilder& rows, const std::string& how);
+
+// attention when the framework leaves it to loading the model: not
+// expressible, with the attn_implementation to pass to from_pretrained.
+void AttentionAtLoadRow(const Strategy& s, FidelityBuilder& rows, absl::string_view framework);
+
+// A JSON document as a file's content (2-space indent, final newline).
+std::string JsonFile(const nlohmann::ordered_json& j);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_EXPORT_FORMATS_H_

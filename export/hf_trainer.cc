@@ -1,0 +1,171 @@
+// The hf-trainer format: Hugging Face TrainingArguments as command-line
+// flags (transformers 5: --activation_checkpointing, --fsdp with an
+// fsdp_config.json, or --deepspeed ds_config.json), and the keyword
+// arguments to pass to from_pretrained.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "export/formats.h"
+
+namespace autoaccel {
+namespace {
+
+using OJson = nlohmann::ordered_json;
+
+}  // namespace
+
+FormatOutput ExportHfTrainer(const FormatContext& c, FidelityBuilder& rows) {
+  const Strategy& s = c.s;
+  FormatOutput out;
+  // One argument per line, none with a space, so `$(cat training_args.txt)` keeps them whole.
+  std::vector<std::string> args = {
+      absl::StrCat("--per_device_train_batch_size=", s.micro_batch_size),
+      absl::StrCat("--gradient_accumulation_steps=", s.grad_accum_steps)};
+  OJson model_kwargs;
+  model_kwargs["attn_implementation"] = s.attention == Attention::kSdpa ? "sdpa" : "eager";
+
+  const bool deepspeed = s.sharding == Sharding::kZero1 || s.sharding == Sharding::kZero2 ||
+                         (s.sharding == Sharding::kNone && s.offload == Offload::kCpu);
+  const bool fsdp = s.sharding == Sharding::kFsdp;
+
+  rows.Exact(&Strategy::data_parallel);
+  if (s.tensor_parallel == 1) {
+    rows.Exact(&Strategy::tensor_parallel);
+  } else if (s.sharding == Sharding::kNone && s.data_parallel > 1) {
+    rows.Rejected(&Strategy::tensor_parallel,
+                  "accelerate (under the Trainer) refuses tensor parallelism with plain "
+                  "replicated data parallelism (dp_replicate > 1, dp_shard 1); use sharding fsdp");
+  } else if (deepspeed) {
+    rows.Rejected(&Strategy::tensor_parallel,
+                  "the Trainer checks DeepSpeed's train_batch_size against every rank as "
+                  "data-parallel, so DeepSpeed AutoTP cannot go through it; use the deepspeed "
+                  "format with your own loop, or sharding fsdp");
+  } else {
+    rows.NotExpressible(&Strategy::tensor_parallel,
+                        absl::StrCat("no flag: in code, load the model with tp_plan=\"auto\" and "
+                                     "pass TrainingArguments(parallelism_config="
+                                     "ParallelismConfig(tp_size=",
+                                     s.tensor_parallel, ", dp_shard_size=", s.data_parallel, "))"));
+  }
+  NoPipelineRows(s, rows, FidelityStatus::kRejected, "the Trainer has no pipeline parallelism");
+  if (s.sequence_parallel) {
+    rows.NotExpressible(&Strategy::sequence_parallel,
+                        "no flag: a tp_plan with sequence-parallel styles in code");
+  } else {
+    rows.Exact(&Strategy::sequence_parallel);
+  }
+  rows.Exact(&Strategy::micro_batch_size, "--per_device_train_batch_size");
+  rows.Exact(&Strategy::grad_accum_steps, "--gradient_accumulation_steps");
+
+  OJson fsdp_config;
+  if (deepspeed) {
+    OJson ds = DeepSpeedConfigJson(c, rows);  // rows: sharding, precision, optimizer, offload
+    // The Trainer matches these against its own flags.
+    if (ds.contains("bf16")) args.push_back("--bf16");
+    if (ds.contains("fp16")) args.push_back("--fp16");
+    args.push_back("--deepspeed=ds_config.json");
+    out.files.emplace_back("ds_config.json", JsonFile(ds));
+  } else {
+    if (fsdp) {
+      fsdp_config["version"] = 2;
+      fsdp_config["reshard_after_forward"] = true;
+      args.push_back("--fsdp");
+      args.push_back("--fsdp_config=fsdp_config.json");
+      rows.Exact(&Strategy::sharding,
+                 "--fsdp with fsdp_config version 2 (FSDP2), reshard_after_forward true");
+    } else {
+      rows.Exact(&Strategy::sharding, "DistributedDataParallel");
+    }
+    switch (s.precision) {
+      case Precision::kFp32:
+        rows.Exact(&Strategy::precision);
+        break;
+      case Precision::kBf16:
+        args.push_back("--bf16");
+        rows.Exact(&Strategy::precision, "--bf16: fp32 weights, bf16 autocast");
+        break;
+      case Precision::kFp16:
+        args.push_back("--fp16");
+        rows.Exact(&Strategy::precision,
+                   "--fp16: fp16 autocast with torch.amp.GradScaler's defaults, the same "
+                   "dynamic loss scaler as ours");
+        break;
+      case Precision::kPureBf16:
+        args.push_back("--bf16");
+        model_kwargs["dtype"] = "bfloat16";
+        rows.Approximated(&Strategy::precision,
+                          "from_pretrained(dtype=torch.bfloat16) and --bf16: bf16 weights, but "
+                          "the optimizer updates them directly, with no fp32 master copy");
+        break;
+    }
+    if (s.optimizer == Optimizer::kFusedAdamW) {
+      args.push_back("--optim=adamw_torch_fused");
+      rows.Exact(&Strategy::optimizer, "--optim adamw_torch_fused");
+    } else {
+      args.push_back("--optim=adamw_torch");
+      rows.Approximated(&Strategy::optimizer,
+                        "--optim adamw_torch: torch.optim.AdamW's default (foreach, "
+                        "multi-tensor on CUDA), not one parameter at a time");
+    }
+    if (s.offload == Offload::kNone) {
+      rows.Exact(&Strategy::offload);
+    } else {  // fsdp (sharding none with offload went to DeepSpeed)
+      fsdp_config["cpu_offload"] = true;
+      rows.Approximated(&Strategy::offload,
+                        "fsdp_config cpu_offload moves parameters and gradients to the host "
+                        "too, not only the optimizer state");
+    }
+  }
+
+  // Activation checkpointing: FSDP's own under --fsdp (the Trainer's flag would
+  // gather twice), else --activation_checkpointing.
+  if (s.checkpointing == Checkpointing::kNone) {
+    rows.Exact(&Strategy::checkpointing);
+    rows.Exact(&Strategy::checkpoint_percent);
+  } else {
+    const std::string where =
+        fsdp ? "fsdp_config activation_checkpointing" : "--activation_checkpointing";
+    if (fsdp) {
+      fsdp_config["activation_checkpointing"] = true;
+    } else {
+      args.push_back("--activation_checkpointing");
+    }
+    if (s.checkpointing == Checkpointing::kFull) {
+      rows.Exact(&Strategy::checkpointing, absl::StrCat(where, ": whole decoder layers"));
+    } else {
+      rows.Approximated(&Strategy::checkpointing,
+                        absl::StrCat(where,
+                                     " recomputes whole decoder layers; there is no "
+                                     "selective (attention core only) setting"));
+    }
+    if (s.checkpoint_percent == 100) {
+      rows.Exact(&Strategy::checkpoint_percent);
+    } else if (fsdp) {
+      AllLayersCheckpointRow(s, rows, where);
+    } else {
+      const int every = std::max(1, static_cast<int>(std::lround(100.0 / s.checkpoint_percent)));
+      args.push_back(
+          absl::StrCat("--activation_checkpointing_kwargs={\"every_n_layers\":", every, "}"));
+      rows.Approximated(
+          &Strategy::checkpoint_percent,
+          absl::StrCat("every_n_layers ", every, ": one layer in ", every, " (about ", 100 / every,
+                       "% of them, spread over the model) rather than "
+                       "the first ",
+                       s.checkpoint_percent, "%"));
+    }
+  }
+  rows.Exact(&Strategy::attention,
+             absl::StrCat("from_pretrained(attn_implementation=\"",
+                          model_kwargs["attn_implementation"].get<std::string>(), "\")"));
+
+  if (fsdp) out.files.emplace_back("fsdp_config.json", JsonFile(fsdp_config));
+  out.files.insert(out.files.begin(),
+                   {"training_args.txt", absl::StrCat(absl::StrJoin(args, "\n"), "\n")});
+  out.files.emplace_back("from_pretrained_kwargs.json", JsonFile(model_kwargs));
+  out.entry = "train.py $(cat training_args.txt)";
+  out.command = TorchrunCommand(c, out.entry);
+  return out;
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,200 @@
+// The megatron format: Megatron-LM's training flags (pretrain_gpt.py),
+// one per line in megatron_args.txt.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "export/formats.h"
+
+namespace autoaccel {
+
+FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
+  const Strategy& s = c.s;
+  FormatOutput out;
+  std::vector<std::string> a;
+  auto flag = [&a](absl::string_view name, auto value) {
+    a.push_back(absl::StrCat(name, " ", value));
+  };
+  flag("--tensor-model-parallel-size", s.tensor_parallel);
+  flag("--pipeline-model-parallel-size", s.pipeline_parallel);
+  rows.Exact(&Strategy::data_parallel, "world size / (tensor * pipeline)");
+  rows.Exact(&Strategy::tensor_parallel, "--tensor-model-parallel-size");
+  rows.Exact(&Strategy::pipeline_parallel, "--pipeline-model-parallel-size");
+  if (s.pipeline_parallel == 1) {
+    rows.Exact(&Strategy::pipeline_schedule, "no pipeline");
+    rows.Exact(&Strategy::virtual_stages, "no pipeline");
+  } else if (s.pipeline_schedule == PipelineSchedule::k1F1B) {
+    rows.Exact(&Strategy::pipeline_schedule, "Megatron's 1F1B");
+    rows.Exact(&Strategy::virtual_stages);
+  } else {
+    flag("--num-virtual-stages-per-pipeline-rank", s.virtual_stages);
+    rows.Exact(&Strategy::pipeline_schedule, "interleaved 1F1B");
+    rows.Exact(&Strategy::virtual_stages, "--num-virtual-stages-per-pipeline-rank");
+  }
+  if (s.sequence_parallel) {
+    a.push_back("--sequence-parallel");
+    rows.Exact(&Strategy::sequence_parallel, "--sequence-parallel");
+  } else {
+    rows.Exact(&Strategy::sequence_parallel);
+  }
+  switch (s.sharding) {
+    case Sharding::kNone:
+      rows.Exact(&Strategy::sharding, "DDP");
+      break;
+    case Sharding::kZero1:
+      a.push_back("--use-distributed-optimizer");
+      rows.Exact(&Strategy::sharding,
+                 "--use-distributed-optimizer: optimizer state and fp32 masters sharded");
+      break;
+    case Sharding::kZero2:
+      a.push_back("--use-distributed-optimizer");
+      rows.Approximated(&Strategy::sharding,
+                        "--use-distributed-optimizer reduce-scatters gradients but keeps the "
+                        "full gradient buffer on every rank (ZeRO-1 memory for gradients)");
+      break;
+    case Sharding::kFsdp:
+      a.push_back("--use-torch-fsdp2");
+      rows.Exact(&Strategy::sharding, "--use-torch-fsdp2: parameters sharded too");
+      break;
+  }
+  flag("--micro-batch-size", s.micro_batch_size);
+  flag("--global-batch-size", c.in.global_batch_size);
+  rows.Exact(&Strategy::micro_batch_size, "--micro-batch-size");
+  rows.Exact(&Strategy::grad_accum_steps,
+             "--global-batch-size / (micro batch * data parallel) micro-batches per step");
+
+  switch (s.precision) {
+    case Precision::kFp32:
+      rows.Exact(&Strategy::precision);
+      break;
+    case Precision::kBf16:
+      a.push_back("--bf16");
+      rows.Approximated(&Strategy::precision,
+                        "--bf16 keeps bf16 weights with fp32 masters in the optimizer (our "
+                        "pure_bf16); Megatron has no fp32-weights-with-autocast mode");
+      break;
+    case Precision::kPureBf16:
+      a.push_back("--bf16");
+      rows.Exact(&Strategy::precision, "--bf16: bf16 weights, fp32 masters in the optimizer");
+      break;
+    case Precision::kFp16:
+      a.push_back("--fp16");
+      // Dynamic scaling (no --loss-scale) with our scaler's settings.
+      flag("--initial-loss-scale", 65536);
+      flag("--loss-scale-window", 2000);
+      flag("--hysteresis", 1);
+      flag("--min-loss-scale", 1);
+      rows.Approximated(&Strategy::precision,
+                        "--fp16 keeps fp16 weights with fp32 masters, where ours autocasts fp32 "
+                        "weights; the dynamic loss scaler matches ours (start 2^16, halve on "
+                        "overflow, double after 2000 clean steps) except its floor of 1");
+      break;
+  }
+
+  // Checkpointing. Megatron's selective recompute is the core attention,
+  // as ours; block recompute of N layers takes the first N of each stage.
+  const int layers = c.in.model ? c.in.model->n_layer : 0;
+  if (s.checkpointing == Checkpointing::kNone) {
+    rows.Exact(&Strategy::checkpointing);
+    rows.Exact(&Strategy::checkpoint_percent);
+  } else if (s.checkpointing == Checkpointing::kSelective) {
+    flag("--recompute-granularity", "selective");
+    rows.Exact(&Strategy::checkpointing,
+               "--recompute-granularity selective: the core attention is recomputed");
+    AllLayersCheckpointRow(s, rows, "selective recompute");
+  } else {
+    flag("--recompute-granularity", "full");
+    if (s.checkpoint_percent == 100) {
+      flag("--recompute-method", "uniform");
+      flag("--recompute-num-layers", 1);
+      rows.Exact(&Strategy::checkpointing, "--recompute-granularity full");
+      rows.Exact(&Strategy::checkpoint_percent, "--recompute-method uniform, every layer");
+    } else if (layers > 0) {
+      const int chunks = s.pipeline_parallel * s.virtual_stages;
+      const int per_chunk = std::max(1, layers / chunks);
+      const int total = (layers * s.checkpoint_percent + 99) / 100;
+      const int n = std::max(1, std::min(per_chunk, (total + chunks - 1) / chunks));
+      flag("--recompute-method", "block");
+      flag("--recompute-num-layers", n);
+      rows.Exact(&Strategy::checkpointing, "--recompute-granularity full");
+      if (chunks == 1) {
+        rows.Exact(&Strategy::checkpoint_percent,
+                   absl::StrCat("--recompute-method block --recompute-num-layers ", n,
+                                ": the first ", n, " of ", layers, " layers"));
+      } else {
+        rows.Approximated(&Strategy::checkpoint_percent,
+                          absl::StrCat("--recompute-num-layers ", n, " recomputes the first ", n,
+                                       " layers of each of the ", chunks,
+                                       " pipeline chunks, not the model's first ", total));
+      }
+    } else {
+      flag("--recompute-method", "uniform");
+      flag("--recompute-num-layers", 1);
+      rows.Exact(&Strategy::checkpointing, "--recompute-granularity full");
+      rows.Approximated(&Strategy::checkpoint_percent,
+                        "every layer: give --model and --model-config so the export knows the "
+                        "number of layers for --recompute-method block --recompute-num-layers");
+    }
+  }
+  if (s.attention == Attention::kSdpa) {
+    flag("--attention-backend", "flash");
+    rows.Approximated(&Strategy::attention,
+                      "--attention-backend flash: Transformer Engine's flash attention, the "
+                      "same fused algorithm as torch SDPA's flash kernel");
+  } else {
+    flag("--attention-backend", "unfused");
+    rows.Exact(&Strategy::attention, "--attention-backend unfused: attention spelled out");
+  }
+  flag("--optimizer", "adam");
+  if (s.optimizer == Optimizer::kFusedAdamW) {
+    rows.Exact(&Strategy::optimizer,
+               "--optimizer adam: AdamW (decoupled weight decay) with a fused multi-tensor "
+               "kernel");
+  } else {
+    rows.Approximated(&Strategy::optimizer,
+                      "Megatron has no unfused AdamW: --optimizer adam runs a fused kernel");
+  }
+  if (s.offload == Offload::kCpu) {
+    a.push_back("--optimizer-cpu-offload");
+    a.push_back("--use-precision-aware-optimizer");
+    if (s.sharding != Sharding::kZero1 && s.sharding != Sharding::kZero2) {
+      a.push_back("--use-distributed-optimizer");
+    }
+    rows.Approximated(&Strategy::offload,
+                      "--optimizer-cpu-offload (with the distributed optimizer): the optimizer "
+                      "steps on the host in Megatron's HybridDeviceOptimizer");
+  } else {
+    rows.Exact(&Strategy::offload);
+  }
+
+  flag("--seq-length", c.in.seq_len);
+  if (c.in.model) {
+    const ModelSpec& m = *c.in.model;
+    flag("--num-layers", m.n_layer);
+    flag("--hidden-size", m.n_embd);
+    flag("--num-attention-heads", m.n_head);
+    flag("--ffn-hidden-size", m.n_inner);
+    flag("--max-position-embeddings", std::max(m.n_positions, c.in.seq_len));
+    if (m.n_kv_head > 0 && m.n_kv_head != m.n_head) {
+      a.push_back("--group-query-attention");
+      flag("--num-query-groups", m.n_kv_head);
+    }
+    if (m.head_dim > 0) flag("--kv-channels", m.head_dim);
+    // The Llama-style decoders: gated MLP, RMSNorm, rotary positions.
+    if (m.family != "gpt2" && m.family != "bert") {
+      if (m.hidden_act == "silu") a.push_back("--swiglu");
+      flag("--normalization", "RMSNorm");
+      flag("--norm-epsilon", m.layer_norm_epsilon);
+      flag("--position-embedding-type", "rope");
+      flag("--rotary-base", m.rope_theta);
+      if (!m.attention_bias && !m.mlp_bias) a.push_back("--disable-bias-linear");
+      if (!m.tie_word_embeddings) a.push_back("--untie-embeddings-and-output-weights");
+    }
+  }
+  out.files.emplace_back("megatron_args.txt", absl::StrCat(absl::StrJoin(a, "\n"), "\n"));
+  out.entry = "pretrain_gpt.py $(cat megatron_args.txt)";
+  out.command = TorchrunCommand(c, out.entry);
+  return out;
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,30 @@
+# The export formats (export/): each format's content, one fidelity row per
+# strategy dimension, rejected combinations written nowhere, the ATorch round
+# trip.
+add_executable(export_test ${CMAKE_CURRENT_LIST_DIR}/export_test.cc)
+target_link_libraries(export_test PRIVATE autoaccel_export GTest::gmock_main)
+gtest_discover_tests(export_test TEST_PREFIX "export.")
+
+# The real frameworks read what the CLI exports (tests/export/check_*.py run
+# `autoaccel export --strategy ... --out DIR --json` for a set of strategies):
+# transformers' HfArgumentParser(TrainingArguments), accelerate's config
+# loader, DeepSpeed's DeepSpeedConfig. scripts/setup installs transformers,
+# accelerate and deepspeed into .venv (AUTOACCEL_PYTHON). Each takes a few
+# seconds to import.
+if(TARGET autoaccel)
+  foreach(framework hf_trainer accelerate deepspeed)
+    add_test(NAME export.${framework}_reads_the_export
+             COMMAND ${AUTOACCEL_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/export/check_${framework}.py
+                     --autoaccel $<TARGET_FILE:autoaccel>)
+    set_tests_properties(export.${framework}_reads_the_export PROPERTIES
+      TIMEOUT 180 LABELS "export;framework"
+      ENVIRONMENT "HF_HUB_OFFLINE=1;TRANSFORMERS_OFFLINE=1;OMP_NUM_THREADS=2;DS_ACCELERATOR=cpu")
+  endforeach()
+endif()
+
+# The CLI command: --job through an in-process server, --strategy without one.
+if(TARGET autoaccel_client_lib)
+  add_executable(export_command_test ${CMAKE_CURRENT_LIST_DIR}/export_command_test.cc)
+  target_link_libraries(export_command_test PRIVATE autoaccel_client_lib GTest::gmock_main)
+  gtest_discover_tests(export_command_test TEST_PREFIX "export.")
+endif()

@@ -1,0 +1,443 @@
+// The export formats (export/): every format gives one fidelity row per
+// strategy dimension for every strategy, refuses what its framework refuses
+// without writing a file, and writes what each framework reads.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "absl/strings/str_split.h"
+#include "export/export_json.h"
+#include "export/exporter.h"
+#include "export/format_registry.h"
+#include "nlohmann/json.hpp"
+#include "search/atorch_strategy.h"
+#include "search/strategy_fields.h"
+#include "tests/model_test_util.h"
+
+namespace autoaccel {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+Strategy S(const std::string& text) {
+  absl::StatusOr<Strategy> s = ParseStrategyText(text);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return *s;
+}
+
+ExportInput Input(const Strategy& s, const std::string& format) {
+  ExportInput in;
+  in.strategy = s;
+  in.world_size = s.world_size();
+  in.global_batch_size = s.micro_batch_size * s.grad_accum_steps * s.data_parallel;
+  in.seq_len = 1024;
+  in.format = format;
+  return in;
+}
+
+ExportResult ExportOf(const std::string& text, const std::string& format,
+                      std::optional<ModelSpec> model = std::nullopt) {
+  ExportInput in = Input(S(text), format);
+  in.model = model;
+  absl::StatusOr<ExportResult> r = Export(in);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : ExportResult{};
+}
+
+std::string File(const ExportResult& r, const std::string& name) {
+  for (const auto& [n, content] : r.files) {
+    if (n == name) return content;
+  }
+  ADD_FAILURE() << r.format << " wrote no " << name;
+  return "";
+}
+
+const FidelityRow& Row(const ExportResult& r, const std::string& dimension) {
+  for (const FidelityRow& row : r.fidelity) {
+    if (row.dimension == dimension) return row;
+  }
+  static const FidelityRow kNone{"?", "?", FidelityStatus::kExact, "missing"};
+  ADD_FAILURE() << r.format << " has no row for " << dimension;
+  return kNone;
+}
+
+ModelSpec Model(int layers) {
+  ModelSpec m = testing::TinyModelSpec("llama");
+  m.n_layer = layers;
+  return m;
+}
+
+// Strategies over every dimension: layouts of 1..8 ranks and each per-rank choice.
+std::vector<Strategy> ManyStrategies() {
+  const char* layouts[] = {"",
+                           "dp=2,tp=1,pp=1,sharding=none,",
+                           "dp=2,tp=1,pp=1,sharding=zero1,",
+                           "dp=2,tp=1,pp=1,sharding=zero2,",
+                           "dp=4,tp=1,pp=1,sharding=fsdp,",
+                           "dp=1,tp=2,pp=1,sharding=none,sp=1,",
+                           "dp=2,tp=2,pp=1,sharding=none,",
+                           "dp=2,tp=2,pp=1,sharding=fsdp,",
+                           "dp=1,tp=1,pp=2,sharding=none,pp_schedule=1f1b,",
+                           "dp=2,tp=2,pp=2,sharding=zero1,sp=1,pp_schedule=interleaved,vpp=2,"};
+  const char* rest[] = {
+      "precision=fp32,checkpoint=none,attention=math,optimizer=adamw,offload=none",
+      "precision=bf16,checkpoint=full,attention=sdpa,optimizer=fused_adamw,"
+      "offload=none",
+      "precision=fp16,checkpoint=selective,ckpt_pct=50,attention=sdpa,"
+      "optimizer=adamw,offload=cpu",
+      "precision=pure_bf16,checkpoint=full,ckpt_pct=25,attention=math,"
+      "optimizer=fused_adamw,offload=cpu"};
+  std::vector<Strategy> out;
+  for (const char* l : layouts) {
+    for (const char* r : rest) out.push_back(S(std::string(l) + "mbs=2,ga=4," + r));
+  }
+  return out;
+}
+
+std::vector<std::string> AllFormatNames() {
+  std::vector<std::string> names;
+  for (const ExportFormat& f : ExportFormats()) names.emplace_back(f.name);
+  names.push_back("torchrun:deepspeed");
+  names.push_back("torchrun:megatron");
+  return names;
+}
+
+TEST(ExportTest, EveryFormatHasOneRowPerStrategyDimensionInTableOrder) {
+  std::vector<std::string> dimensions;
+  ForEachRow(kStrategyFields, [&](const auto& f) { dimensions.emplace_back(f.name); });
+  for (const std::string& format : AllFormatNames()) {
+    for (const Strategy& s : ManyStrategies()) {
+      absl::StatusOr<ExportResult> r = Export(Input(s, format));
+      ASSERT_TRUE(r.ok()) << format << " " << StrategyToText(s) << ": " << r.status();
+      ASSERT_EQ(r->fidelity.size(), dimensions.size()) << format;
+      for (size_t i = 0; i < dimensions.size(); ++i) {
+        EXPECT_EQ(r->fidelity[i].dimension, dimensions[i]) << format;
+        if (r->fidelity[i].status != FidelityStatus::kExact) {
+          EXPECT_FALSE(r->fidelity[i].note.empty())
+              << format << " " << dimensions[i] << " of " << StrategyToText(s)
+              << " is not exact and says nothing about it";
+        }
+      }
+    }
+  }
+}
+
+TEST(ExportTest, ARejectedCombinationWritesNoFileAndNoCommand) {
+  int rejected = 0, written = 0;
+  for (const std::string& format : AllFormatNames()) {
+    for (const Strategy& s : ManyStrategies()) {
+      absl::StatusOr<ExportResult> r = Export(Input(s, format));
+      ASSERT_TRUE(r.ok());
+      if (r->rejected()) {
+        ++rejected;
+        EXPECT_TRUE(r->files.empty()) << format << " " << StrategyToText(s);
+        EXPECT_TRUE(r->command.empty());
+      } else {
+        ++written;
+        EXPECT_FALSE(r->files.empty()) << format << " " << StrategyToText(s);
+        EXPECT_FALSE(r->command.empty());
+      }
+    }
+  }
+  EXPECT_GT(rejected, 0);
+  EXPECT_GT(written, rejected);
+}
+
+TEST(ExportTest, ValueIsTheCanonicalTextsSpelling) {
+  ExportResult r = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=zero1,mbs=4,ga=2,precision=bf16,checkpoint=none,"
+      "attention=sdpa,optimizer=fused_adamw,offload=none",
+      "deepspeed");
+  EXPECT_EQ(Row(r, "sharding").value, "zero1");
+  EXPECT_EQ(Row(r, "micro_batch_size").value, "4");
+  EXPECT_EQ(Row(r, "sequence_parallel").value, "0");
+}
+
+TEST(ExportTest, DeepSpeedConfigCarriesBatchZeroPrecisionAndAutoTp) {
+  ExportResult r = ExportOf(
+      "dp=2,tp=2,pp=1,sharding=zero1,mbs=4,ga=2,precision=bf16,checkpoint=none,"
+      "attention=sdpa,optimizer=fused_adamw,offload=none",
+      "deepspeed");
+  nlohmann::json ds = nlohmann::json::parse(File(r, "ds_config.json"));
+  EXPECT_EQ(ds["train_batch_size"], 16);
+  EXPECT_EQ(ds["train_micro_batch_size_per_gpu"], 4);
+  EXPECT_EQ(ds["gradient_accumulation_steps"], 2);
+  EXPECT_EQ(ds["zero_optimization"]["stage"], 1);
+  EXPECT_EQ(ds["torch_autocast"]["dtype"], "bfloat16");
+  EXPECT_FALSE(ds.contains("bf16"));
+  EXPECT_EQ(ds["tensor_parallel"]["autotp_size"], 2);
+  EXPECT_EQ(ds["optimizer"]["params"]["fused"], true);
+  EXPECT_THAT(r.command, HasSubstr("deepspeed --num_nodes=1 --num_gpus=4"));
+}
+
+TEST(ExportTest, DeepSpeedFp16UsesOurDynamicLossScalerSettings) {
+  ExportResult r = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=zero2,mbs=1,ga=1,precision=fp16,checkpoint=none,"
+      "attention=sdpa,optimizer=adamw,offload=cpu",
+      "deepspeed");
+  nlohmann::json ds = nlohmann::json::parse(File(r, "ds_config.json"));
+  EXPECT_EQ(ds["fp16"]["loss_scale"], 0);  // dynamic
+  EXPECT_EQ(ds["fp16"]["initial_scale_power"], 16);
+  EXPECT_EQ(ds["fp16"]["loss_scale_window"], 2000);
+  EXPECT_EQ(ds["fp16"]["hysteresis"], 1);
+  EXPECT_EQ(ds["zero_optimization"]["offload_optimizer"]["device"], "cpu");
+  EXPECT_EQ(Row(r, "precision").status, FidelityStatus::kApproximated);
+}
+
+TEST(ExportTest, DeepSpeedPipelineAndCheckpointingNeedCode) {
+  ExportResult r = ExportOf(
+      "dp=1,tp=1,pp=2,sharding=none,pp_schedule=1f1b,mbs=1,ga=4,precision=fp32,"
+      "checkpoint=full,attention=math,optimizer=adamw,offload=none",
+      "deepspeed");
+  EXPECT_EQ(Row(r, "pipeline_parallel").status, FidelityStatus::kNotExpressible);
+  EXPECT_THAT(Row(r, "pipeline_parallel").note, HasSubstr("PipelineModule"));
+  EXPECT_EQ(Row(r, "checkpointing").status, FidelityStatus::kNotExpressible);
+}
+
+TEST(ExportTest, DeepSpeedRefusesOffloadWithoutZeroOverSeveralRanks) {
+  ExportResult r = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=none,mbs=1,ga=1,precision=fp32,checkpoint=none,"
+      "attention=math,optimizer=adamw,offload=cpu",
+      "deepspeed");
+  EXPECT_TRUE(r.rejected());
+  EXPECT_EQ(Row(r, "offload").status, FidelityStatus::kRejected);
+}
+
+TEST(ExportTest, HfTrainerFlags) {
+  ExportResult r = ExportOf(
+      "dp=4,tp=1,pp=1,sharding=none,mbs=4,ga=2,precision=bf16,checkpoint=selective,"
+      "attention=sdpa,optimizer=fused_adamw,offload=none",
+      "hf-trainer");
+  const std::string args = File(r, "training_args.txt");
+  EXPECT_THAT(args, HasSubstr("--per_device_train_batch_size=4\n"));
+  EXPECT_THAT(args, HasSubstr("--gradient_accumulation_steps=2\n"));
+  EXPECT_THAT(args, HasSubstr("--bf16\n"));
+  EXPECT_THAT(args, HasSubstr("--optim=adamw_torch_fused\n"));
+  EXPECT_THAT(args, HasSubstr("--activation_checkpointing\n"));
+  EXPECT_THAT(args, Not(HasSubstr(" ")));  // $(cat training_args.txt) keeps each whole
+  // HF recomputes whole layers: selective is only approximated.
+  EXPECT_EQ(Row(r, "checkpointing").status, FidelityStatus::kApproximated);
+  EXPECT_EQ(nlohmann::json::parse(File(r, "from_pretrained_kwargs.json"))["attn_implementation"],
+            "sdpa");
+  EXPECT_THAT(r.command, HasSubstr("torchrun --nnodes=1 --nproc-per-node=4 train.py"));
+}
+
+TEST(ExportTest, HfTrainerFsdpAndDeepSpeedRoutes) {
+  ExportResult fsdp = ExportOf(
+      "dp=8,tp=1,pp=1,sharding=fsdp,mbs=1,ga=1,precision=bf16,checkpoint=full,"
+      "attention=math,optimizer=adamw,offload=none",
+      "hf-trainer");
+  EXPECT_THAT(File(fsdp, "training_args.txt"), HasSubstr("--fsdp\n--fsdp_config=fsdp_config.json"));
+  nlohmann::json fc = nlohmann::json::parse(File(fsdp, "fsdp_config.json"));
+  EXPECT_EQ(fc["version"], 2);
+  EXPECT_EQ(fc["activation_checkpointing"], true);
+  EXPECT_EQ(nlohmann::json::parse(File(fsdp, "from_pretrained_kwargs.json"))["attn_implementation"],
+            "eager");
+  ExportResult zero = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=zero2,mbs=1,ga=1,precision=pure_bf16,"
+      "checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
+      "hf-trainer");
+  EXPECT_THAT(File(zero, "training_args.txt"), HasSubstr("--deepspeed=ds_config.json"));
+  EXPECT_THAT(File(zero, "training_args.txt"), HasSubstr("--bf16"));  // matches ds bf16
+  EXPECT_EQ(nlohmann::json::parse(File(zero, "ds_config.json"))["zero_optimization"]["stage"], 2);
+}
+
+TEST(ExportTest, HfTrainerAndAccelerateRejectTensorParallelismWithReplicatedData) {
+  for (const char* format : {"hf-trainer", "accelerate"}) {
+    ExportResult r = ExportOf(
+        "dp=2,tp=2,pp=1,sharding=none,mbs=1,ga=1,precision=bf16,checkpoint=none,"
+        "attention=sdpa,optimizer=adamw,offload=none",
+        format);
+    EXPECT_TRUE(r.rejected()) << format;
+    EXPECT_EQ(Row(r, "tensor_parallel").status, FidelityStatus::kRejected);
+    EXPECT_THAT(Row(r, "tensor_parallel").note, HasSubstr("replicated"));
+  }
+}
+
+TEST(ExportTest, AccelerateYamlWithFsdpAndTensorParallelism) {
+  ExportResult r = ExportOf(
+      "dp=2,tp=2,pp=1,sharding=fsdp,mbs=1,ga=4,precision=bf16,checkpoint=full,"
+      "attention=sdpa,optimizer=adamw,offload=none",
+      "accelerate");
+  const std::string yaml = File(r, "accelerate_config.yaml");
+  EXPECT_THAT(yaml, HasSubstr("distributed_type: \"FSDP\"\n"));
+  EXPECT_THAT(yaml, HasSubstr("num_processes: 4\n"));
+  EXPECT_THAT(yaml, HasSubstr("mixed_precision: \"bf16\"\n"));
+  EXPECT_THAT(yaml, HasSubstr("  parallelism_config_tp_size: 2\n"));
+  EXPECT_THAT(yaml, HasSubstr("  parallelism_config_dp_shard_size: 2\n"));
+  EXPECT_THAT(yaml, HasSubstr("  fsdp_activation_checkpointing: true\n"));
+  // accelerate 1.x's config file has no accumulation key outside DeepSpeed's.
+  EXPECT_THAT(yaml, Not(HasSubstr("gradient_accumulation_steps")));
+  EXPECT_EQ(Row(r, "grad_accum_steps").status, FidelityStatus::kNotExpressible);
+}
+
+TEST(ExportTest, MegatronFlags) {
+  ExportResult r = ExportOf(
+      "dp=2,tp=2,pp=2,sharding=zero1,sp=1,pp_schedule=interleaved,vpp=2,mbs=1,"
+      "ga=8,precision=pure_bf16,checkpoint=selective,attention=sdpa,"
+      "optimizer=adamw,offload=none",
+      "megatron", Model(16));
+  const std::string args = File(r, "megatron_args.txt");
+  for (const char* flag :
+       {"--tensor-model-parallel-size 2\n", "--pipeline-model-parallel-size 2\n",
+        "--num-virtual-stages-per-pipeline-rank 2\n", "--sequence-parallel\n",
+        "--use-distributed-optimizer\n", "--micro-batch-size 1\n", "--global-batch-size 16\n",
+        "--bf16\n", "--recompute-granularity selective\n", "--attention-backend flash\n",
+        "--num-layers 16\n", "--seq-length 1024\n"}) {
+    EXPECT_THAT(args, HasSubstr(flag));
+  }
+  // Megatron has no unfused AdamW.
+  EXPECT_EQ(Row(r, "optimizer").status, FidelityStatus::kApproximated);
+  EXPECT_EQ(Row(r, "precision").status, FidelityStatus::kExact);
+}
+
+TEST(ExportTest, MegatronRecomputesTheFirstLayersOfACheckpointPercent) {
+  ExportResult r = ExportOf(
+      "mbs=1,ga=1,precision=bf16,checkpoint=full,ckpt_pct=50,attention=math,"
+      "optimizer=fused_adamw,offload=none",
+      "megatron", Model(12));
+  EXPECT_THAT(File(r, "megatron_args.txt"),
+              HasSubstr("--recompute-granularity full\n--recompute-method block\n"
+                        "--recompute-num-layers 6\n"));
+  EXPECT_EQ(Row(r, "checkpoint_percent").status, FidelityStatus::kExact);
+  EXPECT_EQ(Row(r, "attention").status, FidelityStatus::kExact);  // unfused
+  // Without the model the layer count is unknown.
+  ExportResult blind = ExportOf(
+      "mbs=1,ga=1,precision=bf16,checkpoint=full,ckpt_pct=50,attention=math,"
+      "optimizer=fused_adamw,offload=none",
+      "megatron");
+  EXPECT_EQ(Row(blind, "checkpoint_percent").status, FidelityStatus::kApproximated);
+}
+
+TEST(ExportTest, TorchtitanHasNoZeroOneNorFp16) {
+  ExportResult zero1 = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=zero1,mbs=1,ga=1,precision=bf16,"
+      "checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
+      "torchtitan");
+  EXPECT_TRUE(zero1.rejected());
+  EXPECT_THAT(Row(zero1, "sharding").note, HasSubstr("no ZeRO-1"));
+  ExportResult fp16 = ExportOf(
+      "mbs=1,ga=1,precision=fp16,checkpoint=none,attention=sdpa,"
+      "optimizer=adamw,offload=none",
+      "torchtitan");
+  EXPECT_TRUE(fp16.rejected());
+}
+
+TEST(ExportTest, TorchtitanConfigFunction) {
+  ExportResult r = ExportOf(
+      "dp=4,tp=2,pp=1,sharding=fsdp,sp=1,mbs=2,ga=2,precision=bf16,"
+      "checkpoint=full,attention=sdpa,optimizer=fused_adamw,offload=none",
+      "torchtitan");
+  const std::string py = File(r, "autoaccel_torchtitan.py");
+  EXPECT_THAT(py, HasSubstr("torchtitan 0.3.0"));
+  EXPECT_THAT(py, HasSubstr("def autoaccel_config():"));
+  EXPECT_THAT(py, HasSubstr("config.parallelism.data_parallel_shard_degree = 4\n"));
+  EXPECT_THAT(py, HasSubstr("config.parallelism.tensor_parallel_degree = 2\n"));
+  EXPECT_THAT(py, HasSubstr("config.training.local_batch_size = 2\n"));
+  EXPECT_THAT(py, HasSubstr("config.training.global_batch_size = 16\n"));
+  EXPECT_THAT(py, HasSubstr("config.activation_checkpoint = FullAC.Config()\n"));
+  EXPECT_THAT(py, HasSubstr("optimizer_kwargs[\"fused\"] = True"));
+  EXPECT_THAT(r.command, HasSubstr("--module autoaccel_torchtitan --config autoaccel_config"));
+}
+
+TEST(ExportTest, LightningStrategyArguments) {
+  ExportResult r = ExportOf(
+      "dp=8,tp=1,pp=1,sharding=zero2,mbs=2,ga=2,precision=fp16,"
+      "checkpoint=none,attention=sdpa,optimizer=adamw,offload=cpu",
+      "lightning");
+  nlohmann::json j = nlohmann::json::parse(File(r, "lightning.json"));
+  EXPECT_EQ(j["trainer"]["strategy"]["class_path"],
+            "lightning.pytorch.strategies.DeepSpeedStrategy");
+  EXPECT_EQ(j["trainer"]["strategy"]["init_args"]["stage"], 2);
+  EXPECT_EQ(j["trainer"]["strategy"]["init_args"]["offload_optimizer"], true);
+  EXPECT_EQ(j["trainer"]["precision"], "16-mixed");
+  EXPECT_EQ(j["trainer"]["accumulate_grad_batches"], 2);
+  EXPECT_EQ(j["trainer"]["devices"], 8);
+}
+
+TEST(ExportTest, AtorchListLoadsBackToTheSameFields) {
+  for (const Strategy& s : ManyStrategies()) {
+    absl::StatusOr<ExportResult> r = Export(Input(s, "atorch"));
+    ASSERT_TRUE(r.ok());
+    const std::string list = File(*r, "load_strategy.txt");
+    absl::StatusOr<PartialStrategy> back = ParseAtorchStrategy(list);
+    ASSERT_TRUE(back.ok()) << list << ": " << back.status();
+    // Every exact row comes back: set to the strategy's value, or unset
+    // where the strategy holds the default (ATorch names no "fp32", "none").
+    const Strategy defaults;
+    ForEachRow(kStrategyFields, [&](const auto& field) {
+      const FidelityRow& row = Row(*r, std::string(field.name));
+      if (row.status != FidelityStatus::kExact) return;
+      const auto& got = (*back).*(field.partial);
+      if (got.has_value()) {
+        EXPECT_TRUE(*got == s.*(field.member)) << field.name << " in " << list;
+      } else {
+        EXPECT_TRUE(s.*(field.member) == defaults.*(field.member))
+            << field.name << " lost in " << list << " for " << StrategyToText(s);
+      }
+    });
+  }
+}
+
+TEST(ExportTest, TorchrunWrapsAFormatsEntryPoint) {
+  ExportInput in = Input(S("dp=16,tp=1,pp=1,sharding=zero1,mbs=1,ga=1,precision=bf16,"
+                           "checkpoint=none,attention=sdpa,optimizer=adamw,offload=none"),
+                         "torchrun:deepspeed");
+  absl::StatusOr<ExportResult> r = Export(in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->nnodes, 2);
+  EXPECT_EQ(r->nproc_per_node, 8);
+  EXPECT_EQ(r->command,
+            "torchrun --nnodes=2 --nproc-per-node=8 --node-rank=$NODE_RANK "
+            "--master-addr=$MASTER_ADDR --master-port=29500 train.py --deepspeed "
+            "--deepspeed_config ds_config.json");
+  in.devices_per_node = 4;
+  in.format = "torchrun";
+  r = Export(in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->nnodes, 4);
+  EXPECT_THAT(File(*r, "launch.sh"), HasSubstr("--nproc-per-node=4"));
+}
+
+TEST(ExportTest, BadInputIsRefusedNamingTheFlag) {
+  const Strategy s =
+      S("dp=2,tp=1,pp=1,sharding=none,mbs=2,ga=2,precision=bf16,checkpoint=none,"
+        "attention=sdpa,optimizer=adamw,offload=none");
+  ExportInput in = Input(s, "nope");
+  absl::StatusOr<ExportResult> r = Export(in);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("allowed: deepspeed, hf-trainer"));
+  in = Input(s, "deepspeed");
+  in.world_size = 4;
+  EXPECT_THAT(std::string(Export(in).status().message()), HasSubstr("--world-size 4"));
+  in = Input(s, "deepspeed");
+  in.global_batch_size = 10;
+  EXPECT_THAT(std::string(Export(in).status().message()), HasSubstr("--global-batch-size 10"));
+  in = Input(s, "deepspeed");
+  in.devices_per_node = 3;
+  EXPECT_THAT(std::string(Export(in).status().message()), HasSubstr("--devices-per-node 3"));
+  in = Input(s, "torchrun:torchrun");
+  EXPECT_FALSE(Export(in).ok());
+}
+
+TEST(ExportTest, JsonDocumentHasTheDocumentedKeys) {
+  ExportResult r = ExportOf(
+      "mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,"
+      "optimizer=adamw,offload=none",
+      "deepspeed");
+  nlohmann::ordered_json j = ExportResultToJson(r);
+  EXPECT_EQ(j["format"], "deepspeed");
+  EXPECT_TRUE(j["files"].contains("ds_config.json"));
+  EXPECT_EQ(j["command"], r.command);
+  ASSERT_EQ(j["fidelity"].size(), kNumStrategyFields);
+  EXPECT_EQ(j["fidelity"][0]["dimension"], "data_parallel");
+  EXPECT_EQ(j["fidelity"][0]["status"], "exact");
+  EXPECT_TRUE(j["fidelity"][0].contains("note"));
+  EXPECT_EQ(j["rejected"], false);
+}
+
+}  // namespace
+}  // namespace autoaccel
