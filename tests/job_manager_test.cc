@@ -1379,13 +1379,40 @@ v1::Job RunOneTrialJob(JobManager* manager, FakeExecutor* executor, const v1::Tu
   return done.ok() ? *done : v1::Job();
 }
 
-// The strategy database's answer for the tiny model of Request() on one cpu.
-std::optional<StrategyRecord> StoredAnswer(Store* store) {
+// The signature of the tiny model of Request() on one cpu.
+std::string TinySignature() {
   auto model = ModelSpecFromJson("gpt2", nlohmann::json::parse(kTinyGpt));
   EXPECT_TRUE(model.ok());
-  auto stored = store->GetStrategy(ComputeSignature(*model, 16, 4, 1, "cpu"));
+  return model.ok() ? ComputeSignature(*model, 16, 4, 1, "cpu") : "";
+}
+
+// The strategy database's answer for TinySignature().
+std::optional<StrategyRecord> StoredAnswer(Store* store) {
+  auto stored = store->GetStrategy(TinySignature());
   EXPECT_TRUE(stored.ok()) << stored.status();
   return stored.ok() ? *stored : std::nullopt;
+}
+
+// Stores an answer for TinySignature() found by the finished job `job_id`
+// (made here): a one-rank strategy of Request()'s space.
+StrategyRecord StoreTinyAnswer(Store* store, const std::string& job_id, double tokens_per_second,
+                               int engine_version, bool confirmed, absl::Time at) {
+  StrategyRecord s;
+  s.signature = TinySignature();
+  s.strategy_text =
+      "mbs=4,ga=1,precision=fp32,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none";
+  s.metrics.tokens_per_second = tokens_per_second;
+  s.engine_version = engine_version;
+  s.confirmed = confirmed;
+  s.job_id = job_id;
+  s.updated_at = at;
+  JobRecord job;
+  job.job_id = job_id;
+  job.state = JobState::kSucceeded;
+  job.created_at = at;
+  EXPECT_TRUE(store->CreateJob(job).ok());
+  EXPECT_TRUE(store->FinishJob(job, s).ok());
+  return s;
 }
 
 TEST_F(JobManagerTest, TuningTwiceAnswersTheSecondTimeFromTheDatabaseWithoutATrial) {
@@ -1503,22 +1530,9 @@ TEST_F(JobManagerTest, ALoadedStrategyRunsUnlessFinetuneAsksForTheBest) {
 
 TEST_F(JobManagerTest, AnOlderEnginesAnswerIsTunedAgainAndReplacedEvenBySlowerFigures) {
   AddWorker("a", 1);
-  // Stored before engine versions were recorded: version 0, and very fast.
-  StrategyRecord legacy;
-  auto model = ModelSpecFromJson("gpt2", nlohmann::json::parse(kTinyGpt));
-  ASSERT_TRUE(model.ok());
-  legacy.signature = ComputeSignature(*model, 16, 4, 1, "cpu");
-  legacy.strategy_text =
-      "mbs=4,ga=1,precision=fp32,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none";
-  legacy.metrics.tokens_per_second = 1e6;
-  legacy.confirmed = true;
-  legacy.job_id = "job-legacy";
-  legacy.updated_at = clock_.Now();
-  JobRecord old_job;
-  old_job.job_id = legacy.job_id;
-  old_job.state = JobState::kSucceeded;
-  ASSERT_TRUE(store_->CreateJob(old_job).ok());
-  ASSERT_TRUE(store_->FinishJob(old_job, legacy).ok());
+  // Stored before engine versions were recorded: version 0, confirmed and
+  // very fast.
+  StoreTinyAnswer(store_.get(), "job-legacy", 1e6, 0, /*confirmed=*/true, clock_.Now());
 
   auto queued = manager_->SubmitJob(Request(600, 1));
   ASSERT_TRUE(queued.ok()) << queued.status();
@@ -1544,20 +1558,8 @@ TEST_F(JobManagerTest, AnOlderEnginesAnswerIsTunedAgainAndReplacedEvenBySlowerFi
 
 TEST_F(JobManagerTest, ANewerEnginesAnswerIsNeverReplacedByThisOnes) {
   AddWorker("a", 1);
-  StrategyRecord newer;
-  auto model = ModelSpecFromJson("gpt2", nlohmann::json::parse(kTinyGpt));
-  ASSERT_TRUE(model.ok());
-  newer.signature = ComputeSignature(*model, 16, 4, 1, "cpu");
-  newer.strategy_text =
-      "mbs=4,ga=1,precision=fp32,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none";
-  newer.metrics.tokens_per_second = 1;  // slow, but measured the newer way
-  newer.job_id = "job-newer";
-  newer.engine_version = kEngineVersion + 1;
-  JobRecord newer_job;
-  newer_job.job_id = newer.job_id;
-  newer_job.state = JobState::kSucceeded;
-  ASSERT_TRUE(store_->CreateJob(newer_job).ok());
-  ASSERT_TRUE(store_->FinishJob(newer_job, newer).ok());
+  // Slow, but measured the newer way.
+  StoreTinyAnswer(store_.get(), "job-newer", 1, kEngineVersion + 1, false, clock_.Now());
 
   const v1::Job job = RunOneTrialJob(manager_.get(), &executor_, Request(600, 1), 500);
   EXPECT_EQ(job.state(), "SUCCEEDED");

@@ -522,15 +522,18 @@ StrategyRecord Answer(const std::string& job_id, double tokens_per_second, bool 
   return s;
 }
 
+// The answer stored for "sig" (an empty record, reported, if none).
+StrategyRecord StoredForSig(Store& store) {
+  absl::StatusOr<std::optional<StrategyRecord>> s = store.GetStrategy("sig");
+  EXPECT_TRUE(s.ok() && s->has_value()) << s.status();
+  return s.ok() && s->has_value() ? **s : StrategyRecord();
+}
+
 TEST(StoreTest, AConfirmedAnswerReplacesOneMeasuredOnceAndOtherwiseTheFasterStays) {
   TempDir dir;
   std::unique_ptr<Store> store = OpenOrDie(dir.File("s.db"));
   ASSERT_NE(store, nullptr);
-  auto stored_job = [&] {
-    absl::StatusOr<std::optional<StrategyRecord>> s = store->GetStrategy("sig");
-    EXPECT_TRUE(s.ok() && s->has_value()) << s.status();
-    return s.ok() && s->has_value() ? (*s)->job_id : std::string("none");
-  };
+  auto stored_job = [&] { return StoredForSig(*store).job_id; };
   ASSERT_OK(FinishWith(*store, "a", Answer("a", 1000, false)));
   EXPECT_EQ(stored_job(), "a");
   ASSERT_OK(FinishWith(*store, "b", Answer("b", 900, false)));  // slower, same kind
@@ -584,11 +587,7 @@ TEST(StoreTest, FinishJobAppliesTheEngineVersionRuleAndKeepsTheFirstStoredDate) 
   TempDir dir;
   std::unique_ptr<Store> store = OpenOrDie(dir.File("s.db"));
   ASSERT_NE(store, nullptr);
-  auto stored = [&] {
-    absl::StatusOr<std::optional<StrategyRecord>> s = store->GetStrategy("sig");
-    EXPECT_TRUE(s.ok() && s->has_value()) << s.status();
-    return s.ok() && s->has_value() ? **s : StrategyRecord();
-  };
+  auto stored = [&] { return StoredForSig(*store); };
   StrategyRecord first = Versioned("a", 5000, true, 1);
   first.created_at = T(kBase);
   first.updated_at = T(kBase);

@@ -18,6 +18,7 @@
 #include "server/job_manager.h"
 #include "server/service.h"
 #include "server/signature.h"
+#include "tests/local_server.h"
 #include "tests/subprocess.h"
 #include "tests/test_matchers.h"
 
@@ -52,15 +53,10 @@ class StrategyDatabaseTest : public ::testing::Test {
     ASSERT_TRUE(manager.ok()) << manager.status();
     manager_ = std::move(*manager);
     service_ = std::make_unique<TuningServiceImpl>(manager_.get(), store_.get());
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
+    testing::LocalServer local = testing::ServeLocally(service_.get());
+    server_ = std::move(local.server);
     ASSERT_NE(server_, nullptr);
-    ASSERT_GT(port, 0);
-    stub_ = v1::TuningService::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    stub_ = v1::TuningService::NewStub(local.channel);
   }
   void TearDown() override {
     if (server_) server_->Shutdown();
