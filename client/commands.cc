@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/render.h"
+#include "client/strategy_render.h"
 #include "common/job_state.h"
 
 namespace autoaccel {
@@ -166,6 +167,11 @@ int TuneCommand(const ClientContext& c, const v1::TuneRequest& request, bool wat
   *req.mutable_request() = request;
   v1::Job job;
   if (grpc::Status s = Call(c, &Stub::SubmitJob, req, &job); !s.ok()) return RpcError(c, s);
+  if (job.has_answered_from()) {  // finished already: nothing ran, nothing to watch
+    *c.err << "job " << job.job_id() << ": " << AnsweredFromLine(job.answered_from()) << "\n";
+    const std::vector<v1::Trial> none;
+    return ShowJob(c, job, &none);
+  }
   *c.err << "submitted job " << job.job_id() << " (" << job.trials_total()
          << " candidate strategies, time limit " << request.time_limit_seconds() << "s)\n";
   if (!watch) {
@@ -193,7 +199,7 @@ int WatchCommand(const ClientContext& c, const std::string& job_id) {
   if (!c.json) {
     // The rows went to stderr as they finished; repeat them on stdout unless
     // stdout is that same stream (2>&1), where they would show twice.
-    if (!c.out_is_err) {
+    if (!c.out_is_err && !job.has_answered_from()) {
       *c.out << "\n";
       PrintTrialTable(*c.out, trials, job);
     }
@@ -248,6 +254,16 @@ int BestCommand(const ClientContext& c, const v1::QueryStrategiesRequest& reques
   return Show(
       c, [&] { return StrategyAnswerJson(a); },
       [&](std::ostream& out) { PrintStrategyAnswer(out, a); });
+}
+
+int StrategiesCommand(const ClientContext& c, const v1::ListStrategiesRequest& request) {
+  v1::ListStrategiesResponse resp;
+  if (grpc::Status s = Call(c, &Stub::ListStrategies, request, &resp); !s.ok()) {
+    return RpcError(c, s);
+  }
+  return Show(
+      c, [&] { return StrategyListJson(resp); },
+      [&](std::ostream& out) { PrintStrategyList(out, resp); });
 }
 
 int WorkersCommand(const ClientContext& c) {

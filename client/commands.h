@@ -49,6 +49,8 @@ int JobCommand(const ClientContext& c, const std::string& job_id);
 // `include_pruned`: every PRUNED candidate as a row (else counted by kind).
 int TrialsCommand(const ClientContext& c, const std::string& job_id, bool include_pruned);
 int BestCommand(const ClientContext& c, const v1::QueryStrategiesRequest& request);
+// The stored answers with their provenance (`strategies`); 0 even when none.
+int StrategiesCommand(const ClientContext& c, const v1::ListStrategiesRequest& request);
 int WorkersCommand(const ClientContext& c);
 int CancelCommand(const ClientContext& c, const std::string& job_id);
 

@@ -227,6 +227,10 @@ int main(int argc, char** argv) {
   tune->add_flag("--store-partial", store_partial,
                  "store the answer as the model's best even when trials were lost to "
                  "infrastructure failures (partial evidence)");
+  bool force = false;
+  tune->add_flag("--force", force,
+                 "tune even when the strategy database already answers this model and "
+                 "hardware (by default such a request is answered at once, running nothing)");
 
   CLI::App* watch = app.add_subcommand("watch", "follow a running job to its end");
   std::string job_id;
@@ -245,6 +249,15 @@ int main(int argc, char** argv) {
   ModelFlags best_model;
   CLI::App* best = app.add_subcommand("best", "look up the best recorded strategy (runs nothing)");
   best_model.Add(best);
+  autoaccel::v1::ListStrategiesRequest strategies_request;
+  CLI::App* strategies = app.add_subcommand(
+      "strategies", "list the strategy database's answers with their provenance (runs nothing)");
+  strategies->add_option("--model", *strategies_request.mutable_model_family(),
+                         "only this model family, e.g. gpt2");
+  strategies->add_option("--device", *strategies_request.mutable_device_type(),
+                         "only answers measured on this device type: cpu or cuda");
+  int strategies_limit = 0;
+  strategies->add_option("--limit", strategies_limit, "how many, newest first (default 100)");
   CLI::App* workers = app.add_subcommand("workers", "list worker daemons and their devices");
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a job");
   cancel->add_option("job_id", job_id, "job id")->required();
@@ -321,6 +334,7 @@ int main(int argc, char** argv) {
     request.set_load_strategy(load_strategy);
     request.set_finetune(finetune);
     request.set_store_partial(store_partial);
+    request.set_force(force);
     return autoaccel::TuneCommand(c, request, !detach);
   }
   if (*watch) return autoaccel::WatchCommand(c, job_id);
@@ -335,6 +349,10 @@ int main(int argc, char** argv) {
     request.set_world_size(best_model.world_size);
     request.set_device_type(best_model.device);
     return autoaccel::BestCommand(c, request);
+  }
+  if (*strategies) {
+    strategies_request.set_limit(strategies_limit);
+    return autoaccel::StrategiesCommand(c, strategies_request);
   }
   if (*workers) return autoaccel::WorkersCommand(c);
   if (*cancel) return autoaccel::CancelCommand(c, job_id);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/strategy_render.h"
 #include "common/untrusted_json.h"
 #include "proto/convert.h"
 #include "search/trial.h"
@@ -142,6 +143,8 @@ json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
   } else {
     out["best"] = nullptr;
   }
+  out["answered_from"] =
+      j.has_answered_from() ? AnswerProvenanceJson(j.answered_from()) : json(nullptr);
   if (trials != nullptr) {
     out["trials"] = json::array();
     for (const v1::Trial& t : *trials) out["trials"].push_back(TrialJson(t));
@@ -167,6 +170,7 @@ json StrategyAnswerJson(const v1::StrategyAnswer& a) {
               {"hardware", a.hardware()},
               {"job_id", a.job_id()},
               {"updated_at", a.updated_at()},
+              {"provenance", AnswerProvenanceJson(a)},
               {"best",
                {{"strategy", a.strategy().text()},
                 {"strategy_json", StrategyJsonOf(a.strategy_json())},
@@ -245,14 +249,18 @@ void PrintJobSummary(std::ostream& out, const v1::Job& j) {
         j.infrastructure_failures(), j.trials_lost(),
         absl::StrJoin(j.infrastructure_reasons(), "; "));
   }
+  if (j.has_answered_from()) out << "  " << AnsweredFromLine(j.answered_from()) << "\n";
   if (j.has_best()) {
     const v1::TrialMetrics& m = j.best().metrics();
     out << "  best strategy: " << j.best().strategy().text() << "\n";
-    out << (j.best_confirmed()
-                ? absl::StrFormat(
-                      "    measured %d times, spread %.1f%% (figures below: the repeat)\n",
-                      j.best_measurements(), 100 * j.best_spread())
-                : std::string("    measured once (no time was left to measure it again)\n"));
+    // An answer from the database was measured by the job its line names.
+    if (!j.has_answered_from()) {
+      out << (j.best_confirmed()
+                  ? absl::StrFormat(
+                        "    measured %d times, spread %.1f%% (figures below: the repeat)\n",
+                        j.best_measurements(), 100 * j.best_spread())
+                  : std::string("    measured once (no time was left to measure it again)\n"));
+    }
     out << absl::StrFormat(
         "    %.0f tokens/s, %.1f samples/s, %.3f TFLOP/s%s, step %.1f ms, peak memory %s MiB, "
         "loss %.3f\n",
@@ -308,10 +316,12 @@ void PrintJobList(std::ostream& out, const v1::ListJobsResponse& jobs) {
 void PrintStrategyAnswer(std::ostream& out, const v1::StrategyAnswer& a) {
   out << "best strategy: " << a.strategy().text() << "\n"
       << absl::StrFormat(
-             "  %.0f tokens/s%s, peak memory %s MiB on %s (found by job %s)\n",
+             "  %.0f tokens/s%s, peak memory %s MiB on %s (found by job %s, stored %s, engine "
+             "%s)\n",
              a.metrics().tokens_per_second(),
              a.metrics().mfu() > 0 ? absl::StrCat(", MFU ", Mfu(a.metrics().mfu())) : "",
-             Mib(a.metrics().peak_memory_bytes()), a.hardware(), a.job_id());
+             Mib(a.metrics().peak_memory_bytes()), a.hardware(), a.job_id(),
+             StoredDate(a.updated_at()), EngineVersionText(a));
 }
 
 void PrintWorkerList(std::ostream& out, const v1::ListWorkersResponse& workers) {

@@ -12,7 +12,9 @@
 #include "common/status_macros.h"
 #include "proto/convert.h"
 #include "search/cost_model.h"
+#include "server/database_answer.h"
 #include "server/job_outcome.h"
+#include "server/job_view.h"
 #include "server/rank_request.h"
 #include "server/signature.h"
 
@@ -130,18 +132,34 @@ void JobManager::SendAll(Outbox out) {
 
 absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
   ASSIGN_OR_RETURN(JobSpec spec, ValidateTuneRequest(request, options_.tune_defaults));
+  const std::string signature = ComputeSignature(spec.model, spec.seq_len, spec.global_batch_size,
+                                                 spec.world_size, spec.device_type);
+  // The strategy database may answer at once (server/database_answer.h); a
+  // database that cannot be read leaves the job to tune.
+  std::optional<StrategyRecord> stored;
+  StoredAnswerVerdict verdict;
+  if (!spec.force) {
+    absl::StatusOr<std::optional<StrategyRecord>> found = store_->GetStrategy(signature);
+    if (found.ok()) {
+      stored = *std::move(found);
+      verdict = JudgeStoredAnswer(spec, stored);
+    } else {
+      spdlog::warn("reading the strategy database's answer for {} failed: {}; tuning", signature,
+                   found.status().ToString());
+    }
+  }
   absl::MutexLock lock(&mu_);
   auto job = std::make_unique<JobRun>();
   JobRecord& rec = job->record;
   rec.job_id = NewJobIdLocked();
   rec.state = JobState::kQueued;
-  rec.status_message = "queued";
+  rec.status_message = verdict.why_not.empty() ? "queued" : "queued; " + verdict.why_not;
   rec.request_json = ProtoToJson(spec.request);
-  rec.signature = ComputeSignature(spec.model, spec.seq_len, spec.global_batch_size,
-                                   spec.world_size, spec.device_type);
+  rec.signature = signature;
   rec.created_at = clock_->Now();
   rec.deadline = rec.created_at + spec.time_limit;
   rec.trials_total = spec.load && !spec.finetune ? 1 : static_cast<int>(spec.space.size());
+  if (verdict.answers) RETURN_IF_ERROR(AnswerJobFromDatabase(*stored, rec.created_at, &rec));
   job->spec = std::move(spec);
   absl::Status created = store_->CreateJob(rec);
   for (int retry = 0; absl::IsAlreadyExists(created) && retry < 3; ++retry) {
@@ -149,6 +167,11 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
     created = store_->CreateJob(rec);
   }
   RETURN_IF_ERROR(created);
+  if (verdict.answers) {
+    // Finished as it was created: never active, read back from the store.
+    spdlog::info("job {}: {}", rec.job_id, rec.status_message);
+    return JobRecordToProto(rec, {}, rec.created_at);
+  }
   job->version = 1;
   const JobSpec& s = job->spec;
   spdlog::info("job {}: submitted ({} {} layers, seq {}, batch {}, {} candidates, limit {}s)",
@@ -524,7 +547,8 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
   JobRecord& rec = job->record;
   rec.finished_at = clock_->Now();
   std::vector<TrialRecord> records = TrialRecords(*job);
-  JobOutcome outcome = DecideJobOutcome(rec, job->spec, records, state, message, rec.finished_at);
+  JobOutcome outcome = DecideJobOutcome(rec, job->spec, records, state, message, rec.finished_at,
+                                        store_->GetStrategy(rec.signature));
   rec.state = outcome.state;
   rec.status_message = outcome.status_message;
   rec.best_trial_id = outcome.best_trial_id;

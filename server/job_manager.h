@@ -97,6 +97,10 @@ class JobManager {
 
   // Validates and stores a job. INVALID_ARGUMENT naming the field for bad
   // input; nothing is stored then. The store's error if it cannot be stored.
+  // Unless the request says `force`, the strategy database's answer for its
+  // signature may answer it (server/database_answer.h): the job is then
+  // stored and returned SUCCEEDED, with `answered_from` set, and runs
+  // nothing; otherwise its status says why the stored answer did not.
   absl::StatusOr<v1::Job> SubmitJob(const v1::TuneRequest& request);
   // NOT_FOUND for an unknown job; DATA_LOSS for one whose stored records do
   // not parse (server/job_view.h).

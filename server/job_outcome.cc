@@ -5,7 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/engine_version.h"
 #include "server/answer.h"
+#include "server/database_answer.h"
 #include "server/job_view.h"
 #include "server/signature.h"
 
@@ -33,7 +35,8 @@ std::string WhyNoAnswer(const std::vector<TrialRecord>& trials) {
 
 JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
                             const std::vector<TrialRecord>& trials, JobState state,
-                            const std::string& message, absl::Time finished_at) {
+                            const std::string& message, absl::Time finished_at,
+                            const absl::StatusOr<std::optional<StrategyRecord>>& stored) {
   JobOutcome out;
   const Answer answer = ChooseAnswer(trials, 0);
   out.best_trial_id = answer.trial_id;
@@ -82,12 +85,16 @@ JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
     s.seq_len = spec.seq_len;
     s.global_batch_size = spec.global_batch_size;
     s.hardware = HardwareName(spec.device_type, spec.world_size);
+    s.device_type = spec.device_type;
     s.strategy_text = best->strategy_text;
     s.strategy_json = best->strategy_json;
     s.metrics = best->metrics;
     s.job_id = record.job_id;
     s.updated_at = finished_at;
     s.confirmed = answer.confirmed;
+    s.engine_version = kEngineVersion;
+    s.created_at = finished_at;
+    if (stored.ok()) absl::StrAppend(&out.status_message, DescribeAnswerOffer(s, *stored));
     out.answer = std::move(s);
   }
   return out;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/store.h"
 #include "server/tune_request.h"
@@ -35,9 +36,14 @@ struct JobOutcome {
 // The outcome of the job `record` (of `spec`) whose trials are `trials` (in
 // proposal order, every one terminal) when it ends in `state` for `message`
 // ("time limit reached", "cancelled by the user", ...) at `finished_at`.
+// The answer offered to the strategy database is measured by this build's
+// engine version; `stored`, the answer the database holds for the signature
+// (an error: not known), lets the message say what the offer will do to it
+// (server/database_answer.h, DescribeAnswerOffer).
 JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
                             const std::vector<TrialRecord>& trials, JobState state,
-                            const std::string& message, absl::Time finished_at);
+                            const std::string& message, absl::Time finished_at,
+                            const absl::StatusOr<std::optional<StrategyRecord>>& stored);
 
 }  // namespace autoaccel
 

@@ -26,6 +26,29 @@ absl::StatusOr<v1::Strategy> StoredStrategy(const std::string& text, const std::
   return ToProto(*s);
 }
 
+// A job answered from the strategy database: the stored answer it kept, and
+// as its best a trial of that answer that no one ran here (no trial_id; the
+// job that measured it).
+absl::Status AnsweredFromToProto(const JobRecord& r, v1::Job* j) {
+  v1::StrategyAnswer* a = j->mutable_answered_from();
+  if (auto parsed = google::protobuf::util::JsonStringToMessage(r.answered_from, a); !parsed.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("job ", r.job_id,
+                     ": stored database answer does not parse: ", std::string(parsed.message())));
+  }
+  v1::Trial* best = j->mutable_best();
+  best->set_job_id(a->job_id());
+  *best->mutable_strategy() = a->strategy();
+  best->set_strategy_json(a->strategy_json());
+  best->set_status("SUCCEEDED");
+  best->set_reason(
+      absl::StrCat("answered from the strategy database (measured by job ", a->job_id(), ")"));
+  *best->mutable_metrics() = a->metrics();
+  best->set_finished_at(a->updated_at());
+  j->set_best_confirmed(a->confirmed());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<v1::Trial> TrialToProto(const TrialRecord& r) {
@@ -127,7 +150,9 @@ absl::StatusOr<v1::Job> JobRecordToProto(const JobRecord& r, const std::vector<T
   j.set_trials_lost(infra.trials_lost);
   for (const std::string& reason : infra.reasons) j.add_infrastructure_reasons(reason);
   j.set_partial_evidence(infra.trials_lost > 0);
-  if (j.has_best()) {
+  if (!r.answered_from.empty()) {
+    RETURN_IF_ERROR(AnsweredFromToProto(r, &j));
+  } else if (j.has_best()) {
     const Answer answer = ChooseAnswer(trials, 0);
     j.set_best_confirmed(answer.confirmed);
     j.set_best_spread(answer.spread);
@@ -150,6 +175,12 @@ absl::StatusOr<v1::StrategyAnswer> StrategyAnswerToProto(const StrategyRecord& r
   a.set_job_id(r.job_id);
   a.set_updated_at(UnixSecondsOrZero(r.updated_at));
   a.set_hardware(r.hardware);
+  a.set_engine_version(absl::StrCat(r.engine_version));
+  a.set_created_at(UnixSecondsOrZero(r.created_at));
+  a.set_model_family(r.model_family);
+  a.set_seq_len(r.seq_len);
+  a.set_global_batch_size(r.global_batch_size);
+  a.set_confirmed(r.confirmed);
   return a;
 }
 

@@ -166,6 +166,13 @@ grpc::ServerUnaryReactor* TuningServiceImpl::QueryStrategies(
                    &v1::QueryStrategiesResponse::add_answers);
 }
 
+grpc::ServerUnaryReactor* TuningServiceImpl::ListStrategies(
+    grpc::CallbackServerContext* ctx, const v1::ListStrategiesRequest* request,
+    v1::ListStrategiesResponse* response) {
+  return UnaryList(ctx, ::autoaccel::ListStrategies(store_, *request), response,
+                   &v1::ListStrategiesResponse::add_answers);
+}
+
 grpc::ServerUnaryReactor* TuningServiceImpl::ListWorkers(grpc::CallbackServerContext* ctx,
                                                          const v1::ListWorkersRequest*,
                                                          v1::ListWorkersResponse* response) {

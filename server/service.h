@@ -33,6 +33,9 @@ class TuningServiceImpl final : public v1::TuningService::CallbackService {
   grpc::ServerUnaryReactor* QueryStrategies(grpc::CallbackServerContext* ctx,
                                             const v1::QueryStrategiesRequest* request,
                                             v1::QueryStrategiesResponse* response) override;
+  grpc::ServerUnaryReactor* ListStrategies(grpc::CallbackServerContext* ctx,
+                                           const v1::ListStrategiesRequest* request,
+                                           v1::ListStrategiesResponse* response) override;
   grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* ctx,
                                         const v1::ListWorkersRequest* request,
                                         v1::ListWorkersResponse* response) override;

@@ -72,6 +72,9 @@ int64_t SqlLimit(int limit) { return limit == 0 ? -1 : limit; }
 }  // namespace
 
 bool ReplacesStoredAnswer(const StrategyRecord& candidate, const StrategyRecord& stored) {
+  if (candidate.engine_version != stored.engine_version) {
+    return candidate.engine_version > stored.engine_version;
+  }
   if (candidate.confirmed != stored.confirmed) return candidate.confirmed;
   return stored.metrics.tokens_per_second <= candidate.metrics.tokens_per_second;
 }
@@ -273,10 +276,14 @@ absl::Status Store::FinishJob(const JobRecord& job, const std::optional<Strategy
     }
     ASSIGN_OR_RETURN(std::optional<StrategyRecord> stored, GetStrategyLocked(best->signature));
     if (!stored.has_value() || ReplacesStoredAnswer(*best, *stored)) {
+      StrategyRecord row = *best;
+      if (stored.has_value() && stored->created_at != absl::InfinitePast()) {
+        row.created_at = stored->created_at;
+      }
       ASSIGN_OR_RETURN(
           Statement stmt,
           Statement::Prepare(db_, InsertSql(kStrategies, OnConflict::kReplace), "upsert strategy"));
-      BindRow(stmt, kStrategies, *best);
+      BindRow(stmt, kStrategies, row);
       RETURN_IF_ERROR(stmt.Run().status());
     }
   }
@@ -300,14 +307,18 @@ absl::StatusOr<std::optional<StrategyRecord>> Store::GetStrategy(const std::stri
   return GetStrategyLocked(signature);
 }
 
-absl::StatusOr<std::vector<StrategyRecord>> Store::ListStrategies(int limit) {
+absl::StatusOr<std::vector<StrategyRecord>> Store::ListStrategies(const StrategyFilter& filter,
+                                                                  int limit) {
   RETURN_IF_ERROR(ValidateLimit(limit));
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement stmt,
-                   Statement::Prepare(
-                       db_, SelectSql(kStrategies, "ORDER BY updated_at DESC, rowid DESC LIMIT ?1"),
-                       "list strategies"));
-  stmt.Bind(SqlLimit(limit));
+                   Statement::Prepare(db_,
+                                      SelectSql(kStrategies,
+                                                "WHERE (?1 = '' OR model_family = ?1) AND "
+                                                "(?2 = '' OR device_type = ?2) "
+                                                "ORDER BY updated_at DESC, rowid DESC LIMIT ?3"),
+                                      "list strategies"));
+  stmt.Bind(filter.model_family).Bind(filter.device_type).Bind(SqlLimit(limit));
   return ReadRows(stmt, kStrategies);
 }
 

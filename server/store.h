@@ -65,6 +65,11 @@ struct JobRecord {
   std::string best_trial_id;  // empty if none
   int trials_total = 0;       // size of the candidate list
   std::string algorithm;      // the search algorithm, "" until chosen: "auto: bayes (...)"
+  // A job answered from the strategy database without running a trial: the
+  // stored answer that answered it, as the server rendered it (a
+  // v1::StrategyAnswer in JSON, kept as written even if the database's
+  // answer changes later); "" for a job that searched.
+  std::string answered_from;
 };
 
 struct TrialRecord {
@@ -96,33 +101,51 @@ struct TrialRecord {
 };
 
 // The strategy database: the best answer per signature.
+// The key (`signature`) leaves the engine version out: a signature has one
+// answer, of whichever version ReplacesStoredAnswer let stay.
 struct StrategyRecord {
   std::string signature;  // primary key; REQUIRES: not empty
   std::string model_family;
   std::string model_config_json;
   int seq_len = 0;
   int global_batch_size = 0;
-  std::string hardware;  // e.g. "cpu x1"
+  std::string hardware;     // e.g. "cpu x1"
+  std::string device_type;  // "cpu", "cuda" ("" in rows of schema < 5 whose hardware did not say)
   std::string strategy_text;
   std::string strategy_json;
   TrialMetrics metrics;
-  std::string job_id;  // job that found it; not checked against the jobs table
-  absl::Time updated_at;
+  std::string job_id;     // job that found it; not checked against the jobs table
+  absl::Time updated_at;  // when this answer was stored
   // `metrics` come from a confirmation trial (the strategy was measured at
   // least twice); an unconfirmed answer gives way to a confirmed one.
   bool confirmed = false;
+  // The engine version that measured it (common/engine_version.h); 0 for an
+  // answer stored before versions were recorded (schema < 5).
+  int engine_version = 0;
+  // When the signature got its first answer: FinishJob keeps it when a new
+  // answer replaces the stored one (rows of schema < 5: their updated_at).
+  absl::Time created_at = absl::InfinitePast();
 };
 
 // Whether `candidate` takes the place of `stored` as the answer for their
-// signature: a confirmed answer replaces one measured once (an outlier must
-// not stay forever), one measured once never replaces a confirmed one, and
-// between two of the same kind the faster stays (on a tie, the candidate).
+// signature. Figures of two engine versions do not compare: a newer
+// version's answer replaces an older one's even when slower, and an older
+// version's never replaces a newer one's. Within one version: a confirmed
+// answer replaces one measured once (an outlier must not stay forever), one
+// measured once never replaces a confirmed one, and between two of the same
+// kind the faster stays (on a tie, the candidate).
 bool ReplacesStoredAnswer(const StrategyRecord& candidate, const StrategyRecord& stored);
+
+// Which stored answers ListStrategies returns; an empty field matches all.
+struct StrategyFilter {
+  std::string model_family;  // exact
+  std::string device_type;   // exact: "cpu", "cuda"
+};
 
 class Store {
  public:
   // The schema version this build writes; Open migrates older files to it.
-  static constexpr int kCurrentSchemaVersion = 4;
+  static constexpr int kCurrentSchemaVersion = 5;
 
   // Opens (creating if needed) the database at `path`, enables WAL and
   // foreign keys, sets a busy timeout, and migrates the schema to
@@ -175,14 +198,18 @@ class Store {
   // nothing is stored for it or ReplacesStoredAnswer(*best, stored) — read,
   // compared and written in one BEGIN IMMEDIATE transaction, so that of two
   // coordinators finishing jobs on one file the better answer stays. A
-  // `best` that does not replace the stored answer is not an error.
+  // replacing answer keeps the stored one's created_at (a first answer
+  // keeps its own). A `best` that does not replace the stored answer is not
+  // an error.
   // INVALID_ARGUMENT for an empty best->signature.
   // REQUIRES: IsTerminal(job.state), else INVALID_ARGUMENT.
   absl::Status FinishJob(const JobRecord& job, const std::optional<StrategyRecord>& best);
   // nullopt when nothing is stored for `signature`.
   absl::StatusOr<std::optional<StrategyRecord>> GetStrategy(const std::string& signature);
-  // Most recently updated first; `limit` as for ListJobs.
-  absl::StatusOr<std::vector<StrategyRecord>> ListStrategies(int limit);
+  // The answers `filter` matches, most recently updated first; `limit` as
+  // for ListJobs.
+  absl::StatusOr<std::vector<StrategyRecord>> ListStrategies(const StrategyFilter& filter,
+                                                             int limit);
 
   // Caps the database file at about `max_bytes` (never below its current
   // size), so that writes past it fail as on a full disk. Free pages inside

@@ -159,7 +159,8 @@ inline constexpr Column<JobRecord> kJobColumns[] = {
     Field<&JobRecord::deadline>("deadline"),
     Field<&JobRecord::best_trial_id>("best_trial_id"),
     Field<&JobRecord::trials_total>("trials_total"),
-    Field<&JobRecord::algorithm>("algorithm"),  // schema 2
+    Field<&JobRecord::algorithm>("algorithm"),          // schema 2
+    Field<&JobRecord::answered_from>("answered_from"),  // schema 5
 };
 inline constexpr Table<JobRecord> kJobs{"jobs", "job", kJobColumns, std::size(kJobColumns)};
 
@@ -195,7 +196,10 @@ inline constexpr Column<StrategyRecord> kStrategyColumns[] = {
     Field<&StrategyRecord::metrics>("metrics_json"),
     Field<&StrategyRecord::job_id>("job_id"),
     Field<&StrategyRecord::updated_at>("updated_at"),
-    Field<&StrategyRecord::confirmed>("confirmed"),  // schema 3
+    Field<&StrategyRecord::confirmed>("confirmed"),            // schema 3
+    Field<&StrategyRecord::engine_version>("engine_version"),  // schema 5
+    Field<&StrategyRecord::created_at>("created_at"),          // schema 5
+    Field<&StrategyRecord::device_type>("device_type"),        // schema 5
 };
 inline constexpr Table<StrategyRecord> kStrategies{"strategies", "strategy", kStrategyColumns,
                                                    std::size(kStrategyColumns)};

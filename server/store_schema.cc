@@ -90,6 +90,21 @@ ALTER TABLE strategies ADD COLUMN confirmed INTEGER NOT NULL DEFAULT 0;
     {4, R"sql(
 DROP TABLE IF EXISTS workers;
 )sql"},
+    // The strategy database's provenance: the engine version that measured
+    // each answer (0: stored before versions were recorded, older than
+    // every version), when the signature got its first answer (older rows:
+    // when their answer was stored), and the device type, for listing by it
+    // (older rows: read from their hardware, "cpu x1"). A job answered from
+    // the database keeps the answer that answered it.
+    {5, R"sql(
+ALTER TABLE strategies ADD COLUMN engine_version INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE strategies ADD COLUMN created_at INTEGER NOT NULL DEFAULT 0;
+UPDATE strategies SET created_at = updated_at;
+ALTER TABLE strategies ADD COLUMN device_type TEXT NOT NULL DEFAULT '';
+UPDATE strategies SET device_type = substr(hardware, 1, instr(hardware, ' x') - 1)
+  WHERE instr(hardware, ' x') > 1;
+ALTER TABLE jobs ADD COLUMN answered_from TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 static_assert(kMigrations[std::size(kMigrations) - 1].version == Store::kCurrentSchemaVersion,
               "the last migration must produce kCurrentSchemaVersion");

@@ -1,5 +1,10 @@
 #include "server/strategy_queries.h"
 
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "server/job_view.h"
 #include "server/signature.h"
@@ -9,6 +14,17 @@ namespace autoaccel {
 namespace {
 
 constexpr int kRecentAnswers = 100;
+constexpr int kMaxAnswersListed = 1000;
+
+absl::StatusOr<std::vector<v1::StrategyAnswer>> ToProtos(
+    const std::vector<StrategyRecord>& records) {
+  std::vector<v1::StrategyAnswer> answers;
+  for (const StrategyRecord& r : records) {
+    ASSIGN_OR_RETURN(v1::StrategyAnswer a, StrategyAnswerToProto(r));
+    answers.push_back(std::move(a));
+  }
+  return answers;
+}
 
 }  // namespace
 
@@ -16,7 +32,7 @@ absl::StatusOr<std::vector<v1::StrategyAnswer>> QueryStrategies(
     Store* store, const v1::QueryStrategiesRequest& q) {
   std::vector<StrategyRecord> records;
   if (q.model().family().empty() && q.model().config_json().empty()) {
-    ASSIGN_OR_RETURN(records, store->ListStrategies(kRecentAnswers));
+    ASSIGN_OR_RETURN(records, store->ListStrategies(StrategyFilter(), kRecentAnswers));
   } else {
     ASSIGN_OR_RETURN(ModelSpec model, ModelFromRequest(q.model()));
     if (q.seq_len() <= 0) return absl::InvalidArgumentError("seq_len: must be positive");
@@ -30,12 +46,34 @@ absl::StatusOr<std::vector<v1::StrategyAnswer>> QueryStrategies(
                                                          world, device)));
     if (found) records.push_back(*found);
   }
-  std::vector<v1::StrategyAnswer> answers;
-  for (const StrategyRecord& r : records) {
-    ASSIGN_OR_RETURN(v1::StrategyAnswer a, StrategyAnswerToProto(r));
-    answers.push_back(std::move(a));
+  return ToProtos(records);
+}
+
+absl::StatusOr<std::vector<v1::StrategyAnswer>> ListStrategies(
+    Store* store, const v1::ListStrategiesRequest& request) {
+  const std::vector<std::string>& families = KnownModelFamilies();
+  if (!request.model_family().empty() &&
+      std::find(families.begin(), families.end(), request.model_family()) == families.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model_family: unknown '", request.model_family(),
+                     "' (allowed: ", absl::StrJoin(families, ", "), ")"));
   }
-  return answers;
+  if (!request.device_type().empty() && request.device_type() != "cpu" &&
+      request.device_type() != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device_type: unknown '", request.device_type(), "' (allowed: cpu, cuda)"));
+  }
+  if (request.limit() < 0 || request.limit() > kMaxAnswersListed) {
+    return absl::InvalidArgumentError(absl::StrCat("limit: must be between 0 and ",
+                                                   kMaxAnswersListed, ", got ", request.limit()));
+  }
+  StrategyFilter filter;
+  filter.model_family = request.model_family();
+  filter.device_type = request.device_type();
+  ASSIGN_OR_RETURN(
+      std::vector<StrategyRecord> records,
+      store->ListStrategies(filter, request.limit() == 0 ? kRecentAnswers : request.limit()));
+  return ToProtos(records);
 }
 
 }  // namespace autoaccel

@@ -299,6 +299,7 @@ absl::StatusOr<JobSpec> ValidateTuneRequest(const v1::TuneRequest& in,
   out.trial_timeout = absl::Seconds(r.trial_timeout_seconds());
   out.store_partial = r.store_partial();
   out.finetune = r.finetune();
+  out.force = r.force();
   return out;
 }
 

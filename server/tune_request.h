@@ -53,6 +53,7 @@ struct JobSpec {
   SearchAlgorithm algorithm = SearchAlgorithm::kAuto;
   std::optional<PartialStrategy> load;  // load_strategy
   bool finetune = false;                // search the loaded strategy's neighbourhood
+  bool force = false;                   // tune even when the strategy database has an answer
 };
 
 // INVALID_ARGUMENT naming the field for anything wrong, checked before any

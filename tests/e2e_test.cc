@@ -235,6 +235,74 @@ TEST(EndToEnd, TuneRecordsEveryTrialAndBestSurvivesRestart) {
   EXPECT_THAT(err, HasSubstr("no strategy recorded"));
 }
 
+// Tuning the same model twice: the second time the strategy database
+// answers at once, running no trial and saying where the answer came from;
+// `strategies` lists it with its provenance; --force tunes again.
+TEST(EndToEnd, TuningTwiceAnswersTheSecondTimeFromTheDatabaseWithoutATrial) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  cluster.StartWorker("w1");
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  const std::vector<std::string> args =
+      cluster.TuneArgs(4, {"--time-limit", "2m", "--max-trials", "2", "--warmup-steps", "1",
+                           "--measured-steps", "1", "--json"});
+  std::string out, err;
+  ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
+  const json first = ParseJson(out);
+  ASSERT_EQ(first["state"], "SUCCEEDED") << out;
+  EXPECT_TRUE(first["answered_from"].is_null()) << out;
+  const std::string first_id = first["job_id"];
+  const std::string best = first["best"]["strategy"];
+
+  const absl::Time submitted = absl::Now();
+  ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
+  EXPECT_LT(absl::Now() - submitted, absl::Seconds(10)) << "answered at once";
+  const json second = ParseJson(out);
+  const std::string second_id = second["job_id"];
+  EXPECT_NE(second_id, first_id);
+  EXPECT_EQ(second["state"], "SUCCEEDED") << out;
+  EXPECT_EQ(second["best"]["strategy"], best) << out;
+  EXPECT_EQ(second["best"]["metrics"]["tokens_per_second"],
+            first["best"]["metrics"]["tokens_per_second"])
+      << out;
+  EXPECT_EQ(second["answered_from"]["job_id"], first_id) << out;
+  EXPECT_GE(second["answered_from"]["engine_version"].get<int>(), 1) << out;
+  EXPECT_THAT(second["trials"], ::testing::IsEmpty()) << out;
+  EXPECT_THAT(err, HasSubstr("answered from the strategy database: job " + first_id));
+  EXPECT_THAT(cluster.Query("SELECT count(*) FROM trials WHERE job_id = '" + second_id + "'"),
+              ::testing::ElementsAre("0"));
+  EXPECT_THAT(cluster.Query("SELECT state FROM jobs WHERE job_id = '" + second_id + "'"),
+              ::testing::ElementsAre("SUCCEEDED"));
+  // `job` shows it the same way, in text too.
+  ASSERT_EQ(cluster.Cli({"job", second_id}, &out, &err), 0) << err;
+  EXPECT_THAT(out, AllOf(HasSubstr("answered from the strategy database: job " + first_id),
+                         HasSubstr("--force to tune again"), HasSubstr(best)));
+
+  // The database lists the answer with its provenance.
+  ASSERT_EQ(cluster.Cli({"strategies", "--model", "gpt2", "--device", "cpu", "--json"}, &out, &err),
+            0)
+      << err;
+  const json list = ParseJson(out);
+  ASSERT_EQ(list["strategies"].size(), 1u) << out;
+  EXPECT_EQ(list["strategies"][0]["job_id"], first_id);
+  EXPECT_EQ(list["strategies"][0]["strategy"], best);
+  EXPECT_GE(list["strategies"][0]["engine_version"].get<int>(), 1);
+  EXPECT_GT(list["strategies"][0]["metrics"]["tokens_per_second"].get<double>(), 0);
+  EXPECT_GT(list["strategies"][0]["metrics"]["peak_memory_bytes"].get<int64_t>(), 0);
+  ASSERT_EQ(cluster.Cli({"strategies", "--device", "cuda", "--json"}, &out, &err), 0) << err;
+  EXPECT_THAT(ParseJson(out)["strategies"], ::testing::IsEmpty());
+  ASSERT_EQ(cluster.Cli({"strategies"}, &out, &err), 0) << err;
+  EXPECT_THAT(out, AllOf(HasSubstr(first_id), HasSubstr(best), HasSubstr("cpu x1")));
+
+  // --force tunes again.
+  std::vector<std::string> forced = args;
+  forced.push_back("--force");
+  ASSERT_EQ(cluster.Cli(forced, &out, &err), 0) << out << err;
+  const json third = ParseJson(out);
+  EXPECT_TRUE(third["answered_from"].is_null()) << out;
+  EXPECT_FALSE(third["trials"].empty()) << out;
+}
+
 // The time limit is a promise: the job ends within it plus 5 s with the
 // best measured so far, whatever is still running is cancelled and recorded
 // as such, and the device is free again.

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/content_digest.h"
+#include "common/engine_version.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -1357,6 +1358,272 @@ TEST_F(JobManagerTest, AConfirmedAnswerReplacesAnOutlierInTheDatabase) {
   ASSERT_TRUE(stored.ok() && stored->has_value());
   EXPECT_TRUE((*stored)->confirmed);
   EXPECT_EQ((*stored)->metrics.tokens_per_second, 480);
+}
+
+// ---- Answers from the strategy database (server/database_answer.h) --------
+
+// Runs `r` (one trial) to its end with `tokens_per_second`; the finished job.
+v1::Job RunOneTrialJob(JobManager* manager, FakeExecutor* executor, const v1::TuneRequest& r,
+                       double tokens_per_second) {
+  absl::StatusOr<v1::Job> job = manager->SubmitJob(r);
+  EXPECT_TRUE(job.ok()) << job.status();
+  if (!job.ok()) return v1::Job();
+  EXPECT_EQ(job->answered_from().job_id(), "") << "expected to tune";
+  manager->Tick();
+  EXPECT_EQ(executor->calls.size(), 1u);
+  if (executor->calls.empty()) return v1::Job();
+  executor->Succeed(tokens_per_second);
+  manager->Tick();
+  absl::StatusOr<v1::Job> done = manager->GetJob(job->job_id());
+  EXPECT_TRUE(done.ok()) << done.status();
+  return done.ok() ? *done : v1::Job();
+}
+
+// The signature of the tiny model of Request() on one cpu.
+std::string TinySignature() {
+  auto model = ModelSpecFromJson("gpt2", nlohmann::json::parse(kTinyGpt));
+  EXPECT_TRUE(model.ok());
+  return model.ok() ? ComputeSignature(*model, 16, 4, 1, "cpu") : "";
+}
+
+// The strategy database's answer for TinySignature().
+std::optional<StrategyRecord> StoredAnswer(Store* store) {
+  auto stored = store->GetStrategy(TinySignature());
+  EXPECT_TRUE(stored.ok()) << stored.status();
+  return stored.ok() ? *stored : std::nullopt;
+}
+
+// Stores an answer for TinySignature() found by the finished job `job_id`
+// (made here): a one-rank strategy of Request()'s space.
+StrategyRecord StoreTinyAnswer(Store* store, const std::string& job_id, double tokens_per_second,
+                               int engine_version, bool confirmed, absl::Time at) {
+  StrategyRecord s;
+  s.signature = TinySignature();
+  s.strategy_text =
+      "mbs=4,ga=1,precision=fp32,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none";
+  s.metrics.tokens_per_second = tokens_per_second;
+  s.engine_version = engine_version;
+  s.confirmed = confirmed;
+  s.job_id = job_id;
+  s.updated_at = at;
+  JobRecord job;
+  job.job_id = job_id;
+  job.state = JobState::kSucceeded;
+  job.created_at = at;
+  EXPECT_TRUE(store->CreateJob(job).ok());
+  EXPECT_TRUE(store->FinishJob(job, s).ok());
+  return s;
+}
+
+TEST_F(JobManagerTest, TuningTwiceAnswersTheSecondTimeFromTheDatabaseWithoutATrial) {
+  AddWorker("a", 1);
+  const v1::Job first = RunOneTrialJob(manager_.get(), &executor_, Request(600, 1), 500);
+  ASSERT_EQ(first.state(), "SUCCEEDED");
+  EXPECT_THAT(first.status_message(), HasSubstr("stored in the strategy database"));
+
+  clock_.Advance(absl::Hours(1));
+  auto second = manager_->SubmitJob(Request(600, 1));
+  ASSERT_TRUE(second.ok()) << second.status();
+  // Finished as submitted: a real job, SUCCEEDED, whose best is the stored
+  // answer, saying where it came from.
+  EXPECT_EQ(second->state(), "SUCCEEDED");
+  EXPECT_NE(second->job_id(), first.job_id());
+  EXPECT_EQ(second->trials_total(), 0);
+  EXPECT_EQ(second->best().strategy().text(), first.best().strategy().text());
+  EXPECT_EQ(second->best().metrics().tokens_per_second(), 500);
+  EXPECT_EQ(second->best().trial_id(), "") << "no trial of this job ran";
+  EXPECT_EQ(second->answered_from().job_id(), first.job_id());
+  EXPECT_EQ(second->answered_from().engine_version(), absl::StrCat(kEngineVersion));
+  EXPECT_EQ(second->answered_from().updated_at(), first.finished_at());
+  EXPECT_EQ(second->answered_from().model_family(), "gpt2");
+  EXPECT_THAT(second->status_message(),
+              AllOf(HasSubstr("answered from the strategy database"), HasSubstr(first.job_id()),
+                    HasSubstr(absl::StrCat("engine v", kEngineVersion)), HasSubstr("--force")));
+  EXPECT_EQ(second->finished_at(), second->created_at());
+  manager_->Tick();
+  EXPECT_TRUE(executor_.calls.empty()) << "nothing runs";
+
+  // It reads back the same from the store, in lists and as a watch event.
+  auto again = manager_->GetJob(second->job_id());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->answered_from().job_id(), first.job_id());
+  EXPECT_EQ(again->best().strategy().text(), first.best().strategy().text());
+  EXPECT_THAT(*manager_->ListTrials(second->job_id()), IsEmpty());
+  auto jobs = manager_->ListJobs(0);
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ(jobs->at(0).job_id(), second->job_id());
+  EXPECT_EQ(jobs->at(0).state(), "SUCCEEDED");
+  uint64_t version = 0;
+  auto event = manager_->GetJobEvent(second->job_id(), 0, false, &version);
+  ASSERT_TRUE(event.ok());
+  EXPECT_EQ(event->job().state(), "SUCCEEDED");
+  EXPECT_EQ(version, UINT64_MAX) << "a watcher sees it finished at once";
+  // The database's answer is untouched by the job it answered.
+  EXPECT_EQ(StoredAnswer(store_.get())->job_id, first.job_id());
+}
+
+TEST_F(JobManagerTest, ForceTunesEvenWhenTheDatabaseHasAnAnswer) {
+  AddWorker("a", 1);
+  const v1::Job first = RunOneTrialJob(manager_.get(), &executor_, Request(600, 1), 500);
+  ASSERT_EQ(first.state(), "SUCCEEDED");
+  v1::TuneRequest forced = Request(600, 1);
+  forced.set_force(true);
+  const v1::Job second = RunOneTrialJob(manager_.get(), &executor_, forced, 400);
+  EXPECT_EQ(second.state(), "SUCCEEDED");
+  EXPECT_FALSE(second.has_answered_from());
+  EXPECT_THAT(second.status_message(), HasSubstr("the strategy database keeps its answer"));
+  EXPECT_EQ(StoredAnswer(store_.get())->job_id, first.job_id()) << "the faster one stays";
+}
+
+TEST_F(JobManagerTest, TheDatabaseAnswersOnlyWithAStrategyTheRequestsSpaceAllows) {
+  AddWorker("a", 1);
+  v1::TuneRequest fp32 = Request(600, 1);
+  fp32.add_precisions("fp32");
+  const v1::Job first = RunOneTrialJob(manager_.get(), &executor_, fp32, 500);
+  ASSERT_EQ(first.state(), "SUCCEEDED");
+  ASSERT_THAT(first.best().strategy().text(), HasSubstr("precision=fp32"));
+  // A user who asks for bf16 never gets the fp32 answer: that job tunes.
+  v1::TuneRequest bf16 = Request(600, 1);
+  bf16.add_precisions("bf16");
+  auto job = manager_->SubmitJob(bf16);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state(), "QUEUED");
+  EXPECT_THAT(job->status_message(), HasSubstr("outside this request's candidates"));
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  EXPECT_EQ(FakeExecutor::Spec(executor_.calls.front()).strategy.precision, Precision::kBf16);
+  executor_.Succeed(100);
+  manager_->Tick();
+  // Nor one whose methods exclude it.
+  v1::TuneRequest no_fp32 = Request(600, 1);
+  no_fp32.add_exclude("fp32");
+  auto excluded = manager_->SubmitJob(no_fp32);
+  ASSERT_TRUE(excluded.ok()) << excluded.status();
+  EXPECT_FALSE(excluded->has_answered_from()) << excluded->status_message();
+  // A request whose space holds the answer is answered.
+  v1::TuneRequest wide = Request(600, 1);
+  wide.add_precisions("bf16");
+  wide.add_precisions("fp32");
+  auto answered = manager_->SubmitJob(wide);
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  EXPECT_EQ(answered->state(), "SUCCEEDED");
+  EXPECT_EQ(answered->best().strategy().text(), first.best().strategy().text());
+}
+
+TEST_F(JobManagerTest, ALoadedStrategyRunsUnlessFinetuneAsksForTheBest) {
+  AddWorker("a", 1);
+  const v1::Job first = RunOneTrialJob(manager_.get(), &executor_, Request(600, 1), 500);
+  ASSERT_EQ(first.state(), "SUCCEEDED");
+  v1::TuneRequest load = Request(600);
+  load.clear_algorithm();
+  load.set_load_strategy(first.best().strategy().text());
+  auto run = manager_->SubmitJob(load);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_FALSE(run->has_answered_from()) << "it asks to measure that strategy";
+  EXPECT_THAT(run->status_message(), HasSubstr("load_strategy runs the loaded strategy"));
+  load.set_finetune(true);
+  auto finetune = manager_->SubmitJob(load);
+  ASSERT_TRUE(finetune.ok()) << finetune.status();
+  EXPECT_EQ(finetune->answered_from().job_id(), first.job_id());
+}
+
+TEST_F(JobManagerTest, AnOlderEnginesAnswerIsTunedAgainAndReplacedEvenBySlowerFigures) {
+  AddWorker("a", 1);
+  // Stored before engine versions were recorded: version 0, confirmed and
+  // very fast.
+  StoreTinyAnswer(store_.get(), "job-legacy", 1e6, 0, /*confirmed=*/true, clock_.Now());
+
+  auto queued = manager_->SubmitJob(Request(600, 1));
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  EXPECT_FALSE(queued->has_answered_from());
+  EXPECT_THAT(queued->status_message(), HasSubstr("measured by an unversioned engine"));
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  executor_.Succeed(500);
+  manager_->Tick();
+  auto done = manager_->GetJob(queued->job_id());
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state(), "SUCCEEDED");
+  EXPECT_THAT(done->status_message(),
+              AllOf(HasSubstr("replaces the strategy database's answer measured by an "
+                              "unversioned engine (job job-legacy"),
+                    HasSubstr("although slower")));
+  std::optional<StrategyRecord> stored = StoredAnswer(store_.get());
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->job_id, queued->job_id());
+  EXPECT_EQ(stored->engine_version, kEngineVersion);
+  EXPECT_EQ(stored->metrics.tokens_per_second, 500);
+}
+
+TEST_F(JobManagerTest, ANewerEnginesAnswerIsNeverReplacedByThisOnes) {
+  AddWorker("a", 1);
+  // Slow, but measured the newer way.
+  StoreTinyAnswer(store_.get(), "job-newer", 1, kEngineVersion + 1, false, clock_.Now());
+
+  const v1::Job job = RunOneTrialJob(manager_.get(), &executor_, Request(600, 1), 500);
+  EXPECT_EQ(job.state(), "SUCCEEDED");
+  EXPECT_THAT(job.status_message(),
+              HasSubstr(absl::StrCat("not stored: the strategy database's answer (job job-newer, "
+                                     "1 tokens/s) was measured by engine v",
+                                     kEngineVersion + 1)));
+  EXPECT_EQ(StoredAnswer(store_.get())->job_id, "job-newer");
+}
+
+TEST_F(JobManagerTest, AFailedJobNeverTouchesTheDatabasesAnswer) {
+  AddWorker("a", 1);
+  const v1::Job first = RunOneTrialJob(manager_.get(), &executor_, Request(600, 1), 500);
+  ASSERT_EQ(first.state(), "SUCCEEDED");
+  v1::TuneRequest forced = Request(600, 1);
+  forced.set_force(true);
+  auto job = manager_->SubmitJob(forced);
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  executor_.Answer(executor_.calls.front().request.trial_id(), 0, absl::OkStatus(),
+                   Answered("FAILED", "boom"));
+  manager_->Tick();
+  EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "FAILED");
+  EXPECT_EQ(StoredAnswer(store_.get())->job_id, first.job_id());
+}
+
+TEST_F(JobManagerTest, StrategiesAreListedWithProvenanceAndBadFiltersNameTheField) {
+  AddWorker("a", 1);
+  const v1::Job first = RunOneTrialJob(manager_.get(), &executor_, Request(600, 1), 500);
+  ASSERT_EQ(first.state(), "SUCCEEDED");
+  v1::ListStrategiesRequest q;
+  auto all = ListStrategies(store_.get(), q);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 1u);
+  const v1::StrategyAnswer& a = all->front();
+  EXPECT_EQ(a.job_id(), first.job_id());
+  EXPECT_EQ(a.engine_version(), absl::StrCat(kEngineVersion));
+  EXPECT_EQ(a.updated_at(), first.finished_at());
+  EXPECT_EQ(a.created_at(), first.finished_at());
+  EXPECT_EQ(a.model_family(), "gpt2");
+  EXPECT_EQ(a.seq_len(), 16);
+  EXPECT_EQ(a.global_batch_size(), 4);
+  EXPECT_EQ(a.hardware(), "cpu x1");
+  EXPECT_EQ(a.metrics().tokens_per_second(), 500);
+  EXPECT_EQ(a.strategy().text(), first.best().strategy().text());
+  q.set_model_family("llama");
+  EXPECT_THAT(*ListStrategies(store_.get(), q), IsEmpty());
+  q.set_model_family("gpt2");
+  q.set_device_type("cuda");
+  EXPECT_THAT(*ListStrategies(store_.get(), q), IsEmpty());
+  q.set_device_type("cpu");
+  EXPECT_THAT(*ListStrategies(store_.get(), q), SizeIs(1));
+  q.set_model_family("resnet");
+  EXPECT_THAT(std::string(ListStrategies(store_.get(), q).status().message()),
+              StartsWith("model_family: unknown 'resnet'"));
+  q.set_model_family("");
+  q.set_device_type("tpu");
+  EXPECT_THAT(std::string(ListStrategies(store_.get(), q).status().message()),
+              StartsWith("device_type: unknown 'tpu'"));
+  q.set_device_type("");
+  q.set_limit(5000);
+  EXPECT_THAT(std::string(ListStrategies(store_.get(), q).status().message()),
+              StartsWith("limit: "));
 }
 
 TEST_F(JobManagerTest, AnOutOfMemoryTrialPrunesTheStrategiesThatNeedMore) {

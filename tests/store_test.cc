@@ -82,7 +82,7 @@ auto Tie(const TrialMetrics& m) {
 auto Tie(const JobRecord& j) {
   return std::make_tuple(j.job_id, JobStateName(j.state), j.status_message, j.request_json,
                          j.signature, j.created_at, j.started_at, j.finished_at, j.deadline,
-                         j.best_trial_id, j.trials_total);
+                         j.best_trial_id, j.trials_total, j.answered_from);
 }
 auto Tie(const TrialRecord& t) {
   return std::tuple_cat(
@@ -92,10 +92,11 @@ auto Tie(const TrialRecord& t) {
       Tie(t.metrics));
 }
 auto Tie(const StrategyRecord& s) {
-  return std::tuple_cat(std::make_tuple(s.signature, s.model_family, s.model_config_json, s.seq_len,
-                                        s.global_batch_size, s.hardware, s.strategy_text,
-                                        s.strategy_json, s.job_id, s.updated_at, s.confirmed),
-                        Tie(s.metrics));
+  return std::tuple_cat(
+      std::make_tuple(s.signature, s.model_family, s.model_config_json, s.seq_len,
+                      s.global_batch_size, s.hardware, s.strategy_text, s.strategy_json, s.job_id,
+                      s.updated_at, s.confirmed, s.device_type, s.engine_version, s.created_at),
+      Tie(s.metrics));
 }
 
 // Whole microseconds: the store's precision.
@@ -144,6 +145,7 @@ StrategyRecord MakeStrategy(const std::string& signature, const std::string& job
   s.seq_len = 128;
   s.global_batch_size = 16;
   s.hardware = "cpu x1";
+  s.device_type = "cpu";
   s.strategy_text = text;
   s.strategy_json = absl::StrCat(R"({"text":")", text, "\"}");
   s.metrics = SomeMetrics(1.0);
@@ -191,6 +193,9 @@ TEST(StoreTest, EverythingSurvivesCloseAndReopen) {
   done.status_message = "done";
   StrategyRecord best = MakeStrategy(job.signature, job.job_id, "dp=1 mbs=1");
   best.confirmed = true;
+  best.engine_version = 3;
+  best.created_at = T(kBase + 25);
+  fresh.answered_from = R"({"jobId":"job-0","engineVersion":"3"})";
 
   {
     std::unique_ptr<Store> store = OpenOrDie(path);
@@ -241,6 +246,15 @@ TEST(StoreTest, TimesBeforeTheEpochAndSubMicrosecondsAreHandled) {
   EXPECT_EQ(got->deadline, T(kBase));
 }
 
+// Drops what schema 5 added, as a file written before it (the caller sets
+// user_version).
+void BackToSchemaFour(const std::string& path) {
+  for (const char* column : {"engine_version", "created_at", "device_type"}) {
+    RawSql(path, absl::StrCat("ALTER TABLE strategies DROP COLUMN ", column));
+  }
+  RawSql(path, "ALTER TABLE jobs DROP COLUMN answered_from");
+}
+
 TEST(StoreTest, MigratesANewFileAndDoesNotMigrateTwice) {
   TempDir dir;
   const std::string path = dir.File("new.db");
@@ -281,6 +295,7 @@ TEST(StoreTest, AVersionOneFileGainsTheJobsAlgorithmAndKeepsItsJobs) {
   RawSql(path, "ALTER TABLE trials DROP COLUMN infrastructure");
   RawSql(path, "ALTER TABLE trials DROP COLUMN confirms");
   RawSql(path, "ALTER TABLE strategies DROP COLUMN confirmed");
+  BackToSchemaFour(path);
   RawSql(path, "PRAGMA user_version = 1");
   std::unique_ptr<Store> store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
@@ -314,6 +329,7 @@ TEST(StoreTest, AVersionThreeFileLosesItsWorkersTableAndKeepsEverythingElse) {
          "CREATE TABLE workers (worker_id TEXT NOT NULL PRIMARY KEY, address TEXT NOT NULL, "
          "devices_json TEXT NOT NULL, registered_at INTEGER NOT NULL, last_seen INTEGER NOT NULL)");
   RawSql(path, "INSERT INTO workers VALUES ('w1', '127.0.0.1:5051', '{}', 1, 2)");
+  BackToSchemaFour(path);
   RawSql(path, "PRAGMA user_version = 3");
   ASSERT_EQ(RawSql(path, "SELECT count(*) FROM workers"), "1");
 
@@ -442,7 +458,7 @@ TEST(StoreTest, FinishJobWritesJobAndStrategyAndLaterOnesReplaceIt) {
   ASSERT_TRUE(s.ok()) << s.status();
   ASSERT_TRUE(s->has_value());
   EXPECT_EQ(Tie(**s), Tie(better));
-  absl::StatusOr<std::vector<StrategyRecord>> all = store->ListStrategies(0);
+  absl::StatusOr<std::vector<StrategyRecord>> all = store->ListStrategies(StrategyFilter(), 0);
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_EQ(all->size(), 1u);
 
@@ -506,15 +522,18 @@ StrategyRecord Answer(const std::string& job_id, double tokens_per_second, bool 
   return s;
 }
 
+// The answer stored for "sig" (an empty record, reported, if none).
+StrategyRecord StoredForSig(Store& store) {
+  absl::StatusOr<std::optional<StrategyRecord>> s = store.GetStrategy("sig");
+  EXPECT_TRUE(s.ok() && s->has_value()) << s.status();
+  return s.ok() && s->has_value() ? **s : StrategyRecord();
+}
+
 TEST(StoreTest, AConfirmedAnswerReplacesOneMeasuredOnceAndOtherwiseTheFasterStays) {
   TempDir dir;
   std::unique_ptr<Store> store = OpenOrDie(dir.File("s.db"));
   ASSERT_NE(store, nullptr);
-  auto stored_job = [&] {
-    absl::StatusOr<std::optional<StrategyRecord>> s = store->GetStrategy("sig");
-    EXPECT_TRUE(s.ok() && s->has_value()) << s.status();
-    return s.ok() && s->has_value() ? (*s)->job_id : std::string("none");
-  };
+  auto stored_job = [&] { return StoredForSig(*store).job_id; };
   ASSERT_OK(FinishWith(*store, "a", Answer("a", 1000, false)));
   EXPECT_EQ(stored_job(), "a");
   ASSERT_OK(FinishWith(*store, "b", Answer("b", 900, false)));  // slower, same kind
@@ -533,6 +552,128 @@ TEST(StoreTest, AConfirmedAnswerReplacesOneMeasuredOnceAndOtherwiseTheFasterStay
   absl::StatusOr<JobRecord> e = store->GetJob("e");
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(e->state, JobState::kSucceeded);
+}
+
+StrategyRecord Versioned(const std::string& job_id, double tokens_per_second, bool confirmed,
+                         int engine_version) {
+  StrategyRecord s = Answer(job_id, tokens_per_second, confirmed);
+  s.engine_version = engine_version;
+  return s;
+}
+
+TEST(StoreTest, ANewerEngineVersionsAnswerReplacesAnOlderOneEvenWhenSlower) {
+  const StrategyRecord old_fast = Versioned("old", 5000, /*confirmed=*/true, 1);
+  const StrategyRecord new_slow = Versioned("new", 100, /*confirmed=*/false, 2);
+  EXPECT_TRUE(ReplacesStoredAnswer(new_slow, old_fast));
+  // Answers stored before versions were recorded (0) are older than any.
+  EXPECT_TRUE(ReplacesStoredAnswer(new_slow, Versioned("legacy", 9000, true, 0)));
+}
+
+TEST(StoreTest, AnOlderEngineVersionsAnswerNeverReplacesANewerOne) {
+  const StrategyRecord new_slow = Versioned("new", 100, /*confirmed=*/false, 2);
+  EXPECT_FALSE(ReplacesStoredAnswer(Versioned("old", 5000, true, 1), new_slow));
+  EXPECT_FALSE(ReplacesStoredAnswer(Versioned("legacy", 9000, true, 0), new_slow));
+}
+
+TEST(StoreTest, WithinOneEngineVersionTheConfirmedThenTheFasterAnswerStays) {
+  EXPECT_TRUE(ReplacesStoredAnswer(Versioned("b", 500, true, 2), Versioned("a", 900, false, 2)));
+  EXPECT_FALSE(ReplacesStoredAnswer(Versioned("b", 900, false, 2), Versioned("a", 500, true, 2)));
+  EXPECT_TRUE(ReplacesStoredAnswer(Versioned("b", 600, true, 2), Versioned("a", 500, true, 2)));
+  EXPECT_FALSE(ReplacesStoredAnswer(Versioned("b", 400, true, 2), Versioned("a", 500, true, 2)));
+  EXPECT_TRUE(ReplacesStoredAnswer(Versioned("b", 500, true, 2), Versioned("a", 500, true, 2)));
+}
+
+TEST(StoreTest, FinishJobAppliesTheEngineVersionRuleAndKeepsTheFirstStoredDate) {
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenOrDie(dir.File("s.db"));
+  ASSERT_NE(store, nullptr);
+  auto stored = [&] { return StoredForSig(*store); };
+  StrategyRecord first = Versioned("a", 5000, true, 1);
+  first.created_at = T(kBase);
+  first.updated_at = T(kBase);
+  ASSERT_OK(FinishWith(*store, "a", first));
+  StrategyRecord newer = Versioned("b", 100, false, 2);
+  newer.created_at = T(kBase + 1000);
+  newer.updated_at = T(kBase + 1000);
+  ASSERT_OK(FinishWith(*store, "b", newer));
+  EXPECT_EQ(stored().job_id, "b") << "a newer engine's answer replaces an older one, slower or not";
+  EXPECT_EQ(stored().engine_version, 2);
+  EXPECT_EQ(stored().updated_at, T(kBase + 1000));
+  EXPECT_EQ(stored().created_at, T(kBase)) << "the signature's first answer keeps its date";
+  ASSERT_OK(FinishWith(*store, "c", Versioned("c", 9000, true, 1)));
+  EXPECT_EQ(stored().job_id, "b") << "an older engine's answer never replaces a newer one";
+  ASSERT_OK(FinishWith(*store, "d", Versioned("d", 200, false, 2)));
+  EXPECT_EQ(stored().job_id, "d") << "within a version, the faster one";
+}
+
+TEST(StoreTest, ListStrategiesFiltersByModelFamilyAndDeviceType) {
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenOrDie(dir.File("s.db"));
+  ASSERT_NE(store, nullptr);
+  int n = 0;
+  for (const auto& [family, device] : std::vector<std::pair<std::string, std::string>>{
+           {"gpt2", "cpu"}, {"gpt2", "cuda"}, {"llama", "cuda"}}) {
+    StrategyRecord s =
+        MakeStrategy(absl::StrCat("sig-", family, "-", device), absl::StrCat("j", n), "mbs=1");
+    s.model_family = family;
+    s.device_type = device;
+    s.hardware = absl::StrCat(device, " x1");
+    s.updated_at = T(kBase + ++n);
+    ASSERT_OK(FinishWith(*store, s.job_id, s));
+  }
+  auto jobs = [&](const std::string& family, const std::string& device, int limit = 0) {
+    std::vector<std::string> out;
+    absl::StatusOr<std::vector<StrategyRecord>> list =
+        store->ListStrategies(StrategyFilter{family, device}, limit);
+    EXPECT_TRUE(list.ok()) << list.status();
+    for (const StrategyRecord& s : list.ok() ? *list : std::vector<StrategyRecord>()) {
+      out.push_back(s.job_id);
+    }
+    return out;
+  };
+  EXPECT_THAT(jobs("", ""), ElementsAre("j2", "j1", "j0"));  // newest first
+  EXPECT_THAT(jobs("gpt2", ""), ElementsAre("j1", "j0"));
+  EXPECT_THAT(jobs("", "cuda"), ElementsAre("j2", "j1"));
+  EXPECT_THAT(jobs("gpt2", "cuda"), ElementsAre("j1"));
+  EXPECT_THAT(jobs("bert", ""), ElementsAre());
+  EXPECT_THAT(jobs("", "", 1), ElementsAre("j2"));
+}
+
+TEST(StoreTest, AVersionFourFileKeepsItsAnswersAsUnversionedAndListableByDevice) {
+  TempDir dir;
+  const std::string path = dir.File("v4.db");
+  StrategyRecord legacy = MakeStrategy("sig", "old", "mbs=2");
+  legacy.hardware = "cuda x8";
+  legacy.updated_at = T(kBase + 7);
+  {
+    std::unique_ptr<Store> store = OpenOrDie(path);
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(FinishWith(*store, "old", legacy));
+  }
+  BackToSchemaFour(path);
+  RawSql(path, "PRAGMA user_version = 4");
+
+  std::unique_ptr<Store> store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->migrations_applied(), Store::kCurrentSchemaVersion - 4);
+  absl::StatusOr<std::optional<StrategyRecord>> s = store->GetStrategy("sig");
+  ASSERT_TRUE(s.ok() && s->has_value()) << s.status();
+  EXPECT_EQ((*s)->engine_version, 0) << "older than every engine version";
+  EXPECT_EQ((*s)->created_at, legacy.updated_at);
+  EXPECT_EQ((*s)->device_type, "cuda") << "read from its hardware";
+  absl::StatusOr<std::vector<StrategyRecord>> cuda =
+      store->ListStrategies(StrategyFilter{"", "cuda"}, 0);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  EXPECT_EQ(cuda->size(), 1u);
+  absl::StatusOr<JobRecord> job = store->GetJob("old");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->answered_from, "");
+  // Any answer of a versioned engine replaces it, even a slower one.
+  StrategyRecord slower = MakeStrategy("sig", "new", "mbs=1");
+  slower.metrics.tokens_per_second = 1;
+  slower.engine_version = 1;
+  ASSERT_OK(FinishWith(*store, "new", slower));
+  EXPECT_EQ((*store->GetStrategy("sig"))->job_id, "new");
 }
 
 TEST(StoreTest, UpsertTrialsIsAllOrNothing) {
@@ -658,7 +799,8 @@ TEST(StoreTest, ReportsMissingAndDuplicateRows) {
   no_id.trial_id.clear();
   EXPECT_EQ(store->UpsertTrial(no_id).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(store->ListJobs(-1).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(store->ListStrategies(-1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->ListStrategies(StrategyFilter(), -1).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(StoreTest, ARowThatCannotBeDecodedIsDataLossNamingIt) {
@@ -796,7 +938,8 @@ TEST(StoreTest, ConcurrentWritersDoNotFail) {
   absl::StatusOr<std::vector<TrialRecord>> trials = stores.b->ListTrials("t3-j19");
   ASSERT_TRUE(trials.ok());
   EXPECT_EQ(trials->size(), 2u);
-  absl::StatusOr<std::vector<StrategyRecord>> strategies = stores.a->ListStrategies(0);
+  absl::StatusOr<std::vector<StrategyRecord>> strategies =
+      stores.a->ListStrategies(StrategyFilter(), 0);
   ASSERT_TRUE(strategies.ok());
   EXPECT_EQ(strategies->size(), 3u);
 }

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "proto/convert.h"
 #include "search/trial.h"
+#include "tests/local_server.h"
 #include "tests/subprocess.h"
 #include "tests/test_matchers.h"
 #include "trial_contract/json_file.h"
@@ -464,15 +465,11 @@ JSON)"));
     options.devices = std::move(devices);
     options.runner_devices = std::move(runner_devices);
     service_ = std::make_unique<WorkerServiceImpl>(options);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
+    testing::LocalServer local = testing::ServeLocally(service_.get());
+    server_ = std::move(local.server);
     ASSERT_NE(server_, nullptr);
-    ASSERT_NE(port, 0);
-    stub_ = v1::WorkerService::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    ASSERT_NE(local.port, 0);
+    stub_ = v1::WorkerService::NewStub(local.channel);
   }
   void TearDown() override {
     if (server_) server_->Shutdown();
@@ -565,14 +562,10 @@ JSON)");
   std::vector<v1::Device> announced;
   options.on_devices_changed = [&](const std::vector<v1::Device>& d) { announced = d; };
   service_ = std::make_unique<WorkerServiceImpl>(options);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(service_.get());
-  server_ = builder.BuildAndStart();
-  ASSERT_NE(port, 0);
-  stub_ = v1::WorkerService::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  testing::LocalServer local = testing::ServeLocally(service_.get());
+  server_ = std::move(local.server);
+  ASSERT_NE(local.port, 0);
+  stub_ = v1::WorkerService::NewStub(local.channel);
   TrialSpec spec = TinySpec();
   spec.strategy.precision = Precision::kBf16;
   v1::RunTrialRequest req;
