@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
+#include "client/estimate_command.h"
 #include "common/duration.h"
 #include "proto/convert.h"
 
@@ -246,8 +247,12 @@ int main(int argc, char** argv) {
   CLI::App* workers = app.add_subcommand("workers", "list worker daemons and their devices");
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a job");
   cancel->add_option("job_id", job_id, "job id")->required();
+  // estimate runs offline (no server): answered right after parsing.
+  autoaccel::EstimateFlags estimate_flags;
+  CLI::App* estimate = autoaccel::AddEstimateCommand(&app, &estimate_flags);
   try {
     app.parse(argc, argv);
+    if (*estimate) return autoaccel::EstimateCommand(estimate_flags, json, std::cout, std::cerr);
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; every usage error exits 1, as documented
     // (CLI11's own codes, 104, 106, ..., mean nothing to a script).

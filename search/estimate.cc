@@ -44,7 +44,10 @@ absl::Status CheckRequest(const EstimateRequest& r) {
   return ValidateSpaceRequest(SpaceFor(r));
 }
 
-StrategyEstimate Estimate(const EstimateRequest& r, const CostModel& model, const Strategy& s) {
+// `explain`: fill why_not when it does not fit (a formatted sentence: the
+// ranking of a whole space asks only for each kind's example).
+StrategyEstimate Estimate(const EstimateRequest& r, const CostModel& model, const Strategy& s,
+                          bool explain = true) {
   StrategyEstimate e;
   e.strategy = s;
   const CostModel::Prediction p = model.Predict(s);
@@ -52,7 +55,7 @@ StrategyEstimate Estimate(const EstimateRequest& r, const CostModel& model, cons
   e.step_time_s = p.step_time_s;
   e.tokens_per_second = p.tokens_per_second;
   e.device_memory_bytes = model.device().memory_bytes;
-  e.fits = model.Fits(s, /*margin=*/0, &e.why_not);
+  e.fits = model.Fits(s, /*margin=*/0, explain ? &e.why_not : nullptr);
   e.margin_bytes = e.device_memory_bytes - e.memory.total();
   if (e.device_memory_bytes > 0) e.margin_fraction = double(e.margin_bytes) / e.device_memory_bytes;
   e.model_flops_per_step =
@@ -86,7 +89,7 @@ absl::StatusOr<TopEstimate> EstimateTop(const EstimateRequest& request, int k) {
   std::vector<StrategyEstimate> fitting;
   std::map<std::string, RuledOut> by_kind;
   for (const Strategy& s : space) {
-    StrategyEstimate e = Estimate(request, model, s);
+    StrategyEstimate e = Estimate(request, model, s, /*explain=*/false);
     if (e.fits) {
       fitting.push_back(std::move(e));
       continue;
@@ -95,19 +98,19 @@ absl::StatusOr<TopEstimate> EstimateTop(const EstimateRequest& request, int k) {
     if (r.count++ == 0) {
       r.kind = kPrunedNotFitting;
       r.example = s;
-      r.example_reason = e.why_not;
+      r.example_reason = Estimate(request, model, s).why_not;
     }
   }
   top.fitting = static_cast<int>(fitting.size());
   // Fastest first; ties to less memory, then the space's order.
   const size_t n = std::min(fitting.size(), static_cast<size_t>(k));
   std::stable_sort(fitting.begin(), fitting.end(),
-                    [](const StrategyEstimate& a, const StrategyEstimate& b) {
-                      if (a.tokens_per_second != b.tokens_per_second) {
-                        return a.tokens_per_second > b.tokens_per_second;
-                      }
-                      return a.memory.total() < b.memory.total();
-                    });
+                   [](const StrategyEstimate& a, const StrategyEstimate& b) {
+                     if (a.tokens_per_second != b.tokens_per_second) {
+                       return a.tokens_per_second > b.tokens_per_second;
+                     }
+                     return a.memory.total() < b.memory.total();
+                   });
   fitting.resize(n);
   top.best = std::move(fitting);
   for (auto& [kind, r] : by_kind) top.ruled_out.push_back(std::move(r));
