@@ -13,6 +13,7 @@
 #include "client/commands.h"
 #include "client/report_command.h"
 #include "client/export_command.h"
+#include "client/estimate_command.h"
 #include "common/duration.h"
 #include "proto/convert.h"
 
@@ -268,8 +269,12 @@ int main(int argc, char** argv) {
   report->add_option("--html", report_html, "the HTML file to write (replaced)")->required();
   autoaccel::ExportFlags export_flags;
   CLI::App* export_cmd = autoaccel::AddExportCommand(app, &export_flags);
+  // estimate runs offline (no server): answered right after parsing.
+  autoaccel::EstimateFlags estimate_flags;
+  CLI::App* estimate = autoaccel::AddEstimateCommand(&app, &estimate_flags);
   try {
     app.parse(argc, argv);
+    if (*estimate) return autoaccel::EstimateCommand(estimate_flags, json, std::cout, std::cerr);
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; every usage error exits 1, as documented
     // (CLI11's own codes, 104, 106, ..., mean nothing to a script).

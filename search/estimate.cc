@@ -1,0 +1,122 @@
+#include "search/estimate.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "search/cost_model.h"
+#include "search/searcher.h"
+#include "search/space.h"
+
+namespace autoaccel {
+namespace {
+
+SpaceRequest SpaceFor(const EstimateRequest& r) {
+  SpaceRequest space;
+  space.model = r.model;
+  space.seq_len = r.seq_len;
+  space.global_batch_size = r.global_batch_size;
+  space.world_size = r.world_size;
+  const bool cuda = r.device.spec.type == "cuda";
+  space.device_is_accelerator = cuda;
+  space.device_supports_bf16 = !cuda || r.device.spec.peak.bf16 > 0;
+  return space;
+}
+
+DeviceSpec DeviceFor(const EstimateRequest& r) {
+  DeviceSpec device = r.device.spec;
+  if (r.devices_per_node > 0) device.devices_per_node = r.devices_per_node;
+  return device;
+}
+
+absl::Status CheckRequest(const EstimateRequest& r) {
+  if (r.model.IsTorchScript()) {
+    return absl::InvalidArgumentError(
+        "model: a torchscript module's shape is unknown, so it cannot be estimated; give its "
+        "Hugging Face family and config instead");
+  }
+  if (r.devices_per_node < 0) {
+    return absl::InvalidArgumentError("devices_per_node: must be >= 1 (0 = the catalog's)");
+  }
+  return ValidateSpaceRequest(SpaceFor(r));
+}
+
+// `explain`: fill why_not when it does not fit (a formatted sentence: the
+// ranking of a whole space asks only for each kind's example).
+StrategyEstimate Estimate(const EstimateRequest& r, const CostModel& model, const Strategy& s,
+                          bool explain = true) {
+  StrategyEstimate e;
+  e.strategy = s;
+  const CostModel::Prediction p = model.Predict(s);
+  e.memory = p.memory;
+  e.step_time_s = p.step_time_s;
+  e.tokens_per_second = p.tokens_per_second;
+  e.device_memory_bytes = model.device().memory_bytes;
+  e.fits = model.Fits(s, /*margin=*/0, explain ? &e.why_not : nullptr);
+  e.margin_bytes = e.device_memory_bytes - e.memory.total();
+  if (e.device_memory_bytes > 0) e.margin_fraction = double(e.margin_bytes) / e.device_memory_bytes;
+  e.model_flops_per_step =
+      r.model.TrainingFlopsPerToken(r.seq_len) * double(r.global_batch_size) * r.seq_len;
+  const double peak = model.device().peak.For(s.precision) * 1e12;
+  if (peak > 0 && e.step_time_s > 0) {
+    e.mfu = e.model_flops_per_step / e.step_time_s / (double(r.world_size) * peak);
+  }
+  return e;
+}
+
+}  // namespace
+
+absl::StatusOr<StrategyEstimate> EstimateStrategy(const EstimateRequest& request,
+                                                  const Strategy& strategy) {
+  RETURN_IF_ERROR(CheckRequest(request));
+  RETURN_IF_ERROR(CheckCompatible(SpaceFor(request), strategy));
+  const CostModel model(request.model, request.seq_len, request.global_batch_size,
+                        DeviceFor(request));
+  return Estimate(request, model, strategy);
+}
+
+absl::StatusOr<TopEstimate> EstimateTop(const EstimateRequest& request, int k) {
+  if (k < 1) return absl::InvalidArgumentError(absl::StrCat("top: must be >= 1, got ", k));
+  RETURN_IF_ERROR(CheckRequest(request));
+  ASSIGN_OR_RETURN(const std::vector<Strategy> space, EnumerateSpace(SpaceFor(request)));
+  const CostModel model(request.model, request.seq_len, request.global_batch_size,
+                        DeviceFor(request));
+  TopEstimate top;
+  top.candidates = static_cast<int>(space.size());
+  std::vector<StrategyEstimate> fitting;
+  std::map<std::string, RuledOut> by_kind;
+  for (const Strategy& s : space) {
+    StrategyEstimate e = Estimate(request, model, s, /*explain=*/false);
+    if (e.fits) {
+      fitting.push_back(std::move(e));
+      continue;
+    }
+    RuledOut& r = by_kind[kPrunedNotFitting];
+    if (r.count++ == 0) {
+      r.kind = kPrunedNotFitting;
+      r.example = s;
+      r.example_reason = Estimate(request, model, s).why_not;
+    }
+  }
+  top.fitting = static_cast<int>(fitting.size());
+  // Fastest first; ties to less memory, then the space's order.
+  const size_t n = std::min(fitting.size(), static_cast<size_t>(k));
+  std::stable_sort(fitting.begin(), fitting.end(),
+                   [](const StrategyEstimate& a, const StrategyEstimate& b) {
+                     if (a.tokens_per_second != b.tokens_per_second) {
+                       return a.tokens_per_second > b.tokens_per_second;
+                     }
+                     return a.memory.total() < b.memory.total();
+                   });
+  fitting.resize(n);
+  top.best = std::move(fitting);
+  for (auto& [kind, r] : by_kind) top.ruled_out.push_back(std::move(r));
+  std::stable_sort(top.ruled_out.begin(), top.ruled_out.end(),
+                   [](const RuledOut& a, const RuledOut& b) { return a.count > b.count; });
+  return top;
+}
+
+}  // namespace autoaccel
