@@ -168,6 +168,7 @@ ReplayResult Replay(const RecordedTable& table, const ReplayOptions& options) {
       std::optional<Proposal> p = searcher.Next();
       if (!p) break;
       const RecordedTrial& rec = *by_text.at(StrategyToText(p->strategy));
+      if (p->predicted) result.proposals.push_back({*p->predicted, &rec});
       ScoredTrial trial;
       trial.strategy = rec.strategy;
       trial.status = rec.status;
@@ -239,6 +240,110 @@ double Spearman(const std::vector<double>& a, const std::vector<double>& b) {
     vb += (rb[i] - mb) * (rb[i] - mb);
   }
   return va > 0 && vb > 0 ? cov / std::sqrt(va * vb) : 0;
+}
+
+std::vector<EarlierTrial> EarlierTrialsOf(const RecordedTable& table) {
+  std::vector<EarlierTrial> out;
+  for (const RecordedTrial& t : table.trials) {
+    if (t.status != TrialStatus::kSucceeded) continue;
+    out.push_back(EarlierTrial{table.model, table.seq_len, t.strategy, t.metrics});
+  }
+  return out;
+}
+
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+}  // namespace
+
+std::vector<EarlierTrial> WarmStartTrials(const RecordedTable& target,
+                                          const std::vector<const RecordedTable*>& others) {
+  std::vector<std::vector<EarlierTrial>> pools;
+  for (const RecordedTable* o : others) {
+    if (o != &target && o->device.type == target.device.type) pools.push_back(EarlierTrialsOf(*o));
+  }
+  std::vector<EarlierTrial> out;
+  for (size_t i = 0; static_cast<int>(out.size()) < kMaxEarlierTrials; ++i) {
+    bool any = false;
+    for (const std::vector<EarlierTrial>& pool : pools) {
+      if (i >= pool.size() || static_cast<int>(out.size()) >= kMaxEarlierTrials) continue;
+      out.push_back(pool[i]);
+      any = true;
+    }
+    if (!any) break;
+  }
+  return out;
+}
+
+WarmStartEffect MeasureWarmStart(const RecordedTable& target,
+                                 const std::vector<const RecordedTable*>& others, int count) {
+  WarmStartEffect out;
+  CostModel cold(target.model, target.seq_len, target.global_batch_size, target.device);
+  CostModel warm = cold;
+  out.earlier_trials = warm.WarmStart(WarmStartTrials(target, others));
+  // Whole table, before any trial.
+  {
+    std::vector<double> measured_tps, cold_tps, warm_tps, cold_error, warm_error;
+    for (const RecordedTrial& t : target.trials) {
+      if (t.status != TrialStatus::kSucceeded) continue;
+      const TrialPrediction c = cold.PredictTrial(t.strategy), w = warm.PredictTrial(t.strategy);
+      measured_tps.push_back(t.metrics.tokens_per_second);
+      cold_tps.push_back(c.tokens_per_second);
+      warm_tps.push_back(w.tokens_per_second);
+      const double peak = static_cast<double>(t.metrics.peak_memory_bytes);
+      if (peak > 0) {
+        cold_error.push_back(std::abs(double(c.peak_memory_bytes) - peak) / peak);
+        warm_error.push_back(std::abs(double(w.peak_memory_bytes) - peak) / peak);
+      }
+    }
+    out.table_trials = static_cast<int>(measured_tps.size());
+    out.table_memory_error_cold = Median(cold_error);
+    out.table_memory_error_warm = Median(warm_error);
+    out.table_spearman_cold = Spearman(cold_tps, measured_tps);
+    out.table_spearman_warm = Spearman(warm_tps, measured_tps);
+  }
+  // The first `count` proposals of a cold job, each predicted by both
+  // models calibrated on the trials before it.
+  ReplayOptions options;
+  options.max_trials = count;
+  const ReplayResult run = Replay(target, options);
+  std::vector<double> measured_tps, cold_tps, warm_tps, cold_error, warm_error, cold_tps_error,
+      warm_tps_error;
+  for (const ReplayedProposal& p : run.proposals) {
+    const RecordedTrial& t = *p.measured;
+    if (t.status == TrialStatus::kSucceeded) {
+      const TrialPrediction c = cold.PredictTrial(t.strategy), w = warm.PredictTrial(t.strategy);
+      measured_tps.push_back(t.metrics.tokens_per_second);
+      cold_tps.push_back(c.tokens_per_second);
+      warm_tps.push_back(w.tokens_per_second);
+      const double tps = t.metrics.tokens_per_second;
+      if (tps > 0) {
+        cold_tps_error.push_back(std::abs(c.tokens_per_second - tps) / tps);
+        warm_tps_error.push_back(std::abs(w.tokens_per_second - tps) / tps);
+      }
+      const double peak = static_cast<double>(t.metrics.peak_memory_bytes);
+      if (peak > 0) {
+        cold_error.push_back(std::abs(double(c.peak_memory_bytes) - peak) / peak);
+        warm_error.push_back(std::abs(double(w.peak_memory_bytes) - peak) / peak);
+      }
+    }
+    cold.Observe(t.strategy, t.metrics, t.status);
+    warm.Observe(t.strategy, t.metrics, t.status);
+  }
+  out.proposals = static_cast<int>(run.proposals.size());
+  out.judged = static_cast<int>(measured_tps.size());
+  out.memory_error_cold = Median(cold_error);
+  out.memory_error_warm = Median(warm_error);
+  out.spearman_cold = Spearman(cold_tps, measured_tps);
+  out.spearman_warm = Spearman(warm_tps, measured_tps);
+  out.throughput_error_cold = Median(cold_tps_error);
+  out.throughput_error_warm = Median(warm_tps_error);
+  return out;
 }
 
 ModelAccuracy MeasureAccuracy(const RecordedTable& table, int stride) {
