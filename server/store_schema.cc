@@ -90,6 +90,11 @@ ALTER TABLE strategies ADD COLUMN confirmed INTEGER NOT NULL DEFAULT 0;
     {4, R"sql(
 DROP TABLE IF EXISTS workers;
 )sql"},
+    // What the job's cost model predicted for each proposed trial
+    // (TrialPredictionToJson; '' for none).
+    {5, R"sql(
+ALTER TABLE trials ADD COLUMN predicted_json TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 static_assert(kMigrations[std::size(kMigrations) - 1].version == Store::kCurrentSchemaVersion,
               "the last migration must produce kCurrentSchemaVersion");
