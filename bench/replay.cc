@@ -259,6 +259,29 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
+// Two models' predictions of the same SUCCEEDED trials against what they
+// measured.
+struct Paired {
+  std::vector<double> measured_tps, tps[2], memory_error[2], tps_error[2];
+  void Add(const RecordedTrial& t, const CostModel& a, const CostModel& b) {
+    const double tps_measured = t.metrics.tokens_per_second;
+    const double peak = static_cast<double>(t.metrics.peak_memory_bytes);
+    measured_tps.push_back(tps_measured);
+    for (int m = 0; m < 2; ++m) {
+      const TrialPrediction p = (m == 0 ? a : b).PredictTrial(t.strategy);
+      tps[m].push_back(p.tokens_per_second);
+      if (tps_measured > 0) {
+        tps_error[m].push_back(std::abs(p.tokens_per_second - tps_measured) / tps_measured);
+      }
+      if (peak > 0) memory_error[m].push_back(std::abs(double(p.peak_memory_bytes) - peak) / peak);
+    }
+  }
+  int size() const { return static_cast<int>(measured_tps.size()); }
+  double MemoryError(int m) const { return Median(memory_error[m]); }
+  double ThroughputError(int m) const { return Median(tps_error[m]); }
+  double Rho(int m) const { return Spearman(tps[m], measured_tps); }
+};
+
 }  // namespace
 
 std::vector<EarlierTrial> WarmStartTrials(const RecordedTable& target,
@@ -287,62 +310,35 @@ WarmStartEffect MeasureWarmStart(const RecordedTable& target,
   CostModel warm = cold;
   out.earlier_trials = warm.WarmStart(WarmStartTrials(target, others));
   // Whole table, before any trial.
-  {
-    std::vector<double> measured_tps, cold_tps, warm_tps, cold_error, warm_error;
-    for (const RecordedTrial& t : target.trials) {
-      if (t.status != TrialStatus::kSucceeded) continue;
-      const TrialPrediction c = cold.PredictTrial(t.strategy), w = warm.PredictTrial(t.strategy);
-      measured_tps.push_back(t.metrics.tokens_per_second);
-      cold_tps.push_back(c.tokens_per_second);
-      warm_tps.push_back(w.tokens_per_second);
-      const double peak = static_cast<double>(t.metrics.peak_memory_bytes);
-      if (peak > 0) {
-        cold_error.push_back(std::abs(double(c.peak_memory_bytes) - peak) / peak);
-        warm_error.push_back(std::abs(double(w.peak_memory_bytes) - peak) / peak);
-      }
-    }
-    out.table_trials = static_cast<int>(measured_tps.size());
-    out.table_memory_error_cold = Median(cold_error);
-    out.table_memory_error_warm = Median(warm_error);
-    out.table_spearman_cold = Spearman(cold_tps, measured_tps);
-    out.table_spearman_warm = Spearman(warm_tps, measured_tps);
+  Paired table;
+  for (const RecordedTrial& t : target.trials) {
+    if (t.status == TrialStatus::kSucceeded) table.Add(t, cold, warm);
   }
+  out.table_trials = table.size();
+  out.table_memory_error_cold = table.MemoryError(0);
+  out.table_memory_error_warm = table.MemoryError(1);
+  out.table_spearman_cold = table.Rho(0);
+  out.table_spearman_warm = table.Rho(1);
   // The first `count` proposals of a cold job, each predicted by both
   // models calibrated on the trials before it.
   ReplayOptions options;
   options.max_trials = count;
   const ReplayResult run = Replay(target, options);
-  std::vector<double> measured_tps, cold_tps, warm_tps, cold_error, warm_error, cold_tps_error,
-      warm_tps_error;
+  Paired first;
   for (const ReplayedProposal& p : run.proposals) {
     const RecordedTrial& t = *p.measured;
-    if (t.status == TrialStatus::kSucceeded) {
-      const TrialPrediction c = cold.PredictTrial(t.strategy), w = warm.PredictTrial(t.strategy);
-      measured_tps.push_back(t.metrics.tokens_per_second);
-      cold_tps.push_back(c.tokens_per_second);
-      warm_tps.push_back(w.tokens_per_second);
-      const double tps = t.metrics.tokens_per_second;
-      if (tps > 0) {
-        cold_tps_error.push_back(std::abs(c.tokens_per_second - tps) / tps);
-        warm_tps_error.push_back(std::abs(w.tokens_per_second - tps) / tps);
-      }
-      const double peak = static_cast<double>(t.metrics.peak_memory_bytes);
-      if (peak > 0) {
-        cold_error.push_back(std::abs(double(c.peak_memory_bytes) - peak) / peak);
-        warm_error.push_back(std::abs(double(w.peak_memory_bytes) - peak) / peak);
-      }
-    }
+    if (t.status == TrialStatus::kSucceeded) first.Add(t, cold, warm);
     cold.Observe(t.strategy, t.metrics, t.status);
     warm.Observe(t.strategy, t.metrics, t.status);
   }
   out.proposals = static_cast<int>(run.proposals.size());
-  out.judged = static_cast<int>(measured_tps.size());
-  out.memory_error_cold = Median(cold_error);
-  out.memory_error_warm = Median(warm_error);
-  out.spearman_cold = Spearman(cold_tps, measured_tps);
-  out.spearman_warm = Spearman(warm_tps, measured_tps);
-  out.throughput_error_cold = Median(cold_tps_error);
-  out.throughput_error_warm = Median(warm_tps_error);
+  out.judged = first.size();
+  out.memory_error_cold = first.MemoryError(0);
+  out.memory_error_warm = first.MemoryError(1);
+  out.throughput_error_cold = first.ThroughputError(0);
+  out.throughput_error_warm = first.ThroughputError(1);
+  out.spearman_cold = first.Rho(0);
+  out.spearman_warm = first.Rho(1);
   return out;
 }
 
@@ -374,14 +370,9 @@ ModelAccuracy MeasureAccuracy(const RecordedTable& table, int stride) {
       calibrated_error.push_back(std::abs(c.memory.total() - peak) / peak);
     }
   }
-  const auto median = [](std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  };
   out.trials = static_cast<int>(held_out.size());
-  out.memory_error_prior = median(prior_error);
-  out.memory_error_calibrated = median(calibrated_error);
+  out.memory_error_prior = Median(prior_error);
+  out.memory_error_calibrated = Median(calibrated_error);
   out.spearman_prior = Spearman(prior_tps, measured_tps);
   out.spearman_calibrated = Spearman(calibrated_tps, measured_tps);
   return out;
