@@ -168,6 +168,7 @@ ReplayResult Replay(const RecordedTable& table, const ReplayOptions& options) {
       std::optional<Proposal> p = searcher.Next();
       if (!p) break;
       const RecordedTrial& rec = *by_text.at(StrategyToText(p->strategy));
+      if (p->predicted) result.proposals.push_back({*p->predicted, &rec});
       ScoredTrial trial;
       trial.strategy = rec.strategy;
       trial.status = rec.status;
@@ -241,6 +242,106 @@ double Spearman(const std::vector<double>& a, const std::vector<double>& b) {
   return va > 0 && vb > 0 ? cov / std::sqrt(va * vb) : 0;
 }
 
+std::vector<EarlierTrial> EarlierTrialsOf(const RecordedTable& table) {
+  std::vector<EarlierTrial> out;
+  for (const RecordedTrial& t : table.trials) {
+    if (t.status != TrialStatus::kSucceeded) continue;
+    out.push_back(EarlierTrial{table.model, table.seq_len, t.strategy, t.metrics});
+  }
+  return out;
+}
+
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// Two models' predictions of the same SUCCEEDED trials against what they
+// measured.
+struct Paired {
+  std::vector<double> measured_tps, tps[2], memory_error[2], tps_error[2];
+  void Add(const RecordedTrial& t, const CostModel& a, const CostModel& b) {
+    const double tps_measured = t.metrics.tokens_per_second;
+    const double peak = static_cast<double>(t.metrics.peak_memory_bytes);
+    measured_tps.push_back(tps_measured);
+    for (int m = 0; m < 2; ++m) {
+      const TrialPrediction p = (m == 0 ? a : b).PredictTrial(t.strategy);
+      tps[m].push_back(p.tokens_per_second);
+      if (tps_measured > 0) {
+        tps_error[m].push_back(std::abs(p.tokens_per_second - tps_measured) / tps_measured);
+      }
+      if (peak > 0) memory_error[m].push_back(std::abs(double(p.peak_memory_bytes) - peak) / peak);
+    }
+  }
+  int size() const { return static_cast<int>(measured_tps.size()); }
+  double MemoryError(int m) const { return Median(memory_error[m]); }
+  double ThroughputError(int m) const { return Median(tps_error[m]); }
+  double Rho(int m) const { return Spearman(tps[m], measured_tps); }
+};
+
+}  // namespace
+
+std::vector<EarlierTrial> WarmStartTrials(const RecordedTable& target,
+                                          const std::vector<const RecordedTable*>& others) {
+  std::vector<std::vector<EarlierTrial>> pools;
+  for (const RecordedTable* o : others) {
+    if (o != &target && o->device.type == target.device.type) pools.push_back(EarlierTrialsOf(*o));
+  }
+  std::vector<EarlierTrial> out;
+  for (size_t i = 0; static_cast<int>(out.size()) < kMaxEarlierTrials; ++i) {
+    bool any = false;
+    for (const std::vector<EarlierTrial>& pool : pools) {
+      if (i >= pool.size() || static_cast<int>(out.size()) >= kMaxEarlierTrials) continue;
+      out.push_back(pool[i]);
+      any = true;
+    }
+    if (!any) break;
+  }
+  return out;
+}
+
+WarmStartEffect MeasureWarmStart(const RecordedTable& target,
+                                 const std::vector<const RecordedTable*>& others, int count) {
+  WarmStartEffect out;
+  CostModel cold(target.model, target.seq_len, target.global_batch_size, target.device);
+  CostModel warm = cold;
+  out.earlier_trials = warm.WarmStart(WarmStartTrials(target, others));
+  // Whole table, before any trial.
+  Paired table;
+  for (const RecordedTrial& t : target.trials) {
+    if (t.status == TrialStatus::kSucceeded) table.Add(t, cold, warm);
+  }
+  out.table_trials = table.size();
+  out.table_memory_error_cold = table.MemoryError(0);
+  out.table_memory_error_warm = table.MemoryError(1);
+  out.table_spearman_cold = table.Rho(0);
+  out.table_spearman_warm = table.Rho(1);
+  // The first `count` proposals of a cold job, each predicted by both
+  // models calibrated on the trials before it.
+  ReplayOptions options;
+  options.max_trials = count;
+  const ReplayResult run = Replay(target, options);
+  Paired first;
+  for (const ReplayedProposal& p : run.proposals) {
+    const RecordedTrial& t = *p.measured;
+    if (t.status == TrialStatus::kSucceeded) first.Add(t, cold, warm);
+    cold.Observe(t.strategy, t.metrics, t.status);
+    warm.Observe(t.strategy, t.metrics, t.status);
+  }
+  out.proposals = static_cast<int>(run.proposals.size());
+  out.judged = first.size();
+  out.memory_error_cold = first.MemoryError(0);
+  out.memory_error_warm = first.MemoryError(1);
+  out.throughput_error_cold = first.ThroughputError(0);
+  out.throughput_error_warm = first.ThroughputError(1);
+  out.spearman_cold = first.Rho(0);
+  out.spearman_warm = first.Rho(1);
+  return out;
+}
+
 ModelAccuracy MeasureAccuracy(const RecordedTable& table, int stride) {
   ModelAccuracy out;
   const CostModel prior(table.model, table.seq_len, table.global_batch_size, table.device);
@@ -269,14 +370,9 @@ ModelAccuracy MeasureAccuracy(const RecordedTable& table, int stride) {
       calibrated_error.push_back(std::abs(c.memory.total() - peak) / peak);
     }
   }
-  const auto median = [](std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  };
   out.trials = static_cast<int>(held_out.size());
-  out.memory_error_prior = median(prior_error);
-  out.memory_error_calibrated = median(calibrated_error);
+  out.memory_error_prior = Median(prior_error);
+  out.memory_error_calibrated = Median(calibrated_error);
   out.spearman_prior = Spearman(prior_tps, measured_tps);
   out.spearman_calibrated = Spearman(calibrated_tps, measured_tps);
   return out;

@@ -50,6 +50,13 @@ struct ReplayOptions {
   int parallel = 1;    // trials in flight at once
 };
 
+// One proposal of a replay: what the job's cost model predicted when it
+// proposed the strategy, and what the table measured for it.
+struct ReplayedProposal {
+  TrialPrediction predicted;
+  const RecordedTrial* measured = nullptr;  // into the replayed table
+};
+
 struct ReplayResult {
   std::string description;  // the searcher's Describe()
   int trials = 0;           // trials run (halving may run a strategy twice)
@@ -62,6 +69,8 @@ struct ReplayResult {
   // 3% of the true best; -1 when it never did.
   int trials_to_3pct = -1;
   double seconds_to_3pct = -1;
+  // Every proposal, in order (those with a prediction).
+  std::vector<ReplayedProposal> proposals;
 };
 
 // Runs `options.algorithm` over the table's strategies with the table's
@@ -86,6 +95,45 @@ struct ModelAccuracy {
 // The cost model before any calibration, and calibrated on every
 // `stride`-th SUCCEEDED trial, judged on the others (out of sample).
 ModelAccuracy MeasureAccuracy(const RecordedTable& table, int stride = 4);
+
+// The table's SUCCEEDED trials as earlier trials of another job
+// (CostModel::WarmStart), in the table's order.
+std::vector<EarlierTrial> EarlierTrialsOf(const RecordedTable& table);
+
+// What a warm start does to a job's first predictions. The sequence: the
+// first `count` proposals of the target table replayed cold (auto, one
+// trial at a time). Each is predicted twice before its trial is measured,
+// by the cold model (the priors) and by the warm one (WarmStart on the
+// SUCCEEDED trials of `others` of the target's device type, the target
+// itself left out: at most kMaxEarlierTrials, taken from each table in
+// turn), both calibrated on the sequence's trials before it; the same
+// strategies and the same calibration, so the difference is the warm start
+// alone. Also both models before any trial, over the whole table.
+struct WarmStartEffect {
+  int earlier_trials = 0;  // what the warm model started from
+  int proposals = 0;
+  int judged = 0;  // SUCCEEDED trials among the proposals
+  // Median of |predicted - measured| / measured peak memory.
+  double memory_error_cold = 0;
+  double memory_error_warm = 0;
+  // Spearman of predicted and measured tokens/s.
+  double spearman_cold = 0;
+  double spearman_warm = 0;
+  // Median of |predicted - measured| / measured tokens/s.
+  double throughput_error_cold = 0;
+  double throughput_error_warm = 0;
+  // Before any trial, every SUCCEEDED strategy of the table.
+  int table_trials = 0;
+  double table_memory_error_cold = 0;
+  double table_memory_error_warm = 0;
+  double table_spearman_cold = 0;
+  double table_spearman_warm = 0;
+};
+// The earlier trials a warm start of `target` gets from `others` (above).
+std::vector<EarlierTrial> WarmStartTrials(const RecordedTable& target,
+                                          const std::vector<const RecordedTable*>& others);
+WarmStartEffect MeasureWarmStart(const RecordedTable& target,
+                                 const std::vector<const RecordedTable*>& others, int count);
 
 // Spearman's rank correlation (average ranks for ties); 0 for < 2 points.
 double Spearman(const std::vector<double>& a, const std::vector<double>& b);

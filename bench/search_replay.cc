@@ -46,12 +46,17 @@ int main(int argc, char** argv) {
                                         SearchAlgorithm::kBayes, SearchAlgorithm::kHalving,
                                         SearchAlgorithm::kAuto};
   bool goal_met = true;
+  std::vector<bench::RecordedTable> tables;
   for (const std::string& path : paths) {
     absl::StatusOr<bench::RecordedTable> table = bench::LoadTable(path);
     if (!table.ok()) {
       std::fprintf(stderr, "search_replay: %s\n", std::string(table.status().message()).c_str());
       return 1;
     }
+    tables.push_back(*std::move(table));
+  }
+  for (const bench::RecordedTable& t : tables) {
+    const bench::RecordedTable* table = &t;
     const int n = static_cast<int>(table->trials.size());
     int succeeded = 0, oom = 0;
     double seconds = 0;
@@ -93,6 +98,31 @@ int main(int argc, char** argv) {
                   a == SearchAlgorithm::kAuto ? ", " : "",
                   a == SearchAlgorithm::kAuto ? run.description.c_str() : "");
     }
+  }
+  // Warm start (CostModel::WarmStart): each table's first 10 predictions,
+  // cold against warmed on the other tables of its device type.
+  std::vector<const bench::RecordedTable*> all;
+  for (const bench::RecordedTable& t : tables) all.push_back(&t);
+  constexpr int kFirst = 10;
+  std::printf(
+      "\nwarm start: a job's first %d predictions (the proposals of a cold auto replay, each "
+      "predicted before its trial, calibrated on the ones before), cold (priors) vs warm "
+      "(first calibrated on the other tables' trials of the device type): median relative error "
+      "of peak memory and tokens/s, Spearman of tokens/s; and both before any trial over the "
+      "whole table\n",
+      kFirst);
+  std::printf("%-13s %7s %6s | %8s %8s %8s %8s %8s %8s | %8s %8s %6s %6s\n", "table", "earlier",
+              "judged", "mem cold", "mem warm", "tok cold", "tok warm", "rho cold", "rho warm",
+              "all mem c", "mem w", "rho c", "rho w");
+  for (const bench::RecordedTable& t : tables) {
+    const bench::WarmStartEffect w = bench::MeasureWarmStart(t, all, kFirst);
+    std::printf(
+        "%-13s %7d %3d/%-2d | %7.1f%% %7.1f%% %7.1f%% %7.1f%% %8.2f %8.2f | %8.1f%% %7.1f%% %6.2f "
+        "%6.2f\n",
+        t.name.c_str(), w.earlier_trials, w.judged, w.proposals, 100 * w.memory_error_cold,
+        100 * w.memory_error_warm, 100 * w.throughput_error_cold, 100 * w.throughput_error_warm,
+        w.spearman_cold, w.spearman_warm, 100 * w.table_memory_error_cold,
+        100 * w.table_memory_error_warm, w.table_spearman_cold, w.table_spearman_warm);
   }
   std::printf(
       "\ngoal (auto >= 97%% of the true best within 25%% of the exhaustive trials on "

@@ -83,6 +83,30 @@ std::string Mib(int64_t bytes) { return absl::StrFormat("%.1f", bytes / (1024.0 
 // MFU as a percentage, or "-" when the device's peak is unknown.
 std::string Mfu(double mfu) { return mfu > 0 ? absl::StrFormat("%.1f%%", 100 * mfu) : "-"; }
 
+// The cost model's prediction for the trial when it was proposed:
+// {"step_time_s", "peak_memory_bytes", "tokens_per_second"}, a figure it
+// has none for (peak memory of a torchscript model) null; null when the
+// trial has no prediction (a confirmation, or a job without a model).
+json PredictedJson(const v1::Trial& t) {
+  if (!t.has_predicted()) return nullptr;
+  const v1::Prediction& p = t.predicted();
+  const auto figure = [](auto v) { return v > 0 ? json(v) : json(nullptr); };
+  return json{{"step_time_s", figure(p.step_time_s())},
+              {"peak_memory_bytes", figure(p.peak_memory_bytes())},
+              {"tokens_per_second", figure(p.tokens_per_second())}};
+}
+
+// The predicted step time in ms and peak memory in MiB columns, "-" where
+// there is no prediction.
+std::string PredictedMs(const v1::Trial& t) {
+  const double s = t.has_predicted() ? t.predicted().step_time_s() : 0;
+  return s > 0 ? absl::StrFormat("%.1f", s * 1000) : "-";
+}
+std::string PredictedMib(const v1::Trial& t) {
+  const int64_t b = t.has_predicted() ? t.predicted().peak_memory_bytes() : 0;
+  return b > 0 ? Mib(b) : "-";
+}
+
 }  // namespace
 
 // ---- JSON -------------------------------------------------------------------
@@ -105,7 +129,8 @@ json TrialJson(const v1::Trial& t) {
               {"finished_at", t.finished_at()},
               {"failed_attempts", Strings(t.failed_attempts())},
               {"infrastructure", t.infrastructure()},
-              {"confirms", t.confirms()}};
+              {"confirms", t.confirms()},
+              {"predicted", PredictedJson(t)}};
 }
 
 json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
@@ -187,9 +212,13 @@ json WorkerListJson(const v1::ListWorkersResponse& workers) {
 
 // ---- Text -------------------------------------------------------------------
 
+// Each measured figure the cost model predicts has its prediction beside
+// it ("pred"), for every trial the search proposed, whatever its status (an
+// OOM row shows how much the model thought it needed).
 std::string TrialTableHeader() {
-  return absl::StrFormat("%4s  %-9s %10s %9s %7s %9s %6s %7s  %s", "#", "status", "tokens/s",
-                         "step ms", "comm ms", "peak MiB", "MFU", "loss", "strategy");
+  return absl::StrFormat("%4s  %-9s %10s %9s %9s %7s %9s %9s %6s %7s  %s", "#", "status",
+                         "tokens/s", "step ms", "pred ms", "comm ms", "peak MiB", "pred MiB", "MFU",
+                         "loss", "strategy");
 }
 
 // The strategy column comes last: its canonical text varies in length (new
@@ -206,16 +235,17 @@ std::string TrialRow(const v1::Trial& t) {
     }
   }
   if (t.status() == "SUCCEEDED") {
-    return absl::StrFormat("%4d  %-9s %10.0f %9.1f %7.1f %9s %6s %7.3f  %s%s%s", t.index(),
+    return absl::StrFormat("%4d  %-9s %10.0f %9.1f %9s %7.1f %9s %9s %6s %7.3f  %s%s%s", t.index(),
                            t.status(), m.tokens_per_second(), m.step_time_median_s() * 1000,
-                           m.comm_time_s() * 1000, Mib(m.peak_memory_bytes()), Mfu(m.mfu()),
-                           m.final_loss(), t.strategy().text(),
+                           PredictedMs(t), m.comm_time_s() * 1000, Mib(m.peak_memory_bytes()),
+                           PredictedMib(t), Mfu(m.mfu()), m.final_loss(), t.strategy().text(),
                            FromProto(m).IsNoisy() ? "  noisy" : "", repeat);
   }
   std::string reason = t.reason().substr(0, t.reason().find('\n'));
   if (reason.size() > 60) reason = reason.substr(0, 57) + "...";
-  return absl::StrFormat("%4d  %-9s %10s %9s %7s %9s %6s %7s  %s%s", t.index(), t.status(), "-",
-                         "-", "-", "-", "-", "-", t.strategy().text(),
+  return absl::StrFormat("%4d  %-9s %10s %9s %9s %7s %9s %9s %6s %7s  %s%s", t.index(), t.status(),
+                         "-", "-", PredictedMs(t), "-", "-", PredictedMib(t), "-", "-",
+                         t.strategy().text(),
                          reason.empty() ? "" : absl::StrCat("  (", reason, ")"));
 }
 

@@ -160,6 +160,22 @@ PeakTflops FromProto(const v1::PeakTflops& p) {
   return peak;
 }
 
+v1::Prediction ToProto(const TrialPrediction& p) {
+  v1::Prediction out;
+  out.set_step_time_s(p.step_time_s);
+  out.set_peak_memory_bytes(p.peak_memory_bytes);
+  out.set_tokens_per_second(p.tokens_per_second);
+  return out;
+}
+
+TrialPrediction FromProto(const v1::Prediction& p) {
+  TrialPrediction out;
+  out.step_time_s = p.step_time_s();
+  out.peak_memory_bytes = p.peak_memory_bytes();
+  out.tokens_per_second = p.tokens_per_second();
+  return out;
+}
+
 double UnixSecondsOrZero(absl::Time t) {
   if (t == absl::InfinitePast() || t == absl::InfiniteFuture()) return 0;
   return absl::ToDoubleSeconds(t - absl::UnixEpoch());

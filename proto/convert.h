@@ -29,6 +29,9 @@ TrialMetrics FromProto(const v1::TrialMetrics& m);
 v1::PeakTflops ToProto(const PeakTflops& p);
 PeakTflops FromProto(const v1::PeakTflops& p);
 
+v1::Prediction ToProto(const TrialPrediction& p);
+TrialPrediction FromProto(const v1::Prediction& p);
+
 // The proto3 JSON form of `m` with the .proto field names (as stored in the
 // database and printed by the CLI); fields at their zero value are left out.
 std::string ProtoToJson(const google::protobuf::Message& m);

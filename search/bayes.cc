@@ -233,7 +233,7 @@ class BayesSearcher : public CandidateSearcher {
         best = open[k];
       }
     }
-    return Proposal{candidates_[best].strategy, 0};
+    return Proposal{candidates_[best].strategy, 0, std::nullopt};
   }
 
   Eigen::MatrixXd Rows(const std::vector<int>& indices) const {

@@ -71,13 +71,17 @@ Eigen::VectorXd SolveNonNegativeLeastSquares(const Eigen::MatrixXd& A, const Eig
 // time shares under the prior, so that u = 1 is the prior and a u with
 // relative · u = 1 fits every observation. Returns argmin over u >= 0 of
 // |relative · u - 1|^2 + lambda |u - 1|^2.
-Eigen::VectorXd FitRelativeToPrior(const Eigen::MatrixXd& relative, double lambda) {
+// A weighted observation's row and target are both scaled by the root of
+// its weight (`target` holds those roots: 1 for the job's own).
+Eigen::VectorXd FitRelativeToPrior(const Eigen::MatrixXd& relative, const Eigen::VectorXd& target,
+                                   double lambda) {
   const Eigen::Index rows = relative.rows(), cols = relative.cols();
   Eigen::MatrixXd A = Eigen::MatrixXd::Zero(rows + cols, cols);
   A.topRows(rows) = relative;
   const double root_lambda = std::sqrt(lambda);
   for (Eigen::Index j = 0; j < cols; ++j) A(rows + j, j) = root_lambda;
-  Eigen::VectorXd b = Eigen::VectorXd::Ones(rows + cols);
+  Eigen::VectorXd b(rows + cols);
+  b.head(rows) = target;
   b.tail(cols).setConstant(root_lambda);
   return SolveNonNegativeLeastSquares(A, b);
 }
@@ -92,7 +96,7 @@ Eigen::VectorXd FitRelativeToPrior(const Eigen::MatrixXd& relative, double lambd
 // about one observation's 3% noise on coefficients known within 2x.
 constexpr double kDefaultPriorWeight = 1e-3;
 constexpr int kMinObservationsToValidate = 6;
-double ChoosePriorWeight(const Eigen::MatrixXd& relative) {
+double ChoosePriorWeight(const Eigen::MatrixXd& relative, const Eigen::VectorXd& target) {
   const Eigen::Index n = relative.rows();
   if (n < kMinObservationsToValidate) return kDefaultPriorWeight;
   const Eigen::Index folds = std::min<Eigen::Index>(n, 10);
@@ -100,14 +104,18 @@ double ChoosePriorWeight(const Eigen::MatrixXd& relative) {
   for (double lambda : {1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6}) {
     double error = 0;
     for (Eigen::Index fold = 0; fold < folds; ++fold) {
-      Eigen::MatrixXd train(n - (n - fold + folds - 1) / folds, relative.cols());
+      const Eigen::Index train_rows = n - (n - fold + folds - 1) / folds;
+      Eigen::MatrixXd train(train_rows, relative.cols());
+      Eigen::VectorXd train_target(train_rows);
       Eigen::Index r = 0;
       for (Eigen::Index i = 0; i < n; ++i) {
-        if (i % folds != fold) train.row(r++) = relative.row(i);
+        if (i % folds == fold) continue;
+        train.row(r) = relative.row(i);
+        train_target[r++] = target[i];
       }
-      const Eigen::VectorXd u = FitRelativeToPrior(train, lambda);
+      const Eigen::VectorXd u = FitRelativeToPrior(train, train_target, lambda);
       for (Eigen::Index i = fold; i < n; i += folds) {
-        const double residual = relative.row(i).dot(u) - 1;
+        const double residual = relative.row(i).dot(u) - target[i];
         error += residual * residual;
       }
     }
@@ -180,6 +188,50 @@ bool CostModel::Fits(const Strategy& s, double margin, std::string* reason) cons
   return false;
 }
 
+TrialPrediction CostModel::PredictTrial(const Strategy& s) const {
+  const Prediction p = Predict(s);
+  TrialPrediction out;
+  out.step_time_s = p.step_time_s;
+  out.tokens_per_second = p.tokens_per_second;
+  if (!model_.IsTorchScript()) out.peak_memory_bytes = std::max<int64_t>(0, p.memory.total());
+  return out;
+}
+
+bool CostModel::AddMeasured(const ModelSpec& model, int seq_len, const Strategy& s,
+                            const TrialMetrics& measured, double weight) {
+  bool used = false;
+  if (measured.step_time_median_s > 0 && std::isfinite(measured.step_time_median_s)) {
+    time_observations_.push_back(
+        {StepTimeFeatures(model, seq_len, s, topology_), measured.step_time_median_s, weight});
+    used = true;
+  }
+  if (measured.peak_memory_bytes > 0 && !model.IsTorchScript()) {
+    const MemoryEstimate e = EstimateMemory(model, seq_len, s);  // factor 1, no overhead
+    memory_observations_.push_back({double(e.total() - e.activations - e.overhead),
+                                    double(e.activations), double(measured.peak_memory_bytes),
+                                    weight});
+    used = true;
+  }
+  return used;
+}
+
+int CostModel::WarmStart(const std::vector<EarlierTrial>& trials) {
+  int usable = 0;
+  for (const EarlierTrial& t : trials) usable += !t.model.IsTorchScript() && t.seq_len > 0;
+  if (usable == 0) return 0;
+  const double weight = std::min(1.0, kEarlierTrialsWeight / usable);
+  int used = 0;
+  for (const EarlierTrial& t : trials) {
+    if (t.model.IsTorchScript() || t.seq_len <= 0) continue;
+    if (AddMeasured(t.model, t.seq_len, t.strategy, t.metrics, weight)) ++used;
+  }
+  if (used == 0) return 0;
+  RefitTime();
+  RefitMemory();
+  earlier_observations_ += used;
+  return used;
+}
+
 void CostModel::Observe(const Strategy& s, const TrialMetrics& measured, TrialStatus status) {
   if (status == TrialStatus::kOom && device_.memory_bytes > 0 && !model_.IsTorchScript()) {
     const MemoryEstimate e = EstimateMemory(model_, seq_len_, s);  // factor 1, no overhead
@@ -190,21 +242,11 @@ void CostModel::Observe(const Strategy& s, const TrialMetrics& measured, TrialSt
     return;
   }
   if (status != TrialStatus::kSucceeded) return;
-  bool used = false;
-  if (measured.step_time_median_s > 0 && std::isfinite(measured.step_time_median_s)) {
-    time_observations_.push_back(
-        {StepTimeFeatures(model_, seq_len_, s, topology_), measured.step_time_median_s});
-    RefitTime();
-    used = true;
-  }
-  if (measured.peak_memory_bytes > 0 && !model_.IsTorchScript()) {
-    const MemoryEstimate e = EstimateMemory(model_, seq_len_, s);  // factor 1, no overhead
-    memory_observations_.push_back({double(e.total() - e.activations - e.overhead),
-                                    double(e.activations), double(measured.peak_memory_bytes)});
-    RefitMemory();
-    used = true;
-  }
-  if (used) ++observations_;
+  const size_t times = time_observations_.size(), peaks = memory_observations_.size();
+  if (!AddMeasured(model_, seq_len_, s, measured, 1.0)) return;
+  if (time_observations_.size() > times) RefitTime();
+  if (memory_observations_.size() > peaks) RefitMemory();
+  ++observations_;
 }
 
 void CostModel::RefitTime() {
@@ -223,14 +265,17 @@ void CostModel::RefitTime() {
   if (columns.empty()) return;
   Eigen::MatrixXd relative(static_cast<Eigen::Index>(time_observations_.size()),
                            static_cast<Eigen::Index>(columns.size()));
+  Eigen::VectorXd target(relative.rows());
   for (Eigen::Index i = 0; i < relative.rows(); ++i) {
     const TimeObservation& o = time_observations_[i];
+    target[i] = std::sqrt(o.weight);
     for (Eigen::Index j = 0; j < relative.cols(); ++j) {
       const int k = columns[j];
-      relative(i, j) = time_prior_.seconds_per_unit[k] * o.x[k] / o.seconds;
+      relative(i, j) = target[i] * time_prior_.seconds_per_unit[k] * o.x[k] / o.seconds;
     }
   }
-  const Eigen::VectorXd u = FitRelativeToPrior(relative, ChoosePriorWeight(relative));
+  const Eigen::VectorXd u =
+      FitRelativeToPrior(relative, target, ChoosePriorWeight(relative, target));
   for (Eigen::Index j = 0; j < relative.cols(); ++j) {
     time_.seconds_per_unit[columns[j]] = time_prior_.seconds_per_unit[columns[j]] * u[j];
   }
@@ -263,9 +308,10 @@ void CostModel::RefitMemory() {
       Eigen::VectorXd b = Eigen::VectorXd::Zero(n + 2);
       for (Eigen::Index i = 0; i < n; ++i) {
         const MemoryObservation& o = *rows[i];
-        A(i, 0) = o.activations / o.peak;
-        A(i, 1) = scale / o.peak;
-        b[i] = (o.peak - o.fixed) / o.peak;
+        const double w = std::sqrt(o.weight);
+        A(i, 0) = w * o.activations / o.peak;
+        A(i, 1) = w * scale / o.peak;
+        b[i] = w * (o.peak - o.fixed) / o.peak;
       }
       const double root_lambda = std::sqrt(kMemoryPriorWeight);
       A(n, 0) = root_lambda;

@@ -10,6 +10,25 @@
 // coefficients are refitted from every observation so far, by
 // non-negative least squares on relative errors with a pull towards the
 // priors (see CostModel).
+//
+// WARM START (CostModel::WarmStart): before its first trial, a job's model
+// may be fed the measured trials of earlier jobs on the same device type,
+// each with its own model and sequence length (EarlierTrial). What carries
+// over: the time coefficients are seconds per unit of a physical quantity
+// (per FLOP at a precision, per byte moved, per kernel launch) of the
+// device and the engine, not of the model, so another model's trials pin
+// them as well as the job's own; the memory half's activation factor (how
+// far the engine's activations differ from the papers' formula) and
+// overhead (allocator, workspace, runtime) are also properties of the engine
+// and device rather than of the model, so they carry over too — on the
+// recorded tables (bench/search_replay, docs/BENCHMARKS.md) warming both
+// halves cut the memory error before any trial from 18-20% to 6-12% and
+// raised the throughput rank correlation on every table. The earlier
+// observations together weigh kEarlierTrialsWeight of the job's own in
+// both fits, so the job's own trials take over as they come in (its own
+// model may use kernels the others did not). A device type is "cpu" or
+// "cuda": different GPU models share one history (a per-model key would
+// need the device's name stored with each trial).
 #ifndef AUTOACCEL_SEARCH_COST_MODEL_H_
 #define AUTOACCEL_SEARCH_COST_MODEL_H_
 
@@ -23,6 +42,35 @@
 #include "search/trial.h"
 
 namespace autoaccel {
+
+// A measured trial of an earlier job on the same device type: its own
+// model and sequence length, the strategy and what it measured.
+// REQUIRES: model.Validate() OK and not torchscript (its shape is unknown),
+// seq_len > 0.
+struct EarlierTrial {
+  ModelSpec model;
+  int seq_len = 0;
+  Strategy strategy;
+  TrialMetrics metrics;  // a SUCCEEDED trial's
+};
+
+// How much a warm start's earlier trials count in the fits, all together,
+// against 1 for each of the job's own trials (each earlier trial weighs
+// this / their number, at most 1): the worth of 4 of the job's own. Enough
+// to carry the fit before the job has measured anything (both halves'
+// priors pull with weight 1e-3), and little enough that a handful of the
+// job's own trials take over where its model differs (its own kernels,
+// its own activation factor). Chosen on the recorded tables
+// (bench/search_replay): 2 to 20 gave the same predictions before any
+// trial; above 4 the job's own first trials moved the memory fit too
+// slowly (at 50, bert-w1's first 10 predictions' memory error was 1.7%,
+// against 0.7% cold).
+inline constexpr double kEarlierTrialsWeight = 4;
+// The most earlier trials a warm start reads (the newest): a refit's cost
+// grows with the observations (about 20 ms at 300, under the searcher's
+// lock on every reported trial), and 200 already cover a device's layouts
+// and precisions several times over.
+inline constexpr int kMaxEarlierTrials = 200;
 
 // The whole model for one job: memory and time, with online calibration.
 //
@@ -84,8 +132,25 @@ class CostModel {
   void Observe(const Strategy& s, const TrialMetrics& measured,
                TrialStatus status = TrialStatus::kSucceeded);
 
+  // Warm start: records earlier jobs' measured trials (each computed with
+  // its own model and seq_len, together weighted kEarlierTrialsWeight) and
+  // refits both
+  // halves once. Trials with no positive finite step time and no positive
+  // peak, and torchscript ones, are skipped. Returns how many were used.
+  // Meant once, before the job's first Observe(), though any order gives the
+  // same fit. Costs one refit of both halves with that many observations
+  // (and every later refit carries them too).
+  int WarmStart(const std::vector<EarlierTrial>& trials);
+
+  // What Predict() says, in the form a trial record keeps: step time,
+  // tokens/s and the memory estimate's total() (0 for a torchscript model,
+  // whose memory the model cannot estimate).
+  TrialPrediction PredictTrial(const Strategy& s) const;
+
   // Trials Observe() has recorded (those that fed at least one half).
   int observations() const { return observations_; }
+  // Earlier jobs' trials WarmStart() used.
+  int earlier_observations() const { return earlier_observations_; }
   const TimeCoefficients& time_coefficients() const { return time_; }
   const MemoryCoefficients& memory_coefficients() const { return memory_; }
   const DeviceSpec& device() const { return device_; }
@@ -94,12 +159,17 @@ class CostModel {
   struct TimeObservation {
     TimeFeatures x;
     double seconds;
+    double weight = 1;  // less for an earlier job's (kEarlierTrialsWeight)
   };
   struct MemoryObservation {
     double fixed;        // model state + gathered + logits: no free coefficient
     double activations;  // at activation factor 1
     double peak;
+    double weight = 1;
   };
+  // Adds a SUCCEEDED trial's observations (no refit); true if it fed a half.
+  bool AddMeasured(const ModelSpec& model, int seq_len, const Strategy& s,
+                   const TrialMetrics& measured, double weight);
   void RefitTime();
   void RefitMemory();
 
@@ -116,6 +186,7 @@ class CostModel {
   // Out-of-memory trials: `peak` is the device's memory, a lower bound.
   std::vector<MemoryObservation> oom_observations_;
   int observations_ = 0;
+  int earlier_observations_ = 0;
 };
 
 }  // namespace autoaccel

@@ -89,6 +89,7 @@ std::optional<Proposal> CandidateSearcher::Next() {
     c.state = State::kRunning;
     ++c.proposals;
   }
+  if (HasModel()) p->predicted = setup_.cost_model->PredictTrial(p->strategy);
   ++proposed_;
   ++running_;
   return p;
@@ -148,7 +149,7 @@ class ExhaustiveSearcher : public CandidateSearcher {
   std::optional<Proposal> Choose() override {
     while (next_ < candidates_.size() && candidates_[next_].state != State::kOpen) ++next_;
     if (next_ >= candidates_.size()) return std::nullopt;
-    return Proposal{candidates_[next_++].strategy, 0};
+    return Proposal{candidates_[next_++].strategy, 0, std::nullopt};
   }
   size_t next_ = 0;
 };
@@ -167,11 +168,11 @@ class GreedySearcher : public CandidateSearcher {
   std::optional<Proposal> Choose() override {
     if (center_ >= 0) {
       if (candidates_[center_].state == State::kOpen) {
-        return Proposal{candidates_[center_].strategy, 0};
+        return Proposal{candidates_[center_].strategy, 0, std::nullopt};
       }
       for (int i : OpenByPrediction()) {
         if (StrategyDistance(candidates_[i].strategy, candidates_[center_].strategy) == 1) {
-          return Proposal{candidates_[i].strategy, 0};
+          return Proposal{candidates_[i].strategy, 0, std::nullopt};
         }
       }
       // A local optimum, unless a trial in flight may still move the centre.
@@ -181,7 +182,7 @@ class GreedySearcher : public CandidateSearcher {
     const std::vector<int> open = OpenByPrediction();
     if (open.empty()) return std::nullopt;
     center_ = open.front();
-    return Proposal{candidates_[center_].strategy, 0};
+    return Proposal{candidates_[center_].strategy, 0, std::nullopt};
   }
 
   void OnReport(int index, const ScoredTrial& trial) override {
@@ -236,7 +237,7 @@ class HalvingSearcher : public CandidateSearcher {
     while (true) {
       while (next_ < rung_.size() && candidates_[rung_[next_]].state == State::kPruned) ++next_;
       if (next_ < rung_.size()) {
-        return Proposal{candidates_[rung_[next_++]].strategy, rung_steps_[level_]};
+        return Proposal{candidates_[rung_[next_++]].strategy, rung_steps_[level_], std::nullopt};
       }
       if (running_ > 0 || level_ + 1 >= rung_steps_.size()) return std::nullopt;
       // Promote the best third of the rung's successes.

@@ -59,6 +59,10 @@ struct ScoredTrial {
 struct Proposal {
   Strategy strategy;
   int measured_steps = 0;
+  // The cost model's prediction for the strategy at the moment it was
+  // proposed (calibrated on every trial reported before); nullopt for a
+  // searcher without a cost model.
+  std::optional<TrialPrediction> predicted;
 };
 
 // Kinds of pruning: a PrunedStrategy's reason is "KIND: details", so that

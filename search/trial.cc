@@ -1,5 +1,6 @@
 #include "search/trial.h"
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -62,6 +63,31 @@ absl::StatusOr<PeakTflops> PeakTflopsFromJson(const nlohmann::json& j) {
     }
     *out = it->get<double>();
   }
+  return p;
+}
+
+nlohmann::json TrialPredictionToJson(const TrialPrediction& p) {
+  return nlohmann::json{{"step_time_s", p.step_time_s},
+                        {"peak_memory_bytes", p.peak_memory_bytes},
+                        {"tokens_per_second", p.tokens_per_second}};
+}
+
+absl::StatusOr<TrialPrediction> TrialPredictionFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("predicted: expected a JSON object");
+  TrialPrediction p;
+  double peak_memory_bytes = 0;
+  for (auto [key, out] : {std::pair<const char*, double*>{"step_time_s", &p.step_time_s},
+                          {"peak_memory_bytes", &peak_memory_bytes},
+                          {"tokens_per_second", &p.tokens_per_second}}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_number() || it->get<double>() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("predicted.", key, ": expected a non-negative number"));
+    }
+    *out = it->get<double>();
+  }
+  p.peak_memory_bytes = static_cast<int64_t>(std::llround(peak_memory_bytes));
   return p;
 }
 

@@ -81,6 +81,28 @@ struct TrialMetrics {
   static constexpr double kNoisySpread = 0.2;
 };
 
+// What the cost model predicted for a trial's strategy when the search
+// proposed it (search/cost_model.h CostModel::Predict, calibrated on the
+// trials measured before it), kept beside what the trial measured so a user
+// can see how far to trust the model. step_time_s 0: no time prediction;
+// peak_memory_bytes 0: no memory prediction (a torchscript model's shape is
+// unknown).
+struct TrialPrediction {
+  double step_time_s = 0;
+  int64_t peak_memory_bytes = 0;  // per device, worst rank: the estimate's total()
+  double tokens_per_second = 0;   // global batch tokens / step_time_s
+  friend bool operator==(const TrialPrediction& a, const TrialPrediction& b) {
+    return a.step_time_s == b.step_time_s && a.peak_memory_bytes == b.peak_memory_bytes &&
+           a.tokens_per_second == b.tokens_per_second;
+  }
+};
+
+// {"step_time_s", "peak_memory_bytes", "tokens_per_second"}; missing keys
+// read as 0, negative or non-numeric values give INVALID_ARGUMENT naming
+// "predicted.<key>".
+nlohmann::json TrialPredictionToJson(const TrialPrediction& p);
+absl::StatusOr<TrialPrediction> TrialPredictionFromJson(const nlohmann::json& j);
+
 // Dense peak throughput of one device in TFLOP/s per compute precision; 0 =
 // unknown. CUDA devices take it from a table of GPU models, CPU devices from
 // a GEMM probe the worker runs when it starts.

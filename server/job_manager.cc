@@ -17,6 +17,7 @@
 #include "server/job_view.h"
 #include "server/rank_request.h"
 #include "server/signature.h"
+#include "server/warm_start.h"
 
 namespace autoaccel {
 namespace {
@@ -148,8 +149,21 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
                    found.status().ToString());
     }
   }
+  // The warm start's store read, before the lock (server/warm_start.h); a
+  // job the database answers runs no trial and needs none.
+  EarlierTrials earlier;
+  if (!verdict.answers && !spec.model.IsTorchScript()) {
+    absl::StatusOr<EarlierTrials> loaded = LoadEarlierTrials(store_, spec.device_type);
+    if (loaded.ok()) {
+      earlier = *std::move(loaded);
+    } else {
+      spdlog::warn("reading earlier trials for a warm start failed, the job starts cold: {}",
+                   loaded.status().ToString());
+    }
+  }
   absl::MutexLock lock(&mu_);
   auto job = std::make_unique<JobRun>();
+  job->earlier_trials = std::move(earlier.trials);
   JobRecord& rec = job->record;
   rec.job_id = NewJobIdLocked();
   rec.state = JobState::kQueued;
@@ -174,9 +188,11 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
   }
   job->version = 1;
   const JobSpec& s = job->spec;
-  spdlog::info("job {}: submitted ({} {} layers, seq {}, batch {}, {} candidates, limit {}s)",
-               rec.job_id, s.model.family, s.model.n_layer, s.seq_len, s.global_batch_size,
-               rec.trials_total, absl::ToDoubleSeconds(s.time_limit));
+  spdlog::info(
+      "job {}: submitted ({} {} layers, seq {}, batch {}, {} candidates, limit {}s; {} earlier "
+      "trials to warm its cost model, {} unreadable)",
+      rec.job_id, s.model.family, s.model.n_layer, s.seq_len, s.global_batch_size, rec.trials_total,
+      absl::ToDoubleSeconds(s.time_limit), job->earlier_trials.size(), earlier.skipped);
   ASSIGN_OR_RETURN(v1::Job out, JobToProtoLocked(*job));
   active_order_.push_back(rec.job_id);
   active_.emplace(rec.job_id, std::move(job));
@@ -350,6 +366,7 @@ bool JobManager::DispatchOneLocked(JobRun* job, Outbox* out) {
     }
     trial = NewTrial(job, proposal->strategy);
     trial->measured_steps = proposal->measured_steps;
+    trial->record.predicted = proposal->predicted;
   }
   StartAttemptLocked(job, trial, std::move(*gang), out);
   return true;
@@ -388,11 +405,16 @@ absl::Status JobManager::CreateSearcherLocked(JobRun* job, int pool) {
                    PrepareSearch(*job, pool_.DeviceSpecFor(job->spec.device_type), pool,
                                  options_.confirm_reserve, clock_, &setup));
   const int candidates = static_cast<int>(setup.candidates.size());
+  const int warmed = setup.cost_model ? setup.cost_model->earlier_observations() : 0;
   ASSIGN_OR_RETURN(job->searcher, CreateSearcher(std::move(setup)));
   job->spec.space.clear();
   job->spec.space.shrink_to_fit();
+  job->earlier_trials.clear();
+  job->earlier_trials.shrink_to_fit();
   job->record.trials_total = candidates;
-  job->record.algorithm = description.empty() ? job->searcher->Describe() : description;
+  job->record.algorithm =
+      absl::StrCat(description.empty() ? job->searcher->Describe() : description,
+                   WarmStartNote(warmed, job->spec.device_type));
   spdlog::info("job {}: {}", job->record.job_id, job->record.algorithm);
   PersistJobLocked(job);
   RecordPrunedLocked(job);

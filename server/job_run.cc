@@ -198,6 +198,7 @@ absl::StatusOr<std::string> PrepareSearch(const JobRun& job, const DeviceSpec& d
   const JobSpec& spec = job.spec;
   setup->algorithm = spec.algorithm;
   setup->cost_model.emplace(spec.model, spec.seq_len, spec.global_batch_size, device);
+  setup->cost_model->WarmStart(job.earlier_trials);
   setup->budget.deadline = job.record.deadline - (job.record.deadline - job.record.created_at) *
                                                      std::clamp(confirm_reserve, 0.0, 1.0);
   setup->budget.max_trials = spec.max_trials;
@@ -209,6 +210,12 @@ absl::StatusOr<std::string> PrepareSearch(const JobRun& job, const DeviceSpec& d
   if (spec.load) return SetUpLoadedSearch(*spec.load, spec.finetune, spec.space, setup);
   setup->candidates = spec.space;
   return std::string();
+}
+
+std::string WarmStartNote(int trials, const std::string& device_type) {
+  if (trials <= 0) return "";
+  return absl::StrCat("; cost model warmed by ", trials, " earlier trial", trials == 1 ? "" : "s",
+                      " on ", device_type, " devices");
 }
 
 AttemptVerdict ApplyRankAnswer(TrialRun* trial, int rank_index, RankOutcome outcome,

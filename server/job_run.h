@@ -59,6 +59,10 @@ struct JobRun {
   // Created once the pool can run the job's trials (its cost model needs the
   // devices).
   std::unique_ptr<Searcher> searcher;
+  // Earlier jobs' measured trials on the job's device type, read at
+  // submission (server/warm_start.h); fed to the cost model when the
+  // searcher is created (PrepareSearch), then dropped.
+  std::vector<EarlierTrial> earlier_trials;
   std::vector<std::unique_ptr<TrialRun>> trials;  // in proposal order
   // Trials waiting for a new attempt, oldest first; dispatched before any
   // new proposal.
@@ -124,9 +128,10 @@ void CloseTrial(JobRun* job, TrialRun* trial, TrialStatus status, const std::str
 // The setup of the job's searcher for `device` (`pool` of them healthy): its
 // candidates, budget (the search stops `confirm_reserve` of the time limit
 // before the deadline, to leave the confirmations room) and steps; a loaded
-// strategy's start (search/starting_point.h). Returns how the job searches
-// for people ("" when the searcher says it). INVALID_ARGUMENT as
-// SetUpLoadedSearch's.
+// strategy's start (search/starting_point.h); its cost model warmed with the
+// job's earlier_trials (setup->cost_model->earlier_observations() says how
+// many it used). Returns how the job searches for people ("" when the
+// searcher says it). INVALID_ARGUMENT as SetUpLoadedSearch's.
 absl::StatusOr<std::string> PrepareSearch(const JobRun& job, const DeviceSpec& device, int pool,
                                           double confirm_reserve, const Clock* clock,
                                           SearchSetup* setup);
@@ -154,6 +159,11 @@ struct AttemptVerdict {
 // SUCCEEDED ends it with the gang's metrics (FAILED if they cannot be true
 // for a model of `flops_per_token`). Reasons of a multi-rank trial name the
 // rank ("rank 1 on worker w2: ...").
+// What the job record's algorithm text adds for a warm start of `trials`
+// earlier trials on `device_type` devices: "; cost model warmed by 120
+// earlier trials on cpu devices", "" for none.
+std::string WarmStartNote(int trials, const std::string& device_type);
+
 AttemptVerdict ApplyRankAnswer(TrialRun* trial, int rank_index, RankOutcome outcome,
                                const TrialMetrics& metrics, double flops_per_token);
 // The trial's metrics from its ranks' (every rank SUCCEEDED): rank 0's

@@ -71,6 +71,7 @@ absl::StatusOr<v1::Trial> TrialToProto(const TrialRecord& r) {
   for (const std::string& f : r.failed_attempts) t.add_failed_attempts(f);
   t.set_infrastructure(r.infrastructure);
   t.set_confirms(r.confirms);
+  if (r.predicted) *t.mutable_predicted() = ToProto(*r.predicted);
   return t;
 }
 

@@ -256,6 +256,37 @@ absl::StatusOr<std::vector<TrialRecord>> Store::ListTrials(const std::string& jo
   return ListTrialsFrom(job_id, 0, std::numeric_limits<int>::max(), /*include_pruned=*/true);
 }
 
+absl::StatusOr<std::vector<MeasuredTrialRecord>> Store::ListMeasuredTrials(
+    const std::string& device_type, int limit) {
+  if (limit <= 0) return absl::InvalidArgumentError("store: limit must be positive");
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(
+      Statement jobs,
+      Statement::Prepare(db_,
+                         "SELECT job_id, request_json FROM jobs "
+                         "WHERE COALESCE(json_extract(request_json, '$.device_type'), 'cpu') = ?1 "
+                         "AND COALESCE(json_extract(request_json, '$.model.family'), '') "
+                         "!= 'torchscript' ORDER BY created_at DESC, rowid DESC",
+                         "list measured trials"));
+  jobs.Bind(device_type);
+  std::vector<MeasuredTrialRecord> out;
+  while (static_cast<int>(out.size()) < limit) {
+    ASSIGN_OR_RETURN(bool row, jobs.Step());
+    if (!row) break;
+    const std::string job_id = jobs.Text(0), request_json = jobs.Text(1);
+    ASSIGN_OR_RETURN(Statement trials,
+                     Statement::Prepare(db_,
+                                        SelectSql(kTrials,
+                                                  "WHERE job_id = ?1 AND status = 'SUCCEEDED' "
+                                                  "ORDER BY idx DESC, trial_id DESC LIMIT ?2"),
+                                        "list measured trials"));
+    trials.Bind(job_id).Bind(limit - static_cast<int>(out.size()));
+    ASSIGN_OR_RETURN(std::vector<TrialRecord> records, ReadRows(trials, kTrials));
+    for (TrialRecord& r : records) out.push_back({std::move(r), request_json});
+  }
+  return out;
+}
+
 // ---- Finishing a job and the strategy database ------------------------------
 
 absl::Status Store::FinishJob(const JobRecord& job, const std::optional<StrategyRecord>& best) {

@@ -98,6 +98,17 @@ struct TrialRecord {
   // A confirmation trial: the trial_id of the measurement it repeats (the
   // job's best few are measured again before it ends); "" otherwise.
   std::string confirms;
+  // What the job's cost model predicted for the strategy when the search
+  // proposed it; nullopt for a trial it did not propose (a confirmation, a
+  // pruned candidate) or one stored before schema 5.
+  std::optional<TrialPrediction> predicted;
+};
+
+// A measured trial of an earlier job and that job's stored request (what a
+// cost model's warm start reads: server/warm_start.h).
+struct MeasuredTrialRecord {
+  TrialRecord trial;
+  std::string request_json;
 };
 
 // The strategy database: the best answer per signature.
@@ -145,7 +156,7 @@ struct StrategyFilter {
 class Store {
  public:
   // The schema version this build writes; Open migrates older files to it.
-  static constexpr int kCurrentSchemaVersion = 5;
+  static constexpr int kCurrentSchemaVersion = 6;
 
   // Opens (creating if needed) the database at `path`, enables WAL and
   // foreign keys, sets a busy timeout, and migrates the schema to
@@ -192,6 +203,15 @@ class Store {
   // reads only that page.
   absl::StatusOr<std::vector<TrialRecord>> ListTrialsFrom(const std::string& job_id, int from_index,
                                                           int limit, bool include_pruned);
+
+  // The newest SUCCEEDED trials of jobs whose request's device_type is
+  // `device_type` (a request without one counts as "cpu"), torchscript
+  // models left out: the jobs newest created first, each job's trials last
+  // proposed first, at most `limit` (> 0, else INVALID_ARGUMENT) in all.
+  // Reads the jobs one at a time, so a long history costs what the answer
+  // holds.
+  absl::StatusOr<std::vector<MeasuredTrialRecord>> ListMeasuredTrials(
+      const std::string& device_type, int limit);
 
   // Finishes a job atomically: replaces the job row (NOT_FOUND if missing)
   // and, if `best` is set, makes it the answer for best->signature when

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -97,6 +98,14 @@ template <>
 struct ColumnCodec<TrialMetrics> {
   static void Bind(Statement& s, const TrialMetrics& v);
   static absl::Status Read(const Statement& s, int col, const char* column, TrialMetrics* v);
+};
+
+// TEXT: TrialPredictionToJson, dumped; '' for nullopt.
+template <>
+struct ColumnCodec<std::optional<TrialPrediction>> {
+  static void Bind(Statement& s, const std::optional<TrialPrediction>& v);
+  static absl::Status Read(const Statement& s, int col, const char* column,
+                           std::optional<TrialPrediction>* v);
 };
 
 // TEXT: a JSON array of strings (entries that are not strings are skipped).
@@ -180,6 +189,7 @@ inline constexpr Column<TrialRecord> kTrialColumns[] = {
     Field<&TrialRecord::failed_attempts>("failed_attempts"),  // schema 3
     Field<&TrialRecord::infrastructure>("infrastructure"),    // schema 3
     Field<&TrialRecord::confirms>("confirms"),                // schema 3
+    Field<&TrialRecord::predicted>("predicted_json"),         // schema 5
 };
 inline constexpr Table<TrialRecord> kTrials{"trials", "trial", kTrialColumns,
                                             std::size(kTrialColumns)};

@@ -105,6 +105,11 @@ UPDATE strategies SET device_type = substr(hardware, 1, instr(hardware, ' x') - 
   WHERE instr(hardware, ' x') > 1;
 ALTER TABLE jobs ADD COLUMN answered_from TEXT NOT NULL DEFAULT '';
 )sql"},
+    // What the job's cost model predicted for each proposed trial
+    // (TrialPredictionToJson; '' for none).
+    {6, R"sql(
+ALTER TABLE trials ADD COLUMN predicted_json TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 static_assert(kMigrations[std::size(kMigrations) - 1].version == Store::kCurrentSchemaVersion,
               "the last migration must produce kCurrentSchemaVersion");

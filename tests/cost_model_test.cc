@@ -822,5 +822,137 @@ TEST(Calibration, AnOutOfMemoryTrialRaisesWhatTheModelPredictsForIt) {
   EXPECT_EQ(expected.memory_coefficients().overhead_bytes, 0);
 }
 
+// ---- Warm start -------------------------------------------------------------
+
+// A synthetic device: hidden true time coefficients (the prior's, off by
+// factors 0.3 to 3) and memory coefficients, the same for every model run on
+// it.
+struct SyntheticDevice {
+  DeviceSpec spec{"cuda", {19.5, 312, 312}, int64_t{80} << 30};
+  TimeCoefficients time;
+  MemoryCoefficients memory{1.3, int64_t{300} << 20};
+  SyntheticDevice() {
+    const std::array<double, kNumTimeFeatures> factors = {0.5, 2.5, 3.0, 1.8, 0.3, 2.0, 0.6,
+                                                          1.5, 3.0, 2.5, 0.4, 3.0, 0.3};
+    time = PriorTimeCoefficients(spec);
+    for (int k = 0; k < kNumTimeFeatures; ++k) time.seconds_per_unit[k] *= factors[k];
+  }
+  TrialMetrics Measure(const ModelSpec& m, int seq_len, const Strategy& s) const {
+    TrialMetrics metrics;
+    metrics.step_time_median_s = PredictStepTime(StepTimeFeatures(m, seq_len, s), time);
+    metrics.peak_memory_bytes = EstimateMemory(m, seq_len, s, memory).total();
+    return metrics;
+  }
+};
+
+ModelSpec SmallGpt(int layers, int width, int heads) {
+  absl::StatusOr<ModelSpec> m = ModelSpecFromJson("gpt2", nlohmann::json{{"n_layer", layers},
+                                                                         {"n_embd", width},
+                                                                         {"n_head", heads},
+                                                                         {"vocab_size", 4096},
+                                                                         {"n_positions", 2048}});
+  EXPECT_TRUE(m.ok()) << m.status();
+  return *m;
+}
+
+// Median relative errors of a model's step time and peak memory over
+// `strategies` against the device's truth.
+std::pair<double, double> MedianErrors(const CostModel& model, const SyntheticDevice& device,
+                                       const ModelSpec& m, int seq_len,
+                                       const std::vector<Strategy>& strategies) {
+  std::vector<double> time, memory;
+  for (const Strategy& s : strategies) {
+    const TrialMetrics truth = device.Measure(m, seq_len, s);
+    const TrialPrediction p = model.PredictTrial(s);
+    time.push_back(std::abs(p.step_time_s - truth.step_time_median_s) / truth.step_time_median_s);
+    memory.push_back(std::abs(double(p.peak_memory_bytes - truth.peak_memory_bytes)) /
+                     double(truth.peak_memory_bytes));
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(time), median(memory)};
+}
+
+TEST(WarmStart, EarlierJobsOfOtherModelsMakeANewJobsFirstPredictionsCloser) {
+  const SyntheticDevice device;
+  // Two earlier jobs: other models, other sequence lengths, 40 trials each.
+  std::vector<EarlierTrial> earlier;
+  for (const auto& [m, seq] : {std::pair<ModelSpec, int>{SmallGpt(8, 256, 8), 256},
+                               std::pair<ModelSpec, int>{SmallGpt(4, 512, 8), 512}}) {
+    for (const Strategy& s : VariedStrategies(32)) {
+      earlier.push_back(EarlierTrial{m, seq, s, device.Measure(m, seq, s)});
+    }
+  }
+  // The new job: GPT-2 small at 1024 tokens, nothing measured yet.
+  const ModelSpec job = Gpt2Small();
+  const CostModel cold(job, 1024, 32, device.spec);
+  CostModel warm = cold;
+  EXPECT_EQ(warm.WarmStart(earlier), 80);
+  EXPECT_EQ(warm.earlier_observations(), 80);
+  EXPECT_EQ(warm.observations(), 0);  // the job's own
+  const std::vector<Strategy> strategies = VariedStrategies(32);
+  const auto [cold_time, cold_memory] = MedianErrors(cold, device, job, 1024, strategies);
+  const auto [warm_time, warm_memory] = MedianErrors(warm, device, job, 1024, strategies);
+  EXPECT_GT(cold_time, 0.3);   // the prior alone is badly off ...
+  EXPECT_LT(warm_time, 0.05);  // ... the device's coefficients carry over
+  EXPECT_GT(cold_memory, 0.05);
+  EXPECT_LT(warm_memory, 0.01);
+}
+
+TEST(WarmStart, TheJobsOwnTrialsTakeOverWhereItsModelDiffers) {
+  const SyntheticDevice device;
+  std::vector<EarlierTrial> earlier;
+  const ModelSpec other = SmallGpt(8, 256, 8);
+  for (const Strategy& s : VariedStrategies(32)) {
+    earlier.push_back(EarlierTrial{other, 256, s, device.Measure(other, 256, s)});
+  }
+  // This job's model keeps half again as many activations as the others
+  // (say, kernels of its own).
+  SyntheticDevice mine = device;
+  mine.memory.activation_factor = 1.3 * 1.5;
+  const ModelSpec job = Gpt2Small();
+  CostModel warm(job, 1024, 32, device.spec);
+  warm.WarmStart(earlier);
+  const std::vector<Strategy> strategies = VariedStrategies(32);
+  for (size_t i = 0; i < 8; ++i)
+    warm.Observe(strategies[i], mine.Measure(job, 1024, strategies[i]));
+  EXPECT_NEAR(warm.memory_coefficients().activation_factor, 1.3 * 1.5, 0.05 * 1.3 * 1.5);
+  std::vector<Strategy> unseen(strategies.begin() + 8, strategies.end());
+  EXPECT_LT(MedianErrors(warm, mine, job, 1024, unseen).second, 0.03);
+}
+
+TEST(WarmStart, TorchScriptAndUnmeasuredEarlierTrialsAreSkipped) {
+  const SyntheticDevice device;
+  const ModelSpec job = Gpt2Small();
+  const Strategy s = Layout(1, 1, 1, Sharding::kNone);
+  CostModel model(job, 1024, 32, device.spec);
+  const TrialPrediction before = model.PredictTrial(s);
+  const ModelSpec script = TorchScriptModel();
+  TrialMetrics measured;
+  measured.step_time_median_s = 100 * before.step_time_s;
+  EXPECT_EQ(model.WarmStart({EarlierTrial{script, 128, s, measured},
+                             EarlierTrial{job, 1024, s, TrialMetrics{}}}),
+            0);
+  EXPECT_EQ(model.earlier_observations(), 0);
+  EXPECT_EQ(model.PredictTrial(s), before);
+}
+
+TEST(CostModel, PredictTrialIsWhatPredictSaysInARecordsTerms) {
+  const ModelSpec m = Gpt2Small();
+  const CostModel model(m, 1024, 32, DeviceSpec{"cuda", {19.5, 312, 312}, int64_t{80} << 30});
+  const Strategy s = Layout(2, 1, 1, Sharding::kZero1);
+  const CostModel::Prediction p = model.Predict(s);
+  const TrialPrediction t = model.PredictTrial(s);
+  EXPECT_EQ(t.step_time_s, p.step_time_s);
+  EXPECT_EQ(t.tokens_per_second, p.tokens_per_second);
+  EXPECT_EQ(t.peak_memory_bytes, p.memory.total());
+  // A torchscript model's memory is unknown: no figure rather than a wrong one.
+  const CostModel script(TorchScriptModel(), 128, 32, DeviceSpec{"cuda", {}, 0});
+  EXPECT_EQ(script.PredictTrial(s).peak_memory_bytes, 0);
+  EXPECT_GT(script.PredictTrial(s).step_time_s, 0);
+}
+
 }  // namespace
 }  // namespace autoaccel

@@ -303,6 +303,55 @@ TEST(EndToEnd, TuningTwiceAnswersTheSecondTimeFromTheDatabaseWithoutATrial) {
   EXPECT_FALSE(third["trials"].empty()) << out;
 }
 
+// The cost model's prediction is shown beside each measurement, in the
+// table `tune` prints as trials finish and in its JSON; a second job on the
+// same device type starts from the first job's trials and says so.
+TEST(EndToEnd, TuneShowsEachTrialsPredictionAndTheNextJobStartsWarm) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  cluster.StartWorker("w1");
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  std::string out, err;
+  ASSERT_EQ(cluster.Cli(cluster.TuneArgs(4, {"--time-limit", "2m", "--max-trials", "3",
+                                             "--warmup-steps", "1", "--measured-steps", "2"}),
+                        &out, &err),
+            0)
+      << out << err;
+  EXPECT_THAT(err, HasSubstr("pred ms"));
+  EXPECT_THAT(err, HasSubstr("pred MiB"));
+
+  // Another batch size: another signature, so not answered from the first.
+  ASSERT_EQ(
+      cluster.Cli(cluster.TuneArgs(8, {"--time-limit", "2m", "--max-trials", "3", "--warmup-steps",
+                                       "1", "--measured-steps", "2", "--json"}),
+                  &out, &err),
+      0)
+      << out << err;
+  const json job = ParseJson(out);
+  EXPECT_THAT(job["algorithm"].get<std::string>(),
+              ::testing::MatchesRegex(".*; cost model warmed by [1-9][0-9]* earlier trials? on "
+                                      "cpu devices"))
+      << out;
+  int predicted = 0;
+  for (const json& t : job["trials"]) {
+    if (!t["confirms"].get<std::string>().empty()) {
+      EXPECT_TRUE(t["predicted"].is_null()) << t.dump();  // a repeat, not a proposal
+      continue;
+    }
+    ASSERT_TRUE(t["predicted"].is_object()) << t.dump();
+    EXPECT_GT(t["predicted"]["step_time_s"].get<double>(), 0) << t.dump();
+    EXPECT_GT(t["predicted"]["peak_memory_bytes"].get<int64_t>(), 0) << t.dump();
+    EXPECT_GT(t["predicted"]["tokens_per_second"].get<double>(), 0) << t.dump();
+    ++predicted;
+  }
+  EXPECT_EQ(predicted, 3) << out;
+  // Stored beside the measurement.
+  EXPECT_THAT(
+      cluster.Query(absl::StrCat("SELECT count(*) FROM trials WHERE job_id = '",
+                                 job["job_id"].get<std::string>(), "' AND predicted_json != ''")),
+      ::testing::ElementsAre("3"));
+}
+
 // The time limit is a promise: the job ends within it plus 5 s with the
 // best measured so far, whatever is still running is cancelled and recorded
 // as such, and the device is free again.

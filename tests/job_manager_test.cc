@@ -1107,6 +1107,56 @@ TEST_F(JobManagerTest, AutoIsTheDefaultAndTheJobSaysWhatItChose) {
               StartsWith("algorithm: unknown value"));
 }
 
+TEST_F(JobManagerTest, EachTrialKeepsItsPredictionAndTheNextJobStartsFromTheEarlierTrials) {
+  AddWorker("a", 1);
+  auto first = manager_->SubmitJob(Request(600, 1));
+  ASSERT_TRUE(first.ok()) << first.status();
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  const std::string trial_id = executor_.calls[0].request.trial_id();
+  const v1::Trial proposed = TrialOf(first->job_id(), trial_id);
+  ASSERT_TRUE(proposed.has_predicted());
+  const v1::Prediction cold = proposed.predicted();
+  EXPECT_GT(cold.step_time_s(), 0);
+  EXPECT_GT(cold.peak_memory_bytes(), 0);
+  EXPECT_NEAR(cold.tokens_per_second(), 4 * 16 / cold.step_time_s(), 1e-6);
+  // The device turns out ten times slower than the model's priors.
+  v1::RunTrialResponse r = Answered("SUCCEEDED");
+  r.mutable_metrics()->set_step_time_median_s(10 * cold.step_time_s());
+  r.mutable_metrics()->set_tokens_per_second(4 * 16 / (10 * cold.step_time_s()));
+  r.mutable_metrics()->set_peak_memory_bytes(3 * cold.peak_memory_bytes());
+  executor_.Answer(trial_id, 0, absl::OkStatus(), r);
+  manager_->Tick();
+  ASSERT_EQ(manager_->GetJob(first->job_id())->state(), "SUCCEEDED");
+  EXPECT_THAT(manager_->GetJob(first->job_id())->algorithm(), Not(HasSubstr("warmed")));
+  // Kept beside the measurement, in the store and on the wire.
+  absl::StatusOr<std::vector<TrialRecord>> stored = store_->ListTrials(first->job_id());
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(stored->size(), 1u);
+  ASSERT_TRUE((*stored)[0].predicted.has_value());
+  EXPECT_EQ((*stored)[0].predicted->step_time_s, cold.step_time_s());
+  EXPECT_EQ((*stored)[0].predicted->peak_memory_bytes, cold.peak_memory_bytes());
+  const v1::Trial finished = TrialOf(first->job_id(), trial_id);
+  EXPECT_EQ(finished.predicted().step_time_s(), cold.step_time_s());
+  EXPECT_EQ(finished.metrics().step_time_median_s(), 10 * cold.step_time_s());
+
+  // The same request again: its model starts from the first job's trial, so
+  // its first prediction of the same strategy is the measured one, not the
+  // prior's, and the job says what warmed it.
+  auto second = manager_->SubmitJob(Request(600, 1));
+  ASSERT_TRUE(second.ok()) << second.status();
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  const v1::Trial warm = TrialOf(second->job_id(), executor_.calls[0].request.trial_id());
+  EXPECT_EQ(warm.strategy().text(), proposed.strategy().text());
+  ASSERT_TRUE(warm.has_predicted());
+  // One earlier observation against the priors' pull: most of the way.
+  EXPECT_GT(warm.predicted().step_time_s() / cold.step_time_s(), 5);
+  EXPECT_LT(warm.predicted().step_time_s() / cold.step_time_s(), 11);
+  EXPECT_THAT(manager_->GetJob(second->job_id())->algorithm(),
+              HasSubstr("; cost model warmed by 1 earlier trial on cpu devices"));
+}
+
 TEST_F(JobManagerTest, CandidatesPredictedNotToFitAreRecordedAsPrunedWithTheirReason) {
   v1::TuneRequest r = Request(600);
   // A device that holds micro-batch 2 at its most demanding (fp32, math

@@ -107,5 +107,16 @@ TEST(ProtoConvert, EveryMetricSurvivesTheWire) {
   ExpectSameMetrics(FromProto(v1::TrialMetrics{}), TrialMetrics{});
 }
 
+TEST(ProtoConvert, APredictionSurvivesTheWireAndItsJsonForm) {
+  const TrialPrediction p{0.1234567890123, int64_t{81} << 30, 4321.5};
+  EXPECT_EQ(FromProto(ToProto(p)), p);
+  EXPECT_EQ(v1::Prediction::descriptor()->field_count(), 3);  // every field converted above
+  absl::StatusOr<TrialPrediction> back = TrialPredictionFromJson(TrialPredictionToJson(p));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, p);
+  EXPECT_THAT(TrialPredictionFromJson(nlohmann::json{{"step_time_s", -1}}).status().message(),
+              HasSubstr("predicted.step_time_s"));
+}
+
 }  // namespace
 }  // namespace autoaccel

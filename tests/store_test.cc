@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -88,7 +89,7 @@ auto Tie(const TrialRecord& t) {
   return std::tuple_cat(
       std::make_tuple(t.trial_id, t.job_id, t.index, t.attempt, t.strategy_text, t.strategy_json,
                       TrialStatusName(t.status), t.reason, t.worker_id, t.started_at, t.finished_at,
-                      t.failed_attempts, t.infrastructure, t.confirms),
+                      t.failed_attempts, t.infrastructure, t.confirms, t.predicted),
       Tie(t.metrics));
 }
 auto Tie(const StrategyRecord& s) {
@@ -173,6 +174,7 @@ TEST(StoreTest, EverythingSurvivesCloseAndReopen) {
   t0.status = TrialStatus::kSucceeded;
   t0.metrics = SomeMetrics(1.0);
   t0.worker_id = "w1,w2";
+  t0.predicted = TrialPrediction{0.1234567890123, int64_t{81} << 30, 4321.0987654321};
   t0.started_at = T(kBase + 10);
   t0.finished_at = T(kBase + 20);
   TrialRecord t1 = MakeTrial("job-1", 1);
@@ -246,13 +248,14 @@ TEST(StoreTest, TimesBeforeTheEpochAndSubMicrosecondsAreHandled) {
   EXPECT_EQ(got->deadline, T(kBase));
 }
 
-// Drops what schema 5 added, as a file written before it (the caller sets
-// user_version).
+// Drops what schemas 5 (strategy provenance) and 6 (trial predictions)
+// added, as a file written before them (the caller sets user_version).
 void BackToSchemaFour(const std::string& path) {
   for (const char* column : {"engine_version", "created_at", "device_type"}) {
     RawSql(path, absl::StrCat("ALTER TABLE strategies DROP COLUMN ", column));
   }
   RawSql(path, "ALTER TABLE jobs DROP COLUMN answered_from");
+  RawSql(path, "ALTER TABLE trials DROP COLUMN predicted_json");
 }
 
 TEST(StoreTest, MigratesANewFileAndDoesNotMigrateTwice) {
@@ -350,6 +353,76 @@ TEST(StoreTest, AVersionThreeFileLosesItsWorkersTableAndKeepsEverythingElse) {
   ASSERT_TRUE(strategy->has_value());
   EXPECT_EQ((*strategy)->strategy_text, "mbs=2");
   EXPECT_OK(store->CreateJob(MakeJob("new", kBase + 1)));
+}
+
+TEST(StoreTest, AVersionFourFileGainsTrialPredictionsAndItsTrialsHaveNone) {
+  TempDir dir;
+  const std::string path = dir.File("v4.db");
+  {
+    std::unique_ptr<Store> store = OpenOrDie(path);
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(store->CreateJob(MakeJob("old", kBase)));
+    ASSERT_OK(store->UpsertTrial(MakeTrial("old", 0)));
+  }
+  BackToSchemaFour(path);
+  RawSql(path, "PRAGMA user_version = 4");
+  std::unique_ptr<Store> store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->migrations_applied(), Store::kCurrentSchemaVersion - 4);
+  absl::StatusOr<std::vector<TrialRecord>> trials = store->ListTrials("old");
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  ASSERT_EQ(trials->size(), 1u);
+  EXPECT_FALSE((*trials)[0].predicted.has_value());
+  TrialRecord t = (*trials)[0];
+  t.predicted = TrialPrediction{0.5, 1 << 20, 100};
+  ASSERT_OK(store->UpsertTrial(t));
+  EXPECT_EQ(store->ListTrials("old")->at(0).predicted, t.predicted);
+}
+
+TEST(StoreTest, MeasuredTrialsAreTheNewestSucceededOnesOfTheDeviceTypeWithTheirRequests) {
+  std::unique_ptr<Store> store = OpenOrDie(":memory:");
+  ASSERT_NE(store, nullptr);
+  // Oldest first: a cpu job, a cuda job, a torchscript cpu job, a cpu job
+  // whose request names no device type (the default, cpu), a newer cpu job.
+  const std::vector<std::pair<std::string, std::string>> jobs = {
+      {"cpu-old", R"({"model":{"family":"gpt2"},"device_type":"cpu","seq_len":16})"},
+      {"cuda", R"({"model":{"family":"gpt2"},"device_type":"cuda","seq_len":16})"},
+      {"script", R"({"model":{"family":"torchscript"},"device_type":"cpu","seq_len":16})"},
+      {"default", R"({"model":{"family":"llama"},"seq_len":32})"},
+      {"cpu-new", R"({"model":{"family":"bert"},"device_type":"cpu","seq_len":64})"},
+  };
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    JobRecord job = MakeJob(jobs[j].first, kBase + static_cast<int64_t>(j));
+    job.request_json = jobs[j].second;
+    ASSERT_OK(store->CreateJob(job));
+    for (int i = 0; i < 3; ++i) {
+      TrialRecord t = MakeTrial(job.job_id, i);
+      t.status = i == 1 ? TrialStatus::kOom : TrialStatus::kSucceeded;
+      t.metrics = SomeMetrics(1.0 + i);
+      ASSERT_OK(store->UpsertTrial(t));
+    }
+  }
+  absl::StatusOr<std::vector<MeasuredTrialRecord>> all = store->ListMeasuredTrials("cpu", 100);
+  ASSERT_TRUE(all.ok()) << all.status();
+  std::vector<std::string> ids;
+  for (const MeasuredTrialRecord& r : *all) {
+    ids.push_back(r.trial.trial_id);
+    EXPECT_EQ(r.trial.status, TrialStatus::kSucceeded);
+    EXPECT_EQ(r.request_json, std::find_if(jobs.begin(), jobs.end(), [&](const auto& j) {
+                                return j.first == r.trial.job_id;
+                              })->second);
+  }
+  EXPECT_THAT(ids, ElementsAre("cpu-new-t2", "cpu-new-t0", "default-t2", "default-t0", "cpu-old-t2",
+                               "cpu-old-t0"));
+  absl::StatusOr<std::vector<MeasuredTrialRecord>> three = store->ListMeasuredTrials("cpu", 3);
+  ASSERT_TRUE(three.ok()) << three.status();
+  ASSERT_EQ(three->size(), 3u);
+  EXPECT_EQ((*three)[2].trial.trial_id, "default-t2");
+  absl::StatusOr<std::vector<MeasuredTrialRecord>> cuda = store->ListMeasuredTrials("cuda", 100);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  EXPECT_EQ(cuda->size(), 2u);
+  EXPECT_EQ(store->ListMeasuredTrials("cpu", 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(StoreTest, MigratesAnEmptyFile) {

@@ -1,0 +1,55 @@
+#include "server/warm_start.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "common/status_macros.h"
+#include "proto/autoaccel.pb.h"
+#include "server/tune_request.h"
+
+namespace autoaccel {
+namespace {
+
+struct JobShape {
+  ModelSpec model;
+  int seq_len = 0;
+};
+
+// The model and sequence length of a stored request; nullopt when it does
+// not parse any more (or is a torchscript model's).
+std::optional<JobShape> ShapeOf(const std::string& request_json) {
+  v1::TuneRequest request;
+  if (!google::protobuf::util::JsonStringToMessage(request_json, &request).ok()) {
+    return std::nullopt;
+  }
+  absl::StatusOr<ModelSpec> model = ModelFromRequest(request.model());
+  if (!model.ok() || model->IsTorchScript() || request.seq_len() <= 0) return std::nullopt;
+  return JobShape{*std::move(model), request.seq_len()};
+}
+
+}  // namespace
+
+absl::StatusOr<EarlierTrials> LoadEarlierTrials(Store* store, const std::string& device_type,
+                                                int limit) {
+  ASSIGN_OR_RETURN(std::vector<MeasuredTrialRecord> rows,
+                   store->ListMeasuredTrials(device_type, limit));
+  EarlierTrials out;
+  std::map<std::string, std::optional<JobShape>> shapes;  // by job id
+  for (const MeasuredTrialRecord& row : rows) {
+    auto it = shapes.find(row.trial.job_id);
+    if (it == shapes.end()) it = shapes.emplace(row.trial.job_id, ShapeOf(row.request_json)).first;
+    absl::StatusOr<Strategy> strategy = ParseStrategyText(row.trial.strategy_text);
+    if (!it->second || !strategy.ok()) {
+      ++out.skipped;
+      continue;
+    }
+    out.trials.push_back(
+        EarlierTrial{it->second->model, it->second->seq_len, *strategy, row.trial.metrics});
+  }
+  return out;
+}
+
+}  // namespace autoaccel
