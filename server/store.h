@@ -100,7 +100,7 @@ struct TrialRecord {
   std::string confirms;
   // What the job's cost model predicted for the strategy when the search
   // proposed it; nullopt for a trial it did not propose (a confirmation, a
-  // pruned candidate) or one stored before schema 5.
+  // pruned candidate) or one stored before schema 6.
   std::optional<TrialPrediction> predicted;
 };
 

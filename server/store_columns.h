@@ -189,7 +189,7 @@ inline constexpr Column<TrialRecord> kTrialColumns[] = {
     Field<&TrialRecord::failed_attempts>("failed_attempts"),  // schema 3
     Field<&TrialRecord::infrastructure>("infrastructure"),    // schema 3
     Field<&TrialRecord::confirms>("confirms"),                // schema 3
-    Field<&TrialRecord::predicted>("predicted_json"),         // schema 5
+    Field<&TrialRecord::predicted>("predicted_json"),         // schema 6
 };
 inline constexpr Table<TrialRecord> kTrials{"trials", "trial", kTrialColumns,
                                             std::size(kTrialColumns)};
