@@ -182,10 +182,6 @@ int ScaleOf(int feature) {
     case kDataParallelBytes:
     case kModelParallelBytes:
       return kScaleCommBytes;
-    case kCollectives:
-      return kScaleCollectives;
-    case kStep:
-      return kScaleStep;
     default:
       return -1;
   }
@@ -305,10 +301,6 @@ const char* PriorScaleName(int scale) {
       return "layer_pass";
     case kScaleCommBytes:
       return "comm_bytes";
-    case kScaleCollectives:
-      return "collectives";
-    case kScaleStep:
-      return "step";
     default:
       return "unknown";
   }
@@ -343,7 +335,7 @@ PriorScales FitScales(const std::vector<PublishedRun>& runs, const std::vector<i
   const double w = std::sqrt(lambda);
   A.bottomRows(k) = w * Eigen::MatrixXd::Identity(k, k);
   b.tail(k) = Eigen::VectorXd::Constant(k, w);
-  // Exact non-negative least squares for k = 5: every active set.
+  // Exact non-negative least squares for a few scales: every active set.
   PriorScales best = kUnitScales;
   double best_cost = INFINITY;
   for (int mask = 0; mask < (1 << k); ++mask) {

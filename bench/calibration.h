@@ -67,24 +67,19 @@ Split SplitRuns(const std::vector<PublishedRun>& runs);
 
 // The free scalars of the cuda priors, each a factor on a group of
 // PriorTimeCoefficients(device) coefficients:
-//   kScaleCompute      every FLOP feature (achieved fraction of peak = 0.X / factor)
-//   kScaleLayerPass    the per-layer-pass overhead
-//   kScaleCommBytes    data- and model-parallel bytes (collective bandwidth / factor)
-//   kScaleCollectives  the per-call latency
-//   kScaleStep         the fixed per-step cost
-// The optimizer and offload coefficients are not fitted (no row exercises
-// them apart from a share far below the noise).
-enum PriorScale : int {
-  kScaleCompute,
-  kScaleLayerPass,
-  kScaleCommBytes,
-  kScaleCollectives,
-  kScaleStep,
-  kNumPriorScales
-};
+//   kScaleCompute    every FLOP feature (the achieved fraction of the peak
+//                    is divided by it)
+//   kScaleLayerPass  the per-layer-pass overhead
+//   kScaleCommBytes  data- and model-parallel bytes (the collective
+//                    efficiency on the link's bandwidth is divided by it)
+// Not fitted: the per-call latency and the per-step cost (in these rows the
+// calls grow with the layer passes, FSDP's gathers being per layer, and both
+// are far below the rows' noise), the optimizer and offload (no row's share
+// of them is measurable).
+enum PriorScale : int { kScaleCompute, kScaleLayerPass, kScaleCommBytes, kNumPriorScales };
 const char* PriorScaleName(int scale);
 using PriorScales = std::array<double, kNumPriorScales>;
-inline constexpr PriorScales kUnitScales = {1, 1, 1, 1, 1};
+inline constexpr PriorScales kUnitScales = {1, 1, 1};
 
 // The prior coefficients of `device` with each group multiplied by its scale.
 TimeCoefficients ScaledPriors(const DeviceSpec& device, const PriorScales& scales);
