@@ -137,13 +137,14 @@ CostModel::CostModel(ModelSpec model, int seq_len, int global_batch_size, Device
       seq_len_(seq_len),
       global_batch_size_(global_batch_size),
       device_(std::move(device)),
+      topology_(TopologyOf(device_)),
       time_prior_(PriorTimeCoefficients(device_)),
       time_(time_prior_) {}
 
 CostModel::Prediction CostModel::Predict(const Strategy& s) const {
   Prediction p;
   p.memory = EstimateMemory(model_, seq_len_, s, memory_);
-  p.step_time_s = PredictStepTime(StepTimeFeatures(model_, seq_len_, s), time_);
+  p.step_time_s = PredictStepTime(StepTimeFeatures(model_, seq_len_, s, topology_), time_);
   if (p.step_time_s > 0) {
     p.tokens_per_second = double(global_batch_size_) * seq_len_ / p.step_time_s;
   }
@@ -192,7 +193,7 @@ void CostModel::Observe(const Strategy& s, const TrialMetrics& measured, TrialSt
   bool used = false;
   if (measured.step_time_median_s > 0 && std::isfinite(measured.step_time_median_s)) {
     time_observations_.push_back(
-        {StepTimeFeatures(model_, seq_len_, s), measured.step_time_median_s});
+        {StepTimeFeatures(model_, seq_len_, s, topology_), measured.step_time_median_s});
     RefitTime();
     used = true;
   }

@@ -107,6 +107,7 @@ class CostModel {
   int seq_len_;
   int global_batch_size_;
   DeviceSpec device_;
+  LinkTopology topology_;  // from device_: where groups sit, what crossing nodes costs
   TimeCoefficients time_prior_;
   TimeCoefficients time_;
   MemoryCoefficients memory_;

@@ -127,8 +127,18 @@ double Buckets(double bytes) {
 }
 
 TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
-                           const ModelParts& parts, const StageShape& stage) {
+                           const ModelParts& parts, const StageShape& stage,
+                           const LinkTopology& topology, const GroupPlacement& placement) {
   TimeFeatures x{};
+  // Intra-node equivalents of a group's bytes and calls (step_time.h TOPOLOGY).
+  const auto bytes_weight = [&](bool crosses) { return crosses ? topology.bytes_factor : 1.0; };
+  const auto calls_weight = [&](bool crosses) { return crosses ? topology.calls_factor : 1.0; };
+  const double dp_bytes = bytes_weight(placement.data_crosses);
+  const double tp_bytes = bytes_weight(placement.tensor_crosses);
+  const double pp_bytes = bytes_weight(placement.pipeline_crosses);
+  const double dp_calls = calls_weight(placement.data_crosses);
+  const double tp_calls = calls_weight(placement.tensor_crosses);
+  const double pp_calls = calls_weight(placement.pipeline_crosses);
   const double h = m.n_embd, S = seq_len;
   const double T = double(s.micro_batch_size) * S;  // tokens of a micro-batch
   const double ga = std::max(1, s.grad_accum_steps);
@@ -219,13 +229,15 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
         break;
       }
     }
-    x[kDataParallelBytes] = bytes;
+    x[kDataParallelBytes] = bytes * dp_bytes;
     collectives += 1;                                                             // the step's loss
     if (s.precision == Precision::kFp16 && sharded && pp == 1) collectives += 1;  // found_inf
+    collectives *= dp_calls;
   }
 
   // Tensor parallelism, per micro-batch.
   double model_bytes = 0, per_micro_batch_calls = 0;
+  double pipeline_bytes = 0, pipeline_calls = 0;  // per micro-batch
   if (t > 1) {
     const double all_reduce = 2.0 * (t - 1) / t, scatter = (t - 1) / t;
     const double A = T * h;  // elements of one [b, s, h] activation
@@ -263,25 +275,29 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
       model_bytes += all_reduce * A * column_bytes + 3 * all_reduce * T * 4;
       per_micro_batch_calls += calls_per_all_reduce + 3;
     }
+    model_bytes *= tp_bytes;
+    per_micro_batch_calls *= tp_calls;
   }
   // Pipeline parallelism, per micro-batch.
   if (pp > 1) {
     const double message = T * h / (sp ? t : 1.0) * weight_bytes;
     const double sends = (vpp - (stage.last ? 1 : 0)) + (vpp - (stage.first ? 1 : 0));
-    model_bytes += sends * message;
-    per_micro_batch_calls += 4 * vpp - 2;  // sends and receives
+    pipeline_bytes = sends * message;
+    pipeline_calls = 4 * vpp - 2;  // sends and receives
   }
-  model_bytes *= ga;
-  collectives += ga * per_micro_batch_calls;
+  model_bytes = (model_bytes + pipeline_bytes * pp_bytes) * ga;
+  collectives += ga * (per_micro_batch_calls + pipeline_calls * pp_calls);
   if (pp > 1) {
+    double calls = 0;
     if (parts.tied && (stage.first || stage.last)) {
       // The tied embedding's gradient, all-reduced between the first and
       // the last stage (ring of 2: the buffer once).
-      model_bytes += double(m.vocab_size) * h / t * weight_bytes;
-      collectives += 1;
+      model_bytes += double(m.vocab_size) * h / t * weight_bytes * pp_bytes;
+      calls += 1;
     }
-    collectives += 1;                                       // the loss over the stages
-    if (s.precision == Precision::kFp16) collectives += 1;  // found_inf over the world
+    calls += 1;                                       // the loss over the stages
+    if (s.precision == Precision::kFp16) calls += 1;  // found_inf over the world
+    collectives += calls * pp_calls;
   }
   x[kModelParallelBytes] = model_bytes;
   x[kCollectives] = collectives;
@@ -328,7 +344,49 @@ absl::string_view TimeFeatureName(int feature) {
   }
 }
 
-TimeFeatures StepTimeFeatures(const ModelSpec& m, int seq_len, const Strategy& s) {
+LinkTopology TopologyOf(const DeviceSpec& device) {
+  LinkTopology topology;
+  topology.devices_per_node = std::max(0, device.devices_per_node);
+  const LinkSpec &intra = device.intra_node, &inter = device.inter_node;
+  if (intra.bandwidth_bytes_per_s > 0 && inter.bandwidth_bytes_per_s > 0) {
+    topology.bytes_factor = intra.bandwidth_bytes_per_s / inter.bandwidth_bytes_per_s;
+  }
+  if (intra.latency_s > 0 && inter.latency_s > 0) {
+    topology.calls_factor = inter.latency_s / intra.latency_s;
+  }
+  return topology;
+}
+
+GroupPlacement PlaceGroups(const Strategy& s, const LinkTopology& topology) {
+  GroupPlacement placement;
+  const int64_t G = topology.devices_per_node;
+  const int64_t t = std::max(1, s.tensor_parallel), n = std::max(1, s.data_parallel),
+                pp = std::max(1, s.pipeline_parallel);
+  if (G <= 0 || t * n * pp <= G) return placement;
+  // Does any group of `count` ranks `stride` apart, starting at each of
+  // `starts`, hold ranks of two nodes?
+  const auto crosses = [&](int64_t stride, int64_t count, const std::vector<int64_t>& starts) {
+    for (int64_t start : starts) {
+      if (start / G != (start + stride * (count - 1)) / G) return true;
+    }
+    return false;
+  };
+  std::vector<int64_t> tensor_starts, data_starts, pipeline_starts;
+  for (int64_t p = 0; p < pp; ++p) {
+    for (int64_t d = 0; d < n; ++d) tensor_starts.push_back(t * (d + n * p));
+    for (int64_t r = 0; r < t; ++r) data_starts.push_back(r + t * n * p);
+  }
+  for (int64_t r = 0; r < t * n; ++r) pipeline_starts.push_back(r);
+  // Ranks of a group ascend with its index, so its first and last rank tell
+  // whether it spans nodes.
+  placement.tensor_crosses = t > 1 && crosses(1, t, tensor_starts);
+  placement.data_crosses = n > 1 && crosses(t, n, data_starts);
+  placement.pipeline_crosses = pp > 1 && crosses(t * n, pp, pipeline_starts);
+  return placement;
+}
+
+TimeFeatures StepTimeFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
+                              const LinkTopology& topology) {
   if (m.IsTorchScript() || m.n_layer <= 0) {
     TimeFeatures x{};
     x[kStep] = 1;
@@ -336,10 +394,11 @@ TimeFeatures StepTimeFeatures(const ModelSpec& m, int seq_len, const Strategy& s
     return x;
   }
   const ModelParts parts = Parts(m, seq_len);
+  const GroupPlacement placement = PlaceGroups(s, topology);
   TimeFeatures slowest{};
   bool any = false;
   for (const StageShape& stage : Stages(m, s)) {
-    const TimeFeatures x = StageFeatures(m, seq_len, s, parts, stage);
+    const TimeFeatures x = StageFeatures(m, seq_len, s, parts, stage, topology, placement);
     if (!any || ComputeFlops(x) > ComputeFlops(slowest)) slowest = x;
     any = true;
   }
@@ -366,12 +425,20 @@ TimeCoefficients PriorTimeCoefficients(const DeviceSpec& device) {
   k[kFlopsPureBf16] = per_flop(bf16);
   k[kMathAttentionFlops] = per_flop(fp32);
   k[kLayerPasses] = cuda ? 300e-6 : 500e-6;
-  k[kFusedOptimizerParams] = cuda ? 3e-11 : 2e-9;
+  // ~28 bytes per parameter at 70% of the memory bandwidth.
+  k[kFusedOptimizerParams] = !cuda ? 2e-9
+                             : device.memory_bandwidth_bytes_per_s > 0
+                                 ? 28.0 / (0.7 * device.memory_bandwidth_bytes_per_s)
+                                 : 3e-11;
   k[kOptimizerParams] = 3 * k[kFusedOptimizerParams];
   k[kOffloadBytes] = 8e-10;
-  k[kDataParallelBytes] = cuda ? 1.0 / 50e9 : 1.0 / 2e9;
+  const LinkSpec& link = device.intra_node;
+  k[kDataParallelBytes] = !cuda ? 1.0 / 2e9
+                          : link.bandwidth_bytes_per_s > 0
+                              ? 1.0 / (0.75 * link.bandwidth_bytes_per_s)
+                              : 1.0 / 50e9;
   k[kModelParallelBytes] = k[kDataParallelBytes];
-  k[kCollectives] = cuda ? 20e-6 : 50e-6;
+  k[kCollectives] = !cuda ? 50e-6 : link.latency_s > 0 ? link.latency_s : 20e-6;
   k[kStep] = 2e-3;
   return c;
 }

@@ -22,12 +22,56 @@
 
 namespace autoaccel {
 
-// What the coordinator knows about one device of the pool.
-struct DeviceSpec {
-  std::string type = "cpu";  // "cpu" | "cuda"; anything else is treated as "cpu"
-  PeakTflops peak;           // dense peak per precision of ONE device; 0 = unknown
-  int64_t memory_bytes = 0;  // 0 = unknown (never prune then)
+// One kind of link between devices, as one device sees it.
+struct LinkSpec {
+  double bandwidth_bytes_per_s = 0;  // per direction, per device; 0 = unknown
+  double latency_s = 0;              // per collective call; 0 = unknown
 };
+
+// What the coordinator knows about one device of the pool, or what the
+// device catalog (search/device_catalog.h) says of a device type. Every
+// figure 0 is unknown, and an unknown figure leaves the model as it was
+// before the catalog existed (the fixed priors below, one node).
+struct DeviceSpec {
+  std::string type = "cpu";                 // "cpu" | "cuda"; anything else is treated as "cpu"
+  PeakTflops peak;                          // dense peak per precision of ONE device; 0 = unknown
+  int64_t memory_bytes = 0;                 // 0 = unknown (never prune then)
+  double memory_bandwidth_bytes_per_s = 0;  // device memory; 0 = unknown
+  LinkSpec intra_node{};                    // between devices of one node (NVLink, PCIe)
+  LinkSpec inter_node{};                    // across nodes (InfiniBand, RoCE), per device
+  int devices_per_node = 0;                 // 0 = unknown: every rank on one node
+};
+
+// TOPOLOGY. Ranks sit on nodes in Megatron's order: rank = tp_rank + t ·
+// (dp_rank + n · pp_rank) (tensor innermost, then data, then pipeline),
+// devices_per_node consecutive ranks to a node. A group whose ranks sit on
+// more than one node (any of its kind: its collectives wait for the
+// slowest) runs at the inter-node link. Rather than a feature per link, the
+// communication features count in INTRA-NODE EQUIVALENTS: a byte that
+// crosses nodes counts bytes_factor = intra bandwidth / inter bandwidth
+// bytes, a call that crosses nodes calls_factor = inter latency / intra
+// latency calls. So each communication coefficient keeps one meaning
+// (seconds per intra-node byte or call), the calibration fits the same 13
+// coefficients, and with one node or unknown links (factors 1) the
+// features are what they were.
+struct LinkTopology {
+  int devices_per_node = 0;   // 0: every rank on one node
+  double bytes_factor = 1.0;  // inter-node seconds per byte / intra-node's
+  double calls_factor = 1.0;  // inter-node seconds per call / intra-node's
+};
+
+// The topology of `device`: its devices_per_node; factors from its links
+// where both are known (> 0), else 1.
+LinkTopology TopologyOf(const DeviceSpec& device);
+
+// Which of a strategy's groups cross nodes under `topology` (Megatron's rank
+// order above). All false when devices_per_node is 0 or holds the world.
+struct GroupPlacement {
+  bool tensor_crosses = false;
+  bool data_crosses = false;
+  bool pipeline_crosses = false;
+};
+GroupPlacement PlaceGroups(const Strategy& strategy, const LinkTopology& topology);
 
 // Linear step-time model: predicted seconds per optimizer step of the
 // slowest rank = sum_k coefficient[k] * feature[k]. Features are physical
@@ -66,7 +110,8 @@ enum TimeFeature : int {
   // coefficient also carries the host's optimizer step (memory-bound, in
   // proportion to the same parameters).
   kOffloadBytes,
-  // Bytes each rank sends in data-parallel collectives per step, G and W
+  // Bytes each rank sends in data-parallel collectives per step (times the
+  // topology's bytes_factor when the data-parallel group crosses nodes), G and W
   // the gradient and weight bytes of the rank's parameters (4 per parameter,
   // 2 for pure_bf16):
   //   none   ar·G (one all-reduce per step)
@@ -75,6 +120,8 @@ enum TimeFeature : int {
   //   fsdp   ga·rs·(2·W_layers + W_rest + G) (layers gathered for forward and
   //          again for backward, the rest once, gradients reduce-scattered)
   kDataParallelBytes,
+  // Model-parallel bytes, each part times bytes_factor when its group
+  // crosses nodes (the tied embedding's all-reduce: the pipeline group's).
   // Tensor parallelism (Megatron), per micro-batch, with A = T·h activation
   // elements: 4 all-reduces of A per layer (ring factor 2(t-1)/t): 2 forward
   // of the row-parallel outputs (the matmul's dtype: 4 bytes for fp32, else
@@ -93,7 +140,9 @@ enum TimeFeature : int {
   // Collective and point-to-point calls per step (their latency): gradient
   // buckets of 25 MiB (none, zero1, zero2) or fsdp units, the step's loss
   // and fp16 overflow all-reduces, the tensor-parallel calls above and
-  // pipeline sends and receives.
+  // pipeline sends and receives. A call of a group that crosses nodes
+  // counts calls_factor (the step's loss: the data-parallel group's; the
+  // loss over the stages and fp16's found_inf: the pipeline group's).
   kCollectives,
   kStep,  // 1: fixed per-step cost (zeroing, the loss read back, the scaler)
   kNumTimeFeatures
@@ -114,7 +163,10 @@ using TimeFeatures = std::array<double, kNumTimeFeatures>;
 // idles (pp - 1) / vpp micro-batch slots per ga it computes. REQUIRES:
 // model.Validate() OK, positive degrees and sizes. A torchscript model
 // (shape unknown) gets only kStep = 1 and kLayerPasses = ga (all else 0).
-TimeFeatures StepTimeFeatures(const ModelSpec& model, int seq_len, const Strategy& strategy);
+// `topology` weighs the communication features (see TOPOLOGY; the
+// default: one node).
+TimeFeatures StepTimeFeatures(const ModelSpec& model, int seq_len, const Strategy& strategy,
+                              const LinkTopology& topology = {});
 
 struct TimeCoefficients {
   std::array<double, kNumTimeFeatures> seconds_per_unit{};
@@ -131,13 +183,17 @@ struct TimeCoefficients {
 //   layer pass     cpu 500 µs, cuda 300 µs.
 //   optimizer      memory-bound, ~28 bytes per parameter (read p, g, m, v;
 //                  write p, m, v) at 70% of the device's memory bandwidth
-//                  (cpu 20 GB/s, cuda 1.5 TB/s): fused_adamw cpu 2e-9 s,
-//                  cuda 3e-11 s per parameter; adamw (a chain of elementwise
-//                  ops per tensor) 3x that.
+//                  (a cuda device's memory_bandwidth_bytes_per_s where known,
+//                  else cpu 20 GB/s, cuda 1.5 TB/s): fused_adamw cpu 2e-9 s,
+//                  cuda 28 / (0.7 · bandwidth), 3e-11 s per parameter at the
+//                  default; adamw (a chain of elementwise ops per tensor) 3x
+//                  that.
 //   offload        PCIe ~10 GB/s plus the host's adamw step per 8 bytes
 //                  moved: 8e-10 s per byte.
 //   collectives    cpu (gloo, loopback) 2 GB/s and 50 µs per call; cuda
-//                  (nccl) 50 GB/s and 20 µs per call.
+//                  (nccl) 75% of the intra-node link's bandwidth (NCCL's bus
+//                  bandwidth falls short of the link's) and its latency per
+//                  call where known, else 50 GB/s and 20 µs per call.
 //   step           2 ms.
 TimeCoefficients PriorTimeCoefficients(const DeviceSpec& device);
 

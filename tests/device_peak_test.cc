@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "gtest/gtest.h"
+#include "search/device_catalog.h"
 
 namespace autoaccel {
 
@@ -52,6 +53,20 @@ TEST(DevicePeakTest, AnUnknownNameIsAllZeros) {
        {"NVIDIA GeForce RTX 4090", "AMD Instinct MI300X", "", "cuda:0", "NVIDIA H1000", "XA100"}) {
     EXPECT_EQ(PeakTflopsForGpuName(name), PeakTflops{}) << name;
   }
+}
+
+// The device catalog (search/device_catalog.json) repeats the peaks of the
+// GPUs it lists; the two tables must agree, by the name nvidia-smi prints.
+TEST(DevicePeakTest, AgreesWithTheDeviceCatalog) {
+  absl::StatusOr<DeviceCatalog> catalog = DeviceCatalog::BuiltIn();
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  int checked = 0;
+  for (const CatalogDevice& d : catalog->devices()) {
+    if (d.nvidia_smi_name.empty()) continue;
+    EXPECT_EQ(PeakTflopsForGpuName(d.nvidia_smi_name), d.spec.peak) << d.name;
+    ++checked;
+  }
+  EXPECT_GE(checked, 7);
 }
 
 }  // namespace

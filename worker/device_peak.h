@@ -2,7 +2,8 @@
 // `nvidia-smi --query-gpu=name` prints. The denominator of MFU on CUDA
 // devices, which the worker registers (worker/device_discovery.h); CPU
 // devices measure theirs instead (the trial runner's --probe-peak). Pure;
-// thread-safe.
+// thread-safe. The device catalog (search/device_catalog.json) repeats the
+// peaks of the GPUs it lists; tests/device_peak_test.cc holds the two equal.
 #ifndef AUTOACCEL_WORKER_DEVICE_PEAK_H_
 #define AUTOACCEL_WORKER_DEVICE_PEAK_H_
 
