@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "search/device_catalog.h"
 
 namespace autoaccel::bench {
 
@@ -114,8 +115,10 @@ absl::StatusOr<PublishedRun> ParseRun(const Row& row) {
     return row.Error("family", absl::StrCat("the model does not validate: ", s.message()));
   }
   r.device = row.Text("device");
-  if (!PublishedDevice(r.device).ok()) {
-    return row.Error("device", "unknown (known: h100-sxm, a100-80gb, a100-40gb)");
+  if (absl::StatusOr<DeviceSpec> d = PublishedDevice(r.device); !d.ok()) {
+    return row.Error("device", d.status().message());
+  } else if (d->type != "cuda") {
+    return row.Error("device", "must be a cuda device of the catalog");
   }
   ASSIGN_OR_RETURN_CAL(r.gpus, row.Int("gpus"));
   ASSIGN_OR_RETURN_CAL(r.gpus_per_node, row.Int("gpus_per_node"));
@@ -180,11 +183,21 @@ int ScaleOf(int feature) {
     case kLayerPasses:
       return kScaleLayerPass;
     case kDataParallelBytes:
-    case kModelParallelBytes:
-      return kScaleCommBytes;
+      return kScaleDataParallelBytes;
     default:
       return -1;
   }
+}
+
+// The catalog's device with the row's devices per node.
+DeviceSpec RunDevice(const PublishedRun& run) {
+  DeviceSpec device = *PublishedDevice(run.device);
+  device.devices_per_node = run.gpus_per_node;
+  return device;
+}
+
+TimeFeatures Features(const PublishedRun& run, const DeviceSpec& device) {
+  return StepTimeFeatures(run.spec, run.seq_len, run.strategy, TopologyOf(device));
 }
 
 // Per run: the prior's seconds in each scale's group, and the rest.
@@ -194,8 +207,8 @@ struct Decomposed {
 };
 
 Decomposed Decompose(const PublishedRun& run) {
-  const DeviceSpec device = *PublishedDevice(run.device);
-  const TimeFeatures x = StepTimeFeatures(run.spec, run.seq_len, run.strategy);
+  const DeviceSpec device = RunDevice(run);
+  const TimeFeatures x = Features(run, device);
   const TimeCoefficients c = PriorTimeCoefficients(device);
   Decomposed d;
   for (int k = 0; k < kNumTimeFeatures; ++k) {
@@ -265,22 +278,12 @@ absl::StatusOr<std::vector<PublishedRun>> LoadPublishedRuns(const std::string& p
 }
 
 absl::StatusOr<DeviceSpec> PublishedDevice(const std::string& name) {
-  // Dense (no sparsity) datasheet peaks, TFLOP/s; memory in GB as sold.
-  DeviceSpec d;
-  d.type = "cuda";
-  if (name == "h100-sxm") {
-    d.peak = {66.9, 989.4, 989.4};
-    d.memory_bytes = int64_t{80} << 30;
-  } else if (name == "a100-80gb") {
-    d.peak = {19.5, 312, 312};
-    d.memory_bytes = int64_t{80} << 30;
-  } else if (name == "a100-40gb") {
-    d.peak = {19.5, 312, 312};
-    d.memory_bytes = int64_t{40} << 30;
-  } else {
-    return absl::NotFoundError(absl::StrCat("device '", name, "' is not in the table's list"));
-  }
-  return d;
+  static const absl::StatusOr<DeviceCatalog>* const catalog =
+      new absl::StatusOr<DeviceCatalog>(DeviceCatalog::BuiltIn());
+  if (!catalog->ok()) return catalog->status();
+  absl::StatusOr<CatalogDevice> device = (*catalog)->Get(name);
+  if (!device.ok()) return device.status();
+  return device->spec;
 }
 
 Split SplitRuns(const std::vector<PublishedRun>& runs) {
@@ -299,11 +302,19 @@ const char* PriorScaleName(int scale) {
       return "compute";
     case kScaleLayerPass:
       return "layer_pass";
-    case kScaleCommBytes:
-      return "comm_bytes";
+    case kScaleDataParallelBytes:
+      return "data_parallel_bytes";
     default:
       return "unknown";
   }
+}
+
+PriorScales ReferenceScales() {
+  PriorScales r{};
+  r[kScaleCompute] = kCudaAchievedPeakFraction / 0.4;  // seconds per FLOP at 0.4 of the peak
+  r[kScaleLayerPass] = 300e-6 / kCudaLayerPassSeconds;
+  r[kScaleDataParallelBytes] = 1.0 / kCudaDataParallelExposure;
+  return r;
 }
 
 TimeCoefficients ScaledPriors(const DeviceSpec& device, const PriorScales& scales) {
@@ -316,8 +327,8 @@ TimeCoefficients ScaledPriors(const DeviceSpec& device, const PriorScales& scale
 }
 
 double PredictRun(const PublishedRun& run, const PriorScales& scales) {
-  const TimeFeatures x = StepTimeFeatures(run.spec, run.seq_len, run.strategy);
-  return PredictStepTime(x, ScaledPriors(*PublishedDevice(run.device), scales));
+  const DeviceSpec device = RunDevice(run);
+  return PredictStepTime(Features(run, device), ScaledPriors(device, scales));
 }
 
 PriorScales FitScales(const std::vector<PublishedRun>& runs, const std::vector<int>& rows,
@@ -333,7 +344,9 @@ PriorScales FitScales(const std::vector<PublishedRun>& runs, const std::vector<i
     b(i) = 1.0 - d.fixed / run.step_time_s;
   }
   const double w = std::sqrt(lambda);
-  A.bottomRows(k) = w * Eigen::MatrixXd::Identity(k, k);
+  const PriorScales reference = ReferenceScales();
+  A.bottomRows(k).setZero();
+  for (int g = 0; g < k; ++g) A(n + g, g) = w / reference[g];
   b.tail(k) = Eigen::VectorXd::Constant(k, w);
   // Exact non-negative least squares for a few scales: every active set.
   PriorScales best = kUnitScales;

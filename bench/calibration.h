@@ -53,8 +53,10 @@ struct PublishedRun {
 // model that does not validate, an empty citation.
 absl::StatusOr<std::vector<PublishedRun>> LoadPublishedRuns(const std::string& path);
 
-// The device of a run: dense datasheet peaks and memory of the GPUs the
-// table names ("h100-sxm", "a100-80gb", "a100-40gb"). NOT_FOUND otherwise.
+// The device of a run: the built-in device catalog's entry
+// (search/device_catalog.json: peaks, memory bandwidth, intra- and
+// inter-node links); a row's gpus_per_node replaces the entry's devices per
+// node. NOT_FOUND listing the catalog's names otherwise.
 absl::StatusOr<DeviceSpec> PublishedDevice(const std::string& name);
 
 // The split: within each group, in table order, the 1st, 3rd, 5th ... row
@@ -70,16 +72,25 @@ Split SplitRuns(const std::vector<PublishedRun>& runs);
 //   kScaleCompute    every FLOP feature (the achieved fraction of the peak
 //                    is divided by it)
 //   kScaleLayerPass  the per-layer-pass overhead
-//   kScaleCommBytes  data- and model-parallel bytes (the collective
-//                    efficiency on the link's bandwidth is divided by it)
-// Not fitted: the per-call latency and the per-step cost (in these rows the
-// calls grow with the layer passes, FSDP's gathers being per layer, and both
-// are far below the rows' noise), the optimizer and offload (no row's share
-// of them is measurable).
-enum PriorScale : int { kScaleCompute, kScaleLayerPass, kScaleCommBytes, kNumPriorScales };
+//   kScaleDataParallelBytes  data-parallel bytes: the share of the
+//                    data-parallel collectives' link time that compute does
+//                    not hide (FSDP and bucketed DDP overlap them)
+// Not fitted: model-parallel bytes (no row uses tensor or pipeline
+// parallelism), the per-call latency and the per-step cost (in these rows
+// the calls grow with the layer passes, FSDP's gathers being per layer, and
+// both are far below the rows' noise), the optimizer and offload (no row's
+// share of them is measurable).
+enum PriorScale : int { kScaleCompute, kScaleLayerPass, kScaleDataParallelBytes, kNumPriorScales };
 const char* PriorScaleName(int scale);
 using PriorScales = std::array<double, kNumPriorScales>;
-inline constexpr PriorScales kUnitScales = {1, 1, 1};
+inline constexpr PriorScales kUnitScales = {1, 1, 1};  // the shipped priors
+
+// The scales that turn the shipped priors back into the priors before this
+// calibration (the REFERENCE: 0.4 of the peak, 300 µs per layer pass, data-
+// parallel bytes at the link's full cost): "before" in the reports, and
+// what the fit's weak pull is towards, so that the fit does not depend on
+// what search/step_time.cc ships.
+PriorScales ReferenceScales();
 
 // The prior coefficients of `device` with each group multiplied by its scale.
 TimeCoefficients ScaledPriors(const DeviceSpec& device, const PriorScales& scales);
@@ -88,13 +99,14 @@ TimeCoefficients ScaledPriors(const DeviceSpec& device, const PriorScales& scale
 double PredictRun(const PublishedRun& run, const PriorScales& scales);
 
 // The scales minimizing, over `rows`,
-//   sum_i ((predicted_i - measured_i) / measured_i)^2 + lambda * sum_g (scale_g - 1)^2,
+//   sum_i ((predicted_i - measured_i) / measured_i)^2
+//     + lambda * sum_g (scale_g / reference_g - 1)^2,
 // every scale >= 0: relative errors (fast and slow runs weigh alike) with a
-// weak pull (lambda) towards the current priors for what the rows do not pin
-// down. Exact: every subset of scales held at 0 is solved and the best
+// weak pull (lambda) towards the reference priors (ReferenceScales) for what
+// the rows do not pin down. Exact: every subset of scales held at 0 is solved and the best
 // feasible one kept. Deterministic.
 PriorScales FitScales(const std::vector<PublishedRun>& runs, const std::vector<int>& rows,
-                      double lambda = 1e-2);
+                      double lambda = 1e-1);
 
 // |predicted - measured| / measured over `rows`, its median; 0 for none.
 double MedianRelativeError(const std::vector<PublishedRun>& runs, const std::vector<int>& rows,

@@ -99,8 +99,9 @@ TEST(PublishedRuns, AMalformedRowIsRefusedNamingItsLineAndColumn) {
   for (const Case& c :
        {Case{"gpus", "16", "dp × tp × pp is 8"},
         Case{"global_batch_tokens", "1000", "mbs × ga × dp × seq_len"},
-        Case{"citation", "llm-foundry README", "https://"}, Case{"device", "tpu-v5", "unknown"},
-        Case{"sharding", "zero9", "sharding"}, Case{"measured_kind", "mfu", "tokens_per_s"}}) {
+        Case{"citation", "llm-foundry README", "https://"},
+        Case{"device", "tpu-v5", "device catalog"}, Case{"sharding", "zero9", "sharding"},
+        Case{"measured_kind", "mfu", "tokens_per_s"}}) {
     absl::StatusOr<std::vector<PublishedRun>> runs =
         LoadPublishedRuns(TableWith(c.column, c.value));
     ASSERT_FALSE(runs.ok()) << c.column;
