@@ -1,6 +1,7 @@
 // Calibrates the cost model's cuda step-time priors against published
 // training runs (bench/tables/gpu_published.csv; bench/calibration.h) and
-// prints, for the current priors ("before") and the fitted ones ("after"):
+// prints, for the reference priors ("before": those before this calibration)
+// and the fitted ones ("after"):
 // every row's measured and predicted step time, the median relative error on
 // the held-out rows and on all rows, and the Spearman rank correlation within
 // each group. Then the fitted scales and the cuda constants they give, to put
