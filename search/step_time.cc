@@ -415,7 +415,8 @@ TimeCoefficients PriorTimeCoefficients(const DeviceSpec& device) {
     return peak.fp32 > 0 ? fp32 : 100.0;
   };
   const double bf16 = half(peak.bf16), fp16 = half(peak.fp16);
-  const auto per_flop = [](double tflops) { return 1.0 / (0.4 * tflops * 1e12); };
+  const double fraction = cuda ? kCudaAchievedPeakFraction : 0.4;
+  const auto per_flop = [&](double tflops) { return 1.0 / (fraction * tflops * 1e12); };
 
   TimeCoefficients c;
   auto& k = c.seconds_per_unit;
@@ -424,7 +425,7 @@ TimeCoefficients PriorTimeCoefficients(const DeviceSpec& device) {
   k[kFlopsFp16] = per_flop(fp16);
   k[kFlopsPureBf16] = per_flop(bf16);
   k[kMathAttentionFlops] = per_flop(fp32);
-  k[kLayerPasses] = cuda ? 300e-6 : 500e-6;
+  k[kLayerPasses] = cuda ? kCudaLayerPassSeconds : 500e-6;
   // ~28 bytes per parameter at 70% of the memory bandwidth.
   k[kFusedOptimizerParams] = !cuda ? 2e-9
                              : device.memory_bandwidth_bytes_per_s > 0
@@ -433,11 +434,15 @@ TimeCoefficients PriorTimeCoefficients(const DeviceSpec& device) {
   k[kOptimizerParams] = 3 * k[kFusedOptimizerParams];
   k[kOffloadBytes] = 8e-10;
   const LinkSpec& link = device.intra_node;
-  k[kDataParallelBytes] = !cuda ? 1.0 / 2e9
-                          : link.bandwidth_bytes_per_s > 0
-                              ? 1.0 / (0.75 * link.bandwidth_bytes_per_s)
-                              : 1.0 / 50e9;
-  k[kModelParallelBytes] = k[kDataParallelBytes];
+  k[kModelParallelBytes] = !cuda ? 1.0 / 2e9
+                           : link.bandwidth_bytes_per_s > 0
+                               ? 1.0 / (0.75 * link.bandwidth_bytes_per_s)
+                               : 1.0 / 50e9;
+  // Data-parallel collectives overlap the backward (bucketed all-reduce) and
+  // the layers' compute (FSDP's prefetched gathers): on a GPU only a share
+  // of their link time shows in the step.
+  k[kDataParallelBytes] =
+      cuda ? kCudaDataParallelExposure * k[kModelParallelBytes] : k[kModelParallelBytes];
   k[kCollectives] = !cuda ? 50e-6 : link.latency_s > 0 ? link.latency_s : 20e-6;
   k[kStep] = 2e-3;
   return c;

@@ -466,9 +466,9 @@ TEST(TimeModel, PriorsFollowTheDevicesPeak) {
     }
   }
   const TimeCoefficients a100 = PriorTimeCoefficients(DeviceSpec{"cuda", {19.5, 312, 312}, 0});
-  EXPECT_DOUBLE_EQ(a100.seconds_per_unit[kFlopsBf16], 1 / (0.4 * 312e12));
-  EXPECT_DOUBLE_EQ(a100.seconds_per_unit[kFlopsPureBf16], 1 / (0.4 * 312e12));
-  EXPECT_DOUBLE_EQ(a100.seconds_per_unit[kFlopsFp32], 1 / (0.4 * 19.5e12));
+  EXPECT_DOUBLE_EQ(a100.seconds_per_unit[kFlopsBf16], 1 / (kCudaAchievedPeakFraction * 312e12));
+  EXPECT_DOUBLE_EQ(a100.seconds_per_unit[kFlopsPureBf16], 1 / (kCudaAchievedPeakFraction * 312e12));
+  EXPECT_DOUBLE_EQ(a100.seconds_per_unit[kFlopsFp32], 1 / (kCudaAchievedPeakFraction * 19.5e12));
   // A V100 has no bf16 tensor cores: bf16 runs at its fp32 rate.
   const TimeCoefficients v100 = PriorTimeCoefficients(DeviceSpec{"cuda", {15.7, 0, 125}, 0});
   EXPECT_DOUBLE_EQ(v100.seconds_per_unit[kFlopsBf16], v100.seconds_per_unit[kFlopsFp32]);

@@ -1,0 +1,121 @@
+// Calibrating the cost model's GPU step-time priors (search/step_time.h,
+// PriorTimeCoefficients for cuda) against published training measurements:
+// the table bench/tables/gpu_published.csv, one row per published run with
+// the configuration it ran and what it measured, and a citation per row.
+//
+// The fit moves a few physically meaningful scalars of the priors (see
+// PriorScale), each a factor on a group of prior coefficients, on a
+// deterministic half of the rows and reports on the other half. Used by
+// bench/calibrate_priors and tests/calibration_test. Pure; any thread.
+#ifndef AUTOACCEL_BENCH_CALIBRATION_H_
+#define AUTOACCEL_BENCH_CALIBRATION_H_
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "search/model_spec.h"
+#include "search/step_time.h"
+#include "search/strategy.h"
+
+namespace autoaccel::bench {
+
+// One published run, as the table gives it.
+struct PublishedRun {
+  int id = 0;            // the table's row number (1-based, its order)
+  std::string group;     // rows sharing a model and a cluster (the unit of rank correlation)
+  std::string source;    // "llm-foundry", "torchtitan", ...
+  std::string citation;  // URL at a commit + the table and row
+  std::string model;     // e.g. "mpt-7b"
+  ModelSpec spec;        // the model's shape (Validate() OK)
+  int seq_len = 0;
+  std::string device;  // a device name PublishedDevice() knows
+  int gpus = 0;
+  int gpus_per_node = 0;
+  Strategy strategy;  // the layout and choices of the run (world size == gpus)
+  // What the source measured: "tokens_per_s" (the whole job) or
+  // "tokens_per_s_per_gpu", and the figure.
+  std::string measured_kind;
+  double measured_value = 0;
+  double global_batch_tokens = 0;  // global batch × sequence length
+  // The measured step time the figure converts to:
+  //   tokens_per_s          global_batch_tokens / value
+  //   tokens_per_s_per_gpu  global_batch_tokens / (value · gpus)
+  double step_time_s = 0;
+};
+
+// Reads the CSV (header row, then one row per run; see
+// bench/tables/README.md for the columns). INVALID_ARGUMENT naming the line
+// and the column for anything missing or malformed: an unknown column value,
+// a row whose layout does not multiply to its GPU count, whose global batch
+// is not micro-batch × accumulation × data-parallel degree × sequence, a
+// model that does not validate, an empty citation.
+absl::StatusOr<std::vector<PublishedRun>> LoadPublishedRuns(const std::string& path);
+
+// The device of a run: the built-in device catalog's entry
+// (search/device_catalog.json: peaks, memory bandwidth, intra- and
+// inter-node links); a row's gpus_per_node replaces the entry's devices per
+// node. NOT_FOUND listing the catalog's names otherwise.
+absl::StatusOr<DeviceSpec> PublishedDevice(const std::string& name);
+
+// The split: within each group, in table order, the 1st, 3rd, 5th ... row
+// trains and the 2nd, 4th ... is held out (a group of one trains).
+struct Split {
+  std::vector<int> train;  // indices into the runs
+  std::vector<int> held_out;
+};
+Split SplitRuns(const std::vector<PublishedRun>& runs);
+
+// The free scalars of the cuda priors, each a factor on a group of
+// PriorTimeCoefficients(device) coefficients:
+//   kScaleCompute    every FLOP feature (the achieved fraction of the peak
+//                    is divided by it)
+//   kScaleLayerPass  the per-layer-pass overhead
+//   kScaleDataParallelBytes  data-parallel bytes: the share of the
+//                    data-parallel collectives' link time that compute does
+//                    not hide (FSDP and bucketed DDP overlap them)
+// Not fitted: model-parallel bytes (no row uses tensor or pipeline
+// parallelism), the per-call latency and the per-step cost (in these rows
+// the calls grow with the layer passes, FSDP's gathers being per layer, and
+// both are far below the rows' noise), the optimizer and offload (no row's
+// share of them is measurable).
+enum PriorScale : int { kScaleCompute, kScaleLayerPass, kScaleDataParallelBytes, kNumPriorScales };
+const char* PriorScaleName(int scale);
+using PriorScales = std::array<double, kNumPriorScales>;
+inline constexpr PriorScales kUnitScales = {1, 1, 1};  // the shipped priors
+
+// The scales that turn the shipped priors back into the priors before this
+// calibration (the REFERENCE: 0.4 of the peak, 300 µs per layer pass, data-
+// parallel bytes at the link's full cost): "before" in the reports, and
+// what the fit's weak pull is towards, so that the fit does not depend on
+// what search/step_time.cc ships.
+PriorScales ReferenceScales();
+
+// The prior coefficients of `device` with each group multiplied by its scale.
+TimeCoefficients ScaledPriors(const DeviceSpec& device, const PriorScales& scales);
+
+// Predicted step time of `run` (seconds) under the scaled priors.
+double PredictRun(const PublishedRun& run, const PriorScales& scales);
+
+// The scales minimizing, over `rows`,
+//   sum_i ((predicted_i - measured_i) / measured_i)^2
+//     + lambda * sum_g (scale_g / reference_g - 1)^2,
+// every scale >= 0: relative errors (fast and slow runs weigh alike) with a
+// weak pull (lambda) towards the reference priors (ReferenceScales) for what
+// the rows do not pin down. Exact: every subset of scales held at 0 is solved and the best
+// feasible one kept. Deterministic.
+PriorScales FitScales(const std::vector<PublishedRun>& runs, const std::vector<int>& rows,
+                      double lambda = 1e-1);
+
+// |predicted - measured| / measured over `rows`, its median; 0 for none.
+double MedianRelativeError(const std::vector<PublishedRun>& runs, const std::vector<int>& rows,
+                           const PriorScales& scales);
+
+// Spearman rank correlation of the two lists (average ranks for ties); 0
+// when either is constant or shorter than 2.
+double Spearman(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace autoaccel::bench
+
+#endif  // AUTOACCEL_BENCH_CALIBRATION_H_
