@@ -1,9 +1,12 @@
 // The CLI's commands, written against the generated StubInterface so tests
 // can drive them with a fake: each makes its RPCs and returns the process
 // exit code; what it prints is rendered by client/render.h. Exit codes:
-//   0 success, 1 error (message already printed), 3 nothing recorded (best),
-//   4 (tune, watch) the job succeeded but its answer rests on partial
-//   evidence: trials were lost to infrastructure failures after every retry.
+//   0 success, 1 error (message already printed), 2 bad input of an offline
+//   command (export, estimate) or a combination the framework rejects
+//   (export), 3 nothing recorded (best; export --job: no best yet; estimate
+//   --top: nothing fits), 4 (tune, watch) the job succeeded but its answer
+//   rests on partial evidence: trials were lost to infrastructure failures
+//   after every retry.
 // Human output goes to `out`, progress and errors to `err`; with `json` set,
 // `out` receives exactly one JSON document.
 #ifndef AUTOACCEL_CLIENT_COMMANDS_H_
@@ -18,6 +21,7 @@
 
 namespace autoaccel {
 
+inline constexpr int kExitBadInput = 2;
 inline constexpr int kExitNothingRecorded = 3;
 inline constexpr int kExitPartialEvidence = 4;
 

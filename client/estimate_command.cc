@@ -174,7 +174,7 @@ void PrintEstimates(const std::vector<StrategyEstimate>& estimates, std::ostream
 
 int Fail(const absl::Status& s, std::ostream& err) {
   err << "autoaccel estimate: " << s.message() << "\n";
-  return kEstimateExitBadInput;
+  return kExitBadInput;
 }
 
 }  // namespace
@@ -305,7 +305,7 @@ int EstimateCommand(const EstimateFlags& f, bool json_out, std::ostream& out, st
     }
     out << "Predicted by the cost model's priors, not measured (docs/CLI.md, estimate).\n";
   }
-  if (f.strategy.empty() && estimates.empty()) return kEstimateExitNothingFits;
+  if (f.strategy.empty() && estimates.empty()) return kExitNothingRecorded;
   return 0;
 }
 

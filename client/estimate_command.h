@@ -14,10 +14,9 @@
 #include <string>
 #include <vector>
 
-namespace autoaccel {
+#include "client/commands.h"
 
-inline constexpr int kEstimateExitBadInput = 2;
-inline constexpr int kEstimateExitNothingFits = 3;
+namespace autoaccel {
 
 struct EstimateFlags {
   std::string family;

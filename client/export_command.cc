@@ -93,8 +93,8 @@ absl::Status WriteFiles(const std::string& dir, const ExportResult& r, std::ostr
 
 }  // namespace
 
-CLI::App* AddExportCommand(CLI::App& app, ExportFlags* f) {
-  CLI::App* cmd = app.add_subcommand(
+CLI::App* AddExportCommand(CLI::App* app, ExportFlags* f) {
+  CLI::App* cmd = app->add_subcommand(
       "export",
       "write a strategy (a job's best, or --strategy) as a training framework's configuration, "
       "with a fidelity report (docs/CLI.md, \"export\")");
@@ -164,14 +164,13 @@ int ExportCommand(const ClientContext& c, const ExportFlags& f) {
     if (model.ok()) in.model = *model;  // else: export without the model's flags
   } else if (!f.strategy.empty()) {
     absl::StatusOr<Strategy> s = ParseStrategyText(f.strategy);
-    if (!s.ok())
-      return Fail(c, absl::StrCat("--strategy: ", s.status().message()), kExitExportBadInput);
+    if (!s.ok()) return Fail(c, absl::StrCat("--strategy: ", s.status().message()), kExitBadInput);
     in.strategy = *s;
     if (f.world_size < 1 || f.global_batch_size < 1 || f.seq_len < 1) {
       return Fail(c,
                   "--strategy needs --world-size W, --global-batch-size B and --seq-len N "
                   "(positive)",
-                  kExitExportBadInput);
+                  kExitBadInput);
     }
     in.world_size = f.world_size;
     in.global_batch_size = f.global_batch_size;
@@ -179,29 +178,28 @@ int ExportCommand(const ClientContext& c, const ExportFlags& f) {
     if (!f.model_family.empty()) {
       if (f.model_config.empty()) {
         return Fail(c, absl::StrCat("--model ", f.model_family, " needs --model-config FILE"),
-                    kExitExportBadInput);
+                    kExitBadInput);
       }
       std::ifstream file(f.model_config, std::ios::binary);
       std::stringstream text;
       text << file.rdbuf();
-      if (!file)
-        return Fail(c, "--model-config: cannot read " + f.model_config, kExitExportBadInput);
+      if (!file) return Fail(c, "--model-config: cannot read " + f.model_config, kExitBadInput);
       v1::ModelSpec m;
       m.set_family(f.model_family);
       m.set_config_json(text.str());
       for (const std::string& o : f.overrides) m.add_overrides(o);
       absl::StatusOr<std::optional<ModelSpec>> model = ModelOf(m);
-      if (!model.ok()) return Fail(c, std::string(model.status().message()), kExitExportBadInput);
+      if (!model.ok()) return Fail(c, std::string(model.status().message()), kExitBadInput);
       in.model = *model;
     }
   } else {
-    return Fail(c, "export needs --job JOB_ID or --strategy TEXT", kExitExportBadInput);
+    return Fail(c, "export needs --job JOB_ID or --strategy TEXT", kExitBadInput);
   }
 
   absl::StatusOr<ExportResult> r = Export(in);
   if (!r.ok()) {
     return Fail(c, std::string(r.status().message()),
-                r.status().code() == absl::StatusCode::kInvalidArgument ? kExitExportBadInput : 1);
+                r.status().code() == absl::StatusCode::kInvalidArgument ? kExitBadInput : 1);
   }
   std::ostream& human = c.json ? *c.err : *c.out;
   if (r->rejected()) {
@@ -209,11 +207,11 @@ int ExportCommand(const ClientContext& c, const ExportFlags& f) {
     PrintFidelity(human, *r);
     *c.err << "autoaccel: " << f.format
            << " rejects this strategy (rows marked rejected); nothing written\n";
-    return kExitExportBadInput;
+    return kExitBadInput;
   }
   if (!f.out_dir.empty()) {
     if (absl::Status s = WriteFiles(f.out_dir, *r, human); !s.ok()) {
-      return Fail(c, std::string(s.message()), kExitExportBadInput);
+      return Fail(c, std::string(s.message()), kExitBadInput);
     }
   } else if (!c.json) {
     for (const auto& [name, content] : r->files) {

@@ -18,8 +18,6 @@ class App;
 
 namespace autoaccel {
 
-inline constexpr int kExitExportBadInput = 2;
-
 struct ExportFlags {
   std::string job_id;
   std::string strategy;  // canonical text (search/strategy.h)
@@ -35,7 +33,7 @@ struct ExportFlags {
 };
 
 // Adds the `export` subcommand and its flags to `app`, filling `flags`.
-CLI::App* AddExportCommand(CLI::App& app, ExportFlags* flags);
+CLI::App* AddExportCommand(CLI::App* app, ExportFlags* flags);
 
 // Runs it. `c.stub` is used only with --job.
 int ExportCommand(const ClientContext& c, const ExportFlags& flags);

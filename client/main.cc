@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
-#include "client/report_command.h"
-#include "client/export_command.h"
 #include "client/estimate_command.h"
+#include "client/export_command.h"
+#include "client/report_command.h"
 #include "common/duration.h"
 #include "proto/convert.h"
 
@@ -268,7 +268,7 @@ int main(int argc, char** argv) {
   std::string report_html;
   report->add_option("--html", report_html, "the HTML file to write (replaced)")->required();
   autoaccel::ExportFlags export_flags;
-  CLI::App* export_cmd = autoaccel::AddExportCommand(app, &export_flags);
+  CLI::App* export_cmd = autoaccel::AddExportCommand(&app, &export_flags);
   // estimate runs offline (no server): answered right after parsing.
   autoaccel::EstimateFlags estimate_flags;
   CLI::App* estimate = autoaccel::AddEstimateCommand(&app, &estimate_flags);

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_replace.h"
 #include "search/cost_model.h"
+#include "tests/search_test_util.h"
 
 namespace autoaccel {
 namespace {
@@ -135,20 +136,6 @@ TEST(DeviceCatalog, AUserFileAddsDevicesAndOverridesBuiltInOnes) {
   EXPECT_EQ(catalog.devices().size(), built_in + 1);
   EXPECT_NE(catalog.Find("new-gpu"), nullptr);
   EXPECT_NE(catalog.Find("l4"), nullptr);  // the rest stays
-}
-
-// A 7B-class Llama: hidden 4096, 32 layers, 32 heads, intermediate 11008.
-ModelSpec Llama7B() {
-  absl::StatusOr<ModelSpec> m =
-      ModelSpecFromJson("llama", nlohmann::json{{"hidden_size", 4096},
-                                                {"num_hidden_layers", 32},
-                                                {"num_attention_heads", 32},
-                                                {"num_key_value_heads", 32},
-                                                {"intermediate_size", 11008},
-                                                {"vocab_size", 32000},
-                                                {"max_position_embeddings", 4096}});
-  EXPECT_TRUE(m.ok()) << m.status();
-  return *m;
 }
 
 Strategy DataParallel(int dp, int tp) {

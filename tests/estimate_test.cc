@@ -8,6 +8,8 @@
 #include <set>
 #include <string>
 
+#include "tests/search_test_util.h"
+
 namespace autoaccel {
 namespace {
 
@@ -15,20 +17,10 @@ using ::testing::HasSubstr;
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
-// Llama-2-7B's shape: hidden 4096, 32 layers, 32 heads, intermediate 11008,
-// vocabulary 32000.
+// Llama-2-7B (tests/search_test_util.h) on 8 H100 SXM.
 EstimateRequest Llama7BOn8H100() {
-  absl::StatusOr<ModelSpec> m =
-      ModelSpecFromJson("llama", nlohmann::json{{"hidden_size", 4096},
-                                                {"num_hidden_layers", 32},
-                                                {"num_attention_heads", 32},
-                                                {"num_key_value_heads", 32},
-                                                {"intermediate_size", 11008},
-                                                {"vocab_size", 32000},
-                                                {"max_position_embeddings", 4096}});
-  EXPECT_TRUE(m.ok()) << m.status();
   EstimateRequest r;
-  r.model = *m;
+  r.model = Llama7B();
   r.seq_len = 4096;
   r.global_batch_size = 64;
   r.world_size = 8;

@@ -108,7 +108,7 @@ TEST_F(ExportCommandTest, StrategyTextNeedsNoServerAndOutNeverReplacesAFile) {
   EXPECT_THAT(out_.str(), HasSubstr("command: deepspeed --num_nodes=1 --num_gpus=2"));
   EXPECT_THAT(out_.str(), HasSubstr("sharding            zero1        exact"));
   EXPECT_TRUE(std::filesystem::exists(f.out_dir + "/ds_config.json"));
-  EXPECT_EQ(ExportCommand(c_, f), kExitExportBadInput);
+  EXPECT_EQ(ExportCommand(c_, f), kExitBadInput);
   EXPECT_THAT(err_.str(), HasSubstr("exists"));
 }
 
@@ -121,12 +121,12 @@ TEST_F(ExportCommandTest, RejectedAndInvalidInputExitTwo) {
   f.global_batch_size = 2;
   f.seq_len = 128;
   f.format = "torchtitan";
-  EXPECT_EQ(ExportCommand(c_, f), kExitExportBadInput);
+  EXPECT_EQ(ExportCommand(c_, f), kExitBadInput);
   EXPECT_THAT(out_.str(), HasSubstr("rejected"));
   EXPECT_THAT(err_.str(), HasSubstr("torchtitan rejects this strategy"));
   f.format = "deepspeed";
   f.strategy = "mbs=1,ga=1,precision=fp8";
-  EXPECT_EQ(ExportCommand(c_, f), kExitExportBadInput);
+  EXPECT_EQ(ExportCommand(c_, f), kExitBadInput);
   EXPECT_THAT(err_.str(), HasSubstr("--strategy: strategy.precision"));
 }
 

@@ -88,6 +88,20 @@ inline ModelSpec Gpt2Small() {
   return m.value_or(ModelSpec{});
 }
 
+// Llama-2-7B's shape: hidden 4096, 32 layers, 32 heads (no grouped-query
+// attention), intermediate 11008, vocabulary 32000, 4096 positions.
+inline constexpr absl::string_view kLlama7BConfig = R"({
+  "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+  "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 11008,
+  "vocab_size": 32000, "max_position_embeddings": 4096
+})";
+
+inline ModelSpec Llama7B() {
+  absl::StatusOr<ModelSpec> m = ParseModelConfig("llama", kLlama7BConfig);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.value_or(ModelSpec{});
+}
+
 inline SpaceRequest BaseRequest(int global_batch_size, int world_size = 1) {
   SpaceRequest r;
   r.model = Gpt2Small();
