@@ -1140,10 +1140,13 @@ TEST_F(JobManagerTest, EachTrialKeepsItsPredictionAndTheNextJobStartsFromTheEarl
   EXPECT_EQ(finished.predicted().step_time_s(), cold.step_time_s());
   EXPECT_EQ(finished.metrics().step_time_median_s(), 10 * cold.step_time_s());
 
-  // The same request again: its model starts from the first job's trial, so
-  // its first prediction of the same strategy is the measured one, not the
-  // prior's, and the job says what warmed it.
-  auto second = manager_->SubmitJob(Request(600, 1));
+  // The same request again (forced: the strategy database would answer it):
+  // its model starts from the first job's trial, so its first prediction of
+  // the same strategy is the measured one, not the prior's, and the job says
+  // what warmed it.
+  v1::TuneRequest again = Request(600, 1);
+  again.set_force(true);
+  auto second = manager_->SubmitJob(again);
   ASSERT_TRUE(second.ok()) << second.status();
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 1u);
