@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -207,6 +208,15 @@ const CatalogDevice* DeviceCatalog::Find(absl::string_view name) const {
   const std::string lower = absl::AsciiStrToLower(name);
   for (const CatalogDevice& d : devices_) {
     if (Answers(d, lower)) return &d;
+  }
+  return nullptr;
+}
+
+const CatalogDevice* DeviceCatalog::FindGpu(absl::string_view gpu_name) const {
+  for (const CatalogDevice& d : devices_) {
+    if (!d.nvidia_smi_name.empty() && absl::EqualsIgnoreCase(d.nvidia_smi_name, gpu_name)) {
+      return &d;
+    }
   }
   return nullptr;
 }

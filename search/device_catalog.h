@@ -72,6 +72,10 @@ class DeviceCatalog {
   // The entry whose name or alias is `name` (case-insensitive), or null.
   const CatalogDevice* Find(absl::string_view name) const;
 
+  // The entry whose nvidia_smi_name is `gpu_name` (case-insensitive; what a
+  // worker registers for a CUDA device), or null.
+  const CatalogDevice* FindGpu(absl::string_view gpu_name) const;
+
   // NOT_FOUND listing the known names when `name` is not in the catalog.
   absl::StatusOr<CatalogDevice> Get(absl::string_view name) const;
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "proto/convert.h"
+#include "search/device_catalog.h"
 
 namespace autoaccel {
 namespace {
@@ -174,6 +175,26 @@ std::vector<std::string> WorkerPool::HostWarningsLocked(const WorkerState& w) co
   return warnings;
 }
 
+namespace {
+
+// The catalog's figures of the GPU named `gpu_name` (when it is one), with
+// devices per node = `worker`'s CUDA devices.
+void AddCatalogFigures(const std::string& gpu_name, const v1::Worker& worker, DeviceSpec* device) {
+  static const absl::StatusOr<DeviceCatalog>* const catalog =
+      new absl::StatusOr<DeviceCatalog>(DeviceCatalog::BuiltIn());
+  if (!catalog->ok()) return;
+  const CatalogDevice* known = (*catalog)->FindGpu(gpu_name);
+  if (known == nullptr) return;
+  device->memory_bandwidth_bytes_per_s = known->spec.memory_bandwidth_bytes_per_s;
+  device->intra_node = known->spec.intra_node;
+  device->inter_node = known->spec.inter_node;
+  device->devices_per_node =
+      static_cast<int>(std::count_if(worker.devices().begin(), worker.devices().end(),
+                                     [](const v1::Device& d) { return d.type() == "cuda"; }));
+}
+
+}  // namespace
+
 DeviceSpec WorkerPool::DeviceSpecFor(const std::string& type) const {
   absl::ReaderMutexLock lock(&mu_);
   DeviceSpec device;
@@ -188,6 +209,7 @@ DeviceSpec WorkerPool::DeviceSpecFor(const std::string& type) const {
         device.peak = FromProto(d.peak_tflops());
         device.memory_bytes = memory;
         first = false;
+        if (type == "cuda") AddCatalogFigures(d.name(), w.info, &device);
       } else if (memory > 0 && (device.memory_bytes == 0 || memory < device.memory_bytes)) {
         device.memory_bytes = memory;
       }

@@ -91,7 +91,11 @@ class WorkerPool {
   int CountDevices(const std::string& type) const;
   // What the pool knows of its devices of `type` for the cost model: the
   // smallest memory (a cpu device's share of an oversubscribed host) and
-  // the first peak among the healthy workers' devices.
+  // the first peak among the healthy workers' devices. A CUDA device whose
+  // name is a GPU of the device catalog (search/device_catalog.h) adds the
+  // catalog's memory bandwidth and links, and devices per node = that
+  // worker's devices of the type (a worker owns one node's GPUs), so the
+  // collective terms know which groups cross nodes.
   DeviceSpec DeviceSpecFor(const std::string& type) const;
 
   // Places `count` free devices of `type` on healthy workers for attempt

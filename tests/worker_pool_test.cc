@@ -82,5 +82,38 @@ TEST(WorkerPoolTest, ASilentWorkerIsLostUntilItHeartbeatsAndAStrangerMustRegiste
   EXPECT_EQ(pool.Register(Worker("b", "h1:2", 1, 9, 8)).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A GPU the device catalog knows brings its memory bandwidth and links to the
+// cost model, with the worker's GPUs as one node; an unknown GPU and a cpu
+// device leave them unknown.
+TEST(WorkerPoolTest, AKnownGpuBringsTheCatalogsLinksAndTheWorkerIsItsNode) {
+  FakeClock clock;
+  WorkerPool pool(&clock);
+  v1::RegisterRequest h100 = Worker("h100s", "h1:1", 0);
+  for (int i = 0; i < 8; ++i) {
+    v1::Device* d = h100.add_devices();
+    d->set_type("cuda");
+    d->set_index(i);
+    d->set_name("NVIDIA H100 80GB HBM3");
+    d->set_memory_bytes(int64_t{80} << 30);
+  }
+  ASSERT_TRUE(pool.Register(h100).ok());
+  const DeviceSpec cuda = pool.DeviceSpecFor("cuda");
+  EXPECT_EQ(cuda.memory_bytes, int64_t{80} << 30) << "the worker's figure, not the catalog's";
+  EXPECT_EQ(cuda.devices_per_node, 8);
+  EXPECT_GT(cuda.memory_bandwidth_bytes_per_s, 1e12);
+  EXPECT_GT(cuda.intra_node.bandwidth_bytes_per_s, cuda.inter_node.bandwidth_bytes_per_s);
+  EXPECT_GT(cuda.inter_node.bandwidth_bytes_per_s, 0);
+
+  FakeClock clock2;
+  WorkerPool other(&clock2);
+  v1::RegisterRequest unknown = Worker("mystery", "h2:1", 1);
+  unknown.mutable_devices(0)->set_type("cuda");
+  unknown.mutable_devices(0)->set_name("Some Future GPU");
+  ASSERT_TRUE(other.Register(unknown).ok());
+  EXPECT_EQ(other.DeviceSpecFor("cuda").devices_per_node, 0);
+  EXPECT_EQ(other.DeviceSpecFor("cuda").intra_node.bandwidth_bytes_per_s, 0);
+  EXPECT_EQ(pool.DeviceSpecFor("cpu").devices_per_node, 0);
+}
+
 }  // namespace
 }  // namespace autoaccel
