@@ -14,9 +14,9 @@
 #include "common/status_macros.h"
 #include "common/untrusted_json.h"
 #include "nlohmann/json.hpp"
-#include "search/config_override.h"
 #include "search/device_catalog.h"
 #include "search/estimate.h"
+#include "search/model_overrides.h"
 
 namespace autoaccel {
 namespace {
@@ -64,15 +64,7 @@ absl::StatusOr<ModelSpec> Model(const EstimateFlags& f) {
   }
   ASSIGN_OR_RETURN(const std::string text, ReadInput("--model-config", f.config_file));
   ASSIGN_OR_RETURN(json config, ParseUntrustedJson(text, "model_config"));
-  std::vector<ConfigOverride> overrides;
-  for (const auto* list : {&f.overrides, &f.new_overrides}) {
-    for (const std::string& o : *list) {
-      ASSIGN_OR_RETURN(ConfigOverride parsed, ParseConfigOverride(o, list == &f.new_overrides));
-      overrides.push_back(std::move(parsed));
-    }
-  }
-  RETURN_IF_ERROR(ApplyConfigOverrides(overrides, &config));
-  return ModelSpecFromJson(f.family, config);
+  return ModelSpecWithOverrides(f.family, std::move(config), f.overrides, f.new_overrides);
 }
 
 // --strategy: the canonical text; without "ga=", gradient accumulation

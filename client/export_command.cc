@@ -16,7 +16,7 @@
 #include "export/exporter.h"
 #include "export/format_registry.h"
 #include "proto/convert.h"
-#include "search/config_override.h"
+#include "search/model_overrides.h"
 #include "search/model_spec.h"
 
 namespace autoaccel {
@@ -35,15 +35,12 @@ absl::StatusOr<std::optional<ModelSpec>> ModelOf(const v1::ModelSpec& m) {
   if (m.family() == "torchscript" || m.config_json().empty()) return std::nullopt;
   nlohmann::json config = nlohmann::json::parse(m.config_json(), nullptr, false);
   if (config.is_discarded()) return absl::InvalidArgumentError("model_config: not JSON");
-  std::vector<ConfigOverride> overrides;
-  for (const auto* list : {&m.overrides(), &m.new_overrides()}) {
-    for (const std::string& text : *list) {
-      ASSIGN_OR_RETURN(ConfigOverride o, ParseConfigOverride(text, list == &m.new_overrides()));
-      overrides.push_back(std::move(o));
-    }
-  }
-  RETURN_IF_ERROR(ApplyConfigOverrides(overrides, &config));
-  ASSIGN_OR_RETURN(ModelSpec spec, ModelSpecFromJson(m.family(), config));
+  ASSIGN_OR_RETURN(
+      ModelSpec spec,
+      ModelSpecWithOverrides(
+          m.family(), std::move(config),
+          std::vector<std::string>(m.overrides().begin(), m.overrides().end()),
+          std::vector<std::string>(m.new_overrides().begin(), m.new_overrides().end())));
   return spec;
 }
 

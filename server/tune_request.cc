@@ -11,9 +11,9 @@
 #include "common/content_digest.h"
 #include "common/status_macros.h"
 #include "common/untrusted_json.h"
-#include "search/config_override.h"
 #include "search/load_strategy.h"
 #include "search/method_filter.h"
+#include "search/model_overrides.h"
 #include "search/space.h"
 
 namespace autoaccel {
@@ -141,23 +141,22 @@ absl::StatusOr<ModelSpec> ModelFromRequest(const v1::ModelSpec& m) {
                      kMaxOverrides));
   }
   ASSIGN_OR_RETURN(nlohmann::json config, ParseUntrustedJson(m.config_json(), "model_config"));
-  // Keys the config has first, then the new ones (ApplyConfigOverrides
-  // names them override[i] in this order).
-  std::vector<ConfigOverride> overrides;
-  for (const auto* list : {&m.overrides(), &m.new_overrides()}) {
+  // Keys the config has first, then the new ones (override[i] counts
+  // through both in this order).
+  const std::vector<std::string> overrides(m.overrides().begin(), m.overrides().end());
+  const std::vector<std::string> new_overrides(m.new_overrides().begin(), m.new_overrides().end());
+  size_t i = 0;
+  for (const auto* list : {&overrides, &new_overrides}) {
     for (const std::string& text : *list) {
-      const size_t i = overrides.size();
       if (text.size() > kMaxOverrideBytes || JsonNestingDepth(text) > kMaxJsonDepth) {
         return absl::InvalidArgumentError(absl::StrCat("override[", i, "]: longer than ",
                                                        kMaxOverrideBytes, " bytes or nested ",
                                                        "deeper than ", kMaxJsonDepth, " levels"));
       }
-      ASSIGN_OR_RETURN(ConfigOverride o, ParseConfigOverride(text, list == &m.new_overrides()));
-      overrides.push_back(std::move(o));
+      ++i;
     }
   }
-  RETURN_IF_ERROR(ApplyConfigOverrides(overrides, &config));
-  return ModelSpecFromJson(m.family(), config);
+  return ModelSpecWithOverrides(m.family(), std::move(config), overrides, new_overrides);
 }
 
 absl::StatusOr<JobSpec> ValidateTuneRequest(const v1::TuneRequest& in,
