@@ -1,9 +1,5 @@
 #include "client/estimate_command.h"
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -11,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/flag_file.h"
 #include "common/status_macros.h"
 #include "common/untrusted_json.h"
 #include "nlohmann/json.hpp"
@@ -27,18 +24,7 @@ constexpr double kGiB = 1024.0 * 1024 * 1024;
 constexpr int64_t kMaxInputBytes = int64_t{64} << 20;
 
 absl::StatusOr<std::string> ReadInput(absl::string_view flag, const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is a directory"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (static_cast<int64_t>(text.str().size()) > kMaxInputBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is larger than 64 MiB"));
-  }
-  return text.str();
+  return ReadFlagFile(flag, path, kMaxInputBytes);
 }
 
 absl::StatusOr<DeviceCatalog> Catalog(const EstimateFlags& f) {

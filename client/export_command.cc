@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "client/flag_file.h"
 #include "client/render.h"
 #include "common/status_macros.h"
 #include "export/export_json.h"
@@ -177,13 +177,12 @@ int ExportCommand(const ClientContext& c, const ExportFlags& f) {
         return Fail(c, absl::StrCat("--model ", f.model_family, " needs --model-config FILE"),
                     kExitBadInput);
       }
-      std::ifstream file(f.model_config, std::ios::binary);
-      std::stringstream text;
-      text << file.rdbuf();
-      if (!file) return Fail(c, "--model-config: cannot read " + f.model_config, kExitBadInput);
+      absl::StatusOr<std::string> text =
+          ReadFlagFile("--model-config", f.model_config, int64_t{64} << 20);
+      if (!text.ok()) return Fail(c, std::string(text.status().message()), kExitBadInput);
       v1::ModelSpec m;
       m.set_family(f.model_family);
-      m.set_config_json(text.str());
+      m.set_config_json(*std::move(text));
       for (const std::string& o : f.overrides) m.add_overrides(o);
       absl::StatusOr<std::optional<ModelSpec>> model = ModelOf(m);
       if (!model.ok()) return Fail(c, std::string(model.status().message()), kExitBadInput);

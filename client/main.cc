@@ -4,15 +4,13 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
 #include "client/estimate_command.h"
 #include "client/export_command.h"
+#include "client/flag_file.h"
 #include "client/report_command.h"
 #include "common/duration.h"
 #include "proto/convert.h"
@@ -87,25 +85,12 @@ struct ModelFlags {
 
   static bool ReadFile(const char* flag, const std::string& path, int64_t max_bytes,
                        std::string* out) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) {
-      std::cerr << "autoaccel: " << flag << ": " << path
-                << " is a directory (give the config.json file in it)\n";
+    absl::StatusOr<std::string> text = autoaccel::ReadFlagFile(flag, path, max_bytes);
+    if (!text.ok()) {
+      std::cerr << "autoaccel: " << text.status().message() << "\n";
       return false;
     }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      std::cerr << "autoaccel: " << flag << ": cannot read " << path << "\n";
-      return false;
-    }
-    std::stringstream text;
-    text << in.rdbuf();
-    if (static_cast<int64_t>(text.str().size()) > max_bytes) {
-      std::cerr << "autoaccel: " << flag << ": " << path << " is larger than " << (max_bytes >> 20)
-                << " MiB\n";
-      return false;
-    }
-    *out = text.str();
+    *out = *std::move(text);
     return true;
   }
 };
