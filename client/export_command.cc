@@ -117,7 +117,10 @@ CLI::App* AddExportCommand(CLI::App* app, ExportFlags* f) {
   for (const ExportFormat& format : ExportFormats()) {
     absl::StrAppend(&formats, "\n  ", format.name, ": ", format.description);
   }
-  cmd->add_option("--format", f->format, absl::StrCat("the framework:", formats))->required();
+  cmd->add_option("--format", f->format,
+                  absl::StrCat("the framework (default with --job of a launcher job: the "
+                               "launcher's format):",
+                               formats));
   cmd->add_option("--out", f->out_dir,
                   "write the files into this directory (created; an existing file is never "
                   "replaced) instead of printing them");
@@ -143,6 +146,15 @@ int ExportCommand(const ClientContext& c, const ExportFlags& f) {
                                      s.error_message()),
                   1);
     }
+    if (in.format.empty()) in.format = job.launcher().format();
+    if (in.format.empty()) {
+      return Fail(c,
+                  absl::StrCat("--format: missing (job ", f.job_id,
+                               job.has_launcher() ? "'s launcher has no export format"
+                                                  : " ran the engine's trials, not a launcher's",
+                               "; give the framework, e.g. --format deepspeed)"),
+                  kExitBadInput);
+    }
     if (!job.has_best() || !job.best().has_strategy()) {
       const std::string what =
           absl::StrCat("job ", f.job_id, " (", job.state(), ") has no best strategy to export yet");
@@ -160,6 +172,9 @@ int ExportCommand(const ClientContext& c, const ExportFlags& f) {
     absl::StatusOr<std::optional<ModelSpec>> model = ModelOf(r.model());
     if (model.ok()) in.model = *model;  // else: export without the model's flags
   } else if (!f.strategy.empty()) {
+    if (in.format.empty()) {
+      return Fail(c, "--format: missing (the framework, e.g. --format deepspeed)", kExitBadInput);
+    }
     absl::StatusOr<Strategy> s = ParseStrategyText(f.strategy);
     if (!s.ok()) return Fail(c, absl::StrCat("--strategy: ", s.status().message()), kExitBadInput);
     in.strategy = *s;

@@ -31,8 +31,7 @@ struct ModelFlags {
   void Add(CLI::App* cmd) {
     cmd->add_option("--model", family,
                     "model family: gpt2, llama, bert, mixtral, mistral, qwen2, qwen3, phi3, gemma, "
-                    "gemma2 (docs/MODELS.md), or torchscript")
-        ->required();
+                    "gemma2 (docs/MODELS.md), or torchscript (optional with --launcher)");
     cmd->add_option("--override", overrides,
                     "KEY=VALUE change to a key the config has (repeatable; dotted keys reach "
                     "nested ones), e.g. --override num_hidden_layers=2");
@@ -55,7 +54,17 @@ struct ModelFlags {
   }
   // Reads the config file (or the torchscript file); prints one line and
   // returns false if it cannot.
-  bool Fill(autoaccel::v1::ModelSpec* model) const {
+  // `launcher`: the job runs a launcher's script (tune --launcher), whose
+  // model needs no description.
+  bool Fill(autoaccel::v1::ModelSpec* model, bool launcher = false) const {
+    if (family.empty()) {
+      if (launcher && config_file.empty() && overrides.empty() && new_overrides.empty()) {
+        return true;
+      }
+      std::cerr << "autoaccel: --model FAMILY is required"
+                << (launcher ? " with --model-config" : "") << "\n";
+      return false;
+    }
     model->set_family(family);
     for (const std::string& o : overrides) model->add_overrides(o);
     for (const std::string& o : new_overrides) model->add_new_overrides(o);
@@ -134,6 +143,11 @@ int main(int argc, char** argv) {
   bool detach = false;
   CLI::App* tune = app.add_subcommand("tune", "submit a tuning job and watch it to the end");
   tune_model.Add(tune);
+  std::string launcher;
+  tune->add_option("--launcher", launcher,
+                   "run each trial with this launcher of the workers (their --launchers file; "
+                   "`autoaccel workers` lists them): your own training script, measured by "
+                   "itself (docs/LAUNCHERS.md); --model and --model-config are then optional");
   tune->add_option("--time-limit", time_limit, "hard limit for the whole job: 90s, 10m, 1h");
   tune->add_option("--max-trials", max_trials, "stop after this many trials (0 = no limit)");
   tune->add_option("--micro-batch-sizes", micro_batch_sizes,
@@ -286,7 +300,8 @@ int main(int argc, char** argv) {
 
   if (*tune) {
     autoaccel::v1::TuneRequest request;
-    if (!tune_model.Fill(request.mutable_model())) return 1;
+    if (!tune_model.Fill(request.mutable_model(), !launcher.empty())) return 1;
+    request.set_launcher(launcher);
     absl::Duration d;
     if (!ParseDurationFlag("--time-limit", time_limit, &d)) return 1;
     request.set_time_limit_seconds(absl::ToDoubleSeconds(d));

@@ -62,6 +62,25 @@ json DeviceJson(const v1::Device& d) {
           {"held_by_trial", d.held_by_trial()}};
 }
 
+// {"name", "format", "dimensions"} of each launcher; a launcher without
+// dimensions honours every one.
+json LauncherJson(const v1::Launcher& l) {
+  return {{"name", l.name()}, {"format", l.format()}, {"dimensions", Strings(l.dimensions())}};
+}
+
+json LaunchersJson(const google::protobuf::RepeatedPtrField<v1::Launcher>& launchers) {
+  json out = json::array();
+  for (const v1::Launcher& l : launchers) out.push_back(LauncherJson(l));
+  return out;
+}
+
+// "hf-llama (format hf-trainer; dimensions precision, sharding)".
+std::string LauncherText(const v1::Launcher& l) {
+  return absl::StrCat(l.name(), " (format ", l.format().empty() ? "none" : l.format(),
+                      "; dimensions ",
+                      l.dimensions().empty() ? "all" : absl::StrJoin(l.dimensions(), ", "), ")");
+}
+
 json WorkerJson(const v1::Worker& w) {
   json devices = json::array();
   for (const v1::Device& d : w.devices()) devices.push_back(DeviceJson(d));
@@ -75,6 +94,7 @@ json WorkerJson(const v1::Worker& w) {
       {"host_cpu_cores", w.host_cpu_cores()},
       {"host_memory_bytes", w.host_memory_bytes()},
       {"warnings", Strings(w.warnings())},
+      {"launchers", LaunchersJson(w.launchers())},
       {"devices", devices}};
 }
 
@@ -156,6 +176,7 @@ json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
             {{"family", j.request().model().family()},
              {"seq_len", j.request().seq_len()},
              {"global_batch_size", j.request().global_batch_size()}}},
+           {"launcher", j.has_launcher() ? LauncherJson(j.launcher()) : json(nullptr)},
            {"request", RequestJson(j.request())}};
   if (j.has_best()) {
     out["best"] = json{{"trial_id", j.best().trial_id()},
@@ -271,6 +292,9 @@ void PrintJobSummary(std::ostream& out, const v1::Job& j) {
       j.elapsed_seconds(), j.request().time_limit_seconds(), j.trials_done() - j.trials_pruned(),
       j.trials_pruned(), j.trials_total());
   if (!j.algorithm().empty()) out << "  search: " << j.algorithm() << "\n";
+  if (j.has_launcher()) {
+    out << "  launcher: " << LauncherText(j.launcher()) << " (each trial runs your script)\n";
+  }
   if (j.infrastructure_failures() > 0) {
     out << absl::StrFormat(
         "  %s: %d attempt(s) failed outside the strategy, %d trial(s) lost after every retry "
@@ -363,6 +387,7 @@ void PrintWorkerList(std::ostream& out, const v1::ListWorkersResponse& workers) 
     }
     out << "\n";
     for (const std::string& warning : w.warnings()) out << "  warning: " << warning << "\n";
+    for (const v1::Launcher& l : w.launchers()) out << "  launcher " << LauncherText(l) << "\n";
     for (const v1::Device& d : w.devices()) {
       const v1::PeakTflops& peak = d.peak_tflops();
       const std::string peak_text =

@@ -96,7 +96,12 @@ std::string Settings(const ReportInput& in) {
   std::string out = "<section id=\"settings\"><h2>Settings</h2>\n<div class=\"cols\">\n";
   absl::StrAppend(&out, "<table class=\"kv\"><caption>Job</caption>\n", Row("job", j.job_id()),
                   Row("state", j.state()), Row("status", j.status_message()),
-                  Row("model family", model.family()));
+                  Row("model family", model.family().empty() ? "not given" : model.family()));
+  if (j.has_launcher()) {
+    absl::StrAppend(
+        &out, Row("launcher", j.launcher().name()),
+        Row("launcher format", j.launcher().format().empty() ? "none" : j.launcher().format()));
+  }
   if (!model.overrides().empty()) {
     absl::StrAppend(&out, Row("overrides", absl::StrJoin(model.overrides(), ", ")));
   }
@@ -535,11 +540,17 @@ std::string ReportHtml(const ReportInput& in) {
       "</style>\n</head>\n<body>\n<header><h1>autoaccel "
       "job ",
       E(j.job_id()), "</h1><div class=\"sub\">",
-      E(absl::StrFormat("%s model, sequence length %d, global batch %d, %d rank(s) on %s — %s",
-                        j.request().model().family(), j.request().seq_len(),
-                        j.request().global_batch_size(), std::max(1, j.request().world_size()),
-                        j.request().device_type().empty() ? "cpu" : j.request().device_type(),
-                        j.state())),
+      E(absl::StrFormat(
+          "%s, sequence length %d, global batch %d, %d rank(s) on %s — %s",
+          j.has_launcher()
+              ? absl::StrCat("launcher ", j.launcher().name(),
+                             j.request().model().family().empty()
+                                 ? ""
+                                 : absl::StrCat(" (", j.request().model().family(), " model)"))
+              : absl::StrCat(j.request().model().family(), " model"),
+          j.request().seq_len(), j.request().global_batch_size(),
+          std::max(1, j.request().world_size()),
+          j.request().device_type().empty() ? "cpu" : j.request().device_type(), j.state())),
       "</div></header>\n<main>\n", Answer(in), Settings(in), "<div class=\"charts\">\n",
       ThroughputMemory(in), BestOverTime(in), "</div>\n", PredictedMeasuredSection(in),
       Dimensions(in), Trials(in), "</main>\n<footer>",

@@ -390,8 +390,12 @@ absl::Status ReadTorchScript(const nlohmann::json& config, ModelSpec* m) {
   if (spec == nullptr || !spec->is_string()) {
     return absl::InvalidArgumentError("input_spec: missing (--input-spec)");
   }
-  ASSIGN_OR_RETURN(const InputSpec parsed, ParseInputSpec(spec->get<std::string>()));
-  m->input_spec = InputSpecToText(parsed);
+  // "": a model nobody describes (a launcher job's without a model config,
+  // server/launcher_job.h); requests for a torchscript module must give one.
+  if (!spec->get<std::string>().empty()) {
+    ASSIGN_OR_RETURN(const InputSpec parsed, ParseInputSpec(spec->get<std::string>()));
+    m->input_spec = InputSpecToText(parsed);
+  }
   if (const nlohmann::json* d = Find(config, "script_digest"); d != nullptr && d->is_string()) {
     m->script_digest = d->get<std::string>();
   }

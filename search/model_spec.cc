@@ -18,6 +18,13 @@ namespace {
 using model_spec_internal::FieldError;
 
 absl::Status ValidateTorchScript(const ModelSpec& m) {
+  // No inputs, file or digest: a model nobody describes, the model of a
+  // launcher job without a config (server/launcher_job.h). The search
+  // treats it as any torchscript model (no shape); the engine cannot run
+  // it (it has no file), and is never sent one.
+  if (m.input_spec.empty() && m.script_digest.empty() && m.script_bytes == 0 && m.n_positions > 0) {
+    return absl::OkStatus();
+  }
   RETURN_IF_ERROR(ParseInputSpec(m.input_spec).status());
   if (m.script_digest.empty() || m.script_bytes <= 0) {
     return absl::InvalidArgumentError("model_file: missing or empty (--model-file FILE.pt)");

@@ -448,7 +448,7 @@ absl::Status CheckOffloadDevice(const SpaceRequest& r, const Strategy& s) {
 }
 
 absl::Status CheckFixedGraph(const SpaceRequest& r, const Strategy& s) {
-  if (!r.model.IsTorchScript()) return absl::OkStatus();
+  if (!r.engine_runs_trials || !r.model.IsTorchScript()) return absl::OkStatus();
   if (s.checkpointing != Checkpointing::kNone) {
     return absl::InvalidArgumentError(
         "strategy.checkpointing: a TorchScript model's layers are not known to the trial runner, "
@@ -463,6 +463,7 @@ absl::Status CheckFixedGraph(const SpaceRequest& r, const Strategy& s) {
 }
 
 absl::Status CheckParallelFamily(const SpaceRequest& r, const Strategy& s) {
+  if (!r.engine_runs_trials) return absl::OkStatus();
   if (s.tensor_parallel == 1 && s.pipeline_parallel == 1) return absl::OkStatus();
   absl::StatusOr<const ModelFamilyInfo*> family = r.model.Family();
   const bool tp_ok = s.tensor_parallel == 1 || (family.ok() && (*family)->tensor_parallel);
@@ -514,9 +515,9 @@ absl::Status CheckPipelineLayers(const SpaceRequest& r, const Strategy& s) {
   // Degrees below 1 are the "layout" rule's.
   const int pp = s.pipeline_parallel;
   const int vpp = s.virtual_stages;
-  if (pp <= 1 || vpp < 1) return absl::OkStatus();
-  const int64_t chunks = int64_t{pp} * vpp;
   const int layers = r.model.n_layer;
+  if (pp <= 1 || vpp < 1 || (!r.engine_runs_trials && layers <= 0)) return absl::OkStatus();
+  const int64_t chunks = int64_t{pp} * vpp;
   if (chunks > layers) {
     return absl::InvalidArgumentError(
         absl::StrCat("strategy.", vpp > 1 ? "virtual_stages" : "pipeline_parallel",

@@ -73,6 +73,13 @@ struct SpaceRequest {
   // dropped from the space when false: on a CPU device the optimizer state
   // already lives in host memory.
   bool device_is_accelerator = false;
+  // True when autoaccel's engine runs the trials; false for a launcher's
+  // (the user's own training script, TuneRequest.launcher): then the rules
+  // about what the engine can build ("fixed_graph", "parallel_family") do
+  // not apply (the user's framework decides, and the export format says
+  // what it refuses), and a model whose layers are unknown (no config
+  // given) has no layer count to check ("pipeline_layers").
+  bool engine_runs_trials = true;
   // When > 0: the most combinations (the cross product of the dimension
   // values, before compatibility rules) EnumerateSpace will look at; a bigger
   // space is refused before it is built.
@@ -130,14 +137,17 @@ struct CompatibilityRule {
 //   "fixed_graph"         a torchscript model allows checkpointing none and
 //                         attention math only (its forward is the user's
 //                         code: no layers to checkpoint, its own attention);
+//                         not for a launcher's trials (engine_runs_trials);
 //   "parallel_family"     tensor_parallel > 1 or pipeline_parallel > 1 only
 //                         for gpt2 and llama (torchscript, bert and mixtral
-//                         run data parallel only, with any sharding);
+//                         run data parallel only, with any sharding); not
+//                         for a launcher's trials;
 //   "tensor_parallel_model" tensor_parallel divides the attention heads
 //                         (n_head), the key-value heads (n_kv_head, llama
 //                         and mixtral) and the MLP inner size (n_inner); the
 //                         vocabulary need not divide (the engine pads it);
-//   "pipeline_layers"     with pipeline_parallel > 1: pipeline_parallel *
+//   "pipeline_layers"     (when the model's layers are known) with
+//                         pipeline_parallel > 1: pipeline_parallel *
 //                         virtual_stages <= n_layer; interleaved also needs
 //                         n_layer divisible by pipeline_parallel *
 //                         virtual_stages and grad_accum_steps divisible by

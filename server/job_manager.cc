@@ -132,9 +132,16 @@ void JobManager::SendAll(Outbox out) {
 }
 
 absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
-  ASSIGN_OR_RETURN(JobSpec spec, ValidateTuneRequest(request, options_.tune_defaults));
-  const std::string signature = ComputeSignature(spec.model, spec.seq_len, spec.global_batch_size,
-                                                 spec.world_size, spec.device_type);
+  // A launcher job's launcher, as the workers define it (server/launcher_job.h).
+  std::optional<v1::Launcher> launcher;
+  if (!request.launcher().empty()) {
+    ASSIGN_OR_RETURN(launcher, pool_.FindLauncher(request.launcher()));
+  }
+  ASSIGN_OR_RETURN(JobSpec spec, ValidateTuneRequest(request, options_.tune_defaults,
+                                                     launcher ? &*launcher : nullptr));
+  const std::string signature =
+      ComputeSignature(spec.model, spec.seq_len, spec.global_batch_size, spec.world_size,
+                       spec.device_type, spec.launcher ? &*spec.launcher : nullptr);
   // The strategy database may answer at once (server/database_answer.h); a
   // database that cannot be read leaves the job to tune.
   std::optional<StrategyRecord> stored;
@@ -152,7 +159,8 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
   // The warm start's store read, before the lock (server/warm_start.h); a
   // job the database answers runs no trial and needs none.
   EarlierTrials earlier;
-  if (!verdict.answers && !spec.model.IsTorchScript()) {
+  // A launcher job starts cold: its script's speed is not the engine's.
+  if (!verdict.answers && !spec.model.IsTorchScript() && !spec.launcher) {
     absl::StatusOr<EarlierTrials> loaded = LoadEarlierTrials(store_, spec.device_type);
     if (loaded.ok()) {
       earlier = *std::move(loaded);
@@ -173,6 +181,7 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
   rec.created_at = clock_->Now();
   rec.deadline = rec.created_at + spec.time_limit;
   rec.trials_total = spec.load && !spec.finetune ? 1 : static_cast<int>(spec.space.size());
+  if (spec.launcher) rec.launcher_json = ProtoToJson(*spec.launcher);
   if (verdict.answers) RETURN_IF_ERROR(AnswerJobFromDatabase(*stored, rec.created_at, &rec));
   job->spec = std::move(spec);
   absl::Status created = store_->CreateJob(rec);
@@ -307,12 +316,15 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
   }
   const std::string& type = job->spec.device_type;
   const int world = job->spec.world_size;
-  const int pool = pool_.CountDevices(type);
+  const std::string& launcher = job->spec.request.launcher();
+  const int pool = pool_.CountDevices(type, launcher);
   if (pool < world) {
+    const std::string with = launcher.empty() ? "" : absl::StrCat(" and launcher ", launcher);
     const std::string message =
-        pool == 0 ? absl::StrCat("waiting for a worker with ", type, " devices to register")
-                  : absl::StrCat("waiting for workers: every trial needs ", world, " ", type,
-                                 " devices, the healthy pool has ", pool);
+        pool == 0
+            ? absl::StrCat("waiting for a worker with ", type, " devices", with, " to register")
+            : absl::StrCat("waiting for workers: every trial needs ", world, " ", type, " devices",
+                           with, ", the healthy pool has ", pool);
     if (job->running == 0 && (job->record.state != JobState::kWaitingForWorkers ||
                               job->record.status_message != message)) {
       job->record.state = JobState::kWaitingForWorkers;
@@ -348,8 +360,8 @@ bool JobManager::DispatchOneLocked(JobRun* job, Outbox* out) {
     return false;
   }
   const std::string trial_id = trial != nullptr ? trial->record.trial_id : NextTrialId(*job);
-  std::optional<Gang> gang =
-      pool_.Place(job->spec.device_type, job->spec.world_size, trial_id, attempt);
+  std::optional<Gang> gang = pool_.Place(job->spec.device_type, job->spec.world_size, trial_id,
+                                         attempt, job->spec.request.launcher());
   if (!gang) return false;
   if (!job->retries.empty()) {
     job->retries.pop_front();
@@ -587,7 +599,8 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
 }
 
 bool JobManager::SearchTimeUpLocked(const JobRun& job) const {
-  const int gangs = pool_.CountDevices(job.spec.device_type) / job.spec.world_size;
+  const int gangs =
+      pool_.CountDevices(job.spec.device_type, job.spec.request.launcher()) / job.spec.world_size;
   return SearchTimeUp(job, clock_->Now(), gangs, options_.confirm_top);
 }
 

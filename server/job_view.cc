@@ -111,6 +111,14 @@ absl::StatusOr<v1::Job> JobRecordToProto(const JobRecord& r, const std::vector<T
     return absl::DataLossError(absl::StrCat(
         "job ", r.job_id, ": stored request does not parse: ", std::string(parsed.message())));
   }
+  if (!r.launcher_json.empty()) {
+    if (auto parsed =
+            google::protobuf::util::JsonStringToMessage(r.launcher_json, j.mutable_launcher());
+        !parsed.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          "job ", r.job_id, ": stored launcher does not parse: ", std::string(parsed.message())));
+    }
+  }
   j.set_signature(r.signature);
   j.set_created_at(UnixSecondsOrZero(r.created_at));
   j.set_started_at(UnixSecondsOrZero(r.started_at));

@@ -22,7 +22,9 @@ v1::RunTrialRequest RankRequest(const JobSpec& spec, const TrialRun& trial, int 
   trial_spec.strategy = trial.strategy;
   trial_spec.warmup_steps = spec.warmup_steps;
   trial_spec.measured_steps = trial.measured_steps > 0 ? trial.measured_steps : spec.measured_steps;
-  trial_spec.min_measured_seconds = spec.min_measured_seconds;
+  // A launcher's script counts its own steps (min_measured_seconds is the
+  // engine's).
+  trial_spec.min_measured_seconds = spec.launcher ? 0 : spec.min_measured_seconds;
   v1::RunTrialRequest request;
   request.set_trial_id(rec.trial_id);
   request.set_attempt(rec.attempt);
@@ -30,6 +32,24 @@ v1::RunTrialRequest RankRequest(const JobSpec& spec, const TrialRun& trial, int 
   request.set_spec_json(TrialSpecToRequestJson(trial_spec).dump());
   request.set_timeout_seconds(absl::ToDoubleSeconds(timeout));
   if (spec.script) request.set_model_file(*spec.script);
+  if (spec.launcher) {
+    // The rank's neighbours on its worker, as torchrun tells a rank: how
+    // many of the trial's ranks run there, which of the trial's workers it
+    // is (counted in rank order; a worker's ranks are adjacent) and their
+    // devices by local rank.
+    request.set_launcher(spec.launcher->name());
+    int group = 0;
+    for (int i = 1; i <= rank; ++i) {
+      if (trial.ranks[i].placed.worker_id != trial.ranks[i - 1].placed.worker_id) ++group;
+    }
+    request.set_group_rank(group);
+    for (const Rank& other : trial.ranks) {
+      if (other.placed.worker_id == placed.worker_id) {
+        request.add_local_device_indices(other.placed.device_index);
+      }
+    }
+    request.set_local_world_size(request.local_device_indices_size());
+  }
   return request;
 }
 

@@ -70,6 +70,10 @@ struct JobRecord {
   // v1::StrategyAnswer in JSON, kept as written even if the database's
   // answer changes later); "" for a job that searched.
   std::string answered_from;
+  // A launcher job (TuneRequest.launcher): the launcher's definition when
+  // the job was accepted (a v1::Launcher in JSON: its export format and
+  // dimensions); "" for the engine's jobs.
+  std::string launcher_json;
 };
 
 struct TrialRecord {
@@ -156,7 +160,7 @@ struct StrategyFilter {
 class Store {
  public:
   // The schema version this build writes; Open migrates older files to it.
-  static constexpr int kCurrentSchemaVersion = 6;
+  static constexpr int kCurrentSchemaVersion = 7;
 
   // Opens (creating if needed) the database at `path`, enables WAL and
   // foreign keys, sets a busy timeout, and migrates the schema to

@@ -170,6 +170,7 @@ inline constexpr Column<JobRecord> kJobColumns[] = {
     Field<&JobRecord::trials_total>("trials_total"),
     Field<&JobRecord::algorithm>("algorithm"),          // schema 2
     Field<&JobRecord::answered_from>("answered_from"),  // schema 5
+    Field<&JobRecord::launcher_json>("launcher_json"),  // schema 7
 };
 inline constexpr Table<JobRecord> kJobs{"jobs", "job", kJobColumns, std::size(kJobColumns)};
 

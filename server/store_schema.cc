@@ -110,6 +110,11 @@ ALTER TABLE jobs ADD COLUMN answered_from TEXT NOT NULL DEFAULT '';
     {6, R"sql(
 ALTER TABLE trials ADD COLUMN predicted_json TEXT NOT NULL DEFAULT '';
 )sql"},
+    // A launcher job's launcher as the workers defined it ('' for the
+    // engine's jobs).
+    {7, R"sql(
+ALTER TABLE jobs ADD COLUMN launcher_json TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 static_assert(kMigrations[std::size(kMigrations) - 1].version == Store::kCurrentSchemaVersion,
               "the last migration must produce kCurrentSchemaVersion");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/content_digest.h"
@@ -15,6 +16,7 @@
 #include "search/method_filter.h"
 #include "search/model_overrides.h"
 #include "search/space.h"
+#include "server/launcher_job.h"
 
 namespace autoaccel {
 namespace {
@@ -159,23 +161,52 @@ absl::StatusOr<ModelSpec> ModelFromRequest(const v1::ModelSpec& m) {
   return ModelSpecWithOverrides(m.family(), std::move(config), overrides, new_overrides);
 }
 
-absl::StatusOr<JobSpec> ValidateTuneRequest(const v1::TuneRequest& in,
-                                            const TuneDefaults& defaults) {
+absl::StatusOr<JobSpec> ValidateTuneRequest(const v1::TuneRequest& in, const TuneDefaults& defaults,
+                                            const v1::Launcher* launcher) {
   JobSpec out;
   out.request = in;
   v1::TuneRequest& r = out.request;
-  if (r.model().family().empty()) {
+  if (!r.launcher().empty() && (launcher == nullptr || launcher->name() != r.launcher())) {
+    return absl::InternalError(
+        absl::StrCat("launcher '", r.launcher(), "': validated without its definition"));
+  }
+  const bool described = !r.model().family().empty() || !r.model().config_json().empty();
+  if (launcher == nullptr && r.model().family().empty()) {
     return absl::InvalidArgumentError(
         "model.family: missing (allowed: " + absl::StrJoin(KnownModelFamilies(), ", ") + ")");
   }
+  if (launcher != nullptr && r.model().family() == "torchscript") {
+    return absl::InvalidArgumentError(
+        "model: a launcher's trials run the user's own script; a TorchScript module is for the "
+        "engine's trials (give the model's config.json, or no model)");
+  }
+  if (launcher != nullptr && described && r.model().family().empty()) {
+    return absl::InvalidArgumentError(
+        "model.family: missing with the model's config (--model FAMILY --model-config FILE)");
+  }
   RETURN_IF_ERROR(CheckFieldSizes(r, ""));
   RETURN_IF_ERROR(CheckNumbers(r));
-  ASSIGN_OR_RETURN(out.model, ModelFromRequest(r.model()));
+  if (launcher == nullptr || described) {
+    ASSIGN_OR_RETURN(out.model, ModelFromRequest(r.model()));
+  } else {
+    out.model = UnknownLauncherModel();
+  }
   // Every trial runs world_size ranks (the search space's layouts multiply
   // to it); a bad one is refused by ValidateSpaceRequest, naming the field.
   if (r.world_size() == 0) r.set_world_size(1);
   if (r.device_type().empty()) r.set_device_type("cpu");
-  if (r.device_type() != "cpu" && r.device_type() != "cuda") {
+  if (launcher != nullptr) {
+    // The user's script drives the device: any type a worker registered.
+    const std::string& t = r.device_type();
+    if (t.size() > 32 || !absl::ascii_islower(t[0]) || !std::all_of(t.begin(), t.end(), [](char c) {
+          return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '_';
+        })) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device_type: '", t,
+                       "' is no device type (lower-case letters, digits and '_', e.g. cuda, "
+                       "musa, xpu)"));
+    }
+  } else if (r.device_type() != "cpu" && r.device_type() != "cuda") {
     return absl::InvalidArgumentError(
         absl::StrCat("device_type: unknown '", r.device_type(), "' (allowed: cpu, cuda)"));
   }
@@ -236,9 +267,20 @@ absl::StatusOr<JobSpec> ValidateTuneRequest(const v1::TuneRequest& in,
                                        r.pipeline_parallel_sizes().end());
   space.virtual_stages.assign(r.virtual_stages().begin(), r.virtual_stages().end());
   space.checkpoint_percents.assign(r.checkpoint_percents().begin(), r.checkpoint_percents().end());
-  space.device_is_accelerator = r.device_type() == "cuda";
+  space.device_is_accelerator = r.device_type() != "cpu";
   space.max_combinations = kMaxSpaceCombinations;
+  if (launcher != nullptr) RETURN_IF_ERROR(RestrictSpaceToLauncher(*launcher, r, &space));
   ASSIGN_OR_RETURN(out.space, EnumerateSpace(space));
+  if (launcher != nullptr) {
+    if (LauncherFixesMicroBatch(*launcher)) {
+      out.space.erase(std::remove_if(out.space.begin(), out.space.end(),
+                                     [](const Strategy& s) { return s.grad_accum_steps != 1; }),
+                      out.space.end());
+    }
+    RETURN_IF_ERROR(KeepExportable(*launcher, out.model, r.world_size(), r.global_batch_size(),
+                                   r.seq_len(), &out.space));
+    out.launcher = *launcher;
+  }
   if (r.algorithm().empty()) r.set_algorithm("auto");
   ASSIGN_OR_RETURN(out.algorithm, ParseSearchAlgorithm(r.algorithm()));
   const std::vector<std::string> include(r.include().begin(), r.include().end());

@@ -54,6 +54,9 @@ struct JobSpec {
   std::optional<PartialStrategy> load;  // load_strategy
   bool finetune = false;                // search the loaded strategy's neighbourhood
   bool force = false;                   // tune even when the strategy database has an answer
+  // request.launcher's definition (server/launcher_job.h): the job's trials
+  // run the user's script on workers that have it; nullopt for the engine's.
+  std::optional<v1::Launcher> launcher;
 };
 
 // INVALID_ARGUMENT naming the field for anything wrong, checked before any
@@ -62,8 +65,17 @@ struct JobSpec {
 // 10,000 each, world size at most 65,536, ...), every string at most 16 KiB
 // and every list at most 256 entries (the config at most 256 KiB, nested at
 // most 64 deep), and a space of at most 250,000 combinations.
+//
+// `launcher`: request.launcher's definition as the workers advertise it
+// (WorkerPool::FindLauncher), null when the request names none. With one,
+// the model config is optional (without it the model is
+// UnknownLauncherModel()), device_type may name any device type (the
+// script drives the device), and the space is restricted to the launcher
+// (server/launcher_job.h). INTERNAL when request.launcher is set and
+// `launcher` is null or names another.
 absl::StatusOr<JobSpec> ValidateTuneRequest(const v1::TuneRequest& request,
-                                            const TuneDefaults& defaults);
+                                            const TuneDefaults& defaults,
+                                            const v1::Launcher* launcher = nullptr);
 
 // The model a request describes: its config.json with the overrides applied
 // (torchscript: the file's digest and input spec). INVALID_ARGUMENT naming

@@ -19,12 +19,14 @@ struct JobShape {
 };
 
 // The model and sequence length of a stored request; nullopt when it does
-// not parse any more (or is a torchscript model's).
+// not parse any more (or is a torchscript model's, or a launcher job's).
 std::optional<JobShape> ShapeOf(const std::string& request_json) {
   v1::TuneRequest request;
   if (!google::protobuf::util::JsonStringToMessage(request_json, &request).ok()) {
     return std::nullopt;
   }
+  // A launcher job measured the user's script, not the engine.
+  if (!request.launcher().empty()) return std::nullopt;
   absl::StatusOr<ModelSpec> model = ModelFromRequest(request.model());
   if (!model.ok() || model->IsTorchScript() || request.seq_len() <= 0) return std::nullopt;
   return JobShape{*std::move(model), request.seq_len()};

@@ -7,9 +7,9 @@
 // (search/cost_model.h: the bound keeps each later refit cheap), each with
 // the model and sequence length of its own job's stored request. Left out:
 // torchscript models (their trials carry no shape to compute features
-// from), trials that did not succeed (an out-of-memory bound depends on the
-// device memory of that day, which is not stored), and rows whose strategy
-// or request no longer parses (counted in `skipped`).
+// from), launcher jobs (they measured the user's script, not the engine), trials that did not
+// succeed (an out-of-memory bound depends on the device memory of that day, which is not stored),
+// and rows whose strategy or request no longer parses (counted in `skipped`).
 //
 // When and where: JobManager::SubmitJob reads them once, after validating
 // the request and before taking the manager's lock (one store read of at

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "proto/convert.h"
 #include "search/device_catalog.h"
@@ -46,9 +47,21 @@ absl::Status WorkerPool::Register(const v1::RegisterRequest& req) {
         "rendezvous_port_min, rendezvous_port_max: expected 1 <= min <= max <= 65535, got ",
         port_min, "-", port_max));
   }
+  for (int i = 0; i < req.launchers_size(); ++i) {
+    const std::string& name = req.launchers(i).name();
+    if (name.empty())
+      return absl::InvalidArgumentError(absl::StrCat("launchers[", i, "]: no name"));
+    for (int j = 0; j < i; ++j) {
+      if (req.launchers(j).name() == name) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("launchers[", i, "]: '", name, "' given twice"));
+      }
+    }
+  }
   absl::MutexLock lock(&mu_);
   WorkerState& w = workers_[req.worker_id()];
   const bool known = !w.info.worker_id().empty();
+  w.info.mutable_launchers()->CopyFrom(req.launchers());
   w.info.set_worker_id(req.worker_id());
   w.info.set_address(req.address());
   w.info.mutable_devices()->CopyFrom(req.devices());
@@ -120,11 +133,63 @@ bool WorkerPool::MarkUnreachable(const std::string& worker_id) {
   return true;
 }
 
-int WorkerPool::CountDevices(const std::string& type) const {
+namespace {
+
+// Whether the worker may run a trial of `launcher` ("": the engine's trials,
+// which every worker runs).
+bool Offers(const v1::Worker& worker, const std::string& launcher) {
+  if (launcher.empty()) return true;
+  return std::any_of(worker.launchers().begin(), worker.launchers().end(),
+                     [&](const v1::Launcher& l) { return l.name() == launcher; });
+}
+
+bool SameLauncher(const v1::Launcher& a, const v1::Launcher& b) {
+  return a.name() == b.name() && a.format() == b.format() &&
+         std::equal(a.dimensions().begin(), a.dimensions().end(), b.dimensions().begin(),
+                    b.dimensions().end());
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Launcher> WorkerPool::FindLauncher(const std::string& name) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::optional<v1::Launcher> found;
+  std::string found_on;
+  std::vector<std::string> offered;
+  for (const auto& [id, w] : workers_) {
+    if (!w.healthy) continue;
+    for (const v1::Launcher& l : w.info.launchers()) {
+      if (l.name() != name) {
+        if (std::find(offered.begin(), offered.end(), l.name()) == offered.end()) {
+          offered.push_back(l.name());
+        }
+        continue;
+      }
+      if (!found) {
+        found = l;
+        found_on = id;
+      } else if (!SameLauncher(*found, l)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("launcher: workers ", found_on, " and ", id, " define '", name,
+                         "' differently (format '", found->format(), "' vs '", l.format(),
+                         "', or its dimensions); make their --launchers files agree"));
+      }
+    }
+  }
+  if (found) return *found;
+  std::sort(offered.begin(), offered.end());
+  return absl::FailedPreconditionError(absl::StrCat(
+      "launcher: no healthy worker offers '", name, "' (",
+      offered.empty() ? std::string("none offers a launcher; start workers with --launchers FILE")
+                      : absl::StrCat("offered: ", absl::StrJoin(offered, ", ")),
+      ")"));
+}
+
+int WorkerPool::CountDevices(const std::string& type, const std::string& launcher) const {
   absl::ReaderMutexLock lock(&mu_);
   int count = 0;
   for (const auto& [id, w] : workers_) {
-    if (!w.healthy) continue;
+    if (!w.healthy || !Offers(w.info, launcher)) continue;
     for (const v1::Device& d : w.info.devices()) count += d.type() == type ? 1 : 0;
   }
   return count;
@@ -224,7 +289,8 @@ int WorkerPool::FreePortLocked(const WorkerState& w) const {
 }
 
 std::optional<Gang> WorkerPool::Place(const std::string& type, int count,
-                                      const std::string& trial_id, int attempt) {
+                                      const std::string& trial_id, int attempt,
+                                      const std::string& launcher) {
   absl::MutexLock lock(&mu_);
   struct Candidate {
     const std::string* id;
@@ -234,7 +300,7 @@ std::optional<Gang> WorkerPool::Place(const std::string& type, int count,
   std::vector<Candidate> order;
   int total = 0;
   for (auto& [id, w] : workers_) {
-    if (!w.healthy) continue;
+    if (!w.healthy || !Offers(w.info, launcher)) continue;
     Candidate c{&id, &w, {}};
     for (int i = 0; i < w.info.devices_size() && i < static_cast<int>(w.held_by.size()); ++i) {
       if (w.info.devices(i).type() == type && w.held_by[i].empty()) c.free.push_back(i);

@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -87,8 +88,14 @@ class WorkerPool {
   // heartbeats again. Returns true if it was healthy until now.
   bool MarkUnreachable(const std::string& worker_id);
 
-  // Devices of `type` on healthy workers, free or not.
-  int CountDevices(const std::string& type) const;
+  // Devices of `type` on healthy workers, free or not; with `launcher`,
+  // only on the workers that offer it.
+  int CountDevices(const std::string& type, const std::string& launcher = "") const;
+  // The launcher named `name` as the healthy workers that offer it define
+  // it (v1::Launcher: format and dimensions). FAILED_PRECONDITION when none
+  // offers it (listing the launchers offered) or when two define it
+  // differently.
+  absl::StatusOr<v1::Launcher> FindLauncher(const std::string& name) const;
   // What the pool knows of its devices of `type` for the cost model: the
   // smallest memory (a cpu device's share of an oversubscribed host) and
   // the first peak among the healthy workers' devices. A CUDA device whose
@@ -101,9 +108,10 @@ class WorkerPool {
   // Places `count` free devices of `type` on healthy workers for attempt
   // `attempt` of `trial_id` and holds them: packed onto as few workers as
   // possible, all or nothing; count > 1 also holds a free rendezvous port of
-  // rank 0's host. nullopt when the pool cannot place the gang now.
+  // rank 0's host. With `launcher`, only on workers that offer it (""
+  // places on any). nullopt when the pool cannot place the gang now.
   std::optional<Gang> Place(const std::string& type, int count, const std::string& trial_id,
-                            int attempt);
+                            int attempt, const std::string& launcher = "");
   // Frees the device (and rank 0's rendezvous port) that rank `rank` of the
   // attempt holds. Idempotent.
   void Release(const std::string& trial_id, int attempt, int rank);

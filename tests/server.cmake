@@ -5,5 +5,6 @@ if(AUTOACCEL_BUILD_SERVICES)
   # The coordinator's pure rules: request bounds, rank outcomes, rendezvous
   # ports, the worker pool.
   autoaccel_service_test(server_rules_test server LIBRARY autoaccel_server_lib
-                         SOURCES tune_request_test.cc rank_outcome_test.cc worker_pool_test.cc)
+                         SOURCES tune_request_test.cc rank_outcome_test.cc worker_pool_test.cc
+                                 launcher_job_test.cc)
 endif()
