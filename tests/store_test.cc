@@ -83,7 +83,7 @@ auto Tie(const TrialMetrics& m) {
 auto Tie(const JobRecord& j) {
   return std::make_tuple(j.job_id, JobStateName(j.state), j.status_message, j.request_json,
                          j.signature, j.created_at, j.started_at, j.finished_at, j.deadline,
-                         j.best_trial_id, j.trials_total, j.answered_from);
+                         j.best_trial_id, j.trials_total, j.answered_from, j.launcher_json);
 }
 auto Tie(const TrialRecord& t) {
   return std::tuple_cat(
@@ -198,6 +198,7 @@ TEST(StoreTest, EverythingSurvivesCloseAndReopen) {
   best.engine_version = 3;
   best.created_at = T(kBase + 25);
   fresh.answered_from = R"({"jobId":"job-0","engineVersion":"3"})";
+  fresh.launcher_json = R"({"name":"hf","format":"hf-trainer"})";
 
   {
     std::unique_ptr<Store> store = OpenOrDie(path);
@@ -248,14 +249,16 @@ TEST(StoreTest, TimesBeforeTheEpochAndSubMicrosecondsAreHandled) {
   EXPECT_EQ(got->deadline, T(kBase));
 }
 
-// Drops what schemas 5 (strategy provenance) and 6 (trial predictions)
-// added, as a file written before them (the caller sets user_version).
+// Drops what schemas 5 (strategy provenance), 6 (trial predictions) and 7
+// (a job's launcher) added, as a file written before them (the caller sets
+// user_version).
 void BackToSchemaFour(const std::string& path) {
   for (const char* column : {"engine_version", "created_at", "device_type"}) {
     RawSql(path, absl::StrCat("ALTER TABLE strategies DROP COLUMN ", column));
   }
   RawSql(path, "ALTER TABLE jobs DROP COLUMN answered_from");
   RawSql(path, "ALTER TABLE trials DROP COLUMN predicted_json");
+  RawSql(path, "ALTER TABLE jobs DROP COLUMN launcher_json");
 }
 
 TEST(StoreTest, MigratesANewFileAndDoesNotMigrateTwice) {
@@ -741,6 +744,7 @@ TEST(StoreTest, AVersionFourFileKeepsItsAnswersAsUnversionedAndListableByDevice)
   absl::StatusOr<JobRecord> job = store->GetJob("old");
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->answered_from, "");
+  EXPECT_EQ(job->launcher_json, "");
   // Any answer of a versioned engine replaces it, even a slower one.
   StrategyRecord slower = MakeStrategy("sig", "new", "mbs=1");
   slower.metrics.tokens_per_second = 1;
