@@ -5,7 +5,9 @@ with the reason and no steps. 1 warm-up + 2 measured steps of tiny models, on
 CPU with gloo; needs the CLI (AUTOACCEL_CLI) for the export."""
 
 import os
+import re
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -74,6 +76,23 @@ class ExamplesTest(unittest.TestCase):
             self.assertEqual(r["returncode"], 2, r["stderr"][-2000:])
             self.assertIn("only data parallelism", r["stderr"])
             self.assertEqual(steps(r), [])
+
+    def test_docs_minimal_script_speaks_the_protocol_with_json_alone(self):
+        with open(os.path.join(worker_sim.ROOT, "docs", "LAUNCHERS.md"), encoding="utf-8") as f:
+            doc = f.read()
+        block = re.search(r"<!-- minimal-script:[^>]*-->\n```python\n(.*?)```", doc, re.S)
+        self.assertIsNotNone(block, "docs/LAUNCHERS.md lost its minimal script")
+        script = os.path.join(tempfile.mkdtemp(), "minimal.py")
+        with open(script, "w", encoding="utf-8") as f:
+            f.write(block.group(1))
+        self.assertNotIn("autoaccel", block.group(1))
+        results = worker_sim.run_launcher(
+            {"argv": ["{python}", script], "dimensions": ["micro_batch_size", "optimizer"]},
+            "mbs=2,ga=2,optimizer=fused_adamw", world_size=1, global_batch=4, seq_len=SEQ_LEN)
+        r = results[0]
+        self.assertEqual(r["returncode"], 0, r["stderr"])
+        self.assertEqual([e["step"] for e in steps(r)], [1, 2, 3])
+        self.assertEqual({e["tokens"] for e in steps(r)}, {4 * SEQ_LEN})
 
 
 if __name__ == "__main__":

@@ -128,11 +128,14 @@ def _expand(argv, values, files):
 
 def run_launcher(name, strategy_text, world_size, global_batch, seq_len, warmup=1, measured=2,
                  timeout=300):
-    """Runs launcher `name` of deploy/examples/launchers.json as the worker
-    would, for one trial. Returns one dict per rank: returncode, events (the
-    checked metrics), stderr, argv, trial_dir."""
-    with open(LAUNCHERS_FILE, encoding="utf-8") as f:
-        launcher = json.load(f)["launchers"][name]
+    """Runs launcher `name` of deploy/examples/launchers.json (or `name`
+    itself when it is a launcher object) as the worker would, for one trial.
+    Returns one dict per rank: returncode, events (the checked metrics),
+    stderr, argv, trial_dir."""
+    launcher = name
+    if not isinstance(name, dict):
+        with open(LAUNCHERS_FILE, encoding="utf-8") as f:
+            launcher = json.load(f)["launchers"][name]
     fmt = launcher.get("format", "")
     work = tempfile.mkdtemp(prefix="aa-worker-sim-")
     port = _free_port()
