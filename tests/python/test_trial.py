@@ -185,5 +185,70 @@ class RunLoopTest(unittest.TestCase):
         self.assertEqual(os.listdir(self.tmp), [])
 
 
+class HfCallbackTest(unittest.TestCase):
+    """AutoaccelCallback driven the way the Trainer drives it (transformers'
+    TrainerState and TrainerControl; the Trainer itself runs in
+    test_examples)."""
+
+    def setUp(self):
+        from transformers import TrainerControl, TrainerState
+        self.tmp = tempfile.mkdtemp()
+        self.state, self.control = TrainerState(), TrainerControl()
+        self.args = mock.Mock(per_device_train_batch_size=2, gradient_accumulation_steps=3,
+                              world_size=2)
+
+    def step(self, callback, model=None, micro_batches=()):
+        callback.on_step_begin(self.args, self.state, self.control)
+        for kwargs in micro_batches:
+            model(**kwargs)
+        self.state.global_step += 1
+        callback.on_step_end(self.args, self.state, self.control)
+
+    def test_stops_training_after_warmup_plus_measured_steps(self):
+        from autoaccel.hf import AutoaccelCallback
+        t = active_trial(self.tmp, warmup=1, measured=2, global_batch=8, seq_len=16)
+        callback = AutoaccelCallback(t)
+        callback.on_train_begin(self.args, self.state, self.control)
+        for _ in range(2):
+            self.step(callback)
+            self.assertFalse(self.control.should_training_stop)
+        self.step(callback)
+        self.assertTrue(self.control.should_training_stop)
+        events = worker_sim.parse_metrics(t.metrics_file)
+        self.assertEqual([e["event"] for e in events], ["ready", "step", "step", "step"])
+        self.assertEqual({e["tokens"] for e in events[1:]}, {8 * 16})
+
+    def test_reports_the_ranks_mean_token_loss_over_micro_batches(self):
+        import torch
+        from autoaccel.hf import AutoaccelCallback
+
+        class Model(torch.nn.Module):  # returns sum of token losses / num_items, like HF
+            def forward(self, labels, num_items_in_batch, token_loss):
+                tokens = labels[..., 1:].ne(-100).sum()
+                return {"loss": token_loss * tokens / num_items_in_batch}
+
+        t = active_trial(self.tmp, warmup=0, measured=1, global_batch=2, seq_len=5)
+        model = Model()
+        callback = AutoaccelCallback(t)
+        callback.on_train_begin(self.args, self.state, self.control, model=model)
+        labels = torch.zeros(1, 5, dtype=torch.long)
+        masked = torch.tensor([[0, 0, -100, -100, -100]])  # 1 label token after the shift
+        # 4 tokens at loss 2.0 and 1 token at loss 7.0, over 10 items of all ranks.
+        self.step(callback, model, [
+            {"labels": labels, "num_items_in_batch": 10, "token_loss": 2.0},
+            {"labels": masked, "num_items_in_batch": 10, "token_loss": 7.0}])
+        step = worker_sim.parse_metrics(t.metrics_file)[-1]
+        self.assertAlmostEqual(step["loss"], (4 * 2.0 + 7.0) / 5)
+
+    def test_standalone_reports_nothing_and_stops_nothing(self):
+        from autoaccel.hf import AutoaccelCallback
+        callback = AutoaccelCallback(aa.Trial.standalone(seq_len=16), seq_len=16)
+        callback.on_train_begin(self.args, self.state, self.control)
+        for _ in range(3):
+            self.step(callback)
+        self.assertFalse(self.control.should_training_stop)
+        self.assertEqual(os.listdir(self.tmp), [])
+
+
 if __name__ == "__main__":
     unittest.main()
