@@ -90,6 +90,31 @@ def parse_args(argv):
     return mine, fixed + rest
 
 
+def train(mine, targs, trial, global_batch):
+    """Builds the model and the data, trains; returns the Trainer."""
+    model_kwargs = {}
+    if mine.from_pretrained_kwargs:
+        with open(mine.from_pretrained_kwargs, encoding="utf-8") as f:
+            model_kwargs = json.load(f)
+    if isinstance(model_kwargs.get("dtype"), str):
+        model_kwargs["dtype"] = getattr(torch, model_kwargs["dtype"])
+    config = AutoConfig.from_pretrained(mine.model_config)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, **model_kwargs)
+    trial.report_model(sum(p.numel() for p in model.parameters()))
+
+    data = RandomTokens(trial.total_steps * global_batch, trial.seq_len, config.vocab_size)
+    trainer = Trainer(model=model, args=targs, train_dataset=data,
+                      callbacks=[AutoaccelCallback(trial)])
+    if targs.fsdp and not trainer.is_fsdp_enabled:
+        fail("sharding fsdp: the Trainer did not enable FSDP (accelerate %s applies it on "
+             "accelerators only; on %s it would silently train as DDP), so this trial cannot "
+             "measure fsdp here; tune with --shardings none,zero1,zero2 on CPU"
+             % (accelerate_version(), trainer.accelerator.distributed_type.value))
+    trainer.train()
+    return trainer
+
+
 def main(argv):
     started = time.monotonic()
     if os.environ.get("WORLD_SIZE") == "1" and "MASTER_ADDR" not in os.environ:
@@ -113,33 +138,15 @@ def main(argv):
                 targs.gradient_accumulation_steps, world_size, trial.global_batch_size))
     targs.max_steps = trial.total_steps
 
-    model_kwargs = {}
-    if mine.from_pretrained_kwargs:
-        with open(mine.from_pretrained_kwargs, encoding="utf-8") as f:
-            model_kwargs = json.load(f)
-    if isinstance(model_kwargs.get("dtype"), str):
-        model_kwargs["dtype"] = getattr(torch, model_kwargs["dtype"])
-    config = AutoConfig.from_pretrained(mine.model_config)
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config, **model_kwargs)
-    trial.report_model(sum(p.numel() for p in model.parameters()))
-
-    data = RandomTokens(trial.total_steps * global_batch, trial.seq_len, config.vocab_size)
-    trainer = Trainer(model=model, args=targs, train_dataset=data,
-                      callbacks=[AutoaccelCallback(trial)])
-    if targs.fsdp and not trainer.is_fsdp_enabled:
-        fail("sharding fsdp: the Trainer did not enable FSDP (accelerate %s applies it on "
-             "accelerators only; on %s it would silently train as DDP), so this trial cannot "
-             "measure fsdp here; tune with --shardings none,zero1,zero2 on CPU"
-             % (accelerate_version(), trainer.accelerator.distributed_type.value))
+    # Out of memory anywhere from the model's build to the last step: an oom event, exit 1.
     with aa.oom_guard(trial):
-        trainer.train()
+        trainer = train(mine, targs, trial, global_batch)
     # What the Trainer made of the flags, for the rank's stderr.log.
     print("train.py: rank %d trained %d steps: %s, mixed precision %s, optim %s, activation "
           "checkpointing %s" % (targs.process_index, trainer.state.global_step,
                                 trainer.accelerator.distributed_type.value,
                                 trainer.accelerator.mixed_precision, targs.optim.value,
-                                getattr(model, "is_gradient_checkpointing", False)),
+                                getattr(trainer.model, "is_gradient_checkpointing", False)),
           file=sys.stderr)
     if not trial.active and targs.process_index == 0:
         print("trained %d steps of %d samples x %d tokens in %.1f s"
