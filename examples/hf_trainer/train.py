@@ -23,9 +23,9 @@ Trainer's FSDP2 (--fsdp with fsdp_config) on accelerators only: accelerate
 1.15 enables FSDP for GPU-like devices, and on CPU the Trainer would train
 plain DDP, so this script refuses fsdp there (exit 2). Checked on CPU with
 gloo: torch 2.11, transformers 5.23, accelerate 1.15, deepspeed 0.19.8.
-[--use_cpu when no CUDA device is visible; report_to none, no saving,
-no logging, max_steps = warm-up + measured steps; the AutoaccelCallback
-reports each step and stops the run.]
+[--use_cpu for a cpu trial or when no CUDA device is visible; report_to
+none, no saving, no logging, max_steps = warm-up + measured steps; the
+AutoaccelCallback reports each step and stops the run.]
 """
 
 import argparse
@@ -82,7 +82,10 @@ def parse_args(argv):
         ours.print_help()
         print("\nand the TrainingArguments flags (transformers' HfArgumentParser).")
         sys.exit(0)
-    if not torch.cuda.is_available() and "--use_cpu" not in rest:
+    # A cpu trial (autoaccel's device type) or no CUDA device: train on the CPU.
+    on_cpu = os.environ.get("AUTOACCEL_DEVICE_TYPE", "cuda" if torch.cuda.is_available()
+                            else "cpu") == "cpu"
+    if on_cpu and "--use_cpu" not in rest:
         rest.append("--use_cpu")
     # Ours first, so a flag the launcher passes again wins; no saving, no logging.
     fixed = ["--report_to=none", "--save_strategy=no", "--logging_strategy=no",
@@ -127,7 +130,8 @@ def main(argv):
     mine, hf_argv = parse_args(argv)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     (targs,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses(args=hf_argv)
-    global_batch = targs.per_device_train_batch_size * targs.gradient_accumulation_steps * world_size
+    global_batch = (targs.per_device_train_batch_size * targs.gradient_accumulation_steps
+                    * world_size)
     trial = aa.current(standalone=aa.Trial.standalone(
         seq_len=mine.seq_len, global_batch_size=global_batch, measured_steps=mine.steps))
     if trial.active and trial.global_batch_size != global_batch:

@@ -170,7 +170,7 @@ def main(argv):
     device_type = trial.device_type if trial.device_type in ("cpu", "cuda") else None
     if device_type is None:
         fail("device type %s: this example drives cpu and cuda only" % trial.device_type)
-    device = torch.device("cuda", trial.local_rank) if device_type == "cuda" else torch.device("cpu")
+    device = torch.device(device_type, trial.local_rank if device_type == "cuda" else None)
     if device_type == "cuda":
         torch.cuda.set_device(device)
     distributed = trial.world_size > 1
