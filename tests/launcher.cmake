@@ -1,0 +1,10 @@
+# Launcher trials (worker/launchers, launcher_trial, metrics_file): the
+# launchers file, placeholders, the metrics protocol and metrics (pure), and
+# real standard-library Python scripts run as trial ranks directly and
+# through the worker's gRPC service.
+if(AUTOACCEL_BUILD_SERVICES)
+  autoaccel_service_test(launcher_test launcher LIBRARY autoaccel_worker_lib
+                         SOURCES launcher_test.cc subprocess.cc)
+  autoaccel_service_test(launcher_process_test launcher LIBRARY autoaccel_worker_lib
+                         SOURCES launcher_process_test.cc subprocess.cc)
+endif()

@@ -1,0 +1,34 @@
+#include "worker/accelerators.h"
+
+#include "absl/strings/str_join.h"
+
+namespace autoaccel {
+namespace {
+
+constexpr AcceleratorType kAccelerators[] = {
+    {"cuda", "CUDA_VISIBLE_DEVICES", "NVIDIA"},
+    {"hip", "HIP_VISIBLE_DEVICES", "AMD"},
+    {"musa", "MUSA_VISIBLE_DEVICES", "Moore Threads"},
+    {"xpu", "ZE_AFFINITY_MASK", "Intel"},
+    {"npu", "ASCEND_RT_VISIBLE_DEVICES", "Huawei Ascend"},
+    {"mlu", "MLU_VISIBLE_DEVICES", "Cambricon"},
+};
+
+}  // namespace
+
+absl::Span<const AcceleratorType> AcceleratorTypes() { return kAccelerators; }
+
+const AcceleratorType* FindAcceleratorType(absl::string_view type) {
+  for (const AcceleratorType& a : kAccelerators) {
+    if (a.type == type) return &a;
+  }
+  return nullptr;
+}
+
+std::string AcceleratorTypeList() {
+  return absl::StrJoin(kAccelerators, ", ", [](std::string* out, const AcceleratorType& a) {
+    out->append(a.type.data(), a.type.size());
+  });
+}
+
+}  // namespace autoaccel
