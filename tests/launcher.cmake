@@ -8,3 +8,12 @@ if(AUTOACCEL_BUILD_SERVICES)
   autoaccel_service_test(launcher_process_test launcher LIBRARY autoaccel_worker_lib
                          SOURCES launcher_process_test.cc subprocess.cc)
 endif()
+
+# The worker binary's --launchers flag: refused at start, printed, advertised.
+if(AUTOACCEL_BUILD_SERVICES)
+  autoaccel_service_test(launcher_worker_binary_test launcher LIBRARY autoaccel_worker_lib
+                         SOURCES launcher_worker_binary_test.cc subprocess.cc)
+  target_compile_definitions(launcher_worker_binary_test PRIVATE
+    AUTOACCEL_WORKER_BIN="$<TARGET_FILE:autoaccel-worker>")
+  add_dependencies(launcher_worker_binary_test autoaccel-worker)
+endif()
