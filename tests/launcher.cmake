@@ -7,6 +7,10 @@ if(AUTOACCEL_BUILD_SERVICES)
                          SOURCES launcher_test.cc subprocess.cc)
   autoaccel_service_test(launcher_process_test launcher LIBRARY autoaccel_worker_lib
                          SOURCES launcher_process_test.cc subprocess.cc)
+  # One test parses the rank's argv with transformers in AUTOACCEL_PYTHON
+  # (skipped where it is not installed).
+  target_compile_definitions(launcher_process_test PRIVATE
+    AUTOACCEL_PYTHON_BIN="${AUTOACCEL_PYTHON}")
 endif()
 
 # The worker binary's --launchers flag: refused at start, printed, advertised.

@@ -412,6 +412,52 @@ TEST_F(LauncherRankTest, AFilePlaceholderTheExportDidNotWriteFailsTheTrial) {
   EXPECT_THAT(r.error, HasSubstr("training_args.txt"));
 }
 
+// The user's framework reads what the rank's argv carries: transformers'
+// HfArgumentParser(TrainingArguments) parses {*training_args} in a script
+// that runs outside the trial directory, __post_init__ included (it opens
+// the fsdp_config.json the flags name by absolute path).
+TEST_F(LauncherRankTest, TransformersParsesTheExportedTrainingArgsFromAnotherDirectory) {
+  const std::string python = AUTOACCEL_PYTHON_BIN;
+  std::string out, err;
+  if (testing::RunCommand({python, "-c", "import transformers"}, dir_, &out, &err,
+                          absl::Seconds(60)) != 0) {
+    GTEST_SKIP() << python << " has no transformers (scripts/setup installs it)";
+  }
+  testing::WriteFile(dir_ + "/hf.py", R"PY(
+import json, os, sys
+for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+    os.environ.pop(name)  # parse only: no process group to join here
+from transformers import HfArgumentParser, TrainingArguments
+(args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses(
+    args=sys.argv[1:] + ["--use_cpu"])
+with open(os.path.join(os.environ["AUTOACCEL_TRIAL_DIR"], "parsed.json"), "w") as f:
+    json.dump({"mbs": args.per_device_train_batch_size, "bf16": args.bf16,
+               "fsdp_version": args.fsdp_config["version"], "output_dir": args.output_dir,
+               "cwd": os.getcwd()}, f)
+with open(os.environ["AUTOACCEL_METRICS_FILE"], "a") as f:
+    for i in range(1, 8):
+        f.write(json.dumps({"event": "step", "step": i, "step_time_s": 0.1}) + "\n")
+)PY");
+  LauncherRank rank;
+  rank.spec = Spec(kTwoRanksFsdp, 4);
+  rank.launcher.name = "hf";
+  rank.launcher.format = "hf-trainer";
+  rank.launcher.workdir = dir_;
+  rank.launcher.argv = {"{python}", "hf.py", "--output_dir", "{trial_dir}/out", "{*training_args}"};
+  options_.python = python;
+  options_.timeout = absl::Seconds(50);
+  TrialResult r = RunLauncherRank(rank, options_);
+  ASSERT_EQ(r.status, TrialStatus::kSucceeded) << r.error;
+  const std::string trial_dir = LauncherTrialDir(rank, options_.work_dir);
+  absl::StatusOr<nlohmann::json> parsed = ReadJsonFile(trial_dir + "/parsed.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ((*parsed)["mbs"], 2);
+  EXPECT_EQ((*parsed)["bf16"], true);
+  EXPECT_EQ((*parsed)["fsdp_version"], 2);
+  EXPECT_EQ((*parsed)["output_dir"], trial_dir + "/out");
+  EXPECT_EQ((*parsed)["cwd"], dir_);
+}
+
 // Through the worker's RPC: a worker with launchers and no trial runner.
 class LauncherServiceTest : public LauncherRankTest {
  protected:
