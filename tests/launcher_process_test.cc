@@ -299,7 +299,8 @@ TEST_F(LauncherRankTest, CancelStopsTheRank) {
 // A musa worker's rank 1 of a two-rank FSDP trial in the hf-trainer format:
 // the environment, argv, working directory and files the script sees.
 TEST_F(LauncherRankTest, TheScriptSeesTheContractsEnvironmentArgvAndFiles) {
-  ::setenv("MUSA_VISIBLE_DEVICES", "9", 1);  // the worker's own: replaced
+  // The worker itself sees physical devices 10..17: ordinals 4 and 6 are 14 and 16.
+  ::setenv("MUSA_VISIBLE_DEVICES", "10,11,12,13,14,15,16,17", 1);
   LauncherRank rank;
   rank.spec = Spec(kTwoRanksFsdp, 4);
   rank.spec.rank = 1;
@@ -318,8 +319,8 @@ TEST_F(LauncherRankTest, TheScriptSeesTheContractsEnvironmentArgvAndFiles) {
       "{python}",      script_,           "env",           "--mbs={micro_batch_size}",
       "--{precision}", "{strategy_file}", "{fsdp_config}", "{*training_args}"};
   TrialResult r = RunLauncherRank(rank, options_);
-  ASSERT_EQ(r.status, TrialStatus::kSucceeded) << r.error;
   ::unsetenv("MUSA_VISIBLE_DEVICES");
+  ASSERT_EQ(r.status, TrialStatus::kSucceeded) << r.error;
 
   const std::string trial_dir = options_.work_dir + "/job-1-t0001-a1-r1";
   const nlohmann::json seen = Seen(rank);
@@ -341,7 +342,7 @@ TEST_F(LauncherRankTest, TheScriptSeesTheContractsEnvironmentArgvAndFiles) {
       {"AUTOACCEL_MEASURED_STEPS", "5"},
       {"AUTOACCEL_TRIAL_ID", "job-1-t0001"},
       {"AUTOACCEL_DEVICE_TYPE", "musa"},
-      {"MUSA_VISIBLE_DEVICES", "4,6"},  // LOCAL_RANK 1 indexes device 6
+      {"MUSA_VISIBLE_DEVICES", "14,16"},  // LOCAL_RANK 1 indexes device 16
       {"TOKENIZERS_PARALLELISM", "false"}};
   for (const auto& [name, value] : expected) {
     ASSERT_TRUE(env.contains(name)) << name;

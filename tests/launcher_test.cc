@@ -347,6 +347,10 @@ TEST(AcceleratorDevicesTest, OtherAcceleratorTypesAreDevicesWithTheirOrdinals) {
         << bad;
   }
   EXPECT_EQ(FindAcceleratorType("xpu")->visible_devices, "ZE_AFFINITY_MASK");
+  // A rank's devices, through what the worker itself was shown.
+  EXPECT_EQ(VisibleDevicesValue({4, 6}, nullptr), "4,6");
+  EXPECT_EQ(VisibleDevicesValue({1, 0}, "2, 3"), "3,2");
+  EXPECT_EQ(VisibleDevicesValue({0, 5}, "GPU-abc,GPU-def"), "GPU-abc,5");
   EXPECT_EQ(FindAcceleratorType("cpu"), nullptr);
 }
 

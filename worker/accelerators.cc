@@ -1,6 +1,9 @@
 #include "worker/accelerators.h"
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace autoaccel {
 namespace {
@@ -29,6 +32,22 @@ std::string AcceleratorTypeList() {
   return absl::StrJoin(kAccelerators, ", ", [](std::string* out, const AcceleratorType& a) {
     out->append(a.type.data(), a.type.size());
   });
+}
+
+std::string VisibleDevicesValue(const std::vector<int>& ordinals, const char* inherited) {
+  std::vector<std::string> entries;
+  if (inherited != nullptr) {
+    for (absl::string_view e : absl::StrSplit(inherited, ',', absl::SkipWhitespace())) {
+      entries.emplace_back(absl::StripAsciiWhitespace(e));
+    }
+  }
+  std::vector<std::string> out;
+  for (int ordinal : ordinals) {
+    out.push_back(ordinal >= 0 && ordinal < static_cast<int>(entries.size())
+                      ? entries[ordinal]
+                      : absl::StrCat(ordinal));
+  }
+  return absl::StrJoin(out, ",");
 }
 
 }  // namespace autoaccel

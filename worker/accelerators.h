@@ -7,6 +7,7 @@
 #define AUTOACCEL_WORKER_ACCELERATORS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -27,6 +28,14 @@ const AcceleratorType* FindAcceleratorType(absl::string_view type);
 
 // "cuda, hip, musa, xpu, npu, mlu" for messages.
 std::string AcceleratorTypeList();
+
+// The value of a type's visible-devices variable that shows a child the
+// devices of the given ordinals, in that order ("4,6"). The ordinals count
+// the devices this worker sees: when the worker itself was started with the
+// variable set (`inherited`, nullptr when unset), ordinal i is its i-th
+// entry (so CUDA_VISIBLE_DEVICES=2,3 and ordinal 1 give "3"; UUIDs pass
+// through); an ordinal past its entries stays a number. Pure.
+std::string VisibleDevicesValue(const std::vector<int>& ordinals, const char* inherited);
 
 }  // namespace autoaccel
 

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -175,7 +176,8 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment(const LauncherR
   if (rank.device_type == "cpu") {
     vars.emplace_back("OMP_NUM_THREADS", absl::StrCat(std::max(1, spec.num_threads)));
   } else if (const AcceleratorType* type = FindAcceleratorType(rank.device_type)) {
-    vars.emplace_back(std::string(type->visible_devices), absl::StrJoin(rank.device_ordinals, ","));
+    const std::string name(type->visible_devices);
+    vars.emplace_back(name, VisibleDevicesValue(rank.device_ordinals, std::getenv(name.c_str())));
   }
   return vars;
 }

@@ -26,9 +26,9 @@ struct LauncherRank {
   int local_world_size = 1;
   int group_rank = 0;
   std::string device_type = "cpu";  // "cpu", "cuda", "musa", ...
-  // The physical ordinals of the trial's devices on this worker in
-  // local-rank order (the visible-devices variable lists them); unused for
-  // cpu.
+  // The ordinals of the trial's devices on this worker in local-rank order
+  // (the visible-devices variable lists them, through the worker's own
+  // value of it: VisibleDevicesValue); unused for cpu.
   std::vector<int> device_ordinals;
 };
 
