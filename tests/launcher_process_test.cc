@@ -462,8 +462,10 @@ with open(os.environ["AUTOACCEL_METRICS_FILE"], "a") as f:
 // Through the worker's RPC: a worker with launchers and no trial runner.
 class LauncherServiceTest : public LauncherRankTest {
  protected:
-  void Start(const std::string& devices_text, std::vector<std::string> runner_devices) {
+  void Start(const std::string& devices_text, std::vector<std::string> runner_devices,
+             const std::string& runner_path = "") {
     WorkerOptions options;
+    options.runner_path = runner_path;
     options.work_dir = options_.work_dir;
     absl::StatusOr<std::vector<v1::Device>> devices = ParseDevices(devices_text, int64_t{8} << 30);
     ASSERT_TRUE(devices.ok()) << devices.status();
@@ -554,7 +556,7 @@ TEST_F(LauncherServiceTest, CancelTrialStopsALauncherRank) {
 }
 
 TEST_F(LauncherServiceTest, OnAMusaWorkerTheRankSeesItsDevicesInLocalRankOrder) {
-  Start("musa:2,3", {"musa:2", "musa:3"});
+  Start("musa:2,3", {"musa:2", "musa:3"}, "/bin/true");
   TrialSpec spec = Spec(kTwoRanksFsdp, 4);
   spec.rank = 1;
   spec.local_rank = 1;
@@ -575,6 +577,12 @@ TEST_F(LauncherServiceTest, OnAMusaWorkerTheRankSeesItsDevicesInLocalRankOrder) 
   EXPECT_EQ(env["LOCAL_RANK"], "1");
   EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
   EXPECT_EQ(env["AUTOACCEL_DEVICE_TYPE"], "musa");
+  // The engine does not run on musa: a trial without a launcher is refused.
+  v1::RunTrialRequest engine_trial = req;
+  engine_trial.set_launcher("");
+  grpc::Status refused = Call(engine_trial, &resp);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), HasSubstr("is a musa device: only launcher trials"));
   // local_device_indices must hold device_index at local_rank.
   req.set_device_index(0);
   grpc::Status s = Call(req, &resp);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 #include "export/exporter.h"
 #include "trial_contract/json_file.h"
 #include "worker/accelerators.h"
@@ -201,96 +202,93 @@ std::string FormatBytes(int64_t bytes) {
   return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
 }
 
-}  // namespace
-
-std::string LauncherTrialDir(const LauncherRank& rank, const std::string& work_dir) {
-  return absl::StrCat(work_dir, "/",
-                      RankFileStem(rank.spec.trial_id, rank.spec.attempt, rank.spec.rank));
-}
-
-TrialResult RunLauncherRank(const LauncherRank& rank, const LauncherTrialOptions& options) {
-  const TrialSpec& spec = rank.spec;
+// Makes the rank's trial directory afresh and writes into it what the
+// script reads (the export's files, strategy.json, an empty metrics file);
+// returns the expanded argv. INTERNAL when the directory cannot be written;
+// INVALID_ARGUMENT or NOT_FOUND when this strategy cannot run with the
+// launcher (its export fails or rejects it, or argv names a file it did
+// not write).
+absl::StatusOr<std::vector<std::string>> PrepareRank(const LauncherRank& rank,
+                                                     const LauncherTrialOptions& options,
+                                                     const std::string& dir) {
   std::error_code ec;
-  const std::string dir = fs::absolute(LauncherTrialDir(rank, options.work_dir), ec).string();
   fs::remove_all(dir, ec);
   fs::create_directories(dir, ec);
   if (ec) {
-    return Failed(absl::StrCat("cannot make the trial directory ", dir, ": ", ec.message()), true);
+    return absl::InternalError(
+        absl::StrCat("cannot make the trial directory ", dir, ": ", ec.message()));
   }
-  absl::StatusOr<std::vector<ExportedFile>> files = ExportFiles(rank, dir);
-  if (!files.ok()) return Failed(std::string(files.status().message()));
-  for (const ExportedFile& f : *files) {
-    if (absl::Status s = WriteFile(f.path, f.content); !s.ok()) {
-      return Failed(std::string(s.message()), true);
-    }
+  ASSIGN_OR_RETURN(const std::vector<ExportedFile> files, ExportFiles(rank, dir));
+  for (const ExportedFile& f : files) RETURN_IF_ERROR(WriteFile(f.path, f.content));
+  if (absl::Status s = WriteJsonFile(dir + "/strategy.json", StrategyFileJson(rank, files, dir));
+      !s.ok()) {
+    return absl::InternalError(s.message());
   }
-  const std::string strategy_path = dir + "/strategy.json";
-  const std::string metrics_path = dir + "/metrics.jsonl";
-  const std::string stdout_path = dir + "/stdout.log";
-  const std::string stderr_path = dir + "/stderr.log";
-  if (absl::Status s = WriteJsonFile(strategy_path, StrategyFileJson(rank, *files, dir)); !s.ok()) {
-    return Failed(std::string(s.message()), true);
-  }
-  if (absl::Status s = WriteFile(metrics_path, ""); !s.ok()) {
-    return Failed(std::string(s.message()), true);
-  }
-  absl::StatusOr<std::vector<std::string>> argv =
-      ExpandArgv(rank.launcher, PlaceholderValues(rank, options, dir), *files);
-  if (!argv.ok()) return Failed(std::string(argv.status().message()));
+  RETURN_IF_ERROR(WriteFile(dir + "/metrics.jsonl", ""));
+  return ExpandArgv(rank.launcher, PlaceholderValues(rank, options, dir), files);
+}
 
-  std::vector<std::string> unset;
-  const std::vector<std::string> env = ChildEnvironment(RankEnvironment(rank, dir, &unset), unset);
-  SpawnOptions spawn;
-  spawn.stdout_path = stdout_path;
-  spawn.stderr_path = stderr_path;
-  spawn.env = &env;
-  spawn.workdir = rank.launcher.workdir.empty() ? dir : rank.launcher.workdir;
-  absl::StatusOr<pid_t> started = SpawnChild(*argv, spawn);
-  if (!started.ok()) {
-    return Failed(absl::StrCat("cannot start launcher '", rank.launcher.name,
-                               "': ", started.status().message()),
-                  true);
-  }
-  const pid_t pid = *started;
+// Why the watch over a running rank ended.
+enum class Stop { kExited, kDone, kBadLine, kOomEvent, kRss, kTimeout, kCancel };
 
+struct Watched {
+  Stop stop = Stop::kExited;
+  int wait_status = 0;  // the script's, however it ended
+  MetricsLog log;
+  absl::Status metrics_error;  // kBadLine
+  int64_t peak_rss_bytes = 0;
+  int64_t rss_at_stop = 0;  // kRss
+};
+
+// Polls the running rank `pid` every poll_interval until something ends
+// it, stops it when it is still running (SIGTERM, SIGKILL after the
+// grace) and reaps it with every process of its group.
+Watched WatchRank(pid_t pid, const LauncherRank& rank, const LauncherTrialOptions& options,
+                  const std::string& metrics_path) {
+  const TrialSpec& spec = rank.spec;
   const int wanted = spec.warmup_steps + spec.measured_steps;
   const bool limit_rss = rank.device_type == "cpu" && spec.memory_limit_bytes > 0;
   MetricsFileReader metrics(metrics_path);
   ProcessTreeMemory memory(pid);
   const absl::Time deadline = absl::Now() + options.timeout;
-  enum class Stop { kNone, kExited, kDone, kBadLine, kOomEvent, kRss, kTimeout, kCancel };
-  Stop stop = Stop::kNone;
-  int status = 0;
-  absl::Status metrics_error;
-  int64_t rss_at_stop = 0;
-  while (stop == Stop::kNone) {
-    const bool exited = ::waitpid(pid, &status, WNOHANG) == pid;
-    metrics_error = metrics.Poll();
+  Watched w;
+  while (true) {
+    const bool exited = ::waitpid(pid, &w.wait_status, WNOHANG) == pid;
+    w.metrics_error = metrics.Poll();  // after waitpid: an exited script's last lines count
     const int64_t rss = exited ? 0 : memory.Poll();
-    if (!metrics_error.ok()) {
-      stop = Stop::kBadLine;
+    if (!w.metrics_error.ok()) {
+      w.stop = Stop::kBadLine;
     } else if (metrics.log().oom) {
-      stop = Stop::kOomEvent;
+      w.stop = Stop::kOomEvent;
     } else if (static_cast<int>(metrics.log().steps.size()) >= wanted) {
-      stop = Stop::kDone;
+      w.stop = Stop::kDone;
     } else if (exited) {
-      stop = Stop::kExited;
+      w.stop = Stop::kExited;
     } else if (limit_rss && rss > spec.memory_limit_bytes) {
-      stop = Stop::kRss;
-      rss_at_stop = rss;
+      w.stop = Stop::kRss;
+      w.rss_at_stop = rss;
     } else if (absl::Now() >= deadline) {
-      stop = Stop::kTimeout;
+      w.stop = Stop::kTimeout;
     } else if (options.should_cancel && options.should_cancel()) {
-      stop = Stop::kCancel;
+      w.stop = Stop::kCancel;
     } else {
       absl::SleepFor(options.poll_interval);
       continue;
     }
-    if (!exited) status = StopAndReap(pid, options.grace);
+    if (!exited) w.wait_status = StopAndReap(pid, options.grace);
+    break;
   }
   KillProcessGroup(pid, SIGKILL);  // nothing of the rank outlives it
+  w.log = metrics.log();
+  w.peak_rss_bytes = memory.peak();
+  return w;
+}
 
-  const int reported = static_cast<int>(metrics.log().steps.size());
+// The rank's result from how its watch ended ("How a rank ends" in
+// docs/LAUNCHERS.md).
+TrialResult Outcome(const Watched& w, const LauncherRank& rank, const LauncherTrialOptions& options,
+                    const std::string& stderr_path) {
+  const TrialSpec& spec = rank.spec;
   RankMetricsInput in;
   in.warmup_steps = spec.warmup_steps;
   in.measured_steps = spec.measured_steps;
@@ -299,58 +297,83 @@ TrialResult RunLauncherRank(const LauncherRank& rank, const LauncherTrialOptions
   in.seq_len = spec.seq_len;
   in.flops_per_token = HasModelConfig(spec) ? spec.model.TrainingFlopsPerToken(spec.seq_len) : 0;
   in.device_peak_tflops = spec.peak_tflops.For(spec.strategy.precision);
-  in.peak_rss_bytes = memory.peak();
+  in.peak_rss_bytes = w.peak_rss_bytes;
   TrialResult result;
-  result.metrics = RankMetrics(metrics.log(), in);
-  for (const StepEvent& s : metrics.log().steps) {
+  result.metrics = RankMetrics(w.log, in);
+  for (const StepEvent& s : w.log.steps) {
     if (s.loss) result.step_losses.push_back(*s.loss);
   }
-  const std::string progress = absl::StrCat(reported, " of ", wanted, " steps");
-  switch (stop) {
+  const std::string progress =
+      absl::StrCat(w.log.steps.size(), " of ", spec.warmup_steps + spec.measured_steps, " steps");
+  auto end = [&](TrialStatus status, std::string why) {
+    result.status = status;
+    result.error = std::move(why);
+    return result;
+  };
+  switch (w.stop) {
     case Stop::kDone:
-      result.status = TrialStatus::kSucceeded;
-      return result;
+      return end(TrialStatus::kSucceeded, "");
     case Stop::kBadLine:
-      result.status = TrialStatus::kFailed;
-      result.error = std::string(metrics_error.message());
-      return result;
+      return end(TrialStatus::kFailed, std::string(w.metrics_error.message()));
     case Stop::kOomEvent:
-      result.status = TrialStatus::kOom;
-      result.error =
-          metrics.log().oom->empty()
-              ? absl::StrCat("the script reported running out of memory after ", progress)
-              : *metrics.log().oom;
-      return result;
+      return end(TrialStatus::kOom,
+                 w.log.oom->empty()
+                     ? absl::StrCat("the script reported running out of memory after ", progress)
+                     : *w.log.oom);
     case Stop::kRss:
-      result.status = TrialStatus::kOom;
-      result.error =
-          absl::StrCat("the script's processes used ", FormatBytes(rss_at_stop),
-                       " of memory, more than the device's ", FormatBytes(spec.memory_limit_bytes));
-      return result;
+      return end(TrialStatus::kOom,
+                 absl::StrCat("the script's processes used ", FormatBytes(w.rss_at_stop),
+                              " of memory, more than the device's ",
+                              FormatBytes(spec.memory_limit_bytes)));
     case Stop::kTimeout:
-      result.status = TrialStatus::kTimeout;
-      result.error = absl::StrCat("the script did not report its steps within ",
-                                  absl::FormatDuration(options.timeout), ": reported ", progress,
-                                  "; ", StderrTail(stderr_path));
-      return result;
+      return end(TrialStatus::kTimeout,
+                 absl::StrCat("the script did not report its steps within ",
+                              absl::FormatDuration(options.timeout), ": reported ", progress, "; ",
+                              StderrTail(stderr_path)));
     case Stop::kCancel:
-      result.status = TrialStatus::kCancelled;
-      result.error = "cancelled";
-      return result;
+      return end(TrialStatus::kCancelled, "cancelled");
     case Stop::kExited:
-    case Stop::kNone:
       break;
   }
   if (std::optional<std::string> oom = OomLine(stderr_path)) {
-    result.status = TrialStatus::kOom;
-    result.error = *oom;
-    return result;
+    return end(TrialStatus::kOom, *oom);
   }
-  result.status = TrialStatus::kFailed;
-  result.infrastructure = EndedFromOutside(status);
-  result.error = absl::StrCat("script ", HowChildEnded(status), " after ", progress, "; ",
-                              StderrTail(stderr_path));
-  return result;
+  result.infrastructure = EndedFromOutside(w.wait_status);
+  return end(TrialStatus::kFailed, absl::StrCat("script ", HowChildEnded(w.wait_status), " after ",
+                                                progress, "; ", StderrTail(stderr_path)));
+}
+
+}  // namespace
+
+std::string LauncherTrialDir(const LauncherRank& rank, const std::string& work_dir) {
+  return absl::StrCat(work_dir, "/",
+                      RankFileStem(rank.spec.trial_id, rank.spec.attempt, rank.spec.rank));
+}
+
+TrialResult RunLauncherRank(const LauncherRank& rank, const LauncherTrialOptions& options) {
+  std::error_code ec;
+  const std::string dir = fs::absolute(LauncherTrialDir(rank, options.work_dir), ec).string();
+  absl::StatusOr<std::vector<std::string>> argv = PrepareRank(rank, options, dir);
+  if (!argv.ok()) {
+    // INTERNAL: the worker's disk; anything else: this strategy's export or argv.
+    return Failed(std::string(argv.status().message()),
+                  argv.status().code() == absl::StatusCode::kInternal);
+  }
+  std::vector<std::string> unset;
+  const std::vector<std::string> env = ChildEnvironment(RankEnvironment(rank, dir, &unset), unset);
+  SpawnOptions spawn;
+  spawn.stdout_path = dir + "/stdout.log";
+  spawn.stderr_path = dir + "/stderr.log";
+  spawn.env = &env;
+  spawn.workdir = rank.launcher.workdir.empty() ? dir : rank.launcher.workdir;
+  absl::StatusOr<pid_t> started = SpawnChild(*argv, spawn);
+  if (!started.ok()) {
+    return Failed(absl::StrCat("cannot start launcher '", rank.launcher.name,
+                               "': ", started.status().message()),
+                  true);
+  }
+  const Watched watched = WatchRank(*started, rank, options, dir + "/metrics.jsonl");
+  return Outcome(watched, rank, options, spawn.stderr_path);
 }
 
 }  // namespace autoaccel

@@ -64,6 +64,10 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
   } else if (options_.runner_path.empty()) {
     return fail(absl::FailedPreconditionError(
         "this worker has no trial runner (autoaccel-trial): it runs launcher trials only"));
+  } else if (device.device.type() != "cpu" && device.device.type() != "cuda") {
+    return fail(absl::FailedPreconditionError(
+        absl::StrCat("device ", index, " is a ", device.device.type(),
+                     " device: only launcher trials run there (the engine runs on cpu and cuda)")));
   }
   if (launcher == nullptr && spec->model.IsTorchScript()) {
     absl::StatusOr<std::string> path =

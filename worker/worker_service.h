@@ -66,9 +66,9 @@ struct WorkerOptions {
 // not hold device_index at local_rank, and for what RankSpecFromRequest and
 // StoreModelFile refuse; FAILED_PRECONDITION for a launcher this worker does
 // not have, or a trial without a launcher on a worker without a trial
-// runner; and UNAVAILABLE once Shutdown has begun; a trial that ran answers OK with its
-// status (SUCCEEDED, OOM, FAILED, TIMEOUT, CANCELLED) in the response. The
-// handlers are called on gRPC's threads; every method is thread-safe.
+// runner or on a device of another type than cpu and cuda; and UNAVAILABLE once Shutdown has begun;
+// a trial that ran answers OK with its status (SUCCEEDED, OOM, FAILED, TIMEOUT, CANCELLED) in the
+// response. The handlers are called on gRPC's threads; every method is thread-safe.
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
   explicit WorkerServiceImpl(WorkerOptions options)
