@@ -94,7 +94,7 @@ FormatOutput ExportAccelerate(const FormatContext& c, FidelityBuilder& rows) {
     out.files.emplace_back("ds_config.json", JsonFile(ds));
     // With a config file, precision and batch sizes are DeepSpeed's; the
     // optimizer is ds_config.json's (create accelerate.utils.DummyOptim).
-    cfg["deepspeed_config"] = {{"deepspeed_config_file", "ds_config.json"},
+    cfg["deepspeed_config"] = {{"deepspeed_config_file", FileRef(c, "ds_config.json")},
                                {"zero3_init_flag", false}};
     if (ds.contains("bf16")) mixed = "bf16";
     if (ds.contains("fp16")) mixed = "fp16";
@@ -176,11 +176,12 @@ FormatOutput ExportAccelerate(const FormatContext& c, FidelityBuilder& rows) {
   }
   AttentionAtLoadRow(s, rows, "accelerate");
 
-  std::string yaml = "# accelerate launch --config_file accelerate_config.yaml train.py\n";
+  const std::string config_file = FileRef(c, "accelerate_config.yaml");
+  std::string yaml = absl::StrCat("# accelerate launch --config_file ", config_file, " train.py\n");
   AppendYaml(cfg, 0, &yaml);
   out.files.insert(out.files.begin(), {"accelerate_config.yaml", yaml});
   out.entry = "train.py";
-  out.command = absl::StrCat("accelerate launch --config_file accelerate_config.yaml",
+  out.command = absl::StrCat("accelerate launch --config_file ", config_file,
                              c.nnodes > 1 ? " --machine_rank=$NODE_RANK" : "", " train.py");
   return out;
 }

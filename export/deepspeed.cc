@@ -130,7 +130,8 @@ FormatOutput ExportDeepSpeed(const FormatContext& c, FidelityBuilder& rows) {
   FormatOutput out;
   OJson ds = DeepSpeedConfigJson(c, rows);
   out.files.emplace_back("ds_config.json", JsonFile(ds));
-  out.entry = "train.py --deepspeed --deepspeed_config ds_config.json";
+  out.entry =
+      absl::StrCat("train.py --deepspeed --deepspeed_config ", FileRef(c, "ds_config.json"));
   out.command = absl::StrCat("deepspeed --num_nodes=", c.nnodes, " --num_gpus=", c.nproc_per_node,
                              c.nnodes > 1 ? " --hostfile=hostfile" : "", " ", out.entry);
 

@@ -54,6 +54,13 @@ struct ExportInput {
   // A name of the format table (format_registry.h): "deepspeed", ...,
   // "torchrun", or "torchrun:F" (format F launched by torchrun).
   std::string format;
+  // The directory the files will be written to. Non-empty: every reference
+  // one exported file (or the entry point and command) makes to another
+  // names it as file_dir + "/" + name (hf-trainer's --deepspeed= and
+  // --fsdp_config=, accelerate's deepspeed_config_file, ...), so the files
+  // work from any working directory. Empty: bare names, relative to where
+  // the files are.
+  std::string file_dir;
 };
 
 struct ExportResult {

@@ -4,6 +4,10 @@
 
 namespace autoaccel {
 
+std::string FileRef(const FormatContext& c, absl::string_view name) {
+  return c.in.file_dir.empty() ? std::string(name) : absl::StrCat(c.in.file_dir, "/", name);
+}
+
 std::string TorchrunCommand(const FormatContext& c, const std::string& entry) {
   std::string cmd =
       absl::StrCat("torchrun --nnodes=", c.nnodes, " --nproc-per-node=", c.nproc_per_node);

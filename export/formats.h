@@ -69,6 +69,10 @@ void AllLayersCheckpointRow(const Strategy& s, FidelityBuilder& rows, const std:
 // expressible, with the attn_implementation to pass to from_pretrained.
 void AttentionAtLoadRow(const Strategy& s, FidelityBuilder& rows, absl::string_view framework);
 
+// How one exported file names another file `name` of the export: the bare
+// name, or ExportInput::file_dir + "/" + name when file_dir is given.
+std::string FileRef(const FormatContext& c, absl::string_view name);
+
 // A JSON document as a file's content (2-space indent, final newline).
 std::string JsonFile(const nlohmann::ordered_json& j);
 

@@ -64,14 +64,14 @@ FormatOutput ExportHfTrainer(const FormatContext& c, FidelityBuilder& rows) {
     // The Trainer matches these against its own flags.
     if (ds.contains("bf16")) args.push_back("--bf16");
     if (ds.contains("fp16")) args.push_back("--fp16");
-    args.push_back("--deepspeed=ds_config.json");
+    args.push_back(absl::StrCat("--deepspeed=", FileRef(c, "ds_config.json")));
     out.files.emplace_back("ds_config.json", JsonFile(ds));
   } else {
     if (fsdp) {
       fsdp_config["version"] = 2;
       fsdp_config["reshard_after_forward"] = true;
       args.push_back("--fsdp");
-      args.push_back("--fsdp_config=fsdp_config.json");
+      args.push_back(absl::StrCat("--fsdp_config=", FileRef(c, "fsdp_config.json")));
       rows.Exact(&Strategy::sharding,
                  "--fsdp with fsdp_config version 2 (FSDP2), reshard_after_forward true");
     } else {
@@ -163,7 +163,7 @@ FormatOutput ExportHfTrainer(const FormatContext& c, FidelityBuilder& rows) {
   out.files.insert(out.files.begin(),
                    {"training_args.txt", absl::StrCat(absl::StrJoin(args, "\n"), "\n")});
   out.files.emplace_back("from_pretrained_kwargs.json", JsonFile(model_kwargs));
-  out.entry = "train.py $(cat training_args.txt)";
+  out.entry = absl::StrCat("train.py $(cat ", FileRef(c, "training_args.txt"), ")");
   out.command = TorchrunCommand(c, out.entry);
   return out;
 }

@@ -164,11 +164,11 @@ FormatOutput ExportLightning(const FormatContext& c, FidelityBuilder& rows) {
   doc["trainer"] = trainer;
   doc["data"] = {{"batch_size", s.micro_batch_size}};
   out.files.emplace_back("lightning.json", JsonFile(doc));
-  out.entry = "train.py --config lightning.json";
+  out.entry = absl::StrCat("train.py --config ", FileRef(c, "lightning.json"));
   // Lightning starts the node's processes itself (one command per node).
-  out.command = c.nnodes > 1 ? "NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR python train.py "
-                               "--config lightning.json"
-                             : "python train.py --config lightning.json";
+  out.command = absl::StrCat(
+      c.nnodes > 1 ? "NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR python " : "python ",
+      out.entry);
   return out;
 }
 

@@ -192,7 +192,7 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
     }
   }
   out.files.emplace_back("megatron_args.txt", absl::StrCat(absl::StrJoin(a, "\n"), "\n"));
-  out.entry = "pretrain_gpt.py $(cat megatron_args.txt)";
+  out.entry = absl::StrCat("pretrain_gpt.py $(cat ", FileRef(c, "megatron_args.txt"), ")");
   out.command = TorchrunCommand(c, out.entry);
   return out;
 }

@@ -26,7 +26,8 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
   std::string py =
       absl::StrCat("# torchtitan job config for autoaccel's strategy\n#   ", StrategyToText(s),
                    "\n# Format: torchtitan 0.3.0, a config function (not a TOML file). Run:\n#   ",
-                   "PYTHONPATH=. torchrun ... -m torchtitan.train --module autoaccel_torchtitan "
+                   "PYTHONPATH=", c.in.file_dir.empty() ? "." : c.in.file_dir,
+                   " torchrun ... -m torchtitan.train --module autoaccel_torchtitan "
                    "--config autoaccel_config\n"
                    "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC\n"
                    "from torchtitan.models.",
@@ -184,7 +185,8 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
   absl::StrAppend(&py, "    return config\n");
   out.files.emplace_back("autoaccel_torchtitan.py", py);
   out.entry = "-m torchtitan.train --module autoaccel_torchtitan --config autoaccel_config";
-  out.command = absl::StrCat("PYTHONPATH=. ", TorchrunCommand(c, out.entry));
+  out.command = absl::StrCat("PYTHONPATH=", c.in.file_dir.empty() ? "." : c.in.file_dir, " ",
+                             TorchrunCommand(c, out.entry));
   return out;
 }
 

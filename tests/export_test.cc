@@ -245,6 +245,40 @@ TEST(ExportTest, HfTrainerFsdpAndDeepSpeedRoutes) {
   EXPECT_EQ(nlohmann::json::parse(File(zero, "ds_config.json"))["zero_optimization"]["stage"], 2);
 }
 
+// A launcher trial's files live in the trial directory while the script runs
+// elsewhere: with file_dir, every file names the others by absolute path.
+TEST(ExportTest, FileDirMakesEveryReferenceToAnotherFileAbsolute) {
+  const std::string zero2 =
+      "dp=2,tp=1,pp=1,sharding=zero2,mbs=1,ga=1,precision=bf16,checkpoint=none,"
+      "attention=sdpa,optimizer=adamw,offload=none";
+  const std::string fsdp =
+      "dp=2,tp=1,pp=1,sharding=fsdp,mbs=1,ga=1,precision=bf16,checkpoint=full,"
+      "attention=sdpa,optimizer=adamw,offload=none";
+  auto with_dir = [](const std::string& text, const std::string& format) {
+    ExportInput in = Input(S(text), format);
+    in.file_dir = "/runs/t1";
+    absl::StatusOr<ExportResult> r = Export(in);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : ExportResult{};
+  };
+  EXPECT_THAT(File(with_dir(zero2, "hf-trainer"), "training_args.txt"),
+              HasSubstr("--deepspeed=/runs/t1/ds_config.json\n"));
+  const ExportResult hf_fsdp = with_dir(fsdp, "hf-trainer");
+  EXPECT_THAT(File(hf_fsdp, "training_args.txt"),
+              HasSubstr("--fsdp_config=/runs/t1/fsdp_config.json\n"));
+  EXPECT_THAT(hf_fsdp.command, HasSubstr("$(cat /runs/t1/training_args.txt)"));
+  const ExportResult acc = with_dir(zero2, "accelerate");
+  EXPECT_THAT(File(acc, "accelerate_config.yaml"),
+              HasSubstr("deepspeed_config_file: \"/runs/t1/ds_config.json\""));
+  EXPECT_THAT(acc.command, HasSubstr("--config_file /runs/t1/accelerate_config.yaml"));
+  EXPECT_THAT(with_dir(zero2, "deepspeed").command,
+              HasSubstr("--deepspeed_config /runs/t1/ds_config.json"));
+  EXPECT_THAT(with_dir(zero2, "lightning").command, HasSubstr("--config /runs/t1/lightning.json"));
+  // Without file_dir the names stay bare, as before.
+  EXPECT_THAT(File(ExportOf(zero2, "accelerate"), "accelerate_config.yaml"),
+              HasSubstr("deepspeed_config_file: \"ds_config.json\""));
+}
+
 TEST(ExportTest, HfTrainerAndAccelerateRejectTensorParallelismWithReplicatedData) {
   for (const char* format : {"hf-trainer", "accelerate"}) {
     ExportResult r = ExportOf(

@@ -186,12 +186,17 @@ std::vector<std::string> DescribeDevices(const DeviceProbeOptions& options,
   bool any_cpu = false, any_cuda = false;
   for (const v1::Device& d : *devices) {
     runner_devices.push_back(d.type() == "cpu" ? "cpu" : d.name());
-    (d.type() == "cpu" ? any_cpu : any_cuda) = true;
+    any_cpu = any_cpu || d.type() == "cpu";
+    any_cuda = any_cuda || d.type() == "cuda";  // other types: nothing to ask
   }
   if (any_cuda) DescribeGpus(options, runner_devices, devices, unidentified);
   if (options.peak) {
     for (v1::Device& d : *devices) *d.mutable_peak_tflops() = ToProto(*options.peak);
     spdlog::info("peak of every device (--peak-tflops): {}", PeakText(*options.peak));
+  } else if (any_cpu && options.runner_path.empty()) {
+    spdlog::warn(
+        "no trial runner to measure the CPU's peak: MFU of cpu trials reads 0; "
+        "--peak-tflops sets it");
   } else if (any_cpu) {
     absl::StatusOr<PeakTflops> peak = ProbeCpuPeak(options);
     if (!peak.ok()) {

@@ -18,7 +18,7 @@ namespace autoaccel {
 
 // How the worker learns what its devices are when it starts.
 struct DeviceProbeOptions {
-  std::string runner_path;  // cpu: runs `RUNNER --probe-peak --threads N`
+  std::string runner_path;  // cpu: runs `RUNNER --probe-peak --threads N`; "": no probe
   int threads_per_device = 1;
   // cpu: the probe runs this many times a moment apart and the best figure
   // per precision is kept (a peak must not be under-measured).
@@ -38,8 +38,9 @@ struct DeviceProbeOptions {
 // cuda devices: name = the GPU model nvidia-smi reports for the ordinal
 // (renumbered through a numeric CUDA_VISIBLE_DEVICES), memory_bytes = its
 // memory.total unless keep_memory, peak_tflops from PeakTflopsForGpuName.
-// cpu devices: peak_tflops measured by the trial runner's probe. An explicit
-// `peak` replaces both peak sources. Never fails: what cannot be learnt (no
+// cpu devices: peak_tflops measured by the trial runner's probe (none
+// without a runner). Other accelerator types (musa, xpu, ...): nothing is
+// asked. An explicit `peak` replaces every peak source. Never fails: what cannot be learnt (no
 // nvidia-smi, a probe that fails) stays as it was, peak 0 = unknown, and a
 // warning is logged. Returns the devices' runner_devices (what each rank's
 // spec is told to run on: "cpu" or "cuda:N"; WorkerOptions).

@@ -15,7 +15,9 @@
 #include "absl/strings/str_join.h"
 #include "common/signals.h"
 #include "proto/convert.h"
+#include "worker/child_process.h"
 #include "worker/device_discovery.h"
+#include "worker/launchers.h"
 #include "worker/registrar.h"
 #include "worker/worker_flags.h"
 #include "worker/worker_service.h"
@@ -36,9 +38,14 @@ int main(int argc, char** argv) {
   std::string rendezvous_ports = "29500-29999";
   std::string advertise_host;
   bool simulate_gpus = false;
+  std::string launchers_path;
+  std::string python = "python3";
+  double launcher_grace = 5;
   app.add_option("--coordinator", coordinator, "HOST:PORT of autoaccel-server");
   app.add_option("--listen", listen, "HOST:PORT to serve on (port 0 picks a free one)");
-  app.add_option("--devices", devices_text, "cpu:N (N CPU slots) or cuda:0,1,...");
+  app.add_option("--devices", devices_text,
+                 "cpu:N (N CPU slots), cuda:0,1,... or, for launcher trials only, another "
+                 "accelerator type: musa:0-7, xpu:0,1, hip:..., npu:..., mlu:...");
   app.add_option("--id", worker_id, "worker id (default: HOST:PORT it listens on)");
   app.add_option("--trial-runner", runner,
                  "autoaccel-trial executable (default: next to this one)");
@@ -61,6 +68,14 @@ int main(int argc, char** argv) {
   app.add_flag("--simulate-gpus", simulate_gpus,
                "testing only: register cuda devices that nvidia-smi does not list (their trials "
                "fail); without it such a worker refuses to start");
+  app.add_option("--launchers", launchers_path,
+                 "JSON file of launchers: users' training scripts that trials may run "
+                 "(docs/LAUNCHERS.md)");
+  app.add_option("--python", python,
+                 "the Python a launcher's {python} names (default: python3 in PATH)");
+  app.add_option("--launcher-grace", launcher_grace,
+                 "seconds between SIGTERM and SIGKILL when a launcher rank is stopped")
+      ->check(CLI::Range(0.0, 600.0));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   try {
     app.parse(argc, argv);
@@ -89,13 +104,45 @@ int main(int argc, char** argv) {
     }
     peak = *parsed;
   }
+  autoaccel::Launchers launchers;
+  if (!launchers_path.empty()) {
+    absl::StatusOr<autoaccel::Launchers> read = autoaccel::ReadLaunchersFile(launchers_path);
+    if (!read.ok()) {
+      std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(read.status().message()).c_str());
+      return 2;
+    }
+    launchers = std::move(*read);
+    absl::StatusOr<std::string> found = autoaccel::FindExecutable(python);
+    if (!found.ok() || ::access(found->c_str(), X_OK) != 0) {
+      std::fprintf(stderr, "autoaccel-worker: --python %s: not an executable (nor in PATH)\n",
+                   python.c_str());
+      return 2;
+    }
+    python = *found;
+  }
   namespace fs = std::filesystem;
   if (runner.empty()) {
     runner = (fs::read_symlink("/proc/self/exe").parent_path() / "autoaccel-trial").string();
   }
   if (::access(runner.c_str(), X_OK) != 0) {
-    std::fprintf(stderr, "autoaccel-worker: trial runner %s is not executable\n", runner.c_str());
-    return 2;
+    if (launchers.empty()) {
+      std::fprintf(stderr, "autoaccel-worker: trial runner %s is not executable\n", runner.c_str());
+      return 2;
+    }
+    spdlog::warn(
+        "trial runner {} is not executable: only launcher trials can run on this worker (the cpu "
+        "peak is unknown unless --peak-tflops gives it)",
+        runner);
+    runner.clear();
+  }
+  for (const autoaccel::v1::Device& d : *devices) {
+    if (d.type() != "cpu" && d.type() != "cuda" && launchers.empty()) {
+      std::fprintf(stderr,
+                   "autoaccel-worker: --devices %s: only launcher trials run on %s devices; give "
+                   "--launchers\n",
+                   devices_text.c_str(), d.type().c_str());
+      return 2;
+    }
   }
   if (work_dir.empty()) {
     work_dir = (fs::temp_directory_path() / absl::StrCat("autoaccel-worker-", ::getpid())).string();
@@ -142,7 +189,10 @@ int main(int argc, char** argv) {
   }
   options.devices = *devices;
   options.threads_per_device = threads_per_device;
-  options.cpu_peaks_measured = !peak.has_value();
+  options.cpu_peaks_measured = !peak.has_value() && !runner.empty();
+  options.launchers = launchers;
+  options.python = python;
+  options.launcher_grace = absl::Seconds(launcher_grace);
   // Set once the registrar exists; a raised peak reaches the coordinator.
   std::atomic<autoaccel::Registrar*> registrar_ref{nullptr};
   options.on_devices_changed = [&registrar_ref](const std::vector<autoaccel::v1::Device>& d) {
@@ -167,6 +217,11 @@ int main(int argc, char** argv) {
   if (worker_id.empty()) worker_id = address;
   std::printf("autoaccel-worker %s listening on %s with %zu %s device(s)\n", worker_id.c_str(),
               address.c_str(), devices->size(), devices->front().type().c_str());
+  if (!launchers.empty()) {
+    std::vector<std::string> names;
+    for (const auto& [name, def] : launchers) names.push_back(name);
+    std::printf("launchers: %s\n", absl::StrJoin(names, ", ").c_str());
+  }
   std::fflush(stdout);
 
   autoaccel::v1::RegisterRequest registration;
@@ -178,6 +233,9 @@ int main(int argc, char** argv) {
                                      sysconf(_SC_PAGESIZE));
   registration.set_rendezvous_port_min(ports->first);
   registration.set_rendezvous_port_max(ports->second);
+  for (const auto& [name, def] : launchers) {
+    *registration.add_launchers() = autoaccel::LauncherToProto(def);
+  }
   autoaccel::Registrar registrar(
       grpc::CreateChannel(coordinator, grpc::InsecureChannelCredentials()), registration);
   registrar.Start();

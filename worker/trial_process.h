@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "trial_contract/trial_result.h"
 #include "trial_contract/trial_spec.h"
+#include "worker/child_process.h"  // RunChildProcess, TailOfFile, EndedFromOutside
 
 namespace autoaccel {
 
@@ -40,27 +41,6 @@ struct TrialProcessOptions {
 // or that was ended by a signal someone else sent (EndedFromOutside), gives
 // FAILED with `infrastructure` set. Blocks the calling thread. Thread-safe.
 TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& options);
-
-// True when a runner's wait status says it did not end by itself: exit code
-// 127 (it could not be executed) or a signal that only comes from outside
-// (SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT: an operator, a cluster manager
-// or the kernel's out-of-memory killer). A crash (SIGSEGV, SIGABRT, ...) or
-// another exit code is the trial's own.
-bool EndedFromOutside(int wait_status);
-
-// Runs `args` (args[0]: a path, or a name looked up in $PATH) to completion,
-// the way a trial runs (own process group, parent-death signal, stdin from
-// /dev/null), with stdout and stderr written to the given files (truncated;
-// they may be the same file). Returns the wait status (as waitpid gives it;
-// exit code 127 when it could not be executed); NOT_FOUND when args[0] is
-// not in $PATH; DEADLINE_EXCEEDED when it ran past `timeout` and was killed;
-// INTERNAL when it could not be started. Blocks. Thread-safe.
-absl::StatusOr<int> RunChildProcess(const std::vector<std::string>& args,
-                                    const std::string& stdout_path, const std::string& stderr_path,
-                                    absl::Duration timeout);
-
-// Last `max_lines` lines of a text file ("" if unreadable).
-std::string TailOfFile(const std::string& path, int max_lines);
 
 }  // namespace autoaccel
 

@@ -2,20 +2,23 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "worker/accelerators.h"
 
 namespace autoaccel {
 
 absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& text,
                                                      int64_t memory_bytes) {
   auto bad = [&] {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--devices: expected cpu:N (N CPU slots) or cuda:0,1,... — got '", text, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--devices: expected cpu:N (N CPU slots) or TYPE:0,1,... or TYPE:0-7 (TYPE one of ",
+        AcceleratorTypeList(), ") — got '", text, "'"));
   };
   std::pair<std::string, std::string> kv = absl::StrSplit(text, absl::MaxSplits(':', 1));
   std::vector<v1::Device> devices;
@@ -34,15 +37,28 @@ absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& text,
       d.set_name("cpu");
       devices.push_back(d);
     }
-  } else if (kv.first == "cuda") {
+  } else if (FindAcceleratorType(kv.first) != nullptr) {
+    std::vector<int> ordinals;
     for (absl::string_view part : absl::StrSplit(kv.second, ',')) {
-      int index = 0;
-      if (!absl::SimpleAtoi(part, &index) || index < 0) return bad();
+      std::pair<absl::string_view, absl::string_view> range =
+          absl::StrSplit(part, absl::MaxSplits('-', 1));
+      int first = 0, last = 0;
+      if (!absl::SimpleAtoi(range.first, &first) || first < 0) return bad();
+      last = first;
+      if (part.find('-') != absl::string_view::npos &&
+          (!absl::SimpleAtoi(range.second, &last) || last < first || last - first >= 1024)) {
+        return bad();
+      }
+      for (int i = first; i <= last; ++i) ordinals.push_back(i);
+    }
+    if (ordinals.size() > 1024) return bad();
+    for (int ordinal : ordinals) {
+      if (std::count(ordinals.begin(), ordinals.end(), ordinal) > 1) return bad();
       v1::Device d;
-      d.set_type("cuda");
+      d.set_type(kv.first);
       d.set_index(static_cast<int>(devices.size()));
       d.set_memory_bytes(memory_bytes);
-      d.set_name(absl::StrCat("cuda:", index));
+      d.set_name(absl::StrCat(kv.first, ":", ordinal));
       devices.push_back(d);
     }
   } else {

@@ -18,10 +18,13 @@
 namespace autoaccel {
 
 // --devices: "cpu:N" (N CPU slots sharing this node's memory, 1 <= N <=
-// 1024) or "cuda:0,1,.." (named "cuda:N", indexed in the order given).
-// `memory_bytes` (--device-memory) per device: for cpu, 0 means physical
-// memory / N; for cuda, 0 stays unknown until DescribeDevices
-// (worker/device_discovery.h) asks nvidia-smi.
+// 1024) or "TYPE:0,1,.." / "TYPE:0-7" (ordinals, each at most once; named
+// "TYPE:N", indexed in the order given) for TYPE an accelerator type of
+// worker/accelerators.h (cuda, musa, xpu, ...; the types other than cuda
+// run launcher trials only). `memory_bytes` (--device-memory) per device:
+// for cpu, 0 means physical memory / N; for cuda, 0 stays unknown until
+// DescribeDevices (worker/device_discovery.h) asks nvidia-smi; for the
+// other types, 0 stays unknown.
 absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& text, int64_t memory_bytes);
 
 // --rendezvous-ports: "A-B", the ports (1 <= A <= B <= 65535) on which rank

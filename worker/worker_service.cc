@@ -7,7 +7,9 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/grpc_status.h"
 #include "proto/convert.h"
 #include "worker/file_names.h"
@@ -53,7 +55,21 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
   device.num_threads = options_.threads_per_device;
   absl::StatusOr<TrialSpec> spec = RankSpecFromRequest(*request, device);
   if (!spec.ok()) return fail(spec.status());
-  if (spec->model.IsTorchScript()) {
+  std::shared_ptr<const LauncherRank> launcher;
+  if (!request->launcher().empty()) {
+    absl::StatusOr<std::shared_ptr<const LauncherRank>> rank =
+        LauncherRankFor(*request, device, *spec);
+    if (!rank.ok()) return fail(rank.status());
+    launcher = *rank;
+  } else if (options_.runner_path.empty()) {
+    return fail(absl::FailedPreconditionError(
+        "this worker has no trial runner (autoaccel-trial): it runs launcher trials only"));
+  } else if (device.device.type() != "cpu" && device.device.type() != "cuda") {
+    return fail(absl::FailedPreconditionError(
+        absl::StrCat("device ", index, " is a ", device.device.type(),
+                     " device: only launcher trials run there (the engine runs on cpu and cuda)")));
+  }
+  if (launcher == nullptr && spec->model.IsTorchScript()) {
     absl::StatusOr<std::string> path =
         StoreModelFile(options_.work_dir, spec->model.script_digest, request->model_file(),
                        RankFileStem(spec->trial_id, spec->attempt, spec->rank));
@@ -76,24 +92,71 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
   execution->waiters.push_back({ctx, reactor, response});
   running_[key] = execution;
   ++threads_;
-  spdlog::info("trial {} rank {}: starting on {} ({})", spec->trial_id, spec->rank, spec->device,
+  spdlog::info("trial {} rank {}: starting on {}{} ({})", spec->trial_id, spec->rank, spec->device,
+               launcher ? absl::StrCat(" with launcher ", launcher->launcher.name) : "",
                StrategyToText(spec->strategy));
-  std::thread(&WorkerServiceImpl::RunExecution, this, key, index, *spec, timeout).detach();
+  std::thread(&WorkerServiceImpl::RunExecution, this, key, index, *spec, timeout, launcher)
+      .detach();
   return reactor;
 }
 
+absl::StatusOr<std::shared_ptr<const LauncherRank>> WorkerServiceImpl::LauncherRankFor(
+    const v1::RunTrialRequest& request, const RankDevice& device, const TrialSpec& spec) const {
+  auto it = options_.launchers.find(request.launcher());
+  if (it == options_.launchers.end()) {
+    std::vector<std::string> names;
+    for (const auto& [name, def] : options_.launchers) names.push_back(name);
+    return absl::FailedPreconditionError(
+        absl::StrCat("this worker has no launcher '", request.launcher(),
+                     "' (it has: ", names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
+  }
+  auto rank = std::make_shared<LauncherRank>();
+  rank->spec = spec;
+  rank->launcher = it->second;
+  rank->device_type = device.device.type();
+  rank->group_rank = std::max(0, request.group_rank());
+  const int num_devices = static_cast<int>(options_.devices.size());
+  std::vector<int> indices(request.local_device_indices().begin(),
+                           request.local_device_indices().end());
+  if (indices.empty()) indices.push_back(request.device_index());  // alone on this worker
+  for (int index : indices) {
+    if (index < 0 || index >= num_devices) {
+      return absl::InvalidArgumentError(absl::StrCat("local_device_indices: ", index,
+                                                     " out of range (this worker has ", num_devices,
+                                                     " devices)"));
+    }
+  }
+  const int local_rank = request.local_device_indices().empty() ? 0 : spec.local_rank;
+  if (local_rank < 0 || local_rank >= static_cast<int>(indices.size()) ||
+      indices[local_rank] != request.device_index()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "local_device_indices: [", absl::StrJoin(indices, ","), "] does not hold device_index ",
+        request.device_index(), " at local_rank ", spec.local_rank));
+  }
+  rank->local_world_size = request.local_world_size() > 0 ? request.local_world_size()
+                                                          : static_cast<int>(indices.size());
+  for (int index : indices) {
+    // A device's ordinal: the N of its runner device "TYPE:N".
+    const std::string& name = index < static_cast<int>(options_.runner_devices.size())
+                                  ? options_.runner_devices[index]
+                                  : options_.devices[index].name();
+    int ordinal = index;
+    const size_t colon = name.rfind(':');
+    if (colon != std::string::npos) absl::SimpleAtoi(name.substr(colon + 1), &ordinal);
+    rank->device_ordinals.push_back(ordinal);
+  }
+  return std::shared_ptr<const LauncherRank>(std::move(rank));
+}
+
 void WorkerServiceImpl::RunExecution(ExecutionKey key, int device_index, TrialSpec spec,
-                                     absl::Duration timeout) {
+                                     absl::Duration timeout,
+                                     std::shared_ptr<const LauncherRank> launcher) {
   std::shared_ptr<Execution> execution;
   {
     absl::MutexLock lock(&mu_);
     execution = running_[key];
   }
-  TrialProcessOptions options;
-  options.runner_path = options_.runner_path;
-  options.work_dir = options_.work_dir;
-  options.timeout = timeout;
-  options.should_cancel = [this, execution] {
+  auto should_cancel = [this, execution] {
     if (execution->cancel) return true;
     // Stop when every caller is gone: nobody would read the result.
     absl::MutexLock lock(&mu_);
@@ -102,8 +165,26 @@ void WorkerServiceImpl::RunExecution(ExecutionKey key, int device_index, TrialSp
     }
     return true;
   };
-  TrialResult result = RunTrialProcess(spec, options);
-  RaisePeakIfBeaten(device_index, spec, &result);
+  TrialResult result;
+  if (launcher != nullptr) {
+    LauncherTrialOptions options;
+    options.work_dir = options_.work_dir;
+    options.python = options_.python;
+    options.timeout = timeout;
+    options.grace = options_.launcher_grace;
+    options.should_cancel = should_cancel;
+    result = RunLauncherRank(*launcher, options);
+    // Not RaisePeakIfBeaten: a script's tokens are its own claim, no proof
+    // that the probe under-measured the device.
+  } else {
+    TrialProcessOptions options;
+    options.runner_path = options_.runner_path;
+    options.work_dir = options_.work_dir;
+    options.timeout = timeout;
+    options.should_cancel = should_cancel;
+    result = RunTrialProcess(spec, options);
+    RaisePeakIfBeaten(device_index, spec, &result);
+  }
   spdlog::info("trial {} rank {}: {} {}", spec.trial_id, spec.rank,
                std::string(TrialStatusName(result.status)), result.error);
 

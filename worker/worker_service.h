@@ -21,10 +21,14 @@
 #include "proto/autoaccel.grpc.pb.h"
 #include "trial_contract/trial_result.h"
 #include "trial_contract/trial_spec.h"
+#include "worker/launcher_trial.h"
+#include "worker/launchers.h"
+#include "worker/rank_spec.h"
 
 namespace autoaccel {
 
 struct WorkerOptions {
+  // The trial runner; "" when this worker has none (only launcher trials).
   std::string runner_path;
   std::string work_dir;
   std::vector<v1::Device> devices;
@@ -39,6 +43,12 @@ struct WorkerOptions {
   // Called (on a trial's thread, no lock held) with every device after a
   // peak was raised, so the coordinator learns of it.
   std::function<void(const std::vector<v1::Device>&)> on_devices_changed;
+  // --launchers: what RunTrialRequest.launcher may name.
+  Launchers launchers;
+  // {python} in a launcher's argv.
+  std::string python = "python3";
+  // Between SIGTERM and SIGKILL when a launcher rank is stopped.
+  absl::Duration launcher_grace = absl::Seconds(5);
 };
 
 // Each RunTrial spawns one child process (one trial rank) on a thread of its
@@ -48,11 +58,17 @@ struct WorkerOptions {
 // CancelTrial arrives for its trial and attempt (every rank of it here), when
 // every caller has gone (the coordinator died or gave up), or at its timeout.
 //
+// A request that names a launcher runs the rank with it (RunLauncherRank,
+// worker/launcher_trial.h) instead of the trial runner.
+//
 // RunTrial answers INVALID_ARGUMENT for a device_index this worker does not
-// have and for what RankSpecFromRequest and StoreModelFile refuse, and
-// UNAVAILABLE once Shutdown has begun; a trial that ran answers OK with its
-// status (SUCCEEDED, OOM, FAILED, TIMEOUT, CANCELLED) in the response. The
-// handlers are called on gRPC's threads; every method is thread-safe.
+// have, for local_device_indices that are not this worker's devices or do
+// not hold device_index at local_rank, and for what RankSpecFromRequest and
+// StoreModelFile refuse; FAILED_PRECONDITION for a launcher this worker does
+// not have, or a trial without a launcher on a worker without a trial
+// runner or on a device of another type than cpu and cuda; and UNAVAILABLE once Shutdown has begun;
+// a trial that ran answers OK with its status (SUCCEEDED, OOM, FAILED, TIMEOUT, CANCELLED) in the
+// response. The handlers are called on gRPC's threads; every method is thread-safe.
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
   explicit WorkerServiceImpl(WorkerOptions options)
@@ -86,8 +102,14 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   // side, each its own child; ordered so one trial's ranks are adjacent.
   using ExecutionKey = std::tuple<std::string, int, int>;
 
-  void RunExecution(ExecutionKey key, int device_index, TrialSpec spec, absl::Duration timeout)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // `launcher`: the rank is a launcher trial's (spec is launcher->spec);
+  // null: the trial runner's.
+  void RunExecution(ExecutionKey key, int device_index, TrialSpec spec, absl::Duration timeout,
+                    std::shared_ptr<const LauncherRank> launcher) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The launcher rank `request` asks for on `device`, or why not.
+  absl::StatusOr<std::shared_ptr<const LauncherRank>> LauncherRankFor(
+      const v1::RunTrialRequest& request, const RankDevice& device, const TrialSpec& spec) const;
 
   // A trial on a probed cpu device measured above its peak (MFU > 100%): the
   // probe under-measured it. Raises every cpu device's peak at the trial's

@@ -1,0 +1,224 @@
+#include "worker/child_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+
+extern char** environ;
+
+namespace autoaccel {
+namespace {
+
+// What the child reports through its exec pipe when it cannot run: where it
+// failed and errno.
+struct ExecFailure {
+  int step;  // 0 open /dev/null, 1 stdout, 2 stderr, 3 chdir, 4 execve
+  int err;
+};
+
+}  // namespace
+
+void KillProcessGroup(pid_t pgid, int sig) { ::kill(-pgid, sig); }
+
+int StopAndReap(pid_t pid, absl::Duration grace) {
+  KillProcessGroup(pid, SIGTERM);
+  int status = 0;
+  const absl::Time give_up = absl::Now() + grace;
+  while (absl::Now() < give_up) {
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      KillProcessGroup(pid, SIGKILL);  // stragglers in the group
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  KillProcessGroup(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+absl::StatusOr<std::string> FindExecutable(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path ? path : "/usr/bin:/bin", ':')) {
+    std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", name);
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return absl::NotFoundError(absl::StrCat(name, ": not found in PATH"));
+}
+
+std::vector<std::string> ChildEnvironment(
+    const std::vector<std::pair<std::string, std::string>>& set,
+    const std::vector<std::string>& unset) {
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    absl::string_view entry = *e;
+    const absl::string_view name = entry.substr(0, entry.find('='));
+    bool replaced = std::find(unset.begin(), unset.end(), name) != unset.end();
+    for (const auto& [n, v] : set) replaced = replaced || n == name;
+    if (!replaced) env.emplace_back(entry);
+  }
+  for (const auto& [n, v] : set) env.push_back(absl::StrCat(n, "=", v));
+  return env;
+}
+
+absl::StatusOr<pid_t> SpawnChild(std::vector<std::string> args, const SpawnOptions& options) {
+  if (args.empty()) return absl::InvalidArgumentError("SpawnChild: no command");
+  ASSIGN_OR_RETURN(args[0], FindExecutable(args[0]));
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // Built before fork: the child may only make async-signal-safe calls.
+  std::vector<std::string> env_copy;
+  std::vector<char*> envp;
+  if (options.env != nullptr) {
+    env_copy = *options.env;
+    for (std::string& e : env_copy) envp.push_back(e.data());
+    envp.push_back(nullptr);
+  }
+  char** child_env = options.env != nullptr ? envp.data() : environ;
+  const char* out_path = options.stdout_path.c_str();
+  const char* err_path = options.stderr_path.c_str();
+  const char* workdir = options.workdir.empty() ? nullptr : options.workdir.c_str();
+  const bool same_file = options.stdout_path == options.stderr_path;
+  // The child writes why it could not exec into this pipe; a successful exec
+  // closes it (O_CLOEXEC), so the parent reads nothing.
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  const pid_t parent = ::getpid();
+  // fork + exec rather than posix_spawn: the child must ask for SIGKILL when
+  // the daemon dies (PR_SET_PDEATHSIG), so a killed worker leaves no orphan
+  // behind. Only async-signal-safe calls between fork and exec.
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    const int err = errno;
+    ::close(report[0]);
+    ::close(report[1]);
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(err)));
+  }
+  if (pid == 0) {
+    ::close(report[0]);
+    auto fail = [&](int step) {
+      ExecFailure f{step, errno};
+      ssize_t ignored = ::write(report[1], &f, sizeof(f));
+      (void)ignored;
+      ::_exit(127);
+    };
+    ::setpgid(0, 0);  // own process group: stopping the child stops all it started
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the daemon died before prctl
+    sigset_t empty;
+    sigemptyset(&empty);
+    ::sigprocmask(SIG_SETMASK, &empty, nullptr);  // the daemon blocks SIGTERM; the child must not
+    int in = ::open("/dev/null", O_RDONLY);
+    if (in < 0) fail(0);
+    int out = ::open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0) fail(1);
+    int err = same_file ? out : ::open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (err < 0) fail(2);
+    ::dup2(in, STDIN_FILENO);
+    ::dup2(out, STDOUT_FILENO);
+    ::dup2(err, STDERR_FILENO);
+    if (workdir != nullptr && ::chdir(workdir) != 0) fail(3);
+    ::execve(argv[0], argv.data(), child_env);
+    fail(4);
+  }
+  ::close(report[1]);
+  ::setpgid(pid, pid);  // also from the parent, so the group exists before any kill
+  ExecFailure failure{};
+  ssize_t got;
+  do {
+    got = ::read(report[0], &failure, sizeof(failure));
+  } while (got < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (got == static_cast<ssize_t>(sizeof(failure))) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    static constexpr const char* kSteps[] = {
+        "cannot open /dev/null", "cannot open its stdout file", "cannot open its stderr file",
+        "cannot enter its working directory", "cannot execute"};
+    const char* what = failure.step >= 0 && failure.step <= 4 ? kSteps[failure.step] : "?";
+    std::string target = failure.step == 1   ? options.stdout_path
+                         : failure.step == 2 ? options.stderr_path
+                         : failure.step == 3 ? options.workdir
+                                             : std::string(argv[0]);
+    return absl::FailedPreconditionError(
+        absl::StrCat(args[0], ": ", what, " ", target, ": ", std::strerror(failure.err)));
+  }
+  return pid;
+}
+
+absl::StatusOr<int> RunChildProcess(const std::vector<std::string>& args,
+                                    const std::string& stdout_path, const std::string& stderr_path,
+                                    absl::Duration timeout) {
+  if (args.empty()) return absl::InvalidArgumentError("RunChildProcess: no command");
+  SpawnOptions options;
+  options.stdout_path = stdout_path;
+  options.stderr_path = stderr_path;
+  ASSIGN_OR_RETURN(const pid_t pid, SpawnChild(args, options));
+  const absl::Time deadline = absl::Now() + timeout;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) != pid) {
+    if (absl::Now() >= deadline) {
+      StopAndReap(pid, absl::Seconds(3));
+      return absl::DeadlineExceededError(absl::StrCat(
+          args[0], " did not finish within ", absl::FormatDuration(timeout), "; stopped it"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  KillProcessGroup(pid, SIGKILL);  // nothing it started outlives it
+  return status;
+}
+
+std::string TailOfFile(const std::string& path, int max_lines) {
+  std::ifstream in(path);
+  std::deque<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    lines.push_back(line);
+    if (static_cast<int>(lines.size()) > max_lines) lines.pop_front();
+  }
+  return absl::StrJoin(lines, "\n");
+}
+
+bool EndedFromOutside(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status) == 127;  // exec failed
+  if (!WIFSIGNALED(wait_status)) return false;
+  switch (WTERMSIG(wait_status)) {
+    case SIGKILL:
+    case SIGTERM:
+    case SIGINT:
+    case SIGHUP:
+    case SIGQUIT:
+      return true;
+    default:  // SIGSEGV, SIGABRT, SIGFPE, ...: the child crashed by itself
+      return false;
+  }
+}
+
+std::string HowChildEnded(int wait_status) {
+  if (WIFSIGNALED(wait_status)) {
+    return absl::StrCat("was killed by signal ", WTERMSIG(wait_status), " (",
+                        strsignal(WTERMSIG(wait_status)), ")");
+  }
+  return absl::StrCat("exited with code ", WEXITSTATUS(wait_status));
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,80 @@
+// Starting and stopping the worker's child processes — trial runners,
+// launcher ranks (users' scripts), nvidia-smi and the peak probe — in one
+// place: each child gets a process group of its own (so stopping it stops
+// everything it started), SIGKILL when the daemon dies, stdin from
+// /dev/null and its output in files. Thread-safe; the functions that wait
+// block the calling thread.
+#ifndef AUTOACCEL_WORKER_CHILD_PROCESS_H_
+#define AUTOACCEL_WORKER_CHILD_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace autoaccel {
+
+struct SpawnOptions {
+  // Where the child's stdout and stderr go (truncated; may be one file).
+  std::string stdout_path;
+  std::string stderr_path;
+  // The child's whole environment ("NAME=VALUE"); nullptr: this process's.
+  const std::vector<std::string>* env = nullptr;
+  // The child's working directory; "": this process's.
+  std::string workdir;
+};
+
+// Starts `args` (args[0]: a path, or a name looked up in $PATH) in a new
+// process group whose id is the returned pid. NOT_FOUND when args[0] is not
+// in $PATH; FAILED_PRECONDITION "cannot execute X: why" when the exec
+// itself fails (not executable, a missing interpreter, a workdir that
+// cannot be entered, output files that cannot be opened); INTERNAL when
+// fork fails. The caller must reap the child (waitpid or StopAndReap).
+absl::StatusOr<pid_t> SpawnChild(std::vector<std::string> args, const SpawnOptions& options);
+
+// Sends `sig` to the process group `pgid`.
+void KillProcessGroup(pid_t pgid, int sig);
+
+// Stops the child `pid` and its group: SIGTERM, then SIGKILL after `grace`
+// if the child lingers (and SIGKILL to the group's stragglers once it is
+// gone). Returns the child's wait status.
+int StopAndReap(pid_t pid, absl::Duration grace);
+
+// This process's environment with `set` replacing (or adding) variables of
+// those names and `unset` removed, as "NAME=VALUE" strings.
+std::vector<std::string> ChildEnvironment(
+    const std::vector<std::pair<std::string, std::string>>& set,
+    const std::vector<std::string>& unset);
+
+// `name` itself when it holds a '/', else the first executable of that name
+// in $PATH; NOT_FOUND otherwise.
+absl::StatusOr<std::string> FindExecutable(const std::string& name);
+
+// Runs `args` to completion the way a trial runs (SpawnChild), with stdout
+// and stderr written to the given files. Returns the wait status; NOT_FOUND
+// or FAILED_PRECONDITION as SpawnChild; DEADLINE_EXCEEDED when it ran past
+// `timeout` and was killed; INTERNAL when it could not be started.
+absl::StatusOr<int> RunChildProcess(const std::vector<std::string>& args,
+                                    const std::string& stdout_path, const std::string& stderr_path,
+                                    absl::Duration timeout);
+
+// True when a child's wait status says it did not end by itself: exit code
+// 127 (it could not be executed) or a signal that only comes from outside
+// (SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT: an operator, a cluster manager
+// or the kernel's out-of-memory killer). A crash (SIGSEGV, SIGABRT, ...) or
+// another exit code is the child's own.
+bool EndedFromOutside(int wait_status);
+
+// "exited with code N" / "was killed by signal N (Name)".
+std::string HowChildEnded(int wait_status);
+
+// Last `max_lines` lines of a text file ("" if unreadable).
+std::string TailOfFile(const std::string& path, int max_lines);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_WORKER_CHILD_PROCESS_H_
