@@ -156,10 +156,10 @@ TEST(LauncherEndToEnd, AScriptThatFailsIsRecordedWithItsErrorAndAnUnknownLaunche
   Cluster cluster;
   // A launcher whose script dies before its first step, with a message.
   const std::string launchers = cluster.dir() + "/launchers.json";
-  WriteFile(launchers, R"({"launchers": {"broken": {
+  WriteFile(launchers, R"json({"launchers": {"broken": {
       "argv": ["{python}", "-c",
                "import sys; sys.stderr.write('cannot find my dataset\\n'); sys.exit(3)"],
-      "dimensions": ["precision"]}}})");
+      "dimensions": ["precision"]}}})json");
   ASSERT_TRUE(cluster.StartServer());
   StartLauncherWorker(&cluster, launchers);
   ASSERT_TRUE(cluster.WaitForWorkers(1));
