@@ -555,6 +555,43 @@ TEST_F(LauncherServiceTest, CancelTrialStopsALauncherRank) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
+TEST_F(LauncherServiceTest, TwoRanksOfATrialRunSideBySideEachInItsOwnDirectory) {
+  Start("cpu:2", {"cpu", "cpu"});
+  v1::RunTrialResponse responses[2];
+  grpc::Status statuses[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      TrialSpec spec = Spec(kTwoRanksFsdp, 4);
+      spec.rank = r;
+      spec.local_rank = r;
+      spec.master_port = 29611;
+      v1::RunTrialRequest req = Request("env", spec);
+      req.set_device_index(r);
+      req.set_local_world_size(2);
+      req.add_local_device_indices(0);
+      req.add_local_device_indices(1);
+      statuses[r] = Call(req, &responses[r]);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r].error_message();
+    EXPECT_EQ(responses[r].status(), "SUCCEEDED") << responses[r].reason();
+    LauncherRank rank;
+    rank.spec = Spec(kTwoRanksFsdp, 4);
+    rank.spec.rank = r;
+    const nlohmann::json env = Seen(rank)["env"];
+    EXPECT_EQ(env["RANK"], std::to_string(r));
+    EXPECT_EQ(env["LOCAL_RANK"], std::to_string(r));
+    EXPECT_EQ(env["WORLD_SIZE"], "2");
+    EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
+    EXPECT_EQ(env["MASTER_PORT"], "29611");
+    EXPECT_FALSE(env.contains("CUDA_VISIBLE_DEVICES") && env["CUDA_VISIBLE_DEVICES"] == "0,1")
+        << "cpu ranks get no visible-devices list";
+  }
+}
+
 TEST_F(LauncherServiceTest, OnAMusaWorkerTheRankSeesItsDevicesInLocalRankOrder) {
   Start("musa:2,3", {"musa:2", "musa:3"}, "/bin/true");
   TrialSpec spec = Spec(kTwoRanksFsdp, 4);
