@@ -99,6 +99,11 @@ elif mode == "rss":
     for i in range(0, len(hog), 4096):
         hog[i] = 1
     forever()
+elif mode == "rss_children":
+    import subprocess
+    hog = "h = bytearray(40 << 20)\nfor i in range(0, len(h), 4096): h[i] = 1\nimport time\ntime.sleep(60)"
+    children = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(3)]
+    forever()
 elif mode == "segv":
     steps(1)
     os.kill(os.getpid(), signal.SIGSEGV)
@@ -262,6 +267,17 @@ TEST_F(LauncherRankTest, ProcessesAboveTheCpuDevicesMemoryAreStoppedAsOom) {
   EXPECT_THAT(r.error, HasSubstr("the script's processes used "));
   EXPECT_THAT(r.error, HasSubstr("more than the device's 64.0 MiB"));
   EXPECT_GT(r.metrics.peak_rss_bytes, 64 << 20);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST_F(LauncherRankTest, TheMemoryOfEveryProcessTheScriptStartedCounts) {
+  // Three children of 40 MiB each: none alone is above 64 MiB, together they are.
+  LauncherRank rank = Rank("rss_children");
+  rank.spec.memory_limit_bytes = 64 << 20;
+  const absl::Time start = absl::Now();
+  TrialResult r = RunLauncherRank(rank, options_);
+  EXPECT_EQ(r.status, TrialStatus::kOom) << r.error;
+  EXPECT_THAT(r.error, HasSubstr("more than the device's 64.0 MiB"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
