@@ -99,6 +99,11 @@ elif mode == "rss":
     for i in range(0, len(hog), 4096):
         hog[i] = 1
     forever()
+elif mode == "rss_children":
+    import subprocess
+    hog = "h = bytearray(40 << 20)\nfor i in range(0, len(h), 4096): h[i] = 1\nimport time\ntime.sleep(60)"
+    children = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(3)]
+    forever()
 elif mode == "segv":
     steps(1)
     os.kill(os.getpid(), signal.SIGSEGV)
@@ -262,6 +267,17 @@ TEST_F(LauncherRankTest, ProcessesAboveTheCpuDevicesMemoryAreStoppedAsOom) {
   EXPECT_THAT(r.error, HasSubstr("the script's processes used "));
   EXPECT_THAT(r.error, HasSubstr("more than the device's 64.0 MiB"));
   EXPECT_GT(r.metrics.peak_rss_bytes, 64 << 20);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST_F(LauncherRankTest, TheMemoryOfEveryProcessTheScriptStartedCounts) {
+  // Three children of 40 MiB each: none alone is above 64 MiB, together they are.
+  LauncherRank rank = Rank("rss_children");
+  rank.spec.memory_limit_bytes = 64 << 20;
+  const absl::Time start = absl::Now();
+  TrialResult r = RunLauncherRank(rank, options_);
+  EXPECT_EQ(r.status, TrialStatus::kOom) << r.error;
+  EXPECT_THAT(r.error, HasSubstr("more than the device's 64.0 MiB"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
@@ -553,6 +569,43 @@ TEST_F(LauncherServiceTest, CancelTrialStopsALauncherRank) {
   canceller.join();
   EXPECT_EQ(resp.status(), "CANCELLED");
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST_F(LauncherServiceTest, TwoRanksOfATrialRunSideBySideEachInItsOwnDirectory) {
+  Start("cpu:2", {"cpu", "cpu"});
+  v1::RunTrialResponse responses[2];
+  grpc::Status statuses[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      TrialSpec spec = Spec(kTwoRanksFsdp, 4);
+      spec.rank = r;
+      spec.local_rank = r;
+      spec.master_port = 29611;
+      v1::RunTrialRequest req = Request("env", spec);
+      req.set_device_index(r);
+      req.set_local_world_size(2);
+      req.add_local_device_indices(0);
+      req.add_local_device_indices(1);
+      statuses[r] = Call(req, &responses[r]);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r].error_message();
+    EXPECT_EQ(responses[r].status(), "SUCCEEDED") << responses[r].reason();
+    LauncherRank rank;
+    rank.spec = Spec(kTwoRanksFsdp, 4);
+    rank.spec.rank = r;
+    const nlohmann::json env = Seen(rank)["env"];
+    EXPECT_EQ(env["RANK"], std::to_string(r));
+    EXPECT_EQ(env["LOCAL_RANK"], std::to_string(r));
+    EXPECT_EQ(env["WORLD_SIZE"], "2");
+    EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
+    EXPECT_EQ(env["MASTER_PORT"], "29611");
+    EXPECT_FALSE(env.contains("CUDA_VISIBLE_DEVICES") && env["CUDA_VISIBLE_DEVICES"] == "0,1")
+        << "cpu ranks get no visible-devices list";
+  }
 }
 
 TEST_F(LauncherServiceTest, OnAMusaWorkerTheRankSeesItsDevicesInLocalRankOrder) {

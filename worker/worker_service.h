@@ -1,7 +1,8 @@
 // The worker daemon's gRPC service: runs trial ranks on this node's devices.
 // The pieces it calls on live beside it: worker/rank_spec.h (request →
 // spec), worker/model_file_cache.h (torchscript files), worker/trial_process.h
-// (the child process); worker/device_discovery.h and worker/worker_flags.h
+// (the trial runner's child process), worker/launcher_trial.h (a launcher's
+// script as the rank); worker/device_discovery.h and worker/worker_flags.h
 // serve worker/main.cc before the service starts.
 #ifndef AUTOACCEL_WORKER_WORKER_SERVICE_H_
 #define AUTOACCEL_WORKER_WORKER_SERVICE_H_
