@@ -97,10 +97,9 @@ TEST(LauncherEndToEnd, HuggingFaceTrainerScriptIsTunedAndItsBestExportedAsTraine
 
   const json job = Tune(&cluster, {"--launcher", "hf-llama-tiny", "--world-size", "2",
                                    "--global-batch-size", "4", "--seq-len", "32",
-                                   "--precisions", "bf16,fp32", "--checkpointings", "none,full",
+                                   "--precisions", "bf16,fp32", "--checkpointings", "none",
                                    "--micro-batch-sizes", "2", "--attentions", "sdpa",
-                                   "--optimizers", "adamw", "--shardings", "none",
-                                   "--max-trials", "3"});
+                                   "--optimizers", "adamw", "--shardings", "none"});
   ExpectMeasuredByTheScript(job, 4 * 32);
   EXPECT_EQ(job["launcher"]["format"], "hf-trainer") << job.dump(1);
 
@@ -114,6 +113,9 @@ TEST(LauncherEndToEnd, HuggingFaceTrainerScriptIsTunedAndItsBestExportedAsTraine
   EXPECT_EQ(strategy["format"], "hf-trainer");
   EXPECT_THAT(ReadAll(rank1 + "/training_args.txt"),
               HasSubstr("--per_device_train_batch_size=2"));
+  // The Trainer trained the two ranks data parallel over gloo (its own
+  // summary of what it applied, on the rank's stderr).
+  EXPECT_THAT(ReadAll(rank1 + "/stderr.log"), HasSubstr("MULTI_CPU"));
 
   // The answer in the launcher's own format, by default.
   const std::string dir = cluster.dir() + "/export";

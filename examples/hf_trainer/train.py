@@ -36,7 +36,7 @@ import time
 
 import torch
 from transformers import (AutoConfig, AutoModelForCausalLM, HfArgumentParser, Trainer,
-                          TrainingArguments)
+                          TrainerCallback, TrainingArguments)
 
 from autoaccel import trial as aa
 from autoaccel.hf import AutoaccelCallback
@@ -114,8 +114,28 @@ def train(mine, targs, trial, global_batch):
              "accelerators only; on %s it would silently train as DDP), so this trial cannot "
              "measure fsdp here; tune with --shardings none,zero1,zero2 on CPU"
              % (accelerate_version(), trainer.accelerator.distributed_type.value))
+    trainer.add_callback(AppliedSettings(trainer))
     trainer.train()
     return trainer
+
+
+class AppliedSettings(TrainerCallback):
+    """Prints what the Trainer made of the flags when training begins (the
+    model is set up then), for the rank's stderr.log: the worker stops a rank
+    as soon as its steps are reported, so nothing after training is sure to
+    be written."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        print("train.py: rank %d training: %s, mixed precision %s, optim %s, activation "
+              "checkpointing %s" % (args.process_index,
+                                    self.trainer.accelerator.distributed_type.value,
+                                    self.trainer.accelerator.mixed_precision, args.optim.value,
+                                    getattr(self.trainer.model, "is_gradient_checkpointing",
+                                            False)),
+              file=sys.stderr, flush=True)
 
 
 def main(argv):
@@ -145,13 +165,6 @@ def main(argv):
     # Out of memory anywhere from the model's build to the last step: an oom event, exit 1.
     with aa.oom_guard(trial):
         trainer = train(mine, targs, trial, global_batch)
-    # What the Trainer made of the flags, for the rank's stderr.log.
-    print("train.py: rank %d trained %d steps: %s, mixed precision %s, optim %s, activation "
-          "checkpointing %s" % (targs.process_index, trainer.state.global_step,
-                                trainer.accelerator.distributed_type.value,
-                                trainer.accelerator.mixed_precision, targs.optim.value,
-                                getattr(trainer.model, "is_gradient_checkpointing", False)),
-          file=sys.stderr)
     if not trial.active and targs.process_index == 0:
         print("trained %d steps of %d samples x %d tokens in %.1f s"
               % (trial.total_steps, global_batch, trial.seq_len, time.monotonic() - started))

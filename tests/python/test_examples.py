@@ -46,11 +46,7 @@ class ExamplesTest(unittest.TestCase):
         self.assert_trained(results, 4, ["mixed precision bf16", "optim adamw_torch_fused",
                                          "activation checkpointing True"])
 
-    def test_hf_trainer_two_ranks_ddp(self):
-        results = worker_sim.run_launcher(
-            "hf-llama-tiny", "dp=2,sharding=none,mbs=1,ga=2,precision=fp32,optimizer=adamw",
-            world_size=2, global_batch=4, seq_len=SEQ_LEN)
-        self.assert_trained(results, 4, ["MULTI_CPU", "optim adamw_torch,"])
+    # Two ranks under DDP: tests/launcher_e2e_test.cc, through a real worker.
 
     def test_hf_trainer_refuses_fsdp_on_cpu_instead_of_training_ddp(self):
         results = worker_sim.run_launcher(
