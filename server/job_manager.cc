@@ -14,8 +14,8 @@
 #include "search/cost_model.h"
 #include "server/database_answer.h"
 #include "server/job_outcome.h"
-#include "server/launcher_job.h"
 #include "server/job_view.h"
+#include "server/launcher_job.h"
 #include "server/rank_request.h"
 #include "server/signature.h"
 #include "server/warm_start.h"
@@ -203,8 +203,8 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
       "trials to warm its cost model, {} unreadable)",
       rec.job_id, s.launcher ? absl::StrCat("launcher ", s.launcher->name(), ", ") : "",
       IsUnknownLauncherModel(s.model) ? "undescribed model," : s.model.family, s.model.n_layer,
-      s.seq_len, s.global_batch_size, rec.trials_total,
-      absl::ToDoubleSeconds(s.time_limit), job->earlier_trials.size(), earlier.skipped);
+      s.seq_len, s.global_batch_size, rec.trials_total, absl::ToDoubleSeconds(s.time_limit),
+      job->earlier_trials.size(), earlier.skipped);
   ASSIGN_OR_RETURN(v1::Job out, JobToProtoLocked(*job));
   active_order_.push_back(rec.job_id);
   active_.emplace(rec.job_id, std::move(job));

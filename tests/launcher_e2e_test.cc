@@ -95,11 +95,16 @@ TEST(LauncherEndToEnd, HuggingFaceTrainerScriptIsTunedAndItsBestExportedAsTraine
   for (const json& l : workers["workers"][0]["launchers"]) names.insert(l["name"]);
   EXPECT_THAT(names, ::testing::IsSupersetOf({"hf-llama-tiny", "torch-fsdp-tiny"}));
 
-  const json job = Tune(&cluster, {"--launcher", "hf-llama-tiny", "--world-size", "2",
-                                   "--global-batch-size", "4", "--seq-len", "32",
-                                   "--precisions", "bf16,fp32", "--checkpointings", "none",
-                                   "--micro-batch-sizes", "2", "--attentions", "sdpa",
-                                   "--optimizers", "adamw", "--shardings", "none"});
+  const json job = Tune(&cluster, {"--launcher",          "hf-llama-tiny",
+                                   "--world-size",        "2",
+                                   "--global-batch-size", "4",
+                                   "--seq-len",           "32",
+                                   "--precisions",        "bf16,fp32",
+                                   "--checkpointings",    "none",
+                                   "--micro-batch-sizes", "2",
+                                   "--attentions",        "sdpa",
+                                   "--optimizers",        "adamw",
+                                   "--shardings",         "none"});
   ExpectMeasuredByTheScript(job, 4 * 32);
   EXPECT_EQ(job["launcher"]["format"], "hf-trainer") << job.dump(1);
 
@@ -111,8 +116,7 @@ TEST(LauncherEndToEnd, HuggingFaceTrainerScriptIsTunedAndItsBestExportedAsTraine
   EXPECT_EQ(strategy["rank"], 1);
   EXPECT_EQ(strategy["world_size"], 2);
   EXPECT_EQ(strategy["format"], "hf-trainer");
-  EXPECT_THAT(ReadAll(rank1 + "/training_args.txt"),
-              HasSubstr("--per_device_train_batch_size=2"));
+  EXPECT_THAT(ReadAll(rank1 + "/training_args.txt"), HasSubstr("--per_device_train_batch_size=2"));
   // The Trainer trained the two ranks data parallel over gloo (its own
   // summary of what it applied, on the rank's stderr).
   EXPECT_THAT(ReadAll(rank1 + "/stderr.log"), HasSubstr("MULTI_CPU"));
@@ -132,11 +136,16 @@ TEST(LauncherEndToEnd, PlainPyTorchScriptTunesDataParallelShardingOverGloo) {
   ASSERT_TRUE(cluster.StartServer());
   StartLauncherWorker(&cluster);
   ASSERT_TRUE(cluster.WaitForWorkers(1));
-  const json job = Tune(&cluster, {"--launcher", "torch-fsdp-tiny", "--world-size", "2",
-                                   "--global-batch-size", "4", "--seq-len", "32",
-                                   "--shardings", "none,fsdp", "--precisions", "fp32",
-                                   "--checkpointings", "none", "--micro-batch-sizes", "2",
-                                   "--attentions", "sdpa", "--optimizers", "adamw"});
+  const json job = Tune(&cluster, {"--launcher",          "torch-fsdp-tiny",
+                                   "--world-size",        "2",
+                                   "--global-batch-size", "4",
+                                   "--seq-len",           "32",
+                                   "--shardings",         "none,fsdp",
+                                   "--precisions",        "fp32",
+                                   "--checkpointings",    "none",
+                                   "--micro-batch-sizes", "2",
+                                   "--attentions",        "sdpa",
+                                   "--optimizers",        "adamw"});
   ExpectMeasuredByTheScript(job, 4 * 32);
   std::set<std::string> shardings;
   for (const json& t : job["trials"]) {
@@ -148,8 +157,7 @@ TEST(LauncherEndToEnd, PlainPyTorchScriptTunesDataParallelShardingOverGloo) {
   std::string out, err;
   EXPECT_EQ(cluster.Cli({"export", "--job", job["job_id"]}, &out, &err), 2) << out << err;
   EXPECT_THAT(err, HasSubstr("launcher has no export format"));
-  EXPECT_EQ(cluster.Cli({"export", "--job", job["job_id"], "--format", "torchrun"}, &out, &err),
-            0)
+  EXPECT_EQ(cluster.Cli({"export", "--job", job["job_id"], "--format", "torchrun"}, &out, &err), 0)
       << out << err;
   EXPECT_THAT(out, HasSubstr("torchrun"));
 }
@@ -167,8 +175,8 @@ TEST(LauncherEndToEnd, AScriptThatFailsIsRecordedWithItsErrorAndAnUnknownLaunche
   ASSERT_TRUE(cluster.WaitForWorkers(1));
 
   std::string out, err;
-  EXPECT_EQ(cluster.Cli({"tune", "--launcher", "nope", "--global-batch-size", "2", "--seq-len",
-                         "8", "--json"},
+  EXPECT_EQ(cluster.Cli({"tune", "--launcher", "nope", "--global-batch-size", "2", "--seq-len", "8",
+                         "--json"},
                         &out, &err),
             1);
   EXPECT_THAT(err, AllOf(HasSubstr("no healthy worker offers 'nope'"), HasSubstr("broken")));
