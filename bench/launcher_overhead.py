@@ -81,6 +81,11 @@ SCRIPT_IMPORTS = ("import argparse, json, os, sys, time; import torch; "
                   "from transformers import (AutoConfig, AutoModelForCausalLM, "
                   "HfArgumentParser, Trainer, TrainingArguments); "
                   "from autoaccel import trial; from autoaccel.hf import AutoaccelCallback")
+# Appended to each timed `python -c`: prints the seconds since the process
+# started (as the `ready` event counts them), before the interpreter's exit.
+SINCE_START = ("; import os as _os; _f = open('/proc/self/stat').read().rsplit(')', 1)[1].split()"
+               "; print(float(open('/proc/uptime').read().split()[0])"
+               " - int(_f[19]) / _os.sysconf('SC_CLK_TCK'))")
 
 
 def fail(message):
@@ -263,6 +268,7 @@ def tune(args, tmp, micro_batch_sizes, clock):
             if time.time() > deadline:
                 fail("the worker did not register within 60 s; see " + tmp)
             time.sleep(0.2)
+        client_cpu_before = children_cpu()
         job = json.loads(run_checked(
             client + ["tune", "--launcher", LAUNCHER, "--device", "cpu",
                       "--world-size", str(args.world_size),
@@ -276,6 +282,10 @@ def tune(args, tmp, micro_batch_sizes, clock):
                       "--measured-steps", str(args.measured_steps),
                       "--max-trials", str(args.strategies), "--time-limit", "30m"],
             "autoaccel tune"))
+        job["client_cpu_seconds"] = children_cpu() - client_cpu_before
+        job["ranks_cpu_seconds"] = process_cpu(worker.pid, children=True)
+        job["worker_cpu_seconds"] = process_cpu(worker.pid)
+        job["server_cpu_seconds"] = process_cpu(server.pid)
     finally:
         stop(worker)
         stop(server)
@@ -358,6 +368,7 @@ def relaunch(args, tmp, strategies, clock):
         b = breakdown(clock.lines(metrics[0]), args.warmup_steps, args.measured_steps)
         if b is None:
             fail("relaunch of %s: fewer steps than warm-up + measured; see %s" % (text, out))
+        b.update(imports=time_imports(args))  # right after the run, under the same load
         b.update(strategy=text, wall=end - start, stop=end - b["last_step"], cpu=cpu,
                  dispatch=(b["process_start"] - start
                            if b["process_start"] is not None else None))
@@ -366,21 +377,31 @@ def relaunch(args, tmp, strategies, clock):
 
 
 def time_imports(args):
-    """Seconds of `python -c CODE` (median of the repeats) for the interpreter
-    alone, torch, and the example's imports, in the launcher's workdir and env."""
+    """One `python -c CODE` each for the interpreter alone, torch, and the
+    example's imports, in the launcher's workdir and env: {name: (seconds from
+    the process start to the imports done, seconds from launch to exit, CPU
+    seconds)}."""
     launcher, workdir = read_launcher()
     env = dict(os.environ, **launcher.get("env", {}))
     env.update(PYTHONPATH=os.path.join(ROOT, "python"), OMP_NUM_THREADS=str(args.threads))
     codes = {"interpreter": "pass", "torch": "import torch", "script": SCRIPT_IMPORTS}
-    seconds = {name: [] for name in codes}
-    cpu = {name: [] for name in codes}
-    for _ in range(args.import_repeats):
-        for name, code in codes.items():
-            cpu_before, start = children_cpu(), time.time()
-            run_checked([sys.executable, "-c", code], "python -c " + code, cwd=workdir, env=env)
-            seconds[name].append(time.time() - start)
-            cpu[name].append(children_cpu() - cpu_before)
-    return ({name: statistics.median(v) for name, v in seconds.items()}, seconds, cpu)
+    out = {}
+    for name, code in codes.items():
+        cpu_before, start = children_cpu(), time.time()
+        printed = run_checked([sys.executable, "-c", code + SINCE_START], "python -c " + code,
+                              cwd=workdir, env=env)
+        out[name] = (float(printed.split()[-1]), time.time() - start,
+                     children_cpu() - cpu_before)
+    return out
+
+
+def process_cpu(pid, children=False):
+    """User + system CPU seconds of process `pid` so far (/proc/PID/stat), or
+    with children=True of the children it has waited for (a worker's ranks)."""
+    with open("/proc/%d/stat" % pid, encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    first = 13 if children else 11  # cutime, cstime / utime, stime
+    return (int(fields[first]) + int(fields[first + 1])) / os.sysconf("SC_CLK_TCK")
 
 
 def children_cpu():
@@ -398,7 +419,7 @@ def median(rows, key):
     return statistics.median(values) if values else None
 
 
-def print_tables(args, ours, theirs, imports, import_runs, import_cpu, jobs):
+def print_tables(args, ours, theirs, jobs):
     cols = ["wall", "measured", "overhead", "dispatch", "ready", "warmup", "between", "stop"]
     for r in ours + theirs:
         r["overhead"] = r["wall"] - r["measured"]
@@ -439,27 +460,48 @@ def print_tables(args, ours, theirs, imports, import_runs, import_cpu, jobs):
                                        100 * median(search, "overhead") / median(search, "wall"),
                                        100 * median(theirs, "overhead") / median(theirs, "wall")))
 
-    print("\n4. interpreter start and imports (python -c ..., median of %d; runs: %s)"
-          % (args.import_repeats * args.rounds,
-             "; ".join("%s %s" % (k, " ".join("%.2f" % x for x in v))
-                       for k, v in import_runs.items())))
-    ready = median(search, "ready")
-    print("   %-28s %6s %6s" % ("", "wall", "CPU"))
+    print("\n4. interpreter start and imports: python -c CODE, once right after each relaunch"
+          " run; medians of %d, seconds" % len(theirs))
+    print("   %-24s %9s %9s %9s %7s   %s" % ("", "imported", "exit", "launch to", "CPU",
+                                          "imported, each run"))
+    print("   %-24s %9s %9s %9s" % ("", "(A)", "(B-A)", "exit (B)"))
+    imports, import_cpu = {}, {}
     for name, what in (("interpreter", "interpreter alone"), ("torch", "import torch"),
                        ("script", "the example's imports")):
-        print("   %-28s %6.2f %6.2f" % (what, imports[name], import_cpu[name]))
-    print("   (the example's imports: torch, transformers' Trainer classes with accelerate,"
-          " autoaccel)")
-    if ready is not None:
-        print("   ready (median, autoaccel)    %6.2f s  = imports %.2f + model/data/Trainer build"
-              " %.2f" % (ready, imports["script"], ready - imports["script"]))
+        runs = [r["imports"][name] for r in theirs]
+        imports[name] = statistics.median(x[0] for x in runs)
+        import_cpu[name] = statistics.median(x[2] for x in runs)
+        total = statistics.median(x[1] for x in runs)
+        print("   %-24s %9.2f %9.2f %9.2f %7.2f   %s"
+              % (what, imports[name], total - imports[name], total, import_cpu[name],
+                 " ".join("%.2f" % x[0] for x in runs)))
+    print("   (A: process start -> imports done, as `ready` counts; the example's imports: torch,"
+          " transformers' Trainer classes with accelerate, autoaccel)")
+    ready_ours, ready_theirs = median(search, "ready"), median(theirs, "ready")
+    build = ready_theirs - imports["script"]
+    print("   ready (median): autoaccel %.2f s, relaunch %.2f s = the example's imports %.2f +"
+          " model/data/Trainer build %.2f" % (ready_ours, ready_theirs, imports["script"], build))
+    ours_cpu = sum(job["ranks_cpu_seconds"] for job in jobs) / len(ours)
+    theirs_cpu = median(theirs, "cpu")
+    print("   autoaccel's own processes' CPU per trial (mean): server %.3f s, worker %.3f s,"
+          " tune client %.3f s" % tuple(sum(job[k] for job in jobs) / len(ours) for k in
+                                       ("server_cpu_seconds", "worker_cpu_seconds",
+                                        "client_cpu_seconds")))
+    print("   CPU of a trial's rank processes (all %d rank(s)): autoaccel %.2f s (mean over %d"
+          " trials), relaunch %.2f s (median); the imports are %.2f s of it per rank"
+          % (args.world_size, ours_cpu, len(ours), theirs_cpu, import_cpu["script"]))
+
     saved = imports["script"]
     overhead = median(search, "overhead")
-    print("\nWarm-process estimate: keeping each rank's Python process warm between trials would"
-          " cut the per-trial overhead by about %.1f s (%.0f%% of the median %.1f s overhead; "
-          "%.0f%% of the median %.1f s trial wall)."
-          % (saved, 100 * saved / overhead, overhead, 100 * saved / median(search, "wall"),
-             median(search, "wall")))
+    wall = median(search, "wall")
+    print("\nWarm-process estimate: keeping each rank's Python process warm between trials "
+          "(interpreter and imports done once; the model, data and Trainer still built per "
+          "strategy) would cut the per-trial overhead by about %.1f s (%.0f%% of the median "
+          "%.1f s overhead, %.0f%% of the median %.1f s trial wall); in CPU time, %.1f s of the"
+          " %.1f s a trial's processes use (%.0f%%)."
+          % (saved, 100 * saved / overhead, overhead, 100 * saved / wall, wall,
+             import_cpu["script"] * args.world_size, ours_cpu,
+             100 * import_cpu["script"] * args.world_size / ours_cpu))
     print("Load average at the end: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
 
 
@@ -485,7 +527,6 @@ def main():
     p.add_argument("--threads", type=int, default=1, help="CPU threads per rank (both sides)")
     p.add_argument("--rounds", type=int, default=2,
                    help="rounds of (tune, relaunch), alternating which goes first")
-    p.add_argument("--import-repeats", type=int, default=2, help="per round")
     p.add_argument("--peak-tflops", default="fp32=1,bf16=1",
                    help="the worker's --peak-tflops (skips its GEMM probe; only MFU uses it)")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder")
@@ -513,8 +554,6 @@ def main():
              " ".join("%.2f" % x for x in os.getloadavg()), tmp), flush=True)
     try:
         ours, theirs, jobs, strategies = [], [], [], None
-        import_runs = {}
-        import_cpu_runs = {}
         with LineClock([]) as clock:
             # Round 1 tunes first (it picks the strategies' exact texts), round
             # 2 relaunches first, and so on, so that drifting load from other
@@ -541,13 +580,7 @@ def main():
                           % (n + 1, step, len(rows), " ".join("%.2f" % x
                                                                 for x in os.getloadavg())),
                           flush=True)
-                _, runs, cpus = time_imports(args)
-                for name in runs:
-                    import_runs.setdefault(name, []).extend(runs[name])
-                    import_cpu_runs.setdefault(name, []).extend(cpus[name])
-        imports = {k: statistics.median(v) for k, v in import_runs.items()}
-        import_cpu = {k: statistics.median(v) for k, v in import_cpu_runs.items()}
-        print_tables(args, ours, theirs, imports, import_runs, import_cpu, jobs)
+        print_tables(args, ours, theirs, jobs)
     finally:
         if args.keep:
             print("kept " + tmp)
