@@ -343,7 +343,9 @@ def relaunch(args, tmp, strategies, clock):
             env = dict(os.environ, **launcher.get("env", {}))
             env.update(PYTHONPATH=os.path.join(ROOT, "python"), OMP_NUM_THREADS=str(args.threads),
                        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(args.world_size),
-                       LOCAL_WORLD_SIZE=str(args.world_size), AUTOACCEL_STRATEGY_FILE=strategy_file,
+                       LOCAL_WORLD_SIZE=str(args.world_size), GROUP_RANK="0",
+                       ROLE_RANK=str(rank), ROLE_WORLD_SIZE=str(args.world_size),
+                       AUTOACCEL_STRATEGY_FILE=strategy_file,
                        AUTOACCEL_TRIAL_DIR=rank_dir,
                        AUTOACCEL_METRICS_FILE=os.path.join(rank_dir, "metrics.jsonl"),
                        AUTOACCEL_WARMUP_STEPS=str(args.warmup_steps),
@@ -377,10 +379,11 @@ def relaunch(args, tmp, strategies, clock):
 
 
 def time_imports(args):
-    """One `python -c CODE` each for the interpreter alone, torch, and the
-    example's imports, in the launcher's workdir and env: {name: (seconds from
-    the process start to the imports done, seconds from launch to exit, CPU
-    seconds)}."""
+    """`python -c CODE` for the interpreter alone, torch, and the example's
+    imports, in the launcher's workdir and env, WORLD_SIZE processes at once
+    (as a trial's ranks import at once): {name: (seconds from the process
+    start to the imports done, launch to exit, CPU seconds; the slowest
+    process's times, the CPU per process)}."""
     launcher, workdir = read_launcher()
     env = dict(os.environ, **launcher.get("env", {}))
     env.update(PYTHONPATH=os.path.join(ROOT, "python"), OMP_NUM_THREADS=str(args.threads))
@@ -388,10 +391,14 @@ def time_imports(args):
     out = {}
     for name, code in codes.items():
         cpu_before, start = children_cpu(), time.time()
-        printed = run_checked([sys.executable, "-c", code + SINCE_START], "python -c " + code,
-                              cwd=workdir, env=env)
-        out[name] = (float(printed.split()[-1]), time.time() - start,
-                     children_cpu() - cpu_before)
+        procs = [subprocess.Popen([sys.executable, "-c", code + SINCE_START], cwd=workdir,
+                                  env=env, stdout=subprocess.PIPE, text=True)
+                 for _ in range(args.world_size)]
+        printed = [p.communicate()[0] for p in procs]
+        if any(p.returncode for p in procs):
+            fail("python -c %s exited %s" % (code, [p.returncode for p in procs]))
+        out[name] = (max(float(x.split()[-1]) for x in printed), time.time() - start,
+                     (children_cpu() - cpu_before) / args.world_size)
     return out
 
 
@@ -460,11 +467,11 @@ def print_tables(args, ours, theirs, jobs):
                                        100 * median(search, "overhead") / median(search, "wall"),
                                        100 * median(theirs, "overhead") / median(theirs, "wall")))
 
-    print("\n4. interpreter start and imports: python -c CODE, once right after each relaunch"
-          " run; medians of %d, seconds" % len(theirs))
-    print("   %-24s %9s %9s %9s %7s   %s" % ("", "imported", "exit", "launch to", "CPU",
+    print("\n4. interpreter start and imports: python -c CODE (%d at once, as the ranks), right"
+          " after each relaunch run; medians of %d, seconds" % (args.world_size, len(theirs)))
+    print("   %-24s %9s %9s %9s %7s   %s" % ("", "imported", "exit", "launch to", "CPU to",
                                           "imported, each run"))
-    print("   %-24s %9s %9s %9s" % ("", "(A)", "(B-A)", "exit (B)"))
+    print("   %-24s %9s %9s %9s %7s" % ("", "(A)", "(B-A)", "exit (B)", "exit"))
     imports, import_cpu = {}, {}
     for name, what in (("interpreter", "interpreter alone"), ("torch", "import torch"),
                        ("script", "the example's imports")):
@@ -475,8 +482,9 @@ def print_tables(args, ours, theirs, jobs):
         print("   %-24s %9.2f %9.2f %9.2f %7.2f   %s"
               % (what, imports[name], total - imports[name], total, import_cpu[name],
                  " ".join("%.2f" % x[0] for x in runs)))
-    print("   (A: process start -> imports done, as `ready` counts; the example's imports: torch,"
-          " transformers' Trainer classes with accelerate, autoaccel)")
+    print("   (A: process start -> imports done, as `ready` counts, the slowest process; CPU: per"
+          " process; the example's imports: torch, transformers' Trainer classes with"
+          " accelerate, autoaccel)")
     ready_ours, ready_theirs = median(search, "ready"), median(theirs, "ready")
     build = ready_theirs - imports["script"]
     print("   ready (median): autoaccel %.2f s, relaunch %.2f s = the example's imports %.2f +"
@@ -488,20 +496,18 @@ def print_tables(args, ours, theirs, jobs):
                                        ("server_cpu_seconds", "worker_cpu_seconds",
                                         "client_cpu_seconds")))
     print("   CPU of a trial's rank processes (all %d rank(s)): autoaccel %.2f s (mean over %d"
-          " trials), relaunch %.2f s (median); the imports are %.2f s of it per rank"
-          % (args.world_size, ours_cpu, len(ours), theirs_cpu, import_cpu["script"]))
+          " trials; stopped by the worker), relaunch %.2f s (median; to their own exit)"
+          % (args.world_size, ours_cpu, len(ours), theirs_cpu))
 
-    saved = imports["script"]
+    # Not more than the interpreter and imports take in the trials themselves.
+    saved = min(imports["script"], ready_ours)
     overhead = median(search, "overhead")
     wall = median(search, "wall")
     print("\nWarm-process estimate: keeping each rank's Python process warm between trials "
           "(interpreter and imports done once; the model, data and Trainer still built per "
           "strategy) would cut the per-trial overhead by about %.1f s (%.0f%% of the median "
-          "%.1f s overhead, %.0f%% of the median %.1f s trial wall); in CPU time, %.1f s of the"
-          " %.1f s a trial's processes use (%.0f%%)."
-          % (saved, 100 * saved / overhead, overhead, 100 * saved / wall, wall,
-             import_cpu["script"] * args.world_size, ours_cpu,
-             100 * import_cpu["script"] * args.world_size / ours_cpu))
+          "%.1f s overhead, %.0f%% of the median %.1f s trial wall)."
+          % (saved, 100 * saved / overhead, overhead, 100 * saved / wall, wall))
     print("Load average at the end: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
 
 
