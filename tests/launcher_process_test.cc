@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -396,7 +397,7 @@ TEST_F(LauncherRankTest, TheScriptSeesTheContractsEnvironmentArgvAndFiles) {
   EXPECT_TRUE(std::filesystem::exists(trial_dir + "/stderr.log"));
 }
 
-TEST_F(LauncherRankTest, OnCpuASingleRankGetsThreadsNoRendezvousAndStartsInItsTrialDir) {
+TEST_F(LauncherRankTest, OnCpuASingleRankGetsThreadsALocalRendezvousAndStartsInItsTrialDir) {
   ::setenv("MASTER_ADDR", "leftover", 1);
   LauncherRank rank = Rank("env");
   rank.spec.model = ModelSpec();  // the job gave no model config
@@ -408,8 +409,11 @@ TEST_F(LauncherRankTest, OnCpuASingleRankGetsThreadsNoRendezvousAndStartsInItsTr
   const std::string trial_dir = LauncherTrialDir(rank, options_.work_dir);
   EXPECT_EQ(seen["env"]["OMP_NUM_THREADS"], "3");
   EXPECT_EQ(seen["env"]["AUTOACCEL_DEVICE_TYPE"], "cpu");
-  EXPECT_FALSE(seen["env"].contains("MASTER_ADDR"));
-  EXPECT_FALSE(seen["env"].contains("MASTER_PORT"));
+  // A rendezvous of its own, as torchrun gives one rank (not the leftover).
+  EXPECT_EQ(seen["env"]["MASTER_ADDR"], "127.0.0.1");
+  int port = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(seen["env"]["MASTER_PORT"].get<std::string>(), &port));
+  EXPECT_GT(port, 0);
   EXPECT_EQ(seen["cwd"], std::filesystem::canonical(trial_dir).string());
   absl::StatusOr<nlohmann::json> strategy = ReadJsonFile(trial_dir + "/strategy.json");
   ASSERT_TRUE(strategy.ok());

@@ -1,6 +1,9 @@
 #include "worker/launcher_trial.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -145,6 +148,25 @@ std::map<std::string, std::string> PlaceholderValues(const LauncherRank& rank,
   return v;
 }
 
+// A TCP port of 127.0.0.1 that no socket holds now (the kernel's pick), or
+// 0 when none can be had.
+int FreeLocalPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
 // The worker's variables for the rank (they override the launcher's env).
 std::vector<std::pair<std::string, std::string>> RankEnvironment(const LauncherRank& rank,
                                                                  const std::string& dir,
@@ -170,6 +192,12 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment(const LauncherR
   if (spec.world_size > 1) {
     vars.emplace_back("MASTER_ADDR", spec.master_addr);
     vars.emplace_back("MASTER_PORT", absl::StrCat(spec.master_port));
+  } else if (const int port = FreeLocalPort(); port > 0) {
+    // One rank meets nobody, but torchrun sets a rendezvous anyway and
+    // scripts rely on it (accelerate starts a process group of one when
+    // LOCAL_RANK is set): a port of this host no one holds now.
+    vars.emplace_back("MASTER_ADDR", "127.0.0.1");
+    vars.emplace_back("MASTER_PORT", absl::StrCat(port));
   } else {
     unset->push_back("MASTER_ADDR");
     unset->push_back("MASTER_PORT");

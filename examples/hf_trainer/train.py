@@ -140,13 +140,6 @@ class AppliedSettings(TrainerCallback):
 
 def main(argv):
     started = time.monotonic()
-    if os.environ.get("WORLD_SIZE") == "1" and "MASTER_ADDR" not in os.environ:
-        # One rank without a rendezvous address (autoaccel's worker sets
-        # MASTER_* only for world size > 1): accelerate would still start a
-        # process group because LOCAL_RANK is set, so run as a plain process.
-        for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                     "ROLE_RANK", "ROLE_WORLD_SIZE"):
-            os.environ.pop(name, None)
     mine, hf_argv = parse_args(argv)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     (targs,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses(args=hf_argv)

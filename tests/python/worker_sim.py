@@ -175,11 +175,8 @@ def run_launcher(name, strategy_text, world_size, global_batch, seq_len, warmup=
                    OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="",
                    PYTHONPATH=os.pathsep.join(
                        p for p in [os.path.join(ROOT, "python"), env.get("PYTHONPATH")] if p))
-        if world_size > 1:
-            env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        else:
-            env.pop("MASTER_ADDR", None)
-            env.pop("MASTER_PORT", None)
+        # The worker gives one rank a local rendezvous too, as torchrun does.
+        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         workdir = os.path.normpath(os.path.join(os.path.dirname(LAUNCHERS_FILE),
                                                 launcher.get("workdir", trial_dir)))
         stdout = open(os.path.join(trial_dir, "stdout.log"), "wb")
