@@ -9,6 +9,7 @@
 #include "server/answer.h"
 #include "server/database_answer.h"
 #include "server/job_view.h"
+#include "server/launcher_job.h"
 #include "server/signature.h"
 
 namespace autoaccel {
@@ -80,7 +81,13 @@ JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
   if (state == JobState::kSucceeded && best != nullptr && (!partial || spec.store_partial)) {
     StrategyRecord s;
     s.signature = record.signature;
-    s.model_family = spec.model.family;
+    // A launcher job's answer measured the user's script: named by its
+    // launcher ("launcher:hf-llama", ":llama" when the model was described).
+    s.model_family = spec.launcher ? absl::StrCat("launcher:", spec.launcher->name(),
+                                                  IsUnknownLauncherModel(spec.model)
+                                                      ? ""
+                                                      : absl::StrCat(":", spec.model.family))
+                                   : spec.model.family;
     s.model_config_json = spec.model.ToConfigJson().dump();
     s.seq_len = spec.seq_len;
     s.global_batch_size = spec.global_batch_size;

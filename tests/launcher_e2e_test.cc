@@ -121,6 +121,13 @@ TEST(LauncherEndToEnd, HuggingFaceTrainerScriptIsTunedAndItsBestExportedAsTraine
   // summary of what it applied, on the rank's stderr).
   EXPECT_THAT(ReadAll(rank1 + "/stderr.log"), HasSubstr("MULTI_CPU"));
 
+  // The answer is kept apart from the engine's, named by its launcher.
+  ASSERT_EQ(cluster.Cli({"strategies", "--json"}, &out), 0) << out;
+  const json stored = ParseJson(out)["strategies"];
+  ASSERT_EQ(stored.size(), 1u) << out;
+  EXPECT_EQ(stored[0]["model"]["family"], "launcher:hf-llama-tiny") << out;
+  EXPECT_THAT(stored[0]["signature"].get<std::string>(), StartsWith("launcher-hf-llama-tiny-"));
+
   // The answer in the launcher's own format, by default.
   const std::string dir = cluster.dir() + "/export";
   ASSERT_EQ(cluster.Cli({"export", "--job", job["job_id"], "--out", dir}, &out), 0) << out;
