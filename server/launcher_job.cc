@@ -103,6 +103,13 @@ bool LauncherFixesMicroBatch(const v1::Launcher& launcher) {
 absl::Status RestrictSpaceToLauncher(const v1::Launcher& launcher, const v1::TuneRequest& request,
                                      SpaceRequest* space) {
   const std::vector<std::string> keys = LauncherDimensionKeys();
+  for (const std::string& key : keys) {  // a new strategy field needs its row above
+    if (std::none_of(std::begin(kLauncherDimensions), std::end(kLauncherDimensions),
+                     [&](const LauncherDimension& d) { return d.key == key; })) {
+      return absl::InternalError(
+          absl::StrCat("strategy field '", key, "' has no row in kLauncherDimensions"));
+    }
+  }
   for (const std::string& d : launcher.dimensions()) {
     if (std::find(keys.begin(), keys.end(), d) == keys.end()) {
       return absl::InvalidArgumentError(
