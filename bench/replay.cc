@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
 #include "search/config_override.h"
+#include "search/step_statistics.h"
 
 namespace autoaccel::bench {
 namespace {
@@ -252,12 +253,6 @@ std::vector<EarlierTrial> EarlierTrialsOf(const RecordedTable& table) {
 }
 
 namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 // Two models' predictions of the same SUCCEEDED trials against what they
 // measured.

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "proto/convert.h"
 #include "search/field_table.h"
+#include "search/step_statistics.h"
 #include "search/strategy_fields.h"
 
 namespace autoaccel {
@@ -20,13 +21,6 @@ namespace {
 
 bool Measured(const v1::Trial& t) {
   return t.status() == "SUCCEEDED" && t.metrics().tokens_per_second() > 0;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 double JobStart(const v1::Job& job) {

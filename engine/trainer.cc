@@ -25,6 +25,7 @@
 #include "engine/build_model.h"
 #include "engine/cpu_memory.h"
 #include "search/space.h"
+#include "search/step_statistics.h"
 
 namespace autoaccel {
 namespace {
@@ -47,12 +48,6 @@ c10::CachingAllocator::Stat DeviceAllocatedBytes(const torch::Device& device) {
 // collective, before it gives up; the worker's trial timeout usually ends a
 // stuck trial first.
 constexpr std::chrono::milliseconds kCollectiveTimeout = std::chrono::minutes(10);
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 }  // namespace
 
@@ -518,18 +513,7 @@ TrialResult RunTrialUnfenced(const TrialSpec& spec, const torch::Device& device,
     }
     result.parameter_digest = absl::StrFormat("fnv1a64:%016x", hash);
   }
-  m.measured_steps = static_cast<int>(times.size());
-  m.step_time_median_s = Median(times);
-  m.step_time_min_s = *std::min_element(times.begin(), times.end());
-  m.step_time_max_s = *std::max_element(times.begin(), times.end());
-  {
-    std::vector<double> sorted = times;
-    std::sort(sorted.begin(), sorted.end());
-    const auto at = [&](double q) {
-      return sorted[static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5)];
-    };
-    if (m.step_time_median_s > 0) m.step_time_spread = (at(0.9) - at(0.1)) / m.step_time_median_s;
-  }
+  SetStepTimeFigures(times, &m);
   const double tokens_per_step =
       double(spec.global_batch_size) * double((*trainer)->tokens_per_sample());
   m.tokens_per_second = tokens_per_step / m.step_time_median_s;

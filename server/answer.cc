@@ -4,18 +4,13 @@
 #include <map>
 
 #include "search/searcher.h"
+#include "search/step_statistics.h"
 
 namespace autoaccel {
 namespace {
 
 bool Eligible(const TrialRecord& t, int64_t memory_limit_bytes) {
   return IsEligible(ScoredTrial{Strategy(), t.status, t.metrics}, memory_limit_bytes);
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // Every measurement of one strategy.

@@ -7,18 +7,13 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/untrusted_json.h"
+#include "search/step_statistics.h"
 
 namespace autoaccel {
 namespace {
 
 constexpr size_t kMaxLineBytes = 1 << 20;
 constexpr size_t kQuotedLineChars = 200;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Reads the fields of one event, remembering the first problem.
 class EventReader {
@@ -182,17 +177,8 @@ TrialMetrics RankMetrics(const MetricsLog& log, const RankMetricsInput& in) {
   for (const StepEvent& s : log.steps) {
     if (s.loss) m.final_loss = *s.loss;
   }
-  m.measured_steps = static_cast<int>(times.size());
-  m.step_time_median_s = Median(times);
-  m.step_time_min_s = *std::min_element(times.begin(), times.end());
-  m.step_time_max_s = *std::max_element(times.begin(), times.end());
-  std::vector<double> sorted = times;
-  std::sort(sorted.begin(), sorted.end());
-  const auto at = [&](double q) {
-    return sorted[static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5)];
-  };
+  SetStepTimeFigures(times, &m);
   if (m.step_time_median_s > 0) {
-    m.step_time_spread = (at(0.9) - at(0.1)) / m.step_time_median_s;
     m.tokens_per_second = Median(tokens) / m.step_time_median_s;
     m.samples_per_second = Median(samples) / m.step_time_median_s;
   }
