@@ -2,6 +2,7 @@
 if(TARGET autoaccel_engine)
   add_executable(peak_probe_test ${CMAKE_CURRENT_LIST_DIR}/peak_probe_test.cc)
   target_link_libraries(peak_probe_test PRIVATE autoaccel_engine GTest::gtest_main)
+  autoaccel_torch_pch(peak_probe_test)
   target_compile_definitions(peak_probe_test PRIVATE
     AUTOACCEL_TRIAL_BINARY="$<TARGET_FILE:autoaccel-trial>")
   add_dependencies(peak_probe_test autoaccel-trial)

@@ -11,6 +11,7 @@ if(TARGET autoaccel_engine)
 
   add_executable(scripted_model_test scripted_model_test.cc)
   target_link_libraries(scripted_model_test PRIVATE autoaccel_engine GTest::gmock_main)
+  autoaccel_torch_pch(scripted_model_test)
   gtest_discover_tests(scripted_model_test TEST_PREFIX "scripted_model." DISCOVERY_MODE PRE_TEST
                        DISCOVERY_TIMEOUT 60
                        PROPERTIES TIMEOUT 300 LABELS engine FIXTURES_REQUIRED scripted_models
