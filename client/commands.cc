@@ -38,6 +38,12 @@ int RpcError(const ClientContext& c, const grpc::Status& s) {
     case grpc::StatusCode::NOT_FOUND:
       what = absl::StrCat("not found: ", s.error_message());
       break;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      what = absl::StrCat("not authenticated: ", s.error_message());
+      break;
+    case grpc::StatusCode::PERMISSION_DENIED:
+      what = absl::StrCat("permission denied: ", s.error_message());
+      break;
     default:
       what = absl::StrCat(s.error_message(), " (code ", static_cast<int>(s.error_code()), ")");
   }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
+#include "client/credentials.h"
 #include "client/estimate_command.h"
 #include "client/export_command.h"
 #include "client/flag_file.h"
@@ -125,6 +126,8 @@ int main(int argc, char** argv) {
   std::string server = "127.0.0.1:50051";
   bool json = false;
   app.add_option("--server", server, "HOST:PORT of autoaccel-server")->envname("AUTOACCEL_SERVER");
+  autoaccel::CredentialFlags credentials;
+  autoaccel::AddCredentialFlags(&app, &credentials);
   app.add_flag("--json", json, "print one JSON document on stdout (for scripts)");
   std::string rpc_timeout = autoaccel::FormatDuration(autoaccel::kDefaultRpcTimeout);
   app.add_option("--rpc-timeout", rpc_timeout,
@@ -280,9 +283,14 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 1;
   }
 
-  auto channel = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      autoaccel::OpenServerChannel(server, credentials);
+  if (!channel.ok()) {
+    std::cerr << "autoaccel: " << channel.status().message() << "\n";
+    return 1;
+  }
   std::unique_ptr<autoaccel::v1::TuningService::Stub> stub =
-      autoaccel::v1::TuningService::NewStub(channel);
+      autoaccel::v1::TuningService::NewStub(*channel);
   autoaccel::ClientContext c;
   c.stub = stub.get();
   c.server = server;

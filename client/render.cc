@@ -95,6 +95,8 @@ json WorkerJson(const v1::Worker& w) {
       {"host_memory_bytes", w.host_memory_bytes()},
       {"warnings", Strings(w.warnings())},
       {"launchers", LaunchersJson(w.launchers())},
+      {"tls", w.tls()},
+      {"insecure", w.insecure()},
       {"devices", devices}};
 }
 
@@ -228,7 +230,7 @@ json NoStrategyJson(const std::string& what) { return json{{"best", nullptr}, {"
 json WorkerListJson(const v1::ListWorkersResponse& workers) {
   json out = json::array();
   for (const v1::Worker& w : workers.workers()) out.push_back(WorkerJson(w));
-  return json{{"workers", out}};
+  return json{{"workers", out}, {"coordinator_insecure", workers.coordinator_insecure()}};
 }
 
 // ---- Text -------------------------------------------------------------------
@@ -379,9 +381,14 @@ void PrintStrategyAnswer(std::ostream& out, const v1::StrategyAnswer& a) {
 }
 
 void PrintWorkerList(std::ostream& out, const v1::ListWorkersResponse& workers) {
+  if (!workers.coordinator_insecure().empty()) {
+    out << "INSECURE coordinator: " << workers.coordinator_insecure() << "\n";
+  }
   if (workers.workers().empty()) out << "no workers registered\n";
   for (const v1::Worker& w : workers.workers()) {
-    out << w.worker_id() << " at " << w.address() << (w.healthy() ? "" : " (LOST)");
+    out << w.worker_id() << " at " << w.address() << (w.healthy() ? "" : " (LOST)")
+        << (w.tls() ? " TLS" : "");
+    if (!w.insecure().empty()) out << " INSECURE: " << w.insecure();
     if (w.rendezvous_port_max() > 0) {
       out << "  rendezvous ports " << w.rendezvous_port_min() << "-" << w.rendezvous_port_max();
     }

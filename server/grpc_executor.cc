@@ -2,16 +2,21 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/bearer_token.h"
 #include "common/grpc_status.h"
 
 namespace autoaccel {
 
-v1::WorkerService::Stub* GrpcTrialExecutor::StubFor(const std::string& address) {
+v1::WorkerService::Stub* GrpcTrialExecutor::StubFor(const WorkerEndpoint& to) {
   absl::MutexLock lock(&mu_);
-  auto& stub = stubs_[address];
+  auto& stub = stubs_[{to.address, to.tls}];
   if (!stub) {
-    stub = v1::WorkerService::NewStub(
-        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+    if (to.tls) {
+      credentials = options_.tls_credentials ? options_.tls_credentials
+                                             : grpc::SslCredentials(grpc::SslCredentialsOptions());
+    }
+    stub = v1::WorkerService::NewStub(grpc::CreateChannel(to.address, credentials));
   }
   return stub.get();
 }
@@ -22,8 +27,9 @@ namespace {
 // alive until the callback has run.
 template <typename Request, typename Response>
 struct Call {
-  Call(const Request& r, absl::Time deadline) : request(r) {
+  Call(const Request& r, absl::Time deadline, const std::string& token) : request(r) {
     context.set_deadline(absl::ToChronoTime(deadline));
+    AddBearerToken(&context, token);
   }
   grpc::ClientContext context;
   Request request;
@@ -32,22 +38,22 @@ struct Call {
 
 }  // namespace
 
-void GrpcTrialExecutor::RunTrial(const std::string& address, const v1::RunTrialRequest& request,
+void GrpcTrialExecutor::RunTrial(const WorkerEndpoint& to, const v1::RunTrialRequest& request,
                                  absl::Duration rpc_timeout, Done done) {
   auto call = std::make_shared<Call<v1::RunTrialRequest, v1::RunTrialResponse>>(
-      request, absl::Now() + rpc_timeout);
-  StubFor(address)->async()->RunTrial(&call->context, &call->request, &call->response,
-                                      [call, done = std::move(done)](grpc::Status status) {
-                                        done(FromGrpcStatus(status), std::move(call->response));
-                                      });
+      request, absl::Now() + rpc_timeout, to.session_token);
+  StubFor(to)->async()->RunTrial(&call->context, &call->request, &call->response,
+                                 [call, done = std::move(done)](grpc::Status status) {
+                                   done(FromGrpcStatus(status), std::move(call->response));
+                                 });
 }
 
-void GrpcTrialExecutor::CancelTrial(const std::string& address,
+void GrpcTrialExecutor::CancelTrial(const WorkerEndpoint& to,
                                     const v1::CancelTrialRequest& request) {
   auto call = std::make_shared<Call<v1::CancelTrialRequest, v1::CancelTrialResponse>>(
-      request, absl::Now() + options_.cancel_timeout);
-  StubFor(address)->async()->CancelTrial(&call->context, &call->request, &call->response,
-                                         [call](grpc::Status) {});
+      request, absl::Now() + options_.cancel_timeout, to.session_token);
+  StubFor(to)->async()->CancelTrial(&call->context, &call->request, &call->response,
+                                    [call](grpc::Status) {});
 }
 
 }  // namespace autoaccel

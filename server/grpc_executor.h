@@ -1,9 +1,12 @@
 #ifndef AUTOACCEL_SERVER_GRPC_EXECUTOR_H_
 #define AUTOACCEL_SERVER_GRPC_EXECUTOR_H_
 
+#include <grpcpp/security/credentials.h>
+
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -13,27 +16,32 @@
 
 namespace autoaccel {
 
-// Reaches workers over gRPC with the callback API; one channel per address,
-// created on first use. Thread-safe.
+// Reaches workers over gRPC with the callback API; one channel per address
+// (and TLS or not), created on first use. Every call carries the worker's
+// session token as a bearer token. Thread-safe.
 struct GrpcTrialExecutorOptions {
   // How long a CancelTrial may take before it is given up (best effort).
   absl::Duration cancel_timeout = absl::Seconds(5);
+  // For workers that serve TLS: trusting the coordinator's --tls-ca (null:
+  // the system's root certificates).
+  std::shared_ptr<grpc::ChannelCredentials> tls_credentials;
 };
 
 class GrpcTrialExecutor : public TrialExecutor {
  public:
   explicit GrpcTrialExecutor(GrpcTrialExecutorOptions options = {}) : options_(options) {}
 
-  void RunTrial(const std::string& address, const v1::RunTrialRequest& request,
+  void RunTrial(const WorkerEndpoint& to, const v1::RunTrialRequest& request,
                 absl::Duration rpc_timeout, Done done) override;
-  void CancelTrial(const std::string& address, const v1::CancelTrialRequest& request) override;
+  void CancelTrial(const WorkerEndpoint& to, const v1::CancelTrialRequest& request) override;
 
  private:
-  v1::WorkerService::Stub* StubFor(const std::string& address);
+  v1::WorkerService::Stub* StubFor(const WorkerEndpoint& to);
 
   const GrpcTrialExecutorOptions options_;
   absl::Mutex mu_;
-  std::map<std::string, std::unique_ptr<v1::WorkerService::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, bool>, std::unique_ptr<v1::WorkerService::Stub>> stubs_
+      ABSL_GUARDED_BY(mu_);  // by (address, tls)
 };
 
 }  // namespace autoaccel

@@ -116,7 +116,7 @@ void JobManager::Tick() {
 }
 
 void JobManager::SendAll(Outbox out) {
-  for (Cancel& c : out.cancels) executor_->CancelTrial(c.address, c.request);
+  for (Cancel& c : out.cancels) executor_->CancelTrial(c.to, c.request);
   if (!out.dispatches.empty()) {
     absl::MutexLock lock(&mu_);
     rpcs_in_flight_ += static_cast<int>(out.dispatches.size());
@@ -125,14 +125,15 @@ void JobManager::SendAll(Outbox out) {
     std::string job_id = d.job_id, trial_id = d.trial_id;
     const int attempt = d.attempt, rank = d.rank;
     executor_->RunTrial(
-        d.address, d.request, d.rpc_timeout,
+        d.to, d.request, d.rpc_timeout,
         [this, job_id, trial_id, attempt, rank](absl::Status s, v1::RunTrialResponse r) {
           OnRankDone(job_id, trial_id, attempt, rank, std::move(s), std::move(r));
         });
   }
 }
 
-absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
+absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request,
+                                              const std::string& owner) {
   // A launcher job's launcher, as the workers define it (server/launcher_job.h).
   std::optional<v1::Launcher> launcher;
   if (!request.launcher().empty()) {
@@ -178,6 +179,7 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request) {
   rec.state = JobState::kQueued;
   rec.status_message = verdict.why_not.empty() ? "queued" : "queued; " + verdict.why_not;
   rec.request_json = ProtoToJson(spec.request);
+  rec.owner = owner;
   rec.signature = signature;
   rec.created_at = clock_->Now();
   rec.deadline = rec.created_at + spec.time_limit;
@@ -226,18 +228,19 @@ absl::StatusOr<v1::Job> JobManager::CancelJob(const std::string& job_id) {
 }
 
 absl::StatusOr<v1::RegisterResponse> JobManager::RegisterWorker(const v1::RegisterRequest& req) {
-  RETURN_IF_ERROR(pool_.Register(req));
+  ASSIGN_OR_RETURN(std::string session_token, pool_.Register(req));
   {
     absl::MutexLock lock(&mu_);
     wake_.SignalAll();
   }
   v1::RegisterResponse resp;
   resp.set_heartbeat_interval_seconds(absl::ToDoubleSeconds(options_.heartbeat_interval));
+  resp.set_session_token(std::move(session_token));
   return resp;
 }
 
-absl::Status JobManager::Heartbeat(const std::string& worker_id) {
-  ASSIGN_OR_RETURN(const bool back, pool_.Heartbeat(worker_id));
+absl::Status JobManager::Heartbeat(const std::string& worker_id, const std::string& session_token) {
+  ASSIGN_OR_RETURN(const bool back, pool_.Heartbeat(worker_id, session_token));
   if (back) {
     absl::MutexLock lock(&mu_);
     wake_.SignalAll();
@@ -267,6 +270,7 @@ void JobManager::TickLocked(Outbox* out) {
 }
 
 void JobManager::FailRanksOfLostWorkersLocked(Outbox* out) {
+  pool_.ForgetSilent(options_.forget_lost_workers_after);
   for (const LostWorker& lost : pool_.ExpireSilent(options_.worker_timeout)) {
     const std::string silent = absl::FormatDuration(lost.silent);
     for (const std::string& job_id : std::vector<std::string>(active_order_)) {
@@ -399,7 +403,7 @@ void JobManager::StartAttemptLocked(JobRun* job, TrialRun* trial, Gang gang, Out
       std::min(spec.trial_timeout, job->record.deadline - clock_->Now() + options_.deadline_slack);
   for (size_t i = 0; i < trial->ranks.size(); ++i) {
     Dispatch d;
-    d.address = trial->ranks[i].placed.address;
+    d.to = trial->ranks[i].placed.endpoint();
     d.request = RankRequest(spec, *trial, static_cast<int>(i), timeout);
     d.rpc_timeout = timeout + options_.rpc_grace;
     d.job_id = job->record.job_id;
@@ -454,7 +458,7 @@ void JobManager::CancelRanks(const TrialRun& trial, Outbox* out) {
   for (const Rank& rank : trial.ranks) {
     if (rank.finished || !told.insert(rank.placed.address).second) continue;
     Cancel c;
-    c.address = rank.placed.address;
+    c.to = rank.placed.endpoint();
     c.request.set_trial_id(trial.record.trial_id);
     c.request.set_attempt(trial.record.attempt);
     out->cancels.push_back(std::move(c));

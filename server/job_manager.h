@@ -64,6 +64,9 @@ struct JobManagerOptions {
   // (rendezvous, worker lost, ...); after the last it is given up and the
   // job's answer rests on partial evidence.
   int max_attempts = 3;
+  // A lost worker that holds no device is forgotten after this long silent
+  // (it registers again if it comes back).
+  absl::Duration forget_lost_workers_after = absl::Minutes(10);
   // How long a rendezvous port a trial failed on stays out of use.
   absl::Duration port_quarantine = absl::Minutes(10);
   // Before a job ends, its best this many strategies are measured again
@@ -101,7 +104,11 @@ class JobManager {
   // signature may answer it (server/database_answer.h): the job is then
   // stored and returned SUCCEEDED, with `answered_from` set, and runs
   // nothing; otherwise its status says why the stored answer did not.
-  absl::StatusOr<v1::Job> SubmitJob(const v1::TuneRequest& request);
+  // The job belongs to `owner` (server/auth.h; "" when users are not
+  // authenticated).
+  absl::StatusOr<v1::Job> SubmitJob(const v1::TuneRequest& request, const std::string& owner = "");
+  // Who submitted the job, without rendering it. NOT_FOUND for an unknown job.
+  absl::StatusOr<std::string> JobOwner(const std::string& job_id);
   // NOT_FOUND for an unknown job; DATA_LOSS for one whose stored records do
   // not parse (server/job_view.h).
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
@@ -115,9 +122,10 @@ class JobManager {
   absl::StatusOr<v1::JobEvent> GetJobEvent(const std::string& job_id, uint64_t since_version,
                                            bool include_pruned, uint64_t* version);
   absl::StatusOr<v1::Job> CancelJob(const std::string& job_id);
-  // Newest first; `limit` 0 means 50, at most 500 are listed. The jobs'
-  // requests come without their config text.
-  absl::StatusOr<std::vector<v1::Job>> ListJobs(int limit);
+  // Newest first; `limit` 0 means 50, at most 500 are listed; with `owner`,
+  // only that user's jobs. The jobs' requests come without their config text.
+  absl::StatusOr<std::vector<v1::Job>> ListJobs(int limit,
+                                                const std::optional<std::string>& owner = {});
   // Every trial of the job, pruned ones included (for tests and tools in
   // this process; RPCs page with ListTrialsPage).
   absl::StatusOr<std::vector<v1::Trial>> ListTrials(const std::string& job_id);
@@ -127,9 +135,10 @@ class JobManager {
   absl::StatusOr<v1::ListTrialsResponse> ListTrialsPage(const v1::ListTrialsRequest& request);
 
   // The worker pool's RPCs (server/worker_pool.h); a registration or a
-  // worker coming back wakes the scheduler.
+  // worker coming back wakes the scheduler. The response carries the
+  // registration's session token.
   absl::StatusOr<v1::RegisterResponse> RegisterWorker(const v1::RegisterRequest& request);
-  absl::Status Heartbeat(const std::string& worker_id);
+  absl::Status Heartbeat(const std::string& worker_id, const std::string& session_token);
   std::vector<v1::Worker> ListWorkers();
 
   // One scheduling round; the scheduler thread calls it every tick.
@@ -138,7 +147,7 @@ class JobManager {
  private:
   // A RunTrial to send once the mutex is released.
   struct Dispatch {
-    std::string address;
+    WorkerEndpoint to;
     v1::RunTrialRequest request;
     absl::Duration rpc_timeout;
     std::string job_id;
@@ -147,7 +156,7 @@ class JobManager {
     int rank = 0;
   };
   struct Cancel {
-    std::string address;
+    WorkerEndpoint to;
     v1::CancelTrialRequest request;
   };
   // What a tick or an answer decided to send.

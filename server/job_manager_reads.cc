@@ -63,11 +63,22 @@ absl::StatusOr<v1::JobEvent> JobManager::GetJobEvent(const std::string& job_id,
   return event;
 }
 
-absl::StatusOr<std::vector<v1::Job>> JobManager::ListJobs(int limit) {
+absl::StatusOr<std::string> JobManager::JobOwner(const std::string& job_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = active_.find(job_id);
+    if (it != active_.end()) return it->second->record.owner;
+  }
+  ASSIGN_OR_RETURN(JobRecord record, store_->GetJob(job_id));
+  return record.owner;
+}
+
+absl::StatusOr<std::vector<v1::Job>> JobManager::ListJobs(int limit,
+                                                          const std::optional<std::string>& owner) {
   if (limit < 0) return absl::InvalidArgumentError("limit: must not be negative");
-  ASSIGN_OR_RETURN(
-      std::vector<JobRecord> records,
-      store_->ListJobs(limit == 0 ? kDefaultJobsListed : std::min(limit, kMaxJobsListed)));
+  limit = limit == 0 ? kDefaultJobsListed : std::min(limit, kMaxJobsListed);
+  ASSIGN_OR_RETURN(std::vector<JobRecord> records,
+                   owner ? store_->ListJobsOf(*owner, limit) : store_->ListJobs(limit));
   std::vector<v1::Job> jobs;
   for (const JobRecord& r : records) {
     ASSIGN_OR_RETURN(v1::Job job, GetJob(r.job_id));

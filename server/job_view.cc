@@ -120,6 +120,7 @@ absl::StatusOr<v1::Job> JobRecordToProto(const JobRecord& r, const std::vector<T
     }
   }
   j.set_signature(r.signature);
+  j.set_owner(r.owner);
   j.set_created_at(UnixSecondsOrZero(r.created_at));
   j.set_started_at(UnixSecondsOrZero(r.started_at));
   j.set_finished_at(UnixSecondsOrZero(r.finished_at));

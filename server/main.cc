@@ -7,10 +7,15 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_join.h"
 #include "common/clock.h"
+#include "common/listen_policy.h"
 #include "common/signals.h"
+#include "common/tls_files.h"
 #include "proto/convert.h"
+#include "server/auth.h"
 #include "server/grpc_executor.h"
 #include "server/job_manager.h"
 #include "server/service.h"
@@ -40,15 +45,77 @@ int main(int argc, char** argv) {
   app.add_option("--worker-timeout", worker_timeout_s,
                  "seconds of silence after which a worker is declared lost")
       ->check(CLI::PositiveNumber);
+  std::string tokens_file, join_token_file;
+  autoaccel::TlsFiles tls;
+  bool insecure = false;
+  app.add_option("--tokens", tokens_file,
+                 "file of user tokens, one \"TOKEN USER [admin]\" per line: clients must present "
+                 "one, and see and cancel only their own jobs (admins: every job)");
+  app.add_option("--join-token-file", join_token_file,
+                 "file whose first line is the token workers must present to register");
+  app.add_option("--tls-cert", tls.cert, "PEM certificate chain to serve TLS with");
+  app.add_option("--tls-key", tls.key, "PEM private key of --tls-cert");
+  app.add_option("--tls-ca", tls.ca,
+                 "PEM CA certificates to trust when connecting to workers that serve TLS "
+                 "(default: the system's)");
+  app.add_flag("--insecure", insecure,
+               "serve on a non-loopback address without TLS or tokens (every log line says so)");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
+
+  std::vector<std::string> missing;
+  if (!tls.serves_tls()) missing.push_back("TLS (--tls-cert/--tls-key)");
+  if (tokens_file.empty()) missing.push_back("user tokens (--tokens)");
+  if (join_token_file.empty()) missing.push_back("a join token (--join-token-file)");
+  if (absl::Status ok = autoaccel::CheckListenPolicy("autoaccel-server", listen, missing, insecure);
+      !ok.ok()) {
+    std::fprintf(stderr, "autoaccel-server: %s\n", std::string(ok.message()).c_str());
+    return 2;
+  }
+  std::string insecure_why;
+  if (autoaccel::RunsInsecurely(listen, missing)) {
+    insecure_why = "no " + absl::StrJoin(missing, ", no ");
+    autoaccel::MarkLogsInsecure(insecure_why);
+  }
+  std::vector<autoaccel::UserToken> users;
+  std::string join_token;
+  if (!tokens_file.empty()) {
+    auto read = autoaccel::ReadTokensFile(tokens_file);
+    if (!read.ok()) {
+      std::fprintf(stderr, "autoaccel-server: %s\n", std::string(read.status().message()).c_str());
+      return 2;
+    }
+    users = *std::move(read);
+  }
+  if (!join_token_file.empty()) {
+    auto read = autoaccel::ReadTokenFile(join_token_file, "--join-token-file");
+    if (!read.ok()) {
+      std::fprintf(stderr, "autoaccel-server: %s\n", std::string(read.status().message()).c_str());
+      return 2;
+    }
+    join_token = *std::move(read);
+  }
+  const autoaccel::Authenticator auth(std::move(users), std::move(join_token));
+  auto server_credentials = autoaccel::ServerCredentialsFor(tls);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> worker_credentials;
+  if (server_credentials.ok() && !tls.ca.empty()) {
+    worker_credentials = autoaccel::ChannelCredentialsFor(autoaccel::TlsFiles{"", "", tls.ca});
+  }
+  for (const absl::Status& s : {server_credentials.status(), worker_credentials.status()}) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "autoaccel-server: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
 
   auto store = autoaccel::Store::Open(db);
   if (!store.ok()) {
     std::fprintf(stderr, "autoaccel-server: %s\n", store.status().ToString().c_str());
     return 1;
   }
-  autoaccel::GrpcTrialExecutor executor;
+  autoaccel::GrpcTrialExecutorOptions executor_options;
+  if (!tls.ca.empty()) executor_options.tls_credentials = *worker_credentials;
+  autoaccel::GrpcTrialExecutor executor(executor_options);
   autoaccel::JobManagerOptions options;
   options.heartbeat_interval = absl::Seconds(heartbeat_s);
   options.worker_timeout = absl::Seconds(worker_timeout_s);
@@ -58,12 +125,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "autoaccel-server: %s\n", manager.status().ToString().c_str());
     return 1;
   }
-  autoaccel::TuningServiceImpl tuning((*manager).get(), store->get());
-  autoaccel::WorkerRegistryImpl registry((*manager).get());
+  autoaccel::TuningServiceImpl tuning((*manager).get(), store->get(), &auth, insecure_why);
+  autoaccel::WorkerRegistryImpl registry((*manager).get(), &auth);
 
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, *server_credentials, &port);
   builder.SetMaxReceiveMessageSize(autoaccel::kMaxMessageBytes);  // torchscript files
   builder.RegisterService(&tuning);
   builder.RegisterService(&registry);
@@ -73,8 +140,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string host = listen.substr(0, listen.rfind(':'));
-  std::printf("autoaccel-server listening on %s:%d (database %s)\n", host.c_str(), port,
-              db.c_str());
+  std::printf("autoaccel-server listening on %s:%d (database %s; %s, %s, %s)\n", host.c_str(), port,
+              db.c_str(), tls.serves_tls() ? "TLS" : "plaintext",
+              auth.users_required() ? "user tokens required" : "no user tokens",
+              auth.join_token_required() ? "join token required" : "no join token");
   std::fflush(stdout);
   (*manager)->Start();
 

@@ -8,6 +8,7 @@
 
 #include "common/grpc_status.h"
 #include "common/job_state.h"
+#include "common/status_macros.h"
 #include "server/strategy_queries.h"
 
 namespace autoaccel {
@@ -121,47 +122,83 @@ class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
   std::atomic<bool> cancelled_{false};
 };
 
+// A stream refused before its first message: finishes with `status`.
+template <typename T>
+class RefusedStream : public grpc::ServerWriteReactor<T> {
+ public:
+  explicit RefusedStream(const absl::Status& status) { this->Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
+
+absl::StatusOr<Caller> TuningServiceImpl::JobCaller(grpc::CallbackServerContext* ctx,
+                                                    const std::string& job_id) {
+  ASSIGN_OR_RETURN(Caller caller, auth_->User(*ctx));
+  if (caller.admin) return caller;  // no owner lookup: an admin may see every job
+  ASSIGN_OR_RETURN(const std::string owner, manager_->JobOwner(job_id));
+  RETURN_IF_ERROR(MayAccessJob(caller, owner, job_id));
+  return caller;
+}
 
 grpc::ServerUnaryReactor* TuningServiceImpl::SubmitJob(grpc::CallbackServerContext* ctx,
                                                        const v1::SubmitJobRequest* request,
                                                        v1::Job* response) {
-  return Unary(ctx, manager_->SubmitJob(request->request()), response);
+  absl::StatusOr<Caller> caller = auth_->User(*ctx);
+  if (!caller.ok()) return Unary(ctx, caller.status());
+  return Unary(ctx, manager_->SubmitJob(request->request(), caller->user), response);
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::GetJob(grpc::CallbackServerContext* ctx,
                                                     const v1::GetJobRequest* request,
                                                     v1::Job* response) {
+  if (auto caller = JobCaller(ctx, request->job_id()); !caller.ok()) {
+    return Unary(ctx, caller.status());
+  }
   return Unary(ctx, manager_->GetJob(request->job_id()), response);
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* TuningServiceImpl::WatchJob(
-    grpc::CallbackServerContext*, const v1::WatchJobRequest* request) {
+    grpc::CallbackServerContext* ctx, const v1::WatchJobRequest* request) {
+  if (auto caller = JobCaller(ctx, request->job_id()); !caller.ok()) {
+    return new RefusedStream<v1::JobEvent>(caller.status());
+  }
   return new JobWatcher(manager_, request->job_id(), request->include_pruned());
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::CancelJob(grpc::CallbackServerContext* ctx,
                                                        const v1::CancelJobRequest* request,
                                                        v1::Job* response) {
+  if (auto caller = JobCaller(ctx, request->job_id()); !caller.ok()) {
+    return Unary(ctx, caller.status());
+  }
   return Unary(ctx, manager_->CancelJob(request->job_id()), response);
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::ListJobs(grpc::CallbackServerContext* ctx,
                                                       const v1::ListJobsRequest* request,
                                                       v1::ListJobsResponse* response) {
-  return UnaryList(ctx, manager_->ListJobs(request->limit()), response,
+  absl::StatusOr<Caller> caller = auth_->User(*ctx);
+  if (!caller.ok()) return Unary(ctx, caller.status());
+  std::optional<std::string> owner;
+  if (!caller->admin) owner = caller->user;
+  return UnaryList(ctx, manager_->ListJobs(request->limit(), owner), response,
                    &v1::ListJobsResponse::add_jobs);
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::ListTrials(grpc::CallbackServerContext* ctx,
                                                         const v1::ListTrialsRequest* request,
                                                         v1::ListTrialsResponse* response) {
+  if (auto caller = JobCaller(ctx, request->job_id()); !caller.ok()) {
+    return Unary(ctx, caller.status());
+  }
   return Unary(ctx, manager_->ListTrialsPage(*request), response);
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::QueryStrategies(
     grpc::CallbackServerContext* ctx, const v1::QueryStrategiesRequest* request,
     v1::QueryStrategiesResponse* response) {
+  if (auto caller = auth_->User(*ctx); !caller.ok()) return Unary(ctx, caller.status());
   return UnaryList(ctx, ::autoaccel::QueryStrategies(store_, *request), response,
                    &v1::QueryStrategiesResponse::add_answers);
 }
@@ -169,6 +206,7 @@ grpc::ServerUnaryReactor* TuningServiceImpl::QueryStrategies(
 grpc::ServerUnaryReactor* TuningServiceImpl::ListStrategies(
     grpc::CallbackServerContext* ctx, const v1::ListStrategiesRequest* request,
     v1::ListStrategiesResponse* response) {
+  if (auto caller = auth_->User(*ctx); !caller.ok()) return Unary(ctx, caller.status());
   return UnaryList(ctx, ::autoaccel::ListStrategies(store_, *request), response,
                    &v1::ListStrategiesResponse::add_answers);
 }
@@ -176,6 +214,8 @@ grpc::ServerUnaryReactor* TuningServiceImpl::ListStrategies(
 grpc::ServerUnaryReactor* TuningServiceImpl::ListWorkers(grpc::CallbackServerContext* ctx,
                                                          const v1::ListWorkersRequest*,
                                                          v1::ListWorkersResponse* response) {
+  if (auto caller = auth_->User(*ctx); !caller.ok()) return Unary(ctx, caller.status());
+  response->set_coordinator_insecure(insecure_);
   return UnaryList(ctx, absl::StatusOr<std::vector<v1::Worker>>(manager_->ListWorkers()), response,
                    &v1::ListWorkersResponse::add_workers);
 }
@@ -183,13 +223,15 @@ grpc::ServerUnaryReactor* TuningServiceImpl::ListWorkers(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* WorkerRegistryImpl::Register(grpc::CallbackServerContext* ctx,
                                                        const v1::RegisterRequest* request,
                                                        v1::RegisterResponse* response) {
+  if (absl::Status ok = auth_->Worker(*ctx); !ok.ok()) return Unary(ctx, ok);
   return Unary(ctx, manager_->RegisterWorker(*request), response);
 }
 
 grpc::ServerUnaryReactor* WorkerRegistryImpl::Heartbeat(grpc::CallbackServerContext* ctx,
                                                         const v1::HeartbeatRequest* request,
                                                         v1::HeartbeatResponse*) {
-  return Unary(ctx, manager_->Heartbeat(request->worker_id()));
+  if (absl::Status ok = auth_->Worker(*ctx); !ok.ok()) return Unary(ctx, ok);
+  return Unary(ctx, manager_->Heartbeat(request->worker_id(), request->session_token()));
 }
 
 }  // namespace autoaccel

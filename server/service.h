@@ -1,10 +1,17 @@
-// Thin gRPC handlers (callback API): validate nothing themselves, call the
-// JobManager (or the strategy database's queries), map its absl::Status.
-// `manager` and `store` must outlive the services.
+// Thin gRPC handlers (callback API): authenticate the caller
+// (server/auth.h), check that a job is theirs, call the JobManager (or the
+// strategy database's queries) and map its absl::Status. Every user RPC
+// answers UNAUTHENTICATED without a valid token (when tokens are required);
+// GetJob, WatchJob, CancelJob and ListTrials answer PERMISSION_DENIED for
+// another user's job; ListJobs lists the caller's own jobs (an admin's: every
+// job). The strategy database and the worker list are readable by every
+// user. Register and Heartbeat answer UNAUTHENTICATED without the join
+// token. `manager`, `store` and `auth` must outlive the services.
 #ifndef AUTOACCEL_SERVER_SERVICE_H_
 #define AUTOACCEL_SERVER_SERVICE_H_
 
 #include "proto/autoaccel.grpc.pb.h"
+#include "server/auth.h"
 #include "server/job_manager.h"
 #include "server/store.h"
 
@@ -12,7 +19,11 @@ namespace autoaccel {
 
 class TuningServiceImpl final : public v1::TuningService::CallbackService {
  public:
-  TuningServiceImpl(JobManager* manager, Store* store) : manager_(manager), store_(store) {}
+  // `insecure`: what the coordinator lacks when it runs unprotected on a
+  // network address ("" when it does not), shown by ListWorkers.
+  TuningServiceImpl(JobManager* manager, Store* store, const Authenticator* auth,
+                    std::string insecure = "")
+      : manager_(manager), store_(store), auth_(auth), insecure_(std::move(insecure)) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const v1::SubmitJobRequest* request,
@@ -41,13 +52,19 @@ class TuningServiceImpl final : public v1::TuningService::CallbackService {
                                         v1::ListWorkersResponse* response) override;
 
  private:
+  // The caller, if they may act on job `job_id`.
+  absl::StatusOr<Caller> JobCaller(grpc::CallbackServerContext* ctx, const std::string& job_id);
+
   JobManager* const manager_;
   Store* const store_;
+  const Authenticator* const auth_;
+  const std::string insecure_;
 };
 
 class WorkerRegistryImpl final : public v1::WorkerRegistry::CallbackService {
  public:
-  explicit WorkerRegistryImpl(JobManager* manager) : manager_(manager) {}
+  WorkerRegistryImpl(JobManager* manager, const Authenticator* auth)
+      : manager_(manager), auth_(auth) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
                                      const v1::RegisterRequest* request,
@@ -58,6 +75,7 @@ class WorkerRegistryImpl final : public v1::WorkerRegistry::CallbackService {
 
  private:
   JobManager* const manager_;
+  const Authenticator* const auth_;
 };
 
 }  // namespace autoaccel

@@ -178,6 +178,19 @@ absl::StatusOr<std::vector<JobRecord>> Store::ListJobs(int limit) {
   return ReadRows(stmt, kJobs);
 }
 
+absl::StatusOr<std::vector<JobRecord>> Store::ListJobsOf(const std::string& owner, int limit) {
+  RETURN_IF_ERROR(ValidateLimit(limit));
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Statement stmt,
+                   Statement::Prepare(db_,
+                                      SelectSql(kJobs,
+                                                "WHERE owner = ?1 ORDER BY created_at DESC, "
+                                                "rowid DESC LIMIT ?2"),
+                                      "list a user's jobs"));
+  stmt.Bind(owner).Bind(SqlLimit(limit));
+  return ReadRows(stmt, kJobs);
+}
+
 absl::StatusOr<std::vector<JobRecord>> Store::ListUnfinishedJobs() {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(

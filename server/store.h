@@ -74,6 +74,9 @@ struct JobRecord {
   // the job was accepted (a v1::Launcher in JSON: its export format and
   // dimensions); "" for the engine's jobs.
   std::string launcher_json;
+  // The user who submitted it (server/auth.h); "" when users are not
+  // authenticated.
+  std::string owner;
 };
 
 struct TrialRecord {
@@ -160,7 +163,7 @@ struct StrategyFilter {
 class Store {
  public:
   // The schema version this build writes; Open migrates older files to it.
-  static constexpr int kCurrentSchemaVersion = 7;
+  static constexpr int kCurrentSchemaVersion = 8;
 
   // Opens (creating if needed) the database at `path`, enables WAL and
   // foreign keys, sets a busy timeout, and migrates the schema to
@@ -188,6 +191,8 @@ class Store {
   // Newest created first (ties: last created first). limit > 0 caps the
   // count, 0 means all, negative is INVALID_ARGUMENT.
   absl::StatusOr<std::vector<JobRecord>> ListJobs(int limit);
+  // The same, only `owner`'s jobs.
+  absl::StatusOr<std::vector<JobRecord>> ListJobsOf(const std::string& owner, int limit);
   // Jobs not in a terminal state (left QUEUED/WAITING_FOR_WORKERS/RUNNING,
   // e.g. by a crashed server), oldest first, so the server can resume or
   // fail them in submission order.

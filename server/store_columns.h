@@ -171,6 +171,7 @@ inline constexpr Column<JobRecord> kJobColumns[] = {
     Field<&JobRecord::algorithm>("algorithm"),          // schema 2
     Field<&JobRecord::answered_from>("answered_from"),  // schema 5
     Field<&JobRecord::launcher_json>("launcher_json"),  // schema 7
+    Field<&JobRecord::owner>("owner"),                  // schema 8
 };
 inline constexpr Table<JobRecord> kJobs{"jobs", "job", kJobColumns, std::size(kJobColumns)};
 

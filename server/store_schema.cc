@@ -115,6 +115,13 @@ ALTER TABLE trials ADD COLUMN predicted_json TEXT NOT NULL DEFAULT '';
     {7, R"sql(
 ALTER TABLE jobs ADD COLUMN launcher_json TEXT NOT NULL DEFAULT '';
 )sql"},
+    // The user who submitted each job ('' for jobs of a coordinator that
+    // authenticates no users, and for every older job), and listing a
+    // user's jobs by it.
+    {8, R"sql(
+ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+CREATE INDEX jobs_by_owner ON jobs(owner, created_at);
+)sql"},
 };
 static_assert(kMigrations[std::size(kMigrations) - 1].version == Store::kCurrentSchemaVersion,
               "the last migration must produce kCurrentSchemaVersion");

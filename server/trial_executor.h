@@ -13,21 +13,30 @@
 
 namespace autoaccel {
 
+// Where a rank goes: the worker's address, whether it serves TLS, and the
+// session token it was given at registration (sent as a bearer token; the
+// worker refuses calls without it).
+struct WorkerEndpoint {
+  std::string address;
+  std::string session_token;
+  bool tls = false;
+};
+
 // Implementations are thread-safe: the job manager calls them from its
 // scheduler thread and from the threads that deliver earlier answers.
 class TrialExecutor {
  public:
   using Done = std::function<void(absl::Status, v1::RunTrialResponse)>;
   virtual ~TrialExecutor() = default;
-  // Starts one rank at the worker at `address`. `done` runs exactly once, on
+  // Starts one rank at the worker `to`. `done` runs exactly once, on
   // any thread, possibly before RunTrial returns: callers must not hold locks
   // that `done` takes. A non-OK status means the rank's result never came
   // back (UNAVAILABLE: the worker could not be reached; DEADLINE_EXCEEDED:
   // no answer within `rpc_timeout`).
-  virtual void RunTrial(const std::string& address, const v1::RunTrialRequest& request,
+  virtual void RunTrial(const WorkerEndpoint& to, const v1::RunTrialRequest& request,
                         absl::Duration rpc_timeout, Done done) = 0;
   // Best effort; errors are ignored (the worker may be gone).
-  virtual void CancelTrial(const std::string& address, const v1::CancelTrialRequest& request) = 0;
+  virtual void CancelTrial(const WorkerEndpoint& to, const v1::CancelTrialRequest& request) = 0;
 };
 
 }  // namespace autoaccel

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/secret_token.h"
 #include "proto/convert.h"
 #include "search/device_catalog.h"
 
@@ -33,7 +34,7 @@ std::string HostOfAddress(const std::string& address) {
   return std::string(a.substr(0, colon));
 }
 
-absl::Status WorkerPool::Register(const v1::RegisterRequest& req) {
+absl::StatusOr<std::string> WorkerPool::Register(const v1::RegisterRequest& req) {
   if (req.worker_id().empty()) return absl::InvalidArgumentError("worker_id: missing");
   if (req.address().empty()) return absl::InvalidArgumentError("address: missing");
   if (req.devices().empty()) return absl::InvalidArgumentError("devices: at least one needed");
@@ -61,7 +62,22 @@ absl::Status WorkerPool::Register(const v1::RegisterRequest& req) {
   absl::MutexLock lock(&mu_);
   WorkerState& w = workers_[req.worker_id()];
   const bool known = !w.info.worker_id().empty();
+  const bool same_session = known && SecretTokensEqual(req.session_token(), w.session_token);
+  if (known && !same_session) {
+    if (w.healthy) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "worker_id: '", req.worker_id(), "' is registered by a live worker at ", w.info.address(),
+          " (heard from ",
+          absl::FormatDuration(absl::Trunc(clock_->Now() - w.last_seen, absl::Seconds(1))),
+          " ago); a worker restarted under that id is accepted once the old one is declared "
+          "lost"));
+    }
+    spdlog::info("worker {} registers anew (its previous registration was lost)", req.worker_id());
+  }
+  if (!same_session) w.session_token = NewSecretToken();
   w.info.mutable_launchers()->CopyFrom(req.launchers());
+  w.info.set_tls(req.tls());
+  w.info.set_insecure(req.insecure());
   w.info.set_worker_id(req.worker_id());
   w.info.set_address(req.address());
   w.info.mutable_devices()->CopyFrom(req.devices());
@@ -78,15 +94,23 @@ absl::Status WorkerPool::Register(const v1::RegisterRequest& req) {
   w.healthy = true;
   spdlog::info("worker {} registered at {} with {} device(s)", req.worker_id(), req.address(),
                req.devices_size());
+  if (!req.insecure().empty()) {
+    spdlog::warn("worker {} runs unprotected: {}", req.worker_id(), req.insecure());
+  }
   for (const std::string& warning : HostWarningsLocked(w)) spdlog::warn("{}", warning);
-  return absl::OkStatus();
+  return w.session_token;
 }
 
-absl::StatusOr<bool> WorkerPool::Heartbeat(const std::string& worker_id) {
+absl::StatusOr<bool> WorkerPool::Heartbeat(const std::string& worker_id,
+                                           const std::string& session_token) {
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) {
     return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not registered"));
+  }
+  if (!SecretTokensEqual(session_token, it->second.session_token)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "worker ", worker_id, ": the session token is not its current registration's"));
   }
   it->second.last_seen = clock_->Now();
   if (it->second.healthy) return false;
@@ -123,6 +147,26 @@ std::vector<LostWorker> WorkerPool::ExpireSilent(absl::Duration timeout) {
     lost.push_back(LostWorker{id, now - w.last_seen});
   }
   return lost;
+}
+
+std::vector<std::string> WorkerPool::ForgetSilent(absl::Duration after) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  std::vector<std::string> forgotten;
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    const WorkerState& w = it->second;
+    const bool holds = std::any_of(w.held_by.begin(), w.held_by.end(),
+                                   [](const std::string& t) { return !t.empty(); });
+    if (w.healthy || holds || now - w.last_seen <= after) {
+      ++it;
+      continue;
+    }
+    spdlog::info("worker {} forgotten: silent for {}", it->first,
+                 absl::FormatDuration(absl::Trunc(now - w.last_seen, absl::Seconds(1))));
+    forgotten.push_back(it->first);
+    it = workers_.erase(it);
+  }
+  return forgotten;
 }
 
 bool WorkerPool::MarkUnreachable(const std::string& worker_id) {
@@ -335,6 +379,8 @@ std::optional<Gang> WorkerPool::Place(const std::string& type, int count,
       PlacedRank r;
       r.worker_id = *c.id;
       r.address = c.w->info.address();
+      r.session_token = c.w->session_token;
+      r.tls = c.w->info.tls();
       r.device_index = c.free[i];
       r.local_rank = static_cast<int>(i);
       gang.ranks.push_back(r);

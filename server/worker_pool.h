@@ -31,6 +31,7 @@
 #include "proto/autoaccel.pb.h"
 #include "search/cost_model.h"
 #include "server/rendezvous_ports.h"
+#include "server/trial_executor.h"
 
 namespace autoaccel {
 
@@ -46,6 +47,9 @@ std::string HostOfAddress(const std::string& address);
 struct PlacedRank {
   std::string worker_id;
   std::string address;
+  std::string session_token;  // the worker's, when the gang was placed
+  bool tls = false;           // the worker serves TLS
+  WorkerEndpoint endpoint() const { return WorkerEndpoint{address, session_token, tls}; }
   int device_index = 0;  // position in the worker's device list
   int local_rank = 0;    // index among the gang's ranks on this worker
 };
@@ -71,19 +75,30 @@ class WorkerPool {
   explicit WorkerPool(const Clock* clock) : clock_(clock) {}
 
   // Adds the worker, or updates a known one (address, devices, port range;
-  // devices held by ranks still in flight stay held). INVALID_ARGUMENT naming
-  // the field for a request without id, address or devices, or with a bad
-  // port range. Logs a warning for each way the worker's host is
-  // oversubscribed.
-  absl::Status Register(const v1::RegisterRequest& request);
-  // NOT_FOUND for a worker that never registered (it should register again).
-  // Returns true when the worker had been unhealthy and is back.
-  absl::StatusOr<bool> Heartbeat(const std::string& worker_id);
+  // devices held by ranks still in flight stay held), and returns the
+  // registration's session token: a new random one for a new registration,
+  // the current one when the request presents it (the same worker
+  // registering again). INVALID_ARGUMENT naming the field for a request
+  // without id, address or devices, or with a bad port range;
+  // ALREADY_EXISTS for the id of a healthy worker without its session token
+  // (no takeover; once that worker is lost, its id may register anew). Logs
+  // a warning for each way the worker's host is oversubscribed.
+  absl::StatusOr<std::string> Register(const v1::RegisterRequest& request);
+  // NOT_FOUND for a worker that never registered, or was forgotten (it
+  // should register again); PERMISSION_DENIED when `session_token` is not
+  // its registration's. Returns true when the worker had been unhealthy and
+  // is back.
+  absl::StatusOr<bool> Heartbeat(const std::string& worker_id, const std::string& session_token);
   // Every worker with its health, warnings and each device's holder.
   std::vector<v1::Worker> List() const;
 
   // Declares lost every healthy worker silent for longer than `timeout`.
   std::vector<LostWorker> ExpireSilent(absl::Duration timeout);
+  // Removes workers silent for longer than `after` that hold no device, so
+  // the pool does not grow with every worker that ever registered; returns
+  // their ids. A forgotten worker's heartbeat answers NOT_FOUND and it
+  // registers again.
+  std::vector<std::string> ForgetSilent(absl::Duration after);
   // Keeps new trials off a worker that could not be reached until it
   // heartbeats again. Returns true if it was healthy until now.
   bool MarkUnreachable(const std::string& worker_id);
@@ -121,6 +136,7 @@ class WorkerPool {
  private:
   struct WorkerState {
     v1::Worker info;
+    std::string session_token;         // this registration's (RegisterResponse)
     std::vector<std::string> held_by;  // trial id per device, "" when free
     absl::Time last_seen;
     bool healthy = true;

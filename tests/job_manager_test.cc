@@ -37,13 +37,14 @@ class FakeExecutor : public TrialExecutor {
     v1::RunTrialRequest request;
     Done done;
   };
-  void RunTrial(const std::string& address, const v1::RunTrialRequest& request, absl::Duration,
+  void RunTrial(const WorkerEndpoint& to, const v1::RunTrialRequest& request, absl::Duration,
                 Done done) override {
-    calls.push_back({address, request, std::move(done)});
+    calls.push_back({to.address, request, std::move(done)});
+    tokens.push_back(to.session_token);
   }
-  void CancelTrial(const std::string& address, const v1::CancelTrialRequest& request) override {
+  void CancelTrial(const WorkerEndpoint& to, const v1::CancelTrialRequest& request) override {
     cancelled.push_back(request.trial_id());
-    cancelled_at.push_back(address);
+    cancelled_at.push_back(to.address);
   }
   // Answers the outstanding call for `rank` of `trial_id`.
   void Answer(const std::string& trial_id, int rank, absl::Status status,
@@ -82,6 +83,7 @@ class FakeExecutor : public TrialExecutor {
   std::deque<Call> calls;
   std::vector<std::string> cancelled;     // trial ids
   std::vector<std::string> cancelled_at;  // addresses, in the same order
+  std::vector<std::string> tokens;        // session token of every RunTrial, in order
 };
 
 v1::RunTrialResponse Answered(const std::string& status, const std::string& reason = "") {
@@ -115,11 +117,16 @@ class JobManagerTest : public ::testing::Test {
 
   void AddWorker(const std::string& id, int devices, int port_min = 0, int port_max = 0,
                  int64_t memory_bytes = int64_t{1} << 30) {
-    ASSERT_TRUE(manager_
-                    ->RegisterWorker(RegisterRequestFor(id, id + ":1", devices, port_min, port_max,
-                                                        memory_bytes))
-                    .ok());
+    Register(RegisterRequestFor(id, id + ":1", devices, port_min, port_max, memory_bytes));
   }
+  // Registers and keeps the session token for Beat.
+  void Register(const v1::RegisterRequest& r) {
+    absl::StatusOr<v1::RegisterResponse> resp = manager_->RegisterWorker(r);
+    ASSERT_TRUE(resp.ok()) << resp.status();
+    sessions_[r.worker_id()] = resp->session_token();
+  }
+  // The worker's heartbeat, with its session token.
+  absl::Status Beat(const std::string& id) { return manager_->Heartbeat(id, sessions_[id]); }
 
   // Two daemons on one machine ("node7"), w1 and w2, with two cpu slots of
   // 1 GiB each; the host's cores and memory as they report them (0: not).
@@ -129,7 +136,7 @@ class JobManagerTest : public ::testing::Test {
           RegisterRequestFor(id, std::string("node7:") + (id == "w1" ? "5001" : "5002"), 2);
       r.set_host_cpu_cores(host_cores);
       r.set_host_memory_bytes(host_memory);
-      ASSERT_TRUE(manager_->RegisterWorker(r).ok());
+      Register(r);
     }
   }
 
@@ -189,6 +196,7 @@ class JobManagerTest : public ::testing::Test {
   FakeClock clock_;
   FakeExecutor executor_;
   std::unique_ptr<JobManager> manager_;
+  std::map<std::string, std::string> sessions_;  // worker id -> session token
 };
 
 TEST_F(JobManagerTest, BadRequestsNameTheFieldAndStoreNothing) {
@@ -370,7 +378,7 @@ TEST_F(JobManagerTest, TimeLimitEndsTheJobAndCancelsRunningTrials) {
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 1u);
   clock_.Advance(absl::Seconds(31));
-  ASSERT_TRUE(manager_->Heartbeat("a").ok());
+  ASSERT_TRUE(Beat("a").ok());
   manager_->Tick();
   auto done = manager_->GetJob(job->job_id());
   EXPECT_EQ(done->state(), "SUCCEEDED");
@@ -450,7 +458,7 @@ TEST_F(JobManagerTest, ALostWorkersTrialIsRetriedElsewhereAsANewAttempt) {
   const std::string on_a = executor_.calls[0].request.trial_id();
   // Only b keeps heartbeating.
   clock_.Advance(absl::Seconds(11));
-  ASSERT_TRUE(manager_->Heartbeat("b").ok());
+  ASSERT_TRUE(Beat("b").ok());
   manager_->Tick();
   v1::Trial t = TrialOf(job->job_id(), on_a);
   EXPECT_EQ(t.status(), "PENDING") << "a lost worker says nothing about the strategy";
@@ -489,7 +497,7 @@ TEST_F(JobManagerTest, RankErrorsBecomeTrialStatusesAndAnUnreachableWorkerIsRetr
   EXPECT_TRUE(executor_.calls.empty());
   EXPECT_FALSE(manager_->ListWorkers()[0].healthy());
   EXPECT_EQ(TrialOf(job->job_id(), first).status(), "PENDING");
-  ASSERT_TRUE(manager_->Heartbeat("a").ok());
+  ASSERT_TRUE(Beat("a").ok());
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 1u);
   EXPECT_EQ(executor_.calls.front().request.trial_id(), first);
@@ -714,7 +722,7 @@ TEST_F(JobManagerTest, ARanksFailedRpcCancelsItsSiblingsAndRetriesTheTrialOnAnot
   EXPECT_THAT(t.failed_attempts(),
               ElementsAre("attempt 1: rank 0 on worker a: connection refused"));
   EXPECT_THAT(Holders("b"), ElementsAre(""));
-  ASSERT_TRUE(manager_->Heartbeat("a").ok());  // reachable again
+  ASSERT_TRUE(Beat("a").ok());  // reachable again
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 2u);
   for (const FakeExecutor::Call& c : executor_.calls) {
@@ -735,7 +743,7 @@ TEST_F(JobManagerTest, ALostWorkerCancelsTheGangsOtherRanksAndTheTrialIsRetried)
   clock_.Advance(absl::Seconds(11));
   for (const char* w : {"a", "b", "c"}) {
     if (w != silent) {
-      ASSERT_TRUE(manager_->Heartbeat(w).ok());
+      ASSERT_TRUE(Beat(w).ok());
     }
   }
   manager_->Tick();
@@ -1880,6 +1888,79 @@ TEST_F(JobManagerTest, PollingAnUnchangedJobGetsAnEmptyEventAndAChangeGetsOnlyWh
   EXPECT_EQ(changed->job().trials_done(), 1);
   ASSERT_EQ(changed->trials_size(), 1);
   EXPECT_EQ(changed->trials(0).status(), "SUCCEEDED");
+}
+
+// A registration names a worker; only the worker that holds the session token
+// may register under its id again or heartbeat for it while it is alive,
+// and every trial sent to it carries that token.
+TEST_F(JobManagerTest, ALiveWorkersIdCannotBeTakenAndItsTrialsCarryItsSessionToken) {
+  AddWorker("a", 1);
+  const std::string token = sessions_["a"];
+  ASSERT_FALSE(token.empty());
+
+  absl::StatusOr<v1::RegisterResponse> forged =
+      manager_->RegisterWorker(RegisterRequestFor("a", "impostor:1", 1000));
+  EXPECT_EQ(forged.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(forged.status().message(), HasSubstr("live worker at a:1"));
+  EXPECT_EQ(manager_->ListWorkers()[0].address(), "a:1");
+  EXPECT_EQ(manager_->ListWorkers()[0].devices_size(), 1);
+  EXPECT_EQ(manager_->Heartbeat("a", "not-the-token").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(manager_->Heartbeat("a", "").code(), absl::StatusCode::kPermissionDenied);
+
+  // The worker itself registers again (e.g. a raised peak): same session.
+  v1::RegisterRequest again = RegisterRequestFor("a", "a:1", 1);
+  again.set_session_token(token);
+  absl::StatusOr<v1::RegisterResponse> resp = manager_->RegisterWorker(again);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->session_token(), token);
+
+  ASSERT_TRUE(manager_->SubmitJob(Request(30)).ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.tokens.size(), 1u);
+  EXPECT_EQ(executor_.tokens[0], token);
+
+  // Once it is lost, a new worker may take the id, with a session of its own.
+  clock_.Advance(absl::Seconds(11));
+  manager_->Tick();
+  ASSERT_FALSE(manager_->ListWorkers()[0].healthy());
+  resp = manager_->RegisterWorker(RegisterRequestFor("a", "a2:1", 1));
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_NE(resp->session_token(), token);
+  EXPECT_EQ(manager_->Heartbeat("a", token).code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(JobManagerTest, LostWorkersAreForgottenOnceTheyHoldNothing) {
+  AddWorker("a", 1);
+  AddWorker("b", 1);
+  clock_.Advance(absl::Seconds(11));
+  ASSERT_TRUE(Beat("b").ok());
+  manager_->Tick();  // a is lost
+  ASSERT_EQ(manager_->ListWorkers().size(), 2u);
+  clock_.Advance(absl::Minutes(10));
+  ASSERT_TRUE(Beat("b").ok());
+  manager_->Tick();
+  std::vector<v1::Worker> workers = manager_->ListWorkers();
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].worker_id(), "b");
+  EXPECT_EQ(Beat("a").code(), absl::StatusCode::kNotFound) << "so it registers again";
+}
+
+TEST_F(JobManagerTest, JobsBelongToTheirSubmitterAndListByOwner) {
+  auto alice = manager_->SubmitJob(Request(30), "alice");
+  auto bob = manager_->SubmitJob(Request(30), "bob");
+  ASSERT_TRUE(alice.ok() && bob.ok());
+  EXPECT_EQ(alice->owner(), "alice");
+  EXPECT_EQ(*manager_->JobOwner(bob->job_id()), "bob");
+  EXPECT_EQ(manager_->JobOwner("nope").status().code(), absl::StatusCode::kNotFound);
+  auto mine = manager_->ListJobs(0, std::string("alice"));
+  ASSERT_TRUE(mine.ok());
+  ASSERT_EQ(mine->size(), 1u);
+  EXPECT_EQ((*mine)[0].job_id(), alice->job_id());
+  EXPECT_EQ(manager_->ListJobs(0)->size(), 2u);
+  // The owner survives the job's end (read back from the store).
+  ASSERT_TRUE(manager_->CancelJob(alice->job_id()).ok());
+  EXPECT_EQ(*manager_->JobOwner(alice->job_id()), "alice");
+  EXPECT_EQ(manager_->GetJob(alice->job_id())->owner(), "alice");
 }
 
 }  // namespace

@@ -500,7 +500,8 @@ class LauncherServiceTest : public LauncherRankTest {
       options.launchers[mode] = def;
     }
     service_ = std::make_unique<WorkerServiceImpl>(options);
-    testing::LocalServer local = testing::ServeLocally(service_.get());
+    service_->gate()->Accept(testing::kTestSessionToken);
+    testing::LocalServer local = testing::ServeLocally(service_.get(), testing::kTestSessionToken);
     server_ = std::move(local.server);
     ASSERT_NE(server_, nullptr);
     stub_ = v1::WorkerService::NewStub(local.channel);

@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "common/client_channel.h"
+
 namespace autoaccel::testing {
 
 struct LocalServer {
@@ -16,16 +18,21 @@ struct LocalServer {
   std::shared_ptr<grpc::Channel> channel;
 };
 
+// The session token worker tests hand their WorkerServiceImpl's gate and
+// send with every call (as the coordinator does).
+inline constexpr char kTestSessionToken[] = "test-session-token-0123456789";
+
 // Serves `service` (which must outlive the server) until the server is shut
-// down or destroyed.
-inline LocalServer ServeLocally(grpc::Service* service) {
+// down or destroyed; the channel's calls carry `token` as a bearer token
+// ("" for none).
+inline LocalServer ServeLocally(grpc::Service* service, const std::string& token = "") {
   LocalServer local;
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &local.port);
   builder.RegisterService(service);
   local.server = builder.BuildAndStart();
-  local.channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(local.port),
-                                      grpc::InsecureChannelCredentials());
+  local.channel = CreateClientChannel("127.0.0.1:" + std::to_string(local.port),
+                                      grpc::InsecureChannelCredentials(), token);
   return local;
 }
 

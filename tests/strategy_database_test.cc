@@ -35,11 +35,11 @@ constexpr char kStoredStrategy[] =
 // Fails the test if the coordinator ever runs a trial.
 class NoTrials : public TrialExecutor {
  public:
-  void RunTrial(const std::string&, const v1::RunTrialRequest& request, absl::Duration,
+  void RunTrial(const WorkerEndpoint&, const v1::RunTrialRequest& request, absl::Duration,
                 Done) override {
     ADD_FAILURE() << "a trial was dispatched: " << request.trial_id();
   }
-  void CancelTrial(const std::string&, const v1::CancelTrialRequest&) override {}
+  void CancelTrial(const WorkerEndpoint&, const v1::CancelTrialRequest&) override {}
 };
 
 class StrategyDatabaseTest : public ::testing::Test {
@@ -52,7 +52,7 @@ class StrategyDatabaseTest : public ::testing::Test {
     auto manager = JobManager::Create(store_.get(), &executor_, &clock_, JobManagerOptions());
     ASSERT_TRUE(manager.ok()) << manager.status();
     manager_ = std::move(*manager);
-    service_ = std::make_unique<TuningServiceImpl>(manager_.get(), store_.get());
+    service_ = std::make_unique<TuningServiceImpl>(manager_.get(), store_.get(), &auth_);
     testing::LocalServer local = testing::ServeLocally(service_.get());
     server_ = std::move(local.server);
     ASSERT_NE(server_, nullptr);
@@ -117,6 +117,7 @@ class StrategyDatabaseTest : public ::testing::Test {
   FakeClock clock_;
   NoTrials executor_;
   std::unique_ptr<JobManager> manager_;
+  Authenticator auth_;  // none: every caller is an admin
   std::unique_ptr<TuningServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::TuningService::Stub> stub_;

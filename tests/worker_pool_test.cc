@@ -65,7 +65,8 @@ TEST(WorkerPoolTest, AGangIsPlacedWholeOnTheFewestWorkersAndReleasedRankByRank) 
 TEST(WorkerPoolTest, ASilentWorkerIsLostUntilItHeartbeatsAndAStrangerMustRegister) {
   FakeClock clock;
   WorkerPool pool(&clock);
-  ASSERT_TRUE(pool.Register(Worker("a", "h1:1", 1)).ok());
+  absl::StatusOr<std::string> token = pool.Register(Worker("a", "h1:1", 1));
+  ASSERT_TRUE(token.ok());
   clock.Advance(absl::Seconds(11));
   std::vector<LostWorker> lost = pool.ExpireSilent(absl::Seconds(10));
   ASSERT_EQ(lost.size(), 1u);
@@ -74,12 +75,14 @@ TEST(WorkerPoolTest, ASilentWorkerIsLostUntilItHeartbeatsAndAStrangerMustRegiste
   EXPECT_TRUE(pool.ExpireSilent(absl::Seconds(10)).empty()) << "declared lost once";
   EXPECT_EQ(pool.CountDevices("cpu"), 0);
   EXPECT_FALSE(pool.Place("cpu", 1, "t1", 1).has_value());
-  EXPECT_EQ(*pool.Heartbeat("a"), true) << "back";
-  EXPECT_EQ(*pool.Heartbeat("a"), false);
+  EXPECT_EQ(*pool.Heartbeat("a", *token), true) << "back";
+  EXPECT_EQ(*pool.Heartbeat("a", *token), false);
   EXPECT_TRUE(pool.Place("cpu", 1, "t1", 1).has_value());
-  EXPECT_EQ(pool.Heartbeat("stranger").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(pool.Register(Worker("b", "h1:2", 0)).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(pool.Register(Worker("b", "h1:2", 1, 9, 8)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool.Heartbeat("stranger", *token).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(pool.Register(Worker("b", "h1:2", 0)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool.Register(Worker("b", "h1:2", 1, 9, 8)).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // A GPU the device catalog knows brings its memory bandwidth and links to the

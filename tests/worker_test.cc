@@ -465,16 +465,29 @@ JSON)"));
     options.devices = std::move(devices);
     options.runner_devices = std::move(runner_devices);
     service_ = std::make_unique<WorkerServiceImpl>(options);
-    testing::LocalServer local = testing::ServeLocally(service_.get());
+    service_->gate()->Accept(testing::kTestSessionToken);
+    testing::LocalServer local = testing::ServeLocally(service_.get(), testing::kTestSessionToken);
     server_ = std::move(local.server);
     ASSERT_NE(server_, nullptr);
     ASSERT_NE(local.port, 0);
+    port_ = local.port;
     stub_ = v1::WorkerService::NewStub(local.channel);
   }
   void TearDown() override {
     if (server_) server_->Shutdown();
     if (service_) service_->Shutdown();
     DescribeDevicesTest::TearDown();
+  }
+
+  // Attempt 1 of `trial_id`: `spec` on device 0.
+  static v1::RunTrialRequest RequestFor(const std::string& trial_id, const TrialSpec& spec) {
+    v1::RunTrialRequest req;
+    req.set_trial_id(trial_id);
+    req.set_attempt(1);
+    req.set_device_index(0);
+    req.set_spec_json(TrialSpecToRequestJson(spec).dump());
+    req.set_timeout_seconds(20);
+    return req;
   }
 
   // Runs `spec` on device 0; returns the spec the runner was given.
@@ -501,6 +514,7 @@ JSON)"));
   std::unique_ptr<WorkerServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;
+  int port_ = 0;
   int attempts_ = 0;
 };
 
@@ -562,7 +576,8 @@ JSON)");
   std::vector<v1::Device> announced;
   options.on_devices_changed = [&](const std::vector<v1::Device>& d) { announced = d; };
   service_ = std::make_unique<WorkerServiceImpl>(options);
-  testing::LocalServer local = testing::ServeLocally(service_.get());
+  service_->gate()->Accept(testing::kTestSessionToken);
+  testing::LocalServer local = testing::ServeLocally(service_.get(), testing::kTestSessionToken);
   server_ = std::move(local.server);
   ASSERT_NE(local.port, 0);
   stub_ = v1::WorkerService::NewStub(local.channel);
@@ -682,6 +697,50 @@ TEST_F(WorkerServiceTest, TwoRanksOfATrialRunSideBySideAndOneCancelStopsBoth) {
     EXPECT_FALSE(std::filesystem::exists(absl::StrCat(dir_, "/survived-", rank)))
         << "a process of rank " << rank << " outlived the cancel";
   }
+}
+
+// Only the coordinator that registered the worker may run or cancel trials
+// there: a call without its session token, or with another, is refused
+// before anything runs, and one device runs one rank at a time.
+TEST_F(WorkerServiceTest, OnlyTheCoordinatorsSessionTokenRunsTrialsOneRankPerDevice) {
+  auto devices = ParseDevices("cpu:1", int64_t{1} << 30);
+  ASSERT_TRUE(devices.ok());
+  Start(*devices, {"cpu"}, Script(R"(sleep 2
+cat > "$4" <<'JSON'
+{"status": "SUCCEEDED", "error": "", "metrics": {"tokens_per_second": 1}}
+JSON)"));
+  std::shared_ptr<grpc::Channel> plain = CreateClientChannel(
+      absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials(), "");
+  std::shared_ptr<grpc::Channel> forged = CreateClientChannel(
+      absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials(), "guessed-token-xyz");
+  for (const auto& channel : {plain, forged}) {
+    auto stub = v1::WorkerService::NewStub(channel);
+    grpc::ClientContext run_ctx, cancel_ctx;
+    v1::RunTrialResponse resp;
+    EXPECT_EQ(stub->RunTrial(&run_ctx, RequestFor("t1", TinySpec()), &resp).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    v1::CancelTrialRequest cancel;
+    cancel.set_trial_id("t1");
+    cancel.set_attempt(1);
+    v1::CancelTrialResponse cancelled;
+    EXPECT_EQ(stub->CancelTrial(&cancel_ctx, cancel, &cancelled).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+
+  // With the token: the first rank runs; a second trial on its device is refused.
+  std::thread first([&] {
+    grpc::ClientContext ctx;
+    v1::RunTrialResponse resp;
+    EXPECT_TRUE(stub_->RunTrial(&ctx, RequestFor("t1", TinySpec()), &resp).ok());
+    EXPECT_EQ(resp.status(), "SUCCEEDED");
+  });
+  absl::SleepFor(absl::Milliseconds(500));
+  grpc::ClientContext ctx;
+  v1::RunTrialResponse resp;
+  grpc::Status busy = stub_->RunTrial(&ctx, RequestFor("t-other", TinySpec()), &resp);
+  EXPECT_EQ(busy.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(busy.error_message(), HasSubstr("one rank per device"));
+  first.join();
 }
 
 }  // namespace

@@ -13,7 +13,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/client_channel.h"
+#include "common/listen_policy.h"
 #include "common/signals.h"
+#include "common/tls_files.h"
+#include "common/token_files.h"
 #include "proto/convert.h"
 #include "worker/child_process.h"
 #include "worker/device_discovery.h"
@@ -77,12 +81,63 @@ int main(int argc, char** argv) {
                  "seconds between SIGTERM and SIGKILL when a launcher rank is stopped")
       ->check(CLI::Range(0.0, 600.0));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  std::string join_token_file;
+  autoaccel::TlsFiles tls;
+  bool insecure = false;
+  app.add_option("--join-token-file", join_token_file,
+                 "file whose first line is the coordinator's join token (server "
+                 "--join-token-file)");
+  app.add_option("--tls-cert", tls.cert, "PEM certificate chain to serve the trial service with");
+  app.add_option("--tls-key", tls.key, "PEM private key of --tls-cert");
+  app.add_option("--tls-ca", tls.ca,
+                 "PEM CA certificates to trust: connect to the coordinator "
+                 "over TLS");
+  app.add_flag("--insecure", insecure,
+               "run on a network address without TLS or a join token (every log line says so)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
+
+  std::vector<std::string> missing;
+  if (!tls.serves_tls()) missing.push_back("TLS (--tls-cert/--tls-key)");
+  if (join_token_file.empty()) missing.push_back("a join token (--join-token-file)");
+  if (tls.ca.empty() && !autoaccel::IsLoopbackListen(coordinator)) {
+    missing.push_back("TLS to the coordinator (--tls-ca)");
+  }
+  // What others reach: its own port, or (listening on loopback) the coordinator's.
+  const std::string exposed = autoaccel::IsLoopbackListen(listen) ? coordinator : listen;
+  if (absl::Status ok =
+          autoaccel::CheckListenPolicy("autoaccel-worker", exposed, missing, insecure);
+      !ok.ok()) {
+    std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(ok.message()).c_str());
+    return 2;
+  }
+  std::string insecure_why;
+  if (autoaccel::RunsInsecurely(exposed, missing)) {
+    insecure_why = "no " + absl::StrJoin(missing, ", no ");
+    autoaccel::MarkLogsInsecure(insecure_why);
+  }
+  std::string join_token;
+  if (!join_token_file.empty()) {
+    auto read = autoaccel::ReadTokenFile(join_token_file, "--join-token-file");
+    if (!read.ok()) {
+      std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(read.status().message()).c_str());
+      return 2;
+    }
+    join_token = *std::move(read);
+  }
+  auto serve_credentials = autoaccel::ServerCredentialsFor(tls);
+  auto coordinator_credentials =
+      autoaccel::ChannelCredentialsFor(autoaccel::TlsFiles{"", "", tls.ca});
+  for (const absl::Status& s : {serve_credentials.status(), coordinator_credentials.status()}) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
 
   auto devices = autoaccel::ParseDevices(devices_text, device_memory);
   if (!devices.ok()) {
@@ -203,7 +258,7 @@ int main(int argc, char** argv) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, *serve_credentials, &port);
   builder.SetMaxReceiveMessageSize(autoaccel::kMaxMessageBytes);  // torchscript files
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -236,8 +291,11 @@ int main(int argc, char** argv) {
   for (const auto& [name, def] : launchers) {
     *registration.add_launchers() = autoaccel::LauncherToProto(def);
   }
+  registration.set_tls(tls.serves_tls());
+  registration.set_insecure(insecure_why);
   autoaccel::Registrar registrar(
-      grpc::CreateChannel(coordinator, grpc::InsecureChannelCredentials()), registration);
+      autoaccel::CreateClientChannel(coordinator, *coordinator_credentials, join_token),
+      registration, service.gate());
   registrar.Start();
   registrar_ref = &registrar;
 

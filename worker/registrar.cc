@@ -7,8 +7,11 @@
 
 namespace autoaccel {
 
-Registrar::Registrar(std::shared_ptr<grpc::Channel> coordinator, v1::RegisterRequest registration)
-    : stub_(v1::WorkerRegistry::NewStub(coordinator)), registration_(std::move(registration)) {}
+Registrar::Registrar(std::shared_ptr<grpc::Channel> coordinator, v1::RegisterRequest registration,
+                     CoordinatorGate* gate)
+    : stub_(v1::WorkerRegistry::NewStub(coordinator)),
+      gate_(gate),
+      registration_(std::move(registration)) {}
 
 Registrar::~Registrar() { Stop(); }
 
@@ -30,6 +33,7 @@ void Registrar::Run() {
   bool registered = false;
   double backoff_s = 0.2;
   bool warned = false;
+  std::string session_token;  // the current registration's
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     if (reregister_) registered = false;
@@ -44,6 +48,8 @@ void Registrar::Run() {
       grpc::Status s = stub_->Register(&ctx, registration, &resp);
       if (s.ok()) {
         registered = true;
+        session_token = resp.session_token();
+        gate_->Accept(session_token);
         interval_s = resp.heartbeat_interval_seconds() > 0 ? resp.heartbeat_interval_seconds() : 2;
         spdlog::info("registered with the coordinator as {}", registration.worker_id());
         backoff_s = 0.2;
@@ -62,11 +68,15 @@ void Registrar::Run() {
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
       v1::HeartbeatRequest req;
       req.set_worker_id(registration.worker_id());
+      req.set_session_token(session_token);
       v1::HeartbeatResponse resp;
       grpc::Status s = stub_->Heartbeat(&ctx, req, &resp);
-      if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
-        spdlog::info("coordinator does not know this worker; registering again");
+      if (s.error_code() == grpc::StatusCode::NOT_FOUND ||
+          s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+        spdlog::info("the coordinator does not know this worker's session ({}); registering again",
+                     s.error_message());
         registered = false;
+        session_token.clear();
         wait_s = 0;
       } else {
         if (!s.ok() && !warned) {
@@ -79,6 +89,7 @@ void Registrar::Run() {
       }
     }
     lock.lock();
+    registration_.set_session_token(session_token);
     cv_.wait_for(lock, std::chrono::duration<double>(wait_s),
                  [this] { return stopping_ || reregister_; });
   }

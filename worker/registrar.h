@@ -10,16 +10,24 @@
 #include <thread>
 
 #include "proto/autoaccel.grpc.pb.h"
+#include "worker/coordinator_gate.h"
 
 namespace autoaccel {
 
 // Keeps this worker known to the coordinator: registers (retrying with
 // backoff while the coordinator is unreachable), then heartbeats at the
 // interval the coordinator asks for, and registers again when a heartbeat is
-// answered NOT_FOUND (the coordinator restarted). Every RPC has a deadline.
+// answered NOT_FOUND (the coordinator restarted or forgot it) or
+// PERMISSION_DENIED (its session was replaced). Every RPC has a deadline.
+// Each registration's session token goes to `gate` (worker/coordinator_gate.h)
+// and travels with the heartbeats and later registrations; the join token,
+// if the coordinator wants one, is the channel's bearer token
+// (common/client_channel.h).
 class Registrar {
  public:
-  Registrar(std::shared_ptr<grpc::Channel> coordinator, v1::RegisterRequest registration);
+  // `gate` must outlive the registrar.
+  Registrar(std::shared_ptr<grpc::Channel> coordinator, v1::RegisterRequest registration,
+            CoordinatorGate* gate);
   ~Registrar();
   void Start();
   void Stop();
@@ -31,6 +39,7 @@ class Registrar {
   void Run();
 
   std::unique_ptr<v1::WorkerRegistry::Stub> stub_;
+  CoordinatorGate* const gate_;
   std::mutex mu_;
   std::condition_variable cv_;
   v1::RegisterRequest registration_;  // guarded by mu_

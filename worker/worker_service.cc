@@ -37,6 +37,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
   };
+  if (absl::Status allowed = gate_.Check(*ctx); !allowed.ok()) return fail(allowed);
   const int index = request->device_index();
   if (index < 0 || index >= static_cast<int>(options_.devices.size())) {
     return fail(absl::InvalidArgumentError(absl::StrCat("device_index: ", index,
@@ -88,7 +89,15 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
     it->second->waiters.push_back({ctx, reactor, response});
     return reactor;
   }
+  for (const auto& [other, e] : running_) {
+    if (e->device_index == index) {
+      return fail(absl::ResourceExhaustedError(
+          absl::StrCat("device_index: device ", index, " is running trial ", std::get<0>(other),
+                       " rank ", std::get<2>(other), "; one rank per device")));
+    }
+  }
   auto execution = std::make_shared<Execution>();
+  execution->device_index = index;
   execution->waiters.push_back({ctx, reactor, response});
   running_[key] = execution;
   ++threads_;
@@ -236,6 +245,11 @@ void WorkerServiceImpl::RaisePeakIfBeaten(int device_index, const TrialSpec& spe
 grpc::ServerUnaryReactor* WorkerServiceImpl::CancelTrial(grpc::CallbackServerContext* ctx,
                                                          const v1::CancelTrialRequest* request,
                                                          v1::CancelTrialResponse*) {
+  if (absl::Status allowed = gate_.Check(*ctx); !allowed.ok()) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(allowed));
+    return reactor;
+  }
   {
     // Every rank of the trial's attempt on this worker.
     absl::MutexLock lock(&mu_);

@@ -22,6 +22,7 @@
 #include "proto/autoaccel.grpc.pb.h"
 #include "trial_contract/trial_result.h"
 #include "trial_contract/trial_spec.h"
+#include "worker/coordinator_gate.h"
 #include "worker/launcher_trial.h"
 #include "worker/launchers.h"
 #include "worker/rank_spec.h"
@@ -62,7 +63,10 @@ struct WorkerOptions {
 // A request that names a launcher runs the rank with it (RunLauncherRank,
 // worker/launcher_trial.h) instead of the trial runner.
 //
-// RunTrial answers INVALID_ARGUMENT for a device_index this worker does not
+// RunTrial and CancelTrial answer UNAUTHENTICATED for a call without the
+// coordinator's session token (gate(), worker/coordinator_gate.h). RunTrial
+// answers RESOURCE_EXHAUSTED for a device that runs another rank (one rank
+// per device), INVALID_ARGUMENT for a device_index this worker does not
 // have, for local_device_indices that are not this worker's devices or do
 // not hold device_index at local_rank, and for what RankSpecFromRequest and
 // StoreModelFile refuse; FAILED_PRECONDITION for a launcher this worker does
@@ -88,6 +92,9 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   // are refused.
   void Shutdown();
 
+  // Where the registrar hands over the coordinator's session token.
+  CoordinatorGate* gate() { return &gate_; }
+
  private:
   struct Waiter {
     grpc::CallbackServerContext* ctx;
@@ -95,6 +102,7 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
     v1::RunTrialResponse* response;
   };
   struct Execution {
+    int device_index = 0;
     std::vector<Waiter> waiters;  // guarded by the service's mu_
     std::atomic<bool> cancel{false};
   };
@@ -120,6 +128,7 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const WorkerOptions options_;
+  CoordinatorGate gate_;
   absl::Mutex mu_;
   std::vector<v1::Device> devices_ ABSL_GUARDED_BY(mu_);  // peaks may be raised
   std::map<ExecutionKey, std::shared_ptr<Execution>> running_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,47 @@
+#include "common/listen_policy.h"
+
+#include <arpa/inet.h>
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace autoaccel {
+
+bool IsLoopbackListen(const std::string& listen) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (absl::AsciiStrToLower(host) == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
+}
+
+bool RunsInsecurely(const std::string& listen, const std::vector<std::string>& missing) {
+  return !missing.empty() && !IsLoopbackListen(listen);
+}
+
+absl::Status CheckListenPolicy(const std::string& daemon, const std::string& listen,
+                               const std::vector<std::string>& missing, bool insecure) {
+  if (insecure || !RunsInsecurely(listen, missing)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      daemon, " would be reachable at ", listen, ", which is not a loopback address, without ",
+      absl::StrJoin(missing, " and "),
+      ": anyone who can reach the port could use it. Give them (deploy/tls/README.md shows how "
+      "to issue certificates and tokens), listen on 127.0.0.1, or pass --insecure to run "
+      "unprotected anyway"));
+}
+
+void MarkLogsInsecure(const std::string& why) {
+  spdlog::set_pattern(absl::StrCat("[%Y-%m-%d %H:%M:%S.%e] [%l] [INSECURE: ", why, "] %v"));
+}
+
+}  // namespace autoaccel

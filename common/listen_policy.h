@@ -1,0 +1,41 @@
+// When a daemon may serve without TLS and tokens. On loopback (127.0.0.0/8,
+// ::1, localhost) nothing is required: a laptop needs no certificates. On
+// any other address, autoaccel-server and autoaccel-worker refuse to start
+// without TLS and tokens unless --insecure is given, and an insecure daemon
+// says so on every log line (and in `autoaccel workers`).
+#ifndef AUTOACCEL_COMMON_LISTEN_POLICY_H_
+#define AUTOACCEL_COMMON_LISTEN_POLICY_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace autoaccel {
+
+// Whether the host of "HOST:PORT" ("[::1]:PORT" for IPv6) is a loopback
+// address or "localhost". An empty host, 0.0.0.0, [::] and every other
+// name or address are not.
+bool IsLoopbackListen(const std::string& listen);
+
+// What a daemon about to listen on `listen` lacks for serving safely:
+// `missing` names each absent protection as its flag ("--tls-cert/--tls-key",
+// "--tokens", ...). OK on loopback, when nothing is missing, or with
+// `insecure` (the caller then marks its logs, MarkLogsInsecure). Otherwise
+// FAILED_PRECONDITION naming `daemon`, the address, what is missing and
+// --insecure.
+absl::Status CheckListenPolicy(const std::string& daemon, const std::string& listen,
+                               const std::vector<std::string>& missing, bool insecure);
+
+// Whether a daemon on `listen` lacking `missing` runs insecurely (not
+// loopback, something missing): what CheckListenPolicy let through with
+// --insecure.
+bool RunsInsecurely(const std::string& listen, const std::vector<std::string>& missing);
+
+// Prefixes every later spdlog line with "[INSECURE: <why>]". Call once at
+// start, before other threads log.
+void MarkLogsInsecure(const std::string& why);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_COMMON_LISTEN_POLICY_H_

@@ -1,0 +1,36 @@
+// Only the worker's coordinator may run or cancel trials here. At
+// registration the coordinator hands the worker a session token
+// (RegisterResponse.session_token; worker/registrar.h passes it on with
+// Accept) and sends it as a bearer token with every RunTrial and CancelTrial;
+// a call without it is refused, so no other process that can reach the
+// worker's port can run code on its devices. Thread-safe.
+#ifndef AUTOACCEL_WORKER_COORDINATOR_GATE_H_
+#define AUTOACCEL_WORKER_COORDINATOR_GATE_H_
+
+#include <grpcpp/server_context.h>
+
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+
+namespace autoaccel {
+
+class CoordinatorGate {
+ public:
+  // The current registration's token; replaces the previous one (a
+  // coordinator that restarted hands out a new one).
+  void Accept(std::string session_token) ABSL_LOCKS_EXCLUDED(mu_);
+  // OK when the call carries the current token. UNAUTHENTICATED before the
+  // first registration, or for a call without it or with another.
+  absl::Status Check(const grpc::ServerContextBase& ctx) const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  mutable absl::Mutex mu_;
+  std::string token_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_WORKER_COORDINATOR_GATE_H_
