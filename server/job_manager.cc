@@ -56,17 +56,21 @@ void JobManager::Start() {
     absl::MutexLock lock(&mu_);
     stopping_ = false;
   }
+  planner_.Start();
   thread_ = std::thread([this] { Run(); });
 }
 
 void JobManager::Stop() {
-  absl::MutexLock thread_lock(&thread_mu_);
   {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-    wake_.SignalAll();
+    absl::MutexLock thread_lock(&thread_mu_);
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      wake_.SignalAll();
+    }
+    if (thread_.joinable()) thread_.join();
   }
-  if (thread_.joinable()) thread_.join();
+  planner_.Stop();
 }
 
 void JobManager::Shutdown() {
@@ -91,10 +95,8 @@ bool JobManager::Drain(absl::Duration timeout) {
 void JobManager::Run() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    Outbox out;
-    TickLocked(&out);
     mu_.Unlock();
-    SendAll(std::move(out));
+    Tick();
     mu_.Lock();
     if (stopping_) break;
     // Wake at the next tick or the earliest deadline, whichever comes first,
@@ -111,6 +113,17 @@ void JobManager::Tick() {
   {
     absl::MutexLock lock(&mu_);
     TickLocked(&out);
+  }
+  if (!out.plans.empty()) {
+    // Planned on the planner's thread once started (InstallSearch wakes the
+    // scheduler); otherwise here, and this tick dispatches the jobs planned.
+    const bool here = !planner_.running();
+    for (SearchPlan& plan : out.plans) planner_.Enqueue(std::move(plan));
+    out.plans.clear();
+    if (here) {
+      absl::MutexLock lock(&mu_);
+      TickLocked(&out);
+    }
   }
   SendAll(std::move(out));
 }
@@ -341,10 +354,17 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
     return false;
   }
   if (!job->searcher) {
-    if (absl::Status s = CreateSearcherLocked(job, pool); !s.ok()) {
-      FinishJobLocked(job, JobState::kFailed, std::string(s.message()), out);
-      return false;
+    if (!job->planning) {
+      job->planning = true;
+      SearchPlan plan;
+      plan.job = active_[job->record.job_id];
+      plan.device = pool_.DeviceSpecFor(type);
+      plan.pool = pool;
+      plan.confirm_reserve = options_.confirm_reserve;
+      plan.clock = clock_;
+      out->plans.push_back(std::move(plan));
     }
+    return false;
   }
   if (job->record.state == JobState::kQueued || job->record.state == JobState::kWaitingForWorkers) {
     job->record.state = JobState::kRunning;
@@ -418,14 +438,28 @@ void JobManager::StartAttemptLocked(JobRun* job, TrialRun* trial, Gang gang, Out
   PersistTrialLocked(job, trial);
 }
 
-absl::Status JobManager::CreateSearcherLocked(JobRun* job, int pool) {
-  SearchSetup setup;
-  ASSIGN_OR_RETURN(const std::string description,
-                   PrepareSearch(*job, pool_.DeviceSpecFor(job->spec.device_type), pool,
-                                 options_.confirm_reserve, clock_, &setup));
-  const int candidates = static_cast<int>(setup.candidates.size());
-  const int warmed = setup.cost_model ? setup.cost_model->earlier_observations() : 0;
-  ASSIGN_OR_RETURN(job->searcher, CreateSearcher(std::move(setup)));
+void JobManager::InstallSearch(PlannedSearch planned) {
+  Outbox out;
+  {
+    absl::MutexLock lock(&mu_);
+    JobRun* job = planned.job.get();
+    auto it = active_.find(job->record.job_id);
+    if (it == active_.end() || it->second != planned.job) return;  // it ended meanwhile
+    job->planning = false;
+    wake_.SignalAll();
+    if (!planned.searcher.ok()) {
+      FinishJobLocked(job, JobState::kFailed, std::string(planned.searcher.status().message()),
+                      &out);
+    } else {
+      job->searcher = *std::move(planned.searcher);
+      InstallSearchLocked(job, planned.description, planned.candidates, planned.warmed);
+    }
+  }
+  SendAll(std::move(out));
+}
+
+void JobManager::InstallSearchLocked(JobRun* job, const std::string& description, int candidates,
+                                     int warmed) {
   job->spec.space.clear();
   job->spec.space.shrink_to_fit();
   job->earlier_trials.clear();
@@ -437,7 +471,6 @@ absl::Status JobManager::CreateSearcherLocked(JobRun* job, int pool) {
   spdlog::info("job {}: {}", job->record.job_id, job->record.algorithm);
   PersistJobLocked(job);
   RecordPrunedLocked(job);
-  return absl::OkStatus();
 }
 
 void JobManager::RecordPrunedLocked(JobRun* job) {
@@ -489,6 +522,11 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
         spdlog::warn("worker {} unreachable ({}); no new trials until it heartbeats",
                      rank.placed.worker_id, std::string(status.message()));
       }
+      const RankOutcome outcome = RankOutcomeOf(status, response);
+      if (outcome.status != TrialStatus::kCancelled && outcome.status != TrialStatus::kTimeout) {
+        pool_.RecordRankAnswer(rank.placed.worker_id, outcome.infrastructure, outcome.reason,
+                               options_.quarantine_after, options_.quarantine_for);
+      }
       JobRun* job = job_it->second.get();
       if (clock_->Now() >= job->record.deadline) {
         // The answer came after the time limit: the trial was still running
@@ -496,8 +534,7 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
         // and the trial is recorded CANCELLED. `job` and `trial` are gone.
         FinishJobLocked(job, JobState::kSucceeded, kTimeLimitReached, &out);
       } else {
-        OnRankOutcomeLocked(job, trial, rank_index, RankOutcomeOf(status, response),
-                            FromProto(response.metrics()), &out);
+        OnRankOutcomeLocked(job, trial, rank_index, outcome, FromProto(response.metrics()), &out);
       }
     }
     wake_.SignalAll();

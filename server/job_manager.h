@@ -39,6 +39,7 @@
 #include "proto/autoaccel.pb.h"
 #include "server/job_archive.h"
 #include "server/job_run.h"
+#include "server/search_planner.h"
 #include "server/store.h"
 #include "server/trial_executor.h"
 #include "server/tune_request.h"
@@ -64,6 +65,10 @@ struct JobManagerOptions {
   // (rendezvous, worker lost, ...); after the last it is given up and the
   // job's answer rests on partial evidence.
   int max_attempts = 3;
+  // A worker whose ranks failed this many times in a row for reasons
+  // outside their strategy gets no new trials for `quarantine_for`.
+  int quarantine_after = 3;
+  absl::Duration quarantine_for = absl::Minutes(5);
   // A lost worker that holds no device is forgotten after this long silent
   // (it registers again if it comes back).
   absl::Duration forget_lost_workers_after = absl::Minutes(10);
@@ -159,10 +164,12 @@ class JobManager {
     WorkerEndpoint to;
     v1::CancelTrialRequest request;
   };
-  // What a tick or an answer decided to send.
+  // What a tick or an answer decided to send, and the searches to plan
+  // (server/search_planner.h), all once the mutex is released.
   struct Outbox {
     std::vector<Dispatch> dispatches;
     std::vector<Cancel> cancels;
+    std::vector<SearchPlan> plans;
   };
   JobManager(Store* store, TrialExecutor* executor, const Clock* clock, JobManagerOptions options);
 
@@ -195,10 +202,12 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One CancelTrial per worker that still runs a rank of the trial's attempt.
   static void CancelRanks(const TrialRun& trial, Outbox* out);
-  // Creates the job's searcher for the pool's devices (`pool` of them
-  // healthy) and records what it prunes straight away. INVALID_ARGUMENT when
-  // the request cannot be searched after all.
-  absl::Status CreateSearcherLocked(JobRun* job, int pool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives a planned search to its job, if the job still runs, and records
+  // what it prunes straight away; a request that cannot be searched after all
+  // ends the job FAILED. Wakes the scheduler.
+  void InstallSearch(PlannedSearch planned) ABSL_LOCKS_EXCLUDED(mu_);
+  void InstallSearchLocked(JobRun* job, const std::string& description, int candidates,
+                           int warmed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SearchTimeUpLocked(const JobRun& job) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Creates (PENDING) and queues the confirmation trials of the job's best
   // few strategies.
@@ -230,7 +239,8 @@ class JobManager {
   mutable absl::Mutex mu_;
   absl::CondVar wake_;  // the scheduler: a job, a worker or a stop
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::map<std::string, std::unique_ptr<JobRun>> active_ ABSL_GUARDED_BY(mu_);  // by job id
+  // By job id; shared with the search planner while it plans the job.
+  std::map<std::string, std::shared_ptr<JobRun>> active_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> active_order_ ABSL_GUARDED_BY(mu_);                  // FIFO of job ids
   uint64_t job_counter_ ABSL_GUARDED_BY(mu_) = 0;
   // RunTrial calls whose answer has not come back.
@@ -239,6 +249,9 @@ class JobManager {
   // never hold mu_ while joining.
   absl::Mutex thread_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::thread thread_ ABSL_GUARDED_BY(thread_mu_);
+  // Its own thread once started; delivers to InstallSearch. Last member: it
+  // is stopped (and destroyed) before the state it installs into.
+  SearchPlanner planner_{[this](PlannedSearch planned) { InstallSearch(std::move(planned)); }};
 };
 
 }  // namespace autoaccel

@@ -76,6 +76,8 @@ struct JobRun {
   // FAILED on the next tick (its results could not be kept).
   absl::Status store_error;
   uint64_t version = 0;  // grows whenever the job or one of its trials changes
+  // Its search is being planned (server/search_planner.h) off the lock.
+  bool planning = false;
 };
 
 // The id the job's next trial gets: "<job id>-t0007" for index 7.

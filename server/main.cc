@@ -140,10 +140,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string host = listen.substr(0, listen.rfind(':'));
-  std::printf("autoaccel-server listening on %s:%d (database %s; %s, %s, %s)\n", host.c_str(), port,
-              db.c_str(), tls.serves_tls() ? "TLS" : "plaintext",
+  std::printf("autoaccel-server listening on %s:%d (database %s; %s, %s, %s)%s\n", host.c_str(),
+              port, db.c_str(), tls.serves_tls() ? "TLS" : "plaintext",
               auth.users_required() ? "user tokens required" : "no user tokens",
-              auth.join_token_required() ? "join token required" : "no join token");
+              auth.join_token_required() ? "join token required" : "no join token",
+              insecure_why.empty() ? "" : (" INSECURE: " + insecure_why).c_str());
   std::fflush(stdout);
   (*manager)->Start();
 

@@ -125,6 +125,12 @@ std::vector<v1::Worker> WorkerPool::List() const {
   for (const auto& [id, w] : workers_) {
     v1::Worker info = w.info;
     for (const std::string& warning : HostWarningsLocked(w)) info.add_warnings(warning);
+    if (w.quarantined_until > clock_->Now()) {
+      info.add_warnings(absl::StrCat(
+          "quarantined for ",
+          absl::FormatDuration(absl::Trunc(w.quarantined_until - clock_->Now(), absl::Seconds(1))),
+          ": ", w.quarantine_reason));
+    }
     info.set_healthy(w.healthy);
     info.set_last_seen(UnixSecondsOrZero(w.last_seen));
     for (int i = 0; i < info.devices_size() && i < static_cast<int>(w.held_by.size()); ++i) {
@@ -167,6 +173,25 @@ std::vector<std::string> WorkerPool::ForgetSilent(absl::Duration after) {
     it = workers_.erase(it);
   }
   return forgotten;
+}
+
+void WorkerPool::RecordRankAnswer(const std::string& worker_id, bool infrastructure,
+                                  const std::string& reason, int limit, absl::Duration duration) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return;
+  WorkerState& w = it->second;
+  if (!infrastructure) {
+    w.infrastructure_failures = 0;
+    return;
+  }
+  if (++w.infrastructure_failures < limit) return;
+  w.infrastructure_failures = 0;
+  w.quarantined_until = clock_->Now() + duration;
+  w.quarantine_reason = absl::StrCat(limit, " ranks in a row failed outside their strategy (last: ",
+                                     reason, ")");
+  spdlog::warn("worker {} quarantined for {}: {}", worker_id, absl::FormatDuration(duration),
+               w.quarantine_reason);
 }
 
 bool WorkerPool::MarkUnreachable(const std::string& worker_id) {
@@ -233,7 +258,7 @@ int WorkerPool::CountDevices(const std::string& type, const std::string& launche
   absl::ReaderMutexLock lock(&mu_);
   int count = 0;
   for (const auto& [id, w] : workers_) {
-    if (!w.healthy || !Offers(w.info, launcher)) continue;
+    if (!UsableLocked(w) || !Offers(w.info, launcher)) continue;
     for (const v1::Device& d : w.info.devices()) count += d.type() == type ? 1 : 0;
   }
   return count;
@@ -344,7 +369,7 @@ std::optional<Gang> WorkerPool::Place(const std::string& type, int count,
   std::vector<Candidate> order;
   int total = 0;
   for (auto& [id, w] : workers_) {
-    if (!w.healthy || !Offers(w.info, launcher)) continue;
+    if (!UsableLocked(w) || !Offers(w.info, launcher)) continue;
     Candidate c{&id, &w, {}};
     for (int i = 0; i < w.info.devices_size() && i < static_cast<int>(w.held_by.size()); ++i) {
       if (w.info.devices(i).type() == type && w.held_by[i].empty()) c.free.push_back(i);

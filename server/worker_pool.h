@@ -102,6 +102,13 @@ class WorkerPool {
   // Keeps new trials off a worker that could not be reached until it
   // heartbeats again. Returns true if it was healthy until now.
   bool MarkUnreachable(const std::string& worker_id);
+  // A rank's answer from the worker: `infrastructure` when it failed for a
+  // reason outside its strategy (`reason`), else it ran. After `limit` such
+  // failures in a row the worker is quarantined for `duration`: healthy, but
+  // neither counted nor placed (its List warnings say until when and why);
+  // an answer that ran resets the count.
+  void RecordRankAnswer(const std::string& worker_id, bool infrastructure,
+                        const std::string& reason, int limit, absl::Duration duration);
 
   // Devices of `type` on healthy workers, free or not; with `launcher`,
   // only on the workers that offer it.
@@ -140,7 +147,14 @@ class WorkerPool {
     std::vector<std::string> held_by;  // trial id per device, "" when free
     absl::Time last_seen;
     bool healthy = true;
+    int infrastructure_failures = 0;  // in a row
+    absl::Time quarantined_until = absl::InfinitePast();
+    std::string quarantine_reason;
   };
+  // Healthy and not quarantined: may get new trials.
+  bool UsableLocked(const WorkerState& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return w.healthy && clock_->Now() >= w.quarantined_until;
+  }
   // What a placed rank holds until it is released.
   struct RankHold {
     std::string worker_id;

@@ -48,11 +48,12 @@ class Cluster {
     if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir_);
   }
 
-  bool StartServer() {
-    server_ = std::make_unique<Subprocess>(
-        std::vector<std::string>{AUTOACCEL_SERVER_BIN, "--listen", "127.0.0.1:0", "--db", db_,
-                                 "--heartbeat-interval", "0.5", "--worker-timeout", "3"},
-        dir_, absl::StrCat("server", ++servers_));
+  // `extra`: more server flags (TLS, tokens).
+  bool StartServer(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {AUTOACCEL_SERVER_BIN, "--listen", "127.0.0.1:0", "--db", db_,
+                                     "--heartbeat-interval", "0.5", "--worker-timeout", "3"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    server_ = std::make_unique<Subprocess>(argv, dir_, absl::StrCat("server", ++servers_));
     address_ = AddressFromLine(server_->WaitForLine("listening on", absl::Seconds(20)));
     return !address_.empty();
   }
@@ -96,6 +97,7 @@ class Cluster {
   int Cli(std::vector<std::string> args, std::string* out, std::string* err = nullptr,
           absl::Duration timeout = absl::Minutes(5)) {
     std::vector<std::string> argv = {AUTOACCEL_CLI_BIN, "--server", address_};
+    argv.insert(argv.end(), cli_flags.begin(), cli_flags.end());
     argv.insert(argv.end(), args.begin(), args.end());
     return RunCommand(argv, dir_, out, err, timeout);
   }
@@ -136,6 +138,11 @@ class Cluster {
   }
 
   const std::string& dir() const { return dir_; }
+  const std::string& address() const { return address_; }
+  Subprocess* server() { return server_.get(); }
+
+  // Flags every Cli call passes before its arguments (--tls-ca, --token-file).
+  std::vector<std::string> cli_flags;
   const std::string& config() const { return config_; }
 
  private:

@@ -1963,5 +1963,31 @@ TEST_F(JobManagerTest, JobsBelongToTheirSubmitterAndListByOwner) {
   EXPECT_EQ(manager_->GetJob(alice->job_id())->owner(), "alice");
 }
 
+// A worker whose ranks keep failing for reasons outside their strategy gets
+// no new trials for a while; its listing says why and until when.
+TEST_F(JobManagerTest, AWorkerWhoseRanksKeepFailingOutsideTheStrategyIsQuarantined) {
+  AddWorker("a", 1);
+  ASSERT_TRUE(manager_->SubmitJob(Request(3000)).ok());
+  v1::RunTrialResponse broken = Answered("FAILED", "NCCL error: unhandled system error");
+  broken.set_infrastructure(true);
+  for (int i = 0; i < 3; ++i) {
+    manager_->Tick();
+    ASSERT_EQ(executor_.calls.size(), 1u) << "attempt " << i + 1;
+    executor_.Answer(executor_.calls.front().request.trial_id(), 0, absl::OkStatus(), broken);
+  }
+  manager_->Tick();
+  EXPECT_TRUE(executor_.calls.empty()) << "no trial for a quarantined worker";
+  std::vector<v1::Worker> workers = manager_->ListWorkers();
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_TRUE(workers[0].healthy());
+  EXPECT_THAT(workers[0].warnings(),
+              Contains(AllOf(HasSubstr("quarantined for 5m"), HasSubstr("NCCL error"))));
+  // After the quarantine it gets trials again.
+  clock_.Advance(absl::Minutes(5));
+  ASSERT_TRUE(Beat("a").ok());
+  manager_->Tick();
+  EXPECT_EQ(executor_.calls.size(), 1u);
+}
+
 }  // namespace
 }  // namespace autoaccel

@@ -1,0 +1,180 @@
+// The cluster's protections end to end: certificates and tokens issued by
+// deploy/tls/make-certs and make-tokens, a real server and worker over TLS
+// with tokens, and the CLI as three users; a worker's trial service called
+// directly; daemons asked to serve a network address unprotected.
+#include <grpcpp/grpcpp.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/autoaccel.grpc.pb.h"
+#include "tests/e2e_cluster.h"
+
+namespace autoaccel::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Issues a CA, certificates for the coordinator and worker w1 (both on
+// 127.0.0.1), tokens for alice, carol and root (admin) and a join token,
+// into `dir` with the deploy scripts; false if a script failed.
+bool IssueCredentials(const std::string& dir) {
+  std::string out, err;
+  const std::string tls = std::string(AUTOACCEL_SOURCE_DIR) + "/deploy/tls/";
+  if (RunCommand({tls + "make-certs", dir, "coordinator=127.0.0.1,localhost", "w1=127.0.0.1"}, dir,
+                 &out, &err, absl::Seconds(60)) != 0) {
+    ADD_FAILURE() << out << err;
+    return false;
+  }
+  if (RunCommand({tls + "make-tokens", dir, "alice", "carol", "root:admin"}, dir, &out, &err,
+                 absl::Seconds(60)) != 0) {
+    ADD_FAILURE() << out << err;
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::string> ServerFlags(const std::string& d) {
+  return {"--tls-cert",  d + "/coordinator.pem", "--tls-key",          d + "/coordinator.key",
+          "--tls-ca",    d + "/ca.pem",          "--tokens",           d + "/tokens",
+          "--join-token-file", d + "/join-token"};
+}
+std::vector<std::string> WorkerFlags(const std::string& d) {
+  return {"--tls-cert", d + "/w1.pem",  "--tls-key",          d + "/w1.key",
+          "--tls-ca",   d + "/ca.pem",  "--join-token-file",  d + "/join-token"};
+}
+
+TEST(SecurityEndToEnd, ATlsClusterWithTokensTunesForItsUserAndRefusesEveryoneElse) {
+  Cluster cluster;
+  const std::string d = cluster.dir();
+  ASSERT_TRUE(IssueCredentials(d));
+  ASSERT_TRUE(cluster.StartServer(ServerFlags(d)));
+  Subprocess* worker = cluster.StartWorker("w1", "cpu:1", "", WorkerFlags(d));
+  const std::string worker_address =
+      AddressFromLine(worker->WaitForLine("listening on", absl::Seconds(20)));
+  ASSERT_FALSE(worker_address.empty());
+
+  cluster.cli_flags = {"--tls-ca", d + "/ca.pem", "--token-file", d + "/alice.token"};
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  std::string out, err;
+  ASSERT_EQ(cluster.Cli(cluster.TuneArgs(4, {"--time-limit", "2m", "--max-trials", "2",
+                                             "--warmup-steps", "1", "--measured-steps", "1",
+                                             "--json"}),
+                        &out, &err),
+            0)
+      << out << err;
+  const json job = ParseJson(out);
+  ASSERT_EQ(job["state"], "SUCCEEDED") << out;
+  const std::string job_id = job["job_id"];
+  EXPECT_EQ(job["owner"], "alice") << out;
+  ASSERT_EQ(cluster.Cli({"workers"}, &out, &err), 0) << err;
+  EXPECT_THAT(out, HasSubstr("w1 at " + worker_address + " TLS"));
+  EXPECT_THAT(out, Not(HasSubstr("INSECURE")));
+
+  // No token: refused, and the message says where a token goes.
+  cluster.cli_flags = {"--tls-ca", d + "/ca.pem"};
+  EXPECT_EQ(cluster.Cli({"jobs"}, &out, &err), 1);
+  EXPECT_THAT(err, HasSubstr("not authenticated"));
+  EXPECT_THAT(err, HasSubstr("--token"));
+  // Carol: alice's job is not hers to see or cancel, and her list is empty.
+  cluster.cli_flags = {"--tls-ca", d + "/ca.pem", "--token-file", d + "/carol.token"};
+  for (const char* command : {"job", "cancel", "trials"}) {
+    EXPECT_EQ(cluster.Cli({command, job_id}, &out, &err), 1) << command;
+    EXPECT_THAT(err, HasSubstr("permission denied")) << command;
+  }
+  ASSERT_EQ(cluster.Cli({"jobs", "--json"}, &out, &err), 0) << err;
+  EXPECT_THAT(ParseJson(out)["jobs"], ::testing::IsEmpty()) << out;
+  // The admin, with the token in the environment's place: every job.
+  const std::string root_token = testing::ReadFile(d + "/root.token");
+  cluster.cli_flags = {"--tls-ca", d + "/ca.pem", "--token",
+                       root_token.substr(0, root_token.find('\n'))};
+  ASSERT_EQ(cluster.Cli({"job", job_id, "--json"}, &out, &err), 0) << err;
+  EXPECT_EQ(ParseJson(out)["owner"], "alice");
+  // Plaintext against the TLS port: no answer at all.
+  cluster.cli_flags = {"--token-file", d + "/alice.token", "--rpc-timeout", "3s"};
+  EXPECT_EQ(cluster.Cli({"jobs"}, &out, &err), 1);
+  EXPECT_THAT(err, Not(HasSubstr(root_token.substr(0, 16)))) << "a token is never printed";
+
+  // The worker's trial service, called directly with the join token or a
+  // user's token instead of its coordinator's session: refused.
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = testing::ReadFile(d + "/ca.pem");
+  auto stub = v1::WorkerService::NewStub(
+      grpc::CreateChannel(worker_address, grpc::SslCredentials(ssl)));
+  for (const std::string file : {"join-token", "alice.token"}) {
+    const std::string token = testing::ReadFile(d + "/" + file);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token.substr(0, token.find('\n')));
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::RunTrialRequest request;
+    request.set_trial_id("forged");
+    request.set_attempt(1);
+    v1::RunTrialResponse response;
+    grpc::Status s = stub->RunTrial(&ctx, request, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << file << ": " << s.error_message();
+  }
+}
+
+TEST(SecurityEndToEnd, AWorkerWithoutTheJoinTokenNeverJoins) {
+  Cluster cluster;
+  const std::string d = cluster.dir();
+  ASSERT_TRUE(IssueCredentials(d));
+  ASSERT_TRUE(cluster.StartServer(ServerFlags(d)));
+  testing::WriteFile(d + "/wrong-join-token", "not-the-join-token-0123456789\n");
+  std::vector<std::string> flags = WorkerFlags(d);
+  flags.back() = d + "/wrong-join-token";
+  Subprocess* worker = cluster.StartWorker("w1", "cpu:1", "", flags);
+  cluster.cli_flags = {"--tls-ca", d + "/ca.pem", "--token-file", d + "/root.token"};
+  EXPECT_THAT(worker->WaitForLine("cannot register", absl::Seconds(15)),
+              HasSubstr("join token is not this coordinator's"))
+      << worker->Stdout() << worker->Stderr();
+  std::string out, err;
+  ASSERT_EQ(cluster.Cli({"workers", "--json"}, &out, &err), 0) << err;
+  EXPECT_THAT(ParseJson(out)["workers"], ::testing::IsEmpty()) << out;
+}
+
+TEST(SecurityEndToEnd, OnANetworkAddressTheDaemonsRefuseToServeUnprotectedUnlessTold) {
+  const std::string dir = MakeTempDir("autoaccel-insecure-");
+  std::string out, err;
+  EXPECT_EQ(RunCommand({AUTOACCEL_SERVER_BIN, "--listen", "0.0.0.0:0", "--db", dir + "/db"}, dir,
+                       &out, &err, absl::Seconds(30)),
+            2);
+  EXPECT_THAT(err, HasSubstr("not a loopback address"));
+  EXPECT_THAT(err, HasSubstr("--insecure"));
+  EXPECT_EQ(RunCommand({AUTOACCEL_WORKER_BIN, "--listen", "0.0.0.0:0", "--devices", "cpu:1",
+                        "--peak-tflops", "fp32=0.1,bf16=0.1,fp16=0.1"},
+                       dir, &out, &err, absl::Seconds(30)),
+            2);
+  EXPECT_THAT(err, HasSubstr("--insecure"));
+
+  // With --insecure it serves, and says so on every log line and to `workers`.
+  Subprocess server({AUTOACCEL_SERVER_BIN, "--listen", "0.0.0.0:0", "--db", dir + "/db",
+                     "--insecure"},
+                    dir, "server");
+  const std::string line = server.WaitForLine("listening on", absl::Seconds(20));
+  ASSERT_FALSE(line.empty()) << server.Stderr();
+  EXPECT_THAT(line, HasSubstr("INSECURE"));
+  const std::string address = AddressFromLine(line);
+  const std::string port = address.substr(address.rfind(':') + 1);
+  ASSERT_EQ(RunCommand({AUTOACCEL_CLI_BIN, "--server", "127.0.0.1:" + port, "workers"}, dir, &out,
+                       &err, absl::Seconds(30)),
+            0)
+      << err;
+  EXPECT_THAT(out, HasSubstr("INSECURE coordinator: no TLS"));
+  server.Signal(SIGTERM);
+  int log_lines = 0;
+  for (const std::string& log_line : absl::StrSplit(server.Stdout(), '\n')) {
+    if (log_line.empty() || log_line[0] != '[') continue;  // spdlog's lines
+    ++log_lines;
+    EXPECT_THAT(log_line, HasSubstr("[INSECURE: no TLS")) << log_line;
+  }
+  EXPECT_GT(log_lines, 0) << server.Stdout();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace autoaccel::e2e
