@@ -107,26 +107,32 @@ FileWatch::FileWatch(std::string path) : path_(std::move(path)) {
 
 absl::Status FileWatch::Check() {
   if (!failed_.ok() || !db_.known) return failed_;
-  auto gone = [&](const std::string& file, const Identity& was, absl::string_view what) {
+  // "" while `file` is the one seen, else what became of it.
+  auto gone = [](const std::string& file, const Identity& was) {
     struct stat st;
     if (stat(file.c_str(), &st) != 0) {
-      return absl::StrCat("its ", what, " '", file, "' was deleted (", std::strerror(errno), ")");
+      return absl::StrCat("was deleted (", std::strerror(errno), ")");
     }
     if (st.st_dev != was.dev || st.st_ino != was.ino) {
-      return absl::StrCat("its ", what, " '", file, "' was replaced by another file");
+      return std::string("was replaced by another file");
     }
     return std::string();
   };
-  std::string why = gone(path_, db_, "file");
   const std::string wal_path = path_ + "-wal";
-  if (why.empty() && wal_.known) why = gone(wal_path, wal_, "write-ahead log");
+  std::string why = gone(path_, db_);
+  if (!why.empty()) {
+    why = absl::StrCat("' ", why);
+  } else if (wal_.known) {
+    why = gone(wal_path, wal_);
+    if (!why.empty()) why = absl::StrCat("': its write-ahead log '", wal_path, "' ", why);
+  }
   if (why.empty()) {
     struct stat st;
     if (!wal_.known && stat(wal_path.c_str(), &st) == 0) wal_ = {st.st_dev, st.st_ino, true};
     return absl::OkStatus();
   }
   failed_ = absl::FailedPreconditionError(absl::StrCat(
-      "store: database '", path_, "': ", why,
+      "store: database '", path_, why,
       " while the server was running; nothing more is written (it would be lost). Restart the "
       "server: it opens whatever file is at the path then (restore one from a backup made with "
       "autoaccel-server --backup)"));
