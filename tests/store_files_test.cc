@@ -272,18 +272,38 @@ TEST(StoreFilesTest, ABackupRefusesWhatIsNotADatabaseOfOurs) {
 }
 
 #ifdef AUTOACCEL_SERVER_BIN
-TEST(StoreFilesTest, TheServerCopiesWithBackupAndRefusesADamagedFileInOneLine) {
+TEST(StoreFilesTest, TheServerCopiesWithBackupWhileAnotherProcessWritesAndRefusesADamagedFile) {
   TempDir dir;
   const std::string path = dir.File("server.db");
   MakeDatabase(path, 5);
+  // This process writes jobs while autoaccel-server --backup copies.
+  absl::StatusOr<std::unique_ptr<Store>> writer = Store::Open(path);
+  ASSERT_TRUE(writer.ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> written{5};
+  std::thread writing([&] {
+    for (int i = 5; !stop; ++i) {
+      if (!(*writer)->CreateJob(Job(absl::StrCat("job-", i), i)).ok()) break;
+      written = i + 1;
+    }
+  });
+  while (written < 100) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const int before = written;
   std::string out, err;
   EXPECT_EQ(
       testing::RunCommand({AUTOACCEL_SERVER_BIN, "--db", path, "--backup", dir.File("copy.db")},
                           dir.File(""), &out, &err, absl::Seconds(30)),
       0)
       << err;
-  EXPECT_THAT(out, AllOf(HasSubstr("copied"), HasSubstr("5 jobs")));
-  EXPECT_TRUE(Store::Open(dir.File("copy.db")).ok());
+  stop = true;
+  writing.join();
+  EXPECT_THAT(out, AllOf(HasSubstr("copied"), HasSubstr("jobs")));
+  absl::StatusOr<std::unique_ptr<Store>> copy = Store::Open(dir.File("copy.db"));
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  absl::StatusOr<std::vector<JobRecord>> jobs = (*copy)->ListJobs(0);
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_GE(static_cast<int>(jobs->size()), before);
+  EXPECT_THAT(out, HasSubstr(absl::StrCat(jobs->size(), " jobs")));
 
   const std::string garbage = dir.File("garbage.db");
   WriteBytes(garbage, RandomBytes(8192, 3));
