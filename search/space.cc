@@ -609,10 +609,13 @@ absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request
                       layout.micro_batches.size();
     }
     if (combinations > double(request.max_combinations)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "space: %.0f combinations, more than the %d searched (narrow it: fewer "
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "space: %.0f combinations, more than the %d searched (%d tensor/pipeline layouts x "
+          "%d precisions x %d attentions x %d checkpointings x %d optimizers x %d offloads, "
+          "each layout x its shardings, schedules and micro-batch sizes; narrow it: fewer "
           "micro_batch_sizes, checkpoint_percents, tensor/pipeline sizes or flag values)",
-          combinations, request.max_combinations));
+          combinations, request.max_combinations, d.layouts.size(), d.precisions.size(),
+          d.attentions.size(), d.checkpoints.size(), d.optimizers.size(), d.offloads.size()));
     }
   }
   std::vector<Strategy> space;

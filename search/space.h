@@ -198,9 +198,9 @@ absl::Status CheckCompatible(const SpaceRequest& request, const Strategy& strate
 // single-rank request (world_size 1) has the one layout (1,1) and keeps the
 // order it had before layouts existed.
 //
-// Errors: those of ValidateSpaceRequest(); INVALID_ARGUMENT "space: N
-// combinations, more than the M searched (...)" when max_combinations is
-// exceeded; INVALID_ARGUMENT "space: no compatible strategy (...)" when
+// Errors: those of ValidateSpaceRequest(); RESOURCE_EXHAUSTED "space: N
+// combinations, more than the M searched (the count of each dimension)"
+// when max_combinations is exceeded, before anything is allocated; INVALID_ARGUMENT "space: no compatible strategy (...)" when
 // every candidate is rejected.
 absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request);
 

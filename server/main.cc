@@ -20,6 +20,7 @@
 #include "server/job_manager.h"
 #include "server/service.h"
 #include "server/store.h"
+#include "server/store_backup.h"
 
 namespace {
 
@@ -60,7 +61,22 @@ int main(int argc, char** argv) {
                  "(default: the system's)");
   app.add_flag("--insecure", insecure,
                "serve on a non-loopback address without TLS or tokens (every log line says so)");
+  std::string backup;  // --backup: copy the database and exit (server/store_backup.h)
+  app.add_option("--backup", backup,
+                 "copy the database (--db) to FILE and exit; safe while a server uses it");
   CLI11_PARSE(app, argc, argv);
+  if (!backup.empty()) {
+    auto copied = autoaccel::BackupDatabase(db, backup);
+    if (!copied.ok()) {
+      std::fprintf(stderr, "autoaccel-server: %s\n", copied.status().ToString().c_str());
+      return 1;
+    }
+    std::printf(
+        "autoaccel-server: copied %s to %s (%lld bytes, schema %d, %lld jobs, %lld trials)\n",
+        db.c_str(), backup.c_str(), static_cast<long long>(copied->bytes), copied->schema_version,
+        static_cast<long long>(copied->jobs), static_cast<long long>(copied->trials));
+    return 0;
+  }
   spdlog::set_level(spdlog::level::from_str(log_level));
 
   std::vector<std::string> missing;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/store_columns.h"
+#include "server/store_integrity.h"
 #include "server/store_schema.h"
 #include "server/store_sqlite.h"
 
@@ -97,8 +98,14 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   // Reading the header first catches a file that is not a database (and a
   // newer schema) before anything is written to it.
   absl::StatusOr<int> version = store_internal::ReadUserVersion(db.get());
-  if (!version.ok()) return Annotate(version.status(), where);
+  if (!version.ok()) {
+    return store_internal::DamagedIfCorrupt(path, Annotate(version.status(), where));
+  }
+  // Another application's file (its own application_id or tables) is
+  // refused before anything is written to it; so is a damaged one.
+  RETURN_IF_ERROR(store_internal::CheckOwnDatabase(db.get(), path, *version));
   if (*version > kCurrentSchemaVersion) return store_internal::RefuseNewer(path, *version);
+  RETURN_IF_ERROR(store_internal::CheckNotDamaged(db.get(), path));
   if (sqlite3_db_readonly(db.get(), "main") == 1) {
     return absl::FailedPreconditionError(
         absl::StrCat("store: ", where, "opened read-only; the coordinator needs to write"));
@@ -119,16 +126,22 @@ Store::Store(std::string path, sqlite3* db, int schema_version, int migrations_a
     : path_(std::move(path)),
       schema_version_(schema_version),
       migrations_applied_(migrations_applied),
+      watch_(path_),
       db_(db) {}
 
 Store::~Store() { sqlite3_close_v2(db_); }
+
+absl::StatusOr<Transaction> Store::BeginWriteLocked() {
+  RETURN_IF_ERROR(watch_.Check());
+  return Transaction::Begin(db_);
+}
 
 // ---- Jobs -------------------------------------------------------------------
 
 absl::Status Store::CreateJob(const JobRecord& job) {
   RETURN_IF_ERROR(ValidateJob(job));
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db_));
+  ASSIGN_OR_RETURN(Transaction txn, BeginWriteLocked());
   ASSIGN_OR_RETURN(Statement stmt,
                    Statement::Prepare(db_, InsertSql(kJobs, OnConflict::kDoNothing), "insert job"));
   BindRow(stmt, kJobs, job);
@@ -152,7 +165,7 @@ absl::Status Store::UpdateJobLocked(const JobRecord& job) {
 absl::Status Store::UpdateJob(const JobRecord& job) {
   RETURN_IF_ERROR(ValidateJob(job));
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db_));
+  ASSIGN_OR_RETURN(Transaction txn, BeginWriteLocked());
   RETURN_IF_ERROR(UpdateJobLocked(job));
   return txn.Commit();
 }
@@ -237,14 +250,14 @@ absl::Status Store::UpsertTrialsLocked(const std::vector<TrialRecord>& trials) {
 
 absl::Status Store::UpsertTrial(const TrialRecord& trial) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db_));
+  ASSIGN_OR_RETURN(Transaction txn, BeginWriteLocked());
   RETURN_IF_ERROR(UpsertTrialsLocked({trial}));
   return txn.Commit();
 }
 
 absl::Status Store::UpsertTrials(const std::vector<TrialRecord>& trials) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db_));
+  ASSIGN_OR_RETURN(Transaction txn, BeginWriteLocked());
   RETURN_IF_ERROR(UpsertTrialsLocked(trials));
   return txn.Commit();
 }
@@ -312,7 +325,7 @@ absl::Status Store::FinishJob(const JobRecord& job, const std::optional<Strategy
   absl::MutexLock lock(&mu_);
   // BEGIN IMMEDIATE holds the write lock from here to the commit, so the
   // stored answer read below is still the stored answer when it is replaced.
-  ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db_));
+  ASSIGN_OR_RETURN(Transaction txn, BeginWriteLocked());
   RETURN_IF_ERROR(UpdateJobLocked(job));
   if (best.has_value()) {
     if (best->signature.empty()) {

@@ -25,12 +25,15 @@
 //      NOT_FOUND           the row to update or read does not exist
 //      ALREADY_EXISTS      a create would duplicate an id
 //      FAILED_PRECONDITION a referenced row is missing; the file cannot be
-//                          used (not a database, no permission, newer schema)
+//                          used (not a database, another application's
+//                          database, no permission, newer schema); the
+//                          file (or its WAL) was deleted or replaced while
+//                          open: then every later write fails too
 //      UNAVAILABLE         the file stayed locked past the busy timeout
 //      RESOURCE_EXHAUSTED  the disk (or LimitSizeForTesting's cap) is full,
 //                          or SQLite ran out of memory
 //      DATA_LOSS           a stored row cannot be decoded or the file is
-//                          corrupt
+//                          corrupt (Open checks every page first)
 //      INTERNAL            anything else SQLite reports
 #ifndef AUTOACCEL_SERVER_STORE_H_
 #define AUTOACCEL_SERVER_STORE_H_
@@ -47,10 +50,14 @@
 #include "absl/time/time.h"
 #include "common/job_state.h"  // JobState, JobStateName, IsTerminal
 #include "search/trial.h"
+#include "server/store_integrity.h"
 
 struct sqlite3;
 
 namespace autoaccel {
+namespace store_internal {
+class Transaction;
+}  // namespace store_internal
 
 struct JobRecord {
   std::string job_id;  // REQUIRES: not empty
@@ -169,8 +176,11 @@ class Store {
   // foreign keys, sets a busy timeout, and migrates the schema to
   // kCurrentSchemaVersion inside one transaction. A missing or empty file
   // becomes a fresh database. A file that is not a database, cannot be
-  // opened, or carries a schema newer than this build gives
-  // FAILED_PRECONDITION with `path` in the message; nothing is changed.
+  // opened, belongs to another application (its application_id, or tables
+  // that are not ours: server/store_integrity.h) or carries a schema newer
+  // than this build gives FAILED_PRECONDITION with `path` in the message; a
+  // damaged one (PRAGMA quick_check, which reads every page: about a second
+  // per GB) DATA_LOSS naming it and SQLite's finding. Nothing is changed.
   // ":memory:" gives a private in-memory database (no WAL).
   static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
 
@@ -250,6 +260,9 @@ class Store {
  private:
   Store(std::string path, sqlite3* db, int schema_version, int migrations_applied);
 
+  // Every write's transaction: FAILED_PRECONDITION once the file at path()
+  // is no longer the one opened (store_integrity.h: FileWatch).
+  absl::StatusOr<store_internal::Transaction> BeginWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status UpsertTrialsLocked(const std::vector<TrialRecord>& trials)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status UpdateJobLocked(const JobRecord& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -260,6 +273,7 @@ class Store {
   const int schema_version_;
   const int migrations_applied_;
   absl::Mutex mu_;
+  store_internal::FileWatch watch_ ABSL_GUARDED_BY(mu_);
   sqlite3* const db_ ABSL_PT_GUARDED_BY(mu_);  // owned; closed by ~Store
 };
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/store.h"
+#include "server/store_integrity.h"
 #include "server/store_sqlite.h"
 
 namespace autoaccel::store_internal {
@@ -161,6 +162,9 @@ absl::StatusOr<int> Migrate(sqlite3* db, const std::string& path, absl::string_v
   // PRAGMA takes no bound parameters; the value is our own constant.
   std::string set_version = absl::StrCat("PRAGMA user_version = ", Store::kCurrentSchemaVersion);
   RETURN_IF_ERROR(Annotate(Exec(db, set_version.c_str(), "write schema version"), where));
+  // Marks the file as autoaccel's for CheckOwnDatabase (store_integrity.h).
+  const std::string set_id = absl::StrCat("PRAGMA application_id = ", kApplicationId);
+  RETURN_IF_ERROR(Annotate(Exec(db, set_id.c_str(), "write application id"), where));
   RETURN_IF_ERROR(Annotate(txn->Commit(), where));
   return applied;
 }

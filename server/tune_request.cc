@@ -17,6 +17,7 @@
 #include "search/model_overrides.h"
 #include "search/space.h"
 #include "server/launcher_job.h"
+#include "server/request_limits.h"
 
 namespace autoaccel {
 namespace {
@@ -26,23 +27,24 @@ constexpr int kTorchScriptWarmupSteps = 3;
 
 // Bounds on a request: whatever passes them is cheap to validate, search and
 // show. A Hugging Face config.json is a few kilobytes.
-constexpr size_t kMaxConfigBytes = 256 << 10;
-constexpr int kMaxOverrides = 64;
-constexpr size_t kMaxOverrideBytes = 4096;
-constexpr size_t kMaxTextFieldBytes = 16 << 10;  // input_spec, load_strategy, names
-constexpr int kMaxListEntries = 256;             // each repeated field
-constexpr double kMaxTimeLimitSeconds = 30 * 24 * 3600.0;
-constexpr double kMaxTrialTimeoutSeconds = 24 * 3600.0;
-constexpr int kMaxSteps = 10000;  // warm-up and measured steps each
-constexpr double kMaxMinMeasuredSeconds = 600;
-constexpr int kMaxWorldSize = 65536;
-constexpr int kMaxSeqLen = 1 << 24;
-constexpr int kMaxGlobalBatchSize = 1 << 24;
-constexpr int kMaxTrialBudget = 1000000;
+constexpr size_t kMaxConfigBytes = LimitMax(Limit::kModelConfigBytes);
+constexpr int kMaxOverrides = LimitMax(Limit::kOverrides);
+constexpr size_t kMaxOverrideBytes = LimitMax(Limit::kOverrideBytes);
+constexpr size_t kMaxTextFieldBytes =
+    LimitMax(Limit::kTextBytes);                                // input_spec, load_strategy, names
+constexpr int kMaxListEntries = LimitMax(Limit::kListEntries);  // each repeated field
+constexpr double kMaxTimeLimitSeconds = LimitMax(Limit::kTimeLimitSeconds);
+constexpr double kMaxTrialTimeoutSeconds = LimitMax(Limit::kTrialTimeoutSeconds);
+constexpr int kMaxSteps = LimitMax(Limit::kSteps);  // warm-up and measured steps each
+constexpr double kMaxMinMeasuredSeconds = LimitMax(Limit::kMinMeasuredSeconds);
+constexpr int kMaxWorldSize = LimitMax(Limit::kWorldSize);
+constexpr int kMaxSeqLen = LimitMax(Limit::kSeqLen);
+constexpr int kMaxGlobalBatchSize = LimitMax(Limit::kGlobalBatchSize);
+constexpr int kMaxTrialBudget = LimitMax(Limit::kMaxTrials);
 // Combinations of dimension values (before compatibility rules) a job may
 // span: a 7B model on 8 ranks spans ~42,000; the coordinator stays responsive
 // (and its answers small) well past this.
-constexpr int64_t kMaxSpaceCombinations = 250000;
+constexpr int64_t kMaxSpaceCombinations = LimitMax(Limit::kSpaceCombinations);
 
 // Every string field of a request (but the model's config and file, bounded
 // on their own) and every repeated field, whatever new fields the message
@@ -163,6 +165,7 @@ absl::StatusOr<ModelSpec> ModelFromRequest(const v1::ModelSpec& m) {
 
 absl::StatusOr<JobSpec> ValidateTuneRequest(const v1::TuneRequest& in, const TuneDefaults& defaults,
                                             const v1::Launcher* launcher) {
+  RETURN_IF_ERROR(CheckTuneRequestLimits(in));  // sizes and numbers (server/request_limits.h)
   JobSpec out;
   out.request = in;
   v1::TuneRequest& r = out.request;
@@ -191,6 +194,7 @@ absl::StatusOr<JobSpec> ValidateTuneRequest(const v1::TuneRequest& in, const Tun
   } else {
     out.model = UnknownLauncherModel();
   }
+  RETURN_IF_ERROR(CheckModelLimits(out.model));
   // Every trial runs world_size ranks (the search space's layouts multiply
   // to it); a bad one is refused by ValidateSpaceRequest, naming the field.
   if (r.world_size() == 0) r.set_world_size(1);

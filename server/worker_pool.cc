@@ -12,6 +12,7 @@
 #include "common/secret_token.h"
 #include "proto/convert.h"
 #include "search/device_catalog.h"
+#include "server/request_limits.h"
 
 namespace autoaccel {
 namespace {
@@ -35,6 +36,7 @@ std::string HostOfAddress(const std::string& address) {
 }
 
 absl::StatusOr<std::string> WorkerPool::Register(const v1::RegisterRequest& req) {
+  if (absl::Status s = CheckRegisterRequestLimits(req); !s.ok()) return s;  // sizes, counts
   if (req.worker_id().empty()) return absl::InvalidArgumentError("worker_id: missing");
   if (req.address().empty()) return absl::InvalidArgumentError("address: missing");
   if (req.devices().empty()) return absl::InvalidArgumentError("devices: at least one needed");

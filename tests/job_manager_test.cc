@@ -1338,6 +1338,26 @@ TEST_F(JobManagerTest, AFailedDatabaseWriteEndsTheJobVisiblyAndNeverRewindsIt) {
   EXPECT_EQ(store_->ListTrials(job->job_id())->at(0).status, TrialStatus::kFailed);
 }
 
+TEST_F(JobManagerTest, ADatabaseDeletedUnderTheServerFailsTheJobAndRefusesNewOnesNamingIt) {
+  AddWorker("a", 1);
+  auto job = manager_->SubmitJob(Request(600, 3));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  const std::string trial = executor_.calls.front().request.trial_id();
+  std::filesystem::remove(dir_ + "/db.sqlite");
+  executor_.Answer(trial, 0, absl::OkStatus(), Answered("FAILED", "oom"));
+  manager_->Tick();
+  auto j = manager_->GetJob(job->job_id());
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ(j->state(), "FAILED");
+  EXPECT_THAT(j->status_message(), AllOf(HasSubstr("database could not be written"),
+                                         HasSubstr("db.sqlite' was deleted")));
+  auto refused = manager_->SubmitJob(Request(600, 3));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("was deleted"));
+}
+
 TEST_F(JobManagerTest, TheBestFewAreMeasuredAgainAndTheAnswerComesFromTheRepeats) {
   JobManagerOptions options = Options();
   options.confirm_top = 2;

@@ -270,8 +270,10 @@ int main(int argc, char** argv) {
   ::gethostname(hostname, sizeof(hostname) - 1);
   const std::string address = autoaccel::AdvertisedAddress(listen, port, advertise_host, hostname);
   if (worker_id.empty()) worker_id = address;
-  std::printf("autoaccel-worker %s listening on %s with %zu %s device(s)\n", worker_id.c_str(),
-              address.c_str(), devices->size(), devices->front().type().c_str());
+  std::printf("autoaccel-worker %s listening on %s with %zu %s device(s)%s%s\n", worker_id.c_str(),
+              address.c_str(), devices->size(), devices->front().type().c_str(),
+              tls.serves_tls() ? ", TLS" : "",
+              insecure_why.empty() ? "" : (" INSECURE: " + insecure_why).c_str());
   if (!launchers.empty()) {
     std::vector<std::string> names;
     for (const auto& [name, def] : launchers) names.push_back(name);

@@ -1,0 +1,201 @@
+#include "server/request_limits.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+
+namespace autoaccel {
+namespace {
+
+// Fields with a row of their own, left out of the generic walk.
+bool HasOwnRow(absl::string_view name) {
+  return name == "model.config_json" || name == "model.script" || name == "model.overrides" ||
+         name == "model.new_overrides" || name == "launcher" || name == "device_type";
+}
+
+// "value unit" with integers printed as integers.
+std::string WithUnit(double value, absl::string_view unit) {
+  std::string v = std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 1e18
+                      ? absl::StrCat(static_cast<int64_t>(value))
+                      : absl::StrFormat("%g", value);
+  return unit.empty() ? v : absl::StrCat(v, " ", unit);
+}
+
+// Every string and repeated field of `m` (recursively), but those with a
+// row of their own: text at most kTextBytes, lists at most kListEntries.
+absl::Status CheckFieldSizes(const google::protobuf::Message& m, const std::string& prefix) {
+  const google::protobuf::Descriptor* d = m.GetDescriptor();
+  const google::protobuf::Reflection* reflection = m.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    const std::string name = absl::StrCat(prefix, f->name());
+    if (HasOwnRow(name)) continue;
+    const bool text = f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING;
+    if (f->is_repeated()) {
+      const int n = reflection->FieldSize(m, f);
+      RETURN_IF_ERROR(CheckLimit(Limit::kListEntries, n, name));
+      for (int j = 0; text && j < n; ++j) {
+        RETURN_IF_ERROR(CheckLimit(
+            Limit::kTextBytes,
+            static_cast<double>(reflection->GetRepeatedStringReference(m, f, j, nullptr).size()),
+            absl::StrCat(name, "[", j, "]")));
+      }
+    } else if (text) {
+      std::string scratch;
+      RETURN_IF_ERROR(CheckLimit(
+          Limit::kTextBytes,
+          static_cast<double>(reflection->GetStringReference(m, f, &scratch).size()), name));
+    } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE &&
+               reflection->HasField(m, f)) {
+      RETURN_IF_ERROR(CheckFieldSizes(reflection->GetMessage(m, f), name + "."));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckJsonText(absl::string_view text, Limit bytes, const std::string& field) {
+  RETURN_IF_ERROR(CheckLimit(bytes, static_cast<double>(text.size()), field));
+  return CheckLimit(Limit::kJsonDepth, JsonNestingDepth(text), field);
+}
+
+absl::Status CheckModelRequest(const v1::ModelSpec& m) {
+  RETURN_IF_ERROR(CheckJsonText(m.config_json(), Limit::kModelConfigBytes, "model_config"));
+  RETURN_IF_ERROR(
+      CheckLimit(Limit::kModelFileBytes, static_cast<double>(m.script().size()), "model_file"));
+  RETURN_IF_ERROR(CheckLimit(Limit::kOverrides, m.overrides_size() + m.new_overrides_size()));
+  // override[i] counts through overrides, then new_overrides (as
+  // ModelFromRequest does).
+  int i = 0;
+  for (const auto* list : {&m.overrides(), &m.new_overrides()}) {
+    for (const std::string& text : *list) {
+      RETURN_IF_ERROR(
+          CheckJsonText(text, Limit::kOverrideBytes, absl::StrCat("override[", i, "]")));
+      ++i;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTuneNumbers(const v1::TuneRequest& r) {
+  RETURN_IF_ERROR(CheckLimit(Limit::kTimeLimitSeconds, r.time_limit_seconds()));
+  RETURN_IF_ERROR(CheckLimit(Limit::kTrialTimeoutSeconds, r.trial_timeout_seconds()));
+  RETURN_IF_ERROR(CheckLimit(Limit::kSteps, r.warmup_steps(), "warmup_steps"));
+  RETURN_IF_ERROR(CheckLimit(Limit::kSteps, r.measured_steps(), "measured_steps"));
+  RETURN_IF_ERROR(CheckLimit(Limit::kMinMeasuredSeconds, r.min_measured_seconds()));
+  RETURN_IF_ERROR(CheckLimit(Limit::kMaxTrials, r.max_trials()));
+  RETURN_IF_ERROR(CheckLimit(Limit::kWorldSize, r.world_size()));
+  RETURN_IF_ERROR(CheckLimit(Limit::kSeqLen, r.seq_len()));
+  return CheckLimit(Limit::kGlobalBatchSize, r.global_batch_size());
+}
+
+// A model dimension: its row, its gpt2 config key (the other families use
+// the row's) and the member that holds it.
+struct ModelDimension {
+  Limit limit;
+  const char* gpt2_key;  // null: gpt2 has no such key
+  int ModelSpec::*member;
+};
+constexpr ModelDimension kModelDimensions[] = {
+    {Limit::kLayers, "n_layer", &ModelSpec::n_layer},
+    {Limit::kHidden, "n_embd", &ModelSpec::n_embd},
+    {Limit::kHeads, "n_head", &ModelSpec::n_head},
+    {Limit::kHeadDim, nullptr, &ModelSpec::head_dim},
+    {Limit::kMlpWidth, "n_inner", &ModelSpec::n_inner},
+    {Limit::kVocabulary, "vocab_size", &ModelSpec::vocab_size},
+    {Limit::kPositions, "n_positions", &ModelSpec::n_positions},
+    {Limit::kExperts, nullptr, &ModelSpec::num_local_experts},
+};
+
+absl::Status CheckDevice(const v1::Device& d, int i) {
+  const std::string at = absl::StrCat("devices[", i, "]");
+  RETURN_IF_ERROR(
+      CheckLimit(Limit::kDeviceTypeBytes, static_cast<double>(d.type().size()), at + ".type"));
+  RETURN_IF_ERROR(CheckLimit(Limit::kDeviceIndex, d.index(), at + ".index"));
+  RETURN_IF_ERROR(
+      CheckLimit(Limit::kDeviceNameBytes, static_cast<double>(d.name().size()), at + ".name"));
+  RETURN_IF_ERROR(CheckLimit(Limit::kDeviceMemoryBytes, static_cast<double>(d.memory_bytes()),
+                             at + ".memory_bytes"));
+  RETURN_IF_ERROR(CheckLimit(Limit::kTextBytes, static_cast<double>(d.held_by_trial().size()),
+                             at + ".held_by_trial"));
+  const v1::PeakTflops& p = d.peak_tflops();
+  RETURN_IF_ERROR(CheckLimit(Limit::kDevicePeakTflops, p.fp32(), at + ".peak_tflops.fp32"));
+  RETURN_IF_ERROR(CheckLimit(Limit::kDevicePeakTflops, p.bf16(), at + ".peak_tflops.bf16"));
+  return CheckLimit(Limit::kDevicePeakTflops, p.fp16(), at + ".peak_tflops.fp16");
+}
+
+absl::Status CheckLauncher(const v1::Launcher& l, int i) {
+  const std::string at = absl::StrCat("launchers[", i, "]");
+  RETURN_IF_ERROR(
+      CheckLimit(Limit::kLauncherNameBytes, static_cast<double>(l.name().size()), at + ".name"));
+  RETURN_IF_ERROR(CheckLimit(Limit::kLauncherFormatBytes, static_cast<double>(l.format().size()),
+                             at + ".format"));
+  RETURN_IF_ERROR(CheckLimit(Limit::kLauncherDimensions, l.dimensions_size(), at + ".dimensions"));
+  for (int j = 0; j < l.dimensions_size(); ++j) {
+    RETURN_IF_ERROR(CheckLimit(Limit::kLauncherFormatBytes,
+                               static_cast<double>(l.dimensions(j).size()),
+                               absl::StrCat(at, ".dimensions[", j, "]")));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckLimit(Limit limit, double value, absl::string_view field) {
+  const RequestLimit& row = LimitRow(limit);
+  const absl::string_view name = field.empty() ? absl::string_view(row.field) : field;
+  if (!std::isfinite(value) || value < static_cast<double>(row.min)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": ", WithUnit(value, row.unit), ", must be between ", row.min, " and ", row.max));
+  }
+  if (value > static_cast<double>(row.max)) {
+    return absl::Status(row.over, absl::StrCat(name, ": ", WithUnit(value, row.unit), ", at most ",
+                                               row.max, " allowed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTuneRequestLimits(const v1::TuneRequest& r) {
+  RETURN_IF_ERROR(CheckModelRequest(r.model()));
+  RETURN_IF_ERROR(
+      CheckLimit(Limit::kLauncherNameBytes, static_cast<double>(r.launcher().size()), "launcher"));
+  RETURN_IF_ERROR(CheckLimit(Limit::kDeviceTypeBytes, static_cast<double>(r.device_type().size()),
+                             "device_type"));
+  RETURN_IF_ERROR(CheckFieldSizes(r, ""));
+  return CheckTuneNumbers(r);
+}
+
+absl::Status CheckModelLimits(const ModelSpec& model) {
+  const bool gpt2 = model.family == "gpt2";
+  for (const ModelDimension& d : kModelDimensions) {
+    const RequestLimit& row = LimitRow(d.limit);
+    const std::string field =
+        gpt2 && d.gpt2_key != nullptr ? absl::StrCat("model_config.", d.gpt2_key) : row.field;
+    RETURN_IF_ERROR(CheckLimit(d.limit, model.*d.member, field));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRegisterRequestLimits(const v1::RegisterRequest& r) {
+  RETURN_IF_ERROR(
+      CheckLimit(Limit::kWorkerIdBytes, static_cast<double>(r.worker_id().size()), "worker_id"));
+  RETURN_IF_ERROR(
+      CheckLimit(Limit::kAddressBytes, static_cast<double>(r.address().size()), "address"));
+  RETURN_IF_ERROR(CheckLimit(Limit::kDevices, r.devices_size()));
+  for (int i = 0; i < r.devices_size(); ++i) RETURN_IF_ERROR(CheckDevice(r.devices(i), i));
+  RETURN_IF_ERROR(
+      CheckLimit(Limit::kRendezvousPort, r.rendezvous_port_min(), "rendezvous_port_min"));
+  RETURN_IF_ERROR(
+      CheckLimit(Limit::kRendezvousPort, r.rendezvous_port_max(), "rendezvous_port_max"));
+  RETURN_IF_ERROR(CheckLimit(Limit::kHostCores, r.host_cpu_cores()));
+  RETURN_IF_ERROR(CheckLimit(Limit::kHostMemoryBytes, static_cast<double>(r.host_memory_bytes())));
+  RETURN_IF_ERROR(CheckLimit(Limit::kLaunchers, r.launchers_size()));
+  for (int i = 0; i < r.launchers_size(); ++i) RETURN_IF_ERROR(CheckLauncher(r.launchers(i), i));
+  return absl::OkStatus();
+}
+
+}  // namespace autoaccel
