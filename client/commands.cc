@@ -44,6 +44,9 @@ int RpcError(const ClientContext& c, const grpc::Status& s) {
     case grpc::StatusCode::PERMISSION_DENIED:
       what = absl::StrCat("permission denied: ", s.error_message());
       break;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      what = absl::StrCat("request too large: ", s.error_message());
+      break;
     default:
       what = absl::StrCat(s.error_message(), " (code ", static_cast<int>(s.error_code()), ")");
   }
