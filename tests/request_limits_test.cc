@@ -276,12 +276,12 @@ TEST(RequestLimitsTest, ASpaceOverItsBoundIsResourceExhaustedNamingItsDimensions
 TEST(RequestLimitsTest, AWorkerAdvertisingTooManyDevicesIsRefusedAndNotRegistered) {
   FakeClock clock;
   WorkerPool pool(&clock);
-  absl::Status s = pool.Register(RegisterRequestFor("fake", "127.0.0.1:1", 2000));
+  absl::Status s = pool.Register(RegisterRequestFor("fake", "127.0.0.1:1", 2000)).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(Message(s), StartsWith("devices: 2000 entries, at most 1024 allowed"));
   v1::RegisterRequest huge = RegisterRequestFor("fake", "127.0.0.1:1", 1);
   huge.mutable_devices(0)->set_memory_bytes(int64_t{1} << 50);  // 1 PiB
-  EXPECT_EQ(pool.Register(huge).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool.Register(huge).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(pool.List(), IsEmpty());
   EXPECT_TRUE(pool.Register(RegisterRequestFor("real", "127.0.0.1:2", 1024)).ok());
 }

@@ -167,7 +167,7 @@ TEST(SecurityEndToEnd, OnANetworkAddressTheDaemonsRefuseToServeUnprotectedUnless
   EXPECT_THAT(out, HasSubstr("INSECURE coordinator: no TLS"));
   server.Signal(SIGTERM);
   int log_lines = 0;
-  for (const std::string& log_line : absl::StrSplit(server.Stdout(), '\n')) {
+  for (absl::string_view log_line : absl::StrSplit(server.Stdout(), '\n')) {
     if (log_line.empty() || log_line[0] != '[') continue;  // spdlog's lines
     ++log_lines;
     EXPECT_THAT(log_line, HasSubstr("[INSECURE: no TLS")) << log_line;
