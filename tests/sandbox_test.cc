@@ -212,7 +212,8 @@ try read-model cat )SH",
 try write-trial-dir sh -c 'echo mine > mine.txt'
 try write-tmp sh -c 'echo scratch > /tmp/scratch'
 id -u > uid
-)SH", system ? "try write-usr touch /usr/pwned-by-a-rank\n" : "", "exit 3");
+)SH",
+                      system ? "try write-usr touch /usr/pwned-by-a-rank\n" : "", "exit 3");
 }
 
 TEST_F(SandboxedRankTest, ARunnerReadsAndWritesOnlyItsTrialDirectoryAndModel) {
@@ -409,8 +410,8 @@ TEST(SandboxWorkerBinaryTest, AWorkerThatCannotSandboxRefusesToStartSayingWhatTo
   EXPECT_EQ(code, 2) << out << err;
   EXPECT_THAT(err, HasSubstr("apt-get install bubblewrap"));
   EXPECT_THAT(err, HasSubstr("--no-sandbox"));
-  const int help = testing::RunCommand({AUTOACCEL_WORKER_BIN, "--help"}, dir, &out, &err,
-                                       absl::Seconds(30));
+  const int help =
+      testing::RunCommand({AUTOACCEL_WORKER_BIN, "--help"}, dir, &out, &err, absl::Seconds(30));
   EXPECT_EQ(help, 0);
   EXPECT_THAT(out, HasSubstr("--no-sandbox"));
   EXPECT_THAT(out, HasSubstr("--sandbox-user"));

@@ -334,47 +334,54 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxOptions& o
   }
 
   std::unique_ptr<Sandbox> sandbox(new Sandbox(std::move(policy)));
-  // The start-up check: what a rank does, in a trial directory of its own.
-  const std::string trial_dir = dir + "/check";
-  fs::remove_all(trial_dir, ec);
-  fs::create_directories(trial_dir, ec);
-  RETURN_IF_ERROR(sandbox->GiveToRank(trial_dir));
   std::vector<std::vector<std::string>> checks = {{"/usr/bin/true"}};
   checks.insert(checks.end(), options.checks.begin(), options.checks.end());
   for (const std::vector<std::string>& check : checks) {
-    RankMounts mounts;
-    mounts.trial_dir = trial_dir;
-    SpawnOptions spawn;
-    spawn.stdout_path = trial_dir + ".log";
-    spawn.stderr_path = spawn.stdout_path;
-    const std::vector<std::string> argv = sandbox->Wrap(check, mounts, &spawn);
-    absl::StatusOr<pid_t> pid = SpawnChild(argv, spawn);
-    int status = 0;
-    if (pid.ok()) {
-      const absl::Time deadline = absl::Now() + kCheckTimeout;
-      while (::waitpid(*pid, &status, WNOHANG) != *pid) {
-        if (absl::Now() > deadline) {
-          status = StopAndReap(*pid, absl::Seconds(1));
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-      KillProcessGroup(*pid, SIGKILL);
-    }
-    if (!pid.ok() || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    if (absl::Status s = sandbox->Check(check); !s.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "the trial sandbox does not work on this machine: `", absl::StrJoin(check, " "),
-          "` in it ",
-          pid.ok() ? HowChildEnded(RankWaitStatus(status)) : std::string(pid.status().message()),
-          ": ", TailOfLog(spawn.stdout_path),
+          "the trial sandbox does not work on this machine: ", s.message(),
           ". bubblewrap needs user namespaces (sysctl kernel.unprivileged_userns_clone=1) or a "
           "worker running as root; give the sandbox what this command needs with "
           "--sandbox-read-only PATH",
           give_up));
     }
   }
-  fs::remove_all(trial_dir, ec);
   return sandbox;
+}
+
+absl::Status Sandbox::Check(const std::vector<std::string>& command) const {
+  // What a rank does, in a trial directory of its own.
+  std::error_code ec;
+  const std::string trial_dir =
+      absl::StrCat(fs::path(policy_.passwd_file).parent_path().string(), "/check");
+  fs::remove_all(trial_dir, ec);
+  fs::create_directories(trial_dir, ec);
+  RETURN_IF_ERROR(GiveToRank(trial_dir));
+  RankMounts mounts;
+  mounts.trial_dir = trial_dir;
+  SpawnOptions spawn;
+  spawn.stdout_path = trial_dir + ".log";
+  spawn.stderr_path = spawn.stdout_path;
+  const std::vector<std::string> argv = Wrap(command, mounts, &spawn);
+  absl::StatusOr<pid_t> pid = SpawnChild(argv, spawn);
+  int status = 0;
+  if (pid.ok()) {
+    const absl::Time deadline = absl::Now() + kCheckTimeout;
+    while (::waitpid(*pid, &status, WNOHANG) != *pid) {
+      if (absl::Now() > deadline) {
+        status = StopAndReap(*pid, absl::Seconds(1));
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    KillProcessGroup(*pid, SIGKILL);
+  }
+  fs::remove_all(trial_dir, ec);
+  if (pid.ok() && WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "`", absl::StrJoin(command, " "), "` in the sandbox ",
+      pid.ok() ? HowChildEnded(RankWaitStatus(status)) : std::string(pid.status().message()), ": ",
+      TailOfLog(spawn.stdout_path)));
 }
 
 absl::Status Sandbox::GiveToRank(const std::string& dir) const {

@@ -118,7 +118,8 @@ struct SandboxOptions {
   // check's trial directory go under WORK_DIR/sandbox.
   std::string work_dir;
   // Start-up check: each command (argv, argv[0] absolute) must exit 0 in
-  // the sandbox (e.g. {python, "-c", "pass"}); /usr/bin/true always runs.
+  // the sandbox (e.g. {"/usr/bin/test", "-x", runner}); /usr/bin/true
+  // always runs.
   std::vector<std::vector<std::string>> checks;
 };
 
@@ -136,6 +137,12 @@ class Sandbox {
   ~Sandbox();
 
   const SandboxPolicy& policy() const { return policy_; }
+
+  // Runs `command` (argv[0] absolute or in PATH) in the sandbox as a rank
+  // would, in a scratch trial directory: OK when it exits 0, else
+  // FAILED_PRECONDITION with how it ended and its output's tail. Blocks
+  // up to 20 s.
+  absl::Status Check(const std::vector<std::string>& command) const;
 
   // Makes `dir` (and everything in it) the rank's user's when ranks run as
   // another user; OK otherwise. INTERNAL when chown fails.

@@ -32,9 +32,19 @@ absl::StatusOr<std::shared_ptr<const Sandbox>> SandboxFromFlags(const SandboxFla
   options.read_only = flags.read_only;
   options.work_dir = work_dir;
   if (!runner.empty()) options.checks.push_back({"/usr/bin/test", "-x", runner});
-  if (!python.empty()) options.checks.push_back({python, "-c", "pass"});
   absl::StatusOr<std::unique_ptr<Sandbox>> sandbox = Sandbox::Create(options);
   if (!sandbox.ok()) return sandbox.status();
+  // Only launcher ranks run it, and each says why it failed: a warning, not
+  // a refusal (the worker's own trials still run).
+  if (absl::Status s =
+          python.empty() ? absl::OkStatus() : (*sandbox)->Check({python, "-c", "pass"});
+      !s.ok()) {
+    spdlog::warn(
+        "--python {} does not run in the trial sandbox, so every launcher rank will fail: {}. "
+        "Give a --python whose files it can reach (a venv of /usr/bin/python3, or "
+        "--sandbox-read-only its prefix) or --no-sandbox",
+        python, std::string(s.message()));
+  }
   const SandboxPolicy& policy = (*sandbox)->policy();
   spdlog::info("trial ranks run sandboxed ({}{})", policy.bwrap,
                policy.run_as_user ? " as uid " + std::to_string(policy.uid) : "");

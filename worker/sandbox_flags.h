@@ -24,9 +24,10 @@ struct SandboxFlags {
 void AddSandboxFlags(CLI::App* app, SandboxFlags* flags);
 
 // The sandbox every rank runs in, checked at start (Sandbox::Create) with
-// `runner` (when not "") and `python` (when not "": launchers run it) in
-// it; null, with a warning in the log, for --no-sandbox. The errors of
-// Sandbox::Create: the worker prints them and exits 2.
+// `runner` (when not "") in it; null, with a warning in the log, for
+// --no-sandbox. The errors of Sandbox::Create: the worker prints them and
+// exits 2. `python` (when not "": launchers run it) is tried too, and a
+// failure only logged: launcher ranks would fail, with the reason.
 absl::StatusOr<std::shared_ptr<const Sandbox>> SandboxFromFlags(const SandboxFlags& flags,
                                                                 const std::string& work_dir,
                                                                 const std::string& runner,
