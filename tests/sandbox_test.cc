@@ -134,6 +134,21 @@ TEST(BubblewrapArgvTest, APathThroughALinkIsBoundAtTheLinkAndAtItsTarget) {
   fs::remove_all(dir);
 }
 
+TEST(ExecutablePathsTest, ABuildTreesBinaryIsBoundAloneAndAPythonWithItsPrefix) {
+  const std::string dir = testing::MakeTempDir("autoaccel-sandbox-exe-");
+  fs::create_directories(dir + "/build/bin");
+  fs::create_directories(dir + "/build/tests/outside");
+  fs::copy_file("/usr/bin/true", dir + "/build/bin/autoaccel-trial");
+  EXPECT_EQ(ExecutablePaths(dir + "/build/bin/autoaccel-trial"),
+            std::vector<std::string>{dir + "/build/bin/autoaccel-trial"})
+      << "not the build tree beside it";
+  fs::create_directories(dir + "/py/bin");
+  fs::create_directories(dir + "/py/lib/python3.11");
+  fs::copy_file("/usr/bin/true", dir + "/py/bin/python3");
+  EXPECT_THAT(ExecutablePaths(dir + "/py/bin/python3"), ::testing::Contains(dir + "/py"));
+  fs::remove_all(dir);
+}
+
 TEST(RankWaitStatusTest, BwrapsExitCodeForASignalReadsAsThatSignal) {
   const int killed = RankWaitStatus(W_EXITCODE(128 + SIGKILL, 0));
   EXPECT_TRUE(WIFSIGNALED(killed));

@@ -188,10 +188,19 @@ std::vector<std::string> ExecutablePaths(const std::string& path) {
   std::vector<std::string> out = {path};
   std::error_code ec;
   if (!fs::exists(path, ec)) return out;
+  // A Python's prefix (PREFIX/bin/python3 beside PREFIX/lib/python3.X):
+  // its standard library. Not any bin/'s parent: a build tree's bin/ sits
+  // beside everything else of the tree.
   auto add_prefix = [&out](const fs::path& exe) {
     const fs::path dir = exe.parent_path();
-    if (dir.filename() == "bin" && dir.parent_path() != dir.root_path()) {
-      out.push_back(dir.parent_path().string());
+    if (dir.filename() != "bin" || dir.parent_path() == dir.root_path()) return;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir.parent_path() / "lib", ec), end; !ec && it != end;
+         it.increment(ec)) {
+      if (absl::StartsWith(it->path().filename().string(), "python")) {
+        out.push_back(dir.parent_path().string());
+        return;
+      }
     }
   };
   const fs::path given(path);

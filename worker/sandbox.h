@@ -97,7 +97,8 @@ std::vector<std::string> BubblewrapArgv(const SandboxPolicy& policy, const RankM
 int RankWaitStatus(int bwrap_wait_status);
 
 // The paths running the executable `path` reads, to bind read-only: the
-// file itself; a "bin" directory's prefix (a venv, /opt/x); the venv a
+// file itself; a Python's prefix (PREFIX/bin/python3 with PREFIX/lib/
+// python3.X: its standard library, not any bin/'s parent); the venv a
 // Python under bin/ belongs to (pyvenv.cfg); the shared libraries ldd
 // lists outside the system's directories (a library under site-packages
 // binds all of site-packages: LibTorch dlopens CUDA's wheels beside it).
