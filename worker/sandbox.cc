@@ -368,6 +368,14 @@ absl::Status Sandbox::Check(const std::vector<std::string>& command) const {
   RETURN_IF_ERROR(GiveToRank(trial_dir));
   RankMounts mounts;
   mounts.trial_dir = trial_dir;
+  // A program the command is about (`test -x RUNNER`) is bound as it would
+  // be for a rank that runs it.
+  for (size_t i = 1; i < command.size(); ++i) {
+    if (!command[i].empty() && command[i][0] == '/' && fs::exists(command[i], ec)) {
+      const std::vector<std::string> paths = ExecutablePaths(command[i]);
+      mounts.read_only.insert(mounts.read_only.end(), paths.begin(), paths.end());
+    }
+  }
   SpawnOptions spawn;
   spawn.stdout_path = trial_dir + ".log";
   spawn.stderr_path = spawn.stdout_path;
@@ -386,7 +394,12 @@ absl::Status Sandbox::Check(const std::vector<std::string>& command) const {
     KillProcessGroup(*pid, SIGKILL);
   }
   fs::remove_all(trial_dir, ec);
-  if (pid.ok() && WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  // The loader's trace (LD_TRACE_LOADED_OBJECTS) exits 0 with "not found".
+  const bool missing_library =
+      absl::StrContains(TailOfFile(spawn.stdout_path, 200), "=> not found");
+  if (pid.ok() && WIFEXITED(status) && WEXITSTATUS(status) == 0 && !missing_library) {
+    return absl::OkStatus();
+  }
   return absl::FailedPreconditionError(absl::StrCat(
       "`", absl::StrJoin(command, " "), "` in the sandbox ",
       pid.ok() ? HowChildEnded(RankWaitStatus(status)) : std::string(pid.status().message()), ": ",

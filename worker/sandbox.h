@@ -119,7 +119,7 @@ struct SandboxOptions {
   // check's trial directory go under WORK_DIR/sandbox.
   std::string work_dir;
   // Start-up check: each command (argv, argv[0] absolute) must exit 0 in
-  // the sandbox (e.g. {"/usr/bin/test", "-x", runner}); /usr/bin/true
+  // the sandbox (Check); /usr/bin/true
   // always runs.
   std::vector<std::vector<std::string>> checks;
 };
@@ -140,7 +140,9 @@ class Sandbox {
   const SandboxPolicy& policy() const { return policy_; }
 
   // Runs `command` (argv[0] absolute or in PATH) in the sandbox as a rank
-  // would, in a scratch trial directory: OK when it exits 0, else
+  // would, in a scratch trial directory, with the ExecutablePaths of its
+  // absolute-path arguments bound too: OK when it exits 0 and prints no
+  // "=> not found" (the loader's trace of a missing library), else
   // FAILED_PRECONDITION with how it ended and its output's tail. Blocks
   // up to 20 s.
   absl::Status Check(const std::vector<std::string>& command) const;

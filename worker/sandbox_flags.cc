@@ -31,7 +31,11 @@ absl::StatusOr<std::shared_ptr<const Sandbox>> SandboxFromFlags(const SandboxFla
   options.user = flags.user;
   options.read_only = flags.read_only;
   options.work_dir = work_dir;
-  if (!runner.empty()) options.checks.push_back({"/usr/bin/test", "-x", runner});
+  // The runner and every library it loads, reachable by the rank's user
+  // (the loader lists them without running it).
+  if (!runner.empty()) {
+    options.checks.push_back({"/usr/bin/env", "LD_TRACE_LOADED_OBJECTS=1", runner});
+  }
   absl::StatusOr<std::unique_ptr<Sandbox>> sandbox = Sandbox::Create(options);
   if (!sandbox.ok()) return sandbox.status();
   // Only launcher ranks run it, and each says why it failed: a warning, not
