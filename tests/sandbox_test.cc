@@ -91,6 +91,8 @@ TEST(BubblewrapArgvTest, OnlyTheTrialDirectoryIsWritableAndTheHostIsBoundPathByP
   EXPECT_TRUE(HasTriple(argv, "--bind", "/w/t1-a1-r0", "/w/t1-a1-r0"));
   EXPECT_FALSE(HasTriple(argv, "--bind", "/w", "/w")) << "the rest of the work dir stays out";
   EXPECT_TRUE(HasTriple(argv, "--ro-bind", "/w/sandbox/passwd", "/etc/passwd"));
+  EXPECT_LT(Find(argv, "/etc"), Find(argv, "/etc/ld.so.cache"))
+      << "/etc is made 0755 before its files are bound: the rank's user reads them";
   EXPECT_TRUE(HasTriple(argv, "--dev-bind-try", "/dev/nvidia0", "/dev/nvidia0"));
   EXPECT_LT(Find(argv, "/tmp"), Find(argv, "/w/t1-a1-r0"));
   // The work dir's own directory is made passable (0755), not bound.
@@ -227,6 +229,7 @@ try read-model cat )SH",
 try write-trial-dir sh -c 'echo mine > mine.txt'
 try write-tmp sh -c 'echo scratch > /tmp/scratch'
 id -u > uid
+id -un > user
 )SH",
                       system ? "try write-usr touch /usr/pwned-by-a-rank\n" : "", "exit 3");
 }
@@ -250,6 +253,7 @@ TEST_F(SandboxedRankTest, ARunnerReadsAndWritesOnlyItsTrialDirectoryAndModel) {
   EXPECT_EQ(testing::ReadFile(TrialFile("write-tmp")), "ok\n");
   if (::geteuid() == 0) {
     EXPECT_EQ(testing::ReadFile(TrialFile("uid")), "65534\n") << "a root worker's rank is nobody";
+    EXPECT_EQ(testing::ReadFile(TrialFile("user")), "nobody\n") << "/etc/passwd names it";
   } else {
     EXPECT_EQ(testing::ReadFile(TrialFile("uid")), absl::StrCat(::geteuid(), "\n"));
   }

@@ -110,6 +110,39 @@ std::vector<std::string> Libraries(const std::string& path) {
   return libs;
 }
 
+// The directories a Python prefix's or venv's site-packages reach beyond
+// itself: absolute paths in its .pth files and in setuptools' editable
+// finders (`pip install -e`: MAPPING = {'pkg': '/src/pkg'}).
+std::vector<std::string> PathsSitePackagesName(const fs::path& root) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator lib(root / "lib", ec), end; !ec && lib != end; lib.increment(ec)) {
+    const fs::path site = lib->path() / "site-packages";
+    std::error_code ec2;
+    for (fs::directory_iterator it(site, ec2), end2; !ec2 && it != end2; it.increment(ec2)) {
+      const std::string name = it->path().filename().string();
+      const bool pth = absl::EndsWith(name, ".pth");
+      if (!pth && !(absl::StartsWith(name, "__editable__") && absl::EndsWith(name, ".py"))) {
+        continue;
+      }
+      std::ifstream in(it->path());
+      std::string line;
+      while (std::getline(in, line)) {
+        std::vector<std::string> candidates;
+        if (pth && absl::StartsWith(line, "/")) candidates.push_back(line);
+        for (absl::string_view quoted : absl::StrSplit(line, absl::ByAnyChar("'\""))) {
+          if (absl::StartsWith(quoted, "/")) candidates.emplace_back(quoted);
+        }
+        for (const std::string& c : candidates) {
+          std::error_code ec3;
+          if (fs::exists(c, ec3)) out.push_back(c);
+        }
+      }
+    }
+  }
+  return out;
+}
+
 std::string TailOfLog(const std::string& path) {
   std::string tail = TailOfFile(path, 5);
   return tail.empty() ? "(no output)" : tail;
@@ -131,6 +164,18 @@ std::vector<std::string> BubblewrapArgv(const SandboxPolicy& policy, const RankM
   for (const std::string& d : mounts.devices) add({"--dev-bind-try", d, d});
   if (!mounts.shm_dir.empty()) add({"--bind", mounts.shm_dir, "/dev/shm"});
   for (const auto& [link, target] : policy.root_links) add({"--symlink", target, link});
+  // Directories bwrap makes for a bind's parents are 0700, which the rank's
+  // user could not pass: make them 0755 first (/etc for /etc/passwd, ...).
+  std::set<std::string> system_parents;
+  std::vector<std::string> system_dests = policy.read_only;
+  system_dests.push_back("/etc/passwd");
+  for (const std::string& d : system_dests) {
+    for (fs::path p = fs::path(d).parent_path(); p != p.root_path() && !p.empty();
+         p = p.parent_path()) {
+      system_parents.insert(p.string());
+    }
+  }
+  for (const std::string& p : system_parents) add({"--perms", "0755", "--dir", p});
   for (const std::string& p : policy.read_only) add({"--ro-bind", p, p});
   if (!policy.passwd_file.empty()) add({"--ro-bind", policy.passwd_file, "/etc/passwd"});
   if (!policy.group_file.empty()) add({"--ro-bind", policy.group_file, "/etc/group"});
@@ -210,6 +255,11 @@ std::vector<std::string> ExecutablePaths(const std::string& path) {
   }
   const std::string canonical = Canonical(path);
   add_prefix(canonical);
+  // Editable installs and .pth paths of the venv and the prefix.
+  for (size_t i = 1, n = out.size(); i < n; ++i) {
+    const std::vector<std::string> named = PathsSitePackagesName(out[i]);
+    out.insert(out.end(), named.begin(), named.end());
+  }
   for (const std::string& lib : Libraries(canonical)) {
     const std::string site = SitePackages(lib);
     out.push_back(site.empty() ? fs::path(lib).parent_path().string() : site);

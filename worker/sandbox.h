@@ -99,7 +99,8 @@ int RankWaitStatus(int bwrap_wait_status);
 // The paths running the executable `path` reads, to bind read-only: the
 // file itself; a Python's prefix (PREFIX/bin/python3 with PREFIX/lib/
 // python3.X: its standard library, not any bin/'s parent); the venv a
-// Python under bin/ belongs to (pyvenv.cfg); the shared libraries ldd
+// Python under bin/ belongs to (pyvenv.cfg) and the directories their
+// site-packages name (.pth files, `pip install -e` finders); the shared libraries ldd
 // lists outside the system's directories (a library under site-packages
 // binds all of site-packages: LibTorch dlopens CUDA's wheels beside it).
 // Paths under /usr are left out (bound already). Runs ldd; never fails (an
