@@ -675,7 +675,7 @@ TEST_F(WorkerServiceTest, TwoRanksOfATrialRunSideBySideAndOneCancelStopsBoth) {
     EXPECT_EQ(testing::ReadFile(absl::StrCat(dir_, "/env-", rank)),
               absl::StrCat("LOCAL_RANK=", rank, "\nMASTER_ADDR=127.0.0.1\nMASTER_PORT=29517\nRANK=",
                            rank, "\nWORLD_SIZE=2\n"));
-    EXPECT_TRUE(std::filesystem::exists(absl::StrCat(dir_, "/t1-a1-r", rank, ".spec.json")))
+    EXPECT_TRUE(std::filesystem::exists(absl::StrCat(dir_, "/t1-a1-r", rank, "/spec.json")))
         << "each rank has its own work files";
   }
 

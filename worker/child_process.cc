@@ -96,6 +96,8 @@ absl::StatusOr<pid_t> SpawnChild(std::vector<std::string> args, const SpawnOptio
   const char* err_path = options.stderr_path.c_str();
   const char* workdir = options.workdir.empty() ? nullptr : options.workdir.c_str();
   const bool same_file = options.stdout_path == options.stderr_path;
+  const bool new_session = options.new_session;
+  const std::vector<int>& ignored_signals = options.ignored_signals;
   // The child writes why it could not exec into this pipe; a successful exec
   // closes it (O_CLOEXEC), so the parent reads nothing.
   int report[2];
@@ -121,12 +123,18 @@ absl::StatusOr<pid_t> SpawnChild(std::vector<std::string> args, const SpawnOptio
       (void)ignored;
       ::_exit(127);
     };
-    ::setpgid(0, 0);  // own process group: stopping the child stops all it started
+    // Own process group: stopping the child stops all it started.
+    if (new_session) {
+      ::setsid();
+    } else {
+      ::setpgid(0, 0);
+    }
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // the daemon died before prctl
     sigset_t empty;
     sigemptyset(&empty);
     ::sigprocmask(SIG_SETMASK, &empty, nullptr);  // the daemon blocks SIGTERM; the child must not
+    for (int sig : ignored_signals) ::signal(sig, SIG_IGN);
     int in = ::open("/dev/null", O_RDONLY);
     if (in < 0) fail(0);
     int out = ::open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -141,7 +149,10 @@ absl::StatusOr<pid_t> SpawnChild(std::vector<std::string> args, const SpawnOptio
     fail(4);
   }
   ::close(report[1]);
-  ::setpgid(pid, pid);  // also from the parent, so the group exists before any kill
+  // Also from the parent, so the group exists before any kill (a new
+  // session exists once the exec report below arrives: setsid comes first,
+  // and would fail in a child the parent had made a group leader).
+  if (!new_session) ::setpgid(pid, pid);
   ExecFailure failure{};
   ssize_t got;
   do {

@@ -26,14 +26,21 @@ struct SpawnOptions {
   const std::vector<std::string>* env = nullptr;
   // The child's working directory; "": this process's.
   std::string workdir;
+  // The child calls setsid(): a session (and process group) of its own, with
+  // no controlling terminal it could inject keystrokes into (a sandboxed
+  // rank, worker/sandbox.h). Otherwise only a process group of its own.
+  bool new_session = false;
+  // Signals the started program ignores (SIG_IGN survives exec and is
+  // inherited by what it starts): the sandbox's bwrap ignores SIGTERM so
+  // that it outlives the rank it runs.
+  std::vector<int> ignored_signals;
 };
 
 // Starts `args` (args[0]: a path, or a name looked up in $PATH) in a new
-// process group whose id is the returned pid. NOT_FOUND when args[0] is not
-// in $PATH; FAILED_PRECONDITION "cannot execute X: why" when the exec
-// itself fails (not executable, a missing interpreter, a workdir that
-// cannot be entered, output files that cannot be opened); INTERNAL when
-// fork fails. The caller must reap the child (waitpid or StopAndReap).
+// process group (or session: new_session) whose id is the returned pid. NOT_FOUND when args[0] is
+// not in $PATH; FAILED_PRECONDITION "cannot execute X: why" when the exec itself fails (not
+// executable, a missing interpreter, a workdir that cannot be entered, output files that cannot be
+// opened); INTERNAL when fork fails. The caller must reap the child (waitpid or StopAndReap).
 absl::StatusOr<pid_t> SpawnChild(std::vector<std::string> args, const SpawnOptions& options);
 
 // Sends `sig` to the process group `pgid`.

@@ -27,6 +27,7 @@
 #include "worker/file_names.h"
 #include "worker/metrics_file.h"
 #include "worker/process_tree_memory.h"
+#include "worker/sandbox.h"
 
 namespace autoaccel {
 namespace {
@@ -230,6 +231,32 @@ std::string FormatBytes(int64_t bytes) {
   return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
 }
 
+// What a sandboxed rank reads beyond the system (Sandbox::Wrap adds
+// argv[0]'s own): {python}'s prefix and venv, the launcher's workdir, the
+// directory of each absolute path its argv names (a script beside its
+// modules) and PYTHONPATH's directories.
+std::vector<std::string> PathsTheCommandReads(
+    const std::vector<std::string>& argv, const std::string& python, const std::string& workdir,
+    const std::vector<std::pair<std::string, std::string>>& vars) {
+  std::vector<std::string> paths = ExecutablePaths(python);
+  if (!workdir.empty()) paths.push_back(workdir);
+  std::vector<std::string> named(argv.begin() + (argv.empty() ? 0 : 1), argv.end());
+  for (const auto& [name, value] : vars) {
+    if (name != "PYTHONPATH") continue;
+    for (absl::string_view p : absl::StrSplit(value, ':')) named.emplace_back(p);
+  }
+  for (const std::string& arg : named) {
+    // "--config=/x/y.json" names a path too.
+    const size_t eq = arg.find('=');
+    const std::string path =
+        absl::StartsWith(arg, "-") && eq != std::string::npos ? arg.substr(eq + 1) : arg;
+    std::error_code ec;
+    if (path.empty() || path[0] != '/' || path == "/" || !fs::exists(path, ec)) continue;
+    paths.push_back(fs::is_directory(path, ec) ? path : fs::path(path).parent_path().string());
+  }
+  return paths;
+}
+
 // Makes the rank's trial directory afresh and writes into it what the
 // script reads (the export's files, strategy.json, an empty metrics file);
 // returns the expanded argv. INTERNAL when the directory cannot be written;
@@ -388,19 +415,38 @@ TrialResult RunLauncherRank(const LauncherRank& rank, const LauncherTrialOptions
                   argv.status().code() == absl::StatusCode::kInternal);
   }
   std::vector<std::string> unset;
-  const std::vector<std::string> env = ChildEnvironment(RankEnvironment(rank, dir, &unset), unset);
+  const std::vector<std::pair<std::string, std::string>> vars = RankEnvironment(rank, dir, &unset);
+  const std::vector<std::string> env = ChildEnvironment(vars, unset);
   SpawnOptions spawn;
   spawn.stdout_path = dir + "/stdout.log";
   spawn.stderr_path = dir + "/stderr.log";
   spawn.env = &env;
   spawn.workdir = rank.launcher.workdir.empty() ? dir : rank.launcher.workdir;
+  const std::string shm_key = absl::StrCat(rank.spec.trial_id, "-a", rank.spec.attempt);
+  if (options.sandbox != nullptr) {
+    if (absl::Status given = options.sandbox->GiveToRank(dir); !given.ok()) {
+      return Failed(std::string(given.message()), true);
+    }
+    RankMounts mounts;
+    mounts.trial_dir = dir;
+    mounts.workdir = rank.launcher.workdir;
+    mounts.read_only = PathsTheCommandReads(*argv, options.python, rank.launcher.workdir, vars);
+    mounts.shm_dir = options.sandbox->AcquireShm(shm_key);
+    *argv = options.sandbox->Wrap(*argv, mounts, &spawn);
+    spawn.workdir.clear();  // bwrap enters it
+  }
   absl::StatusOr<pid_t> started = SpawnChild(*argv, spawn);
   if (!started.ok()) {
+    if (options.sandbox != nullptr) options.sandbox->ReleaseShm(shm_key);
     return Failed(absl::StrCat("cannot start launcher '", rank.launcher.name,
                                "': ", started.status().message()),
                   true);
   }
-  const Watched watched = WatchRank(*started, rank, options, dir + "/metrics.jsonl");
+  Watched watched = WatchRank(*started, rank, options, dir + "/metrics.jsonl");
+  if (options.sandbox != nullptr) {
+    options.sandbox->ReleaseShm(shm_key);
+    watched.wait_status = RankWaitStatus(watched.wait_status);
+  }
   return Outcome(watched, rank, options, spawn.stderr_path);
 }
 

@@ -32,9 +32,17 @@ struct LauncherRank {
   std::vector<int> device_ordinals;
 };
 
+class Sandbox;
+
 struct LauncherTrialOptions {
   std::string work_dir;  // the rank's trial directory is made under it
   std::string python;    // {python}
+  // Runs the rank in this sandbox (worker/sandbox.h): it writes only its
+  // trial directory and reads, beyond the system, only what its command
+  // needs: the program argv[0] names, {python}'s prefix and venv, the
+  // launcher's workdir, the directories of absolute paths in its argv and
+  // PYTHONPATH. Null: the script runs as the worker does. Not owned.
+  const Sandbox* sandbox = nullptr;
   absl::Duration timeout = absl::Minutes(10);
   // Between SIGTERM and SIGKILL when the worker stops a rank.
   absl::Duration grace = absl::Seconds(5);

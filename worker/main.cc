@@ -23,6 +23,7 @@
 #include "worker/device_discovery.h"
 #include "worker/launchers.h"
 #include "worker/registrar.h"
+#include "worker/sandbox_flags.h"
 #include "worker/worker_flags.h"
 #include "worker/worker_service.h"
 
@@ -80,6 +81,8 @@ int main(int argc, char** argv) {
   app.add_option("--launcher-grace", launcher_grace,
                  "seconds between SIGTERM and SIGKILL when a launcher rank is stopped")
       ->check(CLI::Range(0.0, 600.0));
+  autoaccel::SandboxFlags sandbox_flags;
+  autoaccel::AddSandboxFlags(&app, &sandbox_flags);
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   std::string join_token_file;
   autoaccel::TlsFiles tls;
@@ -209,6 +212,12 @@ int main(int argc, char** argv) {
                  ec.message().c_str());
     return 2;
   }
+  absl::StatusOr<std::shared_ptr<const autoaccel::Sandbox>> sandbox = autoaccel::SandboxFromFlags(
+      sandbox_flags, work_dir, runner, launchers.empty() ? "" : python);
+  if (!sandbox.ok()) {
+    std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(sandbox.status().message()).c_str());
+    return 2;
+  }
   if (threads_per_device <= 0) {
     threads_per_device = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
                                          static_cast<int>(devices->size()));
@@ -248,6 +257,7 @@ int main(int argc, char** argv) {
   options.launchers = launchers;
   options.python = python;
   options.launcher_grace = absl::Seconds(launcher_grace);
+  options.sandbox = *sandbox;
   // Set once the registrar exists; a raised peak reaches the coordinator.
   std::atomic<autoaccel::Registrar*> registrar_ref{nullptr};
   options.on_devices_changed = [&registrar_ref](const std::vector<autoaccel::v1::Device>& d) {

@@ -5,25 +5,40 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "trial_contract/json_file.h"
 #include "worker/file_names.h"
+#include "worker/sandbox.h"
 
 namespace autoaccel {
 
-TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& options) {
+std::string TrialProcessDir(const TrialSpec& spec, const std::string& work_dir) {
+  return absl::StrCat(work_dir, "/", RankFileStem(spec.trial_id, spec.attempt, spec.rank));
+}
+
+TrialResult RunTrialProcess(const TrialSpec& given_spec, const TrialProcessOptions& options) {
+  namespace fs = std::filesystem;
   TrialResult result;
   result.status = TrialStatus::kFailed;
-  const std::string base =
-      absl::StrCat(options.work_dir, "/", RankFileStem(spec.trial_id, spec.attempt, spec.rank));
-  const std::string spec_path = base + ".spec.json";
-  const std::string result_path = base + ".result.json";
-  const std::string log_path = base + ".log";
-  ::unlink(result_path.c_str());
-  if (absl::Status s = WriteJsonFile(spec_path, TrialSpecToJson(spec)); !s.ok()) {
-    result.error = std::string(s.message());
+  TrialSpec spec = given_spec;
+  std::error_code ec;
+  // Absolute: the sandboxed runner starts in its trial directory.
+  if (!spec.model_file.empty()) spec.model_file = fs::absolute(spec.model_file, ec).string();
+  const std::string dir = fs::absolute(TrialProcessDir(spec, options.work_dir), ec).string();
+  const std::string spec_path = dir + "/spec.json";
+  const std::string result_path = dir + "/result.json";
+  const std::string log_path = dir + "/trial.log";
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir, ec);
+  absl::Status written = ec ? absl::InternalError(absl::StrCat("cannot make the trial directory ",
+                                                               dir, ": ", ec.message()))
+                            : WriteJsonFile(spec_path, TrialSpecToJson(spec));
+  if (written.ok() && options.sandbox != nullptr) written = options.sandbox->GiveToRank(dir);
+  if (!written.ok()) {
+    result.error = std::string(written.message());
     result.infrastructure = true;  // the worker's disk, not the strategy
     return result;
   }
@@ -46,8 +61,19 @@ TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& op
   spawn.stdout_path = log_path;
   spawn.stderr_path = log_path;
   spawn.env = &env;
-  absl::StatusOr<pid_t> started =
-      SpawnChild({options.runner_path, "--spec", spec_path, "--result", result_path}, spawn);
+  std::vector<std::string> argv = {options.runner_path, "--spec", spec_path, "--result",
+                                   result_path};
+  // The trial's ranks on this machine share one /dev/shm (NCCL).
+  const std::string shm_key = absl::StrCat(spec.trial_id, "-a", spec.attempt);
+  if (options.sandbox != nullptr) {
+    RankMounts mounts;
+    mounts.trial_dir = dir;
+    if (!spec.model_file.empty()) mounts.read_only.push_back(spec.model_file);
+    mounts.shm_dir = options.sandbox->AcquireShm(shm_key);
+    argv = options.sandbox->Wrap(argv, mounts, &spawn);
+  }
+  absl::StatusOr<pid_t> started = SpawnChild(argv, spawn);
+  if (!started.ok() && options.sandbox != nullptr) options.sandbox->ReleaseShm(shm_key);
   if (!started.ok()) {
     result.error = absl::StrCat("cannot start trial runner: ", started.status().message());
     result.infrastructure = true;
@@ -74,6 +100,10 @@ TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& op
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   KillProcessGroup(pid, SIGKILL);  // nothing of the trial outlives it
+  if (options.sandbox != nullptr) {
+    options.sandbox->ReleaseShm(shm_key);
+    status = RankWaitStatus(status);
+  }
 
   if (timed_out) {
     result.status = TrialStatus::kTimeout;
@@ -96,10 +126,8 @@ TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& op
     }
   }
   result.infrastructure = EndedFromOutside(status);
-  std::string how = WIFSIGNALED(status) ? absl::StrCat("was killed by signal ", WTERMSIG(status),
-                                                       " (", strsignal(WTERMSIG(status)), ")")
-                                        : absl::StrCat("exited with code ", WEXITSTATUS(status),
-                                                       " without a result");
+  std::string how = WIFSIGNALED(status) ? HowChildEnded(status)
+                                        : absl::StrCat(HowChildEnded(status), " without a result");
   result.error =
       absl::StrCat("trial runner ", how, "; log ", log_path, ":\n", TailOfFile(log_path, 5));
   return result;

@@ -20,9 +20,15 @@ namespace autoaccel {
 // How long a rank may run when its RunTrialRequest gives no timeout.
 inline constexpr absl::Duration kDefaultTrialTimeout = absl::Minutes(10);
 
+class Sandbox;
+
 struct TrialProcessOptions {
   std::string runner_path;  // the autoaccel-trial executable
-  std::string work_dir;     // spec, result and log files go here
+  std::string work_dir;     // the rank's trial directory is made under it
+  // Runs the rank in this sandbox (worker/sandbox.h): it can write only its
+  // trial directory and read only spec.model_file of the work dir. Null:
+  // the runner runs as the worker does. Not owned.
+  const Sandbox* sandbox = nullptr;
   absl::Duration timeout = kDefaultTrialTimeout;
   // Polled every 100 ms while the child runs; returning true stops the child
   // and the trial ends CANCELLED.
@@ -31,8 +37,9 @@ struct TrialProcessOptions {
 
 // Writes `spec` to a file, starts the runner in its own process group (with
 // RANK, WORLD_SIZE, LOCAL_RANK and, for world_size > 1, MASTER_ADDR and
-// MASTER_PORT from the spec in its environment; work files named by
-// RankFileStem (worker/file_names.h), one set per rank), waits
+// MASTER_PORT from the spec in its environment; its files spec.json,
+// result.json and trial.log in its trial directory WORK_DIR/<RankFileStem>
+// (worker/file_names.h), made afresh, one per rank), waits
 // for it (killing the whole group on timeout or cancellation: SIGTERM, then
 // SIGKILL after 3 s) and turns what happened into a TrialResult:
 // the runner's own result file if it wrote one; TIMEOUT or CANCELLED when we
@@ -41,6 +48,9 @@ struct TrialProcessOptions {
 // or that was ended by a signal someone else sent (EndedFromOutside), gives
 // FAILED with `infrastructure` set. Blocks the calling thread. Thread-safe.
 TrialResult RunTrialProcess(const TrialSpec& spec, const TrialProcessOptions& options);
+
+// The rank's trial directory: WORK_DIR/<RankFileStem>.
+std::string TrialProcessDir(const TrialSpec& spec, const std::string& work_dir);
 
 }  // namespace autoaccel
 

@@ -181,6 +181,7 @@ void WorkerServiceImpl::RunExecution(ExecutionKey key, int device_index, TrialSp
     options.python = options_.python;
     options.timeout = timeout;
     options.grace = options_.launcher_grace;
+    options.sandbox = options_.sandbox.get();
     options.should_cancel = should_cancel;
     result = RunLauncherRank(*launcher, options);
     // Not RaisePeakIfBeaten: a script's tokens are its own claim, no proof
@@ -190,6 +191,7 @@ void WorkerServiceImpl::RunExecution(ExecutionKey key, int device_index, TrialSp
     options.runner_path = options_.runner_path;
     options.work_dir = options_.work_dir;
     options.timeout = timeout;
+    options.sandbox = options_.sandbox.get();
     options.should_cancel = should_cancel;
     result = RunTrialProcess(spec, options);
     RaisePeakIfBeaten(device_index, spec, &result);

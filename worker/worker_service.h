@@ -26,6 +26,7 @@
 #include "worker/launcher_trial.h"
 #include "worker/launchers.h"
 #include "worker/rank_spec.h"
+#include "worker/sandbox.h"
 
 namespace autoaccel {
 
@@ -51,6 +52,8 @@ struct WorkerOptions {
   std::string python = "python3";
   // Between SIGTERM and SIGKILL when a launcher rank is stopped.
   absl::Duration launcher_grace = absl::Seconds(5);
+  // Every rank runs in it (worker/sandbox.h); null: --no-sandbox.
+  std::shared_ptr<const Sandbox> sandbox;
 };
 
 // Each RunTrial spawns one child process (one trial rank) on a thread of its

@@ -9,6 +9,13 @@ Usage: make_models.py OUT_DIR
   tuple_loss.pt    forward(input_ids, labels) -> (loss, logits), the tiny LM's
   bad_return.pt    forward(input_ids) -> the logits, not a scalar (an error)
   frozen.pt        forward(x) -> scalar, but no parameter requires grad
+  reads_outside.pt   forward(input_ids, labels) -> a loss of 0 plus the sum of
+                     the 64 bytes of OUT_DIR/outside/secret.bin, read with
+                     torch.from_file: what a model could steal from the host
+  writes_outside.pt  forward(input_ids, labels): fills OUT_DIR/outside/victim.bin
+                     with 64 bytes 'X' through torch.from_file(shared=True)
+                     (the file mapped read-write); loss 0
+                     (tests/sandbox_model_test.cc: the trial sandbox stops both)
 
 Random weights from a fixed seed; nothing is downloaded.
 """
@@ -110,6 +117,35 @@ class Frozen(nn.Module):
         return self.linear(x).mean()
 
 
+OUTSIDE_BYTES = 64
+
+
+class ReadsOutside(nn.Module):
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+        self.size = OUTSIDE_BYTES  # TorchScript reads attributes, not globals
+        self.embed = nn.Embedding(VOCAB, 8)
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        stolen = torch.from_file(self.path, shared=False, size=self.size, dtype=torch.uint8)
+        return self.embed(input_ids).float().mean() * 0.0 + stolen.double().sum().float()
+
+
+class WritesOutside(nn.Module):
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+        self.size = OUTSIDE_BYTES  # TorchScript reads attributes, not globals
+        self.embed = nn.Embedding(VOCAB, 8)
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        mapped = torch.from_file(self.path, shared=True, size=self.size, dtype=torch.uint8)
+        mapped.fill_(88)  # 'X', written through to the file
+        # The loss reads the mapping, so TorchScript keeps the fill.
+        return self.embed(input_ids).float().mean() * 0.0 + mapped.double().sum().float() * 0.0
+
+
 def main() -> None:
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -122,6 +158,11 @@ def main() -> None:
     for name, cls in [("tiny_lm", TinyLM), ("tuple_loss", TupleLM), ("dict_loss", DictLoss),
                       ("bad_return", BadReturn), ("frozen", Frozen)]:
         torch.jit.save(torch.jit.script(cls()), os.path.join(out, name + ".pt"))
+    outside = os.path.abspath(os.path.join(out, "outside"))
+    os.makedirs(outside, exist_ok=True)
+    for name, model in [("reads_outside", ReadsOutside(os.path.join(outside, "secret.bin"))),
+                        ("writes_outside", WritesOutside(os.path.join(outside, "victim.bin")))]:
+        torch.jit.save(torch.jit.script(model), os.path.join(out, name + ".pt"))
 
 
 if __name__ == "__main__":
