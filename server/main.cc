@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   }
   const autoaccel::Authenticator auth(std::move(users), std::move(join_token));
   auto server_credentials = autoaccel::ServerCredentialsFor(tls);
-  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> worker_credentials;
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> worker_credentials = nullptr;
   if (server_credentials.ok() && !tls.ca.empty()) {
     worker_credentials = autoaccel::ChannelCredentialsFor(autoaccel::TlsFiles{"", "", tls.ca});
   }
