@@ -67,7 +67,7 @@ struct JobManagerOptions {
   int max_attempts = 3;
   // A worker whose ranks failed this many times in a row for reasons
   // outside their strategy gets no new trials for `quarantine_for`.
-  int quarantine_after = 3;
+  int quarantine_after = 5;
   absl::Duration quarantine_for = absl::Minutes(5);
   // A lost worker that holds no device is forgotten after this long silent
   // (it registers again if it comes back).

@@ -249,10 +249,12 @@ TEST(StoreTest, TimesBeforeTheEpochAndSubMicrosecondsAreHandled) {
   EXPECT_EQ(got->deadline, T(kBase));
 }
 
-// Drops what schemas 5 (strategy provenance), 6 (trial predictions) and 7
-// (a job's launcher) added, as a file written before them (the caller sets
-// user_version).
+// Drops what schemas 5 (strategy provenance), 6 (trial predictions), 7
+// (a job's launcher) and 8 (a job's owner) added, as a file written before
+// them (the caller sets user_version).
 void BackToSchemaFour(const std::string& path) {
+  RawSql(path, "DROP INDEX jobs_by_owner");
+  RawSql(path, "ALTER TABLE jobs DROP COLUMN owner");
   for (const char* column : {"engine_version", "created_at", "device_type"}) {
     RawSql(path, absl::StrCat("ALTER TABLE strategies DROP COLUMN ", column));
   }
