@@ -1,6 +1,7 @@
 #include "common/duration.h"
 
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,10 @@ absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid duration '", text,
                      "': expected a number and a unit (ms, s, m, h), e.g. 90s, 10m, 1h"));
+  };
+  auto out_of_range = [&] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "invalid duration '", text, "': too large (e.g. 90s, 10m, 1h)"));
   };
   if (text.empty()) return bad();
   absl::Duration total = absl::ZeroDuration();
@@ -27,6 +32,7 @@ absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text) {
     char* end = nullptr;
     double value = std::strtod(number.c_str(), &end);
     if (end != number.c_str() + number.size()) return bad();
+    if (!std::isfinite(value)) return out_of_range();
     size_t unit_start = i;
     while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
     absl::string_view unit = text.substr(unit_start, i - unit_start);
@@ -42,6 +48,7 @@ absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text) {
       return bad();
     }
   }
+  if (total == absl::InfiniteDuration()) return out_of_range();
   return total;
 }
 

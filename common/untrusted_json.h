@@ -5,6 +5,10 @@
 #ifndef AUTOACCEL_COMMON_UNTRUSTED_JSON_H_
 #define AUTOACCEL_COMMON_UNTRUSTED_JSON_H_
 
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
@@ -24,6 +28,28 @@ int JsonNestingDepth(absl::string_view text);
 // valid JSON ("model_config: not valid JSON: ..."). Thread-safe.
 absl::StatusOr<nlohmann::json> ParseUntrustedJson(absl::string_view text, absl::string_view what,
                                                   int max_depth = kMaxJsonDepth);
+
+// Reads `v` as an integer of type T: true and `*out` set when `v` is a JSON
+// integer within T's range; false (and `*out` unchanged) for anything else,
+// where nlohmann's get<T>() would truncate 2.5 or convert 1e20 with undefined
+// behaviour. Thread-safe.
+template <typename T>
+bool JsonToInteger(const nlohmann::json& v, T* out) {
+  static_assert(std::is_integral_v<T>);
+  const uint64_t max = static_cast<uint64_t>(std::numeric_limits<T>::max());
+  const int64_t min = std::is_signed_v<T> ? static_cast<int64_t>(std::numeric_limits<T>::min()) : 0;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > max) return false;
+    *out = static_cast<T>(u);
+    return true;
+  }
+  if (!v.is_number_integer()) return false;
+  const int64_t i = v.get<int64_t>();
+  if (i < min || (i > 0 && static_cast<uint64_t>(i) > max)) return false;
+  *out = static_cast<T>(i);
+  return true;
+}
 
 }  // namespace autoaccel
 

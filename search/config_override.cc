@@ -10,6 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "common/untrusted_json.h"
+#include "common/utf8.h"
 
 namespace autoaccel {
 namespace {
@@ -87,6 +89,13 @@ absl::Status ApplyConfigOverrides(const std::vector<ConfigOverride>& overrides,
   for (size_t i = 0; i < overrides.size(); ++i) {
     const ConfigOverride& o = overrides[i];
     const std::string where = absl::StrCat("override[", i, "] (", o.key, "=", o.value, ")");
+    // The key and value become JSON strings, which must be UTF-8 to print.
+    size_t bad = 0;
+    if (!IsValidUtf8(o.key, &bad) || !IsValidUtf8(o.value, &bad)) {
+      return absl::InvalidArgumentError(absl::StrCat("override[", i, "]: not valid UTF-8 (",
+                                                     IsValidUtf8(o.key) ? "value" : "key", " byte ",
+                                                     bad, ")"));
+    }
     const std::vector<std::string> path = absl::StrSplit(o.key, '.');
     nlohmann::json* node = &result;
     for (size_t p = 0; p < path.size(); ++p) {
@@ -108,6 +117,10 @@ absl::Status ApplyConfigOverrides(const std::vector<ConfigOverride>& overrides,
       nlohmann::json& child = (*node)[path[p]];  // inserts null when absent
       if (p + 1 < path.size() && child.is_null()) child = nlohmann::json::object();
       node = &child;
+    }
+    if (JsonNestingDepth(o.value) > kMaxJsonDepth) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("override[", i, "]: value nested deeper than ", kMaxJsonDepth, " levels"));
     }
     nlohmann::json value = nlohmann::json::parse(o.value, nullptr, /*allow_exceptions=*/false);
     *node = value.is_discarded() ? nlohmann::json(o.value) : std::move(value);

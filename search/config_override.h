@@ -43,7 +43,9 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseOverride(absl::string_v
 // distance, a nested key also by its trailing segments) — unless the
 // override is `new_key`, whose missing objects on the path are then
 // created. INVALID_ARGUMENT ("override[1]: ...", index 0-based) also for an
-// empty key or path segment, or a path through a value that is not an
+// empty key or path segment, a key or value that is not UTF-8, a value
+// nested deeper than kMaxJsonDepth (common/untrusted_json.h), or a path
+// through a value that is not an
 // object; `config` must be a JSON object (INVALID_ARGUMENT otherwise). On
 // error `config` is left unchanged.
 absl::Status ApplyConfigOverrides(const std::vector<ConfigOverride>& overrides,

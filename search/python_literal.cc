@@ -1,5 +1,6 @@
 #include "search/python_literal.h"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -9,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 
 namespace autoaccel {
 namespace {
@@ -23,6 +25,10 @@ class PyLiteralParser {
   explicit PyLiteralParser(absl::string_view text) : text_(text) {}
 
   absl::StatusOr<Json> ParseAll() {
+    // Python reads source as UTF-8 (anything else is a SyntaxError), and a
+    // JSON string must be UTF-8 to be printed.
+    size_t bad = 0;
+    if (!IsValidUtf8(text_, &bad)) return ErrorAt("invalid UTF-8", bad);
     ASSIGN_OR_RETURN(Json value, ParseValue(0));
     SkipSpace();
     if (pos_ < text_.size()) return Error("expected end of input");
@@ -289,6 +295,8 @@ class PyLiteralParser {
     if (is_float) {
       double v = 0;
       if (!absl::SimpleAtod(literal, &v)) return ErrorAt("invalid number", start);
+      // 1e999 is inf in Python; JSON has no infinity (it would print as null).
+      if (!std::isfinite(v)) return ErrorAt("number out of range", start);
       return Json(v);
     }
     int64_t v = 0;

@@ -20,6 +20,7 @@ namespace autoaccel {
 // Nesting is limited to 100 levels. INVALID_ARGUMENT says what and where,
 // the offset 0-based bytes into `text`:
 //   "expected ']' at offset 16", "unterminated string at offset 1",
+//   "invalid UTF-8 at offset 3", "number out of range at offset 0" (1e999),
 //   "expected end of input at offset 10", "nesting deeper than 100 at offset 100"
 absl::StatusOr<nlohmann::json> ParsePythonLiteral(absl::string_view text);
 

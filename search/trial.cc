@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/enum_names.h"
+#include "common/untrusted_json.h"
 #include "search/trial_metrics_fields.h"
 
 namespace autoaccel {
@@ -126,6 +127,14 @@ absl::StatusOr<TrialMetrics> TrialMetricsFromJson(const nlohmann::json& j) {
         status =
             absl::InvalidArgumentError(absl::StrCat("metrics.", field.name, ": expected a number"));
         return true;
+      }
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        if (!JsonToInteger(*it, &(m.*field.member))) {
+          status = absl::InvalidArgumentError(
+              absl::StrCat("metrics.", field.name, ": expected an integer in range"));
+          return true;
+        }
+        return false;
       }
       m.*field.member = it->get<T>();
     }

@@ -213,5 +213,21 @@ TEST(LoadStrategy, MalformedLiteralsSayWhere) {
   EXPECT_EQ(error(std::string(300, '[')), "load_strategy: nesting deeper than 100 at offset 100");
 }
 
+// Found by tests/fuzz/atorch_strategy_fuzz: a string that is not UTF-8 (or
+// 1e999, which JSON cannot hold) was kept, and printing it in the next error
+// message threw, ending the process. Python itself refuses such source.
+TEST(LoadStrategy, RefusesTextThatIsNotUtf8AndNumbersJsonCannotHold) {
+  const auto error = [](const std::string& text) {
+    return std::string(ParseLoadStrategy(text).status().message());
+  };
+  EXPECT_EQ(error("['\xff"
+                  "444']"),
+            "load_strategy: invalid UTF-8 at offset 2");
+  EXPECT_EQ(error("['zero2'] # \xc3"), "load_strategy: invalid UTF-8 at offset 12");
+  EXPECT_EQ(error("[1e999]"), "load_strategy: number out of range at offset 1");
+  // An escape still gives any code point, written as UTF-8.
+  EXPECT_THAT(error(R"(['\xff'])"), StartsWith("load_strategy: unknown method '\xc3\xbf'"));
+}
+
 }  // namespace
 }  // namespace autoaccel

@@ -136,5 +136,28 @@ TEST(ModelOverrides, BadOverridesChangeNothing) {
               InvalidArgument(HasSubstr("object")));
 }
 
+// Found by tests/fuzz/model_overrides_fuzz: a value that is not JSON and not
+// UTF-8 became a JSON string, and the model reader's error message printing
+// it threw, ending the process.
+TEST(ModelOverrides, RefusesKeysAndValuesThatAreNotUtf8) {
+  nlohmann::json config = nlohmann::json::parse(R"({"n_layer": 12, "n_embd": 768})");
+  const nlohmann::json before = config;
+  EXPECT_THAT(ApplyConfigOverrides({{"n_layer", "2"}, {"n_embd", "1\xff"}}, &config),
+              InvalidArgument(HasSubstr("override[1]: not valid UTF-8 (value byte 1)")));
+  EXPECT_THAT(ApplyConfigOverrides({{"n_\xe0\x80", "2", /*new_key=*/true}}, &config),
+              InvalidArgument(HasSubstr("override[0]: not valid UTF-8 (key byte 2)")));
+  EXPECT_EQ(config, before);
+  ASSERT_THAT(ApplyConfigOverrides({{"name", "caf\xc3\xa9", /*new_key=*/true}}, &config), IsOk());
+  EXPECT_EQ(config["name"], "caf\xc3\xa9");
+}
+
+// A value nested past the JSON depth limit is refused, not parsed (parsing
+// and printing nest on the stack).
+TEST(ModelOverrides, RefusesValuesNestedTooDeep) {
+  nlohmann::json config = nlohmann::json::parse(R"({"n_layer": 12})");
+  EXPECT_THAT(ApplyConfigOverrides({{"n_layer", std::string(100000, '[')}}, &config),
+              InvalidArgument(HasSubstr("override[0]: value nested deeper than 64 levels")));
+}
+
 }  // namespace
 }  // namespace autoaccel

@@ -2,7 +2,10 @@
 // survives the runner's file.
 #include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/model_test_util.h"
@@ -10,6 +13,7 @@
 
 namespace autoaccel {
 namespace {
+using ::testing::HasSubstr;
 
 TrialSpec FullSpec() {
   TrialSpec spec;
@@ -67,6 +71,29 @@ TEST(TrialSpecTest, TheRunnersFileCarriesEveryField) {
   EXPECT_EQ(got->num_threads, 8);
   EXPECT_EQ(got->model_file, "/work/models/sha256-ab.pt");
   EXPECT_EQ(TrialSpecToJson(*got), file) << "a spec survives its file";
+}
+
+// Found by tests/fuzz/trial_spec_fuzz: "warmup_steps": 28888877777777777776
+// (a float past int's range) was converted with undefined behaviour, and
+// 2.5 truncated; integers now must be integers of the field's range.
+TEST(TrialContract, SpecIntegersMustBeIntegersInRange) {
+  const TrialSpec spec = FullSpec();
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, nlohmann::json>>{{"warmup_steps", 28888877777777777776.0},
+                                                           {"warmup_steps", 2.5},
+                                                           {"seq_len", int64_t{1} << 40},
+                                                           {"seed", -1},
+                                                           {"memory_limit_bytes", "1"}}) {
+    nlohmann::json j = TrialSpecToJson(spec);
+    j[key] = value;
+    EXPECT_THAT(TrialSpecFromJson(j).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(key)))
+        << key << "=" << value.dump();
+  }
+  nlohmann::json j = TrialSpecToJson(spec);
+  j["seed"] = uint64_t{18446744073709551615u};
+  ASSERT_THAT(TrialSpecFromJson(j).status(), IsOk());
+  EXPECT_EQ(TrialSpecFromJson(j)->seed, uint64_t{18446744073709551615u});
 }
 
 }  // namespace

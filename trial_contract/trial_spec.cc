@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/untrusted_json.h"
 
 namespace autoaccel {
 
@@ -37,28 +38,50 @@ nlohmann::json TrialSpecToRequestJson(const TrialSpec& spec) {
   return j;
 }
 
+namespace {
+
+// The integer at `key` into `*out`, left as it is when the key is absent
+// and not `required`. INVALID_ARGUMENT naming the key for a value that is
+// not an integer of T's range.
+template <typename T>
+absl::Status ReadInteger(const nlohmann::json& j, const char* key, bool required, T* out) {
+  auto it = j.find(key);
+  if (it == j.end()) {
+    if (!required) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("trial spec: ", key, ": missing"));
+  }
+  if (!JsonToInteger(*it, out)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("trial spec: ", key, ": expected an integer in range, got ", it->dump()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("trial spec: expected a JSON object");
   TrialSpec s;
   try {
     s.trial_id = j.value("trial_id", "");
-    s.attempt = j.value("attempt", 1);
-    s.rank = j.value("rank", 0);
-    s.world_size = j.value("world_size", 1);
-    s.local_rank = j.value("local_rank", 0);
+    RETURN_IF_ERROR(ReadInteger(j, "attempt", /*required=*/false, &s.attempt));
+    RETURN_IF_ERROR(ReadInteger(j, "rank", /*required=*/false, &s.rank));
+    RETURN_IF_ERROR(ReadInteger(j, "world_size", /*required=*/false, &s.world_size));
+    RETURN_IF_ERROR(ReadInteger(j, "local_rank", /*required=*/false, &s.local_rank));
     s.master_addr = j.value("master_addr", "127.0.0.1");
-    s.master_port = j.value("master_port", 0);
-    s.seq_len = j.at("seq_len").get<int>();
-    s.global_batch_size = j.at("global_batch_size").get<int>();
-    s.warmup_steps = j.value("warmup_steps", 2);
-    s.measured_steps = j.value("measured_steps", 5);
+    RETURN_IF_ERROR(ReadInteger(j, "master_port", /*required=*/false, &s.master_port));
+    RETURN_IF_ERROR(ReadInteger(j, "seq_len", /*required=*/true, &s.seq_len));
+    RETURN_IF_ERROR(ReadInteger(j, "global_batch_size", /*required=*/true, &s.global_batch_size));
+    RETURN_IF_ERROR(ReadInteger(j, "warmup_steps", /*required=*/false, &s.warmup_steps));
+    RETURN_IF_ERROR(ReadInteger(j, "measured_steps", /*required=*/false, &s.measured_steps));
     s.min_measured_seconds = j.value("min_measured_seconds", 0.0);
-    s.memory_limit_bytes = j.value("memory_limit_bytes", int64_t{0});
+    RETURN_IF_ERROR(
+        ReadInteger(j, "memory_limit_bytes", /*required=*/false, &s.memory_limit_bytes));
     s.device = j.value("device", "cpu");
-    s.num_threads = j.value("num_threads", 1);
-    s.seed = j.value("seed", uint64_t{1234});
+    RETURN_IF_ERROR(ReadInteger(j, "num_threads", /*required=*/false, &s.num_threads));
+    RETURN_IF_ERROR(ReadInteger(j, "seed", /*required=*/false, &s.seed));
     s.model_file = j.value("model_file", "");
-    s.bucket_bytes = j.value("bucket_bytes", int64_t{0});
+    RETURN_IF_ERROR(ReadInteger(j, "bucket_bytes", /*required=*/false, &s.bucket_bytes));
     s.report_parameter_digest = j.value("report_parameter_digest", false);
     ASSIGN_OR_RETURN(
         s.model, ModelSpecFromJson(j.at("model_family").get<std::string>(), j.at("model_config")));
