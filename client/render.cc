@@ -157,6 +157,7 @@ json TrialJson(const v1::Trial& t) {
 
 json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
   json out{{"job_id", j.job_id()},
+           {"owner", j.owner()},
            {"state", j.state()},
            {"status_message", j.status_message()},
            {"signature", j.signature()},
@@ -294,6 +295,7 @@ void PrintJobSummary(std::ostream& out, const v1::Job& j) {
       j.elapsed_seconds(), j.request().time_limit_seconds(), j.trials_done() - j.trials_pruned(),
       j.trials_pruned(), j.trials_total());
   if (!j.algorithm().empty()) out << "  search: " << j.algorithm() << "\n";
+  if (!j.owner().empty()) out << "  owner: " << j.owner() << "\n";
   if (j.has_launcher()) {
     out << "  launcher: " << LauncherText(j.launcher()) << " (each trial runs your script)\n";
   }

@@ -361,7 +361,9 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxOptions& o
   }
 
   // The /etc/passwd and /etc/group ranks see: root, the rank's user, nobody.
-  const std::string dir = absl::StrCat(fs::absolute(options.work_dir, ec).string(), "/sandbox");
+  // One directory per worker process: workers may share a work dir.
+  const std::string dir =
+      absl::StrCat(fs::absolute(options.work_dir, ec).string(), "/sandbox-", ::getpid());
   fs::create_directories(dir, ec);
   const uid_t rank_uid = policy.run_as_user ? policy.uid : ::geteuid();
   const gid_t rank_gid = policy.run_as_user ? policy.gid : ::getegid();
