@@ -15,8 +15,8 @@ absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text) {
                      "': expected a number and a unit (ms, s, m, h), e.g. 90s, 10m, 1h"));
   };
   auto out_of_range = [&] {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "invalid duration '", text, "': too large (e.g. 90s, 10m, 1h)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid duration '", text, "': too large (e.g. 90s, 10m, 1h)"));
   };
   if (text.empty()) return bad();
   absl::Duration total = absl::ZeroDuration();

@@ -200,8 +200,8 @@ absl::Status CheckCompatible(const SpaceRequest& request, const Strategy& strate
 //
 // Errors: those of ValidateSpaceRequest(); RESOURCE_EXHAUSTED "space: N
 // combinations, more than the M searched (the count of each dimension)"
-// when max_combinations is exceeded, before anything is allocated; INVALID_ARGUMENT "space: no compatible strategy (...)" when
-// every candidate is rejected.
+// when max_combinations is exceeded, before anything is allocated; INVALID_ARGUMENT "space: no
+// compatible strategy (...)" when every candidate is rejected.
 absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request);
 
 }  // namespace autoaccel

@@ -206,8 +206,8 @@ class JobManager {
   // what it prunes straight away; a request that cannot be searched after all
   // ends the job FAILED. Wakes the scheduler.
   void InstallSearch(PlannedSearch planned) ABSL_LOCKS_EXCLUDED(mu_);
-  void InstallSearchLocked(JobRun* job, const std::string& description, int candidates,
-                           int warmed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void InstallSearchLocked(JobRun* job, const std::string& description, int candidates, int warmed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SearchTimeUpLocked(const JobRun& job) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Creates (PENDING) and queues the confirmation trials of the job's best
   // few strategies.
@@ -241,7 +241,7 @@ class JobManager {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // By job id; shared with the search planner while it plans the job.
   std::map<std::string, std::shared_ptr<JobRun>> active_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> active_order_ ABSL_GUARDED_BY(mu_);                  // FIFO of job ids
+  std::vector<std::string> active_order_ ABSL_GUARDED_BY(mu_);  // FIFO of job ids
   uint64_t job_counter_ ABSL_GUARDED_BY(mu_) = 0;
   // RunTrial calls whose answer has not come back.
   int rpcs_in_flight_ ABSL_GUARDED_BY(mu_) = 0;

@@ -190,8 +190,8 @@ void WorkerPool::RecordRankAnswer(const std::string& worker_id, bool infrastruct
   if (++w.infrastructure_failures < limit) return;
   w.infrastructure_failures = 0;
   w.quarantined_until = clock_->Now() + duration;
-  w.quarantine_reason = absl::StrCat(limit, " ranks in a row failed outside their strategy (last: ",
-                                     reason, ")");
+  w.quarantine_reason =
+      absl::StrCat(limit, " ranks in a row failed outside their strategy (last: ", reason, ")");
   spdlog::warn("worker {} quarantined for {}: {}", worker_id, absl::FormatDuration(duration),
                w.quarantine_reason);
 }

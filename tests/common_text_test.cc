@@ -34,8 +34,8 @@ TEST(Duration, RefusesWhatIsNotANumberAndAUnit) {
 // limit or timeout. Zero is the caller's to refuse (the server refuses a
 // zero --time-limit), so it parses.
 TEST(Duration, RefusesWhatWouldBeInfinite) {
-  for (const std::string& text : {std::string(400, '9') + "h", std::string(400, '9') + "s",
-                                  std::string(310, '9') + "ms"}) {
+  for (const std::string& text :
+       {std::string(400, '9') + "h", std::string(400, '9') + "s", std::string(310, '9') + "ms"}) {
     EXPECT_THAT(ParseDuration(text).status(),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("too large")))
         << text;

@@ -50,8 +50,9 @@ class Cluster {
 
   // `extra`: more server flags (TLS, tokens).
   bool StartServer(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {AUTOACCEL_SERVER_BIN, "--listen", "127.0.0.1:0", "--db", db_,
-                                     "--heartbeat-interval", "0.5", "--worker-timeout", "3"};
+    std::vector<std::string> argv = {
+        AUTOACCEL_SERVER_BIN,   "--listen", "127.0.0.1:0",      "--db", db_,
+        "--heartbeat-interval", "0.5",      "--worker-timeout", "3"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     server_ = std::make_unique<Subprocess>(argv, dir_, absl::StrCat("server", ++servers_));
     address_ = AddressFromLine(server_->WaitForLine("listening on", absl::Seconds(20)));

@@ -39,13 +39,13 @@ bool IssueCredentials(const std::string& dir) {
 }
 
 std::vector<std::string> ServerFlags(const std::string& d) {
-  return {"--tls-cert",  d + "/coordinator.pem", "--tls-key",          d + "/coordinator.key",
-          "--tls-ca",    d + "/ca.pem",          "--tokens",           d + "/tokens",
+  return {"--tls-cert",        d + "/coordinator.pem", "--tls-key", d + "/coordinator.key",
+          "--tls-ca",          d + "/ca.pem",          "--tokens",  d + "/tokens",
           "--join-token-file", d + "/join-token"};
 }
 std::vector<std::string> WorkerFlags(const std::string& d) {
-  return {"--tls-cert", d + "/w1.pem",  "--tls-key",          d + "/w1.key",
-          "--tls-ca",   d + "/ca.pem",  "--join-token-file",  d + "/join-token"};
+  return {"--tls-cert", d + "/w1.pem", "--tls-key",         d + "/w1.key",
+          "--tls-ca",   d + "/ca.pem", "--join-token-file", d + "/join-token"};
 }
 
 TEST(SecurityEndToEnd, ATlsClusterWithTokensTunesForItsUserAndRefusesEveryoneElse) {
@@ -61,11 +61,11 @@ TEST(SecurityEndToEnd, ATlsClusterWithTokensTunesForItsUserAndRefusesEveryoneEls
   cluster.cli_flags = {"--tls-ca", d + "/ca.pem", "--token-file", d + "/alice.token"};
   ASSERT_TRUE(cluster.WaitForWorkers(1));
   std::string out, err;
-  ASSERT_EQ(cluster.Cli(cluster.TuneArgs(4, {"--time-limit", "2m", "--max-trials", "2",
-                                             "--warmup-steps", "1", "--measured-steps", "1",
-                                             "--json"}),
-                        &out, &err),
-            0)
+  ASSERT_EQ(
+      cluster.Cli(cluster.TuneArgs(4, {"--time-limit", "2m", "--max-trials", "2", "--warmup-steps",
+                                       "1", "--measured-steps", "1", "--json"}),
+                  &out, &err),
+      0)
       << out << err;
   const json job = ParseJson(out);
   ASSERT_EQ(job["state"], "SUCCEEDED") << out;
@@ -103,8 +103,8 @@ TEST(SecurityEndToEnd, ATlsClusterWithTokensTunesForItsUserAndRefusesEveryoneEls
   // user's token instead of its coordinator's session: refused.
   grpc::SslCredentialsOptions ssl;
   ssl.pem_root_certs = testing::ReadFile(d + "/ca.pem");
-  auto stub = v1::WorkerService::NewStub(
-      grpc::CreateChannel(worker_address, grpc::SslCredentials(ssl)));
+  auto stub =
+      v1::WorkerService::NewStub(grpc::CreateChannel(worker_address, grpc::SslCredentials(ssl)));
   for (const std::string file : {"join-token", "alice.token"}) {
     const std::string token = testing::ReadFile(d + "/" + file);
     grpc::ClientContext ctx;
@@ -115,7 +115,8 @@ TEST(SecurityEndToEnd, ATlsClusterWithTokensTunesForItsUserAndRefusesEveryoneEls
     request.set_attempt(1);
     v1::RunTrialResponse response;
     grpc::Status s = stub->RunTrial(&ctx, request, &response);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << file << ": " << s.error_message();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+        << file << ": " << s.error_message();
   }
 }
 
@@ -152,9 +153,9 @@ TEST(SecurityEndToEnd, OnANetworkAddressTheDaemonsRefuseToServeUnprotectedUnless
   EXPECT_THAT(err, HasSubstr("--insecure"));
 
   // With --insecure it serves, and says so on every log line and to `workers`.
-  Subprocess server({AUTOACCEL_SERVER_BIN, "--listen", "0.0.0.0:0", "--db", dir + "/db",
-                     "--insecure"},
-                    dir, "server");
+  Subprocess server(
+      {AUTOACCEL_SERVER_BIN, "--listen", "0.0.0.0:0", "--db", dir + "/db", "--insecure"}, dir,
+      "server");
   const std::string line = server.WaitForLine("listening on", absl::Seconds(20));
   ASSERT_FALSE(line.empty()) << server.Stderr();
   EXPECT_THAT(line, HasSubstr("INSECURE"));

@@ -212,8 +212,8 @@ int main(int argc, char** argv) {
                  ec.message().c_str());
     return 2;
   }
-  absl::StatusOr<std::shared_ptr<const autoaccel::Sandbox>> sandbox = autoaccel::SandboxFromFlags(
-      sandbox_flags, work_dir, runner, launchers.empty() ? "" : python);
+  absl::StatusOr<std::shared_ptr<const autoaccel::Sandbox>> sandbox =
+      autoaccel::SandboxFromFlags(sandbox_flags, work_dir, runner, launchers.empty() ? "" : python);
   if (!sandbox.ok()) {
     std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(sandbox.status().message()).c_str());
     return 2;
