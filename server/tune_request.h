@@ -59,12 +59,13 @@ struct JobSpec {
   std::optional<v1::Launcher> launcher;
 };
 
-// INVALID_ARGUMENT naming the field for anything wrong, checked before any
-// costly work: every number finite and within its bound (time limit at most
-// 30 days, trial timeout at most a day, warm-up and measured steps at most
-// 10,000 each, world size at most 65,536, ...), every string at most 16 KiB
-// and every list at most 256 entries (the config at most 256 KiB, nested at
-// most 64 deep), and a space of at most 250,000 combinations.
+// Checked before any costly work against server/request_limits.h's table:
+// INVALID_ARGUMENT naming the field for a value out of range or malformed
+// (time limit at most 30 days, trial timeout at most a day, warm-up and
+// measured steps at most 10,000 each, world size at most 65,536, ...), and
+// RESOURCE_EXHAUSTED naming it for something too big (a string over 16 KiB,
+// a list over 256 entries, the config over 256 KiB or nested over 64 deep, a
+// space of more than 250,000 combinations, counted before it is built).
 //
 // `launcher`: request.launcher's definition as the workers advertise it
 // (WorkerPool::FindLauncher), null when the request names none. With one,
