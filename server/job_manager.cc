@@ -17,6 +17,7 @@
 #include "server/job_view.h"
 #include "server/launcher_job.h"
 #include "server/rank_request.h"
+#include "server/request_limits.h"
 #include "server/signature.h"
 #include "server/warm_start.h"
 
@@ -185,6 +186,13 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request,
     }
   }
   absl::MutexLock lock(&mu_);
+  if (!owner.empty() && !verdict.answers) {  // per-user bounds need users
+    const int64_t unfinished =
+        std::count_if(active_.begin(), active_.end(),
+                      [&owner](const auto& job) { return job.second->record.owner == owner; });
+    RETURN_IF_ERROR(
+        CheckLimit(Limit::kJobsPerUser, unfinished + 1, absl::StrCat("jobs of user ", owner)));
+  }
   auto job = std::make_unique<JobRun>();
   job->earlier_trials = std::move(earlier.trials);
   JobRecord& rec = job->record;

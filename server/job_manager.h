@@ -110,7 +110,8 @@ class JobManager {
   // stored and returned SUCCEEDED, with `answered_from` set, and runs
   // nothing; otherwise its status says why the stored answer did not.
   // The job belongs to `owner` (server/auth.h; "" when users are not
-  // authenticated).
+  // authenticated); RESOURCE_EXHAUSTED when that user already has
+  // Limit::kJobsPerUser unfinished jobs (server/request_limits.h).
   absl::StatusOr<v1::Job> SubmitJob(const v1::TuneRequest& request, const std::string& owner = "");
   // Who submitted the job, without rendering it. NOT_FOUND for an unknown job.
   absl::StatusOr<std::string> JobOwner(const std::string& job_id);

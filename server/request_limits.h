@@ -195,10 +195,10 @@ inline constexpr RequestLimit kRequestLimits[] = {
     {Limit::kLauncherDimensions, "launchers[i].dimensions", 0, 64, "entries", kTooBig,
      kByRegister, "the strategy has ~15 dimensions (search/strategy_fields.h)"},
     {Limit::kJobsPerUser, "jobs per user", 0, 64, "jobs", kTooBig,
-     "not yet: needs the user identity (service layer)",
+     "JobManager::SubmitJob (users authenticated)",
      "unfinished jobs one user may have at once; each holds its space (kSpaceCombinations)"},
     {Limit::kWatchStreamsPerUser, "watch streams per user", 0, 256, "streams", kTooBig,
-     "not yet: needs the user identity (service layer)",
+     "TuningServiceImpl::WatchJob (users authenticated)",
      "WatchJob streams one user may hold open at once"},
 };
 // clang-format on

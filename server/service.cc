@@ -2,6 +2,7 @@
 
 #include <grpcpp/alarm.h>
 
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "common/grpc_status.h"
 #include "common/job_state.h"
 #include "common/status_macros.h"
+#include "server/request_limits.h"
 #include "server/strategy_queries.h"
 
 namespace autoaccel {
@@ -48,8 +50,13 @@ grpc::ServerUnaryReactor* UnaryList(grpc::CallbackServerContext* ctx,
 // neither a write nor an alarm is pending, so OnDone (which deletes this) comes last.
 class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
  public:
-  JobWatcher(JobManager* manager, std::string job_id, bool include_pruned)
-      : manager_(manager), job_id_(std::move(job_id)), include_pruned_(include_pruned) {
+  // `on_done` runs once the stream has ended (releases the caller's slot).
+  JobWatcher(JobManager* manager, std::string job_id, bool include_pruned,
+             std::function<void()> on_done)
+      : manager_(manager),
+        job_id_(std::move(job_id)),
+        include_pruned_(include_pruned),
+        on_done_(std::move(on_done)) {
     Poll();
   }
 
@@ -65,7 +72,10 @@ class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
     }
   }
   void OnCancel() override { cancelled_ = true; }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (on_done_) on_done_();
+    delete this;
+  }
 
  private:
   void Poll() {
@@ -112,6 +122,7 @@ class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
   JobManager* const manager_;
   const std::string job_id_;
   const bool include_pruned_;
+  const std::function<void()> on_done_;
   grpc::Alarm alarm_;
   v1::Job job_;
   std::vector<v1::Trial> pending_;  // changed trials not yet written
@@ -160,10 +171,22 @@ grpc::ServerUnaryReactor* TuningServiceImpl::GetJob(grpc::CallbackServerContext*
 
 grpc::ServerWriteReactor<v1::JobEvent>* TuningServiceImpl::WatchJob(
     grpc::CallbackServerContext* ctx, const v1::WatchJobRequest* request) {
-  if (auto caller = JobCaller(ctx, request->job_id()); !caller.ok()) {
-    return new RefusedStream<v1::JobEvent>(caller.status());
+  absl::StatusOr<Caller> caller = JobCaller(ctx, request->job_id());
+  if (!caller.ok()) return new RefusedStream<v1::JobEvent>(caller.status());
+  std::function<void()> release;
+  if (!caller->user.empty()) {  // per-user bounds need users
+    absl::MutexLock lock(&watch_mu_);
+    int& open = watches_[caller->user];
+    if (absl::Status s = CheckLimit(Limit::kWatchStreamsPerUser, open + 1); !s.ok()) {
+      return new RefusedStream<v1::JobEvent>(s);
+    }
+    ++open;
+    release = [this, user = caller->user] {
+      absl::MutexLock lock(&watch_mu_);
+      if (--watches_[user] <= 0) watches_.erase(user);
+    };
   }
-  return new JobWatcher(manager_, request->job_id(), request->include_pruned());
+  return new JobWatcher(manager_, request->job_id(), request->include_pruned(), std::move(release));
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::CancelJob(grpc::CallbackServerContext* ctx,

@@ -5,11 +5,18 @@
 // GetJob, WatchJob, CancelJob and ListTrials answer PERMISSION_DENIED for
 // another user's job; ListJobs lists the caller's own jobs (an admin's: every
 // job). The strategy database and the worker list are readable by every
-// user. Register and Heartbeat answer UNAUTHENTICATED without the join
-// token. `manager`, `store` and `auth` must outlive the services.
+// user. With users, each may hold at most Limit::kJobsPerUser unfinished jobs
+// (JobManager::SubmitJob) and Limit::kWatchStreamsPerUser open watch streams
+// (server/request_limits.h): RESOURCE_EXHAUSTED beyond. Register and Heartbeat answer
+// UNAUTHENTICATED without the join token. `manager`, `store` and `auth` must outlive the services.
 #ifndef AUTOACCEL_SERVER_SERVICE_H_
 #define AUTOACCEL_SERVER_SERVICE_H_
 
+#include <map>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/autoaccel.grpc.pb.h"
 #include "server/auth.h"
 #include "server/job_manager.h"
@@ -54,6 +61,10 @@ class TuningServiceImpl final : public v1::TuningService::CallbackService {
  private:
   // The caller, if they may act on job `job_id`.
   absl::StatusOr<Caller> JobCaller(grpc::CallbackServerContext* ctx, const std::string& job_id);
+
+  // Open WatchJob streams by user (Limit::kWatchStreamsPerUser).
+  absl::Mutex watch_mu_;
+  std::map<std::string, int> watches_ ABSL_GUARDED_BY(watch_mu_);
 
   JobManager* const manager_;
   Store* const store_;

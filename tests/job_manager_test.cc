@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/content_digest.h"
 #include "common/engine_version.h"
+#include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -2007,6 +2008,19 @@ TEST_F(JobManagerTest, AWorkerWhoseRanksKeepFailingOutsideTheStrategyIsQuarantin
   ASSERT_TRUE(Beat("a").ok());
   manager_->Tick();
   EXPECT_EQ(executor_.calls.size(), 1u);
+}
+
+TEST_F(JobManagerTest, AUserHoldsAtMostSixtyFourUnfinishedJobs) {
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE(manager_->SubmitJob(Request(30), "alice").ok()) << i;
+  absl::StatusOr<v1::Job> more = manager_->SubmitJob(Request(30), "alice");
+  EXPECT_THAT(more, StatusIs(absl::StatusCode::kResourceExhausted,
+                             HasSubstr("jobs of user alice: 65 jobs, at most 64 allowed")));
+  EXPECT_TRUE(manager_->SubmitJob(Request(30), "bob").ok()) << "another user's count";
+  // A finished job frees its place.
+  auto listed = manager_->ListJobs(1, std::string("alice"));
+  ASSERT_TRUE(listed.ok() && !listed->empty());
+  ASSERT_TRUE(manager_->CancelJob((*listed)[0].job_id()).ok());
+  EXPECT_TRUE(manager_->SubmitJob(Request(30), "alice").ok());
 }
 
 }  // namespace
