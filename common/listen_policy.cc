@@ -25,9 +25,13 @@ bool IsLoopbackListen(const std::string& listen) {
   return false;
 }
 
+namespace {
+
 bool RunsInsecurely(const std::string& listen, const std::vector<std::string>& missing) {
   return !missing.empty() && !IsLoopbackListen(listen);
 }
+
+}  // namespace
 
 absl::Status CheckListenPolicy(const std::string& daemon, const std::string& listen,
                                const std::vector<std::string>& missing, bool insecure) {
@@ -40,8 +44,14 @@ absl::Status CheckListenPolicy(const std::string& daemon, const std::string& lis
       "unprotected anyway"));
 }
 
-void MarkLogsInsecure(const std::string& why) {
+absl::StatusOr<std::string> ApplyListenPolicy(const std::string& daemon, const std::string& listen,
+                                              const std::vector<std::string>& missing,
+                                              bool insecure) {
+  if (absl::Status ok = CheckListenPolicy(daemon, listen, missing, insecure); !ok.ok()) return ok;
+  if (!RunsInsecurely(listen, missing)) return std::string();
+  const std::string why = "no " + absl::StrJoin(missing, ", no ");
   spdlog::set_pattern(absl::StrCat("[%Y-%m-%d %H:%M:%S.%e] [%l] [INSECURE: ", why, "] %v"));
+  return why;
 }
 
 }  // namespace autoaccel

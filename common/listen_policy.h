@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace autoaccel {
 
@@ -21,20 +22,19 @@ bool IsLoopbackListen(const std::string& listen);
 // What a daemon about to listen on `listen` lacks for serving safely:
 // `missing` names each absent protection as its flag ("--tls-cert/--tls-key",
 // "--tokens", ...). OK on loopback, when nothing is missing, or with
-// `insecure` (the caller then marks its logs, MarkLogsInsecure). Otherwise
+// `insecure` (ApplyListenPolicy then marks the logs). Otherwise
 // FAILED_PRECONDITION naming `daemon`, the address, what is missing and
 // --insecure.
 absl::Status CheckListenPolicy(const std::string& daemon, const std::string& listen,
                                const std::vector<std::string>& missing, bool insecure);
 
-// Whether a daemon on `listen` lacking `missing` runs insecurely (not
-// loopback, something missing): what CheckListenPolicy let through with
-// --insecure.
-bool RunsInsecurely(const std::string& listen, const std::vector<std::string>& missing);
-
-// Prefixes every later spdlog line with "[INSECURE: <why>]". Call once at
-// start, before other threads log.
-void MarkLogsInsecure(const std::string& why);
+// CheckListenPolicy, then, for a daemon let through unprotected by
+// `insecure`, what it lacks ("no TLS (...), no a join token (...)"), after
+// prefixing every later spdlog line with "[INSECURE: <that>]"; "" for a
+// protected daemon. Call once at start, before other threads log.
+absl::StatusOr<std::string> ApplyListenPolicy(const std::string& daemon, const std::string& listen,
+                                              const std::vector<std::string>& missing,
+                                              bool insecure);
 
 }  // namespace autoaccel
 

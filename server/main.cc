@@ -83,16 +83,14 @@ int main(int argc, char** argv) {
   if (!tls.serves_tls()) missing.push_back("TLS (--tls-cert/--tls-key)");
   if (tokens_file.empty()) missing.push_back("user tokens (--tokens)");
   if (join_token_file.empty()) missing.push_back("a join token (--join-token-file)");
-  if (absl::Status ok = autoaccel::CheckListenPolicy("autoaccel-server", listen, missing, insecure);
-      !ok.ok()) {
-    std::fprintf(stderr, "autoaccel-server: %s\n", std::string(ok.message()).c_str());
+  absl::StatusOr<std::string> unprotected =
+      autoaccel::ApplyListenPolicy("autoaccel-server", listen, missing, insecure);
+  if (!unprotected.ok()) {
+    std::fprintf(stderr, "autoaccel-server: %s\n",
+                 std::string(unprotected.status().message()).c_str());
     return 2;
   }
-  std::string insecure_why;
-  if (autoaccel::RunsInsecurely(listen, missing)) {
-    insecure_why = "no " + absl::StrJoin(missing, ", no ");
-    autoaccel::MarkLogsInsecure(insecure_why);
-  }
+  const std::string insecure_why = *unprotected;
   std::vector<autoaccel::UserToken> users;
   std::string join_token;
   if (!tokens_file.empty()) {

@@ -112,17 +112,14 @@ int main(int argc, char** argv) {
   }
   // What others reach: its own port, or (listening on loopback) the coordinator's.
   const std::string exposed = autoaccel::IsLoopbackListen(listen) ? coordinator : listen;
-  if (absl::Status ok =
-          autoaccel::CheckListenPolicy("autoaccel-worker", exposed, missing, insecure);
-      !ok.ok()) {
-    std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(ok.message()).c_str());
+  absl::StatusOr<std::string> unprotected =
+      autoaccel::ApplyListenPolicy("autoaccel-worker", exposed, missing, insecure);
+  if (!unprotected.ok()) {
+    std::fprintf(stderr, "autoaccel-worker: %s\n",
+                 std::string(unprotected.status().message()).c_str());
     return 2;
   }
-  std::string insecure_why;
-  if (autoaccel::RunsInsecurely(exposed, missing)) {
-    insecure_why = "no " + absl::StrJoin(missing, ", no ");
-    autoaccel::MarkLogsInsecure(insecure_why);
-  }
+  const std::string insecure_why = *unprotected;
   std::string join_token;
   if (!join_token_file.empty()) {
     auto read = autoaccel::ReadTokenFile(join_token_file, "--join-token-file");
