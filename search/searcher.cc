@@ -133,6 +133,36 @@ void CandidateSearcher::Report(const ScoredTrial& trial) {
   OnReport(index, trial);
 }
 
+void CandidateSearcher::Resume(const std::vector<ResumedTrial>& trials) {
+  std::set<std::string> pruned_before;
+  for (const ResumedTrial& r : trials) {
+    const int index = IndexOf(r.trial.strategy);
+    if (r.trial.status == TrialStatus::kPruned) {
+      // Recorded already: pruned here too, but not handed out again.
+      pruned_before.insert(StrategyToText(r.trial.strategy));
+      if (index >= 0 && candidates_[index].state == State::kOpen) {
+        candidates_[index].state = State::kPruned;
+      }
+      continue;
+    }
+    if (index >= 0) {
+      candidates_[index].state = State::kRunning;
+      ++candidates_[index].proposals;
+    }
+    ++proposed_;
+    ++running_;
+  }
+  pruned_.erase(std::remove_if(pruned_.begin(), pruned_.end(),
+                               [&pruned_before](const PrunedStrategy& p) {
+                                 return pruned_before.count(StrategyToText(p.strategy)) > 0;
+                               }),
+                pruned_.end());
+  for (const ResumedTrial& r : trials) {
+    if (r.trial.status != TrialStatus::kPruned && IsTerminal(r.trial.status)) Report(r.trial);
+  }
+  OnResume(trials);
+}
+
 std::optional<ScoredTrial> CandidateSearcher::Best() const {
   return SelectBest(reported_, setup_.memory_limit_bytes);
 }
@@ -195,6 +225,25 @@ class GreedySearcher : public CandidateSearcher {
     }
   }
 
+  // The centre goes on from the best strategy measured before (the
+  // earlier searcher's centre was the best of its latest start), else from
+  // where that searcher started (its first proposal).
+  void OnResume(const std::vector<ResumedTrial>& trials) override {
+    std::vector<ScoredTrial> ended;
+    int first = -1;
+    for (const ResumedTrial& r : trials) {
+      if (r.trial.status == TrialStatus::kPruned) continue;
+      if (first < 0) first = IndexOf(r.trial.strategy);
+      if (IsTerminal(r.trial.status)) ended.push_back(r.trial);
+    }
+    const std::optional<ScoredTrial> best = SelectBest(ended, setup_.memory_limit_bytes);
+    if (best) {
+      center_ = IndexOf(best->strategy);
+    } else if (first >= 0) {
+      center_ = first;
+    }
+  }
+
   int center_ = -1;
 };
 
@@ -235,7 +284,8 @@ class HalvingSearcher : public CandidateSearcher {
  private:
   std::optional<Proposal> Choose() override {
     while (true) {
-      while (next_ < rung_.size() && candidates_[rung_[next_]].state == State::kPruned) ++next_;
+      // Skipped: pruned ones, and (after Resume) those proposed before.
+      while (next_ < rung_.size() && candidates_[rung_[next_]].state != State::kOpen) ++next_;
       if (next_ < rung_.size()) {
         return Proposal{candidates_[rung_[next_++]].strategy, rung_steps_[level_], std::nullopt};
       }
@@ -248,18 +298,55 @@ class HalvingSearcher : public CandidateSearcher {
           measured.emplace_back(c.result->metrics.tokens_per_second, i);
         }
       }
-      std::stable_sort(measured.begin(), measured.end(),
-                       [](const auto& a, const auto& b) { return a.first > b.first; });
-      const size_t keep = (measured.size() + kRate - 1) / kRate;
-      rung_.clear();
-      for (size_t k = 0; k < keep; ++k) rung_.push_back(measured[k].second);
-      next_ = 0;
-      ++level_;
-      if (rung_.empty()) {
-        level_ = rung_steps_.size();
-        return std::nullopt;
-      }
+      Promote(std::move(measured));
+      if (rung_.empty()) return std::nullopt;
       for (int i : rung_) candidates_[i].state = State::kOpen;  // measured again
+    }
+  }
+
+  // The next rung: the best third of `measured` (throughput, candidate) of
+  // the current one; none left ends the search.
+  void Promote(std::vector<std::pair<double, int>> measured) {
+    std::stable_sort(measured.begin(), measured.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    const size_t keep = (measured.size() + kRate - 1) / kRate;
+    rung_.clear();
+    for (size_t k = 0; k < keep; ++k) rung_.push_back(measured[k].second);
+    next_ = 0;
+    ++level_;
+    if (rung_.empty()) level_ = rung_steps_.size();
+  }
+
+  // The rung the earlier searcher was on is the highest its trials' steps
+  // name; above the first, its members are the best third of the rung below
+  // (by the trials recorded there), those not yet proposed open again.
+  void OnResume(const std::vector<ResumedTrial>& trials) override {
+    size_t top = 0;
+    for (const ResumedTrial& r : trials) {
+      if (r.trial.status == TrialStatus::kPruned) continue;
+      const int steps = r.measured_steps > 0 ? r.measured_steps : setup_.measured_steps;
+      for (size_t level = 0; level < rung_steps_.size(); ++level) {
+        if (rung_steps_[level] == steps) top = std::max(top, level);
+      }
+    }
+    for (size_t level = 1; level <= top && level_ + 1 < rung_steps_.size(); ++level) {
+      std::vector<std::pair<double, int>> measured;
+      std::set<int> proposed_here;
+      for (const ResumedTrial& r : trials) {
+        const int index = IndexOf(r.trial.strategy);
+        if (index < 0 || r.trial.status == TrialStatus::kPruned) continue;
+        const int steps = r.measured_steps > 0 ? r.measured_steps : setup_.measured_steps;
+        if (steps == rung_steps_[level - 1] && IsEligible(r.trial, setup_.memory_limit_bytes)) {
+          measured.emplace_back(r.trial.metrics.tokens_per_second, index);
+        }
+        if (steps == rung_steps_[level]) proposed_here.insert(index);
+      }
+      Promote(std::move(measured));
+      for (int i : rung_) {
+        if (!proposed_here.count(i) && candidates_[i].state != State::kPruned) {
+          candidates_[i].state = State::kOpen;
+        }
+      }
     }
   }
 
@@ -267,7 +354,7 @@ class HalvingSearcher : public CandidateSearcher {
     if (level_ >= rung_steps_.size()) return true;
     if (level_ + 1 < rung_steps_.size()) return false;
     for (size_t k = next_; k < rung_.size(); ++k) {
-      if (candidates_[rung_[k]].state != State::kPruned) return false;
+      if (candidates_[rung_[k]].state == State::kOpen) return false;
     }
     return true;
   }

@@ -103,6 +103,16 @@ bool NeedsAtLeastAsMuchMemory(const Strategy& b, const Strategy& a);
 // precision, checkpointing (with its percent), attention, optimizer, offload.
 int StrategyDistance(const Strategy& a, const Strategy& b);
 
+// A trial an earlier searcher of the same job proposed or pruned, given to
+// Searcher::Resume when the job goes on after a coordinator restart.
+// trial.status: PRUNED for a candidate it pruned; terminal once the trial
+// ended (metrics then as reported); PENDING or RUNNING for one still to
+// finish (it runs again, or on, and is reported later).
+struct ResumedTrial {
+  ScoredTrial trial;
+  int measured_steps = 0;  // the proposal's (0: the job's)
+};
+
 class Searcher {
  public:
   virtual ~Searcher() = default;
@@ -119,6 +129,16 @@ class Searcher {
   // Records a finished trial of a strategy previously proposed.
   // REQUIRES: IsTerminal(trial.status); report each proposal at most once.
   virtual void Report(const ScoredTrial& trial) = 0;
+
+  // Takes up the search of an earlier searcher of the same job (same
+  // setup; a job resumed after a coordinator restart) from its trials, in
+  // proposal order: each counts as proposed (toward max_trials; a strategy
+  // is not proposed again unless the algorithm measures it again by design,
+  // as halving's next rung), those that ended are reported as by Report(),
+  // the others count as in flight and are Report()ed when they end; a
+  // PRUNED one is never proposed, and TakePruned() does not return it again.
+  // REQUIRES: called once, before the first Next().
+  virtual void Resume(const std::vector<ResumedTrial>& trials) = 0;
 
   // True when no later Next() will return a proposal. Says nothing about
   // trials still running.

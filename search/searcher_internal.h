@@ -23,6 +23,7 @@ class CandidateSearcher : public Searcher {
   std::optional<Proposal> Next() final;
   std::vector<PrunedStrategy> TakePruned() final;
   void Report(const ScoredTrial& trial) final;
+  void Resume(const std::vector<ResumedTrial>& trials) final;
   bool Finished() const final;
   std::optional<ScoredTrial> Best() const override;
   std::string Describe() const final { return description_; }
@@ -55,6 +56,10 @@ class CandidateSearcher : public Searcher {
   // Called after a trial of candidate `index` was recorded (and the cost
   // model calibrated, predictions refreshed, dominated candidates pruned).
   virtual void OnReport(int index, const ScoredTrial& trial) { (void)index, (void)trial; }
+  // Called at the end of Resume(), once every resumed trial is marked
+  // proposed and the ended ones reported: the algorithm takes up its own
+  // state from them (`trials` as given to Resume).
+  virtual void OnResume(const std::vector<ResumedTrial>& trials) { (void)trials; }
 
   // Open candidates, best predicted first (ties: the space's order).
   std::vector<int> OpenByPrediction() const;

@@ -399,6 +399,103 @@ TEST(Searchers, EveryAlgorithmStopsAtTheDeadline) {
   }
 }
 
+// A job resumed after a coordinator restart: a second searcher of the same
+// setup takes up what the first proposed, pruned and measured (two trials
+// still in flight), and the two together propose no strategy twice (at one
+// step count), keep the trial budget, and still find the best.
+TEST(Searchers, EveryAlgorithmResumesAnotherSearchersTrialsWithoutRepeatingThem) {
+  const std::vector<Strategy> space = Space(1);
+  const SimulatedDevice device(2048 * kMiB);
+  const double best = device.BestOf(space);
+  constexpr int kBudget = 26;
+  for (SearchAlgorithm a : {SearchAlgorithm::kExhaustive, SearchAlgorithm::kGreedy,
+                            SearchAlgorithm::kBayes, SearchAlgorithm::kHalving}) {
+    const auto create = [&] {
+      SearchSetup setup;
+      setup.algorithm = a;
+      setup.candidates = space;
+      setup.cost_model = device.Model(0);
+      setup.measured_steps = 9;
+      setup.budget.max_trials = kBudget;
+      setup.parallel_trials = 2;
+      absl::StatusOr<std::unique_ptr<Searcher>> s = CreateSearcher(std::move(setup));
+      EXPECT_TRUE(s.ok()) << s.status();
+      return *std::move(s);
+    };
+    const auto run = [&device](const Proposal& p) {
+      ScoredTrial t = device.Run(p.strategy);
+      t.metrics.measured_steps = p.measured_steps > 0 ? p.measured_steps : 9;
+      return t;
+    };
+    std::set<std::string> measured;  // "steps/strategy"
+    std::set<std::string> pruned;
+    int proposals = 0;
+    const auto propose = [&](Searcher& s) -> std::optional<Proposal> {
+      std::optional<Proposal> p = s.Next();
+      if (!p) return p;
+      ++proposals;
+      const std::string key = absl::StrCat(p->measured_steps, "/", StrategyToText(p->strategy));
+      EXPECT_TRUE(measured.insert(key).second) << SearchAlgorithmName(a) << " again: " << key;
+      EXPECT_EQ(pruned.count(StrategyToText(p->strategy)), 0u) << SearchAlgorithmName(a);
+      return p;
+    };
+    const auto take_pruned = [&](Searcher& s, std::vector<ResumedTrial>* record) {
+      for (const PrunedStrategy& p : s.TakePruned()) {
+        EXPECT_TRUE(pruned.insert(StrategyToText(p.strategy)).second)
+            << SearchAlgorithmName(a) << " pruned again: " << StrategyToText(p.strategy);
+        if (record != nullptr) {
+          record->push_back(ResumedTrial{ScoredTrial{p.strategy, TrialStatus::kPruned, {}}, 0});
+        }
+      }
+    };
+
+    // The first searcher: 12 proposals, two at a time; the last two are
+    // still running when it is lost.
+    std::unique_ptr<Searcher> first = create();
+    std::vector<ResumedTrial> recorded;
+    std::vector<std::pair<size_t, Proposal>> in_flight;  // index in `recorded`
+    take_pruned(*first, &recorded);
+    for (int n = 0; n < 12;) {
+      while (in_flight.size() < 2 && n < 12) {
+        std::optional<Proposal> p = propose(*first);
+        if (!p) break;
+        ++n;
+        recorded.push_back(ResumedTrial{ScoredTrial{p->strategy, TrialStatus::kRunning, {}},
+                                        p->measured_steps});
+        in_flight.emplace_back(recorded.size() - 1, *p);
+      }
+      if (n >= 12 || in_flight.empty()) break;
+      const ScoredTrial t = run(in_flight.front().second);
+      recorded[in_flight.front().first].trial = t;
+      first->Report(t);
+      in_flight.erase(in_flight.begin());
+      take_pruned(*first, &recorded);
+    }
+    ASSERT_EQ(proposals, 12) << SearchAlgorithmName(a);
+    ASSERT_EQ(in_flight.size(), 2u) << SearchAlgorithmName(a);
+
+    // The second takes up from the records; the two in flight end later.
+    std::unique_ptr<Searcher> second = create();
+    second->Resume(recorded);
+    take_pruned(*second, nullptr);
+    for (const auto& [index, p] : in_flight) {
+      second->Report(run(p));
+      take_pruned(*second, nullptr);
+    }
+    while (std::optional<Proposal> p = propose(*second)) {
+      second->Report(run(*p));
+      take_pruned(*second, nullptr);
+    }
+    EXPECT_TRUE(second->Finished()) << SearchAlgorithmName(a);
+    EXPECT_LE(proposals, kBudget) << SearchAlgorithmName(a);
+    if (a != SearchAlgorithm::kExhaustive) {  // exhaustive has no model to aim with
+      ASSERT_TRUE(second->Best().has_value()) << SearchAlgorithmName(a);
+      EXPECT_GE(device.Run(second->Best()->strategy).metrics.tokens_per_second, 0.9 * best)
+          << SearchAlgorithmName(a);
+    }
+  }
+}
+
 TEST(Searchers, CreateRejectsBadSetups) {
   SearchSetup setup;
   EXPECT_THAT(std::string(CreateSearcher(setup).status().message()), StartsWith("space:"));
