@@ -449,14 +449,14 @@ TEST(Searchers, EveryAlgorithmResumesAnotherSearchersTrialsWithoutRepeatingThem)
       }
     };
 
-    // The first searcher: 12 proposals, two at a time; the last two are
-    // still running when it is lost.
+    // The first searcher: 20 proposals (halving's first rung and two of its
+    // second), two at a time; the last two are still running when it is lost.
     std::unique_ptr<Searcher> first = create();
     std::vector<ResumedTrial> recorded;
     std::vector<std::pair<size_t, Proposal>> in_flight;  // index in `recorded`
     take_pruned(*first, &recorded);
-    for (int n = 0; n < 12;) {
-      while (in_flight.size() < 2 && n < 12) {
+    for (int n = 0; n < 20;) {
+      while (in_flight.size() < 2 && n < 20) {
         std::optional<Proposal> p = propose(*first);
         if (!p) break;
         ++n;
@@ -464,14 +464,14 @@ TEST(Searchers, EveryAlgorithmResumesAnotherSearchersTrialsWithoutRepeatingThem)
                                         p->measured_steps});
         in_flight.emplace_back(recorded.size() - 1, *p);
       }
-      if (n >= 12 || in_flight.empty()) break;
+      if (n >= 20 || in_flight.empty()) break;
       const ScoredTrial t = run(in_flight.front().second);
       recorded[in_flight.front().first].trial = t;
       first->Report(t);
       in_flight.erase(in_flight.begin());
       take_pruned(*first, &recorded);
     }
-    ASSERT_EQ(proposals, 12) << SearchAlgorithmName(a);
+    ASSERT_EQ(proposals, 20) << SearchAlgorithmName(a);
     ASSERT_EQ(in_flight.size(), 2u) << SearchAlgorithmName(a);
 
     // The second takes up from the records; the two in flight end later.
