@@ -6,27 +6,24 @@
 
 namespace autoaccel {
 
-absl::Status JobArchive::CloseUnfinished(absl::Time now) {
-  // A job cannot be followed across a restart: its trials' RPCs died with the
-  // old process. Close it honestly rather than leave it RUNNING forever.
-  ASSIGN_OR_RETURN(std::vector<JobRecord> unfinished, store_->ListUnfinishedJobs());
-  for (JobRecord& job : unfinished) {
-    ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, store_->ListTrials(job.job_id));
-    std::vector<TrialRecord> changed;
-    for (TrialRecord& t : trials) {
-      if (IsTerminal(t.status)) continue;
-      t.status = TrialStatus::kFailed;
-      t.reason = "server restarted while the trial was running";
-      t.finished_at = now;
-      changed.push_back(t);
-    }
-    RETURN_IF_ERROR(store_->UpsertTrials(changed));
-    job.state = JobState::kFailed;
-    job.status_message = "server restarted while the job was running";
-    job.finished_at = now;
-    RETURN_IF_ERROR(store_->FinishJob(job, std::nullopt));
-    spdlog::warn("job {} was left unfinished by an earlier server; marked FAILED", job.job_id);
+absl::Status JobArchive::CloseUnfinished(JobRecord job, std::vector<TrialRecord> trials,
+                                         const std::string& why, absl::Time now) {
+  // Closed honestly rather than left RUNNING forever.
+  std::vector<TrialRecord> changed;
+  for (TrialRecord& t : trials) {
+    if (IsTerminal(t.status)) continue;
+    t.status = TrialStatus::kFailed;
+    t.reason = why;
+    t.finished_at = now;
+    changed.push_back(t);
   }
+  RETURN_IF_ERROR(store_->UpsertTrials(changed));
+  job.state = JobState::kFailed;
+  job.status_message = why;
+  job.finished_at = now;
+  RETURN_IF_ERROR(store_->FinishJob(job, std::nullopt));
+  spdlog::warn("job {} was left unfinished by an earlier server and cannot go on: {}", job.job_id,
+               why);
   return absl::OkStatus();
 }
 

@@ -3,8 +3,9 @@
 // A job ends once; its record and trials are written together with the
 // strategy-database answer it offers. If that write fails the job is kept
 // here in memory, answered from here (clients never see it go back to
-// RUNNING) and written again by Retry() until the store takes it. Jobs that
-// an earlier server process left unfinished are closed FAILED at start.
+// RUNNING) and written again by Retry() until the store takes it. A job an
+// earlier server process left unfinished that cannot go on
+// (server/job_resume.h) is closed FAILED at start.
 //
 // Thread-safe; never calls out but to the store.
 #ifndef AUTOACCEL_SERVER_JOB_ARCHIVE_H_
@@ -28,10 +29,10 @@ class JobArchive {
   // `store` must outlive the archive.
   explicit JobArchive(Store* store) : store_(store) {}
 
-  // Marks every job the store holds as unfinished FAILED ("server restarted
-  // while the job was running"), with its unfinished trials, at `now`. The
-  // store's error, if any.
-  absl::Status CloseUnfinished(absl::Time now);
+  // Closes the unfinished `job` FAILED with `why` at `now`, its unfinished
+  // `trials` with it. The store's error, if any.
+  absl::Status CloseUnfinished(JobRecord job, std::vector<TrialRecord> trials,
+                               const std::string& why, absl::Time now);
 
   // Writes the finished job (REQUIRES: IsTerminal(record.state)) with its
   // trials when `rewrite_trials` (their earlier writes failed) and the

@@ -14,6 +14,7 @@
 #include "search/cost_model.h"
 #include "server/database_answer.h"
 #include "server/job_outcome.h"
+#include "server/job_resume.h"
 #include "server/job_view.h"
 #include "server/launcher_job.h"
 #include "server/rank_request.h"
@@ -44,8 +45,43 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Store* store,
                                                                const Clock* clock,
                                                                JobManagerOptions options) {
   std::unique_ptr<JobManager> m(new JobManager(store, executor, clock, options));
-  RETURN_IF_ERROR(m->archive_.CloseUnfinished(clock->Now()));
+  RETURN_IF_ERROR(m->ResumeUnfinished());
   return m;
+}
+
+absl::Status JobManager::ResumeUnfinished() {
+  const absl::Time now = clock_->Now();
+  ASSIGN_OR_RETURN(std::vector<JobRecord> unfinished, store_->ListUnfinishedJobs());
+  for (JobRecord& record : unfinished) {
+    ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, store_->ListTrials(record.job_id));
+    std::vector<TrialRecord> changed;
+    absl::StatusOr<std::unique_ptr<JobRun>> resumed =
+        ResumeJob(record, trials, options_.tune_defaults, options_.max_attempts, now, &changed);
+    if (!resumed.ok()) {
+      RETURN_IF_ERROR(archive_.CloseUnfinished(std::move(record), std::move(trials),
+                                               std::string(resumed.status().message()), now));
+      continue;
+    }
+    RETURN_IF_ERROR(store_->UpsertTrials(changed));
+    std::shared_ptr<JobRun> job = *std::move(resumed);
+    const JobSpec& spec = job->spec;
+    if (!spec.model.IsTorchScript() && !spec.launcher) {  // as SubmitJob warms it
+      absl::StatusOr<EarlierTrials> earlier =
+          LoadEarlierTrials(store_, spec.device_type, kMaxEarlierTrials, record.job_id);
+      if (earlier.ok()) job->earlier_trials = std::move(earlier->trials);
+    }
+    job->record.status_message =
+        absl::StrCat("resumed after a coordinator restart (", job->trials.size(),
+                     " trial(s) recorded, ", changed.size(), " interrupted)");
+    RETURN_IF_ERROR(store_->UpdateJob(job->record));
+    spdlog::warn("job {}: {}; its time limit counts from its submission ({} left)", record.job_id,
+                 job->record.status_message,
+                 absl::FormatDuration(std::max(absl::ZeroDuration(), job->record.deadline - now)));
+    absl::MutexLock lock(&mu_);
+    active_order_.push_back(record.job_id);
+    active_.emplace(record.job_id, std::move(job));
+  }
+  return absl::OkStatus();
 }
 
 JobManager::~JobManager() { Stop(); }
@@ -75,14 +111,40 @@ void JobManager::Stop() {
 }
 
 void JobManager::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shutting_down_ = true;
+  SayStoppedLocked();
+}
+
+void JobManager::SayStoppedLocked() {
+  for (const auto& [id, job] : active_) {
+    job->record.status_message =
+        "the coordinator shut down; the job goes on when it starts again on this database";
+    PersistJobLocked(job.get());
+  }
+}
+
+int JobManager::CutRunning() {
   Outbox out;
+  int cut = 0;
   {
     absl::MutexLock lock(&mu_);
-    for (const std::string& id : std::vector<std::string>(active_order_)) {
-      FinishJobLocked(active_[id].get(), JobState::kCancelled, "server shut down", &out);
+    for (const auto& [id, job] : active_) {
+      for (const auto& t : job->trials) {
+        if (t->record.status != TrialStatus::kRunning) continue;
+        ++cut;
+        CancelRanks(*t, &out);
+        RankOutcome outcome;
+        outcome.infrastructure = true;
+        outcome.reason = "cut by the coordinator's shutdown";
+        t->infrastructure_failure = outcome;
+        RetryOrGiveUpLocked(job.get(), t.get(), &out);  // its answers are ignored from now
+      }
     }
+    SayStoppedLocked();  // over what the answers during the drain said
   }
   SendAll(std::move(out));
+  return cut;
 }
 
 bool JobManager::Drain(absl::Duration timeout) {
@@ -370,6 +432,7 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
       plan.pool = pool;
       plan.confirm_reserve = options_.confirm_reserve;
       plan.clock = clock_;
+      plan.resumed = ResumedTrials(*job);
       out->plans.push_back(std::move(plan));
     }
     return false;
@@ -394,6 +457,7 @@ bool JobManager::DispatchOneLocked(JobRun* job, Outbox* out) {
   } else if (!job->search_ended.empty() || SearchTimeUpLocked(*job)) {
     return false;
   }
+  if (shutting_down_) return false;
   const std::string trial_id = trial != nullptr ? trial->record.trial_id : NextTrialId(*job);
   std::optional<Gang> gang = pool_.Place(job->spec.device_type, job->spec.world_size, trial_id,
                                          attempt, job->spec.request.launcher());
@@ -412,7 +476,7 @@ bool JobManager::DispatchOneLocked(JobRun* job, Outbox* out) {
       return false;
     }
     trial = NewTrial(job, proposal->strategy);
-    trial->measured_steps = proposal->measured_steps;
+    trial->record.measured_steps = proposal->measured_steps;
     trial->record.predicted = proposal->predicted;
   }
   StartAttemptLocked(job, trial, std::move(*gang), out);
@@ -460,22 +524,24 @@ void JobManager::InstallSearch(PlannedSearch planned) {
                       &out);
     } else {
       job->searcher = *std::move(planned.searcher);
-      InstallSearchLocked(job, planned.description, planned.candidates, planned.warmed);
+      InstallSearchLocked(job, planned);
     }
   }
   SendAll(std::move(out));
 }
 
-void JobManager::InstallSearchLocked(JobRun* job, const std::string& description, int candidates,
-                                     int warmed) {
+void JobManager::InstallSearchLocked(JobRun* job, const PlannedSearch& planned) {
   job->spec.space.clear();
   job->spec.space.shrink_to_fit();
   job->earlier_trials.clear();
   job->earlier_trials.shrink_to_fit();
-  job->record.trials_total = candidates;
-  job->record.algorithm =
-      absl::StrCat(description.empty() ? job->searcher->Describe() : description,
-                   WarmStartNote(warmed, job->spec.device_type));
+  job->record.trials_total = planned.candidates;
+  job->record.algorithm = absl::StrCat(
+      planned.description.empty() ? job->searcher->Describe() : planned.description,
+      WarmStartNote(planned.warmed, job->spec.device_type),
+      planned.resumed > 0
+          ? absl::StrCat("; took up ", planned.resumed, " recorded trial(s) after a restart")
+          : "");
   spdlog::info("job {}: {}", job->record.job_id, job->record.algorithm);
   PersistJobLocked(job);
   RecordPrunedLocked(job);
@@ -596,7 +662,9 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
   const TrialRecord& rec = trial->record;
   // One CancelTrial per worker stops all of the trial's ranks there.
   if (status != TrialStatus::kSucceeded) CancelRanks(*trial, out);
-  if (rec.confirms.empty()) {  // the searcher's proposal (it never sees confirmations)
+  // The searcher's proposal (it never sees confirmations); a resumed job
+  // ending before its searcher was created again has none to tell.
+  if (rec.confirms.empty() && job->searcher) {
     ScoredTrial scored;
     scored.strategy = trial->strategy;
     // A trial lost to infrastructure failures measured nothing: the searcher

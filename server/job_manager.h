@@ -84,24 +84,33 @@ struct JobManagerOptions {
 class JobManager {
  public:
   // `store`, `executor` and `clock` must outlive the manager. Jobs left
-  // unfinished by an earlier server process are marked FAILED (their trials
-  // could not be followed across the restart); a store error doing so is
-  // returned.
+  // unfinished by an earlier server process on the store go on
+  // (server/job_resume.h): their time limits keep counting from submission,
+  // the trials it was running run again as new attempts, and their searches
+  // take up the recorded trials once workers are back; a job that cannot go
+  // on is closed FAILED saying why. A store error doing so is returned.
   static absl::StatusOr<std::unique_ptr<JobManager>> Create(Store* store, TrialExecutor* executor,
                                                             const Clock* clock,
                                                             JobManagerOptions options);
   ~JobManager();
 
-  // Starts / stops the scheduler thread. Stop() cancels nothing; the server
-  // calls Shutdown() first to end running jobs.
+  // Starts / stops the scheduler thread. Stop() cancels nothing.
   void Start();
   void Stop();
-  // Cancels every running job (reason: server shutting down).
+  // The server is shutting down: no trial starts from now on, and every
+  // running job stays unfinished in the store (its status says so), for the
+  // next server on the store to resume. Trials running now go on; their
+  // answers are recorded as they come (Drain).
   void Shutdown();
   // Waits until every RunTrial sent to a worker has answered, up to
   // `timeout`; returns false if some are still out. Call after Shutdown(),
-  // before destroying the executor.
+  // and again before destroying the executor.
   bool Drain(absl::Duration timeout);
+  // After Shutdown() and a Drain() that timed out: every trial still running
+  // is cut (its workers told to stop it) and recorded as an attempt cut by
+  // the shutdown, waiting for its next attempt (or given up after the last).
+  // Returns how many were cut.
+  int CutRunning();
 
   // Validates and stores a job. INVALID_ARGUMENT naming the field for bad
   // input; nothing is stored then. The store's error if it cannot be stored.
@@ -173,6 +182,10 @@ class JobManager {
     std::vector<SearchPlan> plans;
   };
   JobManager(Store* store, TrialExecutor* executor, const Clock* clock, JobManagerOptions options);
+  // Takes up the jobs an earlier server left unfinished (see Create).
+  absl::Status ResumeUnfinished() ABSL_LOCKS_EXCLUDED(mu_);
+  // Every running job's status: the coordinator shut down, it goes on later.
+  void SayStoppedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void Run();
   void SendAll(Outbox outbox);
@@ -207,7 +220,7 @@ class JobManager {
   // what it prunes straight away; a request that cannot be searched after all
   // ends the job FAILED. Wakes the scheduler.
   void InstallSearch(PlannedSearch planned) ABSL_LOCKS_EXCLUDED(mu_);
-  void InstallSearchLocked(JobRun* job, const std::string& description, int candidates, int warmed)
+  void InstallSearchLocked(JobRun* job, const PlannedSearch& planned)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SearchTimeUpLocked(const JobRun& job) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Creates (PENDING) and queues the confirmation trials of the job's best
@@ -240,6 +253,7 @@ class JobManager {
   mutable absl::Mutex mu_;
   absl::CondVar wake_;  // the scheduler: a job, a worker or a stop
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;  // Shutdown(): no new trials
   // By job id; shared with the search planner while it plans the job.
   std::map<std::string, std::shared_ptr<JobRun>> active_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> active_order_ ABSL_GUARDED_BY(mu_);  // FIFO of job ids

@@ -41,7 +41,6 @@ struct Rank {
 struct TrialRun {
   TrialRecord record;
   Strategy strategy;
-  int measured_steps = 0;   // the proposal's (0: the job's)
   std::vector<Rank> ranks;  // by rank; a worker's ranks are adjacent
   int ranks_pending = 0;
   std::string master_host;  // rank 0's host, where the rendezvous port is held

@@ -24,10 +24,11 @@
 
 namespace {
 
-// On a termination signal: running RPCs get this long to finish, then the
-// workers this long to answer the trials they were told to cancel.
+// On a termination signal: running RPCs get this long to finish; after the
+// trials still running were cut (--drain-timeout), their workers get this
+// long to answer.
 constexpr absl::Duration kRpcShutdownGrace = absl::Seconds(5);
-constexpr absl::Duration kDrainTimeout = absl::Seconds(10);
+constexpr absl::Duration kCutAnswerTimeout = absl::Seconds(10);
 
 }  // namespace
 
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:50051";
   std::string db = "autoaccel.db";
   std::string log_level = "info";
-  double heartbeat_s = 2, worker_timeout_s = 10;
+  double heartbeat_s = 2, worker_timeout_s = 10, drain_timeout_s = 10;
   app.add_option("--listen", listen, "HOST:PORT to serve on (port 0 picks a free one)");
   app.add_option("--db", db, "SQLite database file (created if missing)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
@@ -46,6 +47,11 @@ int main(int argc, char** argv) {
   app.add_option("--worker-timeout", worker_timeout_s,
                  "seconds of silence after which a worker is declared lost")
       ->check(CLI::PositiveNumber);
+  app.add_option("--drain-timeout", drain_timeout_s,
+                 "on SIGTERM/SIGINT, seconds the trials running get to finish and be recorded; "
+                 "those still running then are cut and run again when the server starts again "
+                 "on the same --db (running jobs always go on then)")
+      ->check(CLI::NonNegativeNumber);
   std::string tokens_file, join_token_file;
   autoaccel::TlsFiles tls;
   bool insecure = false;
@@ -163,13 +169,25 @@ int main(int argc, char** argv) {
   (*manager)->Start();
 
   int sig = autoaccel::WaitForTerminationSignal();
-  spdlog::info("signal {}: shutting down", sig);
+  spdlog::info(
+      "signal {}: shutting down: no new trials; running jobs go on when the server "
+      "starts again on {}",
+      sig, db);
   (*manager)->Shutdown();
   server->Shutdown(absl::ToChronoTime(absl::Now() + kRpcShutdownGrace));
+  if ((*manager)->Drain(absl::Seconds(drain_timeout_s))) {
+    spdlog::info("every running trial answered and was recorded");
+  } else {
+    const int cut = (*manager)->CutRunning();
+    spdlog::warn(
+        "cut {} trial(s) still running after --drain-timeout {}s; recorded as cut, they "
+        "run again when the server starts again",
+        cut, drain_timeout_s);
+  }
   (*manager)->Stop();
-  // Workers were told to stop their trials; wait for their answers so no
+  // Workers were told to stop the trials cut; wait for their answers so no
   // callback outlives the manager.
-  if (!(*manager)->Drain(kDrainTimeout)) {
+  if (!(*manager)->Drain(kCutAnswerTimeout)) {
     spdlog::warn("some workers did not answer in time; exiting anyway");
     std::fflush(nullptr);
     std::_Exit(0);

@@ -21,7 +21,8 @@ v1::RunTrialRequest RankRequest(const JobSpec& spec, const TrialRun& trial, int 
   trial_spec.global_batch_size = spec.global_batch_size;
   trial_spec.strategy = trial.strategy;
   trial_spec.warmup_steps = spec.warmup_steps;
-  trial_spec.measured_steps = trial.measured_steps > 0 ? trial.measured_steps : spec.measured_steps;
+  trial_spec.measured_steps =
+      trial.record.measured_steps > 0 ? trial.record.measured_steps : spec.measured_steps;
   // A launcher's script counts its own steps (min_measured_seconds is the
   // engine's).
   trial_spec.min_measured_seconds = spec.launcher ? 0 : spec.min_measured_seconds;

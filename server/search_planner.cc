@@ -18,6 +18,10 @@ PlannedSearch PlanSearch(const SearchPlan& plan) {
   out.candidates = static_cast<int>(setup.candidates.size());
   out.warmed = setup.cost_model ? setup.cost_model->earlier_observations() : 0;
   out.searcher = CreateSearcher(std::move(setup));
+  if (out.searcher.ok() && !plan.resumed.empty()) {
+    (*out.searcher)->Resume(plan.resumed);
+    out.resumed = static_cast<int>(plan.resumed.size());
+  }
   return out;
 }
 

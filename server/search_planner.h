@@ -32,6 +32,9 @@ struct SearchPlan {
   int pool = 0;  // healthy devices of the job's type
   double confirm_reserve = 0;
   const Clock* clock = nullptr;
+  // A job resumed after a coordinator restart: its recorded trials, which
+  // the new searcher takes up (server/job_resume.h); empty for a new job.
+  std::vector<ResumedTrial> resumed;
 };
 
 // The planned search, or why the request cannot be searched after all.
@@ -41,6 +44,7 @@ struct PlannedSearch {
   std::string description;  // PrepareSearch's ("" when the searcher describes itself)
   int candidates = 0;       // in the space the searcher got
   int warmed = 0;           // earlier observations that warmed its cost model
+  int resumed = 0;          // recorded trials it took up (SearchPlan.resumed)
 };
 
 // Plans one job's search. Any thread.

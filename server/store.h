@@ -116,6 +116,9 @@ struct TrialRecord {
   // proposed it; nullopt for a trial it did not propose (a confirmation, a
   // pruned candidate) or one stored before schema 6.
   std::optional<TrialPrediction> predicted;
+  // The steps the searcher asked this trial to measure (successive halving
+  // measures its early rungs with fewer); 0: the job's.
+  int measured_steps = 0;
 };
 
 // A measured trial of an earlier job and that job's stored request (what a
@@ -170,7 +173,7 @@ struct StrategyFilter {
 class Store {
  public:
   // The schema version this build writes; Open migrates older files to it.
-  static constexpr int kCurrentSchemaVersion = 8;
+  static constexpr int kCurrentSchemaVersion = 9;
 
   // Opens (creating if needed) the database at `path`, enables WAL and
   // foreign keys, sets a busy timeout, and migrates the schema to

@@ -192,6 +192,7 @@ inline constexpr Column<TrialRecord> kTrialColumns[] = {
     Field<&TrialRecord::infrastructure>("infrastructure"),    // schema 3
     Field<&TrialRecord::confirms>("confirms"),                // schema 3
     Field<&TrialRecord::predicted>("predicted_json"),         // schema 6
+    Field<&TrialRecord::measured_steps>("measured_steps"),    // schema 9
 };
 inline constexpr Table<TrialRecord> kTrials{"trials", "trial", kTrialColumns,
                                             std::size(kTrialColumns)};

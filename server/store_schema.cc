@@ -123,6 +123,11 @@ ALTER TABLE jobs ADD COLUMN launcher_json TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
 CREATE INDEX jobs_by_owner ON jobs(owner, created_at);
 )sql"},
+    // The steps the searcher asked each trial to measure (0: the job's), so
+    // that a job resumed after a restart measures its trials as proposed.
+    {9, R"sql(
+ALTER TABLE trials ADD COLUMN measured_steps INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 static_assert(kMigrations[std::size(kMigrations) - 1].version == Store::kCurrentSchemaVersion,
               "the last migration must produce kCurrentSchemaVersion");

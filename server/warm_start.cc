@@ -35,12 +35,13 @@ std::optional<JobShape> ShapeOf(const std::string& request_json) {
 }  // namespace
 
 absl::StatusOr<EarlierTrials> LoadEarlierTrials(Store* store, const std::string& device_type,
-                                                int limit) {
+                                                int limit, const std::string& except_job) {
   ASSIGN_OR_RETURN(std::vector<MeasuredTrialRecord> rows,
                    store->ListMeasuredTrials(device_type, limit));
   EarlierTrials out;
   std::map<std::string, std::optional<JobShape>> shapes;  // by job id
   for (const MeasuredTrialRecord& row : rows) {
+    if (row.trial.job_id == except_job) continue;
     auto it = shapes.find(row.trial.job_id);
     if (it == shapes.end()) it = shapes.emplace(row.trial.job_id, ShapeOf(row.request_json)).first;
     absl::StatusOr<Strategy> strategy = ParseStrategyText(row.trial.strategy_text);

@@ -38,8 +38,11 @@ struct EarlierTrials {
 
 // The store's error if the read fails (the caller starts cold then: a warm
 // start is worth less than the job).
+// `except_job`: a job whose own trials are left out (a resumed job's
+// searcher takes them up itself).
 absl::StatusOr<EarlierTrials> LoadEarlierTrials(Store* store, const std::string& device_type,
-                                                int limit = kMaxEarlierTrials);
+                                                int limit = kMaxEarlierTrials,
+                                                const std::string& except_job = "");
 
 }  // namespace autoaccel
 

@@ -523,19 +523,142 @@ TEST_F(JobManagerTest, RankErrorsBecomeTrialStatusesAndAnUnreachableWorkerIsRetr
   EXPECT_THAT(done->status_message(), HasSubstr("no trial succeeded"));
 }
 
-TEST_F(JobManagerTest, RestartMarksUnfinishedJobsFailed) {
-  AddWorker("a", 1);
-  auto job = manager_->SubmitJob(Request(600));
+// The coordinator is killed with two trials in flight and started again on
+// the same store: the job goes on with its original deadline, the two run
+// again as second attempts, the search takes up the trials recorded (no
+// strategy measured twice, the trial budget kept), and the job ends as if
+// nothing happened but the retries.
+TEST_F(JobManagerTest, ARestartedCoordinatorResumesItsJobsWithoutMeasuringAStrategyTwice) {
+  AddWorker("a", 2);
+  auto job = manager_->SubmitJob(Request(600, 5));
   ASSERT_TRUE(job.ok());
   manager_->Tick();
-  manager_.reset();  // the server "crashes" with a trial in flight
+  ASSERT_EQ(executor_.calls.size(), 2u);
+  executor_.Succeed(10);  // t0
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 2u);  // t1, t2 in flight
+  clock_.Advance(absl::Seconds(100));
+  manager_.reset();         // the coordinator "crashes"
+  executor_.calls.clear();  // their RPCs died with it
   auto again = JobManager::Create(store_.get(), &executor_, &clock_, Options());
-  ASSERT_TRUE(again.ok());
-  auto recovered = (*again)->GetJob(job->job_id());
-  ASSERT_TRUE(recovered.ok());
-  EXPECT_EQ(recovered->state(), "FAILED");
-  EXPECT_THAT(recovered->status_message(), HasSubstr("restarted"));
-  EXPECT_EQ((*again)->ListTrials(job->job_id())->at(0).status(), "FAILED");
+  ASSERT_TRUE(again.ok()) << again.status();
+  manager_ = std::move(*again);
+
+  auto resumed = manager_->GetJob(job->job_id());
+  ASSERT_TRUE(resumed.ok());
+  EXPECT_EQ(resumed->state(), "RUNNING");
+  EXPECT_THAT(
+      resumed->status_message(),
+      HasSubstr("resumed after a coordinator restart (3 trial(s) recorded, 2 interrupted)"));
+  EXPECT_EQ(resumed->deadline(), job->deadline()) << "the limit counts from submission";
+  for (const char* id : {"-t0001", "-t0002"}) {
+    const v1::Trial t = TrialOf(job->job_id(), job->job_id() + id);
+    EXPECT_EQ(t.status(), "PENDING") << id;
+    EXPECT_THAT(t.failed_attempts(),
+                ElementsAre("attempt 1: interrupted by a coordinator restart"));
+  }
+  EXPECT_EQ(TrialOf(job->job_id(), job->job_id() + "-t0000").status(), "SUCCEEDED");
+
+  // Nothing runs until a worker is back; then the interrupted trials first.
+  manager_->Tick();
+  EXPECT_TRUE(executor_.calls.empty());
+  AddWorker("a", 2);
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 2u);
+  EXPECT_EQ(executor_.calls[0].request.trial_id(), job->job_id() + "-t0001");
+  EXPECT_EQ(executor_.calls[0].request.attempt(), 2);
+  EXPECT_EQ(executor_.calls[1].request.trial_id(), job->job_id() + "-t0002");
+  EXPECT_EQ(executor_.calls[1].request.attempt(), 2);
+  EXPECT_THAT(manager_->GetJob(job->job_id())->algorithm(),
+              HasSubstr("took up 3 recorded trial(s) after a restart"));
+  double tps = 20;
+  while (!executor_.calls.empty()) {
+    executor_.Succeed(tps++);
+    manager_->Tick();
+  }
+  auto done = manager_->GetJob(job->job_id());
+  EXPECT_EQ(done->state(), "SUCCEEDED") << done->status_message();
+  auto trials = manager_->ListTrials(job->job_id());
+  std::set<std::string> strategies;
+  int run = 0;
+  for (const v1::Trial& t : *trials) {
+    if (t.status() == "PRUNED") continue;
+    ++run;
+    EXPECT_EQ(t.status(), "SUCCEEDED") << t.trial_id();
+    EXPECT_TRUE(strategies.insert(t.strategy_json()).second)
+        << "measured twice: " << t.strategy_json();
+  }
+  EXPECT_EQ(run, 5) << "the trial budget counts the trials before the restart";
+}
+
+// A job whose time limit passed while no coordinator ran ends at the first
+// tick of the next, with what it measured; one whose stored request is
+// refused now (a model family this server does not know) is closed FAILED
+// saying why.
+TEST_F(JobManagerTest, ARestartEndsJobsPastTheirLimitAndFailsThoseItCannotResume) {
+  AddWorker("a", 2);
+  auto short_job = manager_->SubmitJob(Request(60, 5));
+  ASSERT_TRUE(short_job.ok());
+  manager_->Tick();
+  executor_.Succeed(10);
+  auto broken = manager_->SubmitJob(Request(600, 5));
+  ASSERT_TRUE(broken.ok());
+  manager_.reset();
+  executor_.calls.clear();
+  absl::StatusOr<JobRecord> record = store_->GetJob(broken->job_id());
+  ASSERT_TRUE(record.ok());
+  record->request_json = R"({"model": {"family": "gpt9"}, "seq_len": 16})";
+  ASSERT_TRUE(store_->UpdateJob(*record).ok());
+  clock_.Advance(absl::Seconds(61));
+  auto again = JobManager::Create(store_.get(), &executor_, &clock_, Options());
+  ASSERT_TRUE(again.ok()) << again.status();
+  manager_ = std::move(*again);
+  auto failed = manager_->GetJob(broken->job_id());
+  EXPECT_EQ(failed->state(), "FAILED");
+  EXPECT_THAT(failed->status_message(),
+              HasSubstr("cannot resume: its stored request is refused now"));
+  manager_->Tick();
+  auto ended = manager_->GetJob(short_job->job_id());
+  EXPECT_EQ(ended->state(), "SUCCEEDED");
+  EXPECT_THAT(ended->status_message(), HasSubstr("time limit"));
+  EXPECT_TRUE(executor_.calls.empty());
+}
+
+// SIGTERM: no trial starts any more, the job stays unfinished; a trial
+// still running after the drain is cut (its worker told to stop) and
+// recorded as such, and the next coordinator runs it again.
+TEST_F(JobManagerTest, AShutdownStartsNothingAndRecordsTheTrialsItCuts) {
+  AddWorker("a", 2);
+  auto job = manager_->SubmitJob(Request(600, 4));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 2u);
+  manager_->Shutdown();
+  executor_.Succeed(10);  // answers still count during the drain
+  manager_->Tick();
+  EXPECT_EQ(executor_.calls.size(), 1u) << "no new trial once shutting down";
+  EXPECT_FALSE(manager_->Drain(absl::ZeroDuration()));
+  EXPECT_EQ(manager_->CutRunning(), 1);
+  const std::string cut = job->job_id() + "-t0001";
+  EXPECT_THAT(executor_.cancelled, ElementsAre(cut));
+  v1::Trial t = TrialOf(job->job_id(), cut);
+  EXPECT_EQ(t.status(), "PENDING");
+  EXPECT_THAT(t.failed_attempts(), ElementsAre("attempt 1: cut by the coordinator's shutdown"));
+  auto stopped = manager_->GetJob(job->job_id());
+  EXPECT_EQ(stopped->state(), "RUNNING");
+  EXPECT_THAT(stopped->status_message(), HasSubstr("goes on when it starts again"));
+  executor_.Answer(cut, 0, absl::CancelledError("cancelled"));  // changes nothing now
+  EXPECT_EQ(TrialOf(job->job_id(), cut).status(), "PENDING");
+
+  manager_.reset();
+  auto again = JobManager::Create(store_.get(), &executor_, &clock_, Options());
+  ASSERT_TRUE(again.ok()) << again.status();
+  manager_ = std::move(*again);
+  AddWorker("a", 2);
+  manager_->Tick();
+  ASSERT_FALSE(executor_.calls.empty());
+  EXPECT_EQ(executor_.calls[0].request.trial_id(), cut);
+  EXPECT_EQ(executor_.calls[0].request.attempt(), 2);
 }
 
 TEST_F(JobManagerTest, SingleRankTrialsGetNoRendezvousPort) {

@@ -460,8 +460,8 @@ TEST(Searchers, EveryAlgorithmResumesAnotherSearchersTrialsWithoutRepeatingThem)
         std::optional<Proposal> p = propose(*first);
         if (!p) break;
         ++n;
-        recorded.push_back(ResumedTrial{ScoredTrial{p->strategy, TrialStatus::kRunning, {}},
-                                        p->measured_steps});
+        recorded.push_back(
+            ResumedTrial{ScoredTrial{p->strategy, TrialStatus::kRunning, {}}, p->measured_steps});
         in_flight.emplace_back(recorded.size() - 1, *p);
       }
       if (n >= 20 || in_flight.empty()) break;

@@ -1,0 +1,118 @@
+#include "server/job_resume.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "proto/autoaccel.pb.h"
+
+namespace autoaccel {
+namespace {
+
+absl::Status CannotResume(const std::string& what, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("cannot resume: ", what, " (", why, ")"));
+}
+
+// The interrupted attempt of `trial` failed outside the strategy: it waits
+// for its next attempt, or is given up.
+void RequeueInterrupted(JobRun* job, TrialRun* trial, int max_attempts, absl::Time now) {
+  TrialRecord& rec = trial->record;
+  rec.failed_attempts.push_back(absl::StrCat("attempt ", rec.attempt, ": ", kInterruptedByRestart));
+  rec.worker_id.clear();
+  if (rec.attempt >= max_attempts || now >= job->record.deadline) {
+    rec.infrastructure = true;
+    rec.status = TrialStatus::kFailed;
+    rec.reason = absl::StrCat("failed outside the strategy on all ", rec.attempt,
+                              " attempt(s), not a measurement (last: ", kInterruptedByRestart, ")");
+    rec.finished_at = now;
+    return;
+  }
+  rec.status = TrialStatus::kPending;
+  rec.reason = absl::StrCat("attempt ", rec.attempt, " ", kInterruptedByRestart,
+                            "; waiting for attempt ", rec.attempt + 1);
+  rec.finished_at = absl::InfinitePast();
+  job->retries.push_back(trial);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<JobRun>> ResumeJob(const JobRecord& record,
+                                                  std::vector<TrialRecord> trials,
+                                                  const TuneDefaults& defaults, int max_attempts,
+                                                  absl::Time now,
+                                                  std::vector<TrialRecord>* changed) {
+  v1::TuneRequest request;
+  if (auto s = google::protobuf::util::JsonStringToMessage(record.request_json, &request);
+      !s.ok()) {
+    return CannotResume("its stored request does not parse", s.ToString());
+  }
+  std::optional<v1::Launcher> launcher;
+  if (!record.launcher_json.empty()) {
+    launcher.emplace();
+    if (auto s = google::protobuf::util::JsonStringToMessage(record.launcher_json, &*launcher);
+        !s.ok()) {
+      return CannotResume("its stored launcher does not parse", s.ToString());
+    }
+  }
+  absl::StatusOr<JobSpec> spec =
+      ValidateTuneRequest(request, defaults, launcher ? &*launcher : nullptr);
+  if (!spec.ok()) return CannotResume("its stored request is refused now", spec.status().message());
+
+  auto job = std::make_unique<JobRun>();
+  job->spec = *std::move(spec);
+  job->record = record;
+  job->version = 1;
+  for (TrialRecord& rec : trials) {
+    absl::StatusOr<Strategy> strategy = ParseStrategyText(rec.strategy_text);
+    if (!strategy.ok()) {
+      return CannotResume(absl::StrCat("trial ", rec.trial_id, "'s strategy does not parse"),
+                          strategy.status().message());
+    }
+    auto trial = std::make_unique<TrialRun>();
+    trial->strategy = *std::move(strategy);
+    trial->record = std::move(rec);
+    trial->version = 1;
+    job->trials.push_back(std::move(trial));
+  }
+  for (const auto& t : job->trials) {
+    TrialRecord& rec = t->record;
+    if (rec.status == TrialStatus::kRunning) {
+      RequeueInterrupted(job.get(), t.get(), max_attempts, now);
+      changed->push_back(rec);
+    } else if (rec.status == TrialStatus::kPending) {
+      // Waiting already: for its next attempt (it has failed ones), or to
+      // measure a trial again.
+      if (rec.failed_attempts.empty() && !rec.confirms.empty()) {
+        job->confirmations.push_back(t.get());
+      } else {
+        job->retries.push_back(t.get());
+      }
+    }
+  }
+  for (const auto& t : job->trials) {
+    if (!t->record.confirms.empty()) {  // the earlier process had ended the search
+      job->search_ended = WhySearchEnded(*job);
+      break;
+    }
+  }
+  return job;
+}
+
+std::vector<ResumedTrial> ResumedTrials(const JobRun& job) {
+  std::vector<ResumedTrial> out;
+  for (const auto& t : job.trials) {
+    const TrialRecord& rec = t->record;
+    if (!rec.confirms.empty()) continue;
+    ResumedTrial r;
+    r.trial.strategy = t->strategy;
+    r.trial.status = rec.infrastructure ? TrialStatus::kCancelled : rec.status;
+    r.trial.metrics = rec.metrics;
+    r.measured_steps = rec.measured_steps;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,58 @@
+// Jobs an earlier coordinator process left unfinished (it was killed, or
+// shut down while they ran), taken up again by the next one on the same
+// database: the running state rebuilt from the stored job and trials.
+//
+// The time limit keeps counting from the original submission (the stored
+// deadline stays). Trials the earlier process was running are not followed
+// across the restart: each such attempt is recorded as failed outside the
+// strategy ("interrupted by a coordinator restart") and the trial waits for
+// its next attempt, like any attempt a lost worker cut short, or is given up
+// after the job's last attempt. The job's searcher is created afresh once
+// workers are back, and takes up the recorded trials (ResumedTrials,
+// search/searcher.h Searcher::Resume), so none is counted or measured twice.
+//
+// Plain functions of their arguments; nothing here locks, stores or sends.
+#ifndef AUTOACCEL_SERVER_JOB_RESUME_H_
+#define AUTOACCEL_SERVER_JOB_RESUME_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "search/searcher.h"
+#include "server/job_run.h"
+#include "server/store.h"
+#include "server/tune_request.h"
+
+namespace autoaccel {
+
+// What an interrupted attempt's failure says ("attempt 2: interrupted by a
+// coordinator restart").
+inline constexpr char kInterruptedByRestart[] = "interrupted by a coordinator restart";
+
+// The unfinished job `record` with its stored `trials` (in proposal order),
+// ready to go on: its request validated again into its spec (a launcher
+// job's with the launcher it was accepted with), its trials as recorded,
+// those that were RUNNING queued for their next attempt (or FAILED,
+// infrastructure, when they had `max_attempts` or `now` is past the
+// deadline), the PENDING ones back in their queues, and the search marked
+// over when confirmations had begun. Every trial it changed is in
+// `*changed` (to be stored). INVALID_ARGUMENT when the stored request or
+// launcher no longer parses or validates, or a trial's strategy does not
+// parse: the job cannot go on.
+absl::StatusOr<std::unique_ptr<JobRun>> ResumeJob(const JobRecord& record,
+                                                  std::vector<TrialRecord> trials,
+                                                  const TuneDefaults& defaults, int max_attempts,
+                                                  absl::Time now,
+                                                  std::vector<TrialRecord>* changed);
+
+// The job's trials as its next searcher takes them up (Searcher::Resume):
+// every proposal and pruned candidate, in proposal order, confirmations
+// left out; a trial lost to infrastructure failures counts as cancelled (it
+// measured nothing), as the searcher heard of it.
+std::vector<ResumedTrial> ResumedTrials(const JobRun& job);
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_SERVER_JOB_RESUME_H_
