@@ -89,7 +89,8 @@ auto Tie(const TrialRecord& t) {
   return std::tuple_cat(
       std::make_tuple(t.trial_id, t.job_id, t.index, t.attempt, t.strategy_text, t.strategy_json,
                       TrialStatusName(t.status), t.reason, t.worker_id, t.started_at, t.finished_at,
-                      t.failed_attempts, t.infrastructure, t.confirms, t.predicted),
+                      t.failed_attempts, t.infrastructure, t.confirms, t.predicted,
+                      t.measured_steps),
       Tie(t.metrics));
 }
 auto Tie(const StrategyRecord& s) {
@@ -175,6 +176,7 @@ TEST(StoreTest, EverythingSurvivesCloseAndReopen) {
   t0.metrics = SomeMetrics(1.0);
   t0.worker_id = "w1,w2";
   t0.predicted = TrialPrediction{0.1234567890123, int64_t{81} << 30, 4321.0987654321};
+  t0.measured_steps = 3;  // halving's early rung
   t0.started_at = T(kBase + 10);
   t0.finished_at = T(kBase + 20);
   TrialRecord t1 = MakeTrial("job-1", 1);
@@ -250,9 +252,10 @@ TEST(StoreTest, TimesBeforeTheEpochAndSubMicrosecondsAreHandled) {
 }
 
 // Drops what schemas 5 (strategy provenance), 6 (trial predictions), 7
-// (a job's launcher) and 8 (a job's owner) added, as a file written before
-// them (the caller sets user_version).
+// (a job's launcher), 8 (a job's owner) and 9 (a trial's measured steps)
+// added, as a file written before them (the caller sets user_version).
 void BackToSchemaFour(const std::string& path) {
+  RawSql(path, "ALTER TABLE trials DROP COLUMN measured_steps");
   RawSql(path, "DROP INDEX jobs_by_owner");
   RawSql(path, "ALTER TABLE jobs DROP COLUMN owner");
   for (const char* column : {"engine_version", "created_at", "device_type"}) {
