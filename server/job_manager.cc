@@ -56,7 +56,8 @@ absl::Status JobManager::ResumeUnfinished() {
     ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, store_->ListTrials(record.job_id));
     std::vector<TrialRecord> changed;
     absl::StatusOr<std::unique_ptr<JobRun>> resumed =
-        ResumeJob(record, trials, options_.tune_defaults, options_.max_attempts, now, &changed);
+        ResumeJob(record, trials, options_.tune_defaults, options_.max_attempts,
+                  options_.reattach_window, now, &changed);
     if (!resumed.ok()) {
       RETURN_IF_ERROR(archive_.CloseUnfinished(std::move(record), std::move(trials),
                                                std::string(resumed.status().message()), now));
@@ -70,9 +71,11 @@ absl::Status JobManager::ResumeUnfinished() {
           LoadEarlierTrials(store_, spec.device_type, kMaxEarlierTrials, record.job_id);
       if (earlier.ok()) job->earlier_trials = std::move(earlier->trials);
     }
-    job->record.status_message =
-        absl::StrCat("resumed after a coordinator restart (", job->trials.size(),
-                     " trial(s) recorded, ", changed.size(), " interrupted)");
+    const int awaiting = job->running;
+    job->record.status_message = absl::StrCat(
+        "resumed after a coordinator restart (", job->trials.size(), " trial(s) recorded",
+        awaiting > 0 ? absl::StrCat(", ", awaiting, " waiting for their workers") : "",
+        changed.empty() ? "" : absl::StrCat(", ", changed.size(), " to run again"), ")");
     RETURN_IF_ERROR(store_->UpdateJob(job->record));
     spdlog::warn("job {}: {}; its time limit counts from its submission ({} left)", record.job_id,
                  job->record.status_message,
@@ -311,11 +314,17 @@ absl::StatusOr<v1::Job> JobManager::CancelJob(const std::string& job_id) {
 }
 
 absl::StatusOr<v1::RegisterResponse> JobManager::RegisterWorker(const v1::RegisterRequest& req) {
-  ASSIGN_OR_RETURN(std::string session_token, pool_.Register(req));
+  std::string session_token;
+  Outbox out;
   {
+    // Registered and its ranks held in one step: no tick places a new
+    // trial on a device a reported rank runs on.
     absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(session_token, pool_.Register(req));
+    TakeUpRanksLocked(req, session_token, &out);
     wake_.SignalAll();
   }
+  SendAll(std::move(out));
   v1::RegisterResponse resp;
   resp.set_heartbeat_interval_seconds(absl::ToDoubleSeconds(options_.heartbeat_interval));
   resp.set_session_token(std::move(session_token));
@@ -333,8 +342,111 @@ absl::Status JobManager::Heartbeat(const std::string& worker_id, const std::stri
 
 std::vector<v1::Worker> JobManager::ListWorkers() { return pool_.List(); }
 
+void JobManager::TakeUpRanksLocked(const v1::RegisterRequest& req,
+                                   const std::string& session_token, Outbox* out) {
+  const std::string& worker = req.worker_id();
+  std::set<std::pair<std::string, int>> told;  // (trial, attempt) cancelled here
+  for (const v1::RunningRank& r : req.running_ranks()) {
+    TrialRun* trial = nullptr;
+    for (const auto& [id, job] : active_) {
+      if ((trial = FindTrial(*job, r.trial_id())) != nullptr) break;
+    }
+    const bool ours = trial != nullptr && trial->record.status == TrialStatus::kRunning &&
+                      trial->record.attempt == r.attempt() && r.rank() >= 0 &&
+                      r.rank() < static_cast<int>(trial->ranks.size()) &&
+                      trial->ranks[r.rank()].placed.worker_id == worker;
+    if (ours && trial->awaiting_reattach && trial->ranks[r.rank()].placed.address.empty()) {
+      std::optional<PlacedRank> placed =
+          pool_.Hold(worker, r.device_index(), r.trial_id(), r.attempt(), r.rank());
+      if (placed) {
+        trial->ranks[r.rank()].placed = *std::move(placed);
+        ++trial->ranks_attached;
+      }
+    } else if (!ours && told.insert({r.trial_id(), r.attempt()}).second) {
+      // Nobody here waits for it (its job ended, or it was run again): stop it.
+      Cancel c;
+      c.to = WorkerEndpoint{req.address(), session_token, req.tls()};
+      c.request.set_trial_id(r.trial_id());
+      c.request.set_attempt(r.attempt());
+      out->cancels.push_back(std::move(c));
+      spdlog::info("worker {} reports trial {} attempt {}, which no job runs now; cancelling it",
+                   worker, r.trial_id(), r.attempt());
+    }
+  }
+  for (const std::string& id : std::vector<std::string>(active_order_)) {
+    JobRun* job = active_[id].get();
+    for (const auto& t : job->trials) {
+      if (!t->awaiting_reattach) continue;
+      bool here = false, missing = false;
+      for (const Rank& rank : t->ranks) {
+        if (rank.placed.worker_id != worker) continue;
+        here = true;
+        missing = missing || rank.placed.address.empty();
+      }
+      if (!here) continue;
+      if (missing) {
+        GiveUpReattachLocked(job, t.get(),
+                             absl::StrCat("worker ", worker, " registered again without it"), out);
+      } else if (t->ranks_attached == static_cast<int>(t->ranks.size())) {
+        ReattachLocked(job, t.get(), out);
+      }
+    }
+  }
+}
+
+void JobManager::ReattachLocked(JobRun* job, TrialRun* trial, Outbox* out) {
+  trial->awaiting_reattach = false;
+  const absl::Duration timeout = std::min(
+      job->spec.trial_timeout, job->record.deadline - clock_->Now() + options_.deadline_slack);
+  for (size_t i = 0; i < trial->ranks.size(); ++i) {
+    Dispatch d;
+    d.to = trial->ranks[i].placed.endpoint();
+    d.request = RankRequest(job->spec, *trial, static_cast<int>(i), timeout);
+    d.request.set_attach_only(true);
+    d.rpc_timeout = timeout + options_.rpc_grace;
+    d.job_id = job->record.job_id;
+    d.trial_id = trial->record.trial_id;
+    d.attempt = trial->record.attempt;
+    d.rank = static_cast<int>(i);
+    out->dispatches.push_back(std::move(d));
+  }
+  spdlog::info("job {}: trial {} attempt {} taken up again on {} after the restart",
+               job->record.job_id, trial->record.index, trial->record.attempt,
+               trial->record.worker_id);
+}
+
+void JobManager::StopAwaitingLocked(TrialRun* trial) {
+  if (!trial->awaiting_reattach) return;
+  trial->awaiting_reattach = false;
+  for (size_t i = 0; i < trial->ranks.size(); ++i) {
+    if (!trial->ranks[i].placed.address.empty()) {
+      pool_.Release(trial->record.trial_id, trial->record.attempt, static_cast<int>(i));
+    }
+  }
+}
+
+void JobManager::GiveUpReattachLocked(JobRun* job, TrialRun* trial, const std::string& why,
+                                      Outbox* out) {
+  StopAwaitingLocked(trial);
+  CancelRanks(*trial, out);  // those its workers reported
+  RankOutcome outcome;
+  outcome.infrastructure = true;
+  outcome.reason = absl::StrCat(kInterruptedByRestart, " (", why, ")");
+  trial->infrastructure_failure = outcome;
+  RetryOrGiveUpLocked(job, trial, out);
+}
+
 void JobManager::TickLocked(Outbox* out) {
   FailRanksOfLostWorkersLocked(out);
+  const absl::Time now = clock_->Now();
+  for (const std::string& id : std::vector<std::string>(active_order_)) {
+    JobRun* job = active_[id].get();
+    for (const auto& t : job->trials) {
+      if (t->awaiting_reattach && now >= t->reattach_until) {
+        GiveUpReattachLocked(job, t.get(), "its workers did not report it in time", out);
+      }
+    }
+  }
   archive_.Retry();
   std::vector<JobRun*> runnable;
   for (const std::string& id : std::vector<std::string>(active_order_)) {
@@ -361,7 +473,8 @@ void JobManager::FailRanksOfLostWorkersLocked(Outbox* out) {
       if (job == active_.end()) continue;  // ended by an earlier lost rank
       for (size_t i = 0; i < job->second->trials.size(); ++i) {
         TrialRun* t = job->second->trials[i].get();
-        if (t->record.status != TrialStatus::kRunning) continue;
+        // (A trial awaiting its workers after a restart has its own window.)
+        if (t->record.status != TrialStatus::kRunning || t->awaiting_reattach) continue;
         // Its ranks there will never answer (their RPCs still hold the
         // devices until they come back); the reason names the first one.
         const int lost_rank = MarkRanksLost(t, lost.worker_id);
@@ -433,6 +546,7 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
       plan.confirm_reserve = options_.confirm_reserve;
       plan.clock = clock_;
       plan.resumed = ResumedTrials(*job);
+      for (const auto& t : job->trials) t->told_searcher = IsTerminal(t->record.status);
       out->plans.push_back(std::move(plan));
     }
     return false;
@@ -535,6 +649,16 @@ void JobManager::InstallSearchLocked(JobRun* job, const PlannedSearch& planned) 
   job->spec.space.shrink_to_fit();
   job->earlier_trials.clear();
   job->earlier_trials.shrink_to_fit();
+  // Trials that ended while the search was planned (taken up after a
+  // restart) are told now.
+  for (const auto& t : job->trials) {
+    if (t->told_searcher || !t->record.confirms.empty() ||
+        t->record.status == TrialStatus::kPruned || !IsTerminal(t->record.status)) {
+      continue;
+    }
+    job->searcher->Report(ScoredOf(*t));
+    t->told_searcher = true;
+  }
   job->record.trials_total = planned.candidates;
   job->record.algorithm = absl::StrCat(
       planned.description.empty() ? job->searcher->Describe() : planned.description,
@@ -563,7 +687,9 @@ void JobManager::RecordPrunedLocked(JobRun* job) {
 void JobManager::CancelRanks(const TrialRun& trial, Outbox* out) {
   std::set<std::string> told;
   for (const Rank& rank : trial.ranks) {
-    if (rank.finished || !told.insert(rank.placed.address).second) continue;
+    if (rank.finished || rank.placed.address.empty() || !told.insert(rank.placed.address).second) {
+      continue;  // answered, or not placed (awaiting re-attachment)
+    }
     Cancel c;
     c.to = rank.placed.endpoint();
     c.request.set_trial_id(trial.record.trial_id);
@@ -658,6 +784,7 @@ void JobManager::RetryOrGiveUpLocked(JobRun* job, TrialRun* trial, Outbox* out) 
 void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status,
                                 const std::string& reason, const TrialMetrics& metrics,
                                 Outbox* out) {
+  StopAwaitingLocked(trial);
   CloseTrial(job, trial, status, reason, metrics, clock_->Now());
   const TrialRecord& rec = trial->record;
   // One CancelTrial per worker stops all of the trial's ranks there.
@@ -665,13 +792,10 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
   // The searcher's proposal (it never sees confirmations); a resumed job
   // ending before its searcher was created again has none to tell.
   if (rec.confirms.empty() && job->searcher) {
-    ScoredTrial scored;
-    scored.strategy = trial->strategy;
     // A trial lost to infrastructure failures measured nothing: the searcher
     // hears of it as cancelled, never as the strategy failing.
-    scored.status = rec.infrastructure ? TrialStatus::kCancelled : status;
-    scored.metrics = metrics;
-    job->searcher->Report(scored);
+    job->searcher->Report(ScoredOf(*trial));
+    trial->told_searcher = true;
     RecordPrunedLocked(job);
   }
   if (status == TrialStatus::kSucceeded) {

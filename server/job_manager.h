@@ -69,6 +69,11 @@ struct JobManagerOptions {
   // outside their strategy gets no new trials for `quarantine_for`.
   int quarantine_after = 5;
   absl::Duration quarantine_for = absl::Minutes(5);
+  // After a restart: how long the trials the earlier process was running
+  // wait for their workers to register again reporting them (workers keep
+  // such ranks running, autoaccel-worker --reattach-window) before they run
+  // again as a new attempt; 0 runs them again at once.
+  absl::Duration reattach_window = absl::Seconds(30);
   // A lost worker that holds no device is forgotten after this long silent
   // (it registers again if it comes back).
   absl::Duration forget_lost_workers_after = absl::Minutes(10);
@@ -151,7 +156,13 @@ class JobManager {
 
   // The worker pool's RPCs (server/worker_pool.h); a registration or a
   // worker coming back wakes the scheduler. The response carries the
-  // registration's session token.
+  // registration's session token. The ranks a registration reports running
+  // (RegisterRequest.running_ranks) are taken up when their trial awaits
+  // them after a restart (once every rank of it is reported, the
+  // coordinator attaches to them: RunTrialRequest.attach_only), left alone
+  // when this process runs them, and cancelled otherwise; a trial awaiting
+  // a rank on this worker that it did not report runs again as its next
+  // attempt.
   absl::StatusOr<v1::RegisterResponse> RegisterWorker(const v1::RegisterRequest& request);
   absl::Status Heartbeat(const std::string& worker_id, const std::string& session_token);
   std::vector<v1::Worker> ListWorkers();
@@ -216,6 +227,19 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One CancelTrial per worker that still runs a rank of the trial's attempt.
   static void CancelRanks(const TrialRun& trial, Outbox* out);
+  // The ranks a registering worker reports (see RegisterWorker).
+  void TakeUpRanksLocked(const v1::RegisterRequest& request, const std::string& session_token,
+                         Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every rank of the trial awaiting re-attachment is held: one attach-only
+  // RunTrial per rank.
+  void ReattachLocked(JobRun* job, TrialRun* trial, Outbox* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The trial awaiting re-attachment runs again as its next attempt (or is
+  // given up): the ranks held so far are released and cancelled.
+  void GiveUpReattachLocked(JobRun* job, TrialRun* trial, const std::string& why, Outbox* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases what a trial awaiting re-attachment holds; it awaits no more.
+  void StopAwaitingLocked(TrialRun* trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives a planned search to its job, if the job still runs, and records
   // what it prunes straight away; a request that cannot be searched after all
   // ends the job FAILED. Wakes the scheduler.

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "proto/autoaccel.pb.h"
 
@@ -36,12 +37,28 @@ void RequeueInterrupted(JobRun* job, TrialRun* trial, int max_attempts, absl::Ti
   job->retries.push_back(trial);
 }
 
+// The trial's ranks still run on their workers, perhaps: it waits for them
+// to report them (RUNNING, counted as running).
+void AwaitReattach(JobRun* job, TrialRun* trial, absl::Time until) {
+  trial->awaiting_reattach = true;
+  trial->reattach_until = until;
+  trial->ranks.clear();
+  for (absl::string_view worker : absl::StrSplit(trial->record.worker_id, ',')) {
+    Rank rank;
+    rank.placed.worker_id = std::string(worker);
+    trial->ranks.push_back(std::move(rank));
+  }
+  trial->ranks_pending = static_cast<int>(trial->ranks.size());
+  trial->ranks_attached = 0;
+  ++job->running;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<JobRun>> ResumeJob(const JobRecord& record,
                                                   std::vector<TrialRecord> trials,
                                                   const TuneDefaults& defaults, int max_attempts,
-                                                  absl::Time now,
+                                                  absl::Duration reattach_for, absl::Time now,
                                                   std::vector<TrialRecord>* changed) {
   v1::TuneRequest request;
   if (auto s = google::protobuf::util::JsonStringToMessage(record.request_json, &request);
@@ -78,7 +95,10 @@ absl::StatusOr<std::unique_ptr<JobRun>> ResumeJob(const JobRecord& record,
   }
   for (const auto& t : job->trials) {
     TrialRecord& rec = t->record;
-    if (rec.status == TrialStatus::kRunning) {
+    if (rec.status == TrialStatus::kRunning && reattach_for > absl::ZeroDuration() &&
+        now < job->record.deadline && !rec.worker_id.empty()) {
+      AwaitReattach(job.get(), t.get(), now + reattach_for);
+    } else if (rec.status == TrialStatus::kRunning) {
       RequeueInterrupted(job.get(), t.get(), max_attempts, now);
       changed->push_back(rec);
     } else if (rec.status == TrialStatus::kPending) {
@@ -106,9 +126,7 @@ std::vector<ResumedTrial> ResumedTrials(const JobRun& job) {
     const TrialRecord& rec = t->record;
     if (!rec.confirms.empty()) continue;
     ResumedTrial r;
-    r.trial.strategy = t->strategy;
-    r.trial.status = rec.infrastructure ? TrialStatus::kCancelled : rec.status;
-    r.trial.metrics = rec.metrics;
+    r.trial = ScoredOf(*t);
     r.measured_steps = rec.measured_steps;
     out.push_back(std::move(r));
   }

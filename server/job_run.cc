@@ -82,6 +82,14 @@ std::vector<TrialRecord> TrialRecords(const JobRun& job) {
   return records;
 }
 
+ScoredTrial ScoredOf(const TrialRun& trial) {
+  ScoredTrial scored;
+  scored.strategy = trial.strategy;
+  scored.status = trial.record.infrastructure ? TrialStatus::kCancelled : trial.record.status;
+  scored.metrics = trial.record.metrics;
+  return scored;
+}
+
 Answer AnswerSoFar(const JobRun& job) {
   // Only measurements can answer: the (possibly tens of thousands of) pruned
   // candidates are not copied on every finished trial.

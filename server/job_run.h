@@ -50,6 +50,16 @@ struct TrialRun {
   // retried, unless one of them failed by the strategy meanwhile.
   std::optional<RankOutcome> infrastructure_failure;
   uint64_t version = 0;  // the job's version when the trial last changed
+  // A trial the coordinator was running when it restarted
+  // (server/job_resume.h): RUNNING, its ranks named by worker but not placed
+  // until their workers register again reporting them, and given up (run
+  // again as its next attempt) after `reattach_until`.
+  bool awaiting_reattach = false;
+  absl::Time reattach_until = absl::InfinitePast();
+  int ranks_attached = 0;
+  // Its end was reported to the job's searcher (or the searcher took it up
+  // as ended): a searcher created after it ended is told once.
+  bool told_searcher = false;
 };
 
 struct JobRun {
@@ -97,6 +107,9 @@ std::vector<TrialRun*> AddConfirmations(JobRun* job, int count);
 TrialRun* FindTrial(const JobRun& job, const std::string& trial_id);
 // Every trial's record, in proposal order.
 std::vector<TrialRecord> TrialRecords(const JobRun& job);
+// The ended trial as its searcher hears of it: a trial lost to
+// infrastructure failures measured nothing and counts as cancelled.
+ScoredTrial ScoredOf(const TrialRun& trial);
 // The job's answer so far, from its SUCCEEDED trials (server/answer.h).
 Answer AnswerSoFar(const JobRun& job);
 // Why the search is over, once it is: "trial budget spent", "every

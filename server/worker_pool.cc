@@ -426,6 +426,26 @@ std::optional<Gang> WorkerPool::Place(const std::string& type, int count,
   return gang;
 }
 
+std::optional<PlacedRank> WorkerPool::Hold(const std::string& worker_id, int device_index,
+                                           const std::string& trial_id, int attempt, int rank) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return std::nullopt;
+  WorkerState& w = it->second;
+  if (device_index < 0 || device_index >= static_cast<int>(w.held_by.size())) return std::nullopt;
+  if (holds_.count({trial_id, attempt, rank})) return std::nullopt;
+  if (!w.held_by[device_index].empty()) return std::nullopt;
+  w.held_by[device_index] = trial_id;
+  holds_[{trial_id, attempt, rank}] = RankHold{worker_id, device_index, 0, ""};
+  PlacedRank placed;
+  placed.worker_id = worker_id;
+  placed.address = w.info.address();
+  placed.session_token = w.session_token;
+  placed.tls = w.info.tls();
+  placed.device_index = device_index;
+  return placed;
+}
+
 void WorkerPool::Release(const std::string& trial_id, int attempt, int rank) {
   absl::MutexLock lock(&mu_);
   auto hold = holds_.find({trial_id, attempt, rank});

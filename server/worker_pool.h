@@ -134,6 +134,12 @@ class WorkerPool {
   // places on any). nullopt when the pool cannot place the gang now.
   std::optional<Gang> Place(const std::string& type, int count, const std::string& trial_id,
                             int attempt, const std::string& launcher = "");
+  // Holds device `device_index` of worker `worker_id` for rank `rank` of
+  // the attempt, which already runs there (a coordinator taking up its
+  // trials after a restart; RegisterRequest.running_ranks). nullopt when the
+  // worker or device is unknown or the device is held by another rank.
+  std::optional<PlacedRank> Hold(const std::string& worker_id, int device_index,
+                                 const std::string& trial_id, int attempt, int rank);
   // Frees the device (and rank 0's rendezvous port) that rank `rank` of the
   // attempt holds. Idempotent.
   void Release(const std::string& trial_id, int attempt, int rank);

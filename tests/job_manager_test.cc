@@ -524,10 +524,12 @@ TEST_F(JobManagerTest, RankErrorsBecomeTrialStatusesAndAnUnreachableWorkerIsRetr
 }
 
 // The coordinator is killed with two trials in flight and started again on
-// the same store: the job goes on with its original deadline, the two run
-// again as second attempts, the search takes up the trials recorded (no
+// the same store: the job goes on with its original deadline; its worker
+// registers again reporting one of the two still running (attached to, as
+// attempt 1) but not the other (run again as attempt 2), and a rank of a
+// trial no job runs (cancelled); the search takes up the trials recorded (no
 // strategy measured twice, the trial budget kept), and the job ends as if
-// nothing happened but the retries.
+// nothing happened but the retry.
 TEST_F(JobManagerTest, ARestartedCoordinatorResumesItsJobsWithoutMeasuringAStrategyTwice) {
   AddWorker("a", 2);
   auto job = manager_->SubmitJob(Request(600, 5));
@@ -547,28 +549,44 @@ TEST_F(JobManagerTest, ARestartedCoordinatorResumesItsJobsWithoutMeasuringAStrat
   auto resumed = manager_->GetJob(job->job_id());
   ASSERT_TRUE(resumed.ok());
   EXPECT_EQ(resumed->state(), "RUNNING");
-  EXPECT_THAT(
-      resumed->status_message(),
-      HasSubstr("resumed after a coordinator restart (3 trial(s) recorded, 2 interrupted)"));
+  EXPECT_THAT(resumed->status_message(),
+              HasSubstr("resumed after a coordinator restart (3 trial(s) recorded, 2 waiting for "
+                        "their workers)"));
   EXPECT_EQ(resumed->deadline(), job->deadline()) << "the limit counts from submission";
-  for (const char* id : {"-t0001", "-t0002"}) {
-    const v1::Trial t = TrialOf(job->job_id(), job->job_id() + id);
-    EXPECT_EQ(t.status(), "PENDING") << id;
-    EXPECT_THAT(t.failed_attempts(),
-                ElementsAre("attempt 1: interrupted by a coordinator restart"));
-  }
+  const std::string t1 = job->job_id() + "-t0001", t2 = job->job_id() + "-t0002";
+  EXPECT_EQ(TrialOf(job->job_id(), t1).status(), "RUNNING");
   EXPECT_EQ(TrialOf(job->job_id(), job->job_id() + "-t0000").status(), "SUCCEEDED");
 
-  // Nothing runs until a worker is back; then the interrupted trials first.
+  // Nothing runs until the worker is back.
   manager_->Tick();
   EXPECT_TRUE(executor_.calls.empty());
-  AddWorker("a", 2);
+  v1::RegisterRequest back = RegisterRequestFor("a", "a:1", 2);
+  v1::RunningRank* running = back.add_running_ranks();
+  running->set_trial_id(t1);
+  running->set_attempt(1);
+  running->set_device_index(1);
+  v1::RunningRank* stray = back.add_running_ranks();
+  stray->set_trial_id("job-gone-t0003");
+  stray->set_attempt(2);
+  Register(back);
+  EXPECT_THAT(executor_.cancelled, ElementsAre("job-gone-t0003"));
+  EXPECT_THAT(Holders("a"), ElementsAre("", t1)) << "the device its rank runs on is held";
+  v1::Trial retried = TrialOf(job->job_id(), t2);
+  EXPECT_EQ(retried.status(), "PENDING");
+  EXPECT_THAT(retried.failed_attempts(),
+              ElementsAre("attempt 1: interrupted by a coordinator restart (worker a registered "
+                          "again without it)"));
+  ASSERT_EQ(executor_.calls.size(), 1u) << "attached to at once";
+  EXPECT_EQ(executor_.calls[0].request.trial_id(), t1);
+  EXPECT_EQ(executor_.calls[0].request.attempt(), 1);
+  EXPECT_TRUE(executor_.calls[0].request.attach_only());
+  EXPECT_EQ(executor_.calls[0].request.device_index(), 1);
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 2u);
-  EXPECT_EQ(executor_.calls[0].request.trial_id(), job->job_id() + "-t0001");
-  EXPECT_EQ(executor_.calls[0].request.attempt(), 2);
-  EXPECT_EQ(executor_.calls[1].request.trial_id(), job->job_id() + "-t0002");
+  EXPECT_EQ(executor_.calls[1].request.trial_id(), t2);
   EXPECT_EQ(executor_.calls[1].request.attempt(), 2);
+  EXPECT_FALSE(executor_.calls[1].request.attach_only());
+  EXPECT_EQ(executor_.calls[1].request.device_index(), 0);
   EXPECT_THAT(manager_->GetJob(job->job_id())->algorithm(),
               HasSubstr("took up 3 recorded trial(s) after a restart"));
   double tps = 20;
@@ -589,6 +607,38 @@ TEST_F(JobManagerTest, ARestartedCoordinatorResumesItsJobsWithoutMeasuringAStrat
         << "measured twice: " << t.strategy_json();
   }
   EXPECT_EQ(run, 5) << "the trial budget counts the trials before the restart";
+  EXPECT_EQ(TrialOf(job->job_id(), t1).attempt(), 1) << "taken up, not run again";
+  EXPECT_TRUE(TrialOf(job->job_id(), t1).failed_attempts().empty());
+}
+
+// A trial whose workers do not come back within the reattach window runs
+// again as its next attempt.
+TEST_F(JobManagerTest, ARestartedTrialWhoseWorkersDoNotReportItRunsAgain) {
+  AddWorker("a", 1);
+  auto job = manager_->SubmitJob(Request(600, 2));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  manager_.reset();
+  executor_.calls.clear();
+  auto again = JobManager::Create(store_.get(), &executor_, &clock_, Options());
+  ASSERT_TRUE(again.ok()) << again.status();
+  manager_ = std::move(*again);
+  const std::string t0 = job->job_id() + "-t0000";
+  manager_->Tick();
+  EXPECT_EQ(TrialOf(job->job_id(), t0).status(), "RUNNING");
+  clock_.Advance(Options().reattach_window);
+  manager_->Tick();
+  v1::Trial t = TrialOf(job->job_id(), t0);
+  EXPECT_EQ(t.status(), "PENDING");
+  EXPECT_THAT(t.failed_attempts(),
+              ElementsAre("attempt 1: interrupted by a coordinator restart (its workers did not "
+                          "report it in time)"));
+  AddWorker("b", 1);
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  EXPECT_EQ(executor_.calls[0].request.trial_id(), t0);
+  EXPECT_EQ(executor_.calls[0].request.attempt(), 2);
 }
 
 // A job whose time limit passed while no coordinator ran ends at the first

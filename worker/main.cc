@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   bool simulate_gpus = false;
   std::string launchers_path;
   std::string python = "python3";
-  double launcher_grace = 5;
+  double launcher_grace = 5, reattach_window = 60;
   app.add_option("--coordinator", coordinator, "HOST:PORT of autoaccel-server");
   app.add_option("--listen", listen, "HOST:PORT to serve on (port 0 picks a free one)");
   app.add_option("--devices", devices_text,
@@ -78,6 +78,11 @@ int main(int argc, char** argv) {
                  "(docs/LAUNCHERS.md)");
   app.add_option("--python", python,
                  "the Python a launcher's {python} names (default: python3 in PATH)");
+  app.add_option("--reattach-window", reattach_window,
+                 "seconds a trial rank keeps running, and its answer is kept, after its "
+                 "coordinator went away (died or restarted), for the coordinator to take it up "
+                 "again when this worker registers with it; 0 stops such ranks at once")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--launcher-grace", launcher_grace,
                  "seconds between SIGTERM and SIGKILL when a launcher rank is stopped")
       ->check(CLI::Range(0.0, 600.0));
@@ -254,6 +259,7 @@ int main(int argc, char** argv) {
   options.launchers = launchers;
   options.python = python;
   options.launcher_grace = absl::Seconds(launcher_grace);
+  options.reattach_window = absl::Seconds(reattach_window);
   options.sandbox = *sandbox;
   // Set once the registrar exists; a raised peak reaches the coordinator.
   std::atomic<autoaccel::Registrar*> registrar_ref{nullptr};
@@ -304,7 +310,7 @@ int main(int argc, char** argv) {
   registration.set_insecure(insecure_why);
   autoaccel::Registrar registrar(
       autoaccel::CreateClientChannel(coordinator, *coordinator_credentials, join_token),
-      registration, service.gate());
+      registration, service.gate(), [&service] { return service.RunningRanks(); });
   registrar.Start();
   registrar_ref = &registrar;
 

@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/strings/str_cat.h"
+
 namespace autoaccel {
 
 Registrar::Registrar(std::shared_ptr<grpc::Channel> coordinator, v1::RegisterRequest registration,
-                     CoordinatorGate* gate)
+                     CoordinatorGate* gate, RunningRanks running_ranks)
     : stub_(v1::WorkerRegistry::NewStub(coordinator)),
       gate_(gate),
+      running_ranks_(std::move(running_ranks)),
       registration_(std::move(registration)) {}
 
 Registrar::~Registrar() { Stop(); }
@@ -38,10 +41,13 @@ void Registrar::Run() {
   while (!stopping_) {
     if (reregister_) registered = false;
     reregister_ = false;
-    const v1::RegisterRequest registration = registration_;
+    v1::RegisterRequest registration = registration_;
     lock.unlock();
     double wait_s;
     if (!registered) {
+      if (running_ranks_) {
+        for (v1::RunningRank& r : running_ranks_()) *registration.add_running_ranks() = r;
+      }
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
       v1::RegisterResponse resp;
@@ -51,7 +57,11 @@ void Registrar::Run() {
         session_token = resp.session_token();
         gate_->Accept(session_token);
         interval_s = resp.heartbeat_interval_seconds() > 0 ? resp.heartbeat_interval_seconds() : 2;
-        spdlog::info("registered with the coordinator as {}", registration.worker_id());
+        spdlog::info("registered with the coordinator as {}{}", registration.worker_id(),
+                     registration.running_ranks_size() > 0
+                         ? absl::StrCat(" (", registration.running_ranks_size(),
+                                        " trial rank(s) running or answered here)")
+                         : "");
         backoff_s = 0.2;
         warned = false;
         wait_s = interval_s;

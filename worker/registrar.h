@@ -4,6 +4,7 @@
 #include <grpcpp/channel.h>
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,12 +23,16 @@ namespace autoaccel {
 // Each registration's session token goes to `gate` (worker/coordinator_gate.h)
 // and travels with the heartbeats and later registrations; the join token,
 // if the coordinator wants one, is the channel's bearer token
-// (common/client_channel.h).
+// (common/client_channel.h). Every registration carries the trial ranks
+// `running_ranks` returns (WorkerServiceImpl::RunningRanks), so that a
+// restarted coordinator takes them up.
 class Registrar {
  public:
-  // `gate` must outlive the registrar.
+  using RunningRanks = std::function<std::vector<v1::RunningRank>()>;
+  // `gate` must outlive the registrar; `running_ranks` (may be empty) is
+  // called on the registrar's thread.
   Registrar(std::shared_ptr<grpc::Channel> coordinator, v1::RegisterRequest registration,
-            CoordinatorGate* gate);
+            CoordinatorGate* gate, RunningRanks running_ranks = {});
   ~Registrar();
   void Start();
   void Stop();
@@ -40,6 +45,7 @@ class Registrar {
 
   std::unique_ptr<v1::WorkerRegistry::Stub> stub_;
   CoordinatorGate* const gate_;
+  const RunningRanks running_ranks_;
   std::mutex mu_;
   std::condition_variable cv_;
   v1::RegisterRequest registration_;  // guarded by mu_

@@ -38,6 +38,13 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
     return reactor;
   };
   if (absl::Status allowed = gate_.Check(*ctx); !allowed.ok()) return fail(allowed);
+  if (request->attach_only()) {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status attached = AttachLocked(*request, {ctx, reactor, response}); !attached.ok()) {
+      return fail(attached);
+    }
+    return reactor;
+  }
   const int index = request->device_index();
   if (index < 0 || index >= static_cast<int>(options_.devices.size())) {
     return fail(absl::InvalidArgumentError(absl::StrCat("device_index: ", index,
@@ -87,6 +94,14 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
   auto it = running_.find(key);
   if (it != running_.end()) {  // a retried call for this rank: attach to its child
     it->second->waiters.push_back({ctx, reactor, response});
+    it->second->orphaned_since = absl::InfiniteFuture();
+    return reactor;
+  }
+  DropExpiredAnswersLocked();
+  if (auto kept = kept_.find(key); kept != kept_.end()) {  // it ended meanwhile
+    *response = std::move(kept->second.response);
+    kept_.erase(kept);
+    reactor->Finish(grpc::Status::OK);
     return reactor;
   }
   for (const auto& [other, e] : running_) {
@@ -107,6 +122,62 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
   std::thread(&WorkerServiceImpl::RunExecution, this, key, index, *spec, timeout, launcher)
       .detach();
   return reactor;
+}
+
+absl::Status WorkerServiceImpl::AttachLocked(const v1::RunTrialRequest& request,
+                                             const Waiter& waiter) {
+  const auto same = [&request](const ExecutionKey& key, int device_index) {
+    return std::get<0>(key) == request.trial_id() && std::get<1>(key) == request.attempt() &&
+           device_index == request.device_index();
+  };
+  for (auto& [key, execution] : running_) {
+    if (!same(key, execution->device_index)) continue;
+    execution->waiters.push_back(waiter);
+    execution->orphaned_since = absl::InfiniteFuture();
+    spdlog::info("trial {} rank {}: the coordinator attached again", std::get<0>(key),
+                 std::get<2>(key));
+    return absl::OkStatus();
+  }
+  DropExpiredAnswersLocked();
+  for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+    if (!same(it->first, it->second.device_index)) continue;
+    *waiter.response = std::move(it->second.response);
+    spdlog::info("trial {} rank {}: the coordinator collected its answer", std::get<0>(it->first),
+                 std::get<2>(it->first));
+    kept_.erase(it);
+    waiter.reactor->Finish(grpc::Status::OK);
+    return absl::OkStatus();
+  }
+  return absl::NotFoundError(absl::StrCat("trial ", request.trial_id(), " attempt ",
+                                          request.attempt(), " runs on no device ",
+                                          request.device_index(), " of this worker"));
+}
+
+void WorkerServiceImpl::DropExpiredAnswersLocked() {
+  const absl::Time now = absl::Now();
+  for (auto it = kept_.begin(); it != kept_.end();) {
+    it = it->second.until <= now ? kept_.erase(it) : std::next(it);
+  }
+}
+
+std::vector<v1::RunningRank> WorkerServiceImpl::RunningRanks() {
+  absl::MutexLock lock(&mu_);
+  DropExpiredAnswersLocked();
+  std::vector<v1::RunningRank> out;
+  const auto add = [&out](const ExecutionKey& key, int device_index, bool finished) {
+    v1::RunningRank r;
+    r.set_trial_id(std::get<0>(key));
+    r.set_attempt(std::get<1>(key));
+    r.set_rank(std::get<2>(key));
+    r.set_device_index(device_index);
+    r.set_finished(finished);
+    out.push_back(std::move(r));
+  };
+  for (const auto& [key, execution] : running_) {
+    if (!execution->cancel) add(key, execution->device_index, false);
+  }
+  for (const auto& [key, kept] : kept_) add(key, kept.device_index, true);
+  return out;
 }
 
 absl::StatusOr<std::shared_ptr<const LauncherRank>> WorkerServiceImpl::LauncherRankFor(
@@ -165,14 +236,24 @@ void WorkerServiceImpl::RunExecution(ExecutionKey key, int device_index, TrialSp
     absl::MutexLock lock(&mu_);
     execution = running_[key];
   }
-  auto should_cancel = [this, execution] {
+  auto should_cancel = [this, execution, &spec] {
     if (execution->cancel) return true;
-    // Stop when every caller is gone: nobody would read the result.
+    // Stop when every caller has been gone for the reattach window: no
+    // coordinator came back to read the result.
     absl::MutexLock lock(&mu_);
     for (const Waiter& w : execution->waiters) {
       if (!w.ctx->IsCancelled()) return false;
     }
-    return true;
+    const absl::Time now = absl::Now();
+    if (execution->orphaned_since == absl::InfiniteFuture()) {
+      execution->orphaned_since = now;
+      if (options_.reattach_window > absl::ZeroDuration()) {
+        spdlog::warn("trial {} rank {}: its coordinator went away; the rank keeps running for {} "
+                     "for it to attach again",
+                     spec.trial_id, spec.rank, absl::FormatDuration(options_.reattach_window));
+      }
+    }
+    return now - execution->orphaned_since >= options_.reattach_window;
   };
   TrialResult result;
   if (launcher != nullptr) {
@@ -199,13 +280,23 @@ void WorkerServiceImpl::RunExecution(ExecutionKey key, int device_index, TrialSp
   spdlog::info("trial {} rank {}: {} {}", spec.trial_id, spec.rank,
                std::string(TrialStatusName(result.status)), result.error);
 
+  v1::RunTrialResponse answer;
+  answer.set_status(std::string(TrialStatusName(result.status)));
+  answer.set_reason(result.error);
+  answer.set_infrastructure(result.infrastructure);
+  *answer.mutable_metrics() = ToProto(result.metrics);
   absl::MutexLock lock(&mu_);
+  bool read = false;
   for (const Waiter& w : execution->waiters) {
-    w.response->set_status(std::string(TrialStatusName(result.status)));
-    w.response->set_reason(result.error);
-    w.response->set_infrastructure(result.infrastructure);
-    *w.response->mutable_metrics() = ToProto(result.metrics);
+    read = read || !w.ctx->IsCancelled();
+    *w.response = answer;
     w.reactor->Finish(grpc::Status::OK);
+  }
+  // Nobody waited: kept for a coordinator that comes back (not for a rank
+  // it cancelled, nor after the window it was given).
+  if (!read && !execution->cancel && options_.reattach_window > absl::ZeroDuration() &&
+      result.status != TrialStatus::kCancelled) {
+    kept_[key] = KeptAnswer{device_index, std::move(answer), absl::Now() + options_.reattach_window};
   }
   running_.erase(key);
   --threads_;  // Shutdown awaits 0

@@ -54,14 +54,24 @@ struct WorkerOptions {
   absl::Duration launcher_grace = absl::Seconds(5);
   // Every rank runs in it (worker/sandbox.h); null: --no-sandbox.
   std::shared_ptr<const Sandbox> sandbox;
+  // How long a rank whose every caller went away (its coordinator died or
+  // restarted) keeps running, and how long the answer of a rank nobody was
+  // waiting for is kept, for a coordinator to attach again (0: such a rank
+  // is stopped at once, its answer dropped).
+  absl::Duration reattach_window = absl::Seconds(60);
 };
 
 // Each RunTrial spawns one child process (one trial rank) on a thread of its
 // own and answers when the child is done. A repeated RunTrial for the same
 // trial, attempt and rank attaches to the running child instead of starting
 // another; other ranks of the trial run beside it. A child is stopped when
-// CancelTrial arrives for its trial and attempt (every rank of it here), when
-// every caller has gone (the coordinator died or gave up), or at its timeout.
+// CancelTrial arrives for its trial and attempt (every rank of it here), at
+// its timeout, or once every caller has gone (the coordinator died or
+// restarted) for longer than options.reattach_window; the answer of a child
+// that ended with nobody waiting is kept that long too. A RunTrial with
+// attach_only attaches to such a rank, or gets its kept answer, and starts
+// nothing (NOT_FOUND when there is none); RunningRanks() lists them for the
+// registrar.
 //
 // A request that names a launcher runs the rank with it (RunLauncherRank,
 // worker/launcher_trial.h) instead of the trial runner.
@@ -98,6 +108,10 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   // Where the registrar hands over the coordinator's session token.
   CoordinatorGate* gate() { return &gate_; }
 
+  // The ranks running here and the kept answers (see above), for the
+  // registrar to report. Any thread.
+  std::vector<v1::RunningRank> RunningRanks() ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   struct Waiter {
     grpc::CallbackServerContext* ctx;
@@ -108,11 +122,26 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
     int device_index = 0;
     std::vector<Waiter> waiters;  // guarded by the service's mu_
     std::atomic<bool> cancel{false};
+    // Since when every caller has gone; InfiniteFuture while one waits.
+    absl::Time orphaned_since = absl::InfiniteFuture();  // guarded by mu_
+  };
+  // The answer of a rank that ended with nobody waiting.
+  struct KeptAnswer {
+    int device_index = 0;
+    v1::RunTrialResponse response;
+    absl::Time until;  // dropped after
   };
 
   // (trial id, attempt, rank): a trial's ranks on this worker run side by
   // side, each its own child; ordered so one trial's ranks are adjacent.
   using ExecutionKey = std::tuple<std::string, int, int>;
+
+  // An attach_only RunTrial: attaches `waiter` to the running rank of the
+  // trial attempt on the request's device, or answers with its kept answer;
+  // NOT_FOUND (returned, nothing attached) when there is neither.
+  absl::Status AttachLocked(const v1::RunTrialRequest& request, const Waiter& waiter)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropExpiredAnswersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // `launcher`: the rank is a launcher trial's (spec is launcher->spec);
   // null: the trial runner's.
@@ -135,6 +164,7 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   absl::Mutex mu_;
   std::vector<v1::Device> devices_ ABSL_GUARDED_BY(mu_);  // peaks may be raised
   std::map<ExecutionKey, std::shared_ptr<Execution>> running_ ABSL_GUARDED_BY(mu_);
+  std::map<ExecutionKey, KeptAnswer> kept_ ABSL_GUARDED_BY(mu_);
   int threads_ ABSL_GUARDED_BY(mu_) = 0;  // RunExecution threads not yet done
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
