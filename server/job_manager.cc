@@ -342,8 +342,8 @@ absl::Status JobManager::Heartbeat(const std::string& worker_id, const std::stri
 
 std::vector<v1::Worker> JobManager::ListWorkers() { return pool_.List(); }
 
-void JobManager::TakeUpRanksLocked(const v1::RegisterRequest& req,
-                                   const std::string& session_token, Outbox* out) {
+void JobManager::TakeUpRanksLocked(const v1::RegisterRequest& req, const std::string& session_token,
+                                   Outbox* out) {
   const std::string& worker = req.worker_id();
   std::set<std::pair<std::string, int>> told;  // (trial, attempt) cancelled here
   for (const v1::RunningRank& r : req.running_ranks()) {

@@ -232,8 +232,7 @@ class JobManager {
                          Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every rank of the trial awaiting re-attachment is held: one attach-only
   // RunTrial per rank.
-  void ReattachLocked(JobRun* job, TrialRun* trial, Outbox* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReattachLocked(JobRun* job, TrialRun* trial, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The trial awaiting re-attachment runs again as its next attempt (or is
   // given up): the ranks held so far are released and cancelled.
   void GiveUpReattachLocked(JobRun* job, TrialRun* trial, const std::string& why, Outbox* out)

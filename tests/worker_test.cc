@@ -699,6 +699,58 @@ TEST_F(WorkerServiceTest, TwoRanksOfATrialRunSideBySideAndOneCancelStopsBoth) {
   }
 }
 
+// A coordinator that dies (here: its call gives up) leaves the rank running;
+// the worker lists it for its next registration, an attach-only call for a
+// rank it does not have is NOT_FOUND, and once the rank has ended its answer
+// waits for the coordinator's attach-only call, which collects it.
+TEST_F(WorkerServiceTest, ARankWhoseCoordinatorWentAwayRunsOnAndItsAnswerWaitsForAnAttach) {
+  auto devices = ParseDevices("cpu:1", int64_t{1} << 30);
+  ASSERT_TRUE(devices.ok());
+  Start(*devices, {"cpu"}, Script(R"(sleep 1.5
+cat > "$4" <<'JSON'
+{"status": "SUCCEEDED", "error": "", "metrics": {"tokens_per_second": 42}}
+JSON)"));
+  const v1::RunTrialRequest req = RequestFor("t9", TinySpec());
+  {
+    v1::RunTrialResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+    EXPECT_EQ(stub_->RunTrial(&ctx, req, &resp).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  std::vector<v1::RunningRank> ranks = service_->RunningRanks();
+  ASSERT_EQ(ranks.size(), 1u) << "still running";
+  EXPECT_EQ(ranks[0].trial_id(), "t9");
+  EXPECT_EQ(ranks[0].attempt(), 1);
+  EXPECT_EQ(ranks[0].device_index(), 0);
+  EXPECT_FALSE(ranks[0].finished());
+
+  v1::RunTrialRequest attach = req;
+  attach.set_attach_only(true);
+  attach.set_trial_id("t8");
+  {
+    v1::RunTrialResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    grpc::Status s = stub_->RunTrial(&ctx, attach, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  }
+  for (int i = 0; i < 50 && !(ranks = service_->RunningRanks()).empty() && !ranks[0].finished();
+       ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_TRUE(ranks[0].finished()) << "ended, its answer kept";
+  attach.set_trial_id("t9");
+  v1::RunTrialResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::Status s = stub_->RunTrial(&ctx, attach, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.status(), "SUCCEEDED") << resp.reason();
+  EXPECT_EQ(resp.metrics().tokens_per_second(), 42);
+  EXPECT_TRUE(service_->RunningRanks().empty()) << "collected once";
+}
+
 // Only the coordinator that registered the worker may run or cancel trials
 // there: a call without its session token, or with another, is refused
 // before anything runs, and one device runs one rank at a time.

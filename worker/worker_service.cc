@@ -248,9 +248,10 @@ void WorkerServiceImpl::RunExecution(ExecutionKey key, int device_index, TrialSp
     if (execution->orphaned_since == absl::InfiniteFuture()) {
       execution->orphaned_since = now;
       if (options_.reattach_window > absl::ZeroDuration()) {
-        spdlog::warn("trial {} rank {}: its coordinator went away; the rank keeps running for {} "
-                     "for it to attach again",
-                     spec.trial_id, spec.rank, absl::FormatDuration(options_.reattach_window));
+        spdlog::warn(
+            "trial {} rank {}: its coordinator went away; the rank keeps running for {} "
+            "for it to attach again",
+            spec.trial_id, spec.rank, absl::FormatDuration(options_.reattach_window));
       }
     }
     return now - execution->orphaned_since >= options_.reattach_window;
@@ -296,7 +297,8 @@ void WorkerServiceImpl::RunExecution(ExecutionKey key, int device_index, TrialSp
   // it cancelled, nor after the window it was given).
   if (!read && !execution->cancel && options_.reattach_window > absl::ZeroDuration() &&
       result.status != TrialStatus::kCancelled) {
-    kept_[key] = KeptAnswer{device_index, std::move(answer), absl::Now() + options_.reattach_window};
+    kept_[key] =
+        KeptAnswer{device_index, std::move(answer), absl::Now() + options_.reattach_window};
   }
   running_.erase(key);
   --threads_;  // Shutdown awaits 0
