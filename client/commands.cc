@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/render.h"
 #include "client/strategy_render.h"
+#include "client/watch_retry.h"
 #include "common/job_state.h"
 
 namespace autoaccel {
@@ -58,63 +60,78 @@ int RpcError(const ClientContext& c, const grpc::Status& s) {
 namespace {
 
 // Streams the job, printing each finished trial as a table row and a
-// progress line; returns the last snapshot seen, or an error status.
+// progress line, across reconnects (client/watch_retry.h: no row or line is
+// shown twice); returns the last snapshot seen, or an error status.
 grpc::Status Watch(const ClientContext& c, const std::string& job_id, v1::JobEvent* last) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, c.watch_timeout);
-  v1::WatchJobRequest req;
-  req.set_job_id(job_id);
-  std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> reader = c.stub->WatchJob(&ctx, req);
+  const auto deadline =
+      std::chrono::system_clock::now() + absl::ToChronoMilliseconds(c.watch_timeout);
   std::set<std::string> shown;
   std::string last_state, last_line, last_algorithm;
   std::map<std::string, int> pruned_shown;  // by kind
-  bool header = false;
-  v1::JobEvent event;
-  while (reader->Read(&event)) {
-    const v1::Job& j = event.job();
-    if (c.interactive) *c.err << "\r\033[K";
-    if (!j.algorithm().empty() && j.algorithm() != last_algorithm) {
-      *c.err << "search: " << j.algorithm() << "\n";
-      last_algorithm = j.algorithm();
-    }
-    // Pruned candidates: one line per kind as the count grows, never one per
-    // candidate (the job's summary counts them).
-    for (const v1::PrunedSummary& p : j.pruned_summary()) {
-      int& seen = pruned_shown[p.kind()];
-      if (p.count() == seen) continue;
-      *c.err << PrunedProgressLine(p, p.count() - seen);
-      seen = p.count();
-    }
-    for (const v1::Trial& t : event.trials()) {
-      if (t.status() == "RUNNING" || t.status() == "PENDING" || t.status() == "PRUNED" ||
-          shown.count(t.trial_id())) {
-        continue;
+  bool header = false, terminal = false;
+  auto attempt = [&](const std::function<void()>& delivered) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline);
+    v1::WatchJobRequest req;
+    req.set_job_id(job_id);
+    std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> reader = c.stub->WatchJob(&ctx, req);
+    v1::JobEvent event;
+    bool drew = false;
+    while (reader->Read(&event)) {
+      delivered();
+      const v1::Job& j = event.job();
+      if (c.interactive) *c.err << "\r\033[K";
+      if (!j.algorithm().empty() && j.algorithm() != last_algorithm) {
+        *c.err << "search: " << j.algorithm() << "\n";
+        last_algorithm = j.algorithm();
       }
-      if (!header) {
-        *c.err << TrialTableHeader() << "\n";
-        header = true;
+      // Pruned candidates: one line per kind as the count grows, never one
+      // per candidate (the job's summary counts them).
+      for (const v1::PrunedSummary& p : j.pruned_summary()) {
+        int& seen = pruned_shown[p.kind()];
+        if (p.count() == seen) continue;
+        *c.err << PrunedProgressLine(p, p.count() - seen);
+        seen = p.count();
       }
-      *c.err << TrialRow(t) << "\n";
-      shown.insert(t.trial_id());
+      for (const v1::Trial& t : event.trials()) {
+        if (t.status() == "RUNNING" || t.status() == "PENDING" || t.status() == "PRUNED" ||
+            shown.count(t.trial_id())) {
+          continue;
+        }
+        if (!header) {
+          *c.err << TrialTableHeader() << "\n";
+          header = true;
+        }
+        *c.err << TrialRow(t) << "\n";
+        shown.insert(t.trial_id());
+      }
+      if (j.state() != last_state) {
+        *c.err << JobStateLine(j) << "\n";
+        last_state = j.state();
+      }
+      std::string line = ProgressLine(j);
+      if (c.interactive) {
+        *c.err << line << std::flush;
+        drew = true;
+      } else {
+        // Not a terminal: a progress line only when more than the clock moved.
+        std::string key = absl::StrCat(j.state(), "/", j.trials_done(), "/", j.trials_running());
+        if (key != last_line) *c.err << line << "\n";
+        last_line = key;
+      }
+      *last = event;
+      terminal = IsTerminalJobStateName(j.state());
+      if (terminal) break;
     }
-    if (j.state() != last_state) {
-      *c.err << JobStateLine(j) << "\n";
-      last_state = j.state();
-    }
-    std::string line = ProgressLine(j);
-    if (c.interactive) {
-      *c.err << line << std::flush;
-    } else {
-      // Not a terminal: a progress line only when more than the clock moved.
-      std::string key = absl::StrCat(j.state(), "/", j.trials_done(), "/", j.trials_running());
-      if (key != last_line) *c.err << line << "\n";
-      last_line = key;
-    }
-    *last = event;
-    if (IsTerminalJobStateName(j.state())) break;
-  }
-  if (c.interactive) *c.err << "\n";
-  return reader->Finish();
+    if (drew) *c.err << "\n";
+    return reader->Finish();
+  };
+  ReconnectOptions options;
+  options.reconnect_for = c.reconnect_for;
+  options.server = c.server;
+  options.job_id = job_id;
+  return FollowWithReconnect(
+      attempt, [&] { return terminal; }, options, *c.err);
 }
 
 // Makes one request/answer RPC (`method` of the stub) under the RPC deadline.
