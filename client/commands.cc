@@ -59,79 +59,95 @@ int RpcError(const ClientContext& c, const grpc::Status& s) {
 
 namespace {
 
-// Streams the job, printing each finished trial as a table row and a
-// progress line, across reconnects (client/watch_retry.h: no row or line is
-// shown twice); returns the last snapshot seen, or an error status.
-grpc::Status Watch(const ClientContext& c, const std::string& job_id, v1::JobEvent* last) {
-  const auto deadline =
-      std::chrono::system_clock::now() + absl::ToChronoMilliseconds(c.watch_timeout);
-  std::set<std::string> shown;
-  std::string last_state, last_line, last_algorithm;
-  std::map<std::string, int> pruned_shown;  // by kind
-  bool header = false, terminal = false;
-  auto attempt = [&](const std::function<void()>& delivered) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(deadline);
-    v1::WatchJobRequest req;
-    req.set_job_id(job_id);
-    std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> reader = c.stub->WatchJob(&ctx, req);
-    v1::JobEvent event;
-    bool drew = false;
-    while (reader->Read(&event)) {
-      delivered();
-      const v1::Job& j = event.job();
-      if (c.interactive) *c.err << "\r\033[K";
-      if (!j.algorithm().empty() && j.algorithm() != last_algorithm) {
-        *c.err << "search: " << j.algorithm() << "\n";
-        last_algorithm = j.algorithm();
-      }
-      // Pruned candidates: one line per kind as the count grows, never one
-      // per candidate (the job's summary counts them).
-      for (const v1::PrunedSummary& p : j.pruned_summary()) {
-        int& seen = pruned_shown[p.kind()];
-        if (p.count() == seen) continue;
-        *c.err << PrunedProgressLine(p, p.count() - seen);
-        seen = p.count();
-      }
-      for (const v1::Trial& t : event.trials()) {
-        if (t.status() == "RUNNING" || t.status() == "PENDING" || t.status() == "PRUNED" ||
-            shown.count(t.trial_id())) {
-          continue;
-        }
-        if (!header) {
-          *c.err << TrialTableHeader() << "\n";
-          header = true;
-        }
-        *c.err << TrialRow(t) << "\n";
-        shown.insert(t.trial_id());
-      }
-      if (j.state() != last_state) {
-        *c.err << JobStateLine(j) << "\n";
-        last_state = j.state();
-      }
-      std::string line = ProgressLine(j);
-      if (c.interactive) {
-        *c.err << line << std::flush;
-        drew = true;
-      } else {
-        // Not a terminal: a progress line only when more than the clock moved.
-        std::string key = absl::StrCat(j.state(), "/", j.trials_done(), "/", j.trials_running());
-        if (key != last_line) *c.err << line << "\n";
-        last_line = key;
-      }
-      *last = event;
-      terminal = IsTerminalJobStateName(j.state());
-      if (terminal) break;
+// What Watch has shown of the job, kept across reconnects so that no row
+// or line shows twice.
+struct WatchShown {
+  std::set<std::string> trials;
+  std::string state, line, algorithm;
+  std::map<std::string, int> pruned;  // by kind
+  bool header = false;
+  bool terminal = false;  // the last event was the job's end
+};
+
+// One stream of the job until `deadline`: prints each finished trial as a
+// table row and a progress line (what `view` has not shown yet), calls
+// `delivered` for each event; returns the stream's status.
+grpc::Status WatchStream(const ClientContext& c, const std::string& job_id, absl::Time deadline,
+                         WatchShown* view, const std::function<void()>& delivered,
+                         v1::JobEvent* last) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(deadline));
+  v1::WatchJobRequest req;
+  req.set_job_id(job_id);
+  std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> reader = c.stub->WatchJob(&ctx, req);
+  std::set<std::string>& shown = view->trials;
+  std::string &last_state = view->state, &last_line = view->line, &last_algorithm = view->algorithm;
+  std::map<std::string, int>& pruned_shown = view->pruned;
+  bool& header = view->header;
+  v1::JobEvent event;
+  while (reader->Read(&event)) {
+    delivered();
+    const v1::Job& j = event.job();
+    if (c.interactive) *c.err << "\r\033[K";
+    if (!j.algorithm().empty() && j.algorithm() != last_algorithm) {
+      *c.err << "search: " << j.algorithm() << "\n";
+      last_algorithm = j.algorithm();
     }
-    if (drew) *c.err << "\n";
-    return reader->Finish();
-  };
+    // Pruned candidates: one line per kind as the count grows, never one per
+    // candidate (the job's summary counts them).
+    for (const v1::PrunedSummary& p : j.pruned_summary()) {
+      int& seen = pruned_shown[p.kind()];
+      if (p.count() == seen) continue;
+      *c.err << PrunedProgressLine(p, p.count() - seen);
+      seen = p.count();
+    }
+    for (const v1::Trial& t : event.trials()) {
+      if (t.status() == "RUNNING" || t.status() == "PENDING" || t.status() == "PRUNED" ||
+          shown.count(t.trial_id())) {
+        continue;
+      }
+      if (!header) {
+        *c.err << TrialTableHeader() << "\n";
+        header = true;
+      }
+      *c.err << TrialRow(t) << "\n";
+      shown.insert(t.trial_id());
+    }
+    if (j.state() != last_state) {
+      *c.err << JobStateLine(j) << "\n";
+      last_state = j.state();
+    }
+    std::string line = ProgressLine(j);
+    if (c.interactive) {
+      *c.err << line << std::flush;
+    } else {
+      // Not a terminal: a progress line only when more than the clock moved.
+      std::string key = absl::StrCat(j.state(), "/", j.trials_done(), "/", j.trials_running());
+      if (key != last_line) *c.err << line << "\n";
+      last_line = key;
+    }
+    *last = event;
+    view->terminal = IsTerminalJobStateName(j.state());
+    if (view->terminal) break;
+  }
+  if (c.interactive) *c.err << "\n";
+  return reader->Finish();
+}
+
+// Follows the job to its end across reconnects (client/watch_retry.h);
+// returns the last snapshot seen, or an error status.
+grpc::Status Watch(const ClientContext& c, const std::string& job_id, v1::JobEvent* last) {
+  const absl::Time deadline = absl::Now() + c.watch_timeout;
+  WatchShown view;
   ReconnectOptions options;
   options.reconnect_for = c.reconnect_for;
   options.server = c.server;
   options.job_id = job_id;
   return FollowWithReconnect(
-      attempt, [&] { return terminal; }, options, *c.err);
+      [&](const std::function<void()>& delivered) {
+        return WatchStream(c, job_id, deadline, &view, delivered, last);
+      },
+      [&] { return view.terminal; }, options, *c.err);
 }
 
 // Makes one request/answer RPC (`method` of the stub) under the RPC deadline.
