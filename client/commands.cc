@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/render.h"
 #include "client/strategy_render.h"
+#include "client/watch_retry.h"
 #include "common/job_state.h"
 
 namespace autoaccel {
@@ -57,20 +59,34 @@ int RpcError(const ClientContext& c, const grpc::Status& s) {
 
 namespace {
 
-// Streams the job, printing each finished trial as a table row and a
-// progress line; returns the last snapshot seen, or an error status.
-grpc::Status Watch(const ClientContext& c, const std::string& job_id, v1::JobEvent* last) {
+// What Watch has shown of the job, kept across reconnects so that no row
+// or line shows twice.
+struct WatchShown {
+  std::set<std::string> trials;
+  std::string state, line, algorithm;
+  std::map<std::string, int> pruned;  // by kind
+  bool header = false;
+  bool terminal = false;  // the last event was the job's end
+};
+
+// One stream of the job until `deadline`: prints each finished trial as a
+// table row and a progress line (what `view` has not shown yet), calls
+// `delivered` for each event; returns the stream's status.
+grpc::Status WatchStream(const ClientContext& c, const std::string& job_id, absl::Time deadline,
+                         WatchShown* view, const std::function<void()>& delivered,
+                         v1::JobEvent* last) {
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, c.watch_timeout);
+  ctx.set_deadline(absl::ToChronoTime(deadline));
   v1::WatchJobRequest req;
   req.set_job_id(job_id);
   std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> reader = c.stub->WatchJob(&ctx, req);
-  std::set<std::string> shown;
-  std::string last_state, last_line, last_algorithm;
-  std::map<std::string, int> pruned_shown;  // by kind
-  bool header = false;
+  std::set<std::string>& shown = view->trials;
+  std::string &last_state = view->state, &last_line = view->line, &last_algorithm = view->algorithm;
+  std::map<std::string, int>& pruned_shown = view->pruned;
+  bool& header = view->header;
   v1::JobEvent event;
   while (reader->Read(&event)) {
+    delivered();
     const v1::Job& j = event.job();
     if (c.interactive) *c.err << "\r\033[K";
     if (!j.algorithm().empty() && j.algorithm() != last_algorithm) {
@@ -111,10 +127,27 @@ grpc::Status Watch(const ClientContext& c, const std::string& job_id, v1::JobEve
       last_line = key;
     }
     *last = event;
-    if (IsTerminalJobStateName(j.state())) break;
+    view->terminal = IsTerminalJobStateName(j.state());
+    if (view->terminal) break;
   }
   if (c.interactive) *c.err << "\n";
   return reader->Finish();
+}
+
+// Follows the job to its end across reconnects (client/watch_retry.h);
+// returns the last snapshot seen, or an error status.
+grpc::Status Watch(const ClientContext& c, const std::string& job_id, v1::JobEvent* last) {
+  const absl::Time deadline = absl::Now() + c.watch_timeout;
+  WatchShown view;
+  ReconnectOptions options;
+  options.reconnect_for = c.reconnect_for;
+  options.server = c.server;
+  options.job_id = job_id;
+  return FollowWithReconnect(
+      [&](const std::function<void()>& delivered) {
+        return WatchStream(c, job_id, deadline, &view, delivered, last);
+      },
+      [&] { return view.terminal; }, options, *c.err);
 }
 
 // Makes one request/answer RPC (`method` of the stub) under the RPC deadline.

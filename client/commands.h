@@ -6,7 +6,8 @@
 //   (export), 3 nothing recorded (best; export --job: no best yet; estimate
 //   --top: nothing fits), 4 (tune, watch) the job succeeded but its answer
 //   rests on partial evidence: trials were lost to infrastructure failures
-//   after every retry.
+//   after every retry. Losing the coordinator for longer than
+//   --reconnect-for exits 1 ("gave up reconnecting").
 // Human output goes to `out`, progress and errors to `err`; with `json` set,
 // `out` receives exactly one JSON document.
 #ifndef AUTOACCEL_CLIENT_COMMANDS_H_
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "client/watch_retry.h"
 #include "proto/autoaccel.grpc.pb.h"
 
 namespace autoaccel {
@@ -44,6 +46,9 @@ struct ClientContext {
   bool out_is_err = false;
   absl::Duration rpc_timeout = kDefaultRpcTimeout;
   absl::Duration watch_timeout = kDefaultWatchTimeout;
+  // How long tune and watch try to reconnect a lost stream (0: they do not;
+  // client/watch_retry.h): --reconnect-for.
+  absl::Duration reconnect_for = kDefaultReconnectFor;
 };
 
 int TuneCommand(const ClientContext& c, const v1::TuneRequest& request, bool watch);

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "client/watch_retry.h"
 #include "common/client_channel.h"
 #include "common/status_macros.h"
 #include "common/tls_files.h"
@@ -56,7 +57,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenServerChannel(const std::stri
   tls.ca = flags.tls_ca;
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                    ChannelCredentialsFor(tls));
-  return CreateClientChannel(server, std::move(credentials), token);
+  // Reconnects as often as a watch retries (client/watch_retry.h).
+  return CreateClientChannel(server, std::move(credentials), token, ReconnectChannelArguments());
 }
 
 }  // namespace autoaccel

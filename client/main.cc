@@ -137,6 +137,10 @@ int main(int argc, char** argv) {
   std::string watch_timeout = autoaccel::FormatDuration(autoaccel::kDefaultWatchTimeout);
   const std::string watch_timeout_help =
       "how long to follow the job before giving up (it keeps running), e.g. 72h";
+  std::string reconnect_for = autoaccel::FormatDuration(autoaccel::kDefaultReconnectFor);
+  const std::string reconnect_for_help =
+      "how long to keep reconnecting when the server is lost while following a job "
+      "(backoff 0.5s doubling to 10s; 0 = give up at once)";
 
   ModelFlags tune_model;
   std::string time_limit = "10m";
@@ -226,6 +230,7 @@ int main(int argc, char** argv) {
                    "timed steps continue until they cover this long, e.g. 2s (default 1s)");
   tune->add_flag("--detach", detach, "print the job id and return without watching");
   tune->add_option("--watch-timeout", watch_timeout, watch_timeout_help)->capture_default_str();
+  tune->add_option("--reconnect-for", reconnect_for, reconnect_for_help)->capture_default_str();
   bool store_partial = false;
   tune->add_flag("--store-partial", store_partial,
                  "store the answer as the model's best even when trials were lost to "
@@ -239,6 +244,7 @@ int main(int argc, char** argv) {
   std::string job_id;
   watch->add_option("job_id", job_id, "job id")->required();
   watch->add_option("--watch-timeout", watch_timeout, watch_timeout_help)->capture_default_str();
+  watch->add_option("--reconnect-for", reconnect_for, reconnect_for_help)->capture_default_str();
   int limit = 20;
   CLI::App* jobs = app.add_subcommand("jobs", "list recent jobs");
   jobs->add_option("--limit", limit, "how many");
@@ -302,7 +308,8 @@ int main(int argc, char** argv) {
   c.out_is_err = ::fstat(STDOUT_FILENO, &out_stat) == 0 && ::fstat(STDERR_FILENO, &err_stat) == 0 &&
                  out_stat.st_dev == err_stat.st_dev && out_stat.st_ino == err_stat.st_ino;
   if (!ParseDurationFlag("--rpc-timeout", rpc_timeout, &c.rpc_timeout) ||
-      !ParseDurationFlag("--watch-timeout", watch_timeout, &c.watch_timeout)) {
+      !ParseDurationFlag("--watch-timeout", watch_timeout, &c.watch_timeout) ||
+      !ParseDurationFlag("--reconnect-for", reconnect_for, &c.reconnect_for)) {
     return 1;
   }
 

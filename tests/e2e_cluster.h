@@ -59,6 +59,26 @@ class Cluster {
     return !address_.empty();
   }
   void StopServer() { server_->Signal(SIGTERM); }
+  // A coordinator crash (SIGKILL), then one started again on the same
+  // database and address (the CLI and workers keep theirs).
+  void KillServer() { server_->Signal(SIGKILL); }
+  bool RestartServer() {
+    const std::string was = address_;
+    std::vector<std::string> argv = {
+        AUTOACCEL_SERVER_BIN, "--listen", was, "--db", db_, "--heartbeat-interval", "0.5",
+        "--worker-timeout",   "3"};
+    server_ = std::make_unique<Subprocess>(argv, dir_, absl::StrCat("server", ++servers_));
+    address_ = AddressFromLine(server_->WaitForLine("listening on", absl::Seconds(20)));
+    return address_ == was;
+  }
+  // The CLI with `args`, running in the background (stdout and stderr to
+  // files in dir()).
+  std::unique_ptr<Subprocess> StartCli(std::vector<std::string> args, const std::string& name) {
+    std::vector<std::string> argv = {AUTOACCEL_CLI_BIN, "--server", address_};
+    argv.insert(argv.end(), cli_flags.begin(), cli_flags.end());
+    argv.insert(argv.end(), args.begin(), args.end());
+    return std::make_unique<Subprocess>(argv, dir_, name);
+  }
 
   // `ports`: the worker's rendezvous range; "" for a port of its own, so
   // that tests running side by side do not meet in each other's stores.
