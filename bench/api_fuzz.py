@@ -13,7 +13,7 @@ temporary folder:
      candidate lists, NaN/inf/huge numbers, text). Every accepted job is
      cancelled at once (so the coordinator does not pile up work).
   2. Register x --register on the same server (random ids, addresses,
-     devices, memory, peaks, ports, launchers, session tokens); every 50th
+     devices, memory, peaks, ports, launchers, session tokens); every 50th (--register-jobs-every)
      registration is followed by a 5 s tiny job left to run, so the
      coordinator plans and dispatches onto the fuzzed workers.
   3. GetJob / CancelJob / ListTrials / ListJobs / WatchJob x --others with
@@ -259,7 +259,7 @@ class Tally:
 def field_vocabulary(pb2):
     """Every field name of the proto's messages, plus the names errors use for
     what is inside a field (config keys, spec keys, bounds' rows)."""
-    words = set(GPT_KEYS) | {"model_config", "override", "overrides", "space", "model_file",
+    words = set(GPT_KEYS) | set(SPEC_KEYS) | {"time_limit", "model_config", "override", "overrides", "space", "model_file",
                              "spec_json", "trial_id", "config", "strategy", "launcher",
                              "session_token", "job_id", "page_token", "worker_id"}
     for message in pb2.DESCRIPTOR.message_types_by_name.values():
@@ -297,6 +297,9 @@ def check_alive(daemons, what):
 def run_examples(strategy, n, seed, body):
     """Runs body(value) on n values drawn by hypothesis (no shrinking, no database)."""
     from hypothesis import seed as hseed
+
+    if n <= 0:
+        return
 
     @hseed(seed)
     @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
@@ -569,6 +572,8 @@ def main():
     ap.add_argument("--bin", default=os.path.join(grpc_bench.REPO, "build", "bin"))
     ap.add_argument("--submit", type=int, default=3000)
     ap.add_argument("--register", type=int, default=1500)
+    ap.add_argument("--register-jobs-every", type=int, default=50,
+                    help="a 5 s tiny job after every Nth registration (0: none)")
     ap.add_argument("--others", type=int, default=300)
     ap.add_argument("--run-trial", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=1)
@@ -578,6 +583,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="autoaccel-api-fuzz-")
     pb2, pb2_grpc = grpc_bench.load_stubs(os.path.join(tmp, "stubs"))
     tally = Tally(field_vocabulary(pb2))
+    series = collections.defaultdict(list)  # phase -> RSS after each tenth of it
     started = time.time()
     print(f"api_fuzz: binaries {bin_dir}, folder {tmp}, seed {args.seed}")
 
@@ -610,8 +616,8 @@ def main():
             tally.call("CancelJob(after submit)", tuning.CancelJob,
                        pb2.CancelJobRequest(job_id=job.job_id), timeout=30)
         count[0] += 1
-        if count[0] == max(1, args.submit // 10):
-            rss["submit warm"] = server.rss()
+        if count[0] % max(1, args.submit // 10) == 0:
+            series["SubmitJob"].append(server.rss())
 
     run_examples(fields, args.submit, args.seed, submit)
     rss["after SubmitJob"] = server.rss()
@@ -625,7 +631,7 @@ def main():
         tally.call("Register", registry.Register, to_register(pb2, d), timeout=30)
         check_alive([server], f"Register {json.dumps(d)[:2000]}")
         count[0] += 1
-        if count[0] % 50 == 0:
+        if args.register_jobs_every and count[0] % args.register_jobs_every == 0:
             job = tally.call("SubmitJob(5 s, onto fuzzed workers)", tuning.SubmitJob,
                              pb2.SubmitJobRequest(request=base_request(pb2, 5.0)), timeout=30)
             if job is not None:
@@ -634,8 +640,8 @@ def main():
         if count[0] % 10 == 0:
             tally.call("Heartbeat", registry.Heartbeat, pb2.HeartbeatRequest(
                 worker_id=d["worker_id"], session_token=d["session_token"]), timeout=30)
-        if count[0] == max(1, args.register // 10):
-            rss["register warm"] = server.rss()
+        if count[0] % max(1, args.register // 10) == 0:
+            series["Register"].append(server.rss())
 
     run_examples(register_requests(), args.register, args.seed, register)
     rss["after Register"] = server.rss()
@@ -732,8 +738,8 @@ def main():
         tally.call("CancelTrial", wstub.CancelTrial, pb2.CancelTrialRequest(
             trial_id=d["trial_id"], attempt=d["attempt"]), metadata=metadata, timeout=20)
         check_alive([worker], f"RunTrial {str(request)[:2000]}")
-        if count[0] == max(1, args.run_trial // 10):
-            worker_rss["warm"] = worker.rss()
+        if count[0] % max(1, args.run_trial // 10) == 0:
+            series["RunTrial (worker)"].append(worker.rss())
 
     run_examples(run_trial_requests(), args.run_trial, args.seed, run_trial)
     valid_run = pb2.RunTrialRequest(trial_id="wire", attempt=1, device_index=0,
@@ -759,6 +765,9 @@ def main():
           f"; peak {grpc_bench.mib(server_peak)}")
     print("worker: " + ", ".join(f"{k} {grpc_bench.mib(v)}" for k, v in worker_rss.items()) +
           f"; peak {grpc_bench.mib(worker_peak)}")
+    for phase, values in series.items():
+        print(f"{phase}, after each tenth: " + " ".join(f"{v / (1 << 20):.1f}" for v in values)
+              + " MiB")
     print("\n== crashes: 0 (server and worker alive after every request)")
     worker.stop()
     fake.stop(0)
