@@ -3,7 +3,7 @@
 
 One command (the first run creates build/bench-venv from bench/requirements.txt):
   python3 bench/load.py [--bin build/bin] [--submitters 50] [--jobs-per-submitter 4]
-      [--users 10] [--workers 3] [--time-limit 240] [--max-trials 1]
+      [--users 10] [--workers 3] [--time-limit 420] [--max-trials 1]
 
 On 127.0.0.1, in a temporary folder: an autoaccel-server with a --tokens file of
 --users users (user0..userN-1) and an admin, and --workers autoaccel-worker
@@ -96,7 +96,8 @@ def bearer(token):
 # ---- the prober: a process of its own ---------------------------------------------------
 
 def prober(address, stubs, tokens_path, seconds, out_path):
-    """GetJob every 20 ms on a random job (its owner's token) for `seconds`; latencies to out_path."""
+    """GetJob every 20 ms on a random job (its owner's token) for `seconds` or until
+    out_path + ".stop" exists; latencies to out_path."""
     sys.path.insert(0, stubs)
     import autoaccel_pb2 as pb2
     import autoaccel_pb2_grpc as pb2_grpc
@@ -106,7 +107,7 @@ def prober(address, stubs, tokens_path, seconds, out_path):
     latencies, errors = [], collections.Counter()
     jobs, refreshed = [], 0.0
     end = time.time() + seconds
-    while time.time() < end:
+    while time.time() < end and not os.path.exists(out_path + ".stop"):
         if time.time() - refreshed > 1.0:
             listed = stub.ListJobs(pb2.ListJobsRequest(limit=500), metadata=bearer(tokens["admin"]),
                                    timeout=30)
@@ -168,7 +169,7 @@ def main():
     ap.add_argument("--jobs-per-submitter", type=int, default=4)
     ap.add_argument("--users", type=int, default=10)
     ap.add_argument("--workers", type=int, default=3)
-    ap.add_argument("--time-limit", type=float, default=240.0)
+    ap.add_argument("--time-limit", type=float, default=420.0)
     ap.add_argument("--max-trials", type=int, default=1)
     ap.add_argument("--no-probe-bounds", action="store_true")
     ap.add_argument("--keep", action="store_true")
@@ -261,7 +262,7 @@ def main():
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     load_out = os.path.join(tmp, "load.json")
-    probe = run_prober(address, stubs, tokens_path, args.time_limit + 60, load_out)
+    probe = run_prober(address, stubs, tokens_path, args.time_limit + 180, load_out)
     load_started = time.time()
     threads = [threading.Thread(target=submitter, args=(i,)) for i in range(args.submitters)]
     for t in threads:
@@ -274,7 +275,7 @@ def main():
     for w in list(watches):
         w.done.wait(args.time_limit + 120)
     load_seconds = time.time() - load_started
-    probe.terminate()
+    open(load_out + ".stop", "w").close()
     probe.wait()
     stop_sampling.set()
     sampler.join()
@@ -293,12 +294,7 @@ def main():
                                timeout=30)
         for t in page.trials:
             trials[t.status] += 1
-    try:
-        with open(load_out) as f:
-            loaded = json.load(f)
-    except (OSError, ValueError):  # terminated before it wrote: run it once more, short
-        run_prober(address, stubs, tokens_path, 1, load_out).wait()
-        loaded = {"latencies": [], "errors": {"prober cut": 1}}
+    loaded = json.load(open(load_out))
 
     # 3. The per-user bounds.
     bounds = collections.Counter()
