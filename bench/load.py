@@ -119,7 +119,7 @@ def prober(address, stubs, tokens_path, seconds, out_path):
             try:
                 stub.GetJob(pb2.GetJobRequest(job_id=job_id), metadata=bearer(tokens[owner]),
                             timeout=30)
-                latencies.append(time.perf_counter() - t0)
+                latencies.append((time.time(), time.perf_counter() - t0))
             except grpc.RpcError as e:
                 errors[e.code().name] += 1
         time.sleep(0.02)
@@ -353,8 +353,14 @@ def main():
     print(f"job duration (created -> finished): median {statistics.median(ends):.1f} s, "
           f"max {max(ends):.1f} s (limit {args.time_limit:.0f} s)")
     print("\n== GetJob latency (a separate process, every 20 ms, the owner's token)")
-    print(f"idle:       {percentiles(idle['latencies'])}; errors {idle['errors']}")
-    print(f"under load: {percentiles(loaded['latencies'])}; errors {loaded['errors']}")
+    burst_end = load_started + submit_seconds + 1.0
+    print(f"idle:       {percentiles([l for _, l in idle['latencies']])}; errors {idle['errors']}")
+    print(f"under load: {percentiles([l for _, l in loaded['latencies']])}; errors "
+          f"{loaded['errors']}")
+    print(f"  of which during the submissions (first {submit_seconds + 1:.1f} s): "
+          f"{percentiles([l for t, l in loaded['latencies'] if t < burst_end])}")
+    print(f"  of which after, jobs running and watched: "
+          f"{percentiles([l for t, l in loaded['latencies'] if t >= burst_end])}")
     print("\n== coordinator memory")
     print(f"RSS start {grpc_bench.mib(rss_start)}, sampled peak "
           f"{grpc_bench.mib(max(rss_samples or [0]))}, after the load "
