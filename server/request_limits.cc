@@ -58,6 +58,58 @@ absl::Status CheckFieldSizes(const google::protobuf::Message& m, const std::stri
   return absl::OkStatus();
 }
 
+// The first control character of `text` (C0, DEL, or C1 as UTF-8 encodes
+// it), as an error naming `field`; OK when there is none.
+absl::Status CheckPrintable(absl::string_view text, const std::string& field) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    unsigned code = 0x100;  // none
+    if (c < 0x20 || c == 0x7f) {
+      code = c;
+    } else if (c == 0xc2 && i + 1 < text.size()) {
+      const unsigned char next = static_cast<unsigned char>(text[i + 1]);
+      if (next >= 0x80 && next <= 0x9f) code = 0x80 + (next - 0x80);  // U+0080..U+009F
+    }
+    if (code != 0x100) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: control character U+%04X at byte %d; only printable characters are allowed "
+          "(the coordinator logs it and `autoaccel workers` prints it)",
+          field, code, i));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// CheckPrintable of every string field of `m`, nested and repeated messages
+// too (walked by reflection, so a field added to the message is covered).
+absl::Status CheckAllPrintable(const google::protobuf::Message& m, const std::string& prefix) {
+  const google::protobuf::Descriptor* d = m.GetDescriptor();
+  const google::protobuf::Reflection* reflection = m.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    const std::string name = absl::StrCat(prefix, f->name());
+    const bool text = f->type() == google::protobuf::FieldDescriptor::TYPE_STRING;
+    const bool message = f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE;
+    if (f->is_repeated()) {
+      for (int j = 0; j < reflection->FieldSize(m, f); ++j) {
+        const std::string at = absl::StrCat(name, "[", j, "]");
+        if (text) {
+          RETURN_IF_ERROR(
+              CheckPrintable(reflection->GetRepeatedStringReference(m, f, j, nullptr), at));
+        } else if (message) {
+          RETURN_IF_ERROR(CheckAllPrintable(reflection->GetRepeatedMessage(m, f, j), at + "."));
+        }
+      }
+    } else if (text) {
+      std::string scratch;
+      RETURN_IF_ERROR(CheckPrintable(reflection->GetStringReference(m, f, &scratch), name));
+    } else if (message && reflection->HasField(m, f)) {
+      RETURN_IF_ERROR(CheckAllPrintable(reflection->GetMessage(m, f), name + "."));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckJsonText(absl::string_view text, Limit bytes, const std::string& field) {
   RETURN_IF_ERROR(CheckLimit(bytes, static_cast<double>(text.size()), field));
   return CheckLimit(Limit::kJsonDepth, JsonNestingDepth(text), field);
@@ -195,7 +247,7 @@ absl::Status CheckRegisterRequestLimits(const v1::RegisterRequest& r) {
   RETURN_IF_ERROR(CheckLimit(Limit::kHostMemoryBytes, static_cast<double>(r.host_memory_bytes())));
   RETURN_IF_ERROR(CheckLimit(Limit::kLaunchers, r.launchers_size()));
   for (int i = 0; i < r.launchers_size(); ++i) RETURN_IF_ERROR(CheckLauncher(r.launchers(i), i));
-  return absl::OkStatus();
+  return CheckAllPrintable(r, "");
 }
 
 }  // namespace autoaccel

@@ -236,7 +236,13 @@ absl::Status CheckModelLimits(const ModelSpec& model);
 
 // A worker's registration: id and address lengths, device count, each
 // device's type, name, index, memory and peak, the rendezvous ports, the
-// host's cores and memory, and the launchers.
+// host's cores and memory, and the launchers. Then no string of it (worker
+// id, address, device types and names, launchers, ...: every string field,
+// found by reflection) may hold a control character (C0, DEL, C1):
+// INVALID_ARGUMENT "devices[0].name: control character U+001B at byte 3; ...".
+// The coordinator logs these strings and `autoaccel workers` prints them, so
+// a newline would forge a log line and an escape sequence would drive the
+// terminal of whoever lists the workers.
 absl::Status CheckRegisterRequestLimits(const v1::RegisterRequest& request);
 
 }  // namespace autoaccel

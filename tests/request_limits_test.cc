@@ -286,5 +286,43 @@ TEST(RequestLimitsTest, AWorkerAdvertisingTooManyDevicesIsRefusedAndNotRegistere
   EXPECT_TRUE(pool.Register(RegisterRequestFor("real", "127.0.0.1:2", 1024)).ok());
 }
 
+// Found by bench/api_fuzz.py: a worker id with a newline forged a line of
+// the coordinator's log ("worker evil\n[...] [info] forged line lost: ..."),
+// and escape sequences in a device name reached `autoaccel workers`.
+TEST(RequestLimitsTest, AControlCharacterInAnyStringOfARegistrationIsRefusedNamingTheField) {
+  v1::RegisterRequest r = Register();
+  r.set_worker_id("evil\n[2026-11-24 20:00:00.000] [info] forged line");
+  absl::Status s = CheckRegisterRequestLimits(r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(s), StartsWith("worker_id: control character U+000A at byte 4"));
+
+  r = Register();
+  r.mutable_devices(0)->set_name("cpu\x1b[2J");
+  EXPECT_THAT(Message(CheckRegisterRequestLimits(r)),
+              StartsWith("devices[0].name: control character U+001B at byte 3"));
+  r = Register();
+  r.add_launchers()->add_dimensions(
+      "mbs\xc2\x9b"
+      "31m");  // C1 CSI as UTF-8
+  EXPECT_THAT(Message(CheckRegisterRequestLimits(r)),
+              StartsWith("launchers[0].dimensions[0]: control character U+009B at byte 3"));
+  r = Register();
+  r.set_address("127.0.0.1:7000\x7f");
+  EXPECT_THAT(Message(CheckRegisterRequestLimits(r)), StartsWith("address: control character"));
+
+  // Printable text outside ASCII is a name like any other.
+  r = Register();
+  r.set_worker_id("gpu-nœud-7");
+  r.mutable_devices(0)->set_name("NVIDIA H100 80GB HBM3 \xc2\xa0(\xe2\x84\xa2)");
+  EXPECT_TRUE(CheckRegisterRequestLimits(r).ok()) << CheckRegisterRequestLimits(r);
+
+  // The pool applies it: nothing is registered.
+  FakeClock clock;
+  WorkerPool pool(&clock);
+  EXPECT_EQ(pool.Register(RegisterRequestFor("w\tx", "127.0.0.1:1", 1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(pool.List(), IsEmpty());
+}
+
 }  // namespace
 }  // namespace autoaccel
