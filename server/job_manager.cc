@@ -136,6 +136,7 @@ int JobManager::CutRunning() {
       for (const auto& t : job->trials) {
         if (t->record.status != TrialStatus::kRunning) continue;
         ++cut;
+        StopAwaitingLocked(t.get());  // one taken up after a restart, not attached yet
         CancelRanks(*t, &out);
         RankOutcome outcome;
         outcome.infrastructure = true;

@@ -674,6 +674,27 @@ TEST_F(JobManagerTest, ARestartEndsJobsPastTheirLimitAndFailsThoseItCannotResume
   EXPECT_TRUE(executor_.calls.empty());
 }
 
+// A shutdown that cuts a trial still awaiting its workers after a restart
+// records it once: the reattach window passing later changes nothing.
+TEST_F(JobManagerTest, AShutdownCutsATrialAwaitingItsWorkersOnce) {
+  AddWorker("a", 1);
+  auto job = manager_->SubmitJob(Request(600, 2));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  manager_.reset();
+  executor_.calls.clear();
+  auto again = JobManager::Create(store_.get(), &executor_, &clock_, Options());
+  ASSERT_TRUE(again.ok()) << again.status();
+  manager_ = std::move(*again);
+  manager_->Shutdown();
+  EXPECT_EQ(manager_->CutRunning(), 1);
+  clock_.Advance(Options().reattach_window);
+  manager_->Tick();
+  const v1::Trial t = TrialOf(job->job_id(), job->job_id() + "-t0000");
+  EXPECT_EQ(t.status(), "PENDING");
+  EXPECT_THAT(t.failed_attempts(), ElementsAre("attempt 1: cut by the coordinator's shutdown"));
+}
+
 // SIGTERM: no trial starts any more, the job stays unfinished; a trial
 // still running after the drain is cut (its worker told to stop) and
 // recorded as such, and the next coordinator runs it again.
