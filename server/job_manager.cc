@@ -54,16 +54,13 @@ absl::Status JobManager::ResumeUnfinished() {
   ASSIGN_OR_RETURN(std::vector<JobRecord> unfinished, store_->ListUnfinishedJobs());
   for (JobRecord& record : unfinished) {
     ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, store_->ListTrials(record.job_id));
-    std::vector<TrialRecord> changed;
     absl::StatusOr<std::unique_ptr<JobRun>> resumed =
-        ResumeJob(record, trials, options_.tune_defaults, options_.max_attempts,
-                  options_.reattach_window, now, &changed);
+        ResumeJob(record, trials, options_.tune_defaults, now + options_.reattach_window);
     if (!resumed.ok()) {
       RETURN_IF_ERROR(archive_.CloseUnfinished(std::move(record), std::move(trials),
                                                std::string(resumed.status().message()), now));
       continue;
     }
-    RETURN_IF_ERROR(store_->UpsertTrials(changed));
     std::shared_ptr<JobRun> job = *std::move(resumed);
     const JobSpec& spec = job->spec;
     if (!spec.model.IsTorchScript() && !spec.launcher) {  // as SubmitJob warms it
@@ -71,16 +68,16 @@ absl::Status JobManager::ResumeUnfinished() {
           LoadEarlierTrials(store_, spec.device_type, kMaxEarlierTrials, record.job_id);
       if (earlier.ok()) job->earlier_trials = std::move(earlier->trials);
     }
-    const int awaiting = job->running;
     job->record.status_message = absl::StrCat(
         "resumed after a coordinator restart (", job->trials.size(), " trial(s) recorded",
-        awaiting > 0 ? absl::StrCat(", ", awaiting, " waiting for their workers") : "",
-        changed.empty() ? "" : absl::StrCat(", ", changed.size(), " to run again"), ")");
+        job->running > 0 ? absl::StrCat(", ", job->running, " waiting for their workers") : "",
+        ")");
     RETURN_IF_ERROR(store_->UpdateJob(job->record));
     spdlog::warn("job {}: {}; its time limit counts from its submission ({} left)", record.job_id,
                  job->record.status_message,
                  absl::FormatDuration(std::max(absl::ZeroDuration(), job->record.deadline - now)));
     absl::MutexLock lock(&mu_);
+    awaiting_reattach_ += job->running;  // every trial it runs awaits its workers
     active_order_.push_back(record.job_id);
     active_.emplace(record.job_id, std::move(job));
   }
@@ -375,6 +372,7 @@ void JobManager::TakeUpRanksLocked(const v1::RegisterRequest& req, const std::st
     }
   }
   for (const std::string& id : std::vector<std::string>(active_order_)) {
+    if (awaiting_reattach_ == 0) break;
     JobRun* job = active_[id].get();
     for (const auto& t : job->trials) {
       if (!t->awaiting_reattach) continue;
@@ -395,22 +393,28 @@ void JobManager::TakeUpRanksLocked(const v1::RegisterRequest& req, const std::st
   }
 }
 
-void JobManager::ReattachLocked(JobRun* job, TrialRun* trial, Outbox* out) {
-  trial->awaiting_reattach = false;
+void JobManager::QueueRankCallsLocked(const JobRun& job, const TrialRun& trial, bool attach_only,
+                                      Outbox* out) const {
   const absl::Duration timeout = std::min(
-      job->spec.trial_timeout, job->record.deadline - clock_->Now() + options_.deadline_slack);
-  for (size_t i = 0; i < trial->ranks.size(); ++i) {
+      job.spec.trial_timeout, job.record.deadline - clock_->Now() + options_.deadline_slack);
+  for (size_t i = 0; i < trial.ranks.size(); ++i) {
     Dispatch d;
-    d.to = trial->ranks[i].placed.endpoint();
-    d.request = RankRequest(job->spec, *trial, static_cast<int>(i), timeout);
-    d.request.set_attach_only(true);
+    d.to = trial.ranks[i].placed.endpoint();
+    d.request = RankRequest(job.spec, trial, static_cast<int>(i), timeout);
+    d.request.set_attach_only(attach_only);
     d.rpc_timeout = timeout + options_.rpc_grace;
-    d.job_id = job->record.job_id;
-    d.trial_id = trial->record.trial_id;
-    d.attempt = trial->record.attempt;
+    d.job_id = job.record.job_id;
+    d.trial_id = trial.record.trial_id;
+    d.attempt = trial.record.attempt;
     d.rank = static_cast<int>(i);
     out->dispatches.push_back(std::move(d));
   }
+}
+
+void JobManager::ReattachLocked(JobRun* job, TrialRun* trial, Outbox* out) {
+  trial->awaiting_reattach = false;
+  --awaiting_reattach_;
+  QueueRankCallsLocked(*job, *trial, /*attach_only=*/true, out);
   spdlog::info("job {}: trial {} attempt {} taken up again on {} after the restart",
                job->record.job_id, trial->record.index, trial->record.attempt,
                trial->record.worker_id);
@@ -419,6 +423,7 @@ void JobManager::ReattachLocked(JobRun* job, TrialRun* trial, Outbox* out) {
 void JobManager::StopAwaitingLocked(TrialRun* trial) {
   if (!trial->awaiting_reattach) return;
   trial->awaiting_reattach = false;
+  --awaiting_reattach_;
   for (size_t i = 0; i < trial->ranks.size(); ++i) {
     if (!trial->ranks[i].placed.address.empty()) {
       pool_.Release(trial->record.trial_id, trial->record.attempt, static_cast<int>(i));
@@ -441,6 +446,7 @@ void JobManager::TickLocked(Outbox* out) {
   FailRanksOfLostWorkersLocked(out);
   const absl::Time now = clock_->Now();
   for (const std::string& id : std::vector<std::string>(active_order_)) {
+    if (awaiting_reattach_ == 0) break;
     JobRun* job = active_[id].get();
     for (const auto& t : job->trials) {
       if (t->awaiting_reattach && now >= t->reattach_until) {
@@ -599,26 +605,13 @@ bool JobManager::DispatchOneLocked(JobRun* job, Outbox* out) {
 }
 
 void JobManager::StartAttemptLocked(JobRun* job, TrialRun* trial, Gang gang, Outbox* out) {
-  const JobSpec& spec = job->spec;
   const TrialRecord& rec = trial->record;
   const std::string rendezvous =
       gang.master_port > 0
           ? absl::StrCat(" (rendezvous ", gang.master_host, ":", gang.master_port, ")")
           : "";
   BeginAttempt(job, trial, std::move(gang), clock_->Now());
-  const absl::Duration timeout =
-      std::min(spec.trial_timeout, job->record.deadline - clock_->Now() + options_.deadline_slack);
-  for (size_t i = 0; i < trial->ranks.size(); ++i) {
-    Dispatch d;
-    d.to = trial->ranks[i].placed.endpoint();
-    d.request = RankRequest(spec, *trial, static_cast<int>(i), timeout);
-    d.rpc_timeout = timeout + options_.rpc_grace;
-    d.job_id = job->record.job_id;
-    d.trial_id = rec.trial_id;
-    d.attempt = rec.attempt;
-    d.rank = static_cast<int>(i);
-    out->dispatches.push_back(std::move(d));
-  }
+  QueueRankCallsLocked(*job, *trial, /*attach_only=*/false, out);
   spdlog::info("job {}: trial {}{} [{}] on {}{}", job->record.job_id, rec.index,
                rec.attempt > 1 ? absl::StrCat(" attempt ", rec.attempt) : "", rec.strategy_text,
                rec.worker_id, rendezvous);

@@ -72,7 +72,7 @@ struct JobManagerOptions {
   // After a restart: how long the trials the earlier process was running
   // wait for their workers to register again reporting them (workers keep
   // such ranks running, autoaccel-worker --reattach-window) before they run
-  // again as a new attempt; 0 runs them again at once.
+  // again as a new attempt; 0 runs them again at the first tick.
   absl::Duration reattach_window = absl::Seconds(30);
   // A lost worker that holds no device is forgotten after this long silent
   // (it registers again if it comes back).
@@ -227,6 +227,11 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One CancelTrial per worker that still runs a rank of the trial's attempt.
   static void CancelRanks(const TrialRun& trial, Outbox* out);
+  // One RunTrial per rank of the trial's current attempt (placed), with
+  // the time left to the job's deadline; `attach_only` for ranks taken up
+  // after a restart.
+  void QueueRankCallsLocked(const JobRun& job, const TrialRun& trial, bool attach_only,
+                            Outbox* out) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The ranks a registering worker reports (see RegisterWorker).
   void TakeUpRanksLocked(const v1::RegisterRequest& request, const std::string& session_token,
                          Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -283,6 +288,9 @@ class JobManager {
   uint64_t job_counter_ ABSL_GUARDED_BY(mu_) = 0;
   // RunTrial calls whose answer has not come back.
   int rpcs_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // Trials awaiting their workers after a restart (TrialRun.awaiting_reattach):
+  // while none does, ticks and registrations do not look for them.
+  int awaiting_reattach_ ABSL_GUARDED_BY(mu_) = 0;
   // The scheduler thread: started and joined by Start() / Stop(), which
   // never hold mu_ while joining.
   absl::Mutex thread_mu_ ABSL_ACQUIRED_BEFORE(mu_);

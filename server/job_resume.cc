@@ -16,27 +16,6 @@ absl::Status CannotResume(const std::string& what, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("cannot resume: ", what, " (", why, ")"));
 }
 
-// The interrupted attempt of `trial` failed outside the strategy: it waits
-// for its next attempt, or is given up.
-void RequeueInterrupted(JobRun* job, TrialRun* trial, int max_attempts, absl::Time now) {
-  TrialRecord& rec = trial->record;
-  rec.failed_attempts.push_back(absl::StrCat("attempt ", rec.attempt, ": ", kInterruptedByRestart));
-  rec.worker_id.clear();
-  if (rec.attempt >= max_attempts || now >= job->record.deadline) {
-    rec.infrastructure = true;
-    rec.status = TrialStatus::kFailed;
-    rec.reason = absl::StrCat("failed outside the strategy on all ", rec.attempt,
-                              " attempt(s), not a measurement (last: ", kInterruptedByRestart, ")");
-    rec.finished_at = now;
-    return;
-  }
-  rec.status = TrialStatus::kPending;
-  rec.reason = absl::StrCat("attempt ", rec.attempt, " ", kInterruptedByRestart,
-                            "; waiting for attempt ", rec.attempt + 1);
-  rec.finished_at = absl::InfinitePast();
-  job->retries.push_back(trial);
-}
-
 // The trial's ranks still run on their workers, perhaps: it waits for them
 // to report them (RUNNING, counted as running).
 void AwaitReattach(JobRun* job, TrialRun* trial, absl::Time until) {
@@ -57,9 +36,8 @@ void AwaitReattach(JobRun* job, TrialRun* trial, absl::Time until) {
 
 absl::StatusOr<std::unique_ptr<JobRun>> ResumeJob(const JobRecord& record,
                                                   std::vector<TrialRecord> trials,
-                                                  const TuneDefaults& defaults, int max_attempts,
-                                                  absl::Duration reattach_for, absl::Time now,
-                                                  std::vector<TrialRecord>* changed) {
+                                                  const TuneDefaults& defaults,
+                                                  absl::Time reattach_until) {
   v1::TuneRequest request;
   if (auto s = google::protobuf::util::JsonStringToMessage(record.request_json, &request);
       !s.ok()) {
@@ -95,12 +73,8 @@ absl::StatusOr<std::unique_ptr<JobRun>> ResumeJob(const JobRecord& record,
   }
   for (const auto& t : job->trials) {
     TrialRecord& rec = t->record;
-    if (rec.status == TrialStatus::kRunning && reattach_for > absl::ZeroDuration() &&
-        now < job->record.deadline && !rec.worker_id.empty()) {
-      AwaitReattach(job.get(), t.get(), now + reattach_for);
-    } else if (rec.status == TrialStatus::kRunning) {
-      RequeueInterrupted(job.get(), t.get(), max_attempts, now);
-      changed->push_back(rec);
+    if (rec.status == TrialStatus::kRunning) {
+      AwaitReattach(job.get(), t.get(), reattach_until);
     } else if (rec.status == TrialStatus::kPending) {
       // Waiting already: for its next attempt (it has failed ones), or to
       // measure a trial again.

@@ -7,12 +7,11 @@
 // across the restart: each such attempt is recorded as failed outside the
 // strategy ("interrupted by a coordinator restart") and the trial waits for
 // its next attempt, like any attempt a lost worker cut short, or is given up
-// after the job's last attempt — unless its workers report its ranks still
-// running (or answered) when they register again within the reattach
-// window: then the coordinator attaches to them (JobManager::RegisterWorker)
-// and the attempt goes on. The job's searcher is created afresh once
-// workers are back, and takes up the recorded trials (ResumedTrials,
-// search/searcher.h Searcher::Resume), so none is counted or measured twice.
+// after the job's last attempt (JobManager's retry rules) — unless its workers report its ranks
+// still running (or answered) when they register again within the reattach window: then the
+// coordinator attaches to them (JobManager::RegisterWorker) and the attempt goes on. The job's
+// searcher is created afresh once workers are back, and takes up the recorded trials
+// (ResumedTrials, search/searcher.h Searcher::Resume), so none is counted or measured twice.
 //
 // Plain functions of their arguments; nothing here locks, stores or sends.
 #ifndef AUTOACCEL_SERVER_JOB_RESUME_H_
@@ -37,20 +36,17 @@ inline constexpr char kInterruptedByRestart[] = "interrupted by a coordinator re
 // The unfinished job `record` with its stored `trials` (in proposal order),
 // ready to go on: its request validated again into its spec (a launcher
 // job's with the launcher it was accepted with), its trials as recorded,
-// those that were RUNNING awaiting their workers until `now` +
-// `reattach_for` (TrialRun.awaiting_reattach; with a zero `reattach_for`,
-// or past the deadline, queued for their next attempt at once, or FAILED,
-// infrastructure, when they had `max_attempts`), the PENDING ones back in
-// their queues, and the search marked
-// over when confirmations had begun. Every trial it changed is in
-// `*changed` (to be stored). INVALID_ARGUMENT when the stored request or
+// those that were RUNNING awaiting their workers until `reattach_until`
+// (TrialRun.awaiting_reattach; the job manager runs them again as their
+// next attempt, or gives them up, if they are not reported by then), the
+// PENDING ones back in their queues, and the search marked over when
+// confirmations had begun. INVALID_ARGUMENT when the stored request or
 // launcher no longer parses or validates, or a trial's strategy does not
 // parse: the job cannot go on.
 absl::StatusOr<std::unique_ptr<JobRun>> ResumeJob(const JobRecord& record,
                                                   std::vector<TrialRecord> trials,
-                                                  const TuneDefaults& defaults, int max_attempts,
-                                                  absl::Duration reattach_for, absl::Time now,
-                                                  std::vector<TrialRecord>* changed);
+                                                  const TuneDefaults& defaults,
+                                                  absl::Time reattach_until);
 
 // The job's trials as its next searcher takes them up (Searcher::Resume):
 // every proposal and pruned candidate, in proposal order, confirmations

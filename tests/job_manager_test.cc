@@ -126,6 +126,15 @@ class JobManagerTest : public ::testing::Test {
     ASSERT_TRUE(resp.ok()) << resp.status();
     sessions_[r.worker_id()] = resp->session_token();
   }
+  // The coordinator "crashes" (the RPCs it sent die with it) and a new one
+  // starts on the same store.
+  void Restart() {
+    manager_.reset();
+    executor_.calls.clear();
+    auto again = JobManager::Create(store_.get(), &executor_, &clock_, Options());
+    ASSERT_TRUE(again.ok()) << again.status();
+    manager_ = std::move(*again);
+  }
   // The worker's heartbeat, with its session token.
   absl::Status Beat(const std::string& id) { return manager_->Heartbeat(id, sessions_[id]); }
 
@@ -540,11 +549,7 @@ TEST_F(JobManagerTest, ARestartedCoordinatorResumesItsJobsWithoutMeasuringAStrat
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 2u);  // t1, t2 in flight
   clock_.Advance(absl::Seconds(100));
-  manager_.reset();         // the coordinator "crashes"
-  executor_.calls.clear();  // their RPCs died with it
-  auto again = JobManager::Create(store_.get(), &executor_, &clock_, Options());
-  ASSERT_TRUE(again.ok()) << again.status();
-  manager_ = std::move(*again);
+  Restart();
 
   auto resumed = manager_->GetJob(job->job_id());
   ASSERT_TRUE(resumed.ok());
@@ -619,11 +624,7 @@ TEST_F(JobManagerTest, ARestartedTrialWhoseWorkersDoNotReportItRunsAgain) {
   ASSERT_TRUE(job.ok());
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 1u);
-  manager_.reset();
-  executor_.calls.clear();
-  auto again = JobManager::Create(store_.get(), &executor_, &clock_, Options());
-  ASSERT_TRUE(again.ok()) << again.status();
-  manager_ = std::move(*again);
+  Restart();
   const std::string t0 = job->job_id() + "-t0000";
   manager_->Tick();
   EXPECT_EQ(TrialOf(job->job_id(), t0).status(), "RUNNING");
@@ -681,11 +682,7 @@ TEST_F(JobManagerTest, AShutdownCutsATrialAwaitingItsWorkersOnce) {
   auto job = manager_->SubmitJob(Request(600, 2));
   ASSERT_TRUE(job.ok());
   manager_->Tick();
-  manager_.reset();
-  executor_.calls.clear();
-  auto again = JobManager::Create(store_.get(), &executor_, &clock_, Options());
-  ASSERT_TRUE(again.ok()) << again.status();
-  manager_ = std::move(*again);
+  Restart();
   manager_->Shutdown();
   EXPECT_EQ(manager_->CutRunning(), 1);
   clock_.Advance(Options().reattach_window);
@@ -721,10 +718,7 @@ TEST_F(JobManagerTest, AShutdownStartsNothingAndRecordsTheTrialsItCuts) {
   executor_.Answer(cut, 0, absl::CancelledError("cancelled"));  // changes nothing now
   EXPECT_EQ(TrialOf(job->job_id(), cut).status(), "PENDING");
 
-  manager_.reset();
-  auto again = JobManager::Create(store_.get(), &executor_, &clock_, Options());
-  ASSERT_TRUE(again.ok()) << again.status();
-  manager_ = std::move(*again);
+  Restart();
   AddWorker("a", 2);
   manager_->Tick();
   ASSERT_FALSE(executor_.calls.empty());
