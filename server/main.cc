@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
 #include "common/listen_policy.h"
+#include "common/protobuf_log.h"
 #include "common/signals.h"
 #include "common/tls_files.h"
 #include "proto/convert.h"
@@ -34,6 +35,7 @@ constexpr absl::Duration kCutAnswerTimeout = absl::Seconds(10);
 
 int main(int argc, char** argv) {
   autoaccel::BlockTerminationSignals();
+  autoaccel::LogProtobufThroughSpdlog();
   CLI::App app{"autoaccel-server: coordinates tuning jobs and worker daemons"};
   std::string listen = "127.0.0.1:50051";
   std::string db = "autoaccel.db";

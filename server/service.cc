@@ -16,31 +16,21 @@
 namespace autoaccel {
 namespace {
 
-// Finishes the call with `status`.
-grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
-// Finishes the call with `answer`: its value in `*response`, or its error.
+// `answer`'s value in `*response`, or its error.
 template <typename T>
-grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, absl::StatusOr<T> answer,
-                                T* response) {
+absl::Status Respond(absl::StatusOr<T> answer, T* response) {
   if (answer.ok()) *response = std::move(*answer);
-  return Unary(ctx, answer.status());
+  return answer.status();
 }
 
-// Finishes the call with `answer`: each element added to the response's
-// repeated field by `add` (e.g. &v1::ListJobsResponse::add_jobs), or its error.
+// Each element of `answer` added to the response's repeated field by `add`
+// (e.g. &v1::ListJobsResponse::add_jobs), or its error.
 template <typename T, typename Response, typename Add>
-grpc::ServerUnaryReactor* UnaryList(grpc::CallbackServerContext* ctx,
-                                    absl::StatusOr<std::vector<T>> answer, Response* response,
-                                    Add add) {
+absl::Status RespondList(absl::StatusOr<std::vector<T>> answer, Response* response, Add add) {
   if (answer.ok()) {
     for (T& item : *answer) *(response->*add)() = std::move(item);
   }
-  return Unary(ctx, answer.status());
+  return answer.status();
 }
 
 // Streams a job: its state and every trial so far at once, then the job and
@@ -48,7 +38,7 @@ grpc::ServerUnaryReactor* UnaryList(grpc::CallbackServerContext* ctx,
 // kPollInterval with a gRPC alarm, so no thread waits), and a last event when the
 // job ends; a long list of trials goes out over several events. Finish() is only ever called when
 // neither a write nor an alarm is pending, so OnDone (which deletes this) comes last.
-class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
+class JobWatcher : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // `on_done` runs once the stream has ended (releases the caller's slot).
   JobWatcher(JobManager* manager, std::string job_id, bool include_pruned,
@@ -111,7 +101,11 @@ class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
       *event_.add_trials() = std::move(pending_[next_++]);
     }
     if (next_ == pending_.size()) pending_.clear();
-    StartWrite(&event_);
+    if (absl::Status s = SerializeMessage(event_, &wire_); !s.ok()) {
+      Finish(ToGrpcStatus(s));
+      return;
+    }
+    StartWrite(&wire_);
   }
   static constexpr int kTrialsPerEvent = 2000;
   static constexpr std::chrono::milliseconds kPollInterval{200};
@@ -128,14 +122,14 @@ class JobWatcher : public grpc::ServerWriteReactor<v1::JobEvent> {
   std::vector<v1::Trial> pending_;  // changed trials not yet written
   size_t next_ = 0;
   v1::JobEvent event_;
+  grpc::ByteBuffer wire_;  // event_ as written
   uint64_t last_version_ = 0;
   bool ended_ = false;
   std::atomic<bool> cancelled_{false};
 };
 
 // A stream refused before its first message: finishes with `status`.
-template <typename T>
-class RefusedStream : public grpc::ServerWriteReactor<T> {
+class RefusedStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   explicit RefusedStream(const absl::Status& status) { this->Finish(ToGrpcStatus(status)); }
   void OnDone() override { delete this; }
@@ -153,32 +147,42 @@ absl::StatusOr<Caller> TuningServiceImpl::JobCaller(grpc::CallbackServerContext*
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::SubmitJob(grpc::CallbackServerContext* ctx,
-                                                       const v1::SubmitJobRequest* request,
-                                                       v1::Job* response) {
-  absl::StatusOr<Caller> caller = auth_->User(*ctx);
-  if (!caller.ok()) return Unary(ctx, caller.status());
-  return Unary(ctx, manager_->SubmitJob(request->request(), caller->user), response);
+                                                       const Raw* in, Raw* out) {
+  return ParsedUnary<v1::SubmitJobRequest, v1::Job>(
+      ctx, in, out, [&](const v1::SubmitJobRequest& request, v1::Job* response) -> absl::Status {
+        ASSIGN_OR_RETURN(const Caller caller, auth_->User(*ctx));
+        return Respond(manager_->SubmitJob(request.request(), caller.user), response);
+      });
 }
 
-grpc::ServerUnaryReactor* TuningServiceImpl::GetJob(grpc::CallbackServerContext* ctx,
-                                                    const v1::GetJobRequest* request,
-                                                    v1::Job* response) {
-  if (auto caller = JobCaller(ctx, request->job_id()); !caller.ok()) {
-    return Unary(ctx, caller.status());
+grpc::ServerUnaryReactor* TuningServiceImpl::GetJob(grpc::CallbackServerContext* ctx, const Raw* in,
+                                                    Raw* out) {
+  return ParsedUnary<v1::GetJobRequest, v1::Job>(
+      ctx, in, out, [&](const v1::GetJobRequest& request, v1::Job* response) -> absl::Status {
+        RETURN_IF_ERROR(JobCaller(ctx, request.job_id()).status());
+        return Respond(manager_->GetJob(request.job_id()), response);
+      });
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TuningServiceImpl::WatchJob(
+    grpc::CallbackServerContext* ctx, const Raw* in) {
+  v1::WatchJobRequest request;
+  if (absl::Status parsed = ParseRequest(*in, &request); !parsed.ok()) {
+    return new RefusedStream(parsed);
   }
-  return Unary(ctx, manager_->GetJob(request->job_id()), response);
+  return Watch(ctx, request);
 }
 
-grpc::ServerWriteReactor<v1::JobEvent>* TuningServiceImpl::WatchJob(
-    grpc::CallbackServerContext* ctx, const v1::WatchJobRequest* request) {
-  absl::StatusOr<Caller> caller = JobCaller(ctx, request->job_id());
-  if (!caller.ok()) return new RefusedStream<v1::JobEvent>(caller.status());
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TuningServiceImpl::Watch(
+    grpc::CallbackServerContext* ctx, const v1::WatchJobRequest& request) {
+  absl::StatusOr<Caller> caller = JobCaller(ctx, request.job_id());
+  if (!caller.ok()) return new RefusedStream(caller.status());
   std::function<void()> release;
   if (!caller->user.empty()) {  // per-user bounds need users
     absl::MutexLock lock(&watch_mu_);
     int& open = watches_[caller->user];
     if (absl::Status s = CheckLimit(Limit::kWatchStreamsPerUser, open + 1); !s.ok()) {
-      return new RefusedStream<v1::JobEvent>(s);
+      return new RefusedStream(s);
     }
     ++open;
     release = [this, user = caller->user] {
@@ -186,75 +190,97 @@ grpc::ServerWriteReactor<v1::JobEvent>* TuningServiceImpl::WatchJob(
       if (--watches_[user] <= 0) watches_.erase(user);
     };
   }
-  return new JobWatcher(manager_, request->job_id(), request->include_pruned(), std::move(release));
+  return new JobWatcher(manager_, request.job_id(), request.include_pruned(), std::move(release));
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::CancelJob(grpc::CallbackServerContext* ctx,
-                                                       const v1::CancelJobRequest* request,
-                                                       v1::Job* response) {
-  if (auto caller = JobCaller(ctx, request->job_id()); !caller.ok()) {
-    return Unary(ctx, caller.status());
-  }
-  return Unary(ctx, manager_->CancelJob(request->job_id()), response);
+                                                       const Raw* in, Raw* out) {
+  return ParsedUnary<v1::CancelJobRequest, v1::Job>(
+      ctx, in, out, [&](const v1::CancelJobRequest& request, v1::Job* response) -> absl::Status {
+        RETURN_IF_ERROR(JobCaller(ctx, request.job_id()).status());
+        return Respond(manager_->CancelJob(request.job_id()), response);
+      });
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::ListJobs(grpc::CallbackServerContext* ctx,
-                                                      const v1::ListJobsRequest* request,
-                                                      v1::ListJobsResponse* response) {
-  absl::StatusOr<Caller> caller = auth_->User(*ctx);
-  if (!caller.ok()) return Unary(ctx, caller.status());
-  std::optional<std::string> owner;
-  if (!caller->admin) owner = caller->user;
-  return UnaryList(ctx, manager_->ListJobs(request->limit(), owner), response,
-                   &v1::ListJobsResponse::add_jobs);
+                                                      const Raw* in, Raw* out) {
+  return ParsedUnary<v1::ListJobsRequest, v1::ListJobsResponse>(
+      ctx, in, out,
+      [&](const v1::ListJobsRequest& request, v1::ListJobsResponse* response) -> absl::Status {
+        ASSIGN_OR_RETURN(const Caller caller, auth_->User(*ctx));
+        std::optional<std::string> owner;
+        if (!caller.admin) owner = caller.user;
+        return RespondList(manager_->ListJobs(request.limit(), owner), response,
+                           &v1::ListJobsResponse::add_jobs);
+      });
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::ListTrials(grpc::CallbackServerContext* ctx,
-                                                        const v1::ListTrialsRequest* request,
-                                                        v1::ListTrialsResponse* response) {
-  if (auto caller = JobCaller(ctx, request->job_id()); !caller.ok()) {
-    return Unary(ctx, caller.status());
-  }
-  return Unary(ctx, manager_->ListTrialsPage(*request), response);
+                                                        const Raw* in, Raw* out) {
+  return ParsedUnary<v1::ListTrialsRequest, v1::ListTrialsResponse>(
+      ctx, in, out,
+      [&](const v1::ListTrialsRequest& request, v1::ListTrialsResponse* response) -> absl::Status {
+        RETURN_IF_ERROR(JobCaller(ctx, request.job_id()).status());
+        return Respond(manager_->ListTrialsPage(request), response);
+      });
 }
 
-grpc::ServerUnaryReactor* TuningServiceImpl::QueryStrategies(
-    grpc::CallbackServerContext* ctx, const v1::QueryStrategiesRequest* request,
-    v1::QueryStrategiesResponse* response) {
-  if (auto caller = auth_->User(*ctx); !caller.ok()) return Unary(ctx, caller.status());
-  return UnaryList(ctx, ::autoaccel::QueryStrategies(store_, *request), response,
-                   &v1::QueryStrategiesResponse::add_answers);
+grpc::ServerUnaryReactor* TuningServiceImpl::QueryStrategies(grpc::CallbackServerContext* ctx,
+                                                             const Raw* in, Raw* out) {
+  return ParsedUnary<v1::QueryStrategiesRequest, v1::QueryStrategiesResponse>(
+      ctx, in, out,
+      [&](const v1::QueryStrategiesRequest& request,
+          v1::QueryStrategiesResponse* response) -> absl::Status {
+        RETURN_IF_ERROR(auth_->User(*ctx).status());
+        return RespondList(::autoaccel::QueryStrategies(store_, request), response,
+                           &v1::QueryStrategiesResponse::add_answers);
+      });
 }
 
-grpc::ServerUnaryReactor* TuningServiceImpl::ListStrategies(
-    grpc::CallbackServerContext* ctx, const v1::ListStrategiesRequest* request,
-    v1::ListStrategiesResponse* response) {
-  if (auto caller = auth_->User(*ctx); !caller.ok()) return Unary(ctx, caller.status());
-  return UnaryList(ctx, ::autoaccel::ListStrategies(store_, *request), response,
-                   &v1::ListStrategiesResponse::add_answers);
+grpc::ServerUnaryReactor* TuningServiceImpl::ListStrategies(grpc::CallbackServerContext* ctx,
+                                                            const Raw* in, Raw* out) {
+  return ParsedUnary<v1::ListStrategiesRequest, v1::ListStrategiesResponse>(
+      ctx, in, out,
+      [&](const v1::ListStrategiesRequest& request,
+          v1::ListStrategiesResponse* response) -> absl::Status {
+        RETURN_IF_ERROR(auth_->User(*ctx).status());
+        return RespondList(::autoaccel::ListStrategies(store_, request), response,
+                           &v1::ListStrategiesResponse::add_answers);
+      });
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::ListWorkers(grpc::CallbackServerContext* ctx,
-                                                         const v1::ListWorkersRequest*,
-                                                         v1::ListWorkersResponse* response) {
-  if (auto caller = auth_->User(*ctx); !caller.ok()) return Unary(ctx, caller.status());
-  response->set_coordinator_insecure(insecure_);
-  return UnaryList(ctx, absl::StatusOr<std::vector<v1::Worker>>(manager_->ListWorkers()), response,
-                   &v1::ListWorkersResponse::add_workers);
+                                                         const Raw* in, Raw* out) {
+  return ParsedUnary<v1::ListWorkersRequest, v1::ListWorkersResponse>(
+      ctx, in, out,
+      [&](const v1::ListWorkersRequest&, v1::ListWorkersResponse* response) -> absl::Status {
+        RETURN_IF_ERROR(auth_->User(*ctx).status());
+        response->set_coordinator_insecure(insecure_);
+        return RespondList(absl::StatusOr<std::vector<v1::Worker>>(manager_->ListWorkers()),
+                           response, &v1::ListWorkersResponse::add_workers);
+      });
 }
 
 grpc::ServerUnaryReactor* WorkerRegistryImpl::Register(grpc::CallbackServerContext* ctx,
-                                                       const v1::RegisterRequest* request,
-                                                       v1::RegisterResponse* response) {
-  if (absl::Status ok = auth_->Worker(*ctx); !ok.ok()) return Unary(ctx, ok);
-  return Unary(ctx, manager_->RegisterWorker(*request), response);
+                                                       const Raw* in, Raw* out) {
+  return ParsedUnary<v1::RegisterRequest, v1::RegisterResponse>(
+      ctx, in, out,
+      [&](const v1::RegisterRequest& request, v1::RegisterResponse* response) -> absl::Status {
+        RETURN_IF_ERROR(auth_->Worker(*ctx));
+        return Respond(manager_->RegisterWorker(request), response);
+      });
 }
 
 grpc::ServerUnaryReactor* WorkerRegistryImpl::Heartbeat(grpc::CallbackServerContext* ctx,
-                                                        const v1::HeartbeatRequest* request,
-                                                        v1::HeartbeatResponse*) {
-  if (absl::Status ok = auth_->Worker(*ctx); !ok.ok()) return Unary(ctx, ok);
-  return Unary(ctx, manager_->Heartbeat(request->worker_id(), request->session_token()));
+                                                        const Raw* in, Raw* out) {
+  return ParsedUnary<v1::HeartbeatRequest, v1::HeartbeatResponse>(
+      ctx, in, out,
+      [&](const v1::HeartbeatRequest& request, v1::HeartbeatResponse*) -> absl::Status {
+        RETURN_IF_ERROR(auth_->Worker(*ctx));
+        RETURN_IF_ERROR(CheckLimit(Limit::kWorkerIdBytes,
+                                   static_cast<double>(request.worker_id().size()), "worker_id"));
+        return manager_->Heartbeat(request.worker_id(), request.session_token());
+      });
 }
 
 }  // namespace autoaccel

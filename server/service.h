@@ -1,4 +1,5 @@
-// Thin gRPC handlers (callback API): authenticate the caller
+// Thin gRPC handlers (callback API, raw: each parses its own request, so a
+// malformed one is INVALID_ARGUMENT, see common/raw_call.h): authenticate the caller
 // (server/auth.h), check that a job is theirs, call the JobManager (or the
 // strategy database's queries) and map its absl::Status. Every user RPC
 // answers UNAUTHENTICATED without a valid token (when tokens are required);
@@ -17,6 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/raw_call.h"
 #include "proto/autoaccel.grpc.pb.h"
 #include "server/auth.h"
 #include "server/job_manager.h"
@@ -24,7 +26,26 @@
 
 namespace autoaccel {
 
-class TuningServiceImpl final : public v1::TuningService::CallbackService {
+// Every method registered raw: the handlers parse their own requests, so a
+// request that is not UTF-8 where it must be is INVALID_ARGUMENT naming the
+// field (common/raw_call.h), parsed before the caller is authenticated.
+using RawTuningService =
+    RawMethods<v1::TuningService::Service, v1::TuningService::WithRawCallbackMethod_SubmitJob,
+               v1::TuningService::WithRawCallbackMethod_GetJob,
+               v1::TuningService::WithRawCallbackMethod_WatchJob,
+               v1::TuningService::WithRawCallbackMethod_CancelJob,
+               v1::TuningService::WithRawCallbackMethod_ListJobs,
+               v1::TuningService::WithRawCallbackMethod_ListTrials,
+               v1::TuningService::WithRawCallbackMethod_QueryStrategies,
+               v1::TuningService::WithRawCallbackMethod_ListStrategies,
+               v1::TuningService::WithRawCallbackMethod_ListWorkers>;
+using RawWorkerRegistry =
+    RawMethods<v1::WorkerRegistry::Service, v1::WorkerRegistry::WithRawCallbackMethod_Register,
+               v1::WorkerRegistry::WithRawCallbackMethod_Heartbeat>;
+
+// Each raw method's request and response are the proto's
+// (SubmitJob: SubmitJobRequest -> Job, and so on).
+class TuningServiceImpl final : public RawTuningService {
  public:
   // `insecure`: what the coordinator lacks when it runs unprotected on a
   // network address ("" when it does not), shown by ListWorkers.
@@ -32,35 +53,33 @@ class TuningServiceImpl final : public v1::TuningService::CallbackService {
                     std::string insecure = "")
       : manager_(manager), store_(store), auth_(auth), insecure_(std::move(insecure)) {}
 
-  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
-                                      const v1::SubmitJobRequest* request,
-                                      v1::Job* response) override;
-  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* ctx,
-                                   const v1::GetJobRequest* request, v1::Job* response) override;
-  grpc::ServerWriteReactor<v1::JobEvent>* WatchJob(grpc::CallbackServerContext* ctx,
-                                                   const v1::WatchJobRequest* request) override;
-  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx,
-                                      const v1::CancelJobRequest* request,
-                                      v1::Job* response) override;
-  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx,
-                                     const v1::ListJobsRequest* request,
-                                     v1::ListJobsResponse* response) override;
-  grpc::ServerUnaryReactor* ListTrials(grpc::CallbackServerContext* ctx,
-                                       const v1::ListTrialsRequest* request,
-                                       v1::ListTrialsResponse* response) override;
-  grpc::ServerUnaryReactor* QueryStrategies(grpc::CallbackServerContext* ctx,
-                                            const v1::QueryStrategiesRequest* request,
-                                            v1::QueryStrategiesResponse* response) override;
-  grpc::ServerUnaryReactor* ListStrategies(grpc::CallbackServerContext* ctx,
-                                           const v1::ListStrategiesRequest* request,
-                                           v1::ListStrategiesResponse* response) override;
-  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* ctx,
-                                        const v1::ListWorkersRequest* request,
-                                        v1::ListWorkersResponse* response) override;
+  using Raw = grpc::ByteBuffer;
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx, const Raw* request,
+                                      Raw* response) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* ctx, const Raw* request,
+                                   Raw* response) override;
+  // Streams v1::JobEvent.
+  grpc::ServerWriteReactor<Raw>* WatchJob(grpc::CallbackServerContext* ctx,
+                                          const Raw* request) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx, const Raw* request,
+                                      Raw* response) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx, const Raw* request,
+                                     Raw* response) override;
+  grpc::ServerUnaryReactor* ListTrials(grpc::CallbackServerContext* ctx, const Raw* request,
+                                       Raw* response) override;
+  grpc::ServerUnaryReactor* QueryStrategies(grpc::CallbackServerContext* ctx, const Raw* request,
+                                            Raw* response) override;
+  grpc::ServerUnaryReactor* ListStrategies(grpc::CallbackServerContext* ctx, const Raw* request,
+                                           Raw* response) override;
+  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* ctx, const Raw* request,
+                                        Raw* response) override;
 
  private:
   // The caller, if they may act on job `job_id`.
   absl::StatusOr<Caller> JobCaller(grpc::CallbackServerContext* ctx, const std::string& job_id);
+  // WatchJob on a parsed request.
+  grpc::ServerWriteReactor<Raw>* Watch(grpc::CallbackServerContext* ctx,
+                                       const v1::WatchJobRequest& request);
 
   // Open WatchJob streams by user (Limit::kWatchStreamsPerUser).
   absl::Mutex watch_mu_;
@@ -72,17 +91,16 @@ class TuningServiceImpl final : public v1::TuningService::CallbackService {
   const std::string insecure_;
 };
 
-class WorkerRegistryImpl final : public v1::WorkerRegistry::CallbackService {
+class WorkerRegistryImpl final : public RawWorkerRegistry {
  public:
   WorkerRegistryImpl(JobManager* manager, const Authenticator* auth)
       : manager_(manager), auth_(auth) {}
 
-  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
-                                     const v1::RegisterRequest* request,
-                                     v1::RegisterResponse* response) override;
-  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
-                                      const v1::HeartbeatRequest* request,
-                                      v1::HeartbeatResponse* response) override;
+  using Raw = grpc::ByteBuffer;
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx, const Raw* request,
+                                     Raw* response) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx, const Raw* request,
+                                      Raw* response) override;
 
  private:
   JobManager* const manager_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -108,7 +109,8 @@ absl::StatusOr<bool> WorkerPool::Heartbeat(const std::string& worker_id,
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) {
-    return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not registered"));
+    return absl::NotFoundError(
+        absl::StrCat("worker_id: worker '", absl::CHexEscape(worker_id), "' is not registered"));
   }
   if (!SecretTokensEqual(session_token, it->second.session_token)) {
     return absl::PermissionDeniedError(absl::StrCat(

@@ -11,4 +11,7 @@ if(AUTOACCEL_BUILD_SERVICES)
   # sessions, through the real gRPC services.
   autoaccel_service_test(service_auth_test server LIBRARY autoaccel_server_lib
                          SOURCES service_auth_test.cc subprocess.cc)
+  # Requests the services cannot parse: INVALID_ARGUMENT naming the field.
+  autoaccel_service_test(service_parse_test server LIBRARY autoaccel_server_lib
+                         SOURCES service_parse_test.cc subprocess.cc)
 endif()

@@ -558,6 +558,20 @@ TEST_F(WorkerServiceTest, TrialIdsAndDigestsThatCouldNameOtherPathsAreRefused) {
   v1::RunTrialResponse resp;
   grpc::ClientContext ctx;
   EXPECT_EQ(stub_->RunTrial(&ctx, deep, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // A string that is not UTF-8 is named (gRPC's own answer was UNIMPLEMENTED).
+  v1::RunTrialRequest garbled = RequestFor("t3", TinySpec());
+  garbled.set_trial_id("t3\xff");
+  grpc::ClientContext garbled_ctx;
+  grpc::Status s2 = stub_->RunTrial(&garbled_ctx, garbled, &resp);
+  EXPECT_EQ(s2.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s2.error_message(), HasSubstr("trial_id: not valid UTF-8"));
+  v1::CancelTrialRequest cancel;
+  cancel.set_trial_id("t3\xff");
+  v1::CancelTrialResponse cancelled;
+  grpc::ClientContext cancel_ctx;
+  grpc::Status s3 = stub_->CancelTrial(&cancel_ctx, cancel, &cancelled);
+  EXPECT_EQ(s3.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s3.error_message(), HasSubstr("trial_id: not valid UTF-8"));
 }
 
 TEST_F(WorkerServiceTest, ATrialFasterThanTheProbedPeakRaisesItAndTheCoordinatorHears) {

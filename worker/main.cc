@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "common/client_channel.h"
 #include "common/listen_policy.h"
+#include "common/protobuf_log.h"
 #include "common/signals.h"
 #include "common/tls_files.h"
 #include "common/token_files.h"
@@ -29,6 +30,7 @@
 
 int main(int argc, char** argv) {
   autoaccel::BlockTerminationSignals();
+  autoaccel::LogProtobufThroughSpdlog();
   CLI::App app{"autoaccel-worker: runs dry-run trials for an autoaccel coordinator"};
   std::string coordinator = "127.0.0.1:50051";
   std::string listen = "127.0.0.1:0";

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
 #include "proto/convert.h"
 #include "worker/file_names.h"
 #include "worker/model_file_cache.h"
@@ -29,15 +30,23 @@ void WorkerServiceImpl::Shutdown() {
       +[](int* threads) { return *threads == 0; }, &threads_));
 }
 
+void WorkerServiceImpl::Answer(const Waiter& waiter, const v1::RunTrialResponse& answer) {
+  absl::Status serialized = SerializeMessage(answer, waiter.response);
+  waiter.reactor->Finish(ToGrpcStatus(serialized));
+}
+
 grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContext* ctx,
-                                                      const v1::RunTrialRequest* request,
-                                                      v1::RunTrialResponse* response) {
+                                                      const grpc::ByteBuffer* in,
+                                                      grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   auto fail = [&](absl::Status s) {
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
   };
   if (absl::Status allowed = gate_.Check(*ctx); !allowed.ok()) return fail(allowed);
+  v1::RunTrialRequest parsed;
+  if (absl::Status s = ParseRequest(*in, &parsed); !s.ok()) return fail(s);
+  const v1::RunTrialRequest* request = &parsed;
   if (request->attach_only()) {
     absl::MutexLock lock(&mu_);
     if (absl::Status attached = AttachLocked(*request, {ctx, reactor, response}); !attached.ok()) {
@@ -99,9 +108,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
   }
   DropExpiredAnswersLocked();
   if (auto kept = kept_.find(key); kept != kept_.end()) {  // it ended meanwhile
-    *response = std::move(kept->second.response);
+    Answer({ctx, reactor, response}, kept->second.response);
     kept_.erase(kept);
-    reactor->Finish(grpc::Status::OK);
     return reactor;
   }
   for (const auto& [other, e] : running_) {
@@ -141,11 +149,10 @@ absl::Status WorkerServiceImpl::AttachLocked(const v1::RunTrialRequest& request,
   DropExpiredAnswersLocked();
   for (auto it = kept_.begin(); it != kept_.end(); ++it) {
     if (!same(it->first, it->second.device_index)) continue;
-    *waiter.response = std::move(it->second.response);
     spdlog::info("trial {} rank {}: the coordinator collected its answer", std::get<0>(it->first),
                  std::get<2>(it->first));
+    Answer(waiter, it->second.response);
     kept_.erase(it);
-    waiter.reactor->Finish(grpc::Status::OK);
     return absl::OkStatus();
   }
   return absl::NotFoundError(absl::StrCat("trial ", request.trial_id(), " attempt ",
@@ -290,8 +297,7 @@ void WorkerServiceImpl::RunExecution(ExecutionKey key, int device_index, TrialSp
   bool read = false;
   for (const Waiter& w : execution->waiters) {
     read = read || !w.ctx->IsCancelled();
-    *w.response = answer;
-    w.reactor->Finish(grpc::Status::OK);
+    Answer(w, answer);
   }
   // Nobody waited: kept for a coordinator that comes back (not for a rank
   // it cancelled, nor after the window it was given).
@@ -338,29 +344,24 @@ void WorkerServiceImpl::RaisePeakIfBeaten(int device_index, const TrialSpec& spe
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::CancelTrial(grpc::CallbackServerContext* ctx,
-                                                         const v1::CancelTrialRequest* request,
-                                                         v1::CancelTrialResponse*) {
-  if (absl::Status allowed = gate_.Check(*ctx); !allowed.ok()) {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(allowed));
-    return reactor;
-  }
-  {
-    // Every rank of the trial's attempt on this worker.
-    absl::MutexLock lock(&mu_);
-    for (auto it = running_.lower_bound(ExecutionKey{request->trial_id(), request->attempt(),
-                                                     std::numeric_limits<int>::min()});
-         it != running_.end() && std::get<0>(it->first) == request->trial_id() &&
-         std::get<1>(it->first) == request->attempt();
-         ++it) {
-      spdlog::info("trial {} rank {}: cancel requested", request->trial_id(),
-                   std::get<2>(it->first));
-      it->second->cancel = true;
-    }
-  }
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+                                                         const grpc::ByteBuffer* in,
+                                                         grpc::ByteBuffer* out) {
+  return ParsedUnary<v1::CancelTrialRequest, v1::CancelTrialResponse>(
+      ctx, in, out, [&](const v1::CancelTrialRequest& request, v1::CancelTrialResponse*) {
+        RETURN_IF_ERROR(gate_.Check(*ctx));
+        // Every rank of the trial's attempt on this worker.
+        absl::MutexLock lock(&mu_);
+        for (auto it = running_.lower_bound(ExecutionKey{request.trial_id(), request.attempt(),
+                                                         std::numeric_limits<int>::min()});
+             it != running_.end() && std::get<0>(it->first) == request.trial_id() &&
+             std::get<1>(it->first) == request.attempt();
+             ++it) {
+          spdlog::info("trial {} rank {}: cancel requested", request.trial_id(),
+                       std::get<2>(it->first));
+          it->second->cancel = true;
+        }
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace autoaccel

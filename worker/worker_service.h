@@ -19,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/raw_call.h"
 #include "proto/autoaccel.grpc.pb.h"
 #include "trial_contract/trial_result.h"
 #include "trial_contract/trial_spec.h"
@@ -87,19 +88,27 @@ struct WorkerOptions {
 // runner or on a device of another type than cpu and cuda; and UNAVAILABLE once Shutdown has begun;
 // a trial that ran answers OK with its status (SUCCEEDED, OOM, FAILED, TIMEOUT, CANCELLED) in the
 // response. The handlers are called on gRPC's threads; every method is thread-safe.
-class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
+// Both methods registered raw: a request that is not UTF-8 where it must be
+// is INVALID_ARGUMENT naming the field (common/raw_call.h).
+using RawWorkerService =
+    RawMethods<v1::WorkerService::Service, v1::WorkerService::WithRawCallbackMethod_RunTrial,
+               v1::WorkerService::WithRawCallbackMethod_CancelTrial>;
+
+class WorkerServiceImpl final : public RawWorkerService {
  public:
   explicit WorkerServiceImpl(WorkerOptions options)
       : options_(std::move(options)), devices_(options_.devices) {}
   // Shutdown().
   ~WorkerServiceImpl() override;
 
+  // v1::RunTrialRequest -> v1::RunTrialResponse.
   grpc::ServerUnaryReactor* RunTrial(grpc::CallbackServerContext* ctx,
-                                     const v1::RunTrialRequest* request,
-                                     v1::RunTrialResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  // v1::CancelTrialRequest -> v1::CancelTrialResponse.
   grpc::ServerUnaryReactor* CancelTrial(grpc::CallbackServerContext* ctx,
-                                        const v1::CancelTrialRequest* request,
-                                        v1::CancelTrialResponse* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
   // Stops every running child and waits for their threads; later RunTrials
   // are refused.
@@ -116,8 +125,10 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   struct Waiter {
     grpc::CallbackServerContext* ctx;
     grpc::ServerUnaryReactor* reactor;
-    v1::RunTrialResponse* response;
+    grpc::ByteBuffer* response;  // the RunTrialResponse, serialized
   };
+  // Finishes `waiter`'s call with `answer`.
+  static void Answer(const Waiter& waiter, const v1::RunTrialResponse& answer);
   struct Execution {
     int device_index = 0;
     std::vector<Waiter> waiters;  // guarded by the service's mu_
