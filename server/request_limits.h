@@ -136,7 +136,7 @@ inline constexpr RequestLimit kRequestLimits[] = {
     {Limit::kSpaceCombinations, "space", 0, 250000, "combinations", kTooBig,
      "EnumerateSpace (search/space.h), counted before it allocates",
      "a 7B model on 8 ranks spans ~42,000; each candidate costs ~200 bytes while the job runs"},
-    {Limit::kTimeLimitSeconds, "time_limit", 0, 30 * 24 * 3600, "s", kOutOfRange, kByTune,
+    {Limit::kTimeLimitSeconds, "time_limit_seconds", 0, 30 * 24 * 3600, "s", kOutOfRange, kByTune,
      "30 days; a tuning job takes minutes to hours"},
     {Limit::kTrialTimeoutSeconds, "trial_timeout_seconds", 0, 24 * 3600, "s", kOutOfRange,
      kByTune, "one day; a dry run takes seconds to minutes"},

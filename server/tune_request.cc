@@ -96,10 +96,12 @@ absl::Status InRange(absl::string_view field, double value, double lo, double hi
 
 absl::Status CheckNumbers(const v1::TuneRequest& r) {
   if (!(r.time_limit_seconds() > 0) || !std::isfinite(r.time_limit_seconds())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "time_limit: must be a positive number of seconds, got ", r.time_limit_seconds(), "s"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("time_limit_seconds: must be a positive number of seconds, got ",
+                     r.time_limit_seconds(), "s"));
   }
-  RETURN_IF_ERROR(InRange("time_limit", r.time_limit_seconds(), 0, kMaxTimeLimitSeconds, "s"));
+  RETURN_IF_ERROR(
+      InRange("time_limit_seconds", r.time_limit_seconds(), 0, kMaxTimeLimitSeconds, "s"));
   RETURN_IF_ERROR(
       InRange("trial_timeout_seconds", r.trial_timeout_seconds(), 0, kMaxTrialTimeoutSeconds, "s"));
   RETURN_IF_ERROR(InRange("warmup_steps", r.warmup_steps(), 0, kMaxSteps));

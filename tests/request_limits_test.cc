@@ -114,7 +114,7 @@ std::map<Limit, Probe> Probes() {
       {Limit::kDeviceTypeBytes,
        {"device_type", tune([](R& r, int64_t v) { r.set_device_type(std::string(v, 'd')); })}},
       {Limit::kTimeLimitSeconds,
-       {"time_limit", tune([](R& r, int64_t v) { r.set_time_limit_seconds(v); })}},
+       {"time_limit_seconds", tune([](R& r, int64_t v) { r.set_time_limit_seconds(v); })}},
       {Limit::kTrialTimeoutSeconds,
        {"trial_timeout_seconds", tune([](R& r, int64_t v) { r.set_trial_timeout_seconds(v); })}},
       {Limit::kSteps, {"measured_steps", tune([](R& r, int64_t v) { r.set_measured_steps(v); })}},

@@ -62,7 +62,7 @@ TEST(TuneRequestTest, NumbersThatNeverEndOrOverflowAreRefusedNamingTheField) {
   for (double limit : {inf, 1e300, nan, -1.0, 0.0}) {
     v1::TuneRequest r = Request();
     r.set_time_limit_seconds(limit);
-    EXPECT_THAT(Refusal(r), StartsWith("time_limit: ")) << limit;
+    EXPECT_THAT(Refusal(r), StartsWith("time_limit_seconds: ")) << limit;
   }
   for (double timeout : {nan, inf, -5.0, 1e9}) {
     v1::TuneRequest r = Request();

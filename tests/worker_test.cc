@@ -572,6 +572,13 @@ TEST_F(WorkerServiceTest, TrialIdsAndDigestsThatCouldNameOtherPathsAreRefused) {
   grpc::Status s3 = stub_->CancelTrial(&cancel_ctx, cancel, &cancelled);
   EXPECT_EQ(s3.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s3.error_message(), HasSubstr("trial_id: not valid UTF-8"));
+  // A spec that is JSON but no spec names the request's field.
+  v1::RunTrialRequest listed = RequestFor("t4", TinySpec());
+  listed.set_spec_json("[1, 2]");
+  grpc::ClientContext listed_ctx;
+  grpc::Status s4 = stub_->RunTrial(&listed_ctx, listed, &resp);
+  EXPECT_EQ(s4.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s4.error_message(), ::testing::StartsWith("spec_json: "));
 }
 
 TEST_F(WorkerServiceTest, ATrialFasterThanTheProbedPeakRaisesItAndTheCoordinatorHears) {

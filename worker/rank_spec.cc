@@ -17,7 +17,12 @@ absl::StatusOr<TrialSpec> RankSpecFromRequest(const v1::RunTrialRequest& request
                                                    kMaxTrialAttempt, ", got ", request.attempt()));
   }
   ASSIGN_OR_RETURN(const nlohmann::json j, ParseUntrustedJson(request.spec_json(), "spec_json"));
-  ASSIGN_OR_RETURN(TrialSpec spec, TrialSpecFromJson(j));
+  absl::StatusOr<TrialSpec> parsed = TrialSpecFromJson(j);
+  if (!parsed.ok()) {  // named as the request's field
+    return absl::Status(parsed.status().code(),
+                        absl::StrCat("spec_json: ", parsed.status().message()));
+  }
+  TrialSpec spec = *std::move(parsed);
   // One owner: the request's trial_id and attempt. A coordinator that also
   // writes them into spec_json (TrialSpecToJson rather than
   // TrialSpecToRequestJson) must write the same.
