@@ -354,9 +354,13 @@ void JobManager::TakeUpRanksLocked(const v1::RegisterRequest& req, const std::st
                       r.rank() < static_cast<int>(trial->ranks.size()) &&
                       trial->ranks[r.rank()].placed.worker_id == worker;
     if (ours && trial->awaiting_reattach && trial->ranks[r.rank()].placed.address.empty()) {
-      std::optional<PlacedRank> placed =
-          pool_.Hold(worker, r.device_index(), r.trial_id(), r.attempt(), r.rank());
+      std::optional<PlacedRank> placed = pool_.Hold(worker, r.device_index(), r.trial_id(),
+                                                    r.attempt(), r.rank(), r.rendezvous_port());
       if (placed) {
+        if (r.rank() == 0 && r.rendezvous_port() > 0) {
+          trial->master_host = HostOfAddress(placed->address);
+          trial->master_port = r.rendezvous_port();
+        }
         trial->ranks[r.rank()].placed = *std::move(placed);
         ++trial->ranks_attached;
       }

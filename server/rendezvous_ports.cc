@@ -22,6 +22,12 @@ void RendezvousPorts::Acquire(const std::string& host, int port, const std::stri
   h.quarantined.erase(port);
 }
 
+bool RendezvousPorts::HoldInUse(const std::string& host, int port, const std::string& holder) {
+  Host& h = hosts_[host];
+  auto [it, inserted] = h.held.emplace(port, holder);
+  return inserted || it->second == holder;
+}
+
 void RendezvousPorts::Release(const std::string& host, int port, const std::string& holder) {
   auto it = hosts_.find(host);
   if (it == hosts_.end()) return;

@@ -28,6 +28,10 @@ class RendezvousPorts {
   // Holds `port` of `host` for `holder` (a trial attempt).
   // REQUIRES: Free() returned it and nothing was acquired since.
   void Acquire(const std::string& host, int port, const std::string& holder);
+  // Holds `port` of `host` for `holder`, whose rank 0 already serves on it
+  // (a trial taken up after a coordinator restart), quarantined or not.
+  // False, holding nothing, when another holder has it.
+  bool HoldInUse(const std::string& host, int port, const std::string& holder);
   // Frees `port` of `host` if `holder` holds it; otherwise does nothing.
   void Release(const std::string& host, int port, const std::string& holder);
   // Keeps `port` of `host` out of Free()'s answers until `until`.

@@ -429,7 +429,8 @@ std::optional<Gang> WorkerPool::Place(const std::string& type, int count,
 }
 
 std::optional<PlacedRank> WorkerPool::Hold(const std::string& worker_id, int device_index,
-                                           const std::string& trial_id, int attempt, int rank) {
+                                           const std::string& trial_id, int attempt, int rank,
+                                           int rendezvous_port) {
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return std::nullopt;
@@ -438,7 +439,20 @@ std::optional<PlacedRank> WorkerPool::Hold(const std::string& worker_id, int dev
   if (holds_.count({trial_id, attempt, rank})) return std::nullopt;
   if (!w.held_by[device_index].empty()) return std::nullopt;
   w.held_by[device_index] = trial_id;
-  holds_[{trial_id, attempt, rank}] = RankHold{worker_id, device_index, 0, ""};
+  RankHold hold{worker_id, device_index, 0, ""};
+  if (rank == 0 && rendezvous_port > 0) {
+    const std::string host = HostOfAddress(w.info.address());
+    if (ports_.HoldInUse(host, rendezvous_port, PortHolder(trial_id, attempt))) {
+      hold.port = rendezvous_port;
+      hold.host = host;
+    } else {
+      spdlog::warn(
+          "trial {} attempt {}: its rendezvous port {} of {} went to another trial while "
+          "no coordinator ran",
+          trial_id, attempt, rendezvous_port, host);
+    }
+  }
+  holds_[{trial_id, attempt, rank}] = std::move(hold);
   PlacedRank placed;
   placed.worker_id = worker_id;
   placed.address = w.info.address();

@@ -136,10 +136,14 @@ class WorkerPool {
                             int attempt, const std::string& launcher = "");
   // Holds device `device_index` of worker `worker_id` for rank `rank` of
   // the attempt, which already runs there (a coordinator taking up its
-  // trials after a restart; RegisterRequest.running_ranks). nullopt when the
-  // worker or device is unknown or the device is held by another rank.
+  // trials after a restart; RegisterRequest.running_ranks), and for rank 0
+  // with a `rendezvous_port` > 0 that port of the worker's host too (not
+  // when another trial was given it meanwhile: then only the device).
+  // nullopt when the worker or device is unknown or the device is held by
+  // another rank.
   std::optional<PlacedRank> Hold(const std::string& worker_id, int device_index,
-                                 const std::string& trial_id, int attempt, int rank);
+                                 const std::string& trial_id, int attempt, int rank,
+                                 int rendezvous_port = 0);
   // Frees the device (and rank 0's rendezvous port) that rank `rank` of the
   // attempt holds. Idempotent.
   void Release(const std::string& trial_id, int attempt, int rank);

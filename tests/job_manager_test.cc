@@ -642,6 +642,55 @@ TEST_F(JobManagerTest, ARestartedTrialWhoseWorkersDoNotReportItRunsAgain) {
   EXPECT_EQ(executor_.calls[0].request.attempt(), 2);
 }
 
+// A gang taken up after a restart: every rank is re-attached once all are
+// reported, and rank 0's rendezvous port stays held, so a new gang on that
+// host gets another one.
+TEST_F(JobManagerTest, ARestartedGangIsTakenUpWholeAndKeepsItsRendezvousPort) {
+  AddWorker("a", 2, 29500, 29501);
+  auto [job_id, trial_id] = StartGang(2);
+  ASSERT_FALSE(trial_id.empty());
+  ASSERT_EQ(FakeExecutor::Spec(executor_.calls[0]).master_port, 29500);
+  Restart();
+
+  v1::RegisterRequest back = RegisterRequestFor("a", "a:1", 2, 29500, 29501);
+  for (int rank : {0, 1}) {
+    v1::RunningRank* r = back.add_running_ranks();
+    r->set_trial_id(trial_id);
+    r->set_attempt(1);
+    r->set_rank(rank);
+    r->set_device_index(rank);
+    r->set_rendezvous_port(rank == 0 ? 29500 : 0);
+  }
+  Register(back);
+  ASSERT_EQ(executor_.calls.size(), 2u) << "both ranks attached";
+  for (const auto& c : executor_.calls) {
+    EXPECT_TRUE(c.request.attach_only());
+    EXPECT_EQ(c.request.attempt(), 1);
+  }
+  EXPECT_THAT(Holders("a"), ElementsAre(trial_id, trial_id));
+
+  // Another worker on the same host, and another gang: not on 29500.
+  Register(RegisterRequestFor("a2", "a:2", 2, 29500, 29501));
+  ASSERT_TRUE(manager_->SubmitJob(Gang(2, 1)).ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 4u);
+  EXPECT_EQ(FakeExecutor::Spec(executor_.calls[2]).master_port, 29501)
+      << "the taken-up gang still serves its rendezvous on 29500";
+
+  // Once the first gang answers, its port is free again.
+  executor_.Succeed(10);
+  executor_.Succeed(10);
+  manager_->Tick();
+  EXPECT_EQ(manager_->GetJob(job_id)->state(), "SUCCEEDED");
+  EXPECT_EQ(TrialOf(job_id, trial_id).attempt(), 1);
+  v1::TuneRequest third = Gang(2, 1);
+  third.set_force(true);  // measured, not answered from the strategy database
+  ASSERT_TRUE(manager_->SubmitJob(third).ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 4u);
+  EXPECT_EQ(FakeExecutor::Spec(executor_.calls.back()).master_port, 29500);
+}
+
 // A job whose time limit passed while no coordinator ran ends at the first
 // tick of the next, with what it measured; one whose stored request is
 // refused now (a model family this server does not know) is closed FAILED

@@ -731,7 +731,11 @@ TEST_F(WorkerServiceTest, ARankWhoseCoordinatorWentAwayRunsOnAndItsAnswerWaitsFo
 cat > "$4" <<'JSON'
 {"status": "SUCCEEDED", "error": "", "metrics": {"tokens_per_second": 42}}
 JSON)"));
-  const v1::RunTrialRequest req = RequestFor("t9", TinySpec());
+  TrialSpec rank0 = TinySpec();  // rank 0 of a gang of two: it serves the rendezvous
+  rank0.world_size = 2;
+  rank0.master_addr = "127.0.0.1";
+  rank0.master_port = 29555;
+  const v1::RunTrialRequest req = RequestFor("t9", rank0);
   {
     v1::RunTrialResponse resp;
     grpc::ClientContext ctx;
@@ -744,6 +748,7 @@ JSON)"));
   EXPECT_EQ(ranks[0].attempt(), 1);
   EXPECT_EQ(ranks[0].device_index(), 0);
   EXPECT_FALSE(ranks[0].finished());
+  EXPECT_EQ(ranks[0].rendezvous_port(), 29555) << "the coordinator holds it again";
 
   v1::RunTrialRequest attach = req;
   attach.set_attach_only(true);
@@ -761,6 +766,7 @@ JSON)"));
   }
   ASSERT_EQ(ranks.size(), 1u);
   EXPECT_TRUE(ranks[0].finished()) << "ended, its answer kept";
+  EXPECT_EQ(ranks[0].rendezvous_port(), 0) << "an ended rank serves no rendezvous";
   attach.set_trial_id("t9");
   v1::RunTrialResponse resp;
   grpc::ClientContext ctx;

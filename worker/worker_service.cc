@@ -121,6 +121,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
   }
   auto execution = std::make_shared<Execution>();
   execution->device_index = index;
+  if (spec->rank == 0 && spec->world_size > 1) execution->rendezvous_port = spec->master_port;
   execution->waiters.push_back({ctx, reactor, response});
   running_[key] = execution;
   ++threads_;
@@ -171,19 +172,24 @@ std::vector<v1::RunningRank> WorkerServiceImpl::RunningRanks() {
   absl::MutexLock lock(&mu_);
   DropExpiredAnswersLocked();
   std::vector<v1::RunningRank> out;
-  const auto add = [&out](const ExecutionKey& key, int device_index, bool finished) {
+  const auto add = [&out](const ExecutionKey& key, int device_index, bool finished,
+                          int rendezvous_port) {
     v1::RunningRank r;
     r.set_trial_id(std::get<0>(key));
     r.set_attempt(std::get<1>(key));
     r.set_rank(std::get<2>(key));
     r.set_device_index(device_index);
     r.set_finished(finished);
+    r.set_rendezvous_port(rendezvous_port);
     out.push_back(std::move(r));
   };
   for (const auto& [key, execution] : running_) {
-    if (!execution->cancel) add(key, execution->device_index, false);
+    if (!execution->cancel) {
+      add(key, execution->device_index, false, execution->rendezvous_port);
+    }
   }
-  for (const auto& [key, kept] : kept_) add(key, kept.device_index, true);
+  // A finished rank 0 serves no rendezvous any more.
+  for (const auto& [key, kept] : kept_) add(key, kept.device_index, true, 0);
   return out;
 }
 

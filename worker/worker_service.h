@@ -135,6 +135,7 @@ class WorkerServiceImpl final : public RawWorkerService {
     std::atomic<bool> cancel{false};
     // Since when every caller has gone; InfiniteFuture while one waits.
     absl::Time orphaned_since = absl::InfiniteFuture();  // guarded by mu_
+    int rendezvous_port = 0;  // rank 0 of a multi-rank trial: the port it serves on
   };
   // The answer of a rank that ended with nobody waiting.
   struct KeptAnswer {
