@@ -7,6 +7,7 @@
 #include <memory>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/render.h"
 #include "client/strategy_render.h"
@@ -33,6 +34,10 @@ int RpcError(const ClientContext& c, const grpc::Status& s) {
       break;
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       what = absl::StrCat("the server at ", c.server, " did not answer in time");
+      // A watch that lost the coordinator says so (client/watch_retry.h).
+      if (absl::StrContains(s.error_message(), "--watch-timeout")) {
+        absl::StrAppend(&what, ": ", s.error_message());
+      }
       break;
     case grpc::StatusCode::INVALID_ARGUMENT:
       what = absl::StrCat("invalid request: ", s.error_message());
@@ -143,6 +148,7 @@ grpc::Status Watch(const ClientContext& c, const std::string& job_id, v1::JobEve
   options.reconnect_for = c.reconnect_for;
   options.server = c.server;
   options.job_id = job_id;
+  options.deadline = deadline;
   return FollowWithReconnect(
       [&](const std::function<void()>& delivered) {
         return WatchStream(c, job_id, deadline, &view, delivered, last);

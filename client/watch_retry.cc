@@ -63,6 +63,14 @@ grpc::Status FollowWithReconnect(const WatchAttempt& attempt, const std::functio
                        options.job_id, " may still be running: `autoaccel watch ", options.job_id,
                        "` follows it again"));
     }
+    if (options.now() + *delay >= options.deadline) {
+      return grpc::Status(
+          grpc::StatusCode::DEADLINE_EXCEEDED,
+          absl::StrCat("lost the coordinator (", why,
+                       ") and --watch-timeout ran out before it could be reached again; job ",
+                       options.job_id, " may still be running: `autoaccel watch ", options.job_id,
+                       "` follows it again"));
+    }
     lost = true;
     err << "autoaccel: lost the coordinator at " << options.server << " (" << why
         << "); reconnecting in " << absl::StrFormat("%.1f s", absl::ToDoubleSeconds(*delay))

@@ -75,6 +75,8 @@ struct ReconnectOptions {
   uint64_t seed = std::random_device()();
   std::string server;  // for messages
   std::string job_id;  // for messages
+  // --watch-timeout: no wait for a reconnect reaches past it.
+  absl::Time deadline = absl::InfiniteFuture();
   std::function<absl::Time()> now = [] { return absl::Now(); };
   std::function<void(absl::Duration)> sleep = [](absl::Duration d) { absl::SleepFor(d); };
 };
@@ -86,7 +88,8 @@ struct ReconnectOptions {
 // 3)") and one when events flow again ("reconnected ..."). Returns the
 // attempt's status for an error no retry can fix or a stream that never
 // delivered; UNAVAILABLE saying that it gave up once the budget is spent;
-// with reconnect_for 0, the first attempt's status as it is.
+// DEADLINE_EXCEEDED when the next attempt would come after `deadline`; with
+// reconnect_for 0, the first attempt's status as it is.
 grpc::Status FollowWithReconnect(const WatchAttempt& attempt, const std::function<bool()>& terminal,
                                  const ReconnectOptions& options, std::ostream& err);
 

@@ -103,8 +103,10 @@ struct Script {
   std::vector<absl::Duration> slept;
   int attempts = 0;
 
-  grpc::Status Run(absl::Duration reconnect_for, std::string* err_text) {
+  grpc::Status Run(absl::Duration reconnect_for, std::string* err_text,
+                   absl::Time deadline = absl::InfiniteFuture()) {
     ReconnectOptions options;
+    options.deadline = deadline;
     options.reconnect_for = reconnect_for;
     options.backoff = NoJitter();
     options.server = "127.0.0.1:9";
@@ -191,6 +193,19 @@ TEST(FollowWithReconnectTest, GivesUpAfterTheBudgetSayingHowToFollowAgain) {
   // 0.5 + 1 + 2 + 4 + 8 = 15.5 s, then the 4.5 s left.
   EXPECT_EQ(script.slept.size(), 6u);
   EXPECT_THAT(err, Not(HasSubstr("reconnected")));
+}
+
+TEST(FollowWithReconnectTest, NoReconnectWaitsPastTheWatchTimeout) {
+  Script script;
+  script.steps = {{1, kUnavailable}};  // then down for good
+  std::string err;
+  // --watch-timeout 5 s: attempts after 0.5, 1.5 and 3.5 s; the next would be at 7.5 s.
+  grpc::Status s = script.Run(absl::Minutes(5), &err, script.now + absl::Seconds(5));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_THAT(s.error_message(), HasSubstr("--watch-timeout ran out"));
+  EXPECT_THAT(s.error_message(), HasSubstr("`autoaccel watch j1` follows it again"));
+  EXPECT_EQ(script.attempts, 4);
+  EXPECT_LT(script.now, absl::UnixEpoch() + absl::Seconds(5)) << "slept past the timeout";
 }
 
 TEST(FollowWithReconnectTest, ZeroReconnectForReturnsTheFirstLoss) {
