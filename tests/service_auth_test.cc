@@ -5,22 +5,19 @@
 // a live worker's id.
 #include <grpcpp/grpcpp.h>
 
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "common/client_channel.h"
-#include "common/clock.h"
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/auth.h"
 #include "server/job_manager.h"
 #include "server/service.h"
+#include "tests/in_process_coordinator.h"
 #include "tests/register_request.h"
-#include "tests/subprocess.h"
 #include "tests/test_matchers.h"
 
 namespace autoaccel {
@@ -33,47 +30,20 @@ constexpr char kCarol[] = "carol-token-0123456789";
 constexpr char kAdmin[] = "admin-token-0123456789";
 constexpr char kJoin[] = "join-token-0123456789ab";
 
-class NoTrials : public TrialExecutor {
- public:
-  void RunTrial(const WorkerEndpoint&, const v1::RunTrialRequest&, absl::Duration,
-                Done done) override {
-    done(absl::UnavailableError("no workers in this test"), v1::RunTrialResponse());
-  }
-  void CancelTrial(const WorkerEndpoint&, const v1::CancelTrialRequest&) override {}
-};
-
 class ServiceAuthTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = testing::MakeTempDir("autoaccel-auth-");
-    auto store = Store::Open(dir_ + "/db.sqlite");
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    auto manager = JobManager::Create(store_.get(), &executor_, &clock_, JobManagerOptions());
-    ASSERT_TRUE(manager.ok()) << manager.status();
-    manager_ = std::move(*manager);
     auto users = ParseTokens(absl::StrCat(kAlice, " alice\n", kCarol, " carol\n# a comment\n\n",
                                           kAdmin, " root admin\n"),
                              "tokens");
     ASSERT_TRUE(users.ok()) << users.status();
     auth_ = std::make_unique<Authenticator>(*users, kJoin);
-    tuning_ = std::make_unique<TuningServiceImpl>(manager_.get(), store_.get(), auth_.get());
-    registry_ = std::make_unique<WorkerRegistryImpl>(manager_.get(), auth_.get());
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(tuning_.get());
-    builder.RegisterService(registry_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(port_, 0);
-  }
-  void TearDown() override {
-    server_->Shutdown();
-    std::filesystem::remove_all(dir_);
+    ASSERT_NO_FATAL_FAILURE(coordinator_.Start("autoaccel-auth-", &executor_, auth_.get()));
+    manager_ = coordinator_.manager();
   }
 
   std::shared_ptr<grpc::Channel> As(const std::string& token) {
-    return CreateClientChannel(absl::StrCat("127.0.0.1:", port_),
-                               grpc::InsecureChannelCredentials(), token);
+    return coordinator_.Channel(token);
   }
   std::unique_ptr<v1::TuningService::Stub> Tuning(const std::string& token) {
     return v1::TuningService::NewStub(As(token));
@@ -139,16 +109,10 @@ class ServiceAuthTest : public ::testing::Test {
     return codes;
   }
 
-  std::string dir_;
-  FakeClock clock_;
-  NoTrials executor_;
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<JobManager> manager_;
+  testing::NoWorkers executor_;
   std::unique_ptr<Authenticator> auth_;
-  std::unique_ptr<TuningServiceImpl> tuning_;
-  std::unique_ptr<WorkerRegistryImpl> registry_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
+  testing::InProcessCoordinator coordinator_;
+  JobManager* manager_ = nullptr;  // coordinator_'s
 };
 
 TEST_F(ServiceAuthTest, EveryUserRpcWithoutAValidTokenIsUnauthenticated) {

@@ -7,20 +7,18 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
-#include <filesystem>
 #include <future>
 #include <memory>
 #include <optional>
 #include <string>
 
-#include "common/clock.h"
 #include "common/raw_call.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/auth.h"
 #include "server/job_manager.h"
 #include "server/service.h"
-#include "tests/subprocess.h"
+#include "tests/in_process_coordinator.h"
 
 namespace autoaccel {
 namespace {
@@ -56,15 +54,6 @@ TEST(FirstNonUtf8FieldTest, NamesTheFieldAsAPathFromTheRequest) {
   EXPECT_EQ(FirstNonUtf8Field(*reg.GetDescriptor(), "\x0a\xff"), std::nullopt) << "malformed";
 }
 
-class NoTrials : public TrialExecutor {
- public:
-  void RunTrial(const WorkerEndpoint&, const v1::RunTrialRequest&, absl::Duration,
-                Done done) override {
-    done(absl::UnavailableError("no workers in this test"), v1::RunTrialResponse());
-  }
-  void CancelTrial(const WorkerEndpoint&, const v1::CancelTrialRequest&) override {}
-};
-
 // Sets the first string field of `m` met depth-first (entering singular
 // messages) to `value`; its path, or nullopt when `m` has none.
 std::optional<std::string> SetFirstString(Message* m, const std::string& value) {
@@ -88,27 +77,8 @@ std::optional<std::string> SetFirstString(Message* m, const std::string& value) 
 class ServiceParseTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = testing::MakeTempDir("autoaccel-parse-");
-    auto store = Store::Open(dir_ + "/db.sqlite");
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    auto manager = JobManager::Create(store_.get(), &executor_, &clock_, JobManagerOptions());
-    ASSERT_TRUE(manager.ok()) << manager.status();
-    manager_ = std::move(*manager);
-    tuning_ = std::make_unique<TuningServiceImpl>(manager_.get(), store_.get(), &auth_);
-    registry_ = std::make_unique<WorkerRegistryImpl>(manager_.get(), &auth_);
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(tuning_.get());
-    builder.RegisterService(registry_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(port_, 0);
-    channel_ =
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials());
-  }
-  void TearDown() override {
-    server_->Shutdown();
-    std::filesystem::remove_all(dir_);
+    ASSERT_NO_FATAL_FAILURE(coordinator_.Start("autoaccel-parse-", &executor_, &auth_));
+    channel_ = coordinator_.Channel();
   }
 
   // Calls unary `method` with `wire` as its request.
@@ -139,16 +109,9 @@ class ServiceParseTest : public ::testing::Test {
     return out;
   }
 
-  std::string dir_;
-  std::unique_ptr<Store> store_;
-  NoTrials executor_;
-  FakeClock clock_;
-  std::unique_ptr<JobManager> manager_;
-  Authenticator auth_;
-  std::unique_ptr<TuningServiceImpl> tuning_;
-  std::unique_ptr<WorkerRegistryImpl> registry_;
-  int port_ = 0;
-  std::unique_ptr<grpc::Server> server_;
+  testing::NoWorkers executor_;
+  Authenticator auth_;  // no tokens
+  testing::InProcessCoordinator coordinator_;
   std::shared_ptr<grpc::Channel> channel_;
 };
 
