@@ -822,5 +822,46 @@ JSON)"));
   first.join();
 }
 
+// A coordinator sends a trial (or re-attaches one after its restart) as soon
+// as it has answered a registration, before the worker has read its new
+// session token: while a registration is under way such a call waits for
+// it instead of being refused.
+TEST_F(WorkerServiceTest, ACallWithTheNextSessionTokenWaitsForTheRegistrationUnderWay) {
+  auto devices = ParseDevices("cpu:1", int64_t{1} << 30);
+  ASSERT_TRUE(devices.ok());
+  Start(*devices, {"cpu"}, Script(R"(cat > "$4" <<'JSON'
+{"status": "SUCCEEDED", "error": "", "metrics": {"tokens_per_second": 1}}
+JSON)"));
+  const std::string next = "next-session-token-0123456789";
+  auto next_stub = v1::WorkerService::NewStub(CreateClientChannel(
+      absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials(), next));
+  service_->gate()->RegistrationStarted();
+  std::thread registrar([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    service_->gate()->Accept(next);
+  });
+  grpc::ClientContext ctx;
+  v1::RunTrialResponse resp;
+  grpc::Status s = next_stub->RunTrial(&ctx, RequestFor("t1", TinySpec()), &resp);
+  registrar.join();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.status(), "SUCCEEDED");
+
+  // A registration that fails refuses the waiting call with the token it had.
+  service_->gate()->RegistrationStarted();
+  std::thread failed([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    service_->gate()->RegistrationFailed();
+  });
+  auto old_stub = v1::WorkerService::NewStub(CreateClientChannel(
+      absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials(), "another-token-xyz"));
+  grpc::ClientContext refused_ctx;
+  const absl::Time asked = absl::Now();
+  EXPECT_EQ(old_stub->RunTrial(&refused_ctx, RequestFor("t2", TinySpec()), &resp).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_LT(absl::Now() - asked, kRegistrationWait) << "refused once the registration failed";
+  failed.join();
+}
+
 }  // namespace
 }  // namespace autoaccel

@@ -5,14 +5,30 @@
 
 namespace autoaccel {
 
+void CoordinatorGate::RegistrationStarted() {
+  absl::MutexLock lock(&mu_);
+  registering_ = true;
+}
+
+void CoordinatorGate::RegistrationFailed() {
+  absl::MutexLock lock(&mu_);
+  registering_ = false;
+}
+
 void CoordinatorGate::Accept(std::string session_token) {
   absl::MutexLock lock(&mu_);
   token_ = std::move(session_token);
+  registering_ = false;
 }
 
 absl::Status CoordinatorGate::Check(const grpc::ServerContextBase& ctx) const {
   const std::string given = BearerTokenOf(ctx);
   absl::MutexLock lock(&mu_);
+  if (registering_ && !(!token_.empty() && SecretTokensEqual(given, token_))) {
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](const bool* registering) { return !*registering; }, &registering_),
+                         kRegistrationWait);
+  }
   if (token_.empty()) {
     return absl::UnauthenticatedError(
         "this worker has not registered with its coordinator yet: it runs trials only for it");

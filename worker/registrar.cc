@@ -51,7 +51,9 @@ void Registrar::Run() {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
       v1::RegisterResponse resp;
+      gate_->RegistrationStarted();
       grpc::Status s = stub_->Register(&ctx, registration, &resp);
+      if (!s.ok()) gate_->RegistrationFailed();
       if (s.ok()) {
         registered = true;
         session_token = resp.session_token();
