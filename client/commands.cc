@@ -7,7 +7,6 @@
 #include <memory>
 #include <set>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/render.h"
 #include "client/strategy_render.h"
@@ -34,8 +33,9 @@ int RpcError(const ClientContext& c, const grpc::Status& s) {
       break;
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       what = absl::StrCat("the server at ", c.server, " did not answer in time");
-      // A watch that lost the coordinator says so (client/watch_retry.h).
-      if (absl::StrContains(s.error_message(), "--watch-timeout")) {
+      // gRPC's own deadline says only that; ours say more (a watch that lost
+      // the coordinator, client/watch_retry.h).
+      if (!s.error_message().empty() && s.error_message() != "Deadline Exceeded") {
         absl::StrAppend(&what, ": ", s.error_message());
       }
       break;

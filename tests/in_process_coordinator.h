@@ -18,6 +18,7 @@
 #include "server/auth.h"
 #include "server/job_manager.h"
 #include "server/service.h"
+#include "tests/local_server.h"
 #include "tests/subprocess.h"
 
 namespace autoaccel::testing {
@@ -37,7 +38,7 @@ class InProcessCoordinator {
   // Call Start() (under ASSERT_NO_FATAL_FAILURE) before anything else.
   InProcessCoordinator() = default;
   ~InProcessCoordinator() {
-    if (server_) server_->Shutdown();
+    if (local_.server) local_.server->Shutdown();
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
@@ -54,18 +55,13 @@ class InProcessCoordinator {
     manager_ = std::move(*manager);
     tuning_ = std::make_unique<TuningServiceImpl>(manager_.get(), store_.get(), auth);
     registry_ = std::make_unique<WorkerRegistryImpl>(manager_.get(), auth);
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(tuning_.get());
-    builder.RegisterService(registry_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    ASSERT_NE(port_, 0);
+    local_ = ServeLocally({tuning_.get(), registry_.get()});
+    ASSERT_NE(local_.server, nullptr);
   }
 
   // A channel whose calls carry `token` as a bearer token ("" for none).
   std::shared_ptr<grpc::Channel> Channel(const std::string& token = "") const {
-    return CreateClientChannel(absl::StrCat("127.0.0.1:", port_),
+    return CreateClientChannel(absl::StrCat("127.0.0.1:", local_.port),
                                grpc::InsecureChannelCredentials(), token);
   }
 
@@ -80,8 +76,7 @@ class InProcessCoordinator {
   std::unique_ptr<JobManager> manager_;
   std::unique_ptr<TuningServiceImpl> tuning_;
   std::unique_ptr<WorkerRegistryImpl> registry_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
+  LocalServer local_;
 };
 
 }  // namespace autoaccel::testing

@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -22,18 +23,22 @@ struct LocalServer {
 // send with every call (as the coordinator does).
 inline constexpr char kTestSessionToken[] = "test-session-token-0123456789";
 
-// Serves `service` (which must outlive the server) until the server is shut
+// Serves `services` (which must outlive the server) until the server is shut
 // down or destroyed; the channel's calls carry `token` as a bearer token
 // ("" for none).
-inline LocalServer ServeLocally(grpc::Service* service, const std::string& token = "") {
+inline LocalServer ServeLocally(std::initializer_list<grpc::Service*> services,
+                                const std::string& token = "") {
   LocalServer local;
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &local.port);
-  builder.RegisterService(service);
+  for (grpc::Service* service : services) builder.RegisterService(service);
   local.server = builder.BuildAndStart();
   local.channel = CreateClientChannel("127.0.0.1:" + std::to_string(local.port),
                                       grpc::InsecureChannelCredentials(), token);
   return local;
+}
+inline LocalServer ServeLocally(grpc::Service* service, const std::string& token = "") {
+  return ServeLocally({service}, token);
 }
 
 }  // namespace autoaccel::testing

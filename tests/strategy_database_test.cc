@@ -3,13 +3,11 @@
 // (client/commands.h) against it. No worker: nothing may run.
 #include <grpcpp/grpcpp.h>
 
-#include <filesystem>
 #include <memory>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
-#include "common/clock.h"
 #include "common/engine_version.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -18,8 +16,7 @@
 #include "server/job_manager.h"
 #include "server/service.h"
 #include "server/signature.h"
-#include "tests/local_server.h"
-#include "tests/subprocess.h"
+#include "tests/in_process_coordinator.h"
 #include "tests/test_matchers.h"
 
 namespace autoaccel {
@@ -45,22 +42,9 @@ class NoTrials : public TrialExecutor {
 class StrategyDatabaseTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = testing::MakeTempDir("autoaccel-sdb-");
-    auto store = Store::Open(dir_ + "/db.sqlite");
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    auto manager = JobManager::Create(store_.get(), &executor_, &clock_, JobManagerOptions());
-    ASSERT_TRUE(manager.ok()) << manager.status();
-    manager_ = std::move(*manager);
-    service_ = std::make_unique<TuningServiceImpl>(manager_.get(), store_.get(), &auth_);
-    testing::LocalServer local = testing::ServeLocally(service_.get());
-    server_ = std::move(local.server);
-    ASSERT_NE(server_, nullptr);
-    stub_ = v1::TuningService::NewStub(local.channel);
-  }
-  void TearDown() override {
-    if (server_) server_->Shutdown();
-    std::filesystem::remove_all(dir_);
+    ASSERT_NO_FATAL_FAILURE(coordinator_.Start("autoaccel-sdb-", &executor_, &auth_));
+    store_ = coordinator_.store();
+    stub_ = v1::TuningService::NewStub(coordinator_.Channel());
   }
 
   // An answer of this engine version for Request()'s signature, found by
@@ -112,14 +96,10 @@ class StrategyDatabaseTest : public ::testing::Test {
     return c;
   }
 
-  std::string dir_;
-  std::unique_ptr<Store> store_;
-  FakeClock clock_;
   NoTrials executor_;
-  std::unique_ptr<JobManager> manager_;
   Authenticator auth_;  // none: every caller is an admin
-  std::unique_ptr<TuningServiceImpl> service_;
-  std::unique_ptr<grpc::Server> server_;
+  testing::InProcessCoordinator coordinator_;
+  Store* store_ = nullptr;  // coordinator_'s
   std::unique_ptr<v1::TuningService::Stub> stub_;
   std::ostringstream out_, err_;
 };

@@ -24,7 +24,8 @@ void CoordinatorGate::Accept(std::string session_token) {
 absl::Status CoordinatorGate::Check(const grpc::ServerContextBase& ctx) const {
   const std::string given = BearerTokenOf(ctx);
   absl::MutexLock lock(&mu_);
-  if (registering_ && !(!token_.empty() && SecretTokensEqual(given, token_))) {
+  // A call with a token that is not the current one may carry the next.
+  if (registering_ && !given.empty() && (token_.empty() || !SecretTokensEqual(given, token_))) {
     mu_.AwaitWithTimeout(absl::Condition(
                              +[](const bool* registering) { return !*registering; }, &registering_),
                          kRegistrationWait);

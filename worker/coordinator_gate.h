@@ -27,8 +27,9 @@ class CoordinatorGate {
   // A registration is under way. The coordinator may send a trial (or
   // re-attach one after its restart) as soon as it has answered, before
   // this worker has read the answer: until Accept() or
-  // RegistrationFailed(), a call that lacks the current token waits for the
-  // new one (at most kRegistrationWait) instead of being refused.
+  // RegistrationFailed(), a call with a token other than the current one
+  // waits for the new one (at most kRegistrationWait) instead of being
+  // refused; a call with no token is refused at once.
   void RegistrationStarted() ABSL_LOCKS_EXCLUDED(mu_);
   void RegistrationFailed() ABSL_LOCKS_EXCLUDED(mu_);
   // The current registration's token; replaces the previous one (a

@@ -44,17 +44,16 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
     return reactor;
   };
   if (absl::Status allowed = gate_.Check(*ctx); !allowed.ok()) return fail(allowed);
-  v1::RunTrialRequest parsed;
-  if (absl::Status s = ParseRequest(*in, &parsed); !s.ok()) return fail(s);
-  const v1::RunTrialRequest* request = &parsed;
-  if (request->attach_only()) {
+  v1::RunTrialRequest request;
+  if (absl::Status s = ParseRequest(*in, &request); !s.ok()) return fail(s);
+  if (request.attach_only()) {
     absl::MutexLock lock(&mu_);
-    if (absl::Status attached = AttachLocked(*request, {ctx, reactor, response}); !attached.ok()) {
+    if (absl::Status attached = AttachLocked(request, {ctx, reactor, response}); !attached.ok()) {
       return fail(attached);
     }
     return reactor;
   }
-  const int index = request->device_index();
+  const int index = request.device_index();
   if (index < 0 || index >= static_cast<int>(options_.devices.size())) {
     return fail(absl::InvalidArgumentError(absl::StrCat("device_index: ", index,
                                                         " out of range (this worker has ",
@@ -70,12 +69,12 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
                          : device.device.type() == "cpu" ? "cpu"
                                                          : device.device.name();
   device.num_threads = options_.threads_per_device;
-  absl::StatusOr<TrialSpec> spec = RankSpecFromRequest(*request, device);
+  absl::StatusOr<TrialSpec> spec = RankSpecFromRequest(request, device);
   if (!spec.ok()) return fail(spec.status());
   std::shared_ptr<const LauncherRank> launcher;
-  if (!request->launcher().empty()) {
+  if (!request.launcher().empty()) {
     absl::StatusOr<std::shared_ptr<const LauncherRank>> rank =
-        LauncherRankFor(*request, device, *spec);
+        LauncherRankFor(request, device, *spec);
     if (!rank.ok()) return fail(rank.status());
     launcher = *rank;
   } else if (options_.runner_path.empty()) {
@@ -88,16 +87,16 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
   }
   if (launcher == nullptr && spec->model.IsTorchScript()) {
     absl::StatusOr<std::string> path =
-        StoreModelFile(options_.work_dir, spec->model.script_digest, request->model_file(),
+        StoreModelFile(options_.work_dir, spec->model.script_digest, request.model_file(),
                        RankFileStem(spec->trial_id, spec->attempt, spec->rank));
     if (!path.ok()) return fail(path.status());
     spec->model_file = *path;
   }
-  const absl::Duration timeout = request->timeout_seconds() > 0
-                                     ? absl::Seconds(request->timeout_seconds())
+  const absl::Duration timeout = request.timeout_seconds() > 0
+                                     ? absl::Seconds(request.timeout_seconds())
                                      : kDefaultTrialTimeout;
 
-  const ExecutionKey key{request->trial_id(), request->attempt(), spec->rank};
+  const ExecutionKey key{request.trial_id(), request.attempt(), spec->rank};
   absl::MutexLock lock(&mu_);
   if (shutting_down_) return fail(absl::UnavailableError("worker is shutting down"));
   auto it = running_.find(key);
