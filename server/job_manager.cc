@@ -38,7 +38,9 @@ JobManager::JobManager(Store* store, TrialExecutor* executor, const Clock* clock
       clock_(clock),
       options_(options),
       pool_(clock),
-      archive_(store) {}
+      archive_(store) {
+  store_->SetWriteTimer([this](absl::Duration took) { metrics_.StoreWrite(took); });
+}
 
 absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Store* store,
                                                                TrialExecutor* executor,
@@ -84,7 +86,10 @@ absl::Status JobManager::ResumeUnfinished() {
   return absl::OkStatus();
 }
 
-JobManager::~JobManager() { Stop(); }
+JobManager::~JobManager() {
+  Stop();
+  store_->SetWriteTimer(nullptr);
+}
 
 void JobManager::Start() {
   absl::MutexLock thread_lock(&thread_mu_);
@@ -280,6 +285,7 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request,
   if (verdict.answers) {
     // Finished as it was created: never active, read back from the store.
     spdlog::info("job {}: {}", rec.job_id, rec.status_message);
+    metrics_.JobFinished(rec.state);
     return JobRecordToProto(rec, {}, rec.created_at);
   }
   job->version = 1;
@@ -614,7 +620,11 @@ void JobManager::StartAttemptLocked(JobRun* job, TrialRun* trial, Gang gang, Out
       gang.master_port > 0
           ? absl::StrCat(" (rendezvous ", gang.master_host, ":", gang.master_port, ")")
           : "";
-  BeginAttempt(job, trial, std::move(gang), clock_->Now());
+  const absl::Time now = clock_->Now();
+  metrics_.TrialDispatched(trial->ready_since == absl::InfinitePast() ? absl::ZeroDuration()
+                                                                      : now - trial->ready_since);
+  trial->ready_since = absl::InfinitePast();
+  BeginAttempt(job, trial, std::move(gang), now);
   QueueRankCallsLocked(*job, *trial, /*attach_only=*/false, out);
   spdlog::info("job {}: trial {}{} [{}] on {}{}", job->record.job_id, rec.index,
                rec.attempt > 1 ? absl::StrCat(" attempt ", rec.attempt) : "", rec.strategy_text,
@@ -673,6 +683,7 @@ void JobManager::RecordPrunedLocked(JobRun* job) {
   const std::vector<TrialRecord> records =
       AddPrunedTrials(job, job->searcher->TakePruned(), clock_->Now());
   if (records.empty()) return;
+  for (size_t i = 0; i < records.size(); ++i) metrics_.TrialFinished(TrialStatus::kPruned, false);
   if (absl::Status s = store_->UpsertTrials(records); !s.ok()) {
     spdlog::error("job {}: storing {} pruned candidates failed: {}", job->record.job_id,
                   records.size(), s.ToString());
@@ -761,6 +772,7 @@ void JobManager::OnRankOutcomeLocked(JobRun* job, TrialRun* trial, int rank_inde
 
 void JobManager::RetryOrGiveUpLocked(JobRun* job, TrialRun* trial, Outbox* out) {
   const std::string why = trial->infrastructure_failure->reason;
+  metrics_.AttemptFailedOutsideStrategy();
   if (trial->master_port > 0) {
     // The port may be what failed (another process bound it): the next
     // attempt, and every other trial, gets another one for a while.
@@ -785,6 +797,10 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
   StopAwaitingLocked(trial);
   CloseTrial(job, trial, status, reason, metrics, clock_->Now());
   const TrialRecord& rec = trial->record;
+  metrics_.TrialFinished(status, rec.infrastructure);
+  if (rec.started_at != absl::InfinitePast() && rec.finished_at >= rec.started_at) {
+    metrics_.TrialRan(rec.finished_at - rec.started_at);
+  }
   // One CancelTrial per worker stops all of the trial's ranks there.
   if (status != TrialStatus::kSucceeded) CancelRanks(*trial, out);
   // The searcher's proposal (it never sees confirmations); a resumed job
@@ -836,6 +852,7 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
   archive_.Finish(rec, std::move(records), !job->store_error.ok(), outcome.answer);
   spdlog::info("job {}: {} — {}", rec.job_id, std::string(JobStateName(rec.state)),
                rec.status_message);
+  metrics_.JobFinished(rec.state);
   active_order_.erase(std::find(active_order_.begin(), active_order_.end(), rec.job_id));
   active_.erase(rec.job_id);  // `job` is gone after this line
 }
@@ -851,6 +868,7 @@ void JobManager::QueueConfirmationsLocked(JobRun* job) {
   if (confirmations.empty()) return;
   std::vector<std::string> names;
   for (TrialRun* confirm : confirmations) {
+    confirm->ready_since = clock_->Now();
     names.push_back(absl::StrCat(FindTrial(*job, confirm->record.confirms)->record.index));
     PersistTrialLocked(job, confirm);
   }

@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "proto/autoaccel.pb.h"
+#include "server/coordinator_metrics.h"
 #include "server/job_archive.h"
 #include "server/job_run.h"
 #include "server/search_planner.h"
@@ -167,6 +168,14 @@ class JobManager {
   absl::Status Heartbeat(const std::string& worker_id, const std::string& session_token);
   std::vector<v1::Worker> ListWorkers();
 
+  // The metrics (server/coordinator_metrics.h) with the scheduler's and the
+  // pool's state now, in Prometheus's text format. The manager times every
+  // write of its store (Store::SetWriteTimer) from Create until it is
+  // destroyed.
+  std::string MetricsText();
+  // The scheduler's state now, as the metrics count it.
+  SchedulerCensus Census();
+
   // One scheduling round; the scheduler thread calls it every tick.
   void Tick();
 
@@ -277,6 +286,7 @@ class JobManager {
   // first).
   WorkerPool pool_;
   JobArchive archive_;  // finished jobs
+  CoordinatorMetrics metrics_;
 
   mutable absl::Mutex mu_;
   absl::CondVar wake_;  // the scheduler: a job, a worker or a stop

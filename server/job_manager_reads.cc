@@ -122,4 +122,18 @@ absl::StatusOr<v1::Job> JobManager::JobToProtoLocked(const JobRun& job) const {
   return out;
 }
 
+SchedulerCensus JobManager::Census() {
+  absl::ReaderMutexLock lock(&mu_);
+  SchedulerCensus census;
+  for (const auto& [id, job] : active_) {
+    ++census.unfinished_jobs[job->record.state];
+    census.trials_running += job->running;
+    census.trials_queued += static_cast<int>(job->retries.size() + job->confirmations.size());
+  }
+  census.rank_calls_in_flight = rpcs_in_flight_;
+  return census;
+}
+
+std::string JobManager::MetricsText() { return metrics_.Render(Census(), pool_.Census()); }
+
 }  // namespace autoaccel

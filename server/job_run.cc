@@ -179,6 +179,7 @@ bool QueueRetry(JobRun* job, TrialRun* trial, int max_attempts, absl::Time now) 
   trial->infrastructure_failure.reset();
   --job->running;
   job->retries.push_back(trial);
+  trial->ready_since = now;
   return true;
 }
 

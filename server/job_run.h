@@ -60,6 +60,9 @@ struct TrialRun {
   // Its end was reported to the job's searcher (or the searcher took it up
   // as ended): a searcher created after it ended is told once.
   bool told_searcher = false;
+  // Since when it waits for a gang (a retry or confirmation queued; for the
+  // dispatch-wait metric); InfinitePast for a new proposal.
+  absl::Time ready_since = absl::InfinitePast();
 };
 
 struct JobRun {
@@ -131,7 +134,7 @@ void BeginAttempt(JobRun* job, TrialRun* trial, Gang gang, absl::Time now);
 int MarkRanksLost(TrialRun* trial, const std::string& worker_id);
 // After an attempt failed for infrastructure reasons (every rank answered):
 // the reason is added to failed_attempts, and the trial waits (PENDING, in
-// job->retries) for its next attempt when it has had fewer than
+// job->retries, ready since `now`) for its next attempt when it has had fewer than
 // `max_attempts` and `now` is before the deadline; returns false when it is
 // to be given up instead (then `infrastructure` is set).
 bool QueueRetry(JobRun* job, TrialRun* trial, int max_attempts, absl::Time now);

@@ -18,7 +18,9 @@
 #include "proto/convert.h"
 #include "server/auth.h"
 #include "server/grpc_executor.h"
+#include "server/http_endpoint.h"
 #include "server/job_manager.h"
+#include "server/monitoring_routes.h"
 #include "server/service.h"
 #include "server/store.h"
 #include "server/store_backup.h"
@@ -43,6 +45,10 @@ int main(int argc, char** argv) {
   double heartbeat_s = 2, worker_timeout_s = 10, drain_timeout_s = 10;
   app.add_option("--listen", listen, "HOST:PORT to serve on (port 0 picks a free one)");
   app.add_option("--db", db, "SQLite database file (created if missing)");
+  std::string http_listen;
+  app.add_option("--http-listen", http_listen,
+                 "HOST:PORT to serve HTTP on (port 0 picks a free one): Prometheus metrics at "
+                 "/metrics, /healthz and /readyz (plain HTTP, no tokens: docs/MONITORING.md)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   app.add_option("--heartbeat-interval", heartbeat_s, "seconds between worker heartbeats")
       ->check(CLI::PositiveNumber);
@@ -168,13 +174,33 @@ int main(int argc, char** argv) {
               auth.join_token_required() ? "join token required" : "no join token",
               insecure_why.empty() ? "" : (" INSECURE: " + insecure_why).c_str());
   std::fflush(stdout);
+  autoaccel::Readiness readiness;
+  std::unique_ptr<autoaccel::HttpEndpoint> http;
+  if (!http_listen.empty()) {
+    auto started = autoaccel::HttpEndpoint::Start(
+        http_listen, autoaccel::MonitoringRoutes((*manager).get(), &readiness));
+    if (!started.ok()) {
+      std::fprintf(stderr, "autoaccel-server: %s\n",
+                   std::string(started.status().message()).c_str());
+      server->Shutdown();
+      return 2;
+    }
+    http = *std::move(started);
+    std::printf("autoaccel-server http listening on %s:%d (/metrics, /healthz, /readyz)\n",
+                http->host().find(':') == std::string::npos ? http->host().c_str()
+                                                            : ("[" + http->host() + "]").c_str(),
+                http->port());
+    std::fflush(stdout);
+  }
   (*manager)->Start();
+  readiness.Set(autoaccel::Readiness::kReady);
 
   int sig = autoaccel::WaitForTerminationSignal();
   spdlog::info(
       "signal {}: shutting down: no new trials; running jobs go on when the server "
       "starts again on {}",
       sig, db);
+  readiness.Set(autoaccel::Readiness::kShuttingDown);
   (*manager)->Shutdown();
   server->Shutdown(absl::ToChronoTime(absl::Now() + kRpcShutdownGrace));
   if ((*manager)->Drain(absl::Seconds(drain_timeout_s))) {
@@ -187,6 +213,7 @@ int main(int argc, char** argv) {
         cut, drain_timeout_s);
   }
   (*manager)->Stop();
+  if (http) http->Stop();
   // Workers were told to stop the trials cut; wait for their answers so no
   // callback outlives the manager.
   if (!(*manager)->Drain(kCutAnswerTimeout)) {

@@ -131,6 +131,24 @@ Store::Store(std::string path, sqlite3* db, int schema_version, int migrations_a
 
 Store::~Store() { sqlite3_close_v2(db_); }
 
+class Store::WriteTiming {
+ public:
+  explicit WriteTiming(Store* store) : store_(store), start_(absl::Now()) {}
+  ~WriteTiming() {
+    absl::MutexLock lock(&store_->timer_mu_);
+    if (store_->write_timer_) store_->write_timer_(absl::Now() - start_);
+  }
+
+ private:
+  Store* const store_;
+  const absl::Time start_;
+};
+
+void Store::SetWriteTimer(std::function<void(absl::Duration)> timer) {
+  absl::MutexLock lock(&timer_mu_);
+  write_timer_ = std::move(timer);
+}
+
 absl::StatusOr<Transaction> Store::BeginWriteLocked() {
   RETURN_IF_ERROR(watch_.Check());
   return Transaction::Begin(db_);
@@ -140,6 +158,7 @@ absl::StatusOr<Transaction> Store::BeginWriteLocked() {
 
 absl::Status Store::CreateJob(const JobRecord& job) {
   RETURN_IF_ERROR(ValidateJob(job));
+  const WriteTiming timing(this);
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Transaction txn, BeginWriteLocked());
   ASSIGN_OR_RETURN(Statement stmt,
@@ -164,6 +183,7 @@ absl::Status Store::UpdateJobLocked(const JobRecord& job) {
 
 absl::Status Store::UpdateJob(const JobRecord& job) {
   RETURN_IF_ERROR(ValidateJob(job));
+  const WriteTiming timing(this);
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Transaction txn, BeginWriteLocked());
   RETURN_IF_ERROR(UpdateJobLocked(job));
@@ -249,6 +269,7 @@ absl::Status Store::UpsertTrialsLocked(const std::vector<TrialRecord>& trials) {
 }
 
 absl::Status Store::UpsertTrial(const TrialRecord& trial) {
+  const WriteTiming timing(this);
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Transaction txn, BeginWriteLocked());
   RETURN_IF_ERROR(UpsertTrialsLocked({trial}));
@@ -256,6 +277,7 @@ absl::Status Store::UpsertTrial(const TrialRecord& trial) {
 }
 
 absl::Status Store::UpsertTrials(const std::vector<TrialRecord>& trials) {
+  const WriteTiming timing(this);
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Transaction txn, BeginWriteLocked());
   RETURN_IF_ERROR(UpsertTrialsLocked(trials));
@@ -322,6 +344,7 @@ absl::Status Store::FinishJob(const JobRecord& job, const std::optional<Strategy
         "store: FinishJob('", job.job_id, "'): state must be SUCCEEDED, FAILED or CANCELLED, got ",
         JobStateName(job.state)));
   }
+  const WriteTiming timing(this);
   absl::MutexLock lock(&mu_);
   // BEGIN IMMEDIATE holds the write lock from here to the commit, so the
   // stored answer read below is still the stored answer when it is replaced.

@@ -38,6 +38,7 @@
 #ifndef AUTOACCEL_SERVER_STORE_H_
 #define AUTOACCEL_SERVER_STORE_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -253,6 +254,12 @@ class Store {
   absl::StatusOr<std::vector<StrategyRecord>> ListStrategies(const StrategyFilter& filter,
                                                              int limit);
 
+  // `timer` (empty: none) hears how long each write (CreateJob, UpdateJob,
+  // UpsertTrial(s), FinishJob) took, waiting for the store's lock included,
+  // failed ones too; it is called on the writing thread after the write,
+  // with no lock of the store held. Replaces the timer set before.
+  void SetWriteTimer(std::function<void(absl::Duration)> timer);
+
   // Caps the database file at about `max_bytes` (never below its current
   // size), so that writes past it fail as on a full disk. Free pages inside
   // the file (left by a dropped table) are used up first, by a table of
@@ -266,6 +273,9 @@ class Store {
   // Every write's transaction: FAILED_PRECONDITION once the file at path()
   // is no longer the one opened (store_integrity.h: FileWatch).
   absl::StatusOr<store_internal::Transaction> BeginWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Times one write method for the write timer, from its construction (before
+  // the lock) to its destruction.
+  class WriteTiming;
   absl::Status UpsertTrialsLocked(const std::vector<TrialRecord>& trials)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status UpdateJobLocked(const JobRecord& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -278,6 +288,8 @@ class Store {
   absl::Mutex mu_;
   store_internal::FileWatch watch_ ABSL_GUARDED_BY(mu_);
   sqlite3* const db_ ABSL_PT_GUARDED_BY(mu_);  // owned; closed by ~Store
+  absl::Mutex timer_mu_;
+  std::function<void(absl::Duration)> write_timer_ ABSL_GUARDED_BY(timer_mu_);
 };
 
 }  // namespace autoaccel

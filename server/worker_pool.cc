@@ -145,6 +145,32 @@ std::vector<v1::Worker> WorkerPool::List() const {
   return out;
 }
 
+PoolCensus WorkerPool::Census() const {
+  absl::ReaderMutexLock lock(&mu_);
+  PoolCensus census;
+  for (const auto& [id, w] : workers_) {
+    const bool usable = UsableLocked(w);
+    if (!w.healthy) {
+      ++census.workers_lost;
+    } else if (!usable) {
+      ++census.workers_quarantined;
+    } else {
+      ++census.workers_healthy;
+    }
+    for (int i = 0; i < w.info.devices_size(); ++i) {
+      PoolCensus::Devices& d = census.devices[w.info.devices(i).type()];
+      if (i < static_cast<int>(w.held_by.size()) && !w.held_by[i].empty()) {
+        ++d.held;
+      } else if (usable) {
+        ++d.free;
+      } else {
+        ++d.unavailable;
+      }
+    }
+  }
+  return census;
+}
+
 std::vector<LostWorker> WorkerPool::ExpireSilent(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();

@@ -30,6 +30,7 @@
 #include "common/clock.h"
 #include "proto/autoaccel.pb.h"
 #include "search/cost_model.h"
+#include "server/coordinator_metrics.h"
 #include "server/rendezvous_ports.h"
 #include "server/trial_executor.h"
 
@@ -91,6 +92,10 @@ class WorkerPool {
   absl::StatusOr<bool> Heartbeat(const std::string& worker_id, const std::string& session_token);
   // Every worker with its health, warnings and each device's holder.
   std::vector<v1::Worker> List() const;
+  // How many workers are healthy, quarantined and lost, and their devices
+  // by type: free, held, or unavailable (free on a worker that is not
+  // usable), for the metrics.
+  PoolCensus Census() const;
 
   // Declares lost every healthy worker silent for longer than `timeout`.
   std::vector<LostWorker> ExpireSilent(absl::Duration timeout);

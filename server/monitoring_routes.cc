@@ -1,0 +1,35 @@
+#include "server/monitoring_routes.h"
+
+#include "common/prometheus_text.h"
+
+namespace autoaccel {
+
+std::map<std::string, HttpHandler> MonitoringRoutes(JobManager* manager,
+                                                    const Readiness* readiness) {
+  std::map<std::string, HttpHandler> routes;
+  routes["/metrics"] = [manager](const auto&) {
+    HttpResponse r;
+    r.content_type = std::string(kPrometheusContentType);
+    r.body = manager->MetricsText();
+    return r;
+  };
+  routes["/healthz"] = [](const auto&) {
+    return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
+  };
+  routes["/readyz"] = [readiness](const auto&) {
+    switch (readiness->Get()) {
+      case Readiness::kReady:
+        return HttpResponse{200, "text/plain; charset=utf-8", "ready\n"};
+      case Readiness::kStarting:
+        return HttpResponse{503, "text/plain; charset=utf-8",
+                            "starting: the scheduler is not running yet\n"};
+      case Readiness::kShuttingDown:
+        break;
+    }
+    return HttpResponse{503, "text/plain; charset=utf-8",
+                        "shutting down: running trials are draining\n"};
+  };
+  return routes;
+}
+
+}  // namespace autoaccel
