@@ -1,6 +1,7 @@
 #include "server/http_endpoint.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -43,6 +44,13 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   auto impl = std::make_unique<Impl>();
   impl->routes = std::move(routes);
   httplib::Server& server = impl->server;
+  // SO_REUSEADDR (a restarted server binds at once past TIME_WAIT), but not
+  // the library's SO_REUSEPORT: a second server on a taken port must fail,
+  // not share it.
+  server.set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   server.set_payload_max_length(kMaxRequestBody);
   server.set_read_timeout(kReadTimeoutSeconds);
   server.set_write_timeout(kWriteTimeoutSeconds);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/json_log.h"
 #include "common/status_macros.h"
 #include "proto/convert.h"
 #include "search/cost_model.h"
@@ -282,6 +283,7 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request,
     created = store_->CreateJob(rec);
   }
   RETURN_IF_ERROR(created);
+  const LogContext context(rec.job_id);
   if (verdict.answers) {
     // Finished as it was created: never active, read back from the store.
     spdlog::info("job {}: {}", rec.job_id, rec.status_message);
@@ -443,6 +445,7 @@ void JobManager::StopAwaitingLocked(TrialRun* trial) {
 
 void JobManager::GiveUpReattachLocked(JobRun* job, TrialRun* trial, const std::string& why,
                                       Outbox* out) {
+  const LogContext context(job->record.job_id, trial->record.trial_id);
   StopAwaitingLocked(trial);
   CancelRanks(*trial, out);  // those its workers reported
   RankOutcome outcome;
@@ -496,6 +499,7 @@ void JobManager::FailRanksOfLostWorkersLocked(Outbox* out) {
         // devices until they come back); the reason names the first one.
         const int lost_rank = MarkRanksLost(t, lost.worker_id);
         if (lost_rank < 0) continue;
+        const LogContext context(job_id, t->record.trial_id, lost_rank);
         RankOutcome outcome;
         outcome.infrastructure = true;
         outcome.reason =
@@ -509,6 +513,7 @@ void JobManager::FailRanksOfLostWorkersLocked(Outbox* out) {
 }
 
 bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
+  const LogContext context(job->record.job_id);
   if (!job->store_error.ok()) {
     FinishJobLocked(job, JobState::kFailed,
                     absl::StrCat("the database could not be written, so the job's results "
@@ -578,6 +583,7 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
 }
 
 bool JobManager::DispatchOneLocked(JobRun* job, Outbox* out) {
+  const LogContext context(job->record.job_id);
   TrialRun* trial = nullptr;
   int attempt = 1;
   if (!job->retries.empty()) {  // a retry goes first: it was proposed first
@@ -615,6 +621,7 @@ bool JobManager::DispatchOneLocked(JobRun* job, Outbox* out) {
 }
 
 void JobManager::StartAttemptLocked(JobRun* job, TrialRun* trial, Gang gang, Outbox* out) {
+  const LogContext context(job->record.job_id, trial->record.trial_id);
   const TrialRecord& rec = trial->record;
   const std::string rendezvous =
       gang.master_port > 0
@@ -653,6 +660,7 @@ void JobManager::InstallSearch(PlannedSearch planned) {
 }
 
 void JobManager::InstallSearchLocked(JobRun* job, const PlannedSearch& planned) {
+  const LogContext context(job->record.job_id);
   job->spec.space.clear();
   job->spec.space.shrink_to_fit();
   job->earlier_trials.clear();
@@ -709,6 +717,7 @@ void JobManager::CancelRanks(const TrialRun& trial, Outbox* out) {
 
 void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_id, int attempt,
                             int rank_index, absl::Status status, v1::RunTrialResponse response) {
+  const LogContext context(job_id, trial_id, rank_index);
   // Whatever became of the trial (or its job), this rank's device is free.
   pool_.Release(trial_id, attempt, rank_index);
   Outbox out;
@@ -771,6 +780,7 @@ void JobManager::OnRankOutcomeLocked(JobRun* job, TrialRun* trial, int rank_inde
 }
 
 void JobManager::RetryOrGiveUpLocked(JobRun* job, TrialRun* trial, Outbox* out) {
+  const LogContext context(job->record.job_id, trial->record.trial_id);
   const std::string why = trial->infrastructure_failure->reason;
   metrics_.AttemptFailedOutsideStrategy();
   if (trial->master_port > 0) {
@@ -794,6 +804,7 @@ void JobManager::RetryOrGiveUpLocked(JobRun* job, TrialRun* trial, Outbox* out) 
 void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status,
                                 const std::string& reason, const TrialMetrics& metrics,
                                 Outbox* out) {
+  const LogContext context(job->record.job_id, trial->record.trial_id);
   StopAwaitingLocked(trial);
   CloseTrial(job, trial, status, reason, metrics, clock_->Now());
   const TrialRecord& rec = trial->record;
@@ -829,6 +840,7 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
 
 void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string& message,
                                  Outbox* out) {
+  const LogContext context(job->record.job_id);
   const std::string reason =
       state == JobState::kCancelled ? message : absl::StrCat("job ended: ", message);
   for (auto& t : job->trials) {
@@ -864,6 +876,7 @@ bool JobManager::SearchTimeUpLocked(const JobRun& job) const {
 }
 
 void JobManager::QueueConfirmationsLocked(JobRun* job) {
+  const LogContext context(job->record.job_id);
   const std::vector<TrialRun*> confirmations = AddConfirmations(job, options_.confirm_top);
   if (confirmations.empty()) return;
   std::vector<std::string> names;

@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
+#include "common/json_log.h"
 #include "common/listen_policy.h"
 #include "common/protobuf_log.h"
 #include "common/signals.h"
@@ -50,6 +52,11 @@ int main(int argc, char** argv) {
                  "HOST:PORT to serve HTTP on (port 0 picks a free one): Prometheus metrics at "
                  "/metrics, /healthz and /readyz (plain HTTP, no tokens: docs/MONITORING.md)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format,
+                 "text, or json: one JSON object per line with job_id and trial_id where the line "
+                 "is about one")
+      ->check(CLI::IsMember({"text", "json"}));
   app.add_option("--heartbeat-interval", heartbeat_s, "seconds between worker heartbeats")
       ->check(CLI::PositiveNumber);
   app.add_option("--worker-timeout", worker_timeout_s,
@@ -105,6 +112,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string insecure_why = *unprotected;
+  if (absl::Status s = autoaccel::SetLogFormat(log_format, "autoaccel-server", insecure_why);
+      !s.ok()) {
+    std::fprintf(stderr, "autoaccel-server: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   std::vector<autoaccel::UserToken> users;
   std::string join_token;
   if (!tokens_file.empty()) {
@@ -168,12 +180,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string host = listen.substr(0, listen.rfind(':'));
-  std::printf("autoaccel-server listening on %s:%d (database %s; %s, %s, %s)%s\n", host.c_str(),
-              port, db.c_str(), tls.serves_tls() ? "TLS" : "plaintext",
-              auth.users_required() ? "user tokens required" : "no user tokens",
-              auth.join_token_required() ? "join token required" : "no join token",
-              insecure_why.empty() ? "" : (" INSECURE: " + insecure_why).c_str());
-  std::fflush(stdout);
+  autoaccel::Announce(
+      absl::StrFormat("autoaccel-server listening on %s:%d (database %s; %s, %s, %s)%s", host, port,
+                      db, tls.serves_tls() ? "TLS" : "plaintext",
+                      auth.users_required() ? "user tokens required" : "no user tokens",
+                      auth.join_token_required() ? "join token required" : "no join token",
+                      insecure_why.empty() ? "" : " INSECURE: " + insecure_why));
   autoaccel::Readiness readiness;
   std::unique_ptr<autoaccel::HttpEndpoint> http;
   if (!http_listen.empty()) {
@@ -186,11 +198,10 @@ int main(int argc, char** argv) {
       return 2;
     }
     http = *std::move(started);
-    std::printf("autoaccel-server http listening on %s:%d (/metrics, /healthz, /readyz)\n",
-                http->host().find(':') == std::string::npos ? http->host().c_str()
-                                                            : ("[" + http->host() + "]").c_str(),
-                http->port());
-    std::fflush(stdout);
+    autoaccel::Announce(absl::StrFormat(
+        "autoaccel-server http listening on %s:%d (/metrics, /healthz, /readyz)",
+        http->host().find(':') == std::string::npos ? http->host() : "[" + http->host() + "]",
+        http->port()));
   }
   (*manager)->Start();
   readiness.Set(autoaccel::Readiness::kReady);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "tests/e2e_cluster.h"
@@ -51,16 +52,27 @@ HttpAddress HttpAddressOf(Subprocess* server) {
 int Promtool(const std::string& dir, const std::string& text, std::string* findings) {
   WriteFile(dir + "/scrape.txt", text);
   std::string out;
-  const int code =
-      RunCommand({"/bin/sh", "-c", absl::StrCat(PROMTOOL_BIN, " check metrics < scrape.txt")}, dir,
-                 &out, findings, absl::Seconds(60));
+  const int code = RunCommand(
+      {"/bin/sh", "-c", absl::StrCat(PROMTOOL_BIN, " check metrics < ", dir, "/scrape.txt")}, dir,
+      &out, findings, absl::Seconds(60));
   *findings += out;
   return code;
 }
 
+// Every line of a --log-format json log: one JSON object each.
+std::vector<json> JsonLines(const std::string& log) {
+  std::vector<json> lines;
+  for (absl::string_view line : absl::StrSplit(log, '\n', absl::SkipEmpty())) {
+    json j = json::parse(line, nullptr, false);
+    EXPECT_TRUE(j.is_object()) << "not a JSON object: " << line;
+    if (j.is_object()) lines.push_back(std::move(j));
+  }
+  return lines;
+}
+
 TEST(Monitoring, PrometheusScrapesTheCoordinatorWhileAJobRuns) {
   Cluster cluster;
-  ASSERT_TRUE(cluster.StartServer({"--http-listen", "127.0.0.1:0"}));
+  ASSERT_TRUE(cluster.StartServer({"--http-listen", "127.0.0.1:0", "--log-format", "json"}));
   const HttpAddress http = HttpAddressOf(cluster.server());
   ASSERT_GT(http.port, 0) << cluster.server()->Stdout();
   httplib::Client client(http.host, http.port);
@@ -75,7 +87,7 @@ TEST(Monitoring, PrometheusScrapesTheCoordinatorWhileAJobRuns) {
   EXPECT_EQ(client.Get("/nothing-here")->status, 404);
   EXPECT_EQ(client.Post("/metrics", "", "text/plain")->status, 405);
 
-  cluster.StartWorker("w1");
+  Subprocess* w1 = cluster.StartWorker("w1", "cpu:1", "", {"--log-format", "json"});
   cluster.StartWorker("w2");
   ASSERT_TRUE(cluster.WaitForWorkers(2));
   auto before = client.Get("/metrics");
@@ -141,6 +153,31 @@ TEST(Monitoring, PrometheusScrapesTheCoordinatorWhileAJobRuns) {
   EXPECT_EQ(samples["autoaccel_devices{type=\"cpu\",state=\"free\"}"], 2);
   EXPECT_EQ(samples["autoaccel_trials_running"], 0);
   EXPECT_EQ(samples["autoaccel_rank_calls_in_flight"], 0);
+
+  // Structured logs: every line on stdout is one JSON object (the
+  // "listening on" announcements too); the lines about a trial carry its
+  // job and trial ids, the worker's its trial id and rank.
+  const std::string job_id = job["job_id"];
+  int trial_lines = 0;
+  for (const json& line : JsonLines(cluster.server()->Stdout())) {
+    EXPECT_EQ(line["process"], "autoaccel-server");
+    EXPECT_TRUE(line.contains("time") && line.contains("level") && line.contains("message"));
+    if (line.contains("trial_id")) {
+      ++trial_lines;
+      EXPECT_EQ(line["job_id"], job_id) << line.dump();
+      EXPECT_TRUE(absl::StartsWith(line["trial_id"].get<std::string>(), job_id + "-t"));
+    }
+  }
+  EXPECT_GE(trial_lines, ran) << cluster.server()->Stdout();
+  int rank_lines = 0;
+  for (const json& line : JsonLines(w1->Stdout())) {
+    EXPECT_EQ(line["process"], "autoaccel-worker");
+    if (line.contains("trial_id")) {
+      ++rank_lines;
+      EXPECT_EQ(line["rank"], 0) << line.dump();
+    }
+  }
+  EXPECT_GT(rank_lines, 0) << w1->Stdout();
 }
 
 TEST(Monitoring, ABadOrTakenHttpAddressStopsTheServerWithAClearError) {

@@ -12,8 +12,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/client_channel.h"
+#include "common/json_log.h"
 #include "common/listen_policy.h"
 #include "common/protobuf_log.h"
 #include "common/signals.h"
@@ -91,6 +93,11 @@ int main(int argc, char** argv) {
   autoaccel::SandboxFlags sandbox_flags;
   autoaccel::AddSandboxFlags(&app, &sandbox_flags);
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format,
+                 "text, or json: one JSON object per line with trial_id and rank where the line "
+                 "is about one")
+      ->check(CLI::IsMember({"text", "json"}));
   std::string join_token_file;
   autoaccel::TlsFiles tls;
   bool insecure = false;
@@ -127,6 +134,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string insecure_why = *unprotected;
+  if (absl::Status s = autoaccel::SetLogFormat(log_format, "autoaccel-worker", insecure_why);
+      !s.ok()) {
+    std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   std::string join_token;
   if (!join_token_file.empty()) {
     auto read = autoaccel::ReadTokenFile(join_token_file, "--join-token-file");
@@ -285,16 +297,15 @@ int main(int argc, char** argv) {
   ::gethostname(hostname, sizeof(hostname) - 1);
   const std::string address = autoaccel::AdvertisedAddress(listen, port, advertise_host, hostname);
   if (worker_id.empty()) worker_id = address;
-  std::printf("autoaccel-worker %s listening on %s with %zu %s device(s)%s%s\n", worker_id.c_str(),
-              address.c_str(), devices->size(), devices->front().type().c_str(),
-              tls.serves_tls() ? ", TLS" : "",
-              insecure_why.empty() ? "" : (" INSECURE: " + insecure_why).c_str());
+  autoaccel::Announce(absl::StrFormat(
+      "autoaccel-worker %s listening on %s with %d %s device(s)%s%s", worker_id, address,
+      devices->size(), devices->front().type(), tls.serves_tls() ? ", TLS" : "",
+      insecure_why.empty() ? "" : " INSECURE: " + insecure_why));
   if (!launchers.empty()) {
     std::vector<std::string> names;
     for (const auto& [name, def] : launchers) names.push_back(name);
-    std::printf("launchers: %s\n", absl::StrJoin(names, ", ").c_str());
+    autoaccel::Announce("launchers: " + absl::StrJoin(names, ", "));
   }
-  std::fflush(stdout);
 
   autoaccel::v1::RegisterRequest registration;
   registration.set_worker_id(worker_id);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/grpc_status.h"
+#include "common/json_log.h"
 #include "common/status_macros.h"
 #include "proto/convert.h"
 #include "worker/file_names.h"
@@ -124,6 +125,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
   execution->waiters.push_back({ctx, reactor, response});
   running_[key] = execution;
   ++threads_;
+  const LogContext context("", spec->trial_id, spec->rank);
   spdlog::info("trial {} rank {}: starting on {}{} ({})", spec->trial_id, spec->rank, spec->device,
                launcher ? absl::StrCat(" with launcher ", launcher->launcher.name) : "",
                StrategyToText(spec->strategy));
@@ -243,6 +245,7 @@ absl::StatusOr<std::shared_ptr<const LauncherRank>> WorkerServiceImpl::LauncherR
 void WorkerServiceImpl::RunExecution(ExecutionKey key, int device_index, TrialSpec spec,
                                      absl::Duration timeout,
                                      std::shared_ptr<const LauncherRank> launcher) {
+  const LogContext context("", spec.trial_id, spec.rank);
   std::shared_ptr<Execution> execution;
   {
     absl::MutexLock lock(&mu_);
