@@ -130,6 +130,13 @@ def _config_text(config: Config) -> str:
                                           % (path, e.strerror)) from None
 
 
+def _trial_change_key(t: Trial) -> tuple:
+    """What a watcher sees change in a trial (not its timestamps, which a
+    repeated trial may carry rounded differently)."""
+    return (t.attempt, t.status, t.reason, t.metrics, tuple(t.worker_ids),
+            tuple(t.failed_attempts), t.infrastructure, t.predicted)
+
+
 class Job:
     """A submitted tuning job: follow it (`watch`, `wait`), list its trials,
     cancel it. Made by `Client.tune` or `Client.job`; `info` is the job as
@@ -162,8 +169,9 @@ class Job:
         restarted, the network dropped) is opened again with backoff (0.5 s
         doubling to 10 s, jittered) for up to `reconnect_for` seconds (default
         300; 0 gives up at once: UnavailableError), logging each attempt on the
-        "autoaccel" logger; a trial the new stream repeats unchanged is not
-        yielded again. `timeout` (default 48 h) bounds the whole watch:
+        "autoaccel" logger. A trial that a stream repeats unchanged (same
+        attempt, status, reason, metrics and workers; the new stream's first
+        events, or the final one, list every trial) is not yielded again. `timeout` (default 48 h) bounds the whole watch:
         DeadlineExceededError then, the job keeps running. `include_pruned`
         also yields the PRUNED candidates as trials. Closing the generator
         ends the stream; the job keeps running (`cancel` stops it).
@@ -171,7 +179,7 @@ class Job:
         limit = DEFAULT_WATCH_TIMEOUT_S if timeout is None else _seconds(timeout)
         budget = DEFAULT_RECONNECT_FOR_S if reconnect_for is None else _seconds(reconnect_for)
         deadline = time.monotonic() + limit
-        seen: Dict[str, Trial] = {}
+        seen: Dict[str, tuple] = {}  # _trial_change_key of each trial yielded
         ever_delivered = False
         lost_at: Optional[float] = None  # when the stream was lost, while reconnecting
         attempt = 0
@@ -192,9 +200,10 @@ class Job:
                                     self._client.address)
                         lost_at, attempt = None, 0
                     ever_delivered = True
-                    changed = [t for t in event.trials if seen.get(t.trial_id) != t]
+                    changed = [t for t in event.trials
+                               if seen.get(t.trial_id) != _trial_change_key(t)]
                     for t in changed:
-                        seen[t.trial_id] = t
+                        seen[t.trial_id] = _trial_change_key(t)
                     self.info = event.job
                     yield JobEvent(job=event.job, trials=changed)
                     if event.job.terminal:

@@ -264,8 +264,10 @@ class LiveClusterTest(unittest.TestCase):
         events = list(job.watch())
         states = [e.job.state for e in events]
         self.assertEqual(states[-1], "SUCCEEDED", (states, self.logs()))
-        finished = {t.trial_id: t for e in events for t in e.trials if t.status == "SUCCEEDED"}
-        self.assertGreaterEqual(len(finished), 1, events)
+        succeeded = [t.trial_id for e in events for t in e.trials if t.status == "SUCCEEDED"]
+        self.assertGreaterEqual(len(succeeded), 1, events)
+        self.assertEqual(len(succeeded), len(set(succeeded)), "a finished trial came twice")
+        finished = set(succeeded)
         # Progress arrived over several events, not in one answer at the end.
         self.assertGreater(len(events), 1)
         done_counts = [e.job.trials_done for e in events]
