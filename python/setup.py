@@ -61,9 +61,10 @@ def generate_stubs(out_dir):
     if code != 0:
         raise SystemExit("autoaccel: protoc failed on %s (exit %d)" % (proto, code))
     with open(os.path.join(package_dir, "__init__.py"), "w", encoding="utf-8") as f:
-        f.write('"""gRPC stubs generated from proto/autoaccel.proto when the package was built."""\n'
-                "\n# sha256 of the proto the stubs were generated from.\n"
-                "PROTO_SHA256 = %r\n" % digest)
+        f.write('"""gRPC stubs generated from proto/autoaccel.proto when the package '
+                'was built."""\n\n'
+                '# sha256 of the proto the stubs were generated from.\n'
+                'PROTO_SHA256 = %r\n' % digest)
 
 
 class BuildPyWithStubs(build_py):

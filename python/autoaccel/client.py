@@ -171,10 +171,11 @@ class Job:
         300; 0 gives up at once: UnavailableError), logging each attempt on the
         "autoaccel" logger. A trial that a stream repeats unchanged (same
         attempt, status, reason, metrics and workers; the new stream's first
-        events, or the final one, list every trial) is not yielded again. `timeout` (default 48 h) bounds the whole watch:
-        DeadlineExceededError then, the job keeps running. `include_pruned`
-        also yields the PRUNED candidates as trials. Closing the generator
-        ends the stream; the job keeps running (`cancel` stops it).
+        events, or the final one, list every trial) is not yielded again.
+        `timeout` (default 48 h) bounds the whole watch: DeadlineExceededError
+        then, the job keeps running. `include_pruned` also yields the PRUNED
+        candidates as trials. Closing the generator ends the stream; the job
+        keeps running (`cancel` stops it).
         """
         limit = DEFAULT_WATCH_TIMEOUT_S if timeout is None else _seconds(timeout)
         budget = DEFAULT_RECONNECT_FOR_S if reconnect_for is None else _seconds(reconnect_for)
