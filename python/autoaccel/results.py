@@ -1,0 +1,301 @@
+"""What the client returns: plain, immutable dataclasses.
+
+Those read from the coordinator mirror proto/autoaccel.proto's messages field
+for field, with the same names (the field comments there say what each
+means): `Job` → `JobInfo` (the `Job` class of the client is the handle of a
+submitted job), and `Strategy`, `TrialMetrics`, `Prediction`, `Trial`,
+`PrunedSummary`, `JobEvent`, `StrategyAnswer`, `Launcher`, `PeakTflops`,
+`Device`, `Worker` under their own names. A message field the server left
+unset is None; `strategy_json` is the parsed JSON object. `JobInfo.request` is
+the request as the server stored it, in protobuf's JSON form (a dict, proto
+field names, fields at their zero value left out).
+
+Those of `export` and `estimate` mirror the CLI's `--json` documents
+(docs/CLI.md): `ExportResult` with its `FidelityRow`s, `Estimate` with its
+`StrategyEstimate`s, `MemoryEstimate`s and `RuledOut` kinds.
+
+Standard library only: importable without grpcio.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+# Job and trial states (Job.state, Trial.status).
+TERMINAL_JOB_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One point of the search space; `text` is its canonical text form."""
+    micro_batch_size: int
+    grad_accum_steps: int
+    precision: str
+    checkpointing: str
+    attention: str
+    checkpoint_percent: int
+    optimizer: str
+    offload: str
+    data_parallel: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    sharding: str
+    pipeline_schedule: str
+    virtual_stages: int
+    sequence_parallel: bool
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class TrialMetrics:
+    """What a trial measured (seconds, bytes, TFLOP/s; mfu a fraction)."""
+    measured_steps: int
+    step_time_median_s: float
+    step_time_min_s: float
+    step_time_max_s: float
+    tokens_per_second: float
+    samples_per_second: float
+    achieved_tflops: float
+    peak_memory_bytes: int
+    peak_rss_bytes: int
+    final_loss: float
+    mfu: float
+    peak_tflops: float
+    skipped_steps: int
+    comm_time_s: float
+    rank_peak_memory_bytes: List[int]
+    state_memory_bytes: int
+    step_time_spread: float
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The cost model's figures for a strategy when the job proposed it."""
+    step_time_s: float
+    peak_memory_bytes: int
+    tokens_per_second: float
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One trial of a job. `status`: PENDING, RUNNING, SUCCEEDED, OOM, FAILED,
+    TIMEOUT, PRUNED or CANCELLED; times in unix seconds (0: not yet)."""
+    trial_id: str
+    job_id: str
+    index: int
+    attempt: int
+    strategy: Optional[Strategy]
+    strategy_json: Dict[str, Any]
+    status: str
+    reason: str
+    metrics: Optional[TrialMetrics]
+    worker_ids: List[str]
+    started_at: float
+    finished_at: float
+    failed_attempts: List[str]
+    infrastructure: bool
+    confirms: str
+    predicted: Optional[Prediction]
+
+
+@dataclass(frozen=True)
+class PrunedSummary:
+    """Candidates ruled out without running, by kind of reason."""
+    kind: str
+    count: int
+    example: Optional[Trial]
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """A launcher (the user's training script) as the workers advertise it."""
+    name: str
+    format: str
+    dimensions: List[str]
+
+
+@dataclass(frozen=True)
+class StrategyAnswer:
+    """An answer of the strategy database, with its provenance."""
+    signature: str
+    strategy: Optional[Strategy]
+    strategy_json: Dict[str, Any]
+    metrics: Optional[TrialMetrics]
+    job_id: str
+    updated_at: float
+    hardware: str
+    engine_version: str
+    created_at: float
+    model_family: str
+    seq_len: int
+    global_batch_size: int
+    confirmed: bool
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A job as the coordinator knows it now. `state`: QUEUED,
+    WAITING_FOR_WORKERS, RUNNING, SUCCEEDED, FAILED or CANCELLED."""
+    job_id: str
+    state: str
+    status_message: str
+    request: Dict[str, Any]
+    signature: str
+    created_at: float
+    started_at: float
+    finished_at: float
+    deadline: float
+    trials_total: int
+    trials_done: int
+    trials_running: int
+    best: Optional[Trial]
+    elapsed_seconds: float
+    algorithm: str
+    trials_pruned: int
+    infrastructure_failures: int
+    trials_lost: int
+    infrastructure_reasons: List[str]
+    partial_evidence: bool
+    pruned_summary: List[PrunedSummary]
+    best_confirmed: bool
+    best_spread: float
+    best_measurements: int
+    answered_from: Optional[StrategyAnswer]
+    launcher: Optional[Launcher]
+    owner: str
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the job has ended (SUCCEEDED, FAILED or CANCELLED)."""
+        return self.state in TERMINAL_JOB_STATES
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One step of a watch: the job now, and the trials that changed since the
+    previous event (the first events of a watch: every trial so far)."""
+    job: JobInfo
+    trials: List[Trial]
+
+
+@dataclass(frozen=True)
+class PeakTflops:
+    """Dense peak TFLOP/s of a device by precision; 0 = unknown."""
+    fp32: float
+    bf16: float
+    fp16: float
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device of a worker; `held_by_trial` is "" when free."""
+    type: str
+    index: int
+    memory_bytes: int
+    name: str
+    held_by_trial: str
+    peak_tflops: Optional[PeakTflops]
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A registered worker daemon and its devices."""
+    worker_id: str
+    address: str
+    devices: List[Device]
+    healthy: bool
+    last_seen: float
+    registered_at: float
+    rendezvous_port_min: int
+    rendezvous_port_max: int
+    host_cpu_cores: int
+    host_memory_bytes: int
+    warnings: List[str]
+    launchers: List[Launcher]
+    tls: bool
+    insecure: str
+
+
+# ---- The CLI's documents (export, estimate) ---------------------------------
+
+
+@dataclass(frozen=True)
+class FidelityRow:
+    """How one strategy dimension carries over to the framework: `status` is
+    "exact", "approximated", "not_expressible" or "rejected"."""
+    dimension: str
+    value: str
+    status: str
+    note: str
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """A strategy as a framework's configuration: `files` by name, the launch
+    `command`, and the fidelity report."""
+    format: str
+    files: Dict[str, str]
+    command: str
+    fidelity: List[FidelityRow]
+    rejected: bool
+    nnodes: int
+    nproc_per_node: int
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Predicted bytes per device (worst rank), by kind, and their total."""
+    parameters: int
+    gradients: int
+    optimizer_state: int
+    activations: int
+    logits: int
+    gathered_shards: int
+    overhead: int
+    total: int
+
+
+@dataclass(frozen=True)
+class StrategyEstimate:
+    """The cost model's answer for one strategy (priors, not measurements)."""
+    strategy: str
+    strategy_json: Dict[str, Any]
+    fits: bool
+    device_memory_bytes: int
+    margin_bytes: int
+    margin_fraction: float
+    memory: MemoryEstimate
+    step_time_s: float
+    tokens_per_second: float
+    model_flops_per_step: float
+    mfu: float
+    why_not: str = ""  # set when it does not fit
+
+
+@dataclass(frozen=True)
+class RuledOut:
+    """Candidates of `estimate(top=K)` ruled out, by kind, with an example."""
+    kind: str
+    count: int
+    example: str
+    example_reason: str
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """`estimate`'s answer: the catalog device (as a dict, docs/CLI.md), the
+    model's family and parameter count, and the strategies estimated (the
+    fastest that fit, with `top`). `candidates`, `fitting` and `ruled_out`
+    come with `top` only."""
+    device: Dict[str, Any]
+    devices_per_node: int
+    world_size: int
+    model: Dict[str, Any]
+    seq_len: int
+    global_batch_size: int
+    strategies: List[StrategyEstimate]
+    candidates: Optional[int] = None
+    fitting: Optional[int] = None
+    ruled_out: List[RuledOut] = field(default_factory=list)
