@@ -81,13 +81,17 @@ start=$SECONDS
 set +e
 AUTOACCEL_BIN=$bin AUTOACCEL_RUN_DIR=$run AUTOACCEL_PORT=0 AUTOACCEL_WORKER_PORT=0 \
 AUTOACCEL_DEVICES=cpu:1 AUTOACCEL_EXPORT_FORMAT=torchrun AUTOACCEL_REGISTER_TIMEOUT=60 \
-  sbatch --wait --nodes=1 --chdir="$repo" --output="$tmp/job.out" \
+  sbatch --parsable --nodes=1 --chdir="$repo" --output="$tmp/job.out" \
   "$repo/deploy/slurm/autoaccel.sbatch" \
   --model gpt2 --model-config "$repo/deploy/examples/gpt2-tiny.json" --seq-len 16 \
-  --global-batch-size 2 --max-trials 2 --warmup-steps 1 --measured-steps 1 --time-limit 2m
-rc=$?
+  --global-batch-size 2 --max-trials 2 --warmup-steps 1 --measured-steps 1 --time-limit 2m \
+  >"$tmp/job.id"
 set -e
-echo "--- job output (sbatch exit $rc, $((SECONDS - start)) s) ---"
+slurm_job=$(cat "$tmp/job.id")
+# (sbatch --wait polls with growing intervals, up to half a minute late.)
+while squeue -h -j "$slurm_job" 2>/dev/null | grep -q .; do sleep 0.5; done
+rc=$(scontrol show job "$slurm_job" | sed -n 's/.* ExitCode=\([0-9]*\):.*/\1/p')
+echo "--- job output (batch job exit $rc, $((SECONDS - start)) s) ---"
 cat "$tmp/job.out"
 fail() {
   echo "FAIL: $*"
@@ -101,6 +105,9 @@ job=$(cat "$run/job.txt")
 ls "$run/answer"/* >/dev/null 2>&1 || fail "nothing exported to $run/answer"
 echo "exported: $(ls "$run/answer")"
 grep -q "autoaccel-server listening on 0.0.0.0:" "$run/logs/coordinator.out" || fail "no coordinator"
+# Both daemons were stopped with SIGTERM (they shut down in order), not killed.
+grep -q "signal 15: shutting down" "$run/logs/coordinator.out" || fail "the coordinator was not stopped with SIGTERM"
+grep -q "signal 15: shutting down" "$run"/logs/worker-*.out || fail "the worker was not stopped with SIGTERM"
 # Everything the job started is gone.
 if pgrep -f "$run/" >/dev/null; then
   pgrep -af "$run/"
