@@ -251,6 +251,9 @@ class RenderedManifests(unittest.TestCase):
         self.assertIn("SYS_ADMIN", sc["capabilities"]["add"])
         self.assertNotIn("--no-sandbox", c["args"])
         self.assertFalse(sc.get("privileged", False), "privileged shows the pod every GPU of the node")
+        # The API server's own rule (ValidateSecurityContext), which no schema shows.
+        self.assertIsNot(sc.get("allowPrivilegeEscalation"), False,
+                         "the API refuses allowPrivilegeEscalation: false with SYS_ADMIN")
         annotations = ds["spec"]["template"]["metadata"]["annotations"]
         self.assertEqual(annotations["container.apparmor.security.beta.kubernetes.io/" + c["name"]],
                          "unconfined")
