@@ -129,6 +129,32 @@ class Dockerfiles(unittest.TestCase):
                 with self.subTest(file=os.path.basename(path), flag=flag):
                     self.assertIn(flag, accepted, f"{binary} does not accept {flag}")
 
+    # The -dev packages of scripts/setup an image's build does not need, and why.
+    NOT_BUILT_FROM = {
+        "coordinator": {"libgtest-dev": "tests are off", "libgmock-dev": "tests are off",
+                        "libfuzzer-14-dev": "fuzz targets are tests",
+                        "libgloo-dev": "the trial runner is not built"},
+        "worker": {"libgtest-dev": "tests are off", "libgmock-dev": "tests are off",
+                   "libfuzzer-14-dev": "fuzz targets are tests"},
+    }
+
+    def test_the_build_stage_installs_the_dev_packages_scripts_setup_does(self):
+        with open(os.path.join(df.REPO, "scripts", "setup")) as f:
+            setup = f.read()
+        dev = set()
+        for m in re.finditer(r"APT_PACKAGES\+?=\(([^)]*)\)", setup):
+            text = re.sub(r"#.*", "", m.group(1))
+            dev.update(w for w in text.split() if w.endswith("-dev"))
+        self.assertIn("libgrpc++-dev", dev, "could not read scripts/setup's APT_PACKAGES")
+        for path, instructions in self.files.items():
+            build = stages(instructions)[0][1]
+            installed = set(" ".join(i.text for i in build if i.keyword == "RUN").split())
+            skip = self.NOT_BUILT_FROM[os.path.basename(path)[: -len(".Dockerfile")]]
+            for package in sorted(dev - set(skip)):
+                with self.subTest(file=os.path.basename(path), package=package):
+                    self.assertIn(package, installed, f"scripts/setup installs {package}; the image's "
+                                  "build stage does not (or add it to NOT_BUILT_FROM with why)")
+
     def test_the_trial_runner_sits_next_to_the_worker(self):
         worker = os.path.join(CONTAINER, "worker.Dockerfile")
         final = stages(self.files[worker])[-1][1]
