@@ -78,11 +78,30 @@ if "${cli[@]}" workers >/dev/null 2>&1; then
 fi
 http=$(podman logs "$name" 2>&1 | sed -n 's/.*http listening on [^ ]*:\([0-9]*\).*/\1/p' | head -n 1)
 if [ -n "$http" ]; then
-  python3 -c "import sys, urllib.request as u; sys.exit(u.urlopen('http://127.0.0.1:$http/healthz').status != 200)" \
-    || { echo "FAIL: /healthz"; exit 1; }
-  echo "/healthz on $http: 200"
+  # What the Kubernetes probes and Prometheus read (deploy/kubernetes/coordinator.yaml).
+  python3 - "$http" <<'PY' || { echo "FAIL: the HTTP port"; exit 1; }
+import sys, time, urllib.error, urllib.request
+base = f"http://127.0.0.1:{sys.argv[1]}"
+def get(path):
+    try:
+        with urllib.request.urlopen(base + path, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, ""
+assert get("/healthz")[0] == 200, "/healthz"
+for _ in range(50):
+    if get("/readyz")[0] == 200:
+        break
+    time.sleep(0.1)
+else:
+    raise SystemExit("/readyz never answered 200")
+status, text = get("/metrics")
+assert status == 200 and "# TYPE" in text, "/metrics is no Prometheus exposition"
+print(f"/healthz, /readyz, /metrics on {sys.argv[1]}: 200")
+PY
 fi
 podman stop -t 30 "$name" >/dev/null
-podman logs "$name" 2>&1 | grep -q "signal 15: shutting down" || { echo "FAIL: no orderly stop"; podman logs "$name"; exit 1; }
+logs=$(podman logs "$name" 2>&1)
+grep -q "signal 15: shutting down" <<<"$logs" || { echo "FAIL: no orderly stop"; echo "$logs"; exit 1; }
 [ -s "$tmp/data/autoaccel.db" ] || { echo "FAIL: no database on the volume"; exit 1; }
 echo "PASS: image built, served TLS with tokens, stopped in order, database on the volume"
