@@ -193,7 +193,9 @@ absl::StatusOr<std::string> CheckCollectives(const torch::Device& device) {
     auto store =
         MakeStore("127.0.0.1", /*port=*/0, /*rank=*/0, /*world=*/1, std::chrono::minutes(1));
     double seconds = 0;
-    Group group(MakeBackend(store, device, "127.0.0.1", 0, 1, std::chrono::minutes(1)), 0, 1,
+    GlooPlace loopback;
+    loopback.address = "127.0.0.1";
+    Group group(MakeBackend(store, device, loopback, 0, 1, std::chrono::minutes(1)), 0, 1,
                 &seconds);
     const auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
     torch::Tensor t = torch::arange(4, opts);

@@ -159,7 +159,11 @@ def parse_args():
     ap.add_argument("--server", required=True, help="autoaccel-server executable")
     ap.add_argument("--worker", required=True, help="autoaccel-worker executable")
     ap.add_argument("--cli", required=True, help="autoaccel executable")
-    return ap.parse_args()
+    args = ap.parse_args()
+    # The daemons run in the folder of their logs.
+    for name in ("server", "worker", "cli"):
+        setattr(args, name, os.path.abspath(getattr(args, name)))
+    return args
 
 
 def can_make_namespaces():
@@ -217,8 +221,17 @@ def run_checks(args, ns, log_dir):
     check(len(workers) == WORKERS and all(w["healthy"] for w in workers),
           f"not {WORKERS} healthy workers: {json.dumps(workers)}")
     for w in workers:
-        check(host_of(w["address"]) == advertised[w["id"]],
-              f"worker {w['id']} registered at {w['address']}, not {advertised[w['id']]}")
+        check(host_of(w["address"]) == advertised[w["worker_id"]],
+              f"worker {w['worker_id']} registered at {w['address']}, not {advertised[w['worker_id']]}")
+
+    # Each reaches its advertised address over its veth, not loopback: no
+    # worker warns that other hosts could not join its gangs.
+    for worker_id in advertised:
+        for path in (os.path.join(log_dir, f"{worker_id}.out"),
+                     os.path.join(log_dir, f"{worker_id}.err")):
+            with open(path) as f:
+                text = f.read()
+            check("over loopback" not in text, f"{worker_id} warns: {text}")
 
     before = {n: ns.counters(n, "eth0") for n in ns.workers}
     started = time.monotonic()
@@ -228,7 +241,7 @@ def run_checks(args, ns, log_dir):
                "--pp-sizes", "1", "--shardings", "none", "--sequence-parallel", "off",
                "--precisions", "fp32", "--attentions", "sdpa", "--checkpointings", "none",
                "--optimizers", "fused_adamw", "--micro-batch-sizes", "2", "--max-trials", "1",
-               "--warmup-steps", "1", "--measured-steps", "2", "--min-measured-time", "0s",
+               "--warmup-steps", "1", "--measured-steps", "2",
                "--time-limit", "2m", "--json", timeout=150)
     tune_seconds = time.monotonic() - started
     after = {n: ns.counters(n, "eth0") for n in ns.workers}
