@@ -38,6 +38,7 @@ import tempfile
 import time
 
 SKIP = 77
+NAME_PREFIX = "autoaccel-gang"
 SUBNET = "10.231.0"
 HUB_ADDRESS = f"{SUBNET}.1"
 WORKERS = 4
@@ -131,9 +132,41 @@ class Namespaces:
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-        # Deleting a namespace deletes the veth ends in it (and so their peers).
+        # Trial ranks run in process groups of their own: whatever the
+        # workers left goes too. Deleting a namespace deletes the veth ends
+        # in it (and so their peers).
         for name in reversed(self.made):
+            kill_everything_in(name)
             run(["ip", "netns", "del", name])
+
+
+def kill_everything_in(ns):
+    """SIGKILLs every process in namespace `ns`, again until none is left (a
+    dying worker may have started a rank meanwhile)."""
+    for _ in range(50):
+        pids = run(["ip", "netns", "pids", ns]).stdout.split()
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+
+
+def remove_stale_namespaces():
+    """Namespaces (and the processes in them) of runs that were killed before
+    they could clean up: their names carry the pid of a process now gone."""
+    listed = [line.split()[0] for line in run(["ip", "netns", "list"]).stdout.splitlines()
+              if line.split()]
+    # The hubs first: their coordinators stop sending ranks to the workers.
+    for name in sorted(listed, key=lambda n: not n.endswith("-hub")):
+        m = re.fullmatch(rf"{NAME_PREFIX}-(\d+)-(hub|w\d+)", name)
+        if not m or os.path.exists(f"/proc/{m.group(1)}"):
+            continue
+        kill_everything_in(name)
+        run(["ip", "netns", "del", name])
 
 
 def wait_for_line(process, needle, timeout):
@@ -308,7 +341,10 @@ def main():
     if why_not:
         print(f"SKIPPED: {why_not}")
         return SKIP
-    ns = Namespaces(f"autoaccel-{os.getpid()}")
+    # A SIGTERM (CTest's timeout, Ctrl-C's cousin) still cleans up.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    remove_stale_namespaces()
+    ns = Namespaces(f"{NAME_PREFIX}-{os.getpid()}")
     try:
         ns.create()
     except OSError as e:
