@@ -255,7 +255,8 @@ def run_checks(args, ns, log_dir):
           f"not {WORKERS} healthy workers: {json.dumps(workers)}")
     for w in workers:
         check(host_of(w["address"]) == advertised[w["worker_id"]],
-              f"worker {w['worker_id']} registered at {w['address']}, not {advertised[w['worker_id']]}")
+              f"worker {w['worker_id']} registered at {w['address']}, "
+              f"not {advertised[w['worker_id']]}")
 
     # Each reaches its advertised address over its veth, not loopback: no
     # worker warns that other hosts could not join its gangs.
@@ -313,25 +314,28 @@ def run_checks(args, ns, log_dir):
         check(re.search(pattern, server_log),
               f"the coordinator's log names no rendezvous at {rank0_host} for trial {t['index']}")
 
-    # Gloo's traffic crossed the veths: each rank all-reduced its gradients
-    # (every parameter, fp32) at least once per step with the other three,
-    # which sends and receives at least 2 * 3/4 of them per step in a ring.
-    params = parameters_of(TINY_GPT)
-    steps = (1 + 2) * len(job["trials"])
-    floor = int(2 * 0.75 * params * 4 * steps)
+    # Gloo's traffic crossed the veths: in every step (the warm-up one and
+    # the measured ones) each rank all-reduced its gradients (every
+    # parameter, fp32) with the other three, which takes sending and
+    # receiving at least 3/4 of them each (a ring sends and receives 2 * 3/4).
+    steps = sum(1 + t["metrics"]["measured_steps"] for t in job["trials"])
+    floor = int(2 * 0.75 * parameters_of(TINY_GPT) * 4 * steps)
     moved = {}
     for n in ns.workers:
         moved[n] = (after[n][0] - before[n][0]) + (after[n][1] - before[n][1])
         check(moved[n] >= floor, f"{n}'s veth carried {moved[n]} bytes during the job, less "
-                                 f"than the {floor} bytes of gradients its rank all-reduced")
+                                 f"than the {floor} bytes of the gradients of {steps} steps")
     print(f"tune: {tune_seconds:.1f} s, {len(job['trials'])} trial(s) of 4 ranks on 4 hosts; "
-          f"bytes over each host's veth: {sorted(moved.values())} (gradients alone: >= {floor})")
+          f"{steps} steps; bytes over each host's veth: {sorted(moved.values())} (the gradients "
+          f"alone: >= {floor})")
 
 
 def parameters_of(c):
     """Parameters of a GPT-2 of config `c` (tied embeddings)."""
     e, layers = c["n_embd"], c["n_layer"]
-    per_layer = 2 * 2 * e + (e * 3 * e + 3 * e) + (e * e + e) + (e * 4 * e + 4 * e) + (4 * e * e + e)
+    # Two layer norms, attention's qkv and projection, the MLP's two.
+    per_layer = 2 * 2 * e + (e * 3 * e + 3 * e) + (e * e + e) + (e * 4 * e + 4 * e) \
+        + (4 * e * e + e)
     return c["vocab_size"] * e + c["n_positions"] * e + layers * per_layer + 2 * e
 
 
