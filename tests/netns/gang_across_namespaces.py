@@ -6,14 +6,14 @@ workers run in four more, each reaching the bridge over a veth pair with an
 address of its own (10.231.0.11-14/24) and one cpu device, so every rank of a
 4-rank trial runs on a different host. Workers 1 and 2 listen on their address;
 workers 3 and 4 listen on 0.0.0.0 and say where they are with --advertise-host
-(the host name of this machine resolves to 127.0.0.1, which is what a wildcard
-listen would otherwise advertise). Nothing runs in the caller's namespace: the
+(a wildcard listen would otherwise register the host name, which all the
+namespaces share and which many containers map to 127.0.0.1). Nothing runs in the caller's namespace: the
 addresses exist only inside these namespaces, so runs side by side do not meet.
 
 `autoaccel tune` of a tiny GPT with --world-size 4 must succeed, and:
   - the coordinator lists each worker at its own non-loopback address, and
-    sends each rank there;
-  - every trial's ranks ran on all four workers;
+    sends each rank there; no worker warns that its address is loopback here;
+  - every trial's ranks ran on all four workers, at the first attempt;
   - each trial met at the rank-0 worker's advertised address: the coordinator's
     log says so, and every rank's spec names that address as MASTER_ADDR;
   - gloo ran over the veth links. A rank's loopback cannot reach another
@@ -287,6 +287,9 @@ def run_checks(args, ns, log_dir):
     server_log = open(server.log_paths[0]).read() + open(server.log_paths[1]).read()
     for t in job["trials"]:
         check(t["status"] == "SUCCEEDED", f"trial not SUCCEEDED: {json.dumps(t)}")
+        # Nothing here holds a rendezvous port or blocks a connection: a
+        # retried attempt is a gang that could not meet.
+        check(not t["failed_attempts"], f"trial {t['index']} was retried: {json.dumps(t)}")
         check(sorted(t["worker_ids"]) == sorted(advertised),
               f"trial {t['index']} ran on {t['worker_ids']}, not on every host")
         check(len(t["metrics"]["rank_peak_memory_bytes"]) == 4, json.dumps(t))
