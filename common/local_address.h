@@ -3,9 +3,9 @@
 // A multi-rank trial's process groups need an address of this host that the
 // other ranks can dial. The ranks all reach the rendezvous host, so the
 // address this host's routing table sends packets to that host from is the
-// one to offer (NCCL's bootstrap picks its interface the same way). The host
-// name is no guide: on a machine whose name resolves to 127.0.0.1 (common in
-// containers and network namespaces) it names an address no peer can reach.
+// one to offer. The host name is no guide: on a machine whose name resolves
+// to 127.0.0.1 (common in containers and network namespaces) it names an
+// address no peer can reach.
 #ifndef AUTOACCEL_COMMON_LOCAL_ADDRESS_H_
 #define AUTOACCEL_COMMON_LOCAL_ADDRESS_H_
 
