@@ -2,13 +2,17 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdlib>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
+#include <vector>
 
-#include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/local_address.h"
 #include "engine/distributed_nccl.h"
 
 namespace autoaccel {
@@ -29,8 +33,38 @@ class CommTimer {
   Clock::time_point start_;
 };
 
-bool IsLoopback(const std::string& host) {
-  return host == "localhost" || absl::StartsWith(host, "127.") || host == "::1";
+// Where this rank's gloo pairs listen: the interfaces GLOO_SOCKET_IFNAME
+// names (comma-separated, as torch.distributed reads it), else one address.
+struct GlooPlace {
+  std::vector<std::string> interfaces;
+  std::string address;
+};
+
+// REQUIRES: the rendezvous store at `master_host` was reached.
+absl::StatusOr<GlooPlace> GlooPlaceFor(const std::string& master_host) {
+  GlooPlace place;
+  if (const char* names = std::getenv("GLOO_SOCKET_IFNAME"); names != nullptr && *names != 0) {
+    for (absl::string_view name : absl::StrSplit(names, ',', absl::SkipWhitespace())) {
+      place.interfaces.emplace_back(absl::StripAsciiWhitespace(name));
+    }
+    if (!place.interfaces.empty()) return place;
+  }
+  // Ranks that meet on the loopback interface talk over it; otherwise over
+  // the interface that leads to the rendezvous host, which every rank
+  // reached (the host name may resolve to an address no peer can dial).
+  if (IsLoopbackHost(master_host)) {
+    place.address = "127.0.0.1";
+    return place;
+  }
+  absl::StatusOr<std::string> local = LocalAddressToward(master_host);
+  if (!local.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("no address of this host for the gang's process "
+                     "groups (set GLOO_SOCKET_IFNAME to choose one): ",
+                     local.status().message()));
+  }
+  place.address = *std::move(local);
+  return place;
 }
 
 // The rendezvous store of `world` ranks: rank 0 serves it on `port` (0: the
@@ -47,16 +81,17 @@ c10::intrusive_ptr<c10d::Store> MakeStore(const std::string& host, int port, int
 }
 
 c10::intrusive_ptr<c10d::Backend> MakeBackend(const c10::intrusive_ptr<c10d::Store>& store,
-                                              const torch::Device& device, const std::string& host,
+                                              const torch::Device& device, const GlooPlace& gloo,
                                               int rank, int size,
                                               std::chrono::milliseconds timeout) {
   if (device.is_cuda()) return CreateNcclBackend(store, rank, size, timeout);
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-  // Ranks that meet on the loopback interface talk over it; otherwise gloo
-  // picks the interface this host's name resolves to.
-  options->devices.push_back(IsLoopback(host)
-                                 ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                 : c10d::ProcessGroupGloo::createDefaultDevice());
+  for (const std::string& name : gloo.interfaces) {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+  }
+  if (gloo.interfaces.empty()) {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(gloo.address));
+  }
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
 }
 
@@ -158,7 +193,9 @@ absl::StatusOr<std::string> CheckCollectives(const torch::Device& device) {
     auto store =
         MakeStore("127.0.0.1", /*port=*/0, /*rank=*/0, /*world=*/1, std::chrono::minutes(1));
     double seconds = 0;
-    Group group(MakeBackend(store, device, "127.0.0.1", 0, 1, std::chrono::minutes(1)), 0, 1,
+    GlooPlace loopback;
+    loopback.address = "127.0.0.1";
+    Group group(MakeBackend(store, device, loopback, 0, 1, std::chrono::minutes(1)), 0, 1,
                 &seconds);
     const auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
     torch::Tensor t = torch::arange(4, opts);
@@ -208,13 +245,19 @@ absl::StatusOr<std::unique_ptr<Groups>> Groups::Connect(const TrialSpec& spec,
     return absl::UnavailableError(absl::StrCat("rendezvous at ", spec.master_addr, ":",
                                                spec.master_port, " failed: ", e.what()));
   }
+  GlooPlace gloo;
+  if (!device.is_cuda()) {
+    absl::StatusOr<GlooPlace> place = GlooPlaceFor(spec.master_addr);
+    if (!place.ok()) return place.status();
+    gloo = *std::move(place);
+  }
   // Each group lives under its own key prefix; every rank creates its groups
   // in the same order (world, data, tensor, pipeline), so no two ranks wait
   // on each other in different groups.
   auto make = [&](const std::string& name, int rank, int size) {
     if (size == 1) return Group(nullptr, 0, 1, &g->comm_seconds_);
     auto store = c10::make_intrusive<c10d::PrefixStore>(name, g->store_);
-    return Group(MakeBackend(store, device, spec.master_addr, rank, size, timeout), rank, size,
+    return Group(MakeBackend(store, device, gloo, rank, size, timeout), rank, size,
                  &g->comm_seconds_);
   };
   try {

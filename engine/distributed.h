@@ -4,8 +4,14 @@
 // Every rank of a trial creates a c10d TCPStore client (rank 0 also serves
 // it, on master_port) and from it one c10d backend per group it belongs to:
 // ProcessGroupGloo on CPU, ProcessGroupNCCL on CUDA (when this build has the
-// NCCL path, see HaveNccl()). The layout of strategy.h numbers ranks
-// tensor-parallel fastest, then data-parallel, then pipeline stage:
+// NCCL path, see HaveNccl()). Gloo listens on the interfaces
+// GLOO_SOCKET_IFNAME names (comma-separated) when it is set, on 127.0.0.1
+// when the gang meets on loopback, and otherwise on this host's address
+// toward master_addr (common/local_address.h), never on what the host name
+// resolves to (often an address other hosts cannot reach).
+//
+// The layout of strategy.h numbers ranks tensor-parallel fastest, then
+// data-parallel, then pipeline stage:
 //   rank = (pp_rank * dp + dp_rank) * tp + tp_rank
 // so a rank's data-parallel group is the ranks with its pp_rank and tp_rank,
 // its tensor-parallel group the ranks with its pp_rank and dp_rank, and its

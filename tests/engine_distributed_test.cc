@@ -362,6 +362,24 @@ TEST(DataParallel, ARankThatDiesFailsTheOthersInsteadOfHangingThem) {
   EXPECT_FALSE(r0->error.empty());
 }
 
+// GLOO_SOCKET_IFNAME in the worker's environment (which the ranks inherit)
+// chooses the interfaces gloo listens on, as in torch.distributed: one this
+// machine lacks fails the gang naming it; "lo" carries it.
+TEST(DataParallel, GlooSocketIfnameChoosesTheInterface) {
+  TrialSpec spec = DataParallelSpec(BaseSpec(), 2, Sharding::kNone);
+  spec.measured_steps = 1;
+  ::setenv("GLOO_SOCKET_IFNAME", "nosuchif0", 1);
+  std::vector<TrialResult> missing = RunGang(spec);
+  ::setenv("GLOO_SOCKET_IFNAME", "lo", 1);
+  std::vector<TrialResult> loopback = RunGang(spec);
+  ::unsetenv("GLOO_SOCKET_IFNAME");
+  for (const TrialResult& r : missing) {
+    EXPECT_EQ(r.status, TrialStatus::kFailed);
+    EXPECT_THAT(r.error, HasSubstr("nosuchif0"));
+  }
+  for (const TrialResult& r : loopback) EXPECT_EQ(r.status, TrialStatus::kSucceeded) << r.error;
+}
+
 TEST(Collectives, TheTrialRunnerChecksThemOnAOneRankGroup) {
   const std::string dir = MakeTempDir("collectives");
   std::string out, err;

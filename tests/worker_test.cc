@@ -317,6 +317,15 @@ TEST(AdvertisedAddressTest, AWildcardListenHostBecomesTheHostName) {
   EXPECT_EQ(AdvertisedAddress("[fd00::7]:0", 41000, "", "node7"), "[fd00::7]:41000");
 }
 
+// A worker registered under a name this host reaches over loopback would
+// have its gangs' process groups listen where no other host can dial.
+TEST(AdvertisedAddressProblemTest, NamesAnAddressOtherHostsCannotUseForGangs) {
+  EXPECT_THAT(AdvertisedAddressProblem("127.0.0.1:50052"), HasSubstr("over loopback"));
+  EXPECT_THAT(AdvertisedAddressProblem("localhost:50052"), HasSubstr("over loopback"));
+  EXPECT_THAT(AdvertisedAddressProblem("no-such-host.invalid:50052"),
+              HasSubstr("no-such-host.invalid does not resolve"));
+}
+
 TEST(ParsePeakTflopsTest, ReadsAnyOfTheThreePrecisions) {
   absl::StatusOr<PeakTflops> all = ParsePeakTflops("fp32=1.5,bf16=20,fp16=19.25");
   ASSERT_TRUE(all.ok()) << all.status();

@@ -306,6 +306,16 @@ int main(int argc, char** argv) {
     for (const auto& [name, def] : launchers) names.push_back(name);
     autoaccel::Announce("launchers: " + absl::StrJoin(names, ", "));
   }
+  // Gangs span hosts only when the coordinator is on another one.
+  if (!autoaccel::IsLoopbackListen(coordinator)) {
+    if (const std::string problem = autoaccel::AdvertisedAddressProblem(address);
+        !problem.empty()) {
+      spdlog::warn(
+          "this worker registers as {}: {}; give --advertise-host the address of this machine "
+          "that the other workers reach (deploy/MULTI_HOST.md)",
+          address, problem);
+    }
+  }
 
   autoaccel::v1::RegisterRequest registration;
   registration.set_worker_id(worker_id);

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/local_address.h"
 #include "worker/accelerators.h"
 
 namespace autoaccel {
@@ -124,6 +125,18 @@ std::string AdvertisedAddress(const std::string& listen, int port,
   if (host.find(':') != std::string::npos && host.front() != '[')
     host = absl::StrCat("[", host, "]");
   return absl::StrCat(host, ":", port);
+}
+
+std::string AdvertisedAddressProblem(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  const std::string host = colon == std::string::npos ? address : address.substr(0, colon);
+  absl::StatusOr<std::string> local = LocalAddressToward(host);
+  if (!local.ok()) return std::string(local.status().message());
+  if (IsLoopbackHost(*local)) {
+    return absl::StrCat("this host reaches ", host, " over loopback (", *local,
+                        "), so ranks on other hosts cannot join gangs whose rank 0 runs here");
+  }
+  return "";
 }
 
 }  // namespace autoaccel

@@ -45,6 +45,15 @@ absl::StatusOr<PeakTflops> ParsePeakTflops(const std::string& text);
 std::string AdvertisedAddress(const std::string& listen, int port,
                               const std::string& advertise_host, const std::string& hostname);
 
+// Why ranks on other hosts could not meet a gang whose rank 0 runs on a
+// worker registered at `address` ("HOST:PORT", as AdvertisedAddress gives
+// it), or "" when this host sees nothing wrong. Wrong: HOST does not resolve
+// here, or this host reaches it over loopback (a host name that /etc/hosts
+// maps to 127.0.1.1, say), so the gang's process groups would listen where
+// no other host can dial. Only meaningful for workers whose coordinator is
+// on another host; resolves HOST (may block on DNS).
+std::string AdvertisedAddressProblem(const std::string& address);
+
 }  // namespace autoaccel
 
 #endif  // AUTOACCEL_WORKER_WORKER_FLAGS_H_
