@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "client/report_html.h"
+#include "report/report_html.h"
 #include "proto/convert.h"
 #include "search/strategy.h"
 
