@@ -107,6 +107,7 @@ std::string ContentTypeOf(absl::string_view name) {
   if (absl::EndsWith(name, ".html")) return "text/html; charset=utf-8";
   if (absl::EndsWith(name, ".js")) return "text/javascript; charset=utf-8";
   if (absl::EndsWith(name, ".css")) return "text/css; charset=utf-8";
+  if (absl::EndsWith(name, ".svg")) return "image/svg+xml";
   return "application/octet-stream";
 }
 

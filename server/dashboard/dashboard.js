@@ -156,14 +156,22 @@
     var total = num(job.trials_total), done = num(job.trials_done);
     $('job-progress').textContent = done + ' / ' + total;
     $('job-running').textContent = num(job.trials_running);
-    var best = job.best && job.best.metrics ? num(job.best.metrics.tokens_per_second) : 0;
-    $('job-best').textContent = best > 0 ? best.toFixed(0) : '-';
     $('job-elapsed').textContent = num(job.elapsed_seconds).toFixed(0) + ' s';
     $('job-bar').value = total > 0 ? done / total : 0;
     $('job-status').textContent = [job.algorithm, job.status_message].filter(Boolean).join(' — ');
     var answer = $('job-answer');
     answer.hidden = !(job.best && job.best.strategy);
-    answer.textContent = job.best && job.best.strategy ? 'best so far: ' + job.best.strategy.text : '';
+    answer.textContent = job.best && job.best.strategy ? 'answer: ' + job.best.strategy.text : '';
+  }
+
+  // The best measured so far (the job's own best is set once it is chosen).
+  function renderBest() {
+    var best = 0;
+    Object.keys(trials).forEach(function (k) {
+      var t = trials[k];
+      if (t.status === 'SUCCEEDED' && t.metrics) best = Math.max(best, num(t.metrics.tokens_per_second));
+    });
+    $('job-best').textContent = best > 0 ? best.toFixed(0) : '-';
   }
 
   function trialRow(t) {
@@ -179,7 +187,7 @@
     tr.appendChild(el('td', ok ? (1000 * num(m.step_time_median_s)).toFixed(1) : '-', 'num'));
     tr.appendChild(el('td', num(m.peak_memory_bytes) > 0 ? mib(m.peak_memory_bytes) : '-', 'num'));
     tr.appendChild(el('td', ok && num(m.mfu) > 0 ? (100 * num(m.mfu)).toFixed(1) + '%' : '-', 'num'));
-    tr.appendChild(el('td', t.finished_at ? when(t.finished_at).slice(11) : '-'));
+    tr.appendChild(el('td', t.finished_at ? when(t.finished_at).slice(11, 19) : '-', 'num'));
     tr.appendChild(el('td', (t.worker_ids || []).join(', '), 'mono'));
     tr.appendChild(el('td', t.strategy ? t.strategy.text : '', 'mono'));
     tr.appendChild(el('td', t.reason || (t.confirms ? 'repeat of ' + t.confirms : ''), 'reason'));
@@ -209,6 +217,7 @@
       if (ev.job) renderJob(ev.job);
       (ev.trials || []).forEach(function (t) { trials[t.trial_id] = t; });
       renderTrials();
+      renderBest();
       if (!changed) return null;
       return api('/api/job/figures?id=' + encodeURIComponent(jobId), 'text').then(function (html) {
         $('figures').innerHTML = html;
