@@ -8,10 +8,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "report/report_figures.h"
-#include "report/svg_chart.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
+#include "report/report_figures.h"
+#include "report/svg_chart.h"
 
 namespace autoaccel {
 namespace {
@@ -401,8 +401,7 @@ std::string ReportHtml(const ReportInput& in) {
           j.request().device_type().empty() ? "cpu" : j.request().device_type(), j.state())),
       "</div></header>\n<main>\n", Answer(in), Settings(in), "<div class=\"charts\">\n",
       ThroughputMemorySection(figures), BestOverTimeSection(figures), "</div>\n",
-      PredictedMeasuredSection(figures),
-      Dimensions(in), Trials(in), "</main>\n<footer>",
+      PredictedMeasuredSection(figures), Dimensions(in), Trials(in), "</main>\n<footer>",
       E(absl::StrCat("written by autoaccel report at ", Utc(in.generated_at))),
       "</footer>\n<script>", kScript, "</script>\n</body>\n</html>\n");
   return out;

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "report/report_data.h"
 #include "proto/autoaccel.pb.h"
+#include "report/report_data.h"
 
 namespace autoaccel {
 

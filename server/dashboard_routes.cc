@@ -32,9 +32,15 @@ std::string JsonString(absl::string_view text) {
   std::string out = "\"";
   for (const char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           absl::StrAppend(&out, "\\u00", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
@@ -49,14 +55,22 @@ std::string JsonString(absl::string_view text) {
 HttpResponse Error(const absl::Status& status) {
   int code = 500;
   switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument: code = 400; break;
-    case absl::StatusCode::kUnauthenticated: code = 401; break;
-    case absl::StatusCode::kPermissionDenied: code = 403; break;
-    case absl::StatusCode::kNotFound: code = 404; break;
-    default: break;
+    case absl::StatusCode::kInvalidArgument:
+      code = 400;
+      break;
+    case absl::StatusCode::kUnauthenticated:
+      code = 401;
+      break;
+    case absl::StatusCode::kPermissionDenied:
+      code = 403;
+      break;
+    case absl::StatusCode::kNotFound:
+      code = 404;
+      break;
+    default:
+      break;
   }
-  HttpResponse r{code, kJson,
-                 absl::StrCat("{\"error\": ", JsonString(status.message()), "}\n")};
+  HttpResponse r{code, kJson, absl::StrCat("{\"error\": ", JsonString(status.message()), "}\n")};
   if (code == 401) r.headers["WWW-Authenticate"] = "Bearer realm=\"autoaccel\"";
   return r;
 }

@@ -8,8 +8,8 @@
 #include <thread>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace autoaccel {
@@ -66,7 +66,8 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
     HttpRequest request;
     request.path = req.path;
     for (const auto& [name, value] : req.params) request.query[name] = value;
-    for (const auto& [name, value] : req.headers) request.headers[absl::AsciiStrToLower(name)] = value;
+    for (const auto& [name, value] : req.headers)
+      request.headers[absl::AsciiStrToLower(name)] = value;
     HttpResponse answer = it->second(request);
     res.status = answer.status;
     res.set_header("Cache-Control", "no-store");

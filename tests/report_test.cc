@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "report/report_data.h"
 #include "report/report_html.h"
 #include "report/svg_chart.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "search/field_table.h"
 #include "search/strategy_fields.h"
 #include "tests/report/report_fixture.h"
