@@ -4,10 +4,13 @@
 // security headers.
 #include "server/dashboard_routes.h"
 
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/auth.h"
@@ -94,8 +97,9 @@ TEST_F(DashboardRoutesTest, AUserSeesOnlyTheirOwnJobsAndAnAdminEveryJob) {
   auto listed = [&](const std::string& token) {
     HttpResponse r = Get("/api/jobs", {}, token);
     EXPECT_EQ(r.status, 200) << r.body;
+    const json list = json::parse(r.body);
     std::set<std::string> ids;
-    for (const json& j : json::parse(r.body)["jobs"]) ids.insert(j["job_id"].get<std::string>());
+    for (const json& j : list["jobs"]) ids.insert(j["job_id"].get<std::string>());
     return ids;
   };
   EXPECT_EQ(listed(kAlice), std::set<std::string>{alices});

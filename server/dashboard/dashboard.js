@@ -211,15 +211,17 @@
   }
 
   function pollJob() {
-    return api('/api/job?id=' + encodeURIComponent(jobId) + '&since=' + version).then(function (ev) {
-      var changed = ev.version !== version;
-      version = ev.version;
-      if (ev.job) renderJob(ev.job);
-      (ev.trials || []).forEach(function (t) { trials[t.trial_id] = t; });
-      renderTrials();
-      renderBest();
-      if (!changed) return null;
-      return api('/api/job/figures?id=' + encodeURIComponent(jobId), 'text').then(function (html) {
+    var id = encodeURIComponent(jobId);
+    return api('/api/job?id=' + id + '&since=' + version).then(function (ev) {
+      if (ev.version === version) return null;
+      // The figures are fetched before anything is drawn, so that the
+      // table and the figures change together.
+      return api('/api/job/figures?id=' + id, 'text').then(function (html) {
+        version = ev.version;
+        if (ev.job) renderJob(ev.job);
+        (ev.trials || []).forEach(function (t) { trials[t.trial_id] = t; });
+        renderTrials();
+        renderBest();
         $('figures').innerHTML = html;
       });
     });

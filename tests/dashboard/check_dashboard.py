@@ -272,7 +272,7 @@ def main():
             counts.append(finished_rows())
             holders.update(held_devices())
             state = browser.js("return document.getElementById('job-state').textContent;")
-            if a.screenshot and not shot and state == "RUNNING" and counts[-1] >= 5:
+            if a.screenshot and not shot and state == "RUNNING" and counts[-1] >= 8:
                 browser.screenshot(a.screenshot)
                 shot = True
             if state in ("SUCCEEDED", "FAILED", "CANCELLED") and counts[-1] > 0:
