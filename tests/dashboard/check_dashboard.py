@@ -221,6 +221,8 @@ def main():
         if status != 200 or "default-src 'self'" not in csp or "unsafe-inline" in csp:
             fail("the job page: %s, Content-Security-Policy %r" % (status, csp))
 
+        # The browser first (a second or two), so that it sees the job from its start.
+        browser = Browser(chromedriver, chromium, work)
         tune = subprocess.run(
             [a.cli, "--server", grpc_address, "--token", ALICE, "--json", "tune", "--model",
              "gpt2", "--model-config", config, "--seq-len", "16", "--global-batch-size", "4",
@@ -240,7 +242,6 @@ def main():
             if status != 403:
                 fail("bob opened alice's job at %s: %s %s" % (path, status, body))
 
-        browser = Browser(chromedriver, chromium, work)
         browser.go("%s/job?id=%s" % (web, job))
         # No token yet: the page asks for one.
         until("the token form", lambda: browser.js(
