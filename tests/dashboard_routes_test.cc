@@ -110,7 +110,10 @@ TEST_F(DashboardRoutesTest, AUserSeesOnlyTheirOwnJobsAndAnAdminEveryJob) {
     EXPECT_EQ(Get(path, {{"id", carols}}, kAlice).status, 403) << path;
     EXPECT_EQ(Get(path, {{"id", carols}}, kCarol).status, 200) << path;
     EXPECT_EQ(Get(path, {{"id", carols}}, kAdmin).status, 200) << path;
-    EXPECT_EQ(Get(path, {{"id", "job-none"}}, kAdmin).status, 404) << path;
+    HttpResponse unknown = Get(path, {{"id", "job-none\xff\"<"}}, kAdmin);
+    EXPECT_EQ(unknown.status, 404) << path;
+    EXPECT_THAT(json::parse(unknown.body)["error"].get<std::string>(), HasSubstr("job-none"))
+        << path;
     EXPECT_EQ(Get(path, {}, kAdmin).status, 400) << path;
   }
 }
