@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/render.h"
-#include "client/report_html.h"
+#include "report/report_html.h"
 
 namespace autoaccel {
 namespace {

@@ -1,5 +1,5 @@
 // `autoaccel report JOB --html FILE`: fetches the job, its trials and the
-// workers' devices, and writes the HTML report (client/report_html.h).
+// workers' devices, and writes the HTML report (report/report_html.h).
 #ifndef AUTOACCEL_CLIENT_REPORT_COMMAND_H_
 #define AUTOACCEL_CLIENT_REPORT_COMMAND_H_
 

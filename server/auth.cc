@@ -78,8 +78,11 @@ absl::StatusOr<std::vector<UserToken>> ReadTokensFile(const std::string& path) {
 }
 
 absl::StatusOr<Caller> Authenticator::User(const grpc::ServerContextBase& ctx) const {
+  return UserWithToken(BearerTokenOf(ctx));
+}
+
+absl::StatusOr<Caller> Authenticator::UserWithToken(absl::string_view token) const {
   if (users_.empty()) return Caller{"", true};
-  const std::string token = BearerTokenOf(ctx);
   if (token.empty()) {
     return absl::UnauthenticatedError(
         "this coordinator requires a token: give autoaccel --token, $AUTOACCEL_TOKEN or "

@@ -58,6 +58,9 @@ class Authenticator {
   // The caller whose token the call carries. UNAUTHENTICATED when tokens
   // are required and the call carries none or an unknown one.
   absl::StatusOr<Caller> User(const grpc::ServerContextBase& ctx) const;
+  // The same for a token presented outside gRPC (the dashboard's
+  // "Authorization: Bearer TOKEN"); "" is no token.
+  absl::StatusOr<Caller> UserWithToken(absl::string_view token) const;
   // OK when the call carries the join token (or none is required);
   // UNAUTHENTICATED otherwise.
   absl::Status Worker(const grpc::ServerContextBase& ctx) const;

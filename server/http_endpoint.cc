@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -62,11 +63,16 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
       res.set_content(absl::StrCat("no page at ", req.path, "\n"), "text/plain; charset=utf-8");
       return;
     }
-    std::map<std::string, std::string> query;
-    for (const auto& [name, value] : req.params) query[name] = value;
-    HttpResponse answer = it->second(query);
+    HttpRequest request;
+    request.path = req.path;
+    for (const auto& [name, value] : req.params) request.query[name] = value;
+    for (const auto& [name, value] : req.headers)
+      request.headers[absl::AsciiStrToLower(name)] = value;
+    HttpResponse answer = it->second(request);
     res.status = answer.status;
     res.set_header("Cache-Control", "no-store");
+    res.set_header("X-Content-Type-Options", "nosniff");
+    for (const auto& [name, value] : answer.headers) res.set_header(name, value);
     res.set_content(std::move(answer.body), answer.content_type.c_str());
   });
   const auto not_allowed = [](const httplib::Request&, httplib::Response& res) {

@@ -1,9 +1,10 @@
 // A small HTTP/1.1 server (cpp-httplib) for the coordinator's monitoring
-// endpoints: GET routes on exact paths, each answered by a handler, on the
-// library's own pool of threads.
+// endpoints and dashboard: GET routes on exact paths, each answered by a
+// handler, on the library's own pool of threads.
 //
-// Plain HTTP, no authentication: what it serves must be safe for anyone who
-// can reach the port (docs/MONITORING.md).
+// Plain HTTP. The endpoint itself authenticates nothing: a handler that
+// serves what not everyone may see checks the request's headers itself
+// (server/dashboard_routes.h); docs/MONITORING.md and docs/SECURITY.md.
 //
 // Threads: handlers run on the server's threads, several at once; Stop() (or
 // the destructor) waits for the ones running to return. Start and Stop are
@@ -20,15 +21,25 @@
 
 namespace autoaccel {
 
+struct HttpRequest {
+  std::string path;
+  // The decoded query parameters (the last of a repeated name).
+  std::map<std::string, std::string> query;
+  // The request's headers by lower-case name (the last of a repeated one).
+  std::map<std::string, std::string> headers;
+};
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
+  // Sent besides Content-Type, and besides the ones every response gets
+  // (Cache-Control: no-store, X-Content-Type-Options: nosniff).
+  std::map<std::string, std::string> headers = {};
 };
 
-// Answers a GET (or HEAD) of its path; `query` holds the decoded query
-// parameters (the last of a repeated name).
-using HttpHandler = std::function<HttpResponse(const std::map<std::string, std::string>& query)>;
+// Answers a GET (or HEAD) of its path.
+using HttpHandler = std::function<HttpResponse(const HttpRequest& request)>;
 
 class HttpEndpoint {
  public:

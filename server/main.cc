@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "common/tls_files.h"
 #include "proto/convert.h"
 #include "server/auth.h"
+#include "server/dashboard_routes.h"
 #include "server/grpc_executor.h"
 #include "server/http_endpoint.h"
 #include "server/job_manager.h"
@@ -49,8 +51,10 @@ int main(int argc, char** argv) {
   app.add_option("--db", db, "SQLite database file (created if missing)");
   std::string http_listen;
   app.add_option("--http-listen", http_listen,
-                 "HOST:PORT to serve HTTP on (port 0 picks a free one): Prometheus metrics at "
-                 "/metrics, /healthz and /readyz (plain HTTP, no tokens: docs/MONITORING.md)");
+                 "HOST:PORT to serve HTTP on (port 0 picks a free one): the dashboard at /, "
+                 "Prometheus metrics at /metrics, /healthz and /readyz (plain HTTP; the "
+                 "dashboard's data needs a user token when --tokens is given: "
+                 "docs/MONITORING.md)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   std::string log_format = "text";
   app.add_option("--log-format", log_format,
@@ -189,8 +193,10 @@ int main(int argc, char** argv) {
   autoaccel::Readiness readiness;
   std::unique_ptr<autoaccel::HttpEndpoint> http;
   if (!http_listen.empty()) {
-    auto started = autoaccel::HttpEndpoint::Start(
-        http_listen, autoaccel::MonitoringRoutes((*manager).get(), &readiness));
+    std::map<std::string, autoaccel::HttpHandler> routes =
+        autoaccel::MonitoringRoutes((*manager).get(), &readiness);
+    routes.merge(autoaccel::DashboardRoutes((*manager).get(), &auth));
+    auto started = autoaccel::HttpEndpoint::Start(http_listen, std::move(routes));
     if (!started.ok()) {
       std::fprintf(stderr, "autoaccel-server: %s\n",
                    std::string(started.status().message()).c_str());
@@ -199,7 +205,7 @@ int main(int argc, char** argv) {
     }
     http = *std::move(started);
     autoaccel::Announce(absl::StrFormat(
-        "autoaccel-server http listening on %s:%d (/metrics, /healthz, /readyz)",
+        "autoaccel-server http listening on %s:%d (dashboard /, /metrics, /healthz, /readyz)",
         http->host().find(':') == std::string::npos ? http->host() : "[" + http->host() + "]",
         http->port()));
   }

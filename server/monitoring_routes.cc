@@ -7,16 +7,16 @@ namespace autoaccel {
 std::map<std::string, HttpHandler> MonitoringRoutes(JobManager* manager,
                                                     const Readiness* readiness) {
   std::map<std::string, HttpHandler> routes;
-  routes["/metrics"] = [manager](const auto&) {
+  routes["/metrics"] = [manager](const HttpRequest&) {
     HttpResponse r;
     r.content_type = std::string(kPrometheusContentType);
     r.body = manager->MetricsText();
     return r;
   };
-  routes["/healthz"] = [](const auto&) {
+  routes["/healthz"] = [](const HttpRequest&) {
     return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
   };
-  routes["/readyz"] = [readiness](const auto&) {
+  routes["/readyz"] = [readiness](const HttpRequest&) {
     switch (readiness->Get()) {
       case Readiness::kReady:
         return HttpResponse{200, "text/plain; charset=utf-8", "ready\n"};

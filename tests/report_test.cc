@@ -1,15 +1,15 @@
-// The HTML job report (client/report_html.h) and the figures it plots
-// (client/report_data.h), from canned jobs: no server.
+// The HTML job report (report/report_html.h) and the figures it plots
+// (report/report_data.h), from canned jobs: no server.
 #include <algorithm>
 #include <regex>
 #include <string>
 #include <vector>
 
-#include "client/report_data.h"
-#include "client/report_html.h"
-#include "client/svg_chart.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "report/report_data.h"
+#include "report/report_html.h"
+#include "report/svg_chart.h"
 #include "search/field_table.h"
 #include "search/strategy_fields.h"
 #include "tests/report/report_fixture.h"

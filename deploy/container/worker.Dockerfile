@@ -50,6 +50,7 @@ WORKDIR /src
 COPY CMakeLists.txt ./
 COPY cmake cmake
 COPY proto proto
+COPY report report
 COPY common common
 COPY search search
 COPY export export

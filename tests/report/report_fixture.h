@@ -8,8 +8,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "client/report_html.h"
 #include "proto/convert.h"
+#include "report/report_html.h"
 #include "search/strategy.h"
 
 namespace autoaccel::testing {

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "client/report_html.h"
+#include "report/report_html.h"
 #include "tests/report/report_fixture.h"
 
 int main(int argc, char** argv) {

@@ -1,4 +1,4 @@
-#include "client/svg_chart.h"
+#include "report/svg_chart.h"
 
 #include <algorithm>
 #include <cmath>

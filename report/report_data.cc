@@ -1,4 +1,4 @@
-#include "client/report_data.h"
+#include "report/report_data.h"
 
 #include <algorithm>
 #include <cmath>

@@ -2,8 +2,8 @@
 // round ticks, series drawn as dots, lines or steps, vertical marker lines
 // and an optional y = x diagonal. Every text that reaches the markup is
 // HTML-escaped here (labels may come from a job). Pure; any thread.
-#ifndef AUTOACCEL_CLIENT_SVG_CHART_H_
-#define AUTOACCEL_CLIENT_SVG_CHART_H_
+#ifndef AUTOACCEL_REPORT_SVG_CHART_H_
+#define AUTOACCEL_REPORT_SVG_CHART_H_
 
 #include <string>
 #include <vector>
@@ -59,4 +59,4 @@ std::string SvgChart(const Chart& chart);
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_CLIENT_SVG_CHART_H_
+#endif  // AUTOACCEL_REPORT_SVG_CHART_H_

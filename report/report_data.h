@@ -3,8 +3,8 @@
 // against measured, the effect of each strategy dimension, and the memory
 // of the devices that ran the job. Pure functions of the messages given
 // (no I/O, no RPCs); any thread.
-#ifndef AUTOACCEL_CLIENT_REPORT_DATA_H_
-#define AUTOACCEL_CLIENT_REPORT_DATA_H_
+#ifndef AUTOACCEL_REPORT_REPORT_DATA_H_
+#define AUTOACCEL_REPORT_REPORT_DATA_H_
 
 #include <cstdint>
 #include <string>
@@ -87,4 +87,4 @@ DeviceMemory JobDeviceMemory(const v1::ListWorkersResponse& workers,
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_CLIENT_REPORT_DATA_H_
+#endif  // AUTOACCEL_REPORT_REPORT_DATA_H_

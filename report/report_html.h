@@ -14,14 +14,15 @@
 //   trials              every trial that ran
 // Every string that comes from the job (model, reasons, messages) is
 // HTML-escaped; none reaches the script. Pure; any thread.
-#ifndef AUTOACCEL_CLIENT_REPORT_HTML_H_
-#define AUTOACCEL_CLIENT_REPORT_HTML_H_
+#ifndef AUTOACCEL_REPORT_REPORT_HTML_H_
+#define AUTOACCEL_REPORT_REPORT_HTML_H_
 
 #include <string>
 #include <vector>
 
-#include "client/report_data.h"
+#include "absl/strings/string_view.h"
 #include "proto/autoaccel.pb.h"
+#include "report/report_data.h"
 
 namespace autoaccel {
 
@@ -34,6 +35,10 @@ struct ReportInput {
 
 std::string ReportHtml(const ReportInput& input);
 
+// The page's style sheet (what its <style> holds), for other pages that
+// show the same sections (the coordinator's dashboard serves it as a file).
+absl::string_view ReportStyle();
+
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_CLIENT_REPORT_HTML_H_
+#endif  // AUTOACCEL_REPORT_REPORT_HTML_H_
