@@ -33,6 +33,15 @@ class CommTimer {
   Clock::time_point start_;
 };
 
+// An exception's message for a trial's reason: LibTorch's errors without
+// the C++ backtrace they carry (a dozen "frame #N" lines nobody can act on).
+std::string MessageOf(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
+    return c10_error->what_without_backtrace();
+  }
+  return e.what();
+}
+
 // Where this rank's gloo pairs listen: the interfaces GLOO_SOCKET_IFNAME
 // names (comma-separated, as torch.distributed reads it), else one address.
 struct GlooPlace {
@@ -212,7 +221,7 @@ absl::StatusOr<std::string> CheckCollectives(const torch::Device& device) {
     if (!ok) return absl::InternalError("a collective returned a wrong result");
     return std::string(device.is_cuda() ? "nccl" : "gloo");
   } catch (const std::exception& e) {
-    return absl::InternalError(e.what());
+    return absl::InternalError(MessageOf(e));
   }
 }
 
@@ -243,7 +252,7 @@ absl::StatusOr<std::unique_ptr<Groups>> Groups::Connect(const TrialSpec& spec,
     g->store_ = MakeStore(spec.master_addr, spec.master_port, spec.rank, spec.world_size, timeout);
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("rendezvous at ", spec.master_addr, ":",
-                                               spec.master_port, " failed: ", e.what()));
+                                               spec.master_port, " failed: ", MessageOf(e)));
   }
   GlooPlace gloo;
   if (!device.is_cuda()) {
@@ -270,7 +279,8 @@ absl::StatusOr<std::unique_ptr<Groups>> Groups::Connect(const TrialSpec& spec,
           make(absl::StrCat("emb/dp", l.dp_rank, "/tp", l.tp_rank), l.pp_rank == 0 ? 0 : 1, 2);
     }
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("creating the process groups failed: ", e.what()));
+    return absl::UnavailableError(
+        absl::StrCat("creating the process groups failed: ", MessageOf(e)));
   }
   return g;
 }

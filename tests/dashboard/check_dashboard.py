@@ -25,57 +25,22 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 
-TINY_GPT2 = {"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 4, "vocab_size": 64,
-             "n_positions": 32}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "python"))
+from live_daemons import TINY_GPT2, Daemon, free_port  # noqa: E402
+
 ALICE, BOB = "alice-token-0123456789", "bob-token-0123456789"
 TERMINAL = ("SUCCEEDED", "OOM", "FAILED", "TIMEOUT", "CANCELLED")
 
 
 def fail(message):
     sys.exit("check_dashboard: FAIL: " + message)
-
-
-class Daemon:
-    """A process with its output in DIR/NAME.log."""
-
-    def __init__(self, argv, directory, name):
-        self.name = name
-        self.log = os.path.join(directory, name + ".log")
-        with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, cwd=directory)
-
-    def wait_for(self, pattern, timeout=20.0):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            with open(self.log, encoding="utf-8", errors="replace") as f:
-                m = re.search(pattern, f.read())
-            if m:
-                return m
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.05)
-        fail("%s printed no /%s/:\n%s" % (self.name, pattern, self.output()))
-
-    def output(self):
-        with open(self.log, encoding="utf-8", errors="replace") as f:
-            return f.read()[-3000:]
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 def http(method, url, body=None, token=None, timeout=30):
@@ -144,13 +109,6 @@ class Browser:
             http("DELETE", "%s/session/%s" % (self.base, self.session), timeout=20)
         finally:
             self.driver.stop()
-
-
-def free_port():
-    """A worker's rendezvous port (world size 1 never binds it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def until(what, predicate, timeout):

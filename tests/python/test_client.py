@@ -13,9 +13,7 @@ holding only `pip install ./python`).
 
 import json
 import os
-import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +22,7 @@ import unittest
 
 import autoaccel
 from autoaccel import Client, errors, results
+from live_daemons import TINY_GPT2, Daemon, free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SERVER = os.environ.get("AUTOACCEL_SERVER_BIN", "")
@@ -31,54 +30,9 @@ WORKER = os.environ.get("AUTOACCEL_WORKER_BIN", "")
 CLI = os.environ.get("AUTOACCEL_CLI", "")
 # Run by CTest: the binaries are given, so none of the tests below may skip.
 INSTALLED = os.environ.get("AUTOACCEL_CLIENT_INSTALLED") == "1"
-# The e2e tests' model (tests/e2e_cluster.h): two layers of 32.
-TINY_GPT2 = {"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 4, "vocab_size": 64,
-             "n_positions": 32}
 # One warm-up and one measured step, timed for at least 0.2 s.
 QUICK = dict(seq_len=16, global_batch_size=4, warmup_steps=1, measured_steps=1,
              min_measured_time=0.2)
-
-
-def free_port():
-    """A port for a worker's rendezvous range (world size 1 never binds it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Daemon:
-    """A daemon with its output in DIR/NAME.log, read for its address."""
-
-    def __init__(self, argv, directory, name):
-        self.log = os.path.join(directory, name + ".log")
-        with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, cwd=directory)
-
-    def address(self, timeout=20.0):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            with open(self.log, encoding="utf-8", errors="replace") as f:
-                m = re.search(r"listening on (\S+)", f.read())
-            if m:
-                return m.group(1)
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError("no 'listening on' line in %s:\n%s" % (self.log, self.output()))
-
-    def output(self):
-        with open(self.log, encoding="utf-8", errors="replace") as f:
-            return f.read()[-4000:]
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 def run(argv, cwd):
