@@ -1,28 +1,15 @@
 #include "common/listen_policy.h"
 
-#include <arpa/inet.h>
 #include <spdlog/spdlog.h>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/local_address.h"
 
 namespace autoaccel {
 
 bool IsLoopbackListen(const std::string& listen) {
-  std::string host = listen.substr(0, listen.rfind(':'));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (absl::AsciiStrToLower(host) == "localhost") return true;
-  in_addr v4{};
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
-    return (ntohl(v4.s_addr) >> 24) == 127;
-  }
-  in6_addr v6{};
-  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
-  return false;
+  return IsLoopbackHost(listen.substr(0, listen.rfind(':')));
 }
 
 namespace {

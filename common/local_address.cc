@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace autoaccel {
@@ -25,7 +25,11 @@ std::string Unbracketed(const std::string& host) {
 
 bool IsLoopbackHost(const std::string& host) {
   const std::string h = Unbracketed(host);
-  return h == "localhost" || absl::StartsWith(h, "127.") || h == "::1";
+  if (absl::AsciiStrToLower(h) == "localhost") return true;
+  in_addr v4{};
+  if (::inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return ::inet_pton(AF_INET6, h.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 absl::StatusOr<std::string> LocalAddressToward(const std::string& host) {

@@ -25,7 +25,9 @@ namespace autoaccel {
 // host and the system's reason). Thread-safe.
 absl::StatusOr<std::string> LocalAddressToward(const std::string& host);
 
-// True for "localhost", 127.0.0.0/8 and ::1 (bracketed or not).
+// True for "localhost" (any case), 127.0.0.0/8 and ::1 in any spelling
+// (bracketed or not); names are not resolved. common/listen_policy.h's
+// IsLoopbackListen asks it of an address's host.
 bool IsLoopbackHost(const std::string& host);
 
 }  // namespace autoaccel

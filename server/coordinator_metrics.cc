@@ -162,9 +162,9 @@ void CoordinatorMetrics::JobFinished(JobState state) {
   ++counts_.jobs_finished[state];
 }
 
-void CoordinatorMetrics::TrialFinished(TrialStatus status, bool infrastructure) {
+void CoordinatorMetrics::TrialFinished(TrialStatus status, bool infrastructure, int count) {
   absl::MutexLock lock(&mu_);
-  ++counts_.trials_finished[{status, infrastructure && status == TrialStatus::kFailed}];
+  counts_.trials_finished[{status, infrastructure && status == TrialStatus::kFailed}] += count;
 }
 
 void CoordinatorMetrics::AttemptFailedOutsideStrategy() {

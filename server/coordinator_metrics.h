@@ -67,9 +67,10 @@ class CoordinatorMetrics {
   // A job ended (SUCCEEDED, FAILED or CANCELLED), an answer from the
   // strategy database included.
   void JobFinished(JobState state);
-  // A trial reached a terminal status; `infrastructure` for a FAILED trial
-  // lost to infrastructure failures.
-  void TrialFinished(TrialStatus status, bool infrastructure);
+  // `count` trials reached a terminal status (a search prunes many at
+  // once); `infrastructure` for FAILED trials lost to infrastructure
+  // failures.
+  void TrialFinished(TrialStatus status, bool infrastructure, int count = 1);
   // An attempt failed outside its strategy (its trial runs again or is
   // given up).
   void AttemptFailedOutsideStrategy();

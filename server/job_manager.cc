@@ -691,7 +691,7 @@ void JobManager::RecordPrunedLocked(JobRun* job) {
   const std::vector<TrialRecord> records =
       AddPrunedTrials(job, job->searcher->TakePruned(), clock_->Now());
   if (records.empty()) return;
-  for (size_t i = 0; i < records.size(); ++i) metrics_.TrialFinished(TrialStatus::kPruned, false);
+  metrics_.TrialFinished(TrialStatus::kPruned, false, static_cast<int>(records.size()));
   if (absl::Status s = store_->UpsertTrials(records); !s.ok()) {
     spdlog::error("job {}: storing {} pruned candidates failed: {}", job->record.job_id,
                   records.size(), s.ToString());

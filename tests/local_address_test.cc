@@ -67,10 +67,12 @@ TEST(LocalAddressToward, BadHostsAreClearErrors) {
 }
 
 TEST(IsLoopbackHost, NamesTheLoopbackAddressesOnly) {
-  for (const char* host : {"localhost", "127.0.0.1", "127.0.1.1", "::1", "[::1]"}) {
+  for (const char* host :
+       {"localhost", "LocalHost", "127.0.0.1", "127.0.1.1", "::1", "[::1]", "0:0:0:0:0:0:0:1"}) {
     EXPECT_TRUE(IsLoopbackHost(host)) << host;
   }
-  for (const char* host : {"10.0.0.1", "node1", "::", "0.0.0.0", "1270.0.0.1x", ""}) {
+  for (const char* host :
+       {"10.0.0.1", "node1", "::", "0.0.0.0", "1270.0.0.1x", "127.example.com", ""}) {
     EXPECT_FALSE(IsLoopbackHost(host)) << host;
   }
 }

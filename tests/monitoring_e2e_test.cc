@@ -11,10 +11,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "tests/e2e_cluster.h"
+#include "tests/promtool.h"
 
 namespace autoaccel::e2e {
 namespace {
 
+using ::autoaccel::testing::Promtool;
 using ::testing::HasSubstr;
 
 // name{labels} -> value of every sample of an exposition.
@@ -47,16 +49,6 @@ HttpAddress HttpAddressOf(Subprocess* server) {
   out.host = address.substr(0, colon);
   if (!absl::SimpleAtoi(address.substr(colon + 1), &out.port)) out.port = 0;
   return out;
-}
-
-int Promtool(const std::string& dir, const std::string& text, std::string* findings) {
-  WriteFile(dir + "/scrape.txt", text);
-  std::string out;
-  const int code = RunCommand(
-      {"/bin/sh", "-c", absl::StrCat(PROMTOOL_BIN, " check metrics < ", dir, "/scrape.txt")}, dir,
-      &out, findings, absl::Seconds(60));
-  *findings += out;
-  return code;
 }
 
 // Every line of a --log-format json log: one JSON object each.

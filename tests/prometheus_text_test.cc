@@ -11,11 +11,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/coordinator_metrics.h"
+#include "tests/promtool.h"
 #include "tests/subprocess.h"
 
 namespace autoaccel {
 namespace {
 
+using ::autoaccel::testing::MakeTempDir;
+using ::autoaccel::testing::Promtool;
 using ::testing::HasSubstr;
 
 TEST(PrometheusText, ValuesAreWrittenAsPrometheusParsesThem) {
@@ -59,19 +62,6 @@ TEST(PrometheusText, HistogramBucketsAreCumulativeWithInfSumAndCount) {
             "d_seconds_count{k=\"v\"} 4\n");
 }
 
-// What `promtool check metrics` says of `text`: its exit code, and its
-// findings in *findings.
-int Promtool(const std::string& text, std::string* findings) {
-  const std::string dir = testing::MakeTempDir("autoaccel-promtool-");
-  testing::WriteFile(dir + "/metrics.txt", text);
-  std::string out;
-  const int code = testing::RunCommand(
-      {"/bin/sh", "-c", absl::StrCat(PROMTOOL_BIN, " check metrics < ", dir, "/metrics.txt")}, dir,
-      &out, findings, absl::Seconds(60));
-  *findings += out;
-  return code;
-}
-
 TEST(CoordinatorMetrics, PromtoolFindsNothingWrongWithTheExposition) {
   CoordinatorMetrics metrics;
   metrics.JobFinished(JobState::kSucceeded);
@@ -92,7 +82,8 @@ TEST(CoordinatorMetrics, PromtoolFindsNothingWrongWithTheExposition) {
   const std::string text = metrics.Render(scheduler, pool);
 
   std::string findings;
-  EXPECT_EQ(Promtool(text, &findings), 0) << findings << "\n" << text;
+  EXPECT_EQ(Promtool(MakeTempDir("autoaccel-promtool-"), text, &findings), 0) << findings << "\n"
+                                                                              << text;
   EXPECT_THAT(text, HasSubstr("autoaccel_jobs{state=\"RUNNING\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("autoaccel_jobs{state=\"QUEUED\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("autoaccel_jobs_finished_total{state=\"SUCCEEDED\"} 1\n"));
@@ -117,7 +108,10 @@ TEST(CoordinatorMetrics, PromtoolFindsNothingWrongWithTheExposition) {
 // The check above can fail: promtool rejects what Prometheus would not read.
 TEST(CoordinatorMetrics, PromtoolRejectsABrokenExposition) {
   std::string findings;
-  EXPECT_NE(Promtool("# TYPE x counter\nx{a=\"unterminated} 1\n", &findings), 0) << findings;
+  EXPECT_NE(Promtool(MakeTempDir("autoaccel-promtool-"),
+                     "# TYPE x counter\nx{a=\"unterminated} 1\n", &findings),
+            0)
+      << findings;
 }
 
 }  // namespace
