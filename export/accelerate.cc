@@ -90,14 +90,16 @@ FormatOutput ExportAccelerate(const FormatContext& c, FidelityBuilder& rows) {
 
   std::string mixed = "no";
   if (deepspeed) {
-    OJson ds = DeepSpeedConfigJson(c, rows);  // sharding, precision, optimizer, offload
+    // rows: sharding, precision, optimizer, offload
+    OJson ds = DeepSpeedConfigJson(c, rows, DeepSpeedOptimizerSource::kScriptBuildsIt,
+                                   "accelerator.prepare(model, optimizer, ...)");
     out.files.emplace_back("ds_config.json", JsonFile(ds));
-    // With a config file, precision and batch sizes are DeepSpeed's; the
-    // optimizer is ds_config.json's (create accelerate.utils.DummyOptim).
+    // With a config file, precision and batch sizes are DeepSpeed's:
+    // `accelerate launch` refuses a mixed_precision key beside it, so
+    // there is none.
     cfg["deepspeed_config"] = {{"deepspeed_config_file", FileRef(c, "ds_config.json")},
                                {"zero3_init_flag", false}};
-    if (ds.contains("bf16")) mixed = "bf16";
-    if (ds.contains("fp16")) mixed = "fp16";
+    mixed.clear();
   } else {
     switch (s.precision) {
       case Precision::kFp32:
@@ -145,7 +147,7 @@ FormatOutput ExportAccelerate(const FormatContext& c, FidelityBuilder& rows) {
     }
     if (s.offload == Offload::kNone) rows.Exact(&Strategy::offload);
   }
-  cfg["mixed_precision"] = mixed;
+  if (!mixed.empty()) cfg["mixed_precision"] = mixed;
   // accelerate's config file has no accumulation key outside DeepSpeed's.
   if (deepspeed) {
     rows.Exact(&Strategy::grad_accum_steps, "ds_config.json gradient_accumulation_steps");

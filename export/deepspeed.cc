@@ -15,7 +15,8 @@ constexpr int kScaleWindow = 2000;
 
 }  // namespace
 
-OJson DeepSpeedConfigJson(const FormatContext& c, FidelityBuilder& rows) {
+OJson DeepSpeedConfigJson(const FormatContext& c, FidelityBuilder& rows,
+                          DeepSpeedOptimizerSource who, absl::string_view script_call) {
   const Strategy& s = c.s;
   OJson ds;
   ds["train_batch_size"] = c.in.global_batch_size;
@@ -101,25 +102,60 @@ OJson DeepSpeedConfigJson(const FormatContext& c, FidelityBuilder& rows) {
       break;
   }
 
-  // torch.optim.AdamW through torch_adam: fused=True is the one-kernel
-  // _fused_adamw_, foreach=False steps one parameter at a time as ours.
-  OJson params = {{"torch_adam", true}, {"adam_w_mode", true}};
-  if (s.offload == Offload::kCpu && stage > 0) {
-    // ZeRO-Offload steps with DeepSpeedCPUAdam on the host.
-    ds["optimizer"] = {{"type", "AdamW"}, {"params", OJson::object()}};
-    rows.Approximated(&Strategy::optimizer,
-                      "with offload DeepSpeed steps on the host with DeepSpeedCPUAdam (SIMD over "
-                      "all parameters), whichever AdamW implementation the strategy names");
-  } else {
-    if (s.optimizer == Optimizer::kFusedAdamW) {
+  const bool ds_cpu_adam = s.offload == Offload::kCpu && stage > 0;
+  if (who == DeepSpeedOptimizerSource::kTrainerFillsAuto) {
+    // torch.optim.AdamW through torch_adam: fused=True is the one-kernel
+    // _fused_adamw_, foreach=False steps one parameter at a time as ours.
+    // "auto": the Trainer's own flags (transformers' HfTrainerDeepSpeedConfig).
+    OJson params = {{"lr", "auto"},           {"betas", "auto"},    {"eps", "auto"},
+                    {"weight_decay", "auto"}, {"torch_adam", true}, {"adam_w_mode", true}};
+    ds["gradient_clipping"] = "auto";
+    const std::string filled =
+        "; lr, betas, eps, weight_decay and gradient_clipping \"auto\": the Trainer fills them "
+        "from --learning_rate, --adam_beta1/--adam_beta2, --adam_epsilon, --weight_decay and "
+        "--max_grad_norm, and builds your --lr_scheduler_type scheduler over it";
+    if (ds_cpu_adam) {
+      // ZeRO-Offload steps with DeepSpeedCPUAdam on the host.
+      params = {{"lr", "auto"}, {"betas", "auto"}, {"eps", "auto"}, {"weight_decay", "auto"}};
+      rows.Approximated(&Strategy::optimizer,
+                        absl::StrCat("with offload DeepSpeed steps on the host with "
+                                     "DeepSpeedCPUAdam (SIMD over all parameters), whichever "
+                                     "AdamW implementation the strategy names",
+                                     filled));
+    } else if (s.optimizer == Optimizer::kFusedAdamW) {
       params["fused"] = true;
-      rows.Exact(&Strategy::optimizer, "optimizer AdamW with torch_adam and fused: true");
+      rows.Exact(&Strategy::optimizer,
+                 absl::StrCat("optimizer AdamW with torch_adam and fused: true", filled));
     } else {
       params["foreach"] = false;
       rows.Exact(&Strategy::optimizer,
-                 "optimizer AdamW with torch_adam and foreach: false (one parameter at a time)");
+                 absl::StrCat("optimizer AdamW with torch_adam and foreach: false (one "
+                              "parameter at a time)",
+                              filled));
     }
     ds["optimizer"] = {{"type", "AdamW"}, {"params", params}};
+  } else {
+    // No section: DeepSpeed wraps the script's optimizer (with ZeRO, its
+    // partitioned copy), whose hyperparameters are the script's.
+    const std::string yours = absl::StrCat(
+        "ds_config.json has no optimizer section, so DeepSpeed steps the optimizer your script "
+        "builds and passes to ",
+        script_call, ", with your lr, betas, eps, weight decay and scheduler: build it as ");
+    if (ds_cpu_adam) {
+      rows.NotExpressible(
+          &Strategy::optimizer,
+          absl::StrCat(yours,
+                       "deepspeed.ops.adam.DeepSpeedCPUAdam(model.parameters(), lr=..., "
+                       "adamw_mode=True) (ZeRO-Offload refuses a torch optimizer: it steps on "
+                       "the host, whichever AdamW implementation the strategy names)"));
+    } else {
+      rows.NotExpressible(&Strategy::optimizer,
+                          absl::StrCat(yours, s.optimizer == Optimizer::kFusedAdamW
+                                                  ? "torch.optim.AdamW(model.parameters(), "
+                                                    "lr=..., fused=True)"
+                                                  : "torch.optim.AdamW(model.parameters(), "
+                                                    "lr=..., foreach=False)"));
+    }
   }
   if (c.s.tensor_parallel > 1) ds["tensor_parallel"] = {{"autotp_size", s.tensor_parallel}};
   return ds;
@@ -128,7 +164,8 @@ OJson DeepSpeedConfigJson(const FormatContext& c, FidelityBuilder& rows) {
 FormatOutput ExportDeepSpeed(const FormatContext& c, FidelityBuilder& rows) {
   const Strategy& s = c.s;
   FormatOutput out;
-  OJson ds = DeepSpeedConfigJson(c, rows);
+  OJson ds = DeepSpeedConfigJson(c, rows, DeepSpeedOptimizerSource::kScriptBuildsIt,
+                                 "deepspeed.initialize(model=model, optimizer=optimizer, ...)");
   out.files.emplace_back("ds_config.json", JsonFile(ds));
   out.entry =
       absl::StrCat("train.py --deepspeed --deepspeed_config ", FileRef(c, "ds_config.json"));

@@ -44,11 +44,32 @@ FormatOutput ExportLightning(const FormatContext& c, FidelityBuilder& rows);
 FormatOutput ExportAtorch(const FormatContext& c, FidelityBuilder& rows);
 FormatOutput ExportTorchrun(const FormatContext& c, FidelityBuilder& rows);
 
+// Who builds the optimizer that DeepSpeed steps. Never a value the user did
+// not choose: DeepSpeed builds an optimizer section's AdamW with torch's
+// defaults (lr 1e-3, weight decay 0.01) for every hyperparameter the section
+// leaves out, so a section is written only where the framework fills lr,
+// betas, eps and weight decay from the user's own arguments.
+enum class DeepSpeedOptimizerSource {
+  // The Hugging Face Trainer: an optimizer section whose lr, betas, eps and
+  // weight_decay (and gradient_clipping) are "auto", which the Trainer
+  // replaces with --learning_rate, --adam_beta1/2, --adam_epsilon,
+  // --weight_decay (and --max_grad_norm) before DeepSpeed reads them.
+  kTrainerFillsAuto,
+  // deepspeed.initialize(optimizer=...) or accelerator.prepare(optimizer):
+  // no optimizer section; the script builds its own (the optimizer row says
+  // which class and arguments), with its own hyperparameters.
+  kScriptBuildsIt,
+};
+
 // DeepSpeed's ds_config.json for the strategy, shared by the deepspeed,
-// hf-trainer, accelerate and lightning formats, and the rows of what it
-// decides: sharding (ZeRO stage), precision, optimizer and offload. The
-// caller fills the other rows.
-nlohmann::ordered_json DeepSpeedConfigJson(const FormatContext& c, FidelityBuilder& rows);
+// hf-trainer and accelerate formats, and the rows of what it decides:
+// sharding (ZeRO stage), precision, optimizer and offload. The caller fills
+// the other rows. `who` says who builds the optimizer (see above);
+// `script_call` how the script hands its optimizer over, for the optimizer
+// row ("deepspeed.initialize(optimizer=...)").
+nlohmann::ordered_json DeepSpeedConfigJson(const FormatContext& c, FidelityBuilder& rows,
+                                           DeepSpeedOptimizerSource who,
+                                           absl::string_view script_call = "");
 
 // "torchrun --nnodes=N --nproc-per-node=G [rendezvous flags] ENTRY".
 std::string TorchrunCommand(const FormatContext& c, const std::string& entry);

@@ -60,7 +60,8 @@ FormatOutput ExportHfTrainer(const FormatContext& c, FidelityBuilder& rows) {
 
   OJson fsdp_config;
   if (deepspeed) {
-    OJson ds = DeepSpeedConfigJson(c, rows);  // rows: sharding, precision, optimizer, offload
+    // rows: sharding, precision, optimizer, offload
+    OJson ds = DeepSpeedConfigJson(c, rows, DeepSpeedOptimizerSource::kTrainerFillsAuto);
     // The Trainer matches these against its own flags.
     if (ds.contains("bf16")) args.push_back("--bf16");
     if (ds.contains("fp16")) args.push_back("--fp16");

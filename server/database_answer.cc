@@ -48,6 +48,15 @@ StoredAnswerVerdict JudgeStoredAnswer(const JobSpec& spec,
                                    strategy.status().message(), "): tuning again");
     return verdict;
   }
+  // --load-strategy --finetune: the user fixed these values; an answer that
+  // changes one of them is not theirs (the search may still move away from
+  // them, and says so as it goes).
+  if (spec.load.has_value() && !spec.load->Matches(*strategy)) {
+    verdict.why_not = absl::StrCat("the strategy database's answer ", stored->strategy_text, " (",
+                                   Provenance(*stored), ") does not keep the loaded strategy's ",
+                                   spec.load->ToText(), ": tuning from it");
+    return verdict;
+  }
   if (std::find(spec.space.begin(), spec.space.end(), *strategy) == spec.space.end()) {
     verdict.why_not =
         absl::StrCat("the strategy database's answer ", stored->strategy_text, " (",

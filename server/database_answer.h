@@ -14,8 +14,9 @@
 //    stored one);
 //  - the request does not load a strategy to run it once: --load-strategy
 //    without --finetune asks for a measurement of that strategy, not for the
-//    best one. With --finetune it asks for the best, and is answered as any
-//    search is.
+//    best one. With --finetune it asks for the best, and is answered only by
+//    a stored strategy that keeps every value the loaded one sets (a user who
+//    loads zero2 with bf16 never gets a pure_bf16 answer in its place).
 // Not weighed: the stored answer's job may have searched a narrower space or
 // been cut short by its time limit (it is the best measured so far for the
 // signature; --force searches again), and the request's measurement settings

@@ -22,6 +22,25 @@ if(TARGET autoaccel)
   endforeach()
 endif()
 
+# The real frameworks train with what the CLI exports (tests/export/run_export.py):
+# the export's own launch command runs an ordinary training script of the
+# framework (tests/export/train/) on one and two CPU ranks over gloo, and each
+# rank reports what it applied — the user's hyperparameters, the parameter
+# count, batch, accumulation, precision, ZeRO stage / FSDP, checkpointing and
+# optimizer — which the test compares with the fidelity report. About 20 s a
+# strategy on an idle 2-core machine (each rank imports torch, transformers
+# and the framework).
+if(TARGET autoaccel)
+  foreach(format hf-trainer accelerate deepspeed)
+    add_test(NAME export.${format}_trains_with_the_export
+             COMMAND ${AUTOACCEL_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/export/run_export.py
+                     --autoaccel $<TARGET_FILE:autoaccel> --format ${format})
+    set_tests_properties(export.${format}_trains_with_the_export PROPERTIES
+      TIMEOUT 900 LABELS "export;framework"
+      ENVIRONMENT "HF_HUB_OFFLINE=1;TRANSFORMERS_OFFLINE=1;OMP_NUM_THREADS=1;DS_ACCELERATOR=cpu;TOKENIZERS_PARALLELISM=false")
+  endforeach()
+endif()
+
 # The CLI command: --job through an in-process server, --strategy without one.
 if(TARGET autoaccel_client_lib)
   add_executable(export_command_test ${CMAKE_CURRENT_LIST_DIR}/export_command_test.cc)

@@ -169,8 +169,47 @@ TEST(ExportTest, DeepSpeedConfigCarriesBatchZeroPrecisionAndAutoTp) {
   EXPECT_EQ(ds["torch_autocast"]["dtype"], "bfloat16");
   EXPECT_FALSE(ds.contains("bf16"));
   EXPECT_EQ(ds["tensor_parallel"]["autotp_size"], 2);
-  EXPECT_EQ(ds["optimizer"]["params"]["fused"], true);
   EXPECT_THAT(r.command, HasSubstr("deepspeed --num_nodes=1 --num_gpus=4"));
+}
+
+// DeepSpeed builds an optimizer section's AdamW with torch's defaults for
+// every hyperparameter it leaves out: a section is written only where the
+// framework fills them from the user's own arguments.
+TEST(ExportTest, DeepSpeedNeverChoosesTheUsersLearningRate) {
+  const std::string strategy =
+      "dp=2,tp=1,pp=1,sharding=zero2,mbs=4,ga=2,precision=bf16,checkpoint=none,"
+      "attention=sdpa,optimizer=fused_adamw,offload=none";
+  // The script builds the optimizer: no section at all.
+  for (const char* format : {"deepspeed", "accelerate"}) {
+    ExportResult r = ExportOf(strategy, format);
+    nlohmann::json ds = nlohmann::json::parse(File(r, "ds_config.json"));
+    EXPECT_FALSE(ds.contains("optimizer")) << format;
+    EXPECT_FALSE(ds.contains("scheduler")) << format;
+    EXPECT_EQ(Row(r, "optimizer").status, FidelityStatus::kNotExpressible) << format;
+    EXPECT_THAT(Row(r, "optimizer").note, HasSubstr("torch.optim.AdamW(model.parameters(), "
+                                                    "lr=..., fused=True)"));
+  }
+  // The Trainer fills "auto" from its flags.
+  ExportResult r = ExportOf(strategy, "hf-trainer");
+  nlohmann::json ds = nlohmann::json::parse(File(r, "ds_config.json"));
+  for (const char* key : {"lr", "betas", "eps", "weight_decay"}) {
+    EXPECT_EQ(ds["optimizer"]["params"][key], "auto") << key;
+  }
+  EXPECT_EQ(ds["optimizer"]["params"]["fused"], true);
+  EXPECT_EQ(ds["gradient_clipping"], "auto");
+  EXPECT_FALSE(ds.contains("scheduler"));
+  EXPECT_THAT(Row(r, "optimizer").note, HasSubstr("--learning_rate"));
+}
+
+TEST(ExportTest, AccelerateWithDeepSpeedLeavesPrecisionToTheDeepSpeedConfig) {
+  ExportResult r = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=zero1,mbs=4,ga=2,precision=bf16,checkpoint=none,"
+      "attention=sdpa,optimizer=fused_adamw,offload=none",
+      "accelerate");
+  // `accelerate launch` refuses mixed_precision beside deepspeed_config_file.
+  EXPECT_THAT(File(r, "accelerate_config.yaml"), Not(HasSubstr("mixed_precision")));
+  EXPECT_EQ(nlohmann::json::parse(File(r, "ds_config.json"))["torch_autocast"]["dtype"],
+            "bfloat16");
 }
 
 TEST(ExportTest, DeepSpeedFp16UsesOurDynamicLossScalerSettings) {

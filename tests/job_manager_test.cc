@@ -1714,12 +1714,14 @@ std::optional<StrategyRecord> StoredAnswer(Store* store) {
 
 // Stores an answer for TinySignature() found by the finished job `job_id`
 // (made here): a one-rank strategy of Request()'s space.
-StrategyRecord StoreTinyAnswer(Store* store, const std::string& job_id, double tokens_per_second,
-                               int engine_version, bool confirmed, absl::Time at) {
+StrategyRecord StoreTinyAnswer(
+    Store* store, const std::string& job_id, double tokens_per_second, int engine_version,
+    bool confirmed, absl::Time at,
+    const std::string& strategy_text =
+        "mbs=4,ga=1,precision=fp32,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none") {
   StrategyRecord s;
   s.signature = TinySignature();
-  s.strategy_text =
-      "mbs=4,ga=1,precision=fp32,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none";
+  s.strategy_text = strategy_text;
   s.metrics.tokens_per_second = tokens_per_second;
   s.engine_version = engine_version;
   s.confirmed = confirmed;
@@ -1845,6 +1847,41 @@ TEST_F(JobManagerTest, ALoadedStrategyRunsUnlessFinetuneAsksForTheBest) {
   auto finetune = manager_->SubmitJob(load);
   ASSERT_TRUE(finetune.ok()) << finetune.status();
   EXPECT_EQ(finetune->answered_from().job_id(), first.job_id());
+}
+
+TEST_F(JobManagerTest, FinetuneIsAnsweredOnlyByAStoredStrategyThatKeepsTheLoadedValues) {
+  AddWorker("a", 1);
+  StoreTinyAnswer(
+      store_.get(), "job-half", 1e6, kEngineVersion, /*confirmed=*/true, clock_.Now(),
+      "mbs=4,ga=1,precision=pure_bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none");
+  // The user loads bf16 autocast (ATorch's amp_native): the stored answer's
+  // pure bf16 (ATorch's half) is another method, so the job tunes and says
+  // why in its first status line.
+  v1::TuneRequest amp = Request(600);
+  amp.clear_algorithm();
+  amp.set_load_strategy(R"([("amp_native", {"dtype": "bf16"})])");
+  amp.set_finetune(true);
+  auto tuned = manager_->SubmitJob(amp);
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  EXPECT_FALSE(tuned->has_answered_from());
+  EXPECT_EQ(tuned->state(), "QUEUED");
+  EXPECT_THAT(tuned->status_message(),
+              AllOf(HasSubstr("precision=pure_bf16"),
+                    HasSubstr("does not keep the loaded strategy's precision=bf16")));
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  EXPECT_EQ(FakeExecutor::Spec(executor_.calls.front()).strategy.precision, Precision::kBf16)
+      << "the search starts from the loaded value";
+  ASSERT_TRUE(manager_->CancelJob(tuned->job_id()).ok());
+  manager_->Tick();
+  executor_.calls.clear();
+
+  // Loading what the stored answer keeps is answered from the database.
+  v1::TuneRequest half = amp;
+  half.set_load_strategy(R"(["half"])");
+  auto answered = manager_->SubmitJob(half);
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  EXPECT_EQ(answered->answered_from().job_id(), "job-half");
 }
 
 TEST_F(JobManagerTest, AnOlderEnginesAnswerIsTunedAgainAndReplacedEvenBySlowerFigures) {

@@ -1,0 +1,261 @@
+"""Trains a tiny model with a framework's own entry point from what
+`autoaccel export` wrote, and checks from inside the run that it applied what
+the export's fidelity report says, with the user's own hyperparameters.
+
+For each strategy of the format (world size 1 and 2, gloo on CPU ranks):
+  1. transformers' Qwen2Config writes the model's config.json; `autoaccel
+     export --model qwen2 --model-config config.json --out DIR --json` exports
+     the strategy for it;
+  2. the export's own launch command (torchrun / accelerate launch / deepspeed)
+     runs, with the user script of train/ as its train.py, the exported files
+     in DIR, and the arguments a user adds: a deliberately unusual learning
+     rate, weight decay, betas and eps, a constant scheduler, two optimizer
+     steps, and what the fidelity notes leave to the script (the DataLoader's
+     batch size, accumulation, the optimizer's class, checkpointing, the
+     attention implementation);
+  3. every rank writes down what it really ran (train/probe.py): those are
+     compared with the user's values and with each exact row.
+The only change to the exported command is a free rendezvous port (the
+launchers' default 29500 is in the range the test suite's workers use).
+
+Usage: run_export.py --autoaccel BIN --format FORMAT"""
+
+import argparse
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# What the user's own arguments choose; none is a framework's default.
+USER = {"lr": 3.7e-4, "weight_decay": 0.037, "betas": [0.85, 0.97], "eps": 1e-7}
+STEPS = 2
+SEQ_LEN = 16
+
+# The strategies each format is run with, world size 1 and 2 (dp=2).
+# Not run here: FSDP. accelerate (and the Trainer through it) applies FSDP
+# only to GPU ranks (AcceleratorState keeps MULTI_CPU ranks plain), so on this
+# machine's CPUs the fsdp exports of those formats are checked by their
+# parsers only (check_*.py).
+CASES = {
+    "hf-trainer": [
+        "mbs=2,ga=2,precision=fp32,checkpoint=none,attention=math,optimizer=adamw,offload=none",
+        "dp=2,tp=1,pp=1,sharding=none,mbs=2,ga=1,precision=bf16,checkpoint=full,attention=sdpa,"
+        "optimizer=fused_adamw,offload=none",
+        "dp=2,tp=1,pp=1,sharding=zero2,mbs=2,ga=2,precision=pure_bf16,checkpoint=none,"
+        "attention=sdpa,optimizer=adamw,offload=none",
+        "dp=2,tp=1,pp=1,sharding=zero1,mbs=1,ga=2,precision=bf16,checkpoint=full,ckpt_pct=50,"
+        "attention=math,optimizer=fused_adamw,offload=none",
+    ],
+    "accelerate": [
+        "mbs=2,ga=2,precision=bf16,checkpoint=full,attention=sdpa,optimizer=fused_adamw,"
+        "offload=none",
+        "dp=2,tp=1,pp=1,sharding=zero1,mbs=2,ga=2,precision=bf16,checkpoint=none,attention=math,"
+        "optimizer=fused_adamw,offload=none",
+        "dp=2,tp=1,pp=1,sharding=none,mbs=1,ga=2,precision=fp32,checkpoint=full,attention=sdpa,"
+        "optimizer=adamw,offload=none",
+    ],
+    "deepspeed": [
+        "mbs=2,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
+        "dp=2,tp=1,pp=1,sharding=zero2,mbs=2,ga=2,precision=pure_bf16,checkpoint=full,"
+        "attention=math,optimizer=fused_adamw,offload=none",
+    ],
+}
+SCRIPTS = {"hf-trainer": "hf_trainer.py", "accelerate": "accelerate_train.py",
+           "deepspeed": "deepspeed_train.py"}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_model(directory):
+    """A tiny Qwen2 (q/k/v biases, grouped-query attention) by transformers'
+    own config class; returns transformers' parameter count for it."""
+    from transformers import AutoModelForCausalLM, Qwen2Config
+    config = Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+                         max_position_embeddings=64)
+    config.save_pretrained(directory)
+    return AutoModelForCausalLM.from_config(config).num_parameters()
+
+
+def export(autoaccel, fmt, strategy, model_dir, out):
+    keys = dict(kv.split("=") for kv in strategy.split(","))
+    dp = int(keys.get("dp", 1))
+    batch = int(keys["mbs"]) * int(keys["ga"]) * dp
+    cmd = [autoaccel, "export", "--strategy", strategy, "--world-size", str(dp),
+           "--global-batch-size", str(batch), "--seq-len", str(SEQ_LEN), "--format", fmt,
+           "--model", "qwen2", "--model-config", os.path.join(model_dir, "config.json"),
+           "--out", out, "--json"]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    assert run.returncode == 0, (cmd, run.returncode, run.stderr)
+    return keys, json.loads(run.stdout)
+
+
+def user_arguments(fmt, keys, rows, out):
+    """What the user adds to the exported command, following the fidelity
+    notes for what the export leaves to the script."""
+    if fmt == "hf-trainer":
+        return ["--learning_rate", str(USER["lr"]), "--weight_decay", str(USER["weight_decay"]),
+                "--adam_beta1", str(USER["betas"][0]), "--adam_beta2", str(USER["betas"][1]),
+                "--adam_epsilon", str(USER["eps"]), "--lr_scheduler_type", "constant",
+                "--max_steps", str(STEPS), "--output_dir", os.path.join(out, "run"),
+                "--report_to", "none", "--save_strategy", "no", "--use_cpu"]
+    optimizer_note = rows["optimizer"]["note"]
+    args = ["--lr", str(USER["lr"]), "--weight-decay", str(USER["weight_decay"]),
+            "--betas", *map(str, USER["betas"]), "--eps", str(USER["eps"]),
+            "--max-steps", str(STEPS),
+            "--optimizer", "fused" if "fused=True" in optimizer_note else "foreach_false"]
+    if fmt == "accelerate":
+        args += ["--batch-size", keys["mbs"]]
+        if rows["grad_accum_steps"]["status"] == "not_expressible":
+            assert f"gradient_accumulation_steps={keys['ga']}" in rows["grad_accum_steps"]["note"]
+            args += ["--gradient-accumulation-steps", keys["ga"]]
+    if (rows["checkpointing"]["status"] == "not_expressible"
+            and "gradient_checkpointing_enable()" in rows["checkpointing"]["note"]):
+        args.append("--gradient-checkpointing")
+    return args
+
+
+def launch(doc, fmt, keys, out, model_dir):
+    rows = {r["dimension"]: r for r in doc["fidelity"]}
+    os.symlink(os.path.join(HERE, "train", SCRIPTS[fmt]), os.path.join(out, "train.py"))
+    probe_dir = os.path.join(out, "probe")
+    os.makedirs(probe_dir)
+    env = dict(os.environ, AUTOACCEL_TEST_MODEL_DIR=model_dir, AUTOACCEL_PROBE_DIR=probe_dir)
+    if fmt == "accelerate" and "ds_config.json" not in doc["files"]:
+        # This machine's CPUs stand in for GPUs: accelerate makes its ranks
+        # gloo DDP ranks (MULTI_CPU) only when told to use the CPU, as
+        # hf-trainer's --use_cpu does; without it, each rank trains alone.
+        # (Its DeepSpeed path runs on CPU ranks as it is.)
+        env["ACCELERATE_USE_CPU"] = "true"
+    if "from_pretrained_kwargs.json" in doc["files"]:
+        env["AUTOACCEL_TEST_MODEL_KWARGS"] = os.path.join(out, "from_pretrained_kwargs.json")
+    else:  # the attention row's note: attn_implementation at load
+        note = rows["attention"]["note"]
+        implementation = "sdpa" if 'attn_implementation="sdpa"' in note else "eager"
+        assert f'attn_implementation="{implementation}"' in note, note
+        with open(os.path.join(out, "user_kwargs.json"), "w") as f:
+            json.dump({"attn_implementation": implementation}, f)
+        env["AUTOACCEL_TEST_MODEL_KWARGS"] = os.path.join(out, "user_kwargs.json")
+    command = doc["command"]
+    launcher, rest = command.split(" ", 1)
+    port = free_port()
+    port_flag = {"torchrun": f"--master-port={port}", "deepspeed": f"--master_port={port}"}
+    if launcher == "accelerate":
+        rest = rest.replace("launch ", f"launch --main_process_port {port} ", 1)
+    else:
+        rest = f"{port_flag[launcher]} {rest}"
+    bin_dir = os.path.dirname(sys.executable)
+    shell = (f"cd {shlex.quote(out)} && PATH={shlex.quote(bin_dir)}:$PATH {launcher} {rest} "
+             + " ".join(shlex.quote(a) for a in user_arguments(fmt, keys, rows, out)))
+    run = subprocess.run(["bash", "-c", shell], env=env, capture_output=True, text=True,
+                         timeout=600)
+    probes = []
+    for name in sorted(os.listdir(probe_dir)):
+        with open(os.path.join(probe_dir, name)) as f:
+            probes.append(json.load(f))
+    if run.returncode != 0 or not probes:
+        tail = "\n".join((run.stdout + run.stderr).splitlines()[-40:])
+        raise AssertionError(f"`{shell}` exited {run.returncode}:\n{tail}")
+    return rows, probes
+
+
+def check(fmt, keys, rows, probes, parameters):
+    """Raises AssertionError naming the first thing the run did not apply."""
+    dp = int(keys.get("dp", 1))
+    mbs, ga = int(keys["mbs"]), int(keys["ga"])
+    assert sorted(p["rank"] for p in probes) == list(range(dp)), probes
+    exact = lambda d: rows[d]["status"] in ("exact", "not_expressible")  # noqa: E731
+    for p in probes:
+        where = f"rank {p['rank']}"
+        # The user's hyperparameters, never a framework default.
+        for key, value in USER.items():
+            got = p[key]
+            if key == "weight_decay" and isinstance(got, list):
+                # The Trainer's own rule: biases and norms in a group of
+                # their own without decay; the others take the user's.
+                got = [g for g in got if g != 0.0]
+                got = got[0] if len(got) == 1 else got
+            assert got == value or (isinstance(value, float) and abs(got - value) < 1e-12), (
+                f"{where}: optimizer {key} {got}, the user set {value}")
+        assert p["parameters"] == parameters, (where, p["parameters"], parameters)
+        assert p["steps"] == STEPS, (where, "optimizer steps", p["steps"])
+        if exact("micro_batch_size"):
+            assert p["micro_batches"] == [mbs], (where, "micro-batches", p["micro_batches"])
+        if exact("grad_accum_steps"):
+            assert p["forwards"] == STEPS * ga, (where, "forwards", p["forwards"], STEPS * ga)
+        # Precision: what each forward saw.
+        precision = keys["precision"]
+        if precision == "fp32":
+            assert p["autocast"] == ["off"] and p["weight_dtypes"] == ["float32"], (where, p)
+        elif precision == "bf16" and exact("precision"):
+            assert p["autocast"] == ["bfloat16"], (where, "autocast", p["autocast"])
+            assert p["weight_dtypes"] == ["float32"], (where, "weights", p["weight_dtypes"])
+        elif precision == "pure_bf16":
+            assert p["weight_dtypes"] == ["bfloat16"], (where, "weights", p["weight_dtypes"])
+        # Sharding.
+        sharding = keys.get("sharding", "none")
+        if "zero_stage" in p:
+            want = {"none": 0, "zero1": 1, "zero2": 2, "fsdp": 3}[sharding]
+            assert p["zero_stage"] == want, (where, "ZeRO stage", p["zero_stage"], want)
+            assert p["ds_micro_batch"] == mbs and p["ds_accumulation"] == ga, (where, p)
+            assert p["ds_bf16"] == (precision == "pure_bf16"), (where, "bf16", p["ds_bf16"])
+        elif sharding in ("zero1", "zero2"):
+            raise AssertionError(f"{where}: {sharding} ran without DeepSpeed")
+        elif sharding == "none" and dp > 1:
+            assert p.get("ddp"), (where, "not DistributedDataParallel", p)
+        if sharding == "fsdp":
+            assert p.get("fsdp") or p.get("distributed_type") == "FSDP", (where, "no FSDP", p)
+            if "fsdp_version" in p:
+                assert p["fsdp_version"] == 2, (where, p["fsdp_version"])
+        # Checkpointing: HF's flag, or FSDP's checkpoint wrappers.
+        if exact("checkpointing") or rows["checkpointing"]["status"] == "approximated":
+            on = keys["checkpoint"] != "none"
+            assert (p["gradient_checkpointing"] or p["checkpoint_wrappers"] > 0) == on, (
+                where, "checkpointing", p["gradient_checkpointing"], p["checkpoint_wrappers"])
+        # The optimizer implementation.
+        if exact("optimizer") and "DeepSpeedCPUAdam" not in rows["optimizer"]["note"]:
+            assert p["optimizer_class"] == "AdamW", (where, p["optimizer_class"])
+            if keys["optimizer"] == "fused_adamw":
+                assert p["fused"] is True, (where, "fused", p["fused"])
+            else:
+                assert p["foreach"] is False, (where, "foreach", p["foreach"])
+        want_attention = "sdpa" if keys["attention"] == "sdpa" else "eager"
+        assert p["attn_implementation"] == want_attention, (where, p["attn_implementation"])
+    return f"{probes[0]['optimizer_class']} lr {probes[0]['lr']}, {len(probes)} rank(s)"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--autoaccel", required=True)
+    parser.add_argument("--format", required=True, choices=sorted(CASES))
+    args = parser.parse_args()
+    root = tempfile.mkdtemp(prefix=f"autoaccel-run-{args.format}-")
+    model_dir = os.path.join(root, "model")
+    parameters = write_model(model_dir)
+    failed = 0
+    for i, strategy in enumerate(CASES[args.format]):
+        out = os.path.join(root, f"export{i}")
+        os.makedirs(out)
+        try:
+            keys, doc = export(args.autoaccel, args.format, strategy, model_dir, out)
+            rows, probes = launch(doc, args.format, keys, out, model_dir)
+            print(f"ok      {strategy}: {check(args.format, keys, rows, probes, parameters)}",
+                  flush=True)
+        except Exception as e:  # noqa: BLE001 - each strategy is reported, then counted
+            failed += 1
+            print(f"FAILED  {strategy}: {type(e).__name__}: {e}", flush=True)
+    print(f"{args.format}: {len(CASES[args.format]) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
