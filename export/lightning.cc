@@ -164,7 +164,8 @@ FormatOutput ExportLightning(const FormatContext& c, FidelityBuilder& rows) {
   doc["trainer"] = trainer;
   doc["data"] = {{"batch_size", s.micro_batch_size}};
   out.files.emplace_back("lightning.json", JsonFile(doc));
-  out.entry = absl::StrCat("train.py --config ", FileRef(c, "lightning.json"));
+  // LightningCLI runs a subcommand; its config holds trainer, model and data.
+  out.entry = absl::StrCat("train.py fit --config ", FileRef(c, "lightning.json"));
   // Lightning starts the node's processes itself (one command per node).
   out.command = absl::StrCat(
       c.nnodes > 1 ? "NODE_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR python " : "python ",

@@ -429,6 +429,8 @@ TEST(ExportTest, LightningStrategyArguments) {
   EXPECT_EQ(j["trainer"]["precision"], "16-mixed");
   EXPECT_EQ(j["trainer"]["accumulate_grad_batches"], 2);
   EXPECT_EQ(j["trainer"]["devices"], 8);
+  // LightningCLI takes the config after its subcommand.
+  EXPECT_EQ(r.command, "python train.py fit --config lightning.json");
 }
 
 TEST(ExportTest, AtorchListLoadsBackToTheSameFields) {

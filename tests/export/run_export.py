@@ -6,7 +6,8 @@ For each strategy of the format (world size 1 and 2, gloo on CPU ranks):
   1. transformers' Qwen2Config writes the model's config.json; `autoaccel
      export --model qwen2 --model-config config.json --out DIR --json` exports
      the strategy for it;
-  2. the export's own launch command (torchrun / accelerate launch / deepspeed)
+  2. the export's own launch command (torchrun / accelerate launch / deepspeed /
+     python for Lightning, which starts its ranks itself)
      runs, with the user script of train/ as its train.py, the exported files
      in DIR, and the arguments a user adds: a deliberately unusual learning
      rate, weight decay, betas and eps, a constant scheduler, two optimizer
@@ -59,6 +60,14 @@ CASES = {
         "dp=2,tp=1,pp=1,sharding=none,mbs=1,ga=2,precision=fp32,checkpoint=full,attention=sdpa,"
         "optimizer=adamw,offload=none",
     ],
+    "lightning": [
+        "mbs=2,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,"
+        "offload=none",
+        "dp=2,tp=1,pp=1,sharding=none,mbs=1,ga=2,precision=fp32,checkpoint=full,attention=math,"
+        "optimizer=adamw,offload=none",
+        "dp=2,tp=1,pp=1,sharding=none,mbs=2,ga=1,precision=pure_bf16,checkpoint=none,"
+        "attention=sdpa,optimizer=fused_adamw,offload=none",
+    ],
     "deepspeed": [
         "mbs=2,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
         "dp=2,tp=1,pp=1,sharding=zero2,mbs=2,ga=2,precision=pure_bf16,checkpoint=full,"
@@ -66,7 +75,7 @@ CASES = {
     ],
 }
 SCRIPTS = {"hf-trainer": "hf_trainer.py", "accelerate": "accelerate_train.py",
-           "deepspeed": "deepspeed_train.py"}
+           "deepspeed": "deepspeed_train.py", "lightning": "lightning_train.py"}
 
 
 def free_port():
@@ -109,6 +118,19 @@ def user_arguments(fmt, keys, rows, out):
                 "--max_steps", str(STEPS), "--output_dir", os.path.join(out, "run"),
                 "--report_to", "none", "--save_strategy", "no", "--use_cpu"]
     optimizer_note = rows["optimizer"]["note"]
+    if fmt == "lightning":
+        # accelerator cpu: this machine's CPUs stand in for the export's GPUs.
+        args = ["--trainer.accelerator=cpu", f"--trainer.max_steps={STEPS}",
+                "--trainer.logger=false", "--trainer.enable_checkpointing=false",
+                "--trainer.enable_progress_bar=false", f"--model.lr={USER['lr']}",
+                f"--model.weight_decay={USER['weight_decay']}",
+                f"--model.betas=[{USER['betas'][0]},{USER['betas'][1]}]",
+                f"--model.eps={USER['eps']}",
+                "--model.optimizer=" + ("fused" if "fused=True" in optimizer_note
+                                        else "foreach_false")]
+        if "gradient_checkpointing_enable()" in rows["checkpointing"]["note"]:
+            args.append("--model.gradient_checkpointing=true")
+        return args
     args = ["--lr", str(USER["lr"]), "--weight-decay", str(USER["weight_decay"]),
             "--betas", *map(str, USER["betas"]), "--eps", str(USER["eps"]),
             "--max-steps", str(STEPS),
@@ -149,7 +171,10 @@ def launch(doc, fmt, keys, out, model_dir):
     launcher, rest = command.split(" ", 1)
     port = free_port()
     port_flag = {"torchrun": f"--master-port={port}", "deepspeed": f"--master_port={port}"}
-    if launcher == "accelerate":
+    if launcher == "python":  # Lightning starts its ranks itself
+        env["MASTER_PORT"] = str(port)
+        launcher = shlex.quote(sys.executable)
+    elif launcher == "accelerate":
         rest = rest.replace("launch ", f"launch --main_process_port {port} ", 1)
     else:
         rest = f"{port_flag[launcher]} {rest}"
@@ -162,8 +187,20 @@ def launch(doc, fmt, keys, out, model_dir):
     for name in sorted(os.listdir(probe_dir)):
         with open(os.path.join(probe_dir, name)) as f:
             probes.append(json.load(f))
-    if run.returncode != 0 or not probes:
-        tail = "\n".join((run.stdout + run.stderr).splitlines()[-40:])
+    output = run.stdout + run.stderr
+    # A rank that finished (its probe written) may still abort in teardown
+    # on a busy machine: gloo/DeepSpeed threads alive at interpreter exit
+    # ("terminate called without an active exception", seen 1 run in ~10
+    # with two CPU hogs beside it). What the run applied is in the probes;
+    # the abort is reported, not hidden.
+    teardown = (run.returncode != 0 and len(probes) == int(keys.get("dp", 1))
+                and "terminate called without an active exception" in output)
+    if teardown:
+        print(f"warning: a rank aborted after training (exit {run.returncode}, "
+              "'terminate called without an active exception')", flush=True)
+    elif run.returncode != 0 or not probes:
+        tail = "\n".join(line for line in output.splitlines() if not line.startswith("[20"))
+        tail = "\n".join(tail.splitlines()[-60:])
         raise AssertionError(f"`{shell}` exited {run.returncode}:\n{tail}")
     return rows, probes
 

@@ -12,16 +12,16 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe import Probe, TokenData, tiny_model  # noqa: E402
+from probe import Probe, TokenData, shut_down, tiny_model  # noqa: E402
 
 import torch  # noqa: E402
 from accelerate import Accelerator  # noqa: E402
 
 
 def steps_taken(model, probe):
-    """Optimizer steps so far: DeepSpeed's engine counts its own (its ZeRO
-    optimizer steps the wrapped one once per parameter group), else the
-    probe's count of the optimizer's steps."""
+    """Optimizer steps so far: DeepSpeed's engine's own count (it steps
+    inside engine.step() at its accumulation boundaries), else the probe's
+    count of the optimizer's steps."""
     engine_steps = getattr(model, "global_steps", None)
     return engine_steps if engine_steps is not None else probe.optimizer_steps
 
@@ -79,7 +79,9 @@ def main():
     if getattr(state, "fsdp_plugin", None) is not None:
         extra.update(fsdp_version=state.fsdp_plugin.fsdp_version,
                      fsdp_reshard_after_forward=bool(state.fsdp_plugin.reshard_after_forward))
-    probe.report(optimizer, steps_taken(model, probe), hook_steps=probe.optimizer_steps, **extra)
+    probe.report(optimizer, steps_taken(model, probe), **extra)
+    accelerator.end_training()
+    shut_down()
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe import Probe, TokenData, tiny_model  # noqa: E402
+from probe import Probe, TokenData, shut_down, tiny_model  # noqa: E402
 
 import deepspeed  # noqa: E402
 import torch  # noqa: E402
@@ -53,6 +53,7 @@ def main():
                  ds_accumulation=engine.gradient_accumulation_steps(),
                  ds_bf16=engine.bfloat16_enabled(), ds_fp16=engine.fp16_enabled(),
                  optimizer_wrapper=type(engine.optimizer).__name__)
+    shut_down()
 
 
 if __name__ == "__main__":

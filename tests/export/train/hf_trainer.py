@@ -8,7 +8,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe import Probe, TokenData, tiny_model  # noqa: E402
+from probe import Probe, TokenData, shut_down, tiny_model  # noqa: E402
 
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments  # noqa: E402
@@ -59,6 +59,7 @@ def main():
                       callbacks=[report])
     report.trainer = trainer
     trainer.train()
+    shut_down()
 
 
 if __name__ == "__main__":

@@ -138,3 +138,11 @@ class Probe:
         with open(path + ".tmp", "w") as f:
             json.dump(line, f)
         os.replace(path + ".tmp", path)
+
+
+def shut_down():
+    """Ends the process group, as a training script should before it exits:
+    a rank that exits with its gloo threads still running aborts ("terminate
+    called without an active exception") on a busy machine."""
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
