@@ -1,5 +1,6 @@
 // The megatron format: Megatron-LM's training flags (pretrain_gpt.py),
-// one per line in megatron_args.txt.
+// one per line in megatron_args.txt, and the strategy's fidelity rows. The
+// model's flags and the architecture section are megatron_model.cc's.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -168,31 +169,28 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
   }
 
   flag("--seq-length", c.in.seq_len);
+  std::string script = "pretrain_gpt.py";
   if (c.in.model) {
+    script = MegatronModelFlags(c, a, out.architecture);
+    // Megatron splits heads, query groups and the MLP over the tensor-parallel ranks.
     const ModelSpec& m = *c.in.model;
-    flag("--num-layers", m.n_layer);
-    flag("--hidden-size", m.n_embd);
-    flag("--num-attention-heads", m.n_head);
-    flag("--ffn-hidden-size", m.n_inner);
-    flag("--max-position-embeddings", std::max(m.n_positions, c.in.seq_len));
-    if (m.n_kv_head > 0 && m.n_kv_head != m.n_head) {
-      a.push_back("--group-query-attention");
-      flag("--num-query-groups", m.n_kv_head);
+    const int tp = s.tensor_parallel;
+    std::vector<std::string> indivisible;
+    if (m.n_head % tp != 0) indivisible.push_back(absl::StrCat(m.n_head, " attention heads"));
+    const int groups = m.n_kv_head > 0 ? m.n_kv_head : m.n_head;
+    if (groups != m.n_head && groups % tp != 0) {
+      indivisible.push_back(absl::StrCat(groups, " query groups"));
     }
-    if (m.head_dim > 0) flag("--kv-channels", m.head_dim);
-    // The Llama-style decoders: gated MLP, RMSNorm, rotary positions.
-    if (m.family != "gpt2" && m.family != "bert") {
-      if (m.hidden_act == "silu") a.push_back("--swiglu");
-      flag("--normalization", "RMSNorm");
-      flag("--norm-epsilon", m.layer_norm_epsilon);
-      flag("--position-embedding-type", "rope");
-      flag("--rotary-base", m.rope_theta);
-      if (!m.attention_bias && !m.mlp_bias) a.push_back("--disable-bias-linear");
-      if (!m.tie_word_embeddings) a.push_back("--untie-embeddings-and-output-weights");
+    if (m.n_inner % tp != 0) indivisible.push_back(absl::StrCat("an MLP width of ", m.n_inner));
+    if (!indivisible.empty()) {
+      rows.Rejected(&Strategy::tensor_parallel,
+                    absl::StrCat("Megatron splits attention heads, query groups and the MLP over "
+                                 "the tensor-parallel ranks: ",
+                                 tp, " does not divide ", absl::StrJoin(indivisible, " or ")));
     }
   }
   out.files.emplace_back("megatron_args.txt", absl::StrCat(absl::StrJoin(a, "\n"), "\n"));
-  out.entry = absl::StrCat("pretrain_gpt.py $(cat ", FileRef(c, "megatron_args.txt"), ")");
+  out.entry = absl::StrCat(script, " $(cat ", FileRef(c, "megatron_args.txt"), ")");
   out.command = TorchrunCommand(c, out.entry);
   return out;
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_split.h"
@@ -385,6 +386,150 @@ TEST(ExportTest, MegatronRecomputesTheFirstLayersOfACheckpointPercent) {
   EXPECT_EQ(Row(blind, "checkpoint_percent").status, FidelityStatus::kApproximated);
 }
 
+// The architecture section of a Megatron export of `model` (one rank).
+ExportResult MegatronOf(const ModelSpec& model, const std::string& layout = "") {
+  return ExportOf(layout +
+                      "mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,"
+                      "optimizer=fused_adamw,offload=none",
+                  "megatron", model);
+}
+
+const ArchitectureRow& Feature(const ExportResult& r, const std::string& feature) {
+  for (const ArchitectureRow& row : r.architecture) {
+    if (row.feature == feature) return row;
+  }
+  static const ArchitectureRow kNone{"?", "?", FidelityStatus::kExact, "missing"};
+  ADD_FAILURE() << r.format << " has no architecture row for " << feature;
+  return kNone;
+}
+
+TEST(ExportTest, MegatronGivesQwen2ItsQkvBiases) {
+  ExportResult r = MegatronOf(testing::TinyModelSpec("qwen2"));
+  const std::string args = File(r, "megatron_args.txt");
+  EXPECT_THAT(args, HasSubstr("--disable-bias-linear\n--add-qkv-bias\n"));
+  EXPECT_EQ(Feature(r, "biases").value, "q, k, v");
+  EXPECT_EQ(Feature(r, "biases").status, FidelityStatus::kExact);
+}
+
+TEST(ExportTest, MegatronGivesQwen3ItsQkLayerNormAndHeadDim) {
+  ExportResult r = MegatronOf(testing::TinyModelSpec("qwen3"));
+  const std::string args = File(r, "megatron_args.txt");
+  EXPECT_THAT(args, HasSubstr("--qk-layernorm\n"));
+  EXPECT_THAT(args, HasSubstr("--kv-channels 12\n"));
+  EXPECT_THAT(args, HasSubstr("--group-query-attention\n--num-query-groups 2\n"));
+  EXPECT_THAT(args, Not(HasSubstr("--add-qkv-bias")));
+  EXPECT_EQ(Feature(r, "qk_norm").status, FidelityStatus::kExact);
+}
+
+TEST(ExportTest, MegatronScalesRopeAsLlama31AndSaysWhenItCannot) {
+  ModelSpec m = testing::TinyModelSpec("llama");
+  m.rope_theta = 500000;
+  m.rope_type = "llama3";
+  m.rope_factor = 8;
+  m.rope_low_freq_factor = 1;
+  m.rope_high_freq_factor = 4;
+  m.rope_original_max_positions = 8192;
+  ExportResult r = MegatronOf(m);
+  const std::string args = File(r, "megatron_args.txt");
+  EXPECT_THAT(args, HasSubstr("--use-rope-scaling\n--rope-scaling-factor 8\n"));
+  EXPECT_THAT(args, HasSubstr("--rotary-base 500000\n"));
+  EXPECT_EQ(Feature(r, "rope_scaling").status, FidelityStatus::kExact);
+  // Llama 3.2's factor 32: pretrain_gpt.py builds factor 8 whatever the flag says.
+  m.rope_factor = 32;
+  ExportResult llama32 = MegatronOf(m);
+  EXPECT_THAT(File(llama32, "megatron_args.txt"), HasSubstr("--rope-scaling-factor 32\n"));
+  EXPECT_EQ(Feature(llama32, "rope_scaling").status, FidelityStatus::kNotExpressible);
+  EXPECT_THAT(Feature(llama32, "rope_scaling").note, HasSubstr("factor 8"));
+}
+
+TEST(ExportTest, MegatronGivesMixtralItsExperts) {
+  ModelSpec m = testing::TinyModelSpec("mixtral");
+  m.rope_theta = 1e6;  // MixtralConfig's default
+  ExportResult r = MegatronOf(m);
+  const std::string args = File(r, "megatron_args.txt");
+  EXPECT_THAT(args, HasSubstr("--num-experts 4\n--moe-router-topk 2\n"));
+  EXPECT_THAT(args, HasSubstr("--swiglu\n"));
+  // 1e6, as the integer Megatron's --rotary-base takes.
+  EXPECT_THAT(args, HasSubstr("--rotary-base 1000000\n"));
+  EXPECT_EQ(Feature(r, "experts").value, "4 experts, top 2 per token");
+  EXPECT_EQ(Feature(r, "experts").status, FidelityStatus::kExact);
+}
+
+TEST(ExportTest, MegatronSaysWhatOfGemma2ItCannotBuild) {
+  ExportResult r = MegatronOf(testing::TinyModelSpec("gemma2"));
+  for (const char* feature :
+       {"attn_logit_softcapping", "final_logit_softcapping", "sandwich_norm", "embedding_scale"}) {
+    EXPECT_EQ(Feature(r, feature).status, FidelityStatus::kNotExpressible) << feature;
+    EXPECT_THAT(Feature(r, feature).note, HasSubstr(" in ")) << feature << ": says where to do it";
+  }
+  EXPECT_EQ(Feature(r, "attn_logit_softcapping").value, "50");
+  EXPECT_EQ(Feature(r, "activation").status, FidelityStatus::kApproximated);  // --quick-geglu
+  // query_pre_attn_scalar equal to head_dim: Megatron's own scaling.
+  EXPECT_EQ(Feature(r, "query_pre_attn_scalar").status, FidelityStatus::kExact);
+  const std::string args = File(r, "megatron_args.txt");
+  EXPECT_THAT(args, HasSubstr("--apply-layernorm-1p\n"));
+  // Layer 1 of 2 slides (window 6: itself and 5 before), layer 2 is full.
+  EXPECT_THAT(args, HasSubstr("--window-size 5,0\n--window-attn-skip-freq 2\n"));
+  EXPECT_EQ(Feature(r, "sliding_window").status, FidelityStatus::kExact);
+  // The strategy's rows are unaffected: the export is not rejected.
+  EXPECT_FALSE(r.rejected());
+}
+
+TEST(ExportTest, MegatronArchitectureCoversEveryFamily) {
+  for (const std::string& family : KnownModelFamilies()) {
+    if (family == "torchscript") continue;
+    ExportResult r = MegatronOf(testing::TinyModelSpec(family));
+    ASSERT_FALSE(r.architecture.empty()) << family;
+    std::set<std::string> seen;
+    for (const ArchitectureRow& row : r.architecture) {
+      EXPECT_TRUE(seen.insert(row.feature).second) << family << ": " << row.feature << " twice";
+      EXPECT_NE(row.status, FidelityStatus::kRejected) << family << " " << row.feature;
+      if (row.status != FidelityStatus::kExact) {
+        EXPECT_FALSE(row.note.empty()) << family << " " << row.feature << " says nothing";
+      }
+    }
+    for (const char* feature :
+         {"network", "sizes", "query_groups", "head_dim", "normalization", "norm_epsilon",
+          "activation", "biases", "position_embedding", "vocab_size", "embeddings", "dropout"}) {
+      Feature(r, feature);
+    }
+    EXPECT_THAT(r.command, HasSubstr(family == "bert" ? "pretrain_bert.py" : "pretrain_gpt.py"));
+  }
+  // Formats that load the Hugging Face model from its config have no section.
+  EXPECT_TRUE(ExportOf("mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,"
+                       "optimizer=fused_adamw,offload=none",
+                       "hf-trainer", testing::TinyModelSpec("gemma2"))
+                  .architecture.empty());
+}
+
+TEST(ExportTest, MegatronPadsTheVocabularyOnlyWhereTensorParallelismMust) {
+  ModelSpec m = testing::TinyModelSpec("llama");
+  ExportResult even = MegatronOf(m, "dp=1,tp=2,pp=1,sharding=none,");
+  EXPECT_THAT(File(even, "megatron_args.txt"), HasSubstr("--padded-vocab-size 96\n"));
+  EXPECT_EQ(Feature(even, "vocab_size").status, FidelityStatus::kExact);
+  m.vocab_size = 97;
+  ExportResult odd = MegatronOf(m, "dp=1,tp=2,pp=1,sharding=none,");
+  EXPECT_THAT(File(odd, "megatron_args.txt"), HasSubstr("--padded-vocab-size 98\n"));
+  EXPECT_EQ(Feature(odd, "vocab_size").status, FidelityStatus::kApproximated);
+}
+
+TEST(ExportTest, MegatronRejectsTensorParallelismThatSplitsAQueryGroup) {
+  // gemma's tiny spec has one key/value head: it cannot be split over 2 ranks.
+  ExportResult r = MegatronOf(testing::TinyModelSpec("gemma"), "dp=1,tp=2,pp=1,sharding=none,");
+  EXPECT_TRUE(r.rejected());
+  EXPECT_THAT(Row(r, "tensor_parallel").note, HasSubstr("1 query groups"));
+  EXPECT_FALSE(r.architecture.empty());  // still says what the flags would build
+}
+
+TEST(ExportTest, MegatronWithoutTheModelHasNoArchitectureSection) {
+  ExportResult r = ExportOf(
+      "mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,"
+      "offload=none",
+      "megatron");
+  EXPECT_TRUE(r.architecture.empty());
+  EXPECT_THAT(File(r, "megatron_args.txt"), Not(HasSubstr("--num-layers")));
+}
+
 TEST(ExportTest, TorchtitanHasNoZeroOneNorFp16) {
   ExportResult zero1 = ExportOf(
       "dp=2,tp=1,pp=1,sharding=zero1,mbs=1,ga=1,precision=bf16,"
@@ -509,7 +654,14 @@ TEST(ExportTest, JsonDocumentHasTheDocumentedKeys) {
   EXPECT_EQ(j["fidelity"][0]["dimension"], "data_parallel");
   EXPECT_EQ(j["fidelity"][0]["status"], "exact");
   EXPECT_TRUE(j["fidelity"][0].contains("note"));
+  EXPECT_EQ(j["architecture"], nlohmann::ordered_json::array());
   EXPECT_EQ(j["rejected"], false);
+  nlohmann::ordered_json megatron = ExportResultToJson(MegatronOf(testing::TinyModelSpec("qwen2")));
+  ASSERT_FALSE(megatron["architecture"].empty());
+  EXPECT_EQ(megatron["architecture"][0]["feature"], "network");
+  EXPECT_EQ(megatron["architecture"][0]["value"], "qwen2");
+  EXPECT_EQ(megatron["architecture"][0]["status"], "exact");
+  EXPECT_TRUE(megatron["architecture"][0].contains("note"));
 }
 
 }  // namespace
