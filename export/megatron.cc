@@ -54,8 +54,14 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
                         "full gradient buffer on every rank (ZeRO-1 memory for gradients)");
       break;
     case Sharding::kFsdp:
+      // validate_args refuses FSDP2 with the fused weight-gradient
+      // accumulation that is on by default.
       a.push_back("--use-torch-fsdp2");
-      rows.Exact(&Strategy::sharding, "--use-torch-fsdp2: parameters sharded too");
+      a.push_back("--no-gradient-accumulation-fusion");
+      rows.Exact(
+          &Strategy::sharding,
+          "--use-torch-fsdp2 --no-gradient-accumulation-fusion: parameters sharded too; "
+          "Megatron's FSDP2 needs untied embeddings (--untie-embeddings-and-output-weights)");
       break;
   }
   flag("--micro-batch-size", s.micro_batch_size);
@@ -158,16 +164,45 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
   if (s.offload == Offload::kCpu) {
     a.push_back("--optimizer-cpu-offload");
     a.push_back("--use-precision-aware-optimizer");
-    if (s.sharding != Sharding::kZero1 && s.sharding != Sharding::kZero2) {
-      a.push_back("--use-distributed-optimizer");
-    }
-    rows.Approximated(&Strategy::offload,
-                      "--optimizer-cpu-offload (with the distributed optimizer): the optimizer "
-                      "steps on the host in Megatron's HybridDeviceOptimizer");
+    if (s.sharding == Sharding::kNone) a.push_back("--use-distributed-optimizer");
+    rows.Approximated(
+        &Strategy::offload,
+        s.sharding == Sharding::kFsdp
+            ? "--optimizer-cpu-offload --use-precision-aware-optimizer: the optimizer "
+              "steps on the host in Megatron's HybridDeviceOptimizer, here without "
+              "the distributed optimizer, which --use-torch-fsdp2 refuses"
+            : "--optimizer-cpu-offload (with the distributed optimizer): the "
+              "optimizer steps on the host in Megatron's HybridDeviceOptimizer");
   } else {
     rows.Exact(&Strategy::offload);
   }
 
+  // What validate_args refuses with --use-torch-fsdp2.
+  if (s.sharding == Sharding::kFsdp) {
+    if (s.pipeline_parallel > 1) {
+      rows.Rejected(&Strategy::sharding,
+                    "Megatron's --use-torch-fsdp2 refuses pipeline parallelism");
+    }
+    if (s.precision == Precision::kFp16) {
+      rows.Rejected(&Strategy::precision, "Megatron's --use-torch-fsdp2 has no fp16");
+    }
+    const ModelSpec* m = c.in.model ? &*c.in.model : nullptr;
+    if (m != nullptr && (!m->IsDecoder() || m->tie_word_embeddings)) {
+      rows.Rejected(&Strategy::sharding,
+                    "Megatron's --use-torch-fsdp2 needs --untie-embeddings-and-output-weights, "
+                    "and this model's output layer is its token embedding");
+    }
+  }
+  // Megatron's tensor parallelism (before Blackwell, without FSDP) needs one
+  // CUDA connection, so that its communication is ordered with compute.
+  std::string env;
+  if (s.tensor_parallel > 1 && s.sharding != Sharding::kFsdp) {
+    env = "CUDA_DEVICE_MAX_CONNECTIONS=1 ";
+    rows.Exact(&Strategy::tensor_parallel,
+               "--tensor-model-parallel-size, with CUDA_DEVICE_MAX_CONNECTIONS=1 in the "
+               "environment (the command sets it; Megatron refuses to start without it before "
+               "Blackwell)");
+  }
   flag("--seq-length", c.in.seq_len);
   std::string script = "pretrain_gpt.py";
   if (c.in.model) {
@@ -191,7 +226,7 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
   }
   out.files.emplace_back("megatron_args.txt", absl::StrCat(absl::StrJoin(a, "\n"), "\n"));
   out.entry = absl::StrCat(script, " $(cat ", FileRef(c, "megatron_args.txt"), ")");
-  out.command = TorchrunCommand(c, out.entry);
+  out.command = absl::StrCat(env, TorchrunCommand(c, out.entry));
   return out;
 }
 

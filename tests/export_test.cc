@@ -521,6 +521,34 @@ TEST(ExportTest, MegatronRejectsTensorParallelismThatSplitsAQueryGroup) {
   EXPECT_FALSE(r.architecture.empty());  // still says what the flags would build
 }
 
+// What Megatron-LM's validate_args refuses with --use-torch-fsdp2, and the
+// environment its tensor parallelism needs (tests/export/check_megatron.py
+// runs validate_args itself).
+TEST(ExportTest, MegatronFsdpAndTensorParallelismPassMegatronsOwnChecks) {
+  ExportResult fsdp = ExportOf(
+      "dp=4,tp=1,pp=1,sharding=fsdp,mbs=1,ga=1,precision=bf16,checkpoint=none,"
+      "attention=sdpa,optimizer=fused_adamw,offload=cpu",
+      "megatron", Model(4));
+  const std::string args = File(fsdp, "megatron_args.txt");
+  EXPECT_THAT(args, HasSubstr("--use-torch-fsdp2\n--no-gradient-accumulation-fusion\n"));
+  EXPECT_THAT(args, Not(HasSubstr("--use-distributed-optimizer")));
+  EXPECT_THAT(fsdp.command, Not(HasSubstr("CUDA_DEVICE_MAX_CONNECTIONS")));
+  // FSDP2 needs untied embeddings, and has no fp16.
+  ModelSpec tied = Model(4);
+  tied.tie_word_embeddings = true;
+  EXPECT_EQ(Row(MegatronOf(tied, "dp=2,tp=1,pp=1,sharding=fsdp,"), "sharding").status,
+            FidelityStatus::kRejected);
+  ExportResult fp16 = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=fsdp,mbs=1,ga=1,precision=fp16,checkpoint=none,"
+      "attention=sdpa,optimizer=fused_adamw,offload=none",
+      "megatron");
+  EXPECT_EQ(Row(fp16, "precision").status, FidelityStatus::kRejected);
+
+  ExportResult tp = MegatronOf(Model(4), "dp=1,tp=2,pp=1,sharding=none,");
+  EXPECT_THAT(tp.command, ::testing::StartsWith("CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun "));
+  EXPECT_THAT(Row(tp, "tensor_parallel").note, HasSubstr("CUDA_DEVICE_MAX_CONNECTIONS=1"));
+}
+
 TEST(ExportTest, MegatronWithoutTheModelHasNoArchitectureSection) {
   ExportResult r = ExportOf(
       "mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,"
