@@ -48,7 +48,7 @@ FormatOutput ExportAtorch(const FormatContext& c, FidelityBuilder& rows);
 FormatOutput ExportTorchrun(const FormatContext& c, FidelityBuilder& rows);
 
 // Megatron-LM's model flags for c.in.model (megatron_model.cc), for the
-// megatron format: appends one "--flag" or "--flag value" entry per flag to
+// megatron format: appends one "--flag" or "--flag=value" entry per flag to
 // `args` and one row per feature of the model to `architecture`, and returns
 // the training script that builds it ("pretrain_gpt.py"; "pretrain_bert.py"
 // for bert). REQUIRES: c.in.model is set.

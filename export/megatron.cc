@@ -13,8 +13,11 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
   const Strategy& s = c.s;
   FormatOutput out;
   std::vector<std::string> a;
+  // "--flag=value": one argument per line, none with a space, so that
+  // `$(cat megatron_args.txt)` and a launcher's {*megatron_args} (one
+  // argument per line) read the same.
   auto flag = [&a](absl::string_view name, auto value) {
-    a.push_back(absl::StrCat(name, " ", value));
+    a.push_back(absl::StrCat(name, "=", value));
   };
   flag("--tensor-model-parallel-size", s.tensor_parallel);
   flag("--pipeline-model-parallel-size", s.pipeline_parallel);

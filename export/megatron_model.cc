@@ -76,7 +76,7 @@ class MegatronModel {
   void Flag(absl::string_view name) { args_.emplace_back(name); }
   template <typename T>
   void Flag(absl::string_view name, const T& value) {
-    args_.push_back(absl::StrCat(name, " ", value));
+    args_.push_back(absl::StrCat(name, "=", value));  // see megatron.cc
   }
   void Row(absl::string_view feature, std::string value, FidelityStatus status, std::string note) {
     rows_.push_back({std::string(feature), std::move(value), status, std::move(note)});

@@ -356,13 +356,16 @@ TEST(ExportTest, MegatronFlags) {
       "megatron", Model(16));
   const std::string args = File(r, "megatron_args.txt");
   for (const char* flag :
-       {"--tensor-model-parallel-size 2\n", "--pipeline-model-parallel-size 2\n",
-        "--num-virtual-stages-per-pipeline-rank 2\n", "--sequence-parallel\n",
-        "--use-distributed-optimizer\n", "--micro-batch-size 1\n", "--global-batch-size 16\n",
-        "--bf16\n", "--recompute-granularity selective\n", "--attention-backend flash\n",
-        "--num-layers 16\n", "--seq-length 1024\n"}) {
+       {"--tensor-model-parallel-size=2\n", "--pipeline-model-parallel-size=2\n",
+        "--num-virtual-stages-per-pipeline-rank=2\n", "--sequence-parallel\n",
+        "--use-distributed-optimizer\n", "--micro-batch-size=1\n", "--global-batch-size=16\n",
+        "--bf16\n", "--recompute-granularity=selective\n", "--attention-backend=flash\n",
+        "--num-layers=16\n", "--seq-length=1024\n"}) {
     EXPECT_THAT(args, HasSubstr(flag));
   }
+  // One argument per line, none with a space: `$(cat megatron_args.txt)` and a
+  // launcher's {*megatron_args} (one argument per line) read the same.
+  EXPECT_THAT(args, Not(HasSubstr(" ")));
   // Megatron has no unfused AdamW.
   EXPECT_EQ(Row(r, "optimizer").status, FidelityStatus::kApproximated);
   EXPECT_EQ(Row(r, "precision").status, FidelityStatus::kExact);
@@ -374,8 +377,8 @@ TEST(ExportTest, MegatronRecomputesTheFirstLayersOfACheckpointPercent) {
       "optimizer=fused_adamw,offload=none",
       "megatron", Model(12));
   EXPECT_THAT(File(r, "megatron_args.txt"),
-              HasSubstr("--recompute-granularity full\n--recompute-method block\n"
-                        "--recompute-num-layers 6\n"));
+              HasSubstr("--recompute-granularity=full\n--recompute-method=block\n"
+                        "--recompute-num-layers=6\n"));
   EXPECT_EQ(Row(r, "checkpoint_percent").status, FidelityStatus::kExact);
   EXPECT_EQ(Row(r, "attention").status, FidelityStatus::kExact);  // unfused
   // Without the model the layer count is unknown.
@@ -415,8 +418,8 @@ TEST(ExportTest, MegatronGivesQwen3ItsQkLayerNormAndHeadDim) {
   ExportResult r = MegatronOf(testing::TinyModelSpec("qwen3"));
   const std::string args = File(r, "megatron_args.txt");
   EXPECT_THAT(args, HasSubstr("--qk-layernorm\n"));
-  EXPECT_THAT(args, HasSubstr("--kv-channels 12\n"));
-  EXPECT_THAT(args, HasSubstr("--group-query-attention\n--num-query-groups 2\n"));
+  EXPECT_THAT(args, HasSubstr("--kv-channels=12\n"));
+  EXPECT_THAT(args, HasSubstr("--group-query-attention\n--num-query-groups=2\n"));
   EXPECT_THAT(args, Not(HasSubstr("--add-qkv-bias")));
   EXPECT_EQ(Feature(r, "qk_norm").status, FidelityStatus::kExact);
 }
@@ -431,13 +434,13 @@ TEST(ExportTest, MegatronScalesRopeAsLlama31AndSaysWhenItCannot) {
   m.rope_original_max_positions = 8192;
   ExportResult r = MegatronOf(m);
   const std::string args = File(r, "megatron_args.txt");
-  EXPECT_THAT(args, HasSubstr("--use-rope-scaling\n--rope-scaling-factor 8\n"));
-  EXPECT_THAT(args, HasSubstr("--rotary-base 500000\n"));
+  EXPECT_THAT(args, HasSubstr("--use-rope-scaling\n--rope-scaling-factor=8\n"));
+  EXPECT_THAT(args, HasSubstr("--rotary-base=500000\n"));
   EXPECT_EQ(Feature(r, "rope_scaling").status, FidelityStatus::kExact);
   // Llama 3.2's factor 32: pretrain_gpt.py builds factor 8 whatever the flag says.
   m.rope_factor = 32;
   ExportResult llama32 = MegatronOf(m);
-  EXPECT_THAT(File(llama32, "megatron_args.txt"), HasSubstr("--rope-scaling-factor 32\n"));
+  EXPECT_THAT(File(llama32, "megatron_args.txt"), HasSubstr("--rope-scaling-factor=32\n"));
   EXPECT_EQ(Feature(llama32, "rope_scaling").status, FidelityStatus::kNotExpressible);
   EXPECT_THAT(Feature(llama32, "rope_scaling").note, HasSubstr("factor 8"));
 }
@@ -447,10 +450,10 @@ TEST(ExportTest, MegatronGivesMixtralItsExperts) {
   m.rope_theta = 1e6;  // MixtralConfig's default
   ExportResult r = MegatronOf(m);
   const std::string args = File(r, "megatron_args.txt");
-  EXPECT_THAT(args, HasSubstr("--num-experts 4\n--moe-router-topk 2\n"));
+  EXPECT_THAT(args, HasSubstr("--num-experts=4\n--moe-router-topk=2\n"));
   EXPECT_THAT(args, HasSubstr("--swiglu\n"));
   // 1e6, as the integer Megatron's --rotary-base takes.
-  EXPECT_THAT(args, HasSubstr("--rotary-base 1000000\n"));
+  EXPECT_THAT(args, HasSubstr("--rotary-base=1000000\n"));
   EXPECT_EQ(Feature(r, "experts").value, "4 experts, top 2 per token");
   EXPECT_EQ(Feature(r, "experts").status, FidelityStatus::kExact);
 }
@@ -469,7 +472,7 @@ TEST(ExportTest, MegatronSaysWhatOfGemma2ItCannotBuild) {
   const std::string args = File(r, "megatron_args.txt");
   EXPECT_THAT(args, HasSubstr("--apply-layernorm-1p\n"));
   // Layer 1 of 2 slides (window 6: itself and 5 before), layer 2 is full.
-  EXPECT_THAT(args, HasSubstr("--window-size 5,0\n--window-attn-skip-freq 2\n"));
+  EXPECT_THAT(args, HasSubstr("--window-size=5,0\n--window-attn-skip-freq=2\n"));
   EXPECT_EQ(Feature(r, "sliding_window").status, FidelityStatus::kExact);
   // The strategy's rows are unaffected: the export is not rejected.
   EXPECT_FALSE(r.rejected());
@@ -505,11 +508,11 @@ TEST(ExportTest, MegatronArchitectureCoversEveryFamily) {
 TEST(ExportTest, MegatronPadsTheVocabularyOnlyWhereTensorParallelismMust) {
   ModelSpec m = testing::TinyModelSpec("llama");
   ExportResult even = MegatronOf(m, "dp=1,tp=2,pp=1,sharding=none,");
-  EXPECT_THAT(File(even, "megatron_args.txt"), HasSubstr("--padded-vocab-size 96\n"));
+  EXPECT_THAT(File(even, "megatron_args.txt"), HasSubstr("--padded-vocab-size=96\n"));
   EXPECT_EQ(Feature(even, "vocab_size").status, FidelityStatus::kExact);
   m.vocab_size = 97;
   ExportResult odd = MegatronOf(m, "dp=1,tp=2,pp=1,sharding=none,");
-  EXPECT_THAT(File(odd, "megatron_args.txt"), HasSubstr("--padded-vocab-size 98\n"));
+  EXPECT_THAT(File(odd, "megatron_args.txt"), HasSubstr("--padded-vocab-size=98\n"));
   EXPECT_EQ(Feature(odd, "vocab_size").status, FidelityStatus::kApproximated);
 }
 

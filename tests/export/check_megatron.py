@@ -159,9 +159,15 @@ def environment_of(command):
 
 
 def words_of(out):
-    """megatron_args.txt as the command's `$(cat megatron_args.txt)` splits it."""
+    """megatron_args.txt as the command's `$(cat megatron_args.txt)` splits it,
+    which must be what a launcher's {*megatron_args} passes: one argument per
+    non-empty line (docs/LAUNCHERS.md)."""
     with open(os.path.join(out, "megatron_args.txt")) as f:
-        return f.read().split()
+        text = f.read()
+    words = text.split()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    assert words == lines, "a line of megatron_args.txt holds more than one argument"
+    return words
 
 
 # ---- The families: a tiny config each, and what its architecture needs ----
