@@ -23,10 +23,13 @@
 namespace autoaccel {
 namespace {
 
+bool IsInteger(double v) { return v == std::floor(v) && std::fabs(v) < 1e15; }
+
 // `v` as Megatron's argparse reads it: an integer without a decimal point or
-// exponent, otherwise the shortest %g that reads back as `v`.
+// exponent (its type=int flags: --rotary-base), otherwise the shortest %g that
+// reads back as `v` (absl::StrCat's six digits write 1e6 as "1e+06").
 std::string Num(double v) {
-  if (v == std::floor(v) && std::fabs(v) < 1e15) return absl::StrCat(static_cast<int64_t>(v));
+  if (IsInteger(v)) return absl::StrCat(static_cast<int64_t>(v));
   char buffer[32];
   for (int digits : {6, 15, 17}) {
     std::snprintf(buffer, sizeof(buffer), "%.*g", digits, v);
@@ -34,8 +37,6 @@ std::string Num(double v) {
   }
   return buffer;
 }
-
-bool IsInteger(double v) { return v == std::floor(v) && std::fabs(v) < 1e15; }
 
 class MegatronModel {
  public:
@@ -314,9 +315,9 @@ class MegatronModel {
 
   void SlidingWindow() {
     if (info_.sliding == SlidingLayers::kNone) return;
-    std::vector<bool> slides(m_.n_layer);
-    int sliding = 0;
-    for (int i = 0; i < m_.n_layer; ++i) sliding += (slides[i] = m_.SlidingLayer(i)) ? 1 : 0;
+    std::vector<int> slides(m_.n_layer);  // 1: layer i slides
+    for (int i = 0; i < m_.n_layer; ++i) slides[i] = m_.SlidingLayer(i) ? 1 : 0;
+    const int sliding = std::count(slides.begin(), slides.end(), 1);
     if (sliding == 0) {
       Row("sliding_window", "none", kExact, "no layer slides");
       return;
@@ -330,15 +331,14 @@ class MegatronModel {
       int every = 0;
       for (int n = 2; n <= m_.n_layer && every == 0; ++n) {
         bool fits = true;
-        for (int i = 0; i < m_.n_layer; ++i) fits = fits && slides[i] == ((i + 1) % n != 0);
+        for (int i = 0; i < m_.n_layer; ++i) fits = fits && slides[i] == ((i + 1) % n != 0 ? 1 : 0);
         if (fits) every = n;
       }
       std::string skip;
       if (every > 0) {
         skip = absl::StrCat(every);
       } else {
-        std::vector<int> pattern(slides.begin(), slides.end());
-        skip = absl::StrCat("[", absl::StrJoin(pattern, ","), "]");
+        skip = absl::StrCat("[", absl::StrJoin(slides, ","), "]");
       }
       Flag("--window-attn-skip-freq", skip);
       absl::StrAppend(&note, "; --window-attn-skip-freq ", skip, ": the config's sliding layers");

@@ -478,6 +478,21 @@ TEST(ExportTest, MegatronSaysWhatOfGemma2ItCannotBuild) {
   EXPECT_FALSE(r.rejected());
 }
 
+TEST(ExportTest, MegatronSlidesTheConfigsLayersOnly) {
+  ModelSpec m = testing::TinyModelSpec("qwen2");
+  m.n_layer = 4;
+  m.sliding_window = 8;
+  m.layer_types = {"full_attention", "sliding_attention", "sliding_attention", "full_attention"};
+  ExportResult r = MegatronOf(m);
+  EXPECT_THAT(File(r, "megatron_args.txt"),
+              HasSubstr("--window-size=7,0\n--window-attn-skip-freq=[0,1,1,0]\n"));
+  EXPECT_EQ(Feature(r, "sliding_window").value, "8 on 2 of 4 layers");
+  // Every layer: no pattern.
+  ExportResult mistral = MegatronOf(testing::TinyModelSpec("mistral"));
+  EXPECT_THAT(File(mistral, "megatron_args.txt"), HasSubstr("--window-size=5,0\n"));
+  EXPECT_THAT(File(mistral, "megatron_args.txt"), Not(HasSubstr("--window-attn-skip-freq")));
+}
+
 TEST(ExportTest, MegatronArchitectureCoversEveryFamily) {
   for (const std::string& family : KnownModelFamilies()) {
     if (family == "torchscript") continue;

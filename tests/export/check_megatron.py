@@ -215,7 +215,13 @@ def tiny_configs():
                           "config.moe_ffn_hidden_size": 128, "args.rotary_base": 1000000}),
          [], 0),
         ("qwen2", t.Qwen2Config(**small),
-         dict(decoder, **{"config.add_qkv_bias": True, "config.qk_layernorm": False}), [], 0),
+         dict(decoder, **{"config.add_qkv_bias": True, "config.qk_layernorm": False,
+                          "config.window_size": None}), [], 0),
+        # Layers from max_window_layers on slide: layer 1 full, layer 2 sliding.
+        ("qwen2", t.Qwen2Config(**small, use_sliding_window=True, sliding_window=16,
+                                max_window_layers=1),
+         dict(decoder, **{"config.add_qkv_bias": True, "config.window_size": (15, 0),
+                          "config.window_attn_skip_freq": [0, 1]}), [], 0),
         ("qwen3", t.Qwen3Config(**small, head_dim=32),
          dict(decoder, **{"config.qk_layernorm": True, "config.add_qkv_bias": False,
                           "config.kv_channels": 32}), [], 0),
@@ -324,8 +330,11 @@ def main():
 
     for strategy in STRATEGIES:
         report(strategy, check_strategy, strategy)
+    seen = set()
     for family, config, expected, not_expressible, missing in tiny_configs():
-        report(family, check_family, family, config, expected, not_expressible, missing)
+        name = family if family not in seen else f"{family} (sliding layers)"
+        seen.add(family)
+        report(name, check_family, family, config, expected, not_expressible, missing)
     print(f"megatron: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 
