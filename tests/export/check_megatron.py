@@ -42,7 +42,11 @@ def megatron_arguments():
     five functions arguments.py takes from it are given here, as Megatron
     defines them (get_device_arch_version answers Hopper: there is no GPU)."""
     warnings.filterwarnings("ignore")
-    import megatron.core  # noqa: F401 - the wheel; fails here when it is missing
+    try:
+        import megatron.core  # noqa: F401 - the wheel
+    except ImportError as e:
+        sys.exit(f"check_megatron: cannot import megatron.core ({e}): scripts/setup installs "
+                 "megatron-core into .venv")
     import megatron
 
     training = types.ModuleType("megatron.training")
