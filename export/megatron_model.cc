@@ -8,8 +8,10 @@
 // the megatron-core 0.16.1 wheel): the flags of
 // megatron/training/arguments.py, many generated from TransformerConfig's
 // fields, as core_transformer_config_from_args and gpt_builders.py hand them
-// to GPTModel. tests/export/check_megatron.py parses every family's export
-// with that parser and builds the model it describes.
+// to GPTModel. That file is in no package: the names were checked against it
+// by hand and export_test pins them; tests/export/check_megatron.py maps every
+// family's export onto megatron.core's TransformerConfig and builds the
+// GPTModel it describes.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -540,8 +540,9 @@ TEST(ExportTest, MegatronRejectsTensorParallelismThatSplitsAQueryGroup) {
 }
 
 // What Megatron-LM's validate_args refuses with --use-torch-fsdp2, and the
-// environment its tensor parallelism needs (tests/export/check_megatron.py
-// runs validate_args itself).
+// environment its tensor parallelism needs, as read by hand from Megatron-LM
+// core_v0.16.1's megatron/training/arguments.py (no test runs validate_args:
+// that file is not in the megatron-core wheel).
 TEST(ExportTest, MegatronFsdpAndTensorParallelismPassMegatronsOwnChecks) {
   ExportResult fsdp = ExportOf(
       "dp=4,tp=1,pp=1,sharding=fsdp,mbs=1,ga=1,precision=bf16,checkpoint=none,"
@@ -565,6 +566,59 @@ TEST(ExportTest, MegatronFsdpAndTensorParallelismPassMegatronsOwnChecks) {
   ExportResult tp = MegatronOf(Model(4), "dp=1,tp=2,pp=1,sharding=none,");
   EXPECT_THAT(tp.command, ::testing::StartsWith("CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun "));
   EXPECT_THAT(Row(tp, "tensor_parallel").note, HasSubstr("CUDA_DEVICE_MAX_CONNECTIONS=1"));
+}
+
+// The flag names of megatron_args.txt, pinned: each was checked by hand
+// against Megatron-LM core_v0.16.1's megatron/training/arguments.py, which is
+// not in the megatron-core wheel, so no test parses them with Megatron's own
+// parser (tests/export/check_megatron.py maps them onto megatron.core's
+// TransformerConfig and GPTModel). A new or renamed flag fails here until it
+// is checked the same way and added.
+TEST(ExportTest, MegatronWritesOnlyFlagNamesCheckedAgainstMegatronLm) {
+  const std::set<std::string> kChecked = {
+      // The strategy's.
+      "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+      "--num-virtual-stages-per-pipeline-rank", "--sequence-parallel",
+      "--use-distributed-optimizer", "--use-torch-fsdp2", "--no-gradient-accumulation-fusion",
+      "--micro-batch-size", "--global-batch-size", "--bf16", "--fp16", "--initial-loss-scale",
+      "--loss-scale-window", "--hysteresis", "--min-loss-scale", "--recompute-granularity",
+      "--recompute-method", "--recompute-num-layers", "--attention-backend", "--optimizer",
+      "--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--seq-length",
+      // The model's (megatron_model.cc).
+      "--bert-no-binary-head", "--num-layers", "--hidden-size", "--num-attention-heads",
+      "--ffn-hidden-size", "--group-query-attention", "--num-query-groups", "--kv-channels",
+      "--qk-layernorm", "--normalization", "--apply-layernorm-1p", "--norm-epsilon", "--swiglu",
+      "--quick-geglu", "--disable-bias-linear", "--add-qkv-bias", "--position-embedding-type",
+      "--max-position-embeddings", "--rotary-base", "--rotary-percent", "--use-rope-scaling",
+      "--rope-scaling-factor", "--rotary-seq-len-interpolation-factor", "--padded-vocab-size",
+      "--untie-embeddings-and-output-weights", "--window-size", "--window-attn-skip-freq",
+      "--num-experts", "--moe-router-topk", "--hidden-dropout", "--attention-dropout"};
+  std::set<std::string> written;
+  auto collect = [&written](const ExportResult& r) {
+    if (r.rejected()) return;
+    for (absl::string_view line :
+         absl::StrSplit(File(r, "megatron_args.txt"), '\n', absl::SkipEmpty())) {
+      written.emplace(line.substr(0, line.find('=')));
+    }
+  };
+  for (const Strategy& s : ManyStrategies()) {
+    ExportInput in = Input(s, "megatron");
+    in.model = Model(8);
+    absl::StatusOr<ExportResult> r = Export(in);
+    ASSERT_TRUE(r.ok()) << r.status();
+    collect(*r);
+  }
+  for (const std::string& family : KnownModelFamilies()) {
+    if (family != "torchscript") collect(MegatronOf(testing::TinyModelSpec(family)));
+  }
+  ModelSpec rope = testing::TinyModelSpec("llama");
+  rope.rope_type = "llama3";
+  rope.rope_factor = 8;
+  collect(MegatronOf(rope));
+  rope.rope_type = "linear";
+  rope.rope_factor = 2;
+  collect(MegatronOf(rope));
+  EXPECT_EQ(written, kChecked);
 }
 
 TEST(ExportTest, MegatronWithoutTheModelHasNoArchitectureSection) {
