@@ -44,21 +44,37 @@ absl::StatusOr<std::optional<ModelSpec>> ModelOf(const v1::ModelSpec& m) {
   return spec;
 }
 
-void PrintFidelity(std::ostream& out, const ExportResult& r) {
-  size_t dim = 9, value = 5, status = 6;
-  for (const FidelityRow& row : r.fidelity) {
-    dim = std::max(dim, row.dimension.size());
+// A table of rows with a name, a value, a status and a note, each column as
+// wide as its widest cell.
+template <typename Row>
+void PrintRows(std::ostream& out, absl::string_view title, absl::string_view name_header,
+               const std::vector<Row>& rows, std::string Row::*name) {
+  size_t width = name_header.size(), value = 5, status = 6;
+  for (const Row& row : rows) {
+    width = std::max(width, (row.*name).size());
     value = std::max(value, row.value.size());
     status = std::max(status, FidelityStatusName(row.status).size());
   }
   auto pad = [](absl::string_view s, size_t n) {
     return absl::StrCat(s, std::string(n + 2 - std::min(n, s.size()), ' '));
   };
-  out << "fidelity (" << r.format << "):\n"
-      << "  " << pad("dimension", dim) << pad("value", value) << pad("status", status) << "note\n";
-  for (const FidelityRow& row : r.fidelity) {
-    out << "  " << pad(row.dimension, dim) << pad(row.value, value)
+  out << title << ":\n"
+      << "  " << pad(name_header, width) << pad("value", value) << pad("status", status)
+      << "note\n";
+  for (const Row& row : rows) {
+    out << "  " << pad(row.*name, width) << pad(row.value, value)
         << pad(FidelityStatusName(row.status), status) << row.note << "\n";
+  }
+}
+
+// The strategy's fidelity table, then the architecture section when the
+// format has one.
+void PrintFidelity(std::ostream& out, const ExportResult& r) {
+  PrintRows(out, absl::StrCat("fidelity (", r.format, ")"), "dimension", r.fidelity,
+            &FidelityRow::dimension);
+  if (!r.architecture.empty()) {
+    PrintRows(out, absl::StrCat("architecture (", r.format, ")"), "feature", r.architecture,
+              &ArchitectureRow::feature);
   }
 }
 

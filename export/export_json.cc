@@ -17,6 +17,13 @@ nlohmann::ordered_json ExportResultToJson(const ExportResult& r) {
                              {"status", std::string(FidelityStatusName(row.status))},
                              {"note", row.note}});
   }
+  j["architecture"] = nlohmann::ordered_json::array();
+  for (const ArchitectureRow& row : r.architecture) {
+    j["architecture"].push_back({{"feature", row.feature},
+                                 {"value", row.value},
+                                 {"status", std::string(FidelityStatusName(row.status))},
+                                 {"note", row.note}});
+  }
   j["rejected"] = r.rejected();
   j["nnodes"] = r.nnodes;
   j["nproc_per_node"] = r.nproc_per_node;

@@ -88,6 +88,7 @@ absl::StatusOr<ExportResult> Export(const ExportInput& in) {
   result.nnodes = c.nnodes;
   result.nproc_per_node = c.nproc_per_node;
   ASSIGN_OR_RETURN(result.fidelity, rows.Finish(in.format));
+  result.architecture = std::move(out.architecture);
   if (result.rejected()) return result;  // no files, no command
   result.files = std::move(out.files);
   result.command = torchrun_wrap ? TorchrunCommand(c, out.entry) : out.command;

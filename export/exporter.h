@@ -3,7 +3,9 @@
 // Lightning, ATorch, torchrun), with a fidelity report saying, for every
 // dimension of the strategy (one row per row of kStrategyFields,
 // search/strategy_fields.h), whether the framework expresses it exactly,
-// approximately, not at all (the user must do it in code), or rejects it.
+// approximately, not at all (the user must do it in code), or rejects it;
+// and, for a format that builds the network from flags of its own (megatron),
+// an architecture section saying the same of each feature of the model.
 //
 // Pure library: no I/O, no gRPC, no LibTorch. Values only; any thread.
 // The formats and what each writes: docs/CLI.md, "export".
@@ -39,14 +41,33 @@ struct FidelityRow {
   std::string note;  // how, or why not; may be empty for an exact row
 };
 
+// One feature of the model's architecture (query groups, biases, rope
+// scaling, soft-capping, ...) as the format's flags build it. Only formats
+// that build the network from flags of their own have these rows (megatron,
+// export/megatron_model.cc); the formats whose script loads the Hugging Face
+// model from its config.json have none, since the model class builds every
+// feature the config names.
+struct ArchitectureRow {
+  std::string feature;  // "query_groups", "biases", "rope_scaling", ...
+  std::string value;    // the model's value, as its config says it
+  // kExact: the flags build it. kApproximated: something close, the note
+  // says how it differs. kNotExpressible: the framework has no flag for it,
+  // the network it builds lacks it or computes it otherwise, and the note
+  // says what to do in code. Never kRejected: the flags are written and the
+  // row says what they do not build.
+  FidelityStatus status = FidelityStatus::kExact;
+  std::string note;  // the flags that build it, or how it differs
+};
+
 struct ExportInput {
   Strategy strategy;
   int world_size = 1;         // must equal strategy.world_size()
   int global_batch_size = 1;  // must equal mbs * ga * data_parallel
   int seq_len = 1;
-  // The model, when known: Megatron's model flags, the number of layers a
-  // checkpoint_percent means (Megatron --recompute-num-layers), torchtitan's
-  // base config. Without it those are left for the user and said so.
+  // The model, when known: Megatron's model flags and their architecture
+  // section, the number of layers a checkpoint_percent means (Megatron
+  // --recompute-num-layers), torchtitan's base config. Without it those are
+  // left for the user and said so.
   std::optional<ModelSpec> model;
   // GPUs per node of the cluster the export launches on; 0: min(world_size,
   // 8), i.e. one node up to 8 ranks, then nodes of 8. Must divide world_size.
@@ -73,6 +94,11 @@ struct ExportResult {
   std::string command;
   // Exactly one row per strategy dimension, in kStrategyFields' order.
   std::vector<FidelityRow> fidelity;
+  // The architecture section: one row per feature of ExportInput::model, in
+  // the format's order. Empty without a model and for the formats that load
+  // the Hugging Face model from its config (see ArchitectureRow). Kept when
+  // rejected(), to say what the flags would have built.
+  std::vector<ArchitectureRow> architecture;
   int nnodes = 1;
   int nproc_per_node = 1;
 

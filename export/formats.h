@@ -29,6 +29,9 @@ struct FormatOutput {
   std::string entry;
   // The framework's own launch command for the layout.
   std::string command;
+  // ExportResult::architecture: the rows of a format that builds the network
+  // from its own flags; empty for the others.
+  std::vector<ArchitectureRow> architecture;
 };
 
 // A format: fills `rows` with one row per dimension (a kRejected row when
@@ -43,6 +46,14 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows);
 FormatOutput ExportLightning(const FormatContext& c, FidelityBuilder& rows);
 FormatOutput ExportAtorch(const FormatContext& c, FidelityBuilder& rows);
 FormatOutput ExportTorchrun(const FormatContext& c, FidelityBuilder& rows);
+
+// Megatron-LM's model flags for c.in.model (megatron_model.cc), for the
+// megatron format: appends one "--flag" or "--flag=value" entry per flag to
+// `args` and one row per feature of the model to `architecture`, and returns
+// the training script that builds it ("pretrain_gpt.py"; "pretrain_bert.py"
+// for bert). REQUIRES: c.in.model is set.
+std::string MegatronModelFlags(const FormatContext& c, std::vector<std::string>& args,
+                               std::vector<ArchitectureRow>& architecture);
 
 // Who builds the optimizer that DeepSpeed steps. Never a value the user did
 // not choose: DeepSpeed builds an optimizer section's AdamW with torch's

@@ -1,5 +1,6 @@
 // The megatron format: Megatron-LM's training flags (pretrain_gpt.py),
-// one per line in megatron_args.txt.
+// one per line in megatron_args.txt, and the strategy's fidelity rows. The
+// model's flags and the architecture section are megatron_model.cc's.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -12,8 +13,11 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
   const Strategy& s = c.s;
   FormatOutput out;
   std::vector<std::string> a;
+  // "--flag=value": one argument per line, none with a space, so that
+  // `$(cat megatron_args.txt)` and a launcher's {*megatron_args} (one
+  // argument per line) read the same.
   auto flag = [&a](absl::string_view name, auto value) {
-    a.push_back(absl::StrCat(name, " ", value));
+    a.push_back(absl::StrCat(name, "=", value));
   };
   flag("--tensor-model-parallel-size", s.tensor_parallel);
   flag("--pipeline-model-parallel-size", s.pipeline_parallel);
@@ -53,8 +57,14 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
                         "full gradient buffer on every rank (ZeRO-1 memory for gradients)");
       break;
     case Sharding::kFsdp:
+      // validate_args refuses FSDP2 with the fused weight-gradient
+      // accumulation that is on by default.
       a.push_back("--use-torch-fsdp2");
-      rows.Exact(&Strategy::sharding, "--use-torch-fsdp2: parameters sharded too");
+      a.push_back("--no-gradient-accumulation-fusion");
+      rows.Exact(
+          &Strategy::sharding,
+          "--use-torch-fsdp2 --no-gradient-accumulation-fusion: parameters sharded too; "
+          "Megatron's FSDP2 needs untied embeddings (--untie-embeddings-and-output-weights)");
       break;
   }
   flag("--micro-batch-size", s.micro_batch_size);
@@ -157,43 +167,69 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
   if (s.offload == Offload::kCpu) {
     a.push_back("--optimizer-cpu-offload");
     a.push_back("--use-precision-aware-optimizer");
-    if (s.sharding != Sharding::kZero1 && s.sharding != Sharding::kZero2) {
-      a.push_back("--use-distributed-optimizer");
-    }
-    rows.Approximated(&Strategy::offload,
-                      "--optimizer-cpu-offload (with the distributed optimizer): the optimizer "
-                      "steps on the host in Megatron's HybridDeviceOptimizer");
+    if (s.sharding == Sharding::kNone) a.push_back("--use-distributed-optimizer");
+    rows.Approximated(
+        &Strategy::offload,
+        s.sharding == Sharding::kFsdp
+            ? "--optimizer-cpu-offload --use-precision-aware-optimizer: the optimizer "
+              "steps on the host in Megatron's HybridDeviceOptimizer, here without "
+              "the distributed optimizer, which --use-torch-fsdp2 refuses"
+            : "--optimizer-cpu-offload (with the distributed optimizer): the "
+              "optimizer steps on the host in Megatron's HybridDeviceOptimizer");
   } else {
     rows.Exact(&Strategy::offload);
   }
 
-  flag("--seq-length", c.in.seq_len);
-  if (c.in.model) {
-    const ModelSpec& m = *c.in.model;
-    flag("--num-layers", m.n_layer);
-    flag("--hidden-size", m.n_embd);
-    flag("--num-attention-heads", m.n_head);
-    flag("--ffn-hidden-size", m.n_inner);
-    flag("--max-position-embeddings", std::max(m.n_positions, c.in.seq_len));
-    if (m.n_kv_head > 0 && m.n_kv_head != m.n_head) {
-      a.push_back("--group-query-attention");
-      flag("--num-query-groups", m.n_kv_head);
+  // What validate_args refuses with --use-torch-fsdp2.
+  if (s.sharding == Sharding::kFsdp) {
+    if (s.pipeline_parallel > 1) {
+      rows.Rejected(&Strategy::sharding,
+                    "Megatron's --use-torch-fsdp2 refuses pipeline parallelism");
     }
-    if (m.head_dim > 0) flag("--kv-channels", m.head_dim);
-    // The Llama-style decoders: gated MLP, RMSNorm, rotary positions.
-    if (m.family != "gpt2" && m.family != "bert") {
-      if (m.hidden_act == "silu") a.push_back("--swiglu");
-      flag("--normalization", "RMSNorm");
-      flag("--norm-epsilon", m.layer_norm_epsilon);
-      flag("--position-embedding-type", "rope");
-      flag("--rotary-base", m.rope_theta);
-      if (!m.attention_bias && !m.mlp_bias) a.push_back("--disable-bias-linear");
-      if (!m.tie_word_embeddings) a.push_back("--untie-embeddings-and-output-weights");
+    if (s.precision == Precision::kFp16) {
+      rows.Rejected(&Strategy::precision, "Megatron's --use-torch-fsdp2 has no fp16");
+    }
+    const ModelSpec* m = c.in.model ? &*c.in.model : nullptr;
+    if (m != nullptr && (!m->IsDecoder() || m->tie_word_embeddings)) {
+      rows.Rejected(&Strategy::sharding,
+                    "Megatron's --use-torch-fsdp2 needs --untie-embeddings-and-output-weights, "
+                    "and this model's output layer is its token embedding");
+    }
+  }
+  // Megatron's tensor parallelism (before Blackwell, without FSDP) needs one
+  // CUDA connection, so that its communication is ordered with compute.
+  std::string env;
+  if (s.tensor_parallel > 1 && s.sharding != Sharding::kFsdp) {
+    env = "CUDA_DEVICE_MAX_CONNECTIONS=1 ";
+    rows.Exact(&Strategy::tensor_parallel,
+               "--tensor-model-parallel-size, with CUDA_DEVICE_MAX_CONNECTIONS=1 in the "
+               "environment (the command sets it; Megatron refuses to start without it before "
+               "Blackwell)");
+  }
+  flag("--seq-length", c.in.seq_len);
+  std::string script = "pretrain_gpt.py";
+  if (c.in.model) {
+    script = MegatronModelFlags(c, a, out.architecture);
+    // Megatron splits heads, query groups and the MLP over the tensor-parallel ranks.
+    const ModelSpec& m = *c.in.model;
+    const int tp = s.tensor_parallel;
+    std::vector<std::string> indivisible;
+    if (m.n_head % tp != 0) indivisible.push_back(absl::StrCat(m.n_head, " attention heads"));
+    const int groups = m.n_kv_head > 0 ? m.n_kv_head : m.n_head;
+    if (groups != m.n_head && groups % tp != 0) {
+      indivisible.push_back(absl::StrCat(groups, " query groups"));
+    }
+    if (m.n_inner % tp != 0) indivisible.push_back(absl::StrCat("an MLP width of ", m.n_inner));
+    if (!indivisible.empty()) {
+      rows.Rejected(&Strategy::tensor_parallel,
+                    absl::StrCat("Megatron splits attention heads, query groups and the MLP over "
+                                 "the tensor-parallel ranks: ",
+                                 tp, " does not divide ", absl::StrJoin(indivisible, " or ")));
     }
   }
   out.files.emplace_back("megatron_args.txt", absl::StrCat(absl::StrJoin(a, "\n"), "\n"));
-  out.entry = absl::StrCat("pretrain_gpt.py $(cat ", FileRef(c, "megatron_args.txt"), ")");
-  out.command = TorchrunCommand(c, out.entry);
+  out.entry = absl::StrCat(script, " $(cat ", FileRef(c, "megatron_args.txt"), ")");
+  out.command = absl::StrCat(env, TorchrunCommand(c, out.entry));
   return out;
 }
 

@@ -41,6 +41,21 @@ if(TARGET autoaccel)
   endforeach()
 endif()
 
+# megatron.core (the megatron-core wheel scripts/setup installs; Megatron-LM's
+# own argument parser is in no package) takes the megatron export: the test
+# maps megatron_args.txt onto TransformerConfig and GPTModel's arguments as
+# Megatron-LM core_v0.16.1 does, and for a tiny config of every model family
+# the config and the GPTModel it builds on the CPU have the architecture the
+# export's section claims (tests/export/check_megatron.py). ~10 s.
+if(TARGET autoaccel)
+  add_test(NAME export.megatron_core_builds_the_export
+           COMMAND ${AUTOACCEL_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/export/check_megatron.py
+                   --autoaccel $<TARGET_FILE:autoaccel>)
+  set_tests_properties(export.megatron_core_builds_the_export PROPERTIES
+    TIMEOUT 300 LABELS "export;framework"
+    ENVIRONMENT "HF_HUB_OFFLINE=1;TRANSFORMERS_OFFLINE=1;OMP_NUM_THREADS=2;CUDA_VISIBLE_DEVICES=")
+endif()
+
 # The CLI command: --job through an in-process server, --strategy without one.
 if(TARGET autoaccel_client_lib)
   add_executable(export_command_test ${CMAKE_CURRENT_LIST_DIR}/export_command_test.cc)

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -128,6 +129,48 @@ TEST_F(ExportCommandTest, RejectedAndInvalidInputExitTwo) {
   f.strategy = "mbs=1,ga=1,precision=fp8";
   EXPECT_EQ(ExportCommand(c_, f), kExitBadInput);
   EXPECT_THAT(err_.str(), HasSubstr("--strategy: strategy.precision"));
+}
+
+TEST_F(ExportCommandTest, MegatronPrintsTheArchitectureAfterTheFidelityTable) {
+  const std::string config = ::testing::TempDir() + "export_command_test_qwen2.json";
+  std::ofstream(config) << R"({"model_type": "qwen2", "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 128})";
+  ExportFlags f;
+  f.strategy =
+      "mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,"
+      "offload=none";
+  f.world_size = 1;
+  f.global_batch_size = 1;
+  f.seq_len = 64;
+  f.format = "megatron";
+  f.model_family = "qwen2";
+  f.model_config = config;
+  c_.stub = nullptr;
+  ASSERT_EQ(ExportCommand(c_, f), 0) << err_.str();
+  const std::string text = out_.str();
+  EXPECT_THAT(text, HasSubstr("--add-qkv-bias\n"));
+  const size_t fidelity = text.find("fidelity (megatron):\n");
+  const size_t architecture = text.find("architecture (megatron):\n  feature ");
+  ASSERT_NE(fidelity, std::string::npos);
+  ASSERT_NE(architecture, std::string::npos);
+  EXPECT_LT(fidelity, architecture);
+  EXPECT_THAT(text.substr(architecture), HasSubstr("biases "));
+  EXPECT_THAT(text.substr(architecture), HasSubstr("q, k, v "));
+
+  c_.json = true;
+  out_.str("");
+  ASSERT_EQ(ExportCommand(c_, f), 0) << err_.str();
+  nlohmann::json doc = nlohmann::json::parse(out_.str());
+  ASSERT_FALSE(doc["architecture"].empty());
+  EXPECT_EQ(doc["architecture"][0]["feature"], "network");
+  // Without a model: no section, no heading.
+  f.model_family.clear();
+  f.model_config.clear();
+  c_.json = false;
+  out_.str("");
+  ASSERT_EQ(ExportCommand(c_, f), 0) << err_.str();
+  EXPECT_THAT(out_.str(), ::testing::Not(HasSubstr("architecture (")));
 }
 
 }  // namespace

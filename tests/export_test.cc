@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_split.h"
@@ -355,13 +356,16 @@ TEST(ExportTest, MegatronFlags) {
       "megatron", Model(16));
   const std::string args = File(r, "megatron_args.txt");
   for (const char* flag :
-       {"--tensor-model-parallel-size 2\n", "--pipeline-model-parallel-size 2\n",
-        "--num-virtual-stages-per-pipeline-rank 2\n", "--sequence-parallel\n",
-        "--use-distributed-optimizer\n", "--micro-batch-size 1\n", "--global-batch-size 16\n",
-        "--bf16\n", "--recompute-granularity selective\n", "--attention-backend flash\n",
-        "--num-layers 16\n", "--seq-length 1024\n"}) {
+       {"--tensor-model-parallel-size=2\n", "--pipeline-model-parallel-size=2\n",
+        "--num-virtual-stages-per-pipeline-rank=2\n", "--sequence-parallel\n",
+        "--use-distributed-optimizer\n", "--micro-batch-size=1\n", "--global-batch-size=16\n",
+        "--bf16\n", "--recompute-granularity=selective\n", "--attention-backend=flash\n",
+        "--num-layers=16\n", "--seq-length=1024\n"}) {
     EXPECT_THAT(args, HasSubstr(flag));
   }
+  // One argument per line, none with a space: `$(cat megatron_args.txt)` and a
+  // launcher's {*megatron_args} (one argument per line) read the same.
+  EXPECT_THAT(args, Not(HasSubstr(" ")));
   // Megatron has no unfused AdamW.
   EXPECT_EQ(Row(r, "optimizer").status, FidelityStatus::kApproximated);
   EXPECT_EQ(Row(r, "precision").status, FidelityStatus::kExact);
@@ -373,8 +377,8 @@ TEST(ExportTest, MegatronRecomputesTheFirstLayersOfACheckpointPercent) {
       "optimizer=fused_adamw,offload=none",
       "megatron", Model(12));
   EXPECT_THAT(File(r, "megatron_args.txt"),
-              HasSubstr("--recompute-granularity full\n--recompute-method block\n"
-                        "--recompute-num-layers 6\n"));
+              HasSubstr("--recompute-granularity=full\n--recompute-method=block\n"
+                        "--recompute-num-layers=6\n"));
   EXPECT_EQ(Row(r, "checkpoint_percent").status, FidelityStatus::kExact);
   EXPECT_EQ(Row(r, "attention").status, FidelityStatus::kExact);  // unfused
   // Without the model the layer count is unknown.
@@ -383,6 +387,247 @@ TEST(ExportTest, MegatronRecomputesTheFirstLayersOfACheckpointPercent) {
       "optimizer=fused_adamw,offload=none",
       "megatron");
   EXPECT_EQ(Row(blind, "checkpoint_percent").status, FidelityStatus::kApproximated);
+}
+
+// The architecture section of a Megatron export of `model` (one rank).
+ExportResult MegatronOf(const ModelSpec& model, const std::string& layout = "") {
+  return ExportOf(layout +
+                      "mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,"
+                      "optimizer=fused_adamw,offload=none",
+                  "megatron", model);
+}
+
+const ArchitectureRow& Feature(const ExportResult& r, const std::string& feature) {
+  for (const ArchitectureRow& row : r.architecture) {
+    if (row.feature == feature) return row;
+  }
+  static const ArchitectureRow kNone{"?", "?", FidelityStatus::kExact, "missing"};
+  ADD_FAILURE() << r.format << " has no architecture row for " << feature;
+  return kNone;
+}
+
+TEST(ExportTest, MegatronGivesQwen2ItsQkvBiases) {
+  ExportResult r = MegatronOf(testing::TinyModelSpec("qwen2"));
+  const std::string args = File(r, "megatron_args.txt");
+  EXPECT_THAT(args, HasSubstr("--disable-bias-linear\n--add-qkv-bias\n"));
+  EXPECT_EQ(Feature(r, "biases").value, "q, k, v");
+  EXPECT_EQ(Feature(r, "biases").status, FidelityStatus::kExact);
+}
+
+TEST(ExportTest, MegatronGivesQwen3ItsQkLayerNormAndHeadDim) {
+  ExportResult r = MegatronOf(testing::TinyModelSpec("qwen3"));
+  const std::string args = File(r, "megatron_args.txt");
+  EXPECT_THAT(args, HasSubstr("--qk-layernorm\n"));
+  EXPECT_THAT(args, HasSubstr("--kv-channels=12\n"));
+  EXPECT_THAT(args, HasSubstr("--group-query-attention\n--num-query-groups=2\n"));
+  EXPECT_THAT(args, Not(HasSubstr("--add-qkv-bias")));
+  EXPECT_EQ(Feature(r, "qk_norm").status, FidelityStatus::kExact);
+}
+
+TEST(ExportTest, MegatronScalesRopeAsLlama31AndSaysWhenItCannot) {
+  ModelSpec m = testing::TinyModelSpec("llama");
+  m.rope_theta = 500000;
+  m.rope_type = "llama3";
+  m.rope_factor = 8;
+  m.rope_low_freq_factor = 1;
+  m.rope_high_freq_factor = 4;
+  m.rope_original_max_positions = 8192;
+  ExportResult r = MegatronOf(m);
+  const std::string args = File(r, "megatron_args.txt");
+  EXPECT_THAT(args, HasSubstr("--use-rope-scaling\n--rope-scaling-factor=8\n"));
+  EXPECT_THAT(args, HasSubstr("--rotary-base=500000\n"));
+  EXPECT_EQ(Feature(r, "rope_scaling").status, FidelityStatus::kExact);
+  // Llama 3.2's factor 32: pretrain_gpt.py builds factor 8 whatever the flag says.
+  m.rope_factor = 32;
+  ExportResult llama32 = MegatronOf(m);
+  EXPECT_THAT(File(llama32, "megatron_args.txt"), HasSubstr("--rope-scaling-factor=32\n"));
+  EXPECT_EQ(Feature(llama32, "rope_scaling").status, FidelityStatus::kNotExpressible);
+  EXPECT_THAT(Feature(llama32, "rope_scaling").note, HasSubstr("factor 8"));
+}
+
+TEST(ExportTest, MegatronGivesMixtralItsExperts) {
+  ModelSpec m = testing::TinyModelSpec("mixtral");
+  m.rope_theta = 1e6;  // MixtralConfig's default
+  ExportResult r = MegatronOf(m);
+  const std::string args = File(r, "megatron_args.txt");
+  EXPECT_THAT(args, HasSubstr("--num-experts=4\n--moe-router-topk=2\n"));
+  EXPECT_THAT(args, HasSubstr("--swiglu\n"));
+  // 1e6, as the integer Megatron's --rotary-base takes.
+  EXPECT_THAT(args, HasSubstr("--rotary-base=1000000\n"));
+  EXPECT_EQ(Feature(r, "experts").value, "4 experts, top 2 per token");
+  EXPECT_EQ(Feature(r, "experts").status, FidelityStatus::kExact);
+}
+
+TEST(ExportTest, MegatronSaysWhatOfGemma2ItCannotBuild) {
+  ExportResult r = MegatronOf(testing::TinyModelSpec("gemma2"));
+  for (const char* feature :
+       {"attn_logit_softcapping", "final_logit_softcapping", "sandwich_norm", "embedding_scale"}) {
+    EXPECT_EQ(Feature(r, feature).status, FidelityStatus::kNotExpressible) << feature;
+    EXPECT_THAT(Feature(r, feature).note, HasSubstr(" in ")) << feature << ": says where to do it";
+  }
+  EXPECT_EQ(Feature(r, "attn_logit_softcapping").value, "50");
+  EXPECT_EQ(Feature(r, "activation").status, FidelityStatus::kApproximated);  // --quick-geglu
+  // query_pre_attn_scalar equal to head_dim: Megatron's own scaling.
+  EXPECT_EQ(Feature(r, "query_pre_attn_scalar").status, FidelityStatus::kExact);
+  const std::string args = File(r, "megatron_args.txt");
+  EXPECT_THAT(args, HasSubstr("--apply-layernorm-1p\n"));
+  // Layer 1 of 2 slides (window 6: itself and 5 before), layer 2 is full.
+  EXPECT_THAT(args, HasSubstr("--window-size=5,0\n--window-attn-skip-freq=2\n"));
+  EXPECT_EQ(Feature(r, "sliding_window").status, FidelityStatus::kExact);
+  // The strategy's rows are unaffected: the export is not rejected.
+  EXPECT_FALSE(r.rejected());
+}
+
+TEST(ExportTest, MegatronSlidesTheConfigsLayersOnly) {
+  ModelSpec m = testing::TinyModelSpec("qwen2");
+  m.n_layer = 4;
+  m.sliding_window = 8;
+  m.layer_types = {"full_attention", "sliding_attention", "sliding_attention", "full_attention"};
+  ExportResult r = MegatronOf(m);
+  EXPECT_THAT(File(r, "megatron_args.txt"),
+              HasSubstr("--window-size=7,0\n--window-attn-skip-freq=[0,1,1,0]\n"));
+  EXPECT_EQ(Feature(r, "sliding_window").value, "8 on 2 of 4 layers");
+  // Every layer: no pattern.
+  ExportResult mistral = MegatronOf(testing::TinyModelSpec("mistral"));
+  EXPECT_THAT(File(mistral, "megatron_args.txt"), HasSubstr("--window-size=5,0\n"));
+  EXPECT_THAT(File(mistral, "megatron_args.txt"), Not(HasSubstr("--window-attn-skip-freq")));
+}
+
+TEST(ExportTest, MegatronArchitectureCoversEveryFamily) {
+  for (const std::string& family : KnownModelFamilies()) {
+    if (family == "torchscript") continue;
+    ExportResult r = MegatronOf(testing::TinyModelSpec(family));
+    ASSERT_FALSE(r.architecture.empty()) << family;
+    std::set<std::string> seen;
+    for (const ArchitectureRow& row : r.architecture) {
+      EXPECT_TRUE(seen.insert(row.feature).second) << family << ": " << row.feature << " twice";
+      EXPECT_NE(row.status, FidelityStatus::kRejected) << family << " " << row.feature;
+      if (row.status != FidelityStatus::kExact) {
+        EXPECT_FALSE(row.note.empty()) << family << " " << row.feature << " says nothing";
+      }
+    }
+    for (const char* feature :
+         {"network", "sizes", "query_groups", "head_dim", "normalization", "norm_epsilon",
+          "activation", "biases", "position_embedding", "vocab_size", "embeddings", "dropout"}) {
+      Feature(r, feature);
+    }
+    EXPECT_THAT(r.command, HasSubstr(family == "bert" ? "pretrain_bert.py" : "pretrain_gpt.py"));
+  }
+  // Formats that load the Hugging Face model from its config have no section.
+  EXPECT_TRUE(ExportOf("mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,"
+                       "optimizer=fused_adamw,offload=none",
+                       "hf-trainer", testing::TinyModelSpec("gemma2"))
+                  .architecture.empty());
+}
+
+TEST(ExportTest, MegatronPadsTheVocabularyOnlyWhereTensorParallelismMust) {
+  ModelSpec m = testing::TinyModelSpec("llama");
+  ExportResult even = MegatronOf(m, "dp=1,tp=2,pp=1,sharding=none,");
+  EXPECT_THAT(File(even, "megatron_args.txt"), HasSubstr("--padded-vocab-size=96\n"));
+  EXPECT_EQ(Feature(even, "vocab_size").status, FidelityStatus::kExact);
+  m.vocab_size = 97;
+  ExportResult odd = MegatronOf(m, "dp=1,tp=2,pp=1,sharding=none,");
+  EXPECT_THAT(File(odd, "megatron_args.txt"), HasSubstr("--padded-vocab-size=98\n"));
+  EXPECT_EQ(Feature(odd, "vocab_size").status, FidelityStatus::kApproximated);
+}
+
+TEST(ExportTest, MegatronRejectsTensorParallelismThatSplitsAQueryGroup) {
+  // gemma's tiny spec has one key/value head: it cannot be split over 2 ranks.
+  ExportResult r = MegatronOf(testing::TinyModelSpec("gemma"), "dp=1,tp=2,pp=1,sharding=none,");
+  EXPECT_TRUE(r.rejected());
+  EXPECT_THAT(Row(r, "tensor_parallel").note, HasSubstr("1 query groups"));
+  EXPECT_FALSE(r.architecture.empty());  // still says what the flags would build
+}
+
+// What Megatron-LM's validate_args refuses with --use-torch-fsdp2, and the
+// environment its tensor parallelism needs, as read by hand from Megatron-LM
+// core_v0.16.1's megatron/training/arguments.py (no test runs validate_args:
+// that file is not in the megatron-core wheel).
+TEST(ExportTest, MegatronFsdpAndTensorParallelismPassMegatronsOwnChecks) {
+  ExportResult fsdp = ExportOf(
+      "dp=4,tp=1,pp=1,sharding=fsdp,mbs=1,ga=1,precision=bf16,checkpoint=none,"
+      "attention=sdpa,optimizer=fused_adamw,offload=cpu",
+      "megatron", Model(4));
+  const std::string args = File(fsdp, "megatron_args.txt");
+  EXPECT_THAT(args, HasSubstr("--use-torch-fsdp2\n--no-gradient-accumulation-fusion\n"));
+  EXPECT_THAT(args, Not(HasSubstr("--use-distributed-optimizer")));
+  EXPECT_THAT(fsdp.command, Not(HasSubstr("CUDA_DEVICE_MAX_CONNECTIONS")));
+  // FSDP2 needs untied embeddings, and has no fp16.
+  ModelSpec tied = Model(4);
+  tied.tie_word_embeddings = true;
+  EXPECT_EQ(Row(MegatronOf(tied, "dp=2,tp=1,pp=1,sharding=fsdp,"), "sharding").status,
+            FidelityStatus::kRejected);
+  ExportResult fp16 = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=fsdp,mbs=1,ga=1,precision=fp16,checkpoint=none,"
+      "attention=sdpa,optimizer=fused_adamw,offload=none",
+      "megatron");
+  EXPECT_EQ(Row(fp16, "precision").status, FidelityStatus::kRejected);
+
+  ExportResult tp = MegatronOf(Model(4), "dp=1,tp=2,pp=1,sharding=none,");
+  EXPECT_THAT(tp.command, ::testing::StartsWith("CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun "));
+  EXPECT_THAT(Row(tp, "tensor_parallel").note, HasSubstr("CUDA_DEVICE_MAX_CONNECTIONS=1"));
+}
+
+// The flag names of megatron_args.txt, pinned: each was checked by hand
+// against Megatron-LM core_v0.16.1's megatron/training/arguments.py, which is
+// not in the megatron-core wheel, so no test parses them with Megatron's own
+// parser (tests/export/check_megatron.py maps them onto megatron.core's
+// TransformerConfig and GPTModel). A new or renamed flag fails here until it
+// is checked the same way and added.
+TEST(ExportTest, MegatronWritesOnlyFlagNamesCheckedAgainstMegatronLm) {
+  const std::set<std::string> kChecked = {
+      // The strategy's.
+      "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+      "--num-virtual-stages-per-pipeline-rank", "--sequence-parallel",
+      "--use-distributed-optimizer", "--use-torch-fsdp2", "--no-gradient-accumulation-fusion",
+      "--micro-batch-size", "--global-batch-size", "--bf16", "--fp16", "--initial-loss-scale",
+      "--loss-scale-window", "--hysteresis", "--min-loss-scale", "--recompute-granularity",
+      "--recompute-method", "--recompute-num-layers", "--attention-backend", "--optimizer",
+      "--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--seq-length",
+      // The model's (megatron_model.cc).
+      "--bert-no-binary-head", "--num-layers", "--hidden-size", "--num-attention-heads",
+      "--ffn-hidden-size", "--group-query-attention", "--num-query-groups", "--kv-channels",
+      "--qk-layernorm", "--normalization", "--apply-layernorm-1p", "--norm-epsilon", "--swiglu",
+      "--quick-geglu", "--disable-bias-linear", "--add-qkv-bias", "--position-embedding-type",
+      "--max-position-embeddings", "--rotary-base", "--rotary-percent", "--use-rope-scaling",
+      "--rope-scaling-factor", "--rotary-seq-len-interpolation-factor", "--padded-vocab-size",
+      "--untie-embeddings-and-output-weights", "--window-size", "--window-attn-skip-freq",
+      "--num-experts", "--moe-router-topk", "--hidden-dropout", "--attention-dropout"};
+  std::set<std::string> written;
+  auto collect = [&written](const ExportResult& r) {
+    if (r.rejected()) return;
+    for (absl::string_view line :
+         absl::StrSplit(File(r, "megatron_args.txt"), '\n', absl::SkipEmpty())) {
+      written.emplace(line.substr(0, line.find('=')));
+    }
+  };
+  for (const Strategy& s : ManyStrategies()) {
+    ExportInput in = Input(s, "megatron");
+    in.model = Model(8);
+    absl::StatusOr<ExportResult> r = Export(in);
+    ASSERT_TRUE(r.ok()) << r.status();
+    collect(*r);
+  }
+  for (const std::string& family : KnownModelFamilies()) {
+    if (family != "torchscript") collect(MegatronOf(testing::TinyModelSpec(family)));
+  }
+  ModelSpec rope = testing::TinyModelSpec("llama");
+  rope.rope_type = "llama3";
+  rope.rope_factor = 8;
+  collect(MegatronOf(rope));
+  rope.rope_type = "linear";
+  rope.rope_factor = 2;
+  collect(MegatronOf(rope));
+  EXPECT_EQ(written, kChecked);
+}
+
+TEST(ExportTest, MegatronWithoutTheModelHasNoArchitectureSection) {
+  ExportResult r = ExportOf(
+      "mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,"
+      "offload=none",
+      "megatron");
+  EXPECT_TRUE(r.architecture.empty());
+  EXPECT_THAT(File(r, "megatron_args.txt"), Not(HasSubstr("--num-layers")));
 }
 
 TEST(ExportTest, TorchtitanHasNoZeroOneNorFp16) {
@@ -511,7 +756,14 @@ TEST(ExportTest, JsonDocumentHasTheDocumentedKeys) {
   EXPECT_EQ(j["fidelity"][0]["dimension"], "data_parallel");
   EXPECT_EQ(j["fidelity"][0]["status"], "exact");
   EXPECT_TRUE(j["fidelity"][0].contains("note"));
+  EXPECT_EQ(j["architecture"], nlohmann::ordered_json::array());
   EXPECT_EQ(j["rejected"], false);
+  nlohmann::ordered_json megatron = ExportResultToJson(MegatronOf(testing::TinyModelSpec("qwen2")));
+  ASSERT_FALSE(megatron["architecture"].empty());
+  EXPECT_EQ(megatron["architecture"][0]["feature"], "network");
+  EXPECT_EQ(megatron["architecture"][0]["value"], "qwen2");
+  EXPECT_EQ(megatron["architecture"][0]["status"], "exact");
+  EXPECT_TRUE(megatron["architecture"][0].contains("note"));
 }
 
 }  // namespace

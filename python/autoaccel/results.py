@@ -11,8 +11,8 @@ the request as the server stored it, in protobuf's JSON form (a dict, proto
 field names, fields at their zero value left out).
 
 Those of `export` and `estimate` mirror the CLI's `--json` documents
-(docs/CLI.md): `ExportResult` with its `FidelityRow`s, `Estimate` with its
-`StrategyEstimate`s, `MemoryEstimate`s and `RuledOut` kinds.
+(docs/CLI.md): `ExportResult` with its `FidelityRow`s and `ArchitectureRow`s,
+`Estimate` with its `StrategyEstimate`s, `MemoryEstimate`s and `RuledOut` kinds.
 
 Standard library only: importable without grpcio.
 """
@@ -232,9 +232,21 @@ class FidelityRow:
 
 
 @dataclass(frozen=True)
+class ArchitectureRow:
+    """How one feature of the model carries over to a format that builds the
+    network from flags of its own (megatron): `status` is "exact",
+    "approximated" or "not_expressible"."""
+    feature: str
+    value: str
+    status: str
+    note: str
+
+
+@dataclass(frozen=True)
 class ExportResult:
     """A strategy as a framework's configuration: `files` by name, the launch
-    `command`, and the fidelity report."""
+    `command`, and the fidelity report (`architecture`: the model's features,
+    for megatron with a model; empty otherwise)."""
     format: str
     files: Dict[str, str]
     command: str
@@ -242,6 +254,7 @@ class ExportResult:
     rejected: bool
     nnodes: int
     nproc_per_node: int
+    architecture: List[ArchitectureRow] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
