@@ -309,6 +309,9 @@ def apply(strategy, model, optimizer_fn, *, loss_fn=None, blocks=None, set_atten
         params = masters.masters
         if s["offload"] == "cpu":
             lines.append("offload cpu: fp32 master copies and optimizer state in CPU memory")
+    elif tp > 1:
+        masters = _MasterCopies(params)  # the optimizer steps the local tensors
+        params = masters.masters
     if s["sharding"] == "zero1" and dp > 1:
         from torch.distributed.optim import ZeroRedundancyOptimizer
         optimizer = ZeroRedundancyOptimizer(params, optimizer_class=_OptimizerClass(build, fused))
@@ -328,8 +331,9 @@ def apply(strategy, model, optimizer_fn, *, loss_fn=None, blocks=None, set_atten
         lines.append("precision fp16: autocast float16, %s" % type(scaler).__name__)
     elif s["precision"] == "bf16":
         lines.append("precision bf16: autocast bfloat16, fp32 weights")
-    lines.append("micro batches: %d x %d samples per optimizer step on each of %d data-parallel "
-                 "ranks" % (s["grad_accum_steps"], s["micro_batch_size"], dp))
+    lines.append("micro batches: grad_accum_steps %d x micro_batch_size %d per optimizer step on "
+                 "each of %d data-parallel ranks" % (s["grad_accum_steps"], s["micro_batch_size"],
+                                                     dp))
 
     step = Step(train_model, optimizer, strategy=s, device=device, loss_fn=loss_fn or _default_loss,
                 scaler=scaler, masters=masters, ddp=ddp, fsdp=model if sharded else None)
@@ -638,29 +642,45 @@ def _check_fused(optimizer, fused, name):
 
 
 class _MasterCopies:
-    """fp32 copies of the parameters (this rank's shards of DTensors) on
-    `device`, which the optimizer steps: gradients_in() copies the
+    """The tensors the optimizer steps in place of the parameters.
+
+    With `device` (pure_bf16, offload cpu): fp32 copies of the parameters
+    (this rank's shards of DTensors) on `device`; gradients_in() copies the
     parameters' gradients into the copies' .grad (as fp32), values_out()
     copies the updated values back into the parameters (rounded to their
-    dtype). engine/optim.h's TrainingOptimizer with master copies."""
+    dtype) -- engine/optim.h's TrainingOptimizer with master copies.
 
-    def __init__(self, params, device):
+    Without (tensor parallelism): the parameters' local tensors themselves,
+    so that the optimizer's foreach and fused kernels see plain tensors
+    rather than a mix of DTensors (the sharded layers) and tensors (the
+    replicated ones), which they refuse; gradients_in() points their .grad at
+    the local gradients and the update lands in the parameters directly."""
+
+    def __init__(self, params, device=None):
         self.params = list(params)
+        self.copies = device is not None
         with torch.no_grad():
-            self.masters = [_local(p).detach().to(device, torch.float32, copy=True)
-                            .requires_grad_(True) for p in self.params]
+            if self.copies:
+                self.masters = [_local(p).detach().to(device, torch.float32, copy=True)
+                                .requires_grad_(True) for p in self.params]
+            else:
+                self.masters = [_local(p).detach() for p in self.params]
 
     def gradients_in(self):
         with torch.no_grad():
             for p, m in zip(self.params, self.masters):
                 if p.grad is None:
                     m.grad = None  # the optimizer skips it, as the engine does
+                elif not self.copies:
+                    m.grad = _local(p.grad)
                 elif m.grad is None:
                     m.grad = _local(p.grad).to(m.device, torch.float32, copy=True)
                 else:
                     m.grad.copy_(_local(p.grad))
 
     def values_out(self):
+        if not self.copies:
+            return
         with torch.no_grad():
             for p, m in zip(self.params, self.masters):
                 if m.grad is not None:
