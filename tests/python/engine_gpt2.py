@@ -109,5 +109,23 @@ def run(spec_file, out_file):
             json.dump({"step_losses": losses, "applied": applied.applied}, f)
 
 
+def _without_master_copies():
+    """The negative control of test_torch_apply: pure_bf16 with the optimizer
+    stepping the bf16 weights themselves (no fp32 master copies)."""
+    import autoaccel.torch as aat
+
+    class NoMasterCopies(aat._MasterCopies):
+        def __init__(self, params, device=None):
+            super().__init__(params, None)
+
+    aat._MasterCopies = NoMasterCopies
+
+
 if __name__ == "__main__":
-    run(sys.argv[1], sys.argv[2])
+    args = sys.argv[1:]
+    if args and args[0] == "--without-master-copies":
+        _without_master_copies()
+        args = args[1:]
+    if len(args) != 2:
+        sys.exit("usage: engine_gpt2.py [--without-master-copies] SPEC.json OUT.json")
+    run(*args)
