@@ -672,11 +672,11 @@ class _MasterCopies:
                 if p.grad is None:
                     m.grad = None  # the optimizer skips it, as the engine does
                 elif not self.copies:
-                    m.grad = _local(p.grad)
+                    m.grad = _local_gradient(p)
                 elif m.grad is None:
-                    m.grad = _local(p.grad).to(m.device, torch.float32, copy=True)
+                    m.grad = _local_gradient(p).to(m.device, torch.float32, copy=True)
                 else:
-                    m.grad.copy_(_local(p.grad))
+                    m.grad.copy_(_local_gradient(p))
 
     def values_out(self):
         if not self.copies:
@@ -695,6 +695,17 @@ def _local(t):
         return t
     with torch.no_grad():
         return to_local()
+
+
+def _local_gradient(p):
+    """This rank's part of p's gradient, laid out as p: a DTensor gradient
+    may come with other placements than its parameter (a vocabulary-parallel
+    embedding's is Partial, not Shard), so it is redistributed first."""
+    grad = p.grad
+    placements = getattr(p, "placements", None)
+    if placements is not None and tuple(grad.placements) != tuple(placements):
+        grad = grad.redistribute(p.device_mesh, placements)
+    return _local(grad)
 
 
 def _split(batch, mbs, ga):
