@@ -16,7 +16,8 @@ if(AUTOACCEL_PYTHON)
     TIMEOUT 120 LABELS "python" ENVIRONMENT "${_aa_py_env}")
   # autoaccel.strategy and autoaccel.torch; with autoaccel-trial, the engine's
   # GPT-2 trial against autoaccel.torch.apply of the same strategy (10
-  # strategies, the two-rank ones under torchrun): ~100 s on 2 shared cores.
+  # strategies, the two-rank ones under torchrun), and tensor parallelism on a
+  # tiny Llama against one rank: ~160 s on 2 shared cores.
   if(TARGET autoaccel-trial)
     set(_aa_trial_bin "AUTOACCEL_TRIAL_BIN=$<TARGET_FILE:autoaccel-trial>")
   else()

@@ -335,6 +335,51 @@ class OwnModelTest(unittest.TestCase):
         self.assertIn("micro_batch_size 2 x grad_accum_steps 2 = 4", str(e.exception))
 
 
+@unittest.skipIf(torch is None, "torch and transformers are not installed")
+class TensorParallelTest(unittest.TestCase):
+    """Tensor parallelism with the plan a transformers Llama declares follows
+    the same model trained on one rank (apply_llama.py)."""
+
+    CASES = [  # (layout, one-rank reference, tied embeddings, tolerance)
+        ("dp=1,tp=2,pp=1,sharding=none,mbs=2,ga=1,precision=fp32,attention=sdpa,"
+         "optimizer=fused_adamw", "mbs=2,ga=1,precision=fp32,attention=sdpa,"
+         "optimizer=fused_adamw", "untied", LOSS_TOL),
+        ("dp=1,tp=2,pp=1,sharding=none,mbs=1,ga=2,precision=pure_bf16,checkpoint=full,"
+         "attention=math", "mbs=1,ga=2,precision=pure_bf16,checkpoint=full,attention=math",
+         "tied", LOSS_TOL_LOW),
+        ("dp=2,tp=2,pp=1,sharding=fsdp,mbs=2,ga=1,precision=fp32,attention=math,"
+         "optimizer=adamw", "mbs=2,ga=2,precision=fp32,attention=math,optimizer=adamw",
+         "untied", LOSS_TOL),
+    ]
+
+    def run_llama(self, text, tied):
+        out = os.path.join(tempfile.mkdtemp(prefix="aa-torch-tp-"), "out.json")
+        s = aas.parse(text)
+        world = s["data_parallel"] * s["tensor_parallel"]
+        script = [os.path.join(HERE, "apply_llama.py"), text, tied, out]
+        cmd = [sys.executable, *script] if world == 1 else [
+            sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
+            "--nproc-per-node=%d" % world, "--master-addr=127.0.0.1",
+            "--master-port=%d" % _free_port(), *script]
+        run = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+        self.assertEqual(run.returncode, 0, run.stderr[-4000:])
+        with open(out, encoding="utf-8") as f:
+            return json.load(f)
+
+    def test_tensor_parallel_follows_one_rank(self):
+        for layout, reference, tied, tol in self.CASES:
+            with self.subTest(layout, tied=tied):
+                ours = self.run_llama(layout, tied)
+                one = self.run_llama(reference, tied)["step_losses"]
+                diff = max(abs(a - b) for a, b in zip(one, ours["step_losses"]))
+                print("\n  %-60s max |one rank - tp| = %.2e (tolerance %.0e)"
+                      % (layout.split(",mbs")[0] + ", " + tied, diff, tol), file=sys.stderr)
+                self.assertLessEqual(diff, tol, "%s\none rank %s\nours %s" % (
+                    layout, one, ours["step_losses"]))
+                self.assertTrue(any("parallelize_module with LlamaForCausalLM's plan" in line
+                                    for line in ours["applied"]), ours["applied"])
+
+
 @unittest.skipUnless(TRIAL_BIN and torch is not None,
                      "AUTOACCEL_TRIAL_BIN (autoaccel-trial) not set, or no torch/transformers")
 class EngineTrajectoryTest(unittest.TestCase):
