@@ -221,6 +221,10 @@ def apply(strategy, model, optimizer_fn, *, loss_fn=None, blocks=None, set_atten
             not torch.cuda.is_bf16_supported():
         raise UnsupportedStrategy("strategy.precision=%s: %s has no bfloat16 support"
                                   % (s["precision"], torch.cuda.get_device_name(device)))
+    fused = s["optimizer"] == "fused_adamw"
+    build = _optimizer_builder(optimizer_fn)
+    probe = torch.nn.Parameter(torch.zeros(1, device=device))
+    _check_fused(build([probe], fused), fused, s["optimizer"])  # optimizer_fn passes fused on
     if s["offload"] == "cpu" and s["sharding"] == "zero1" and device.type != "cpu":
         raise UnsupportedStrategy(
             "strategy.offload=cpu with sharding zero1: ZeroRedundancyOptimizer broadcasts the "
@@ -300,8 +304,6 @@ def apply(strategy, model, optimizer_fn, *, loss_fn=None, blocks=None, set_atten
                         else ""))
 
     # Optimizer, over fp32 master copies when the strategy has them.
-    fused = s["optimizer"] == "fused_adamw"
-    build = _optimizer_builder(optimizer_fn)
     params = [p for p in model.parameters() if p.requires_grad]
     masters = None
     if s["precision"] == "pure_bf16" or s["offload"] == "cpu":

@@ -228,10 +228,12 @@ class RefusalTest(unittest.TestCase):
             n_layer=2, n_embd=32, n_head=4, vocab_size=64, n_positions=32, bos_token_id=None,
             eos_token_id=None))
 
-    def assert_refused(self, strategy, model, says, **kwargs):
+    def assert_refused(self, strategy, model, says, optimizer_fn=None, **kwargs):
         before = {k: v.clone() for k, v in model.state_dict().items()}
+        attention = getattr(model.config, "_attn_implementation", None) \
+            if hasattr(model, "config") else None
         with self.assertRaises(aat.UnsupportedStrategy) as e:
-            aat.apply(strategy, model, {"lr": 1e-3}, device="cpu", **kwargs)
+            aat.apply(strategy, model, optimizer_fn or {"lr": 1e-3}, device="cpu", **kwargs)
         for text in says:
             self.assertIn(text, str(e.exception))
         self.assertIsInstance(e.exception, ValueError)
@@ -239,6 +241,9 @@ class RefusalTest(unittest.TestCase):
         self.assertEqual(set(before), set(after))
         for k in before:
             self.assertTrue(torch.equal(before[k], after[k]), k)
+            self.assertEqual(before[k].dtype, after[k].dtype, k)
+        if attention is not None:
+            self.assertEqual(model.config._attn_implementation, attention)
 
     def test_pipeline_and_sequence_parallelism(self):
         self.assert_refused("dp=1,tp=1,pp=2,sharding=none,mbs=1,ga=4", self.gpt2(),
@@ -261,11 +266,9 @@ class RefusalTest(unittest.TestCase):
                             ["strategy.sharding=zero1 with tensor_parallel=2", "zero2 or fsdp"])
 
     def test_an_optimizer_that_drops_fused_is_refused(self):
-        model = self.gpt2()
-        with self.assertRaises(aat.UnsupportedStrategy) as e:
-            aat.apply("mbs=1,optimizer=fused_adamw", model,
-                      lambda params, fused: torch.optim.AdamW(params), device="cpu")
-        self.assertIn("strategy.optimizer=fused_adamw", str(e.exception))
+        self.assert_refused("mbs=1,precision=pure_bf16,optimizer=fused_adamw", self.gpt2(),
+                            ["strategy.optimizer=fused_adamw", "fused=None"],
+                            optimizer_fn=lambda params, fused: torch.optim.AdamW(params))
 
     def test_a_model_of_ones_own_needs_its_attention_hook_and_blocks(self):
         self.assert_refused("mbs=1,attention=sdpa", nn.Linear(4, 4), ["set_attention"])
