@@ -5,7 +5,7 @@
 # deploy/examples/launchers.json as autoaccel-worker does, exporting with the
 # CLI; world size 1 and 2 over gloo, 1 warm-up + 2 measured steps. Measured
 # alone on 2 shared cores: trial_package ~4 s, hf_trainer ~30 s, torch_fsdp
-# ~14 s, docs_minimal ~5 s.
+# ~30 s (three two-rank runs on autoaccel.torch), docs_minimal ~5 s.
 if(AUTOACCEL_PYTHON)
   set(_aa_py_env "PYTHONPATH=${PROJECT_SOURCE_DIR}/python"
                  "HF_HUB_OFFLINE=1;TRANSFORMERS_OFFLINE=1;OMP_NUM_THREADS=1;CUDA_VISIBLE_DEVICES=")
