@@ -47,9 +47,10 @@ the one nn.ModuleList of same-class modules the model has):
             as the engine numbers ranks) with the plan the Hugging Face model
             declares (its config's base_model_tp_plan and the model's
             _tp_plan: colwise / rowwise / *_rep / colwise_gather_output /
-            embedding_*); a model without one, or a style with no DTensor
-            equivalent, is refused. With data_parallel > 1 only sharding
-            zero2 / fsdp (FSDP2 over the dp mesh dimension)
+            embedding_*; a tied embedding stays whole); a model without one,
+            or a style with no DTensor equivalent, is refused. The optimizer
+            steps the parameters' local tensors. With data_parallel > 1 only
+            sharding zero2 / fsdp (FSDP2 over the dp mesh dimension)
   precision
     fp32    nothing
     bf16    torch.autocast(bfloat16) around forward and loss; fp32 weights
@@ -92,7 +93,9 @@ that is malformed raises ValueError naming the key.
 With tensor or data parallelism the ranks must be started as torchrun does
 (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK); apply() starts the
 default process group (gloo on cpu, nccl on cuda) unless it exists, and its
-world size must be data_parallel x tensor_parallel.
+world size must be data_parallel x tensor_parallel. A group apply() started
+is destroyed at exit, after the garbage collector has freed the DDP / FSDP
+wrappers that hold it.
 """
 
 import atexit
@@ -234,6 +237,12 @@ def apply(strategy, model, optimizer_fn, *, loss_fn=None, blocks=None, set_atten
     world = dp * tp
     if world > 1:
         _init_process_group(device, world, text)
+    else:
+        started = dist.get_world_size() if dist.is_initialized() else \
+            int(os.environ.get("WORLD_SIZE", "1") or 1)
+        if started != 1:
+            raise ValueError("strategy %s runs on one rank, but %d were started (WORLD_SIZE)"
+                             % (text, started))
     rank = dist.get_rank() if world > 1 else 0
     dp_rank, tp_rank = rank // tp, rank % tp
     mesh = None
@@ -640,7 +649,8 @@ def _check_fused(optimizer, fused, name):
     if got != fused:
         raise UnsupportedStrategy(
             "strategy.optimizer=%s: optimizer_fn returned %s with fused=%s; it must pass its "
-            "`fused` argument on" % (name, type(optimizer).__name__, optimizer.defaults.get("fused")))
+            "`fused` argument on"
+            % (name, type(optimizer).__name__, optimizer.defaults.get("fused")))
 
 
 class _MasterCopies:

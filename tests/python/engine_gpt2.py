@@ -18,7 +18,6 @@ and `run()` is one rank of a comparison run (see test_torch_apply.py).
 
 import json
 import math
-import os
 import sys
 
 import torch

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import unittest.mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -264,6 +265,12 @@ class RefusalTest(unittest.TestCase):
             num_key_value_heads=2, vocab_size=64, max_position_embeddings=32))
         self.assert_refused("dp=2,tp=2,pp=1,sharding=zero1,mbs=1,ga=1", llama,
                             ["strategy.sharding=zero1 with tensor_parallel=2", "zero2 or fsdp"])
+
+    def test_a_strategy_for_another_number_of_ranks_is_refused(self):
+        with unittest.mock.patch.dict(os.environ, {"WORLD_SIZE": "2"}):
+            with self.assertRaises(ValueError) as e:
+                aat.apply("mbs=1", self.gpt2(), {"lr": 1e-3}, device="cpu")
+        self.assertIn("runs on one rank, but 2 were started", str(e.exception))
 
     def test_an_optimizer_that_drops_fused_is_refused(self):
         self.assert_refused("mbs=1,precision=pure_bf16,optimizer=fused_adamw", self.gpt2(),
