@@ -5,7 +5,7 @@
 # deploy/examples/launchers.json as autoaccel-worker does, exporting with the
 # CLI; world size 1 and 2 over gloo, 1 warm-up + 2 measured steps. Measured
 # alone on 2 shared cores: trial_package ~4 s, hf_trainer ~30 s, torch_fsdp
-# ~14 s, docs_minimal ~5 s.
+# ~30 s (three two-rank runs on autoaccel.torch), docs_minimal ~5 s.
 if(AUTOACCEL_PYTHON)
   set(_aa_py_env "PYTHONPATH=${PROJECT_SOURCE_DIR}/python"
                  "HF_HUB_OFFLINE=1;TRANSFORMERS_OFFLINE=1;OMP_NUM_THREADS=1;CUDA_VISIBLE_DEVICES=")
@@ -14,6 +14,20 @@ if(AUTOACCEL_PYTHON)
            WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR}/python)
   set_tests_properties(python.trial_package PROPERTIES
     TIMEOUT 120 LABELS "python" ENVIRONMENT "${_aa_py_env}")
+  # autoaccel.strategy and autoaccel.torch; with autoaccel-trial, the engine's
+  # GPT-2 trial against autoaccel.torch.apply of the same strategy (10
+  # strategies, the two-rank ones under torchrun), and tensor parallelism on a
+  # tiny Llama against one rank: ~160 s on 2 shared cores.
+  if(TARGET autoaccel-trial)
+    set(_aa_trial_bin "AUTOACCEL_TRIAL_BIN=$<TARGET_FILE:autoaccel-trial>")
+  else()
+    set(_aa_trial_bin "")
+  endif()
+  add_test(NAME python.torch_apply
+           COMMAND ${AUTOACCEL_PYTHON} -m unittest -v test_torch_apply
+           WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR}/python)
+  set_tests_properties(python.torch_apply PROPERTIES
+    TIMEOUT 600 LABELS "python;engine" ENVIRONMENT "${_aa_py_env};${_aa_trial_bin}")
   if(TARGET autoaccel)
     # The examples, and the minimal json-only script of docs/LAUNCHERS.md.
     foreach(example hf_trainer torch_fsdp docs_minimal)

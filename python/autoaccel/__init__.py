@@ -10,6 +10,10 @@ the trial this rank runs (strategy, sizes, steps) and the metrics protocol's
 reports; `autoaccel.hf.AutoaccelCallback`, the same for a Hugging Face Trainer
 (imports transformers). See docs/LAUNCHERS.md. Importing the package imports
 no client module, so a training script needs neither grpcio nor protobuf.
+
+Applying a strategy to your own PyTorch model: `autoaccel.torch.apply` (imports
+torch), reading the strategy through `autoaccel.strategy` (standard library).
+See python/README.md.
 """
 
 from autoaccel.trial import (StepTimer, Trial, TrialError, current, oom_guard, peak_memory_bytes,

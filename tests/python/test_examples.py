@@ -62,15 +62,28 @@ class ExamplesTest(unittest.TestCase):
             "torch-fsdp-tiny", "dp=2,sharding=fsdp,mbs=1,ga=2,precision=bf16,"
             "checkpoint=selective,attention=math,optimizer=fused_adamw", world_size=2,
             global_batch=4, seq_len=SEQ_LEN)
-        self.assert_trained(results, 4, ["FSDP2 fully_shard, bf16"])
+        # What autoaccel.torch applied (its own summary, on stderr).
+        self.assert_trained(results, 4, [
+            "sharding fsdp: FSDP2 fully_shard on 2 blocks and the root",
+            "precision bf16: autocast bfloat16", "checkpointing selective: 2 of 2 blocks",
+            "attention math: attn_implementation 'eager'", "AdamW(fused=True)"])
 
-    def test_torch_fsdp_refuses_tensor_parallel(self):
+    def test_torch_fsdp_two_ranks_tensor_parallel_with_the_models_plan(self):
         results = worker_sim.run_launcher(
-            "torch-fsdp-tiny", "dp=1,tp=2,pp=1,mbs=1,ga=1", world_size=2, global_batch=1,
+            "torch-fsdp-tiny", "dp=1,tp=2,pp=1,mbs=1,ga=2,precision=pure_bf16,attention=sdpa",
+            world_size=2, global_batch=2, seq_len=SEQ_LEN)
+        self.assert_trained(results, 2, [
+            "tensor_parallel 2: parallelize_module with LlamaForCausalLM's plan",
+            "precision pure_bf16: parameters in bfloat16, fp32 master copies"])
+
+    def test_torch_fsdp_refuses_pipeline_parallel(self):
+        results = worker_sim.run_launcher(
+            "torch-fsdp-tiny", "dp=1,tp=1,pp=2,mbs=1,ga=2", world_size=2, global_batch=2,
             seq_len=SEQ_LEN)
         for r in results:
             self.assertEqual(r["returncode"], 2, r["stderr"][-2000:])
-            self.assertIn("only data parallelism", r["stderr"])
+            self.assertIn("strategy.pipeline_parallel=2: autoaccel.torch runs no pipeline",
+                          r["stderr"])
             self.assertEqual(steps(r), [])
 
     def test_docs_minimal_script_speaks_the_protocol_with_json_alone(self):
