@@ -20,6 +20,9 @@ constexpr ExportFormat kExportFormats[] = {
     {"lightning", "Lightning Trainer and strategy arguments as JSON", &ExportLightning},
     {"atorch", "ATorch auto_accelerate load_strategy list (what --load-strategy reads)",
      &ExportAtorch},
+    {"torch",
+     "strategy.json for autoaccel.torch.apply(), which applies it to your own PyTorch model",
+     &ExportTorch},
     {"torchrun", "the torchrun launch command for the layout; torchrun:F launches format F",
      &ExportTorchrun},
 };

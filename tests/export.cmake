@@ -31,7 +31,7 @@ endif()
 # strategy on an idle 2-core machine (each rank imports torch, transformers
 # and the framework).
 if(TARGET autoaccel)
-  foreach(format hf-trainer accelerate deepspeed lightning)
+  foreach(format hf-trainer accelerate deepspeed lightning torch)
     add_test(NAME export.${format}_trains_with_the_export
              COMMAND ${AUTOACCEL_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/export/run_export.py
                      --autoaccel $<TARGET_FILE:autoaccel> --format ${format})

@@ -621,7 +621,10 @@ def _optimizer_builder(optimizer_fn):
         kwargs = dict(optimizer_fn)
         if "fused" in kwargs:
             raise ValueError("optimizer_fn: leave 'fused' out; the strategy's optimizer sets it")
-        return lambda params, fused: torch.optim.AdamW(params, fused=fused, **kwargs)
+        # adamw steps one parameter at a time (foreach=False), as the engine's.
+        return lambda params, fused: torch.optim.AdamW(
+            params, fused=fused, **({} if fused or "foreach" in kwargs else {"foreach": False}),
+            **kwargs)
     if not callable(optimizer_fn):
         raise TypeError("optimizer_fn: expected callable(params, fused=bool) or a dict of AdamW "
                         "arguments, got %s" % type(optimizer_fn).__name__)

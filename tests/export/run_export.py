@@ -68,6 +68,14 @@ CASES = {
         "dp=2,tp=1,pp=1,sharding=none,mbs=2,ga=1,precision=pure_bf16,checkpoint=none,"
         "attention=sdpa,optimizer=fused_adamw,offload=none",
     ],
+    "torch": [
+        "mbs=2,ga=2,precision=fp32,checkpoint=full,ckpt_pct=50,attention=math,optimizer=adamw,"
+        "offload=none",
+        "dp=2,tp=1,pp=1,sharding=zero1,mbs=2,ga=1,precision=bf16,checkpoint=none,attention=sdpa,"
+        "optimizer=fused_adamw,offload=none",
+        "dp=2,tp=1,pp=1,sharding=fsdp,mbs=1,ga=2,precision=pure_bf16,checkpoint=full,"
+        "attention=sdpa,optimizer=fused_adamw,offload=none",
+    ],
     "deepspeed": [
         "mbs=2,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
         "dp=2,tp=1,pp=1,sharding=zero2,mbs=2,ga=2,precision=pure_bf16,checkpoint=full,"
@@ -75,7 +83,8 @@ CASES = {
     ],
 }
 SCRIPTS = {"hf-trainer": "hf_trainer.py", "accelerate": "accelerate_train.py",
-           "deepspeed": "deepspeed_train.py", "lightning": "lightning_train.py"}
+           "deepspeed": "deepspeed_train.py", "lightning": "lightning_train.py",
+           "torch": "torch_train.py"}
 
 
 def free_port():
@@ -131,6 +140,10 @@ def user_arguments(fmt, keys, rows, out):
         if "gradient_checkpointing_enable()" in rows["checkpointing"]["note"]:
             args.append("--model.gradient_checkpointing=true")
         return args
+    if fmt == "torch":  # apply() reads strategy.json; the optimizer's hyperparameters are ours
+        return ["--lr", str(USER["lr"]), "--weight-decay", str(USER["weight_decay"]),
+                "--betas", *map(str, USER["betas"]), "--eps", str(USER["eps"]),
+                "--max-steps", str(STEPS)]
     args = ["--lr", str(USER["lr"]), "--weight-decay", str(USER["weight_decay"]),
             "--betas", *map(str, USER["betas"]), "--eps", str(USER["eps"]),
             "--max-steps", str(STEPS),
@@ -160,6 +173,8 @@ def launch(doc, fmt, keys, out, model_dir):
         env["ACCELERATE_USE_CPU"] = "true"
     if "from_pretrained_kwargs.json" in doc["files"]:
         env["AUTOACCEL_TEST_MODEL_KWARGS"] = os.path.join(out, "from_pretrained_kwargs.json")
+    elif fmt == "torch":
+        pass  # apply() sets the attention implementation itself
     else:  # the attention row's note: attn_implementation at load
         note = rows["attention"]["note"]
         implementation = "sdpa" if 'attn_implementation="sdpa"' in note else "eager"
@@ -245,6 +260,10 @@ def check(fmt, keys, rows, probes, parameters):
             assert p["zero_stage"] == want, (where, "ZeRO stage", p["zero_stage"], want)
             assert p["ds_micro_batch"] == mbs and p["ds_accumulation"] == ga, (where, p)
             assert p["ds_bf16"] == (precision == "pure_bf16"), (where, "bf16", p["ds_bf16"])
+        elif fmt == "torch" and sharding == "zero1":
+            assert p["ddp"] and p["optimizer_wrapper"] == "ZeroRedundancyOptimizer", (where, p)
+        elif fmt == "torch" and sharding == "zero2":
+            assert p["fsdp"], (where, "no FSDP2", p)
         elif sharding in ("zero1", "zero2"):
             raise AssertionError(f"{where}: {sharding} ran without DeepSpeed")
         elif sharding == "none" and dp > 1:
@@ -253,11 +272,21 @@ def check(fmt, keys, rows, probes, parameters):
             assert p.get("fsdp") or p.get("distributed_type") == "FSDP", (where, "no FSDP", p)
             if "fsdp_version" in p:
                 assert p["fsdp_version"] == 2, (where, p["fsdp_version"])
-        # Checkpointing: HF's flag, or FSDP's checkpoint wrappers.
-        if exact("checkpointing") or rows["checkpointing"]["status"] == "approximated":
-            on = keys["checkpoint"] != "none"
-            assert (p["gradient_checkpointing"] or p["checkpoint_wrappers"] > 0) == on, (
-                where, "checkpointing", p["gradient_checkpointing"], p["checkpoint_wrappers"])
+        # Checkpointing: the decoder layers whose forward ran again in
+        # backward, counted by hooks on the layers themselves.
+        recomputed, layers = p["recomputed_layers"], p["layers"]
+        if keys["checkpoint"] == "none":
+            assert recomputed == 0, (where, "layers recomputed without checkpointing", recomputed)
+        elif keys["checkpoint"] == "full":
+            percent = int(keys.get("ckpt_pct", 100))
+            if rows["checkpointing"]["status"] == "not_expressible":
+                want = layers  # the script's gradient_checkpointing_enable(): every layer
+            elif rows["checkpoint_percent"]["status"] == "exact":
+                want = -(-layers * percent // 100)  # the first ceil(L * pct / 100)
+            else:
+                want = None  # approximated: some layers, the note says which
+            assert recomputed == want or (want is None and recomputed > 0), (
+                where, "recomputed layers", recomputed, "want", want)
         # The optimizer implementation.
         if exact("optimizer") and "DeepSpeedCPUAdam" not in rows["optimizer"]["note"]:
             assert p["optimizer_class"] == "AdamW", (where, p["optimizer_class"])

@@ -79,13 +79,28 @@ class Probe:
 
         model.get_input_embeddings().register_forward_pre_hook(embedding_forward)
 
+        # Each decoder layer's MLP calls: a checkpointed layer runs its
+        # forward again in backward, whichever framework wraps it (around the
+        # layer's __call__ or inside its forward), so its MLP runs twice.
+        self.layer_calls = []
+        for i, layer in enumerate(model.model.layers):
+            self.layer_calls.append(0)
+
+            def mlp_forward(module, args, i=i):
+                self.layer_calls[i] += 1
+
+            layer.mlp.register_forward_pre_hook(mlp_forward)
+
     @staticmethod
     def innermost(optimizer):
         """The optimizer that steps, under the frameworks' wrappers
-        (accelerate's, DeepSpeed's ZeRO), which hold it in .optimizer."""
-        while getattr(optimizer, "optimizer", None) is not None:
-            optimizer = optimizer.optimizer
-        return optimizer
+        (accelerate's, DeepSpeed's ZeRO: .optimizer; torch's
+        ZeroRedundancyOptimizer: .optim)."""
+        while True:
+            inner = getattr(optimizer, "optimizer", None) or getattr(optimizer, "optim", None)
+            if inner is None:
+                return optimizer
+            optimizer = inner
 
     def count_steps(self, optimizer):
         """Counts the steps the optimizer under `optimizer`'s wrappers really
@@ -124,6 +139,9 @@ class Probe:
             "weight_dtypes": sorted(self.weight_dtypes),
             "gradient_checkpointing": self.checkpointed,
             "checkpoint_wrappers": self.checkpoint_wrappers,
+            # Layers whose forward ran more often than the model's: recomputed.
+            "recomputed_layers": sum(c > self.forwards for c in self.layer_calls),
+            "layers": len(self.layer_calls),
             "lr": one("lr"),
             "weight_decay": one("weight_decay"),
             "betas": one("betas"),
