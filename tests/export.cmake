@@ -56,6 +56,16 @@ if(TARGET autoaccel)
     ENVIRONMENT "HF_HUB_OFFLINE=1;TRANSFORMERS_OFFLINE=1;OMP_NUM_THREADS=2;CUDA_VISIBLE_DEVICES=")
 endif()
 
+# docs/CLI.md's fidelity tables are the exporter's own rows
+# (tests/export/fidelity_tables.py --write regenerates them). ~5 s.
+if(TARGET autoaccel)
+  add_test(NAME docs.export_fidelity_tables
+           COMMAND ${AUTOACCEL_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/export/fidelity_tables.py
+                   --autoaccel $<TARGET_FILE:autoaccel>
+                   --check ${CMAKE_CURRENT_LIST_DIR}/../docs/CLI.md)
+  set_tests_properties(docs.export_fidelity_tables PROPERTIES TIMEOUT 120 LABELS "export;docs")
+endif()
+
 # The CLI command: --job through an in-process server, --strategy without one.
 if(TARGET autoaccel_client_lib)
   add_executable(export_command_test ${CMAKE_CURRENT_LIST_DIR}/export_command_test.cc)
