@@ -80,9 +80,8 @@ def main():
         extra.update(fsdp_version=state.fsdp_plugin.fsdp_version,
                      fsdp_reshard_after_forward=bool(state.fsdp_plugin.reshard_after_forward))
     probe.report(optimizer, steps_taken(model, probe), **extra)
-    accelerator.end_training()
-    shut_down()
 
 
 if __name__ == "__main__":
     main()
+    shut_down()  # after main() has let go of the model, engine and optimizer

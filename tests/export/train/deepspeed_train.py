@@ -53,8 +53,8 @@ def main():
                  ds_accumulation=engine.gradient_accumulation_steps(),
                  ds_bf16=engine.bfloat16_enabled(), ds_fp16=engine.fp16_enabled(),
                  optimizer_wrapper=type(engine.optimizer).__name__)
-    shut_down()
 
 
 if __name__ == "__main__":
     main()
+    shut_down()  # after main() has let go of the model, engine and optimizer

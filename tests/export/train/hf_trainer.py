@@ -59,8 +59,8 @@ def main():
                       callbacks=[report])
     report.trainer = trainer
     trainer.train()
-    shut_down()
 
 
 if __name__ == "__main__":
     main()
+    shut_down()  # after main() has let go of the model, engine and optimizer

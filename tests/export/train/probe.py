@@ -159,8 +159,12 @@ class Probe:
 
 
 def shut_down():
-    """Ends the process group, as a training script should before it exits:
-    a rank that exits with its gloo threads still running aborts ("terminate
-    called without an active exception") on a busy machine."""
+    """Ends the process group, as a training script should before it exits,
+    once the objects that use it (DDP, FSDP, DeepSpeed's engine) are freed:
+    a rank that exits with gloo's threads still running, or destroys the group
+    under a live DDP, may abort ("terminate called without an active
+    exception") on a busy machine."""
+    import gc
+    gc.collect()
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
