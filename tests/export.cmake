@@ -63,7 +63,8 @@ endif()
 # ATorch cannot do on CPUs (bf16, half, zero2, fsdp, tp/pp layouts) is parsed
 # by ATorch and its own error or rank groups checked. ATorch 0.2.5 needs
 # transformers < 5: it runs in .venv-atorch, which scripts/setup layers on
-# .venv. 20-36 s on this 2-core machine (two launches that import ATorch).
+# .venv. 20 s on an idle 2-core machine, 40 s at load average 5 (two
+# launches that import ATorch).
 set(AUTOACCEL_ATORCH_PYTHON "${PROJECT_SOURCE_DIR}/.venv-atorch/bin/python"
     CACHE FILEPATH "Python of the ATorch venv (scripts/setup creates it)")
 if(TARGET autoaccel)
