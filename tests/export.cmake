@@ -66,6 +66,26 @@ if(TARGET autoaccel)
   set_tests_properties(docs.export_fidelity_tables PROPERTIES TIMEOUT 120 LABELS "export;docs")
 endif()
 
+# ATorch itself applies the atorch export (tests/export/check_atorch.py):
+# auto_accelerate(load_strategy=...) with the exported list trains a tiny
+# Llama / Qwen2 on one and two CPU ranks (gloo), under the export's torchrun
+# command, and what it returns is compared with the fidelity table; what
+# ATorch cannot do on CPUs (bf16, half, zero2, fsdp, tp/pp layouts) is parsed
+# by ATorch and its own error or rank groups checked. ATorch 0.2.5 needs
+# transformers < 5: it runs in .venv-atorch, which scripts/setup layers on
+# .venv. 20 s on an idle 2-core machine, 40 s at load average 5 (two
+# launches that import ATorch).
+set(AUTOACCEL_ATORCH_PYTHON "${PROJECT_SOURCE_DIR}/.venv-atorch/bin/python"
+    CACHE FILEPATH "Python of the ATorch venv (scripts/setup creates it)")
+if(TARGET autoaccel)
+  add_test(NAME export.atorch_trains_with_the_export
+           COMMAND ${AUTOACCEL_ATORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/export/check_atorch.py
+                   --autoaccel $<TARGET_FILE:autoaccel>)
+  set_tests_properties(export.atorch_trains_with_the_export PROPERTIES
+    TIMEOUT 300 LABELS "export;framework" REQUIRED_FILES "${AUTOACCEL_ATORCH_PYTHON}"
+    ENVIRONMENT "HF_HUB_OFFLINE=1;TRANSFORMERS_OFFLINE=1;OMP_NUM_THREADS=1;CUDA_VISIBLE_DEVICES=")
+endif()
+
 # The CLI command: --job through an in-process server, --strategy without one.
 if(TARGET autoaccel_client_lib)
   add_executable(export_command_test ${CMAKE_CURRENT_LIST_DIR}/export_command_test.cc)

@@ -14,6 +14,7 @@
 #include "export/format_registry.h"
 #include "nlohmann/json.hpp"
 #include "search/atorch_strategy.h"
+#include "search/python_literal.h"
 #include "search/strategy_fields.h"
 #include "tests/model_test_util.h"
 
@@ -700,6 +701,123 @@ TEST(ExportTest, AtorchListLoadsBackToTheSameFields) {
       }
     });
   }
+}
+
+// ATorch 0.2.5's get_strategy takes a name or a (name, config) pair, and
+// validate_strategy refuses the whole list for a name it does not register
+// (tests/export/check_atorch.py hands the lists to ATorch itself).
+TEST(ExportTest, AtorchListHoldsOnlyWhatAtorchsOwnParserTakes) {
+  const std::set<std::string> registered = {"zero1",
+                                            "zero2",
+                                            "fsdp",
+                                            "fsdp2",
+                                            "parallel_mode",
+                                            "auto_ddp",
+                                            "amp_native",
+                                            "fp8",
+                                            "tensor_parallel",
+                                            "module_replace",
+                                            "checkpoint",
+                                            "native_dynamo",
+                                            "pipeline_parallel",
+                                            "mixed_parallel",
+                                            "sequence_parallel",
+                                            "half",
+                                            "deepspeed_3d_parallel"};
+  for (const std::optional<ModelSpec>& model :
+       {std::optional<ModelSpec>(), std::optional(Model(8))}) {
+    for (const Strategy& s : ManyStrategies()) {
+      ExportInput in = Input(s, "atorch");
+      in.model = model;
+      absl::StatusOr<ExportResult> r = Export(in);
+      ASSERT_TRUE(r.ok());
+      const std::string text = File(*r, "load_strategy.txt");
+      absl::StatusOr<nlohmann::json> list = ParsePythonLiteral(text);
+      ASSERT_TRUE(list.ok() && list->is_array()) << text;
+      for (const nlohmann::json& element : *list) {
+        const bool pair = element.is_array() && element.size() == 2 && element[0].is_string();
+        ASSERT_TRUE(element.is_string() || pair) << element.dump() << " in " << text;
+        const std::string name = pair ? element[0].get<std::string>() : element.get<std::string>();
+        EXPECT_TRUE(registered.count(name)) << name << " in " << text;
+        // A bare "checkpoint" fails in ATorch (isinstance with None), a bare
+        // "half" is bf16 in one place and fp16 in another, a bare
+        // "sequence_parallel" has no sp_size.
+        if (name == "checkpoint" || name == "half") EXPECT_TRUE(pair) << text;
+        if (name == "half") EXPECT_EQ(element[1], "bf16") << text;
+        EXPECT_NE(name, "sequence_parallel") << text;
+        EXPECT_NE(name, "module_replace") << text;
+      }
+    }
+  }
+}
+
+TEST(ExportTest, AtorchParallelModeNamesTheFastestGroupFirstAndThePipeGroupPipe) {
+  ExportResult r = ExportOf(
+      "dp=2,tp=2,pp=2,sharding=none,pp_schedule=interleaved,vpp=2,mbs=1,ga=4,precision=bf16,"
+      "checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
+      "atorch");
+  const std::string list = File(r, "load_strategy.txt");
+  // strategy.h's rank = (pp_rank * dp + dp_rank) * tp + tp_rank; ATorch's
+  // first group varies fastest.
+  EXPECT_THAT(list, HasSubstr("(\"parallel_mode\", ([(\"tensor\", 2), (\"data\", 2), "
+                              "(\"pipe\", 2)], None))"));
+  EXPECT_THAT(list, HasSubstr("(\"tensor_parallel\", {\"size\": 2})"));
+  EXPECT_THAT(list, HasSubstr("(\"pipeline_parallel\", {\"size\": 2, \"pipe_schedule\": "
+                              "\"Interleaved1F1B\", \"nstages\": 4, \"chunks\": 4})"));
+}
+
+TEST(ExportTest, AtorchCheckpointsTheModelsLayerClassWithoutItsCache) {
+  ExportResult r = ExportOf(
+      "mbs=2,ga=1,precision=fp32,checkpoint=full,ckpt_pct=25,attention=sdpa,optimizer=adamw,"
+      "offload=none",
+      "atorch", Model(8));
+  EXPECT_EQ(File(r, "load_strategy.txt"),
+            "[(\"checkpoint\", {\"wrap_class\": (\"LlamaDecoderLayer\",), "
+            "\"max_checkpoint_module_num\": 2})]\n");
+  EXPECT_EQ(Row(r, "checkpoint_percent").status, FidelityStatus::kExact);
+  EXPECT_THAT(Row(r, "checkpointing").note, HasSubstr("use_cache=False"));
+  // Without --model, every family's layer class (ATorch drops the others).
+  r = ExportOf(
+      "mbs=2,ga=1,precision=pure_bf16,checkpoint=full,ckpt_pct=25,attention=sdpa,"
+      "optimizer=adamw,offload=none",
+      "atorch");
+  const std::string list = File(r, "load_strategy.txt");
+  EXPECT_THAT(list, HasSubstr("(\"half\", \"bf16\")"));
+  EXPECT_THAT(list, HasSubstr("(\"checkpoint\", (\"GPT2Block\", \"LlamaDecoderLayer\", "
+                              "\"BertLayer\", \"MixtralDecoderLayer\""));
+  EXPECT_THAT(list, HasSubstr("\"Qwen2DecoderLayer\""));
+  EXPECT_EQ(Row(r, "checkpoint_percent").status, FidelityStatus::kApproximated);
+}
+
+TEST(ExportTest, AtorchLeavesTheOptimizerAttentionAndBatchToTheScript) {
+  ExportResult r = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=zero1,mbs=3,ga=2,precision=fp16,checkpoint=none,attention=sdpa,"
+      "optimizer=fused_adamw,offload=cpu",
+      "atorch");
+  EXPECT_EQ(File(r, "load_strategy.txt"),
+            "[(\"parallel_mode\", ([(\"data\", 2)], None)), \"zero1\", "
+            "(\"amp_native\", {\"dtype\": \"fp16\"})]\n");
+  EXPECT_EQ(Row(r, "optimizer").status, FidelityStatus::kNotExpressible);
+  EXPECT_THAT(Row(r, "optimizer").note, HasSubstr("optim_args={your lr, betas, eps, "
+                                                  "weight_decay, \"fused\": True}"));
+  EXPECT_EQ(Row(r, "attention").status, FidelityStatus::kNotExpressible);
+  EXPECT_THAT(Row(r, "attention").note, HasSubstr("attn_implementation=\"sdpa\""));
+  EXPECT_THAT(Row(r, "micro_batch_size").note, HasSubstr("dataloader_args={\"batch_size\": 6}"));
+  EXPECT_EQ(Row(r, "offload").status, FidelityStatus::kNotExpressible);
+  EXPECT_EQ(Row(r, "sharding").status, FidelityStatus::kApproximated);
+  EXPECT_THAT(Row(r, "sharding").note, HasSubstr("Zero1 ignored as fairscale is not installed!"));
+  // Under fsdp the offload is FSDP's (parameters too).
+  r = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=fsdp,mbs=1,ga=1,precision=bf16,checkpoint=none,attention=math,"
+      "optimizer=adamw,offload=cpu",
+      "atorch", testing::TinyModelSpec("qwen2"));
+  EXPECT_EQ(File(r, "load_strategy.txt"),
+            "[(\"parallel_mode\", ([(\"data\", 2)], None)), (\"fsdp\", {\"atorch_wrap_cls\": "
+            "(\"Qwen2DecoderLayer\",), \"cpu_offload\": True}), (\"amp_native\", "
+            "{\"dtype\": \"bf16\"})]\n");
+  EXPECT_EQ(Row(r, "offload").status, FidelityStatus::kApproximated);
+  EXPECT_EQ(Row(r, "sharding").status, FidelityStatus::kExact);
+  EXPECT_THAT(Row(r, "optimizer").note, HasSubstr("\"foreach\": False"));
 }
 
 TEST(ExportTest, TorchrunWrapsAFormatsEntryPoint) {
