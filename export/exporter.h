@@ -1,7 +1,8 @@
 // Export: a strategy turned into the configuration of a training framework
 // (DeepSpeed, Hugging Face Trainer, accelerate, Megatron-LM, torchtitan,
-// Lightning, ATorch, autoaccel.torch, torchrun), with a fidelity report saying, for every
-// dimension of the strategy (one row per row of kStrategyFields,
+// Lightning, ATorch, autoaccel.torch, ColossalAI, FlagAI, torchrun), with a
+// fidelity report saying, for every dimension of the strategy (one row per row
+// of kStrategyFields,
 // search/strategy_fields.h), whether the framework expresses it exactly,
 // approximately, not at all (the user must do it in code), or rejects it;
 // and, for a format that builds the network from flags of its own (megatron),

@@ -23,6 +23,12 @@ constexpr ExportFormat kExportFormats[] = {
     {"torch",
      "strategy.json for autoaccel.torch.apply(), which applies it to your own PyTorch model",
      &ExportTorch},
+    {"colossalai",
+     "ColossalAI 0.5.0 Booster plugin (make_plugin() in a Python module): Hybrid, LowLevelZero, "
+     "Gemini or TorchDDP",
+     &ExportColossalAI},
+    {"flagai", "FlagAI 1.8.4 Trainer keyword arguments as JSON (env_type, batch, DeepSpeed config)",
+     &ExportFlagAI},
     {"torchrun", "the torchrun launch command for the layout; torchrun:F launches format F",
      &ExportTorchrun},
 };

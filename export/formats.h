@@ -47,6 +47,8 @@ FormatOutput ExportLightning(const FormatContext& c, FidelityBuilder& rows);
 FormatOutput ExportAtorch(const FormatContext& c, FidelityBuilder& rows);
 FormatOutput ExportTorchrun(const FormatContext& c, FidelityBuilder& rows);
 FormatOutput ExportTorch(const FormatContext& c, FidelityBuilder& rows);
+FormatOutput ExportColossalAI(const FormatContext& c, FidelityBuilder& rows);
+FormatOutput ExportFlagAI(const FormatContext& c, FidelityBuilder& rows);
 
 // Megatron-LM's model flags for c.in.model (megatron_model.cc), for the
 // megatron format: appends one "--flag" or "--flag=value" entry per flag to

@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "export/export_json.h"
 #include "export/exporter.h"
@@ -818,6 +819,199 @@ TEST(ExportTest, AtorchLeavesTheOptimizerAttentionAndBatchToTheScript) {
   EXPECT_EQ(Row(r, "offload").status, FidelityStatus::kApproximated);
   EXPECT_EQ(Row(r, "sharding").status, FidelityStatus::kExact);
   EXPECT_THAT(Row(r, "optimizer").note, HasSubstr("\"foreach\": False"));
+}
+
+TEST(ExportTest, ColossalAIHybridPluginCarriesTheWholeLayout) {
+  ExportResult r = ExportOf(
+      "dp=2,tp=2,pp=2,sharding=zero1,sp=1,pp_schedule=interleaved,vpp=2,mbs=1,ga=4,"
+      "precision=pure_bf16,checkpoint=full,ckpt_pct=50,attention=sdpa,optimizer=fused_adamw,"
+      "offload=cpu",
+      "colossalai");
+  ASSERT_FALSE(r.rejected());
+  const std::string py = File(r, "autoaccel_colossalai.py");
+  EXPECT_THAT(py, HasSubstr("def make_plugin():\n    return HybridParallelPlugin(\n"));
+  for (const char* arg :
+       {"tp_size=2,", "pp_size=2,", "zero_stage=1,", "precision=\"bf16\",", "cpu_offload=True,",
+        "pp_style=\"interleaved\",", "num_model_chunks=2,", "num_microbatches=4,",
+        "microbatch_size=1,", "enable_sequence_parallelism=True,",
+        "sequence_parallelism_mode=\"split_gather\",",
+        "gradient_checkpoint_config=PipelineGradientCheckpointConfig("
+        "gradient_checkpointing_ratio=0.5),"}) {
+    EXPECT_THAT(py, HasSubstr(absl::StrCat("        ", arg, "\n"))) << arg;
+  }
+  EXPECT_THAT(py, HasSubstr("from colossalai.shardformer import PipelineGradientCheckpointConfig"));
+  EXPECT_THAT(py, HasSubstr("GRADIENT_CHECKPOINTING = True"));
+  EXPECT_THAT(py, HasSubstr("ATTN_IMPLEMENTATION = \"sdpa\""));
+  EXPECT_THAT(py, HasSubstr("def make_booster():\n    return Booster(plugin=make_plugin())\n"));
+  EXPECT_EQ(r.command, "PYTHONPATH=. torchrun --nnodes=1 --nproc-per-node=8 train.py");
+  EXPECT_EQ(Row(r, "precision").status, FidelityStatus::kExact);
+  EXPECT_EQ(Row(r, "checkpoint_percent").status, FidelityStatus::kApproximated);
+  EXPECT_EQ(Row(r, "optimizer").status, FidelityStatus::kNotExpressible);
+  // The optimizer is the script's: no plugin argument carries a hyperparameter.
+  for (const char* never : {"lr", "weight_decay", "betas", "eps", "max_norm"}) {
+    EXPECT_THAT(py, Not(HasSubstr(absl::StrCat(never, "=")))) << never;
+  }
+}
+
+TEST(ExportTest, ColossalAIPicksThePluginForShardingAndPrecision) {
+  const std::string rest = "checkpoint=none,attention=math,optimizer=adamw,";
+  ExportResult ddp =
+      ExportOf("dp=2,tp=1,pp=1,sharding=none,mbs=2,ga=2,precision=bf16," + rest + "offload=none",
+               "colossalai");
+  std::string py = File(ddp, "autoaccel_colossalai.py");
+  EXPECT_THAT(py, HasSubstr("return TorchDDPPlugin()"));
+  // Our bf16 autocasts fp32 weights: the plugin's precision="bf16" would not.
+  EXPECT_THAT(py, HasSubstr("AUTOCAST_DTYPE = \"bfloat16\""));
+  EXPECT_EQ(Row(ddp, "precision").status, FidelityStatus::kNotExpressible);
+  EXPECT_THAT(Row(ddp, "grad_accum_steps").note, HasSubstr("booster.no_sync"));
+
+  ExportResult fp16 =
+      ExportOf("dp=2,tp=1,pp=1,sharding=none,mbs=2,ga=2,precision=fp16," + rest + "offload=none",
+               "colossalai");
+  EXPECT_THAT(File(fp16, "autoaccel_colossalai.py"),
+              HasSubstr("return Booster(plugin=make_plugin(), mixed_precision=\"fp16\")"));
+  EXPECT_EQ(Row(fp16, "precision").status, FidelityStatus::kExact);
+
+  ExportResult pure =
+      ExportOf("mbs=2,ga=2,precision=pure_bf16," + rest + "offload=none", "colossalai");
+  py = File(pure, "autoaccel_colossalai.py");
+  EXPECT_THAT(py, HasSubstr("HybridParallelPlugin(\n        tp_size=1,\n        pp_size=1,\n"
+                            "        zero_stage=0,\n        precision=\"bf16\",\n    )"));
+  EXPECT_THAT(py, HasSubstr("AUTOCAST_DTYPE = None"));
+
+  ExportResult zero =
+      ExportOf("dp=2,tp=1,pp=1,sharding=zero2,mbs=2,ga=2,precision=fp16," + rest + "offload=cpu",
+               "colossalai");
+  py = File(zero, "autoaccel_colossalai.py");
+  for (const char* arg : {"stage=2,", "cpu_offload=True,", "precision=\"fp16\",",
+                          "initial_scale=2**16,", "growth_interval=2000,", "hysteresis=1,"}) {
+    EXPECT_THAT(py, HasSubstr(absl::StrCat("        ", arg, "\n"))) << arg;
+  }
+  EXPECT_THAT(py, HasSubstr("return LowLevelZeroPlugin("));
+  EXPECT_EQ(Row(zero, "precision").status, FidelityStatus::kApproximated);
+  EXPECT_THAT(Row(zero, "grad_accum_steps").note, HasSubstr("ZeRO-2 has no no_sync"));
+
+  ExportResult gemini =
+      ExportOf("dp=4,tp=1,pp=1,sharding=fsdp,mbs=1,ga=2,precision=bf16," + rest + "offload=none",
+               "colossalai");
+  py = File(gemini, "autoaccel_colossalai.py");
+  for (const char* arg : {"placement_policy=\"static\",", "shard_param_frac=1.0,",
+                          "precision=\"bf16\",", "enable_gradient_accumulation=True,"}) {
+    EXPECT_THAT(py, HasSubstr(absl::StrCat("        ", arg, "\n"))) << arg;
+  }
+  EXPECT_EQ(Row(gemini, "precision").status, FidelityStatus::kApproximated);
+  EXPECT_THAT(Row(gemini, "optimizer").note, HasSubstr("HybridAdam"));
+}
+
+TEST(ExportTest, ColossalAIRejectsWhatItsPluginsAssert) {
+  const std::string rest = "checkpoint=none,attention=math,optimizer=adamw,offload=none";
+  // Gemini trains in fp16/bf16 only.
+  EXPECT_EQ(
+      Row(ExportOf("dp=2,tp=1,pp=1,sharding=fsdp,mbs=1,ga=1,precision=fp32," + rest, "colossalai"),
+          "precision")
+          .status,
+      FidelityStatus::kRejected);
+  // HybridParallelPlugin: ZeRO needs fp16/bf16; zero_stage <= 1 with pipelines.
+  EXPECT_EQ(
+      Row(ExportOf("dp=2,tp=2,pp=1,sharding=zero1,mbs=1,ga=1,precision=fp32," + rest, "colossalai"),
+          "precision")
+          .status,
+      FidelityStatus::kRejected);
+  EXPECT_EQ(
+      Row(ExportOf("dp=2,tp=1,pp=2,sharding=zero2,mbs=1,ga=4,precision=bf16," + rest, "colossalai"),
+          "sharding")
+          .status,
+      FidelityStatus::kRejected);
+  // 1F1B needs at least pp_size micro-batches a step.
+  ExportResult few =
+      ExportOf("dp=1,tp=1,pp=4,sharding=none,pp_schedule=1f1b,mbs=1,ga=2,precision=bf16," + rest,
+               "colossalai");
+  EXPECT_TRUE(few.rejected());
+  EXPECT_EQ(Row(few, "grad_accum_steps").status, FidelityStatus::kRejected);
+  // Offload only under ZeRO.
+  EXPECT_EQ(Row(ExportOf("dp=2,tp=1,pp=1,sharding=none,mbs=1,ga=1,precision=bf16,"
+                         "checkpoint=none,attention=math,optimizer=adamw,offload=cpu",
+                         "colossalai"),
+                "offload")
+                .status,
+            FidelityStatus::kRejected);
+}
+
+TEST(ExportTest, FlagAITrainerArgumentsOnOneProcess) {
+  ExportResult r = ExportOf(
+      "mbs=2,ga=4,precision=fp32,checkpoint=full,attention=sdpa,optimizer=fused_adamw,"
+      "offload=none",
+      "flagai");
+  ASSERT_EQ(r.files.size(), 1u);
+  nlohmann::json j = nlohmann::json::parse(File(r, "flagai_trainer.json"));
+  EXPECT_EQ(j["env_type"], "pytorch");
+  EXPECT_EQ(j["pytorch_device"], "cuda");
+  EXPECT_EQ(j["batch_size"], 2);
+  EXPECT_EQ(j["gradient_accumulation_steps"], 4);
+  EXPECT_EQ(j["fp16"], false);
+  EXPECT_EQ(j["checkpoint_activations"], true);
+  EXPECT_EQ(r.command, "python train.py");
+  // FlagAI 1.8.4's plain loop never zeroes the gradients after a step.
+  EXPECT_EQ(Row(r, "grad_accum_steps").status, FidelityStatus::kApproximated);
+  EXPECT_THAT(Row(r, "grad_accum_steps").note, HasSubstr("register_step_post_hook"));
+  EXPECT_THAT(Row(r, "optimizer").note, HasSubstr("trainer.train(model, optimizer=optimizer"));
+  EXPECT_THAT(Row(r, "checkpointing").note, HasSubstr("gradient_checkpointing_enable()"));
+}
+
+TEST(ExportTest, FlagAIGoesThroughDeepSpeedForZeroAndBf16) {
+  ExportResult r = ExportOf(
+      "dp=4,tp=1,pp=1,sharding=zero2,mbs=2,ga=2,precision=pure_bf16,checkpoint=none,"
+      "attention=math,optimizer=adamw,offload=none",
+      "flagai");
+  nlohmann::json j = nlohmann::json::parse(File(r, "flagai_trainer.json"));
+  EXPECT_EQ(j["env_type"], "deepspeed");
+  EXPECT_EQ(j["deepspeed_config"], "ds_config.json");
+  EXPECT_EQ(j["num_gpus"], 4);
+  EXPECT_EQ(j["num_nodes"], 1);
+  EXPECT_EQ(j["model_parallel_size"], 1);
+  nlohmann::json ds = nlohmann::json::parse(File(r, "ds_config.json"));
+  EXPECT_EQ(ds["zero_optimization"]["stage"], 2);
+  EXPECT_EQ(ds["bf16"]["enabled"], true);
+  EXPECT_EQ(ds["train_batch_size"], 16);
+  // FlagAI hands the script's optimizer to deepspeed.initialize.
+  EXPECT_FALSE(ds.contains("optimizer"));
+  EXPECT_EQ(Row(r, "grad_accum_steps").status, FidelityStatus::kExact);
+
+  ExportResult tp = ExportOf(
+      "dp=2,tp=2,pp=1,sharding=none,mbs=1,ga=1,precision=fp32,checkpoint=none,"
+      "attention=math,optimizer=adamw,offload=none",
+      "flagai");
+  j = nlohmann::json::parse(File(tp, "flagai_trainer.json"));
+  EXPECT_EQ(j["env_type"], "deepspeed+mpu");
+  EXPECT_EQ(j["model_parallel_size"], 2);
+  EXPECT_FALSE(nlohmann::json::parse(File(tp, "ds_config.json")).contains("tensor_parallel"));
+  EXPECT_EQ(Row(tp, "tensor_parallel").status, FidelityStatus::kNotExpressible);
+
+  ExportResult ddp = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=none,mbs=1,ga=1,precision=fp32,checkpoint=none,"
+      "attention=math,optimizer=adamw,offload=none",
+      "flagai");
+  EXPECT_EQ(nlohmann::json::parse(File(ddp, "flagai_trainer.json"))["env_type"], "pytorchDDP");
+  EXPECT_THAT(Row(ddp, "data_parallel").note, HasSubstr("--local-rank"));
+
+  EXPECT_TRUE(ExportOf("dp=1,tp=1,pp=2,sharding=none,pp_schedule=1f1b,mbs=1,ga=2,precision=fp32,"
+                       "checkpoint=none,attention=math,optimizer=adamw,offload=none",
+                       "flagai")
+                  .rejected());
+}
+
+TEST(ExportTest, FlagAINeverChoosesTheUsersLearningRate) {
+  for (const Strategy& s : ManyStrategies()) {
+    absl::StatusOr<ExportResult> r = Export(Input(s, "flagai"));
+    ASSERT_TRUE(r.ok());
+    for (const auto& [name, content] : r->files) {
+      nlohmann::json j = nlohmann::json::parse(content);
+      for (const char* key : {"lr", "weight_decay", "warm_up", "clip_grad", "optimizer",
+                              "optimizer_type", "gradient_clipping"}) {
+        EXPECT_FALSE(j.contains(key)) << name << " of " << StrategyToText(s) << " sets " << key;
+      }
+    }
+  }
 }
 
 TEST(ExportTest, TorchrunWrapsAFormatsEntryPoint) {

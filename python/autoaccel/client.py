@@ -484,7 +484,7 @@ class Client:
         launcher's) or `strategy` text with `world_size`, `global_batch_size`
         and `seq_len` (no coordinator needed; `model` with `config` adds the
         model's flags). `format`: deepspeed, hf-trainer, accelerate,
-        megatron, torchtitan, lightning, atorch, torch, torchrun, torchrun:F.
+        megatron, torchtitan, lightning, atorch, colossalai, flagai, torch, torchrun, torchrun:F.
         `out_dir`: also write the files there (never replacing one).
 
         Raises NoStrategyError when the job has no best yet,

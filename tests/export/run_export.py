@@ -7,7 +7,7 @@ For each strategy of the format (world size 1 and 2, gloo on CPU ranks):
      export --model qwen2 --model-config config.json --out DIR --json` exports
      the strategy for it;
   2. the export's own launch command (torchrun / accelerate launch / deepspeed /
-     python for Lightning, which starts its ranks itself)
+     python for Lightning and FlagAI, which start their ranks themselves)
      runs, with the user script of train/ as its train.py, the exported files
      in DIR, and the arguments a user adds: a deliberately unusual learning
      rate, weight decay, betas and eps, a constant scheduler, two optimizer
@@ -18,6 +18,10 @@ For each strategy of the format (world size 1 and 2, gloo on CPU ranks):
      compared with the user's values and with each exact row.
 The only change to the exported command is a free rendezvous port (the
 launchers' default 29500 is in the range the test suite's workers use).
+
+colossalai and flagai run in their own layered venvs (scripts/setup:
+.venv-colossalai, .venv-flagai over .venv), whose python runs this driver:
+the launchers are taken from that interpreter's bin directory.
 
 Usage: run_export.py --autoaccel BIN --format FORMAT"""
 
@@ -81,10 +85,38 @@ CASES = {
         "dp=2,tp=1,pp=1,sharding=zero2,mbs=2,ga=2,precision=pure_bf16,checkpoint=full,"
         "attention=math,optimizer=fused_adamw,offload=none",
     ],
+    # colossalai 0.5.0 on CPU ranks runs TorchDDPPlugin and HybridParallelPlugin
+    # with tp_size=pp_size=1 and zero_stage=0 only. Not run here: ZeRO
+    # (LowLevelZeroPlugin, HybridParallelPlugin zero_stage >= 1: "AssertionError:
+    # device is required", its ZeRO optimizer wants cuda or npu), GeminiPlugin
+    # (the CPU accelerator has no streams), tensor parallelism (Shardformer's
+    # Linear1D_Col calls the CPU accelerator's get_rng_state with a device it
+    # does not take) and pipeline parallelism (its p2p code names
+    # Backend.HCCL, which torch 2.11's Backend lacks). Those exports are pinned by
+    # export_test only.
+    "colossalai": [
+        "mbs=2,ga=2,precision=fp32,checkpoint=full,attention=math,optimizer=adamw,offload=none",
+        "dp=2,tp=1,pp=1,sharding=none,mbs=1,ga=2,precision=bf16,checkpoint=none,attention=sdpa,"
+        "optimizer=fused_adamw,offload=none",
+        "dp=2,tp=1,pp=1,sharding=none,mbs=2,ga=1,precision=pure_bf16,checkpoint=full,"
+        "attention=sdpa,optimizer=adamw,offload=none",
+    ],
+    # FlagAI 1.8.4's Trainer trains on a CPU with env_type pytorch only (one
+    # process): pytorchDDP and the DeepSpeed env types call
+    # torch.cuda.set_device in initialize_distributed (and pytorchDDP's
+    # relaunch passes --local-rank, which FlagAI's parser refuses; the
+    # fidelity note says how to get past it). So one rank, fp32: precision
+    # other than fp32, ZeRO and offload go through env_type deepspeed.
+    "flagai": [
+        "mbs=2,ga=2,precision=fp32,checkpoint=full,attention=sdpa,optimizer=fused_adamw,"
+        "offload=none",
+        "mbs=1,ga=3,precision=fp32,checkpoint=none,attention=math,optimizer=adamw,offload=none",
+    ],
 }
 SCRIPTS = {"hf-trainer": "hf_trainer.py", "accelerate": "accelerate_train.py",
            "deepspeed": "deepspeed_train.py", "lightning": "lightning_train.py",
-           "torch": "torch_train.py"}
+           "torch": "torch_train.py", "colossalai": "colossalai_train.py",
+           "flagai": "flagai_train.py"}
 
 
 def free_port():
@@ -140,6 +172,19 @@ def user_arguments(fmt, keys, rows, out):
         if "gradient_checkpointing_enable()" in rows["checkpointing"]["note"]:
             args.append("--model.gradient_checkpointing=true")
         return args
+    if fmt == "flagai":
+        # Trainer(**flagai_trainer.json, lr=..., weight_decay=...) and the
+        # user's own AdamW; the rest as the notes say. device cpu: this
+        # machine's CPUs stand in for the export's GPU.
+        args = ["--lr", str(USER["lr"]), "--weight-decay", str(USER["weight_decay"]),
+                "--betas", *map(str, USER["betas"]), "--eps", str(USER["eps"]),
+                "--max-steps", str(STEPS), "--device", "cpu",
+                "--optimizer", "fused" if "fused=True" in optimizer_note else "foreach_false"]
+        if "gradient_checkpointing_enable()" in rows["checkpointing"]["note"]:
+            args.append("--gradient-checkpointing")
+        if "register_step_post_hook" in rows["grad_accum_steps"]["note"]:
+            args.append("--zero-grad-after-step")
+        return args
     if fmt == "torch":  # apply() reads strategy.json; the optimizer's hyperparameters are ours
         return ["--lr", str(USER["lr"]), "--weight-decay", str(USER["weight_decay"]),
                 "--betas", *map(str, USER["betas"]), "--eps", str(USER["eps"]),
@@ -153,7 +198,7 @@ def user_arguments(fmt, keys, rows, out):
         if rows["grad_accum_steps"]["status"] == "not_expressible":
             assert f"gradient_accumulation_steps={keys['ga']}" in rows["grad_accum_steps"]["note"]
             args += ["--gradient-accumulation-steps", keys["ga"]]
-    if (rows["checkpointing"]["status"] == "not_expressible"
+    if (fmt != "colossalai" and rows["checkpointing"]["status"] == "not_expressible"
             and "gradient_checkpointing_enable()" in rows["checkpointing"]["note"]):
         args.append("--gradient-checkpointing")
     return args
@@ -173,8 +218,8 @@ def launch(doc, fmt, keys, out, model_dir):
         env["ACCELERATE_USE_CPU"] = "true"
     if "from_pretrained_kwargs.json" in doc["files"]:
         env["AUTOACCEL_TEST_MODEL_KWARGS"] = os.path.join(out, "from_pretrained_kwargs.json")
-    elif fmt == "torch":
-        pass  # apply() sets the attention implementation itself
+    elif fmt in ("torch", "colossalai"):
+        pass  # apply() sets it itself; the colossalai module names it (ATTN_IMPLEMENTATION)
     else:  # the attention row's note: attn_implementation at load
         note = rows["attention"]["note"]
         implementation = "sdpa" if 'attn_implementation="sdpa"' in note else "eager"
@@ -183,6 +228,10 @@ def launch(doc, fmt, keys, out, model_dir):
             json.dump({"attn_implementation": implementation}, f)
         env["AUTOACCEL_TEST_MODEL_KWARGS"] = os.path.join(out, "user_kwargs.json")
     command = doc["command"]
+    prefix = ""  # VAR=value words before the launcher (colossalai: PYTHONPATH=.)
+    while "=" in command.split(" ", 1)[0]:
+        word, command = command.split(" ", 1)
+        prefix += word + " "
     launcher, rest = command.split(" ", 1)
     port = free_port()
     port_flag = {"torchrun": f"--master-port={port}", "deepspeed": f"--master_port={port}"}
@@ -194,7 +243,8 @@ def launch(doc, fmt, keys, out, model_dir):
     else:
         rest = f"{port_flag[launcher]} {rest}"
     bin_dir = os.path.dirname(sys.executable)
-    shell = (f"cd {shlex.quote(out)} && PATH={shlex.quote(bin_dir)}:$PATH {launcher} {rest} "
+    shell = (f"cd {shlex.quote(out)} && PATH={shlex.quote(bin_dir)}:$PATH "
+             f"{prefix}{launcher} {rest} "
              + " ".join(shlex.quote(a) for a in user_arguments(fmt, keys, rows, out)))
     run = subprocess.run(["bash", "-c", shell], env=env, capture_output=True, text=True,
                          timeout=600)
@@ -294,6 +344,23 @@ def check(fmt, keys, rows, probes, parameters):
                 assert p["fused"] is True, (where, "fused", p["fused"])
             else:
                 assert p["foreach"] is False, (where, "foreach", p["foreach"])
+        if fmt == "colossalai":
+            # The plugin the export picks for what runs on CPU ranks (see CASES).
+            hybrid = precision == "pure_bf16"
+            want = "HybridParallelPlugin" if hybrid else "TorchDDPPlugin"
+            assert p["plugin"] == want, (where, "plugin", p["plugin"], want)
+            if hybrid:
+                assert (p["plugin_tp_size"], p["plugin_pp_size"], p["plugin_zero_stage"],
+                        p["plugin_precision"]) == (1, 1, 0, "bf16"), (where, p)
+            assert p["ddp"], (where, "not DistributedDataParallel", p)
+        if fmt == "flagai":
+            # Approximated rows the user script completes as their notes say:
+            # the Trainer's accumulation, its gradients zeroed after each step.
+            assert p["env_type"] == "pytorch", (where, p["env_type"])
+            assert p["trainer_batch_size"] == mbs and p["micro_batches"] == [mbs], (where, p)
+            assert p["trainer_accumulation"] == ga, (where, p)
+            assert p["forwards"] == STEPS * ga, (where, "forwards", p["forwards"], STEPS * ga)
+            assert p["grads_cleared"] == [True] * STEPS, (where, "gradients kept", p)
         want_attention = "sdpa" if keys["attention"] == "sdpa" else "eager"
         assert p["attn_implementation"] == want_attention, (where, p["attn_implementation"])
     return f"{probes[0]['optimizer_class']} lr {probes[0]['lr']}, {len(probes)} rank(s)"

@@ -15,15 +15,14 @@ import os
 import torch
 
 
-def tiny_model(config_dir, model_kwargs_file=None):
+def tiny_model(config_dir, model_kwargs_file=None, **kwargs):
     """The Hugging Face model of config_dir/config.json (no weights: built
     from the config), with from_pretrained's keyword arguments from the
-    export's from_pretrained_kwargs.json when given."""
+    export's from_pretrained_kwargs.json when given, or as `kwargs`."""
     from transformers import AutoConfig, AutoModelForCausalLM
-    kwargs = {}
     if model_kwargs_file:
         with open(model_kwargs_file) as f:
-            kwargs = json.load(f)
+            kwargs = {**json.load(f), **kwargs}
     config = AutoConfig.from_pretrained(config_dir)
     dtype = kwargs.pop("dtype", None)
     model = AutoModelForCausalLM.from_config(config, **kwargs)
