@@ -149,6 +149,18 @@ def export(autoaccel, fmt, strategy, model_dir, out):
     return keys, json.loads(run.stdout)
 
 
+def script_arguments(optimizer_note=None):
+    """The user's hyperparameters and steps as train/probe.py's
+    add_user_arguments reads them, and the AdamW implementation the
+    optimizer row's note names (when the script builds the optimizer)."""
+    args = ["--lr", str(USER["lr"]), "--weight-decay", str(USER["weight_decay"]),
+            "--betas", *map(str, USER["betas"]), "--eps", str(USER["eps"]),
+            "--max-steps", str(STEPS)]
+    if optimizer_note is not None:
+        args += ["--optimizer", "fused" if "fused=True" in optimizer_note else "foreach_false"]
+    return args
+
+
 def user_arguments(fmt, keys, rows, out):
     """What the user adds to the exported command, following the fidelity
     notes for what the export leaves to the script."""
@@ -176,23 +188,15 @@ def user_arguments(fmt, keys, rows, out):
         # Trainer(**flagai_trainer.json, lr=..., weight_decay=...) and the
         # user's own AdamW; the rest as the notes say. device cpu: this
         # machine's CPUs stand in for the export's GPU.
-        args = ["--lr", str(USER["lr"]), "--weight-decay", str(USER["weight_decay"]),
-                "--betas", *map(str, USER["betas"]), "--eps", str(USER["eps"]),
-                "--max-steps", str(STEPS), "--device", "cpu",
-                "--optimizer", "fused" if "fused=True" in optimizer_note else "foreach_false"]
+        args = script_arguments(optimizer_note) + ["--device", "cpu"]
         if "gradient_checkpointing_enable()" in rows["checkpointing"]["note"]:
             args.append("--gradient-checkpointing")
         if "register_step_post_hook" in rows["grad_accum_steps"]["note"]:
             args.append("--zero-grad-after-step")
         return args
     if fmt == "torch":  # apply() reads strategy.json; the optimizer's hyperparameters are ours
-        return ["--lr", str(USER["lr"]), "--weight-decay", str(USER["weight_decay"]),
-                "--betas", *map(str, USER["betas"]), "--eps", str(USER["eps"]),
-                "--max-steps", str(STEPS)]
-    args = ["--lr", str(USER["lr"]), "--weight-decay", str(USER["weight_decay"]),
-            "--betas", *map(str, USER["betas"]), "--eps", str(USER["eps"]),
-            "--max-steps", str(STEPS),
-            "--optimizer", "fused" if "fused=True" in optimizer_note else "foreach_false"]
+        return script_arguments()
+    args = script_arguments(optimizer_note)
     if fmt == "accelerate":
         args += ["--batch-size", keys["mbs"]]
         if rows["grad_accum_steps"]["status"] == "not_expressible":

@@ -12,7 +12,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe import Probe, TokenData, shut_down, tiny_model  # noqa: E402
+from probe import (Probe, TokenData, add_user_arguments, shut_down, tiny_model,  # noqa: E402
+                   user_optimizer)
 
 import torch  # noqa: E402
 from accelerate import Accelerator  # noqa: E402
@@ -30,13 +31,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--batch-size", type=int, required=True)
     p.add_argument("--gradient-accumulation-steps", type=int, default=1)
-    p.add_argument("--lr", type=float, required=True)
-    p.add_argument("--weight-decay", type=float, required=True)
-    p.add_argument("--betas", type=float, nargs=2, required=True)
-    p.add_argument("--eps", type=float, required=True)
-    p.add_argument("--optimizer", choices=["fused", "foreach_false"], required=True)
+    add_user_arguments(p)
     p.add_argument("--gradient-checkpointing", action="store_true")
-    p.add_argument("--max-steps", type=int, default=2)
     args = p.parse_args()
 
     accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps)
@@ -46,9 +42,7 @@ def main():
         model.gradient_checkpointing_enable()
     probe = Probe()
     probe.watch(model)
-    implementation = {"fused": True} if args.optimizer == "fused" else {"foreach": False}
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay,
-                                  betas=tuple(args.betas), eps=args.eps, **implementation)
+    optimizer = user_optimizer(model.parameters(), args)
     scheduler = torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0, total_iters=0)
     data = torch.utils.data.DataLoader(TokenData(model.config.vocab_size, 16),
                                        batch_size=args.batch_size)

@@ -17,7 +17,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe import Probe, TokenData, shut_down, tiny_model  # noqa: E402
+from probe import (Probe, TokenData, add_user_arguments, shut_down, tiny_model,  # noqa: E402
+                   user_optimizer)
 
 import autoaccel_colossalai as exported  # noqa: E402  the export, on PYTHONPATH
 import colossalai  # noqa: E402
@@ -27,12 +28,7 @@ from colossalai.accelerator import get_accelerator  # noqa: E402
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--lr", type=float, required=True)
-    p.add_argument("--weight-decay", type=float, required=True)
-    p.add_argument("--betas", type=float, nargs=2, required=True)
-    p.add_argument("--eps", type=float, required=True)
-    p.add_argument("--optimizer", choices=["fused", "foreach_false"], required=True)
-    p.add_argument("--max-steps", type=int, default=2)
+    add_user_arguments(p)
     args = p.parse_args()
 
     colossalai.launch_from_torch()
@@ -42,9 +38,7 @@ def main():
         model.gradient_checkpointing_enable()
     probe = Probe()
     probe.watch(model)
-    implementation = {"fused": True} if args.optimizer == "fused" else {"foreach": False}
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay,
-                                  betas=tuple(args.betas), eps=args.eps, **implementation)
+    optimizer = user_optimizer(model.parameters(), args)
 
     booster = exported.make_booster()
     plugin = booster.plugin

@@ -10,7 +10,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe import Probe, TokenData, shut_down, tiny_model  # noqa: E402
+from probe import (Probe, TokenData, add_user_arguments, shut_down, tiny_model,  # noqa: E402
+                   user_optimizer)
 
 import deepspeed  # noqa: E402
 import torch  # noqa: E402
@@ -19,13 +20,8 @@ import torch  # noqa: E402
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--local_rank", type=int, default=-1)  # the deepspeed launcher's
-    p.add_argument("--lr", type=float, required=True)
-    p.add_argument("--weight-decay", type=float, required=True)
-    p.add_argument("--betas", type=float, nargs=2, required=True)
-    p.add_argument("--eps", type=float, required=True)
-    p.add_argument("--optimizer", choices=["fused", "foreach_false"], required=True)
+    add_user_arguments(p)
     p.add_argument("--gradient-checkpointing", action="store_true")
-    p.add_argument("--max-steps", type=int, default=2)
     deepspeed.add_config_arguments(p)
     args = p.parse_args()
 
@@ -36,9 +32,7 @@ def main():
         model.gradient_checkpointing_enable()
     probe = Probe()
     probe.watch(model)
-    implementation = {"fused": True} if args.optimizer == "fused" else {"foreach": False}
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay,
-                                  betas=tuple(args.betas), eps=args.eps, **implementation)
+    optimizer = user_optimizer(model.parameters(), args)
     engine, optimizer, _, _ = deepspeed.initialize(args=args, model=model, optimizer=optimizer)
     data = TokenData(model.config.vocab_size, 16)
     mbs = engine.train_micro_batch_size_per_gpu()

@@ -16,7 +16,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe import Probe, TokenData, shut_down, tiny_model  # noqa: E402
+from probe import (Probe, TokenData, add_user_arguments, shut_down, tiny_model,  # noqa: E402
+                   user_optimizer)
 
 import torch  # noqa: E402
 from flagai.trainer import Trainer  # noqa: E402
@@ -24,12 +25,7 @@ from flagai.trainer import Trainer  # noqa: E402
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--lr", type=float, required=True)
-    p.add_argument("--weight-decay", type=float, required=True)
-    p.add_argument("--betas", type=float, nargs=2, required=True)
-    p.add_argument("--eps", type=float, required=True)
-    p.add_argument("--optimizer", choices=["fused", "foreach_false"], required=True)
-    p.add_argument("--max-steps", type=int, default=2)
+    add_user_arguments(p)
     p.add_argument("--gradient-checkpointing", action="store_true")
     p.add_argument("--zero-grad-after-step", action="store_true")
     p.add_argument("--device", help="overrides the export's pytorch_device")
@@ -62,9 +58,7 @@ def main():
 
     model.get_input_embeddings().register_forward_pre_hook(first_micro_batch)
 
-    implementation = {"fused": True} if args.optimizer == "fused" else {"foreach": False}
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay,
-                                  betas=tuple(args.betas), eps=args.eps, **implementation)
+    optimizer = user_optimizer(model.parameters(), args)
     if args.zero_grad_after_step:
         optimizer.register_step_post_hook(lambda opt, *_: opt.zero_grad())
     scheduler = torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0, total_iters=0)

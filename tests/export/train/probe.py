@@ -167,3 +167,25 @@ def shut_down():
     gc.collect()
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
+
+
+def add_user_arguments(parser, implementation=True):
+    """The arguments every user script takes: the optimizer's
+    hyperparameters the user chose (run_export.py's USER), the number of
+    optimizer steps, and (implementation) which AdamW the fidelity row
+    names: fused=True, or foreach=False."""
+    parser.add_argument("--lr", type=float, required=True)
+    parser.add_argument("--weight-decay", type=float, required=True)
+    parser.add_argument("--betas", type=float, nargs=2, required=True)
+    parser.add_argument("--eps", type=float, required=True)
+    parser.add_argument("--max-steps", type=int, default=2)
+    if implementation:
+        parser.add_argument("--optimizer", choices=["fused", "foreach_false"], required=True)
+
+
+def user_optimizer(params, args):
+    """torch.optim.AdamW with the user's hyperparameters and the
+    implementation of add_user_arguments' --optimizer."""
+    implementation = {"fused": True} if args.optimizer == "fused" else {"foreach": False}
+    return torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay,
+                             betas=tuple(args.betas), eps=args.eps, **implementation)

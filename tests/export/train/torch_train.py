@@ -9,7 +9,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe import Probe, TokenData, tiny_model  # noqa: E402
+from probe import Probe, TokenData, add_user_arguments, tiny_model  # noqa: E402
 
 import autoaccel.strategy  # noqa: E402
 import autoaccel.torch  # noqa: E402
@@ -18,11 +18,7 @@ import torch  # noqa: E402
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--lr", type=float, required=True)
-    p.add_argument("--weight-decay", type=float, required=True)
-    p.add_argument("--betas", type=float, nargs=2, required=True)
-    p.add_argument("--eps", type=float, required=True)
-    p.add_argument("--max-steps", type=int, default=2)
+    add_user_arguments(p, implementation=False)
     args = p.parse_args()
 
     model = tiny_model(os.environ["AUTOACCEL_TEST_MODEL_DIR"])
