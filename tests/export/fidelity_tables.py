@@ -16,28 +16,17 @@ import re
 import subprocess
 import sys
 
-# Strategies over the values each format treats differently: every value of
-# every dimension appears, and the combinations that change a row's note
-# (offload with and without ZeRO, tensor parallelism with each sharding,
-# pipelines, sequence parallelism).
-PROBES = [
-    "mbs=4,ga=2,precision=bf16,checkpoint=selective,attention=sdpa,optimizer=fused_adamw,offload=none",
-    "mbs=2,ga=1,precision=fp16,checkpoint=full,ckpt_pct=50,attention=math,optimizer=adamw,offload=none",
-    "mbs=1,ga=8,precision=pure_bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=cpu",
+from exports import STRATEGIES, sizes
+
+# The parsers' strategies (exports.py) and more, so that every value of every
+# dimension appears with the combinations that change a row's note (offload
+# with and without ZeRO, sequence parallelism, interleaved pipelines).
+PROBES = STRATEGIES + [
     "mbs=1,ga=1,precision=fp32,checkpoint=full,attention=math,optimizer=adamw,offload=none",
-    "dp=4,tp=1,pp=1,sharding=none,mbs=2,ga=2,precision=bf16,checkpoint=full,attention=sdpa,optimizer=fused_adamw,offload=none",
-    "dp=2,tp=1,pp=1,sharding=zero1,mbs=4,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
     "dp=2,tp=1,pp=1,sharding=zero1,mbs=4,ga=2,precision=pure_bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=cpu",
-    "dp=2,tp=1,pp=1,sharding=zero2,mbs=2,ga=2,precision=fp16,checkpoint=full,attention=sdpa,optimizer=adamw,offload=cpu",
-    "dp=8,tp=1,pp=1,sharding=zero2,mbs=1,ga=1,precision=pure_bf16,checkpoint=none,attention=math,optimizer=fused_adamw,offload=none",
-    "dp=8,tp=1,pp=1,sharding=fsdp,mbs=1,ga=4,precision=bf16,checkpoint=full,ckpt_pct=25,attention=sdpa,optimizer=fused_adamw,offload=cpu",
     "dp=2,tp=1,pp=1,sharding=fsdp,mbs=1,ga=4,precision=fp32,checkpoint=selective,ckpt_pct=50,attention=math,optimizer=adamw,offload=none",
     "dp=2,tp=1,pp=1,sharding=none,mbs=1,ga=1,precision=fp32,checkpoint=none,attention=math,optimizer=adamw,offload=cpu",
-    "dp=2,tp=2,pp=1,sharding=fsdp,mbs=1,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
-    "dp=2,tp=2,pp=1,sharding=zero1,mbs=1,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
-    "dp=2,tp=2,pp=1,sharding=none,mbs=1,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
     "dp=1,tp=2,pp=1,sp=1,mbs=1,ga=2,precision=pure_bf16,checkpoint=selective,attention=sdpa,optimizer=fused_adamw,offload=none",
-    "dp=1,tp=1,pp=2,sharding=none,pp_schedule=1f1b,mbs=1,ga=4,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
     "dp=1,tp=1,pp=2,sharding=none,pp_schedule=interleaved,vpp=2,mbs=1,ga=4,precision=pure_bf16,checkpoint=full,attention=sdpa,optimizer=fused_adamw,offload=none",
 ]
 
@@ -49,12 +38,6 @@ def formats(autoaccel):
     names = re.findall(r"^\s{20,}([a-z][a-z0-9-]*): ", section, flags=re.M)
     assert names, "no formats found in `autoaccel export --help`"
     return names
-
-
-def sizes(strategy):
-    keys = dict(kv.split("=") for kv in strategy.split(","))
-    dp, tp, pp = (int(keys.get(k, 1)) for k in ("dp", "tp", "pp"))
-    return dp * tp * pp, int(keys["mbs"]) * int(keys["ga"]) * dp
 
 
 def table(autoaccel, fmt):
