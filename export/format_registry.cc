@@ -15,7 +15,7 @@ constexpr ExportFormat kExportFormats[] = {
     {"accelerate", "accelerate config YAML (FSDP, DeepSpeed or DDP; parallelism_config for TP)",
      &ExportAccelerate},
     {"megatron", "Megatron-LM training flags", &ExportMegatron},
-    {"torchtitan", "torchtitan 0.3.0 config function (Python), run with --module/--config",
+    {"torchtitan", "torchtitan 0.2.2 job file (TOML) and model flavor, run with --job.config_file",
      &ExportTorchtitan},
     {"lightning", "Lightning Trainer and strategy arguments as JSON", &ExportLightning},
     {"atorch", "ATorch auto_accelerate load_strategy list (what --load-strategy reads)",

@@ -58,6 +58,18 @@ FormatOutput ExportFlagAI(const FormatContext& c, FidelityBuilder& rows);
 std::string MegatronModelFlags(const FormatContext& c, std::vector<std::string>& args,
                                std::vector<ArchitectureRow>& architecture);
 
+// torchtitan 0.2.2's model for c.in.model (torchtitan_model.cc), for the
+// torchtitan format: the module that registers the flavor "autoaccel" of
+// `model_name` ("llama3", or "qwen3" for Qwen3) with the config's sizes, and
+// one row per feature of the model appended to `architecture`. REQUIRES:
+// c.in.model is set.
+struct TorchtitanModelFile {
+  std::string model_name;
+  std::string module;  // Python source
+};
+TorchtitanModelFile TorchtitanModelModule(const FormatContext& c,
+                                          std::vector<ArchitectureRow>& architecture);
+
 // Who builds the optimizer that DeepSpeed steps. Never a value the user did
 // not choose: DeepSpeed builds an optimizer section's AdamW with torch's
 // defaults (lr 1e-3, weight decay 0.01) for every hyperparameter the section

@@ -1,55 +1,84 @@
-// The torchtitan format. torchtitan 0.3.0 (PyPI) configures a job with a
-// Python config function returning Trainer.Config (its TOML job files were
-// replaced by config_registry functions in 2026); this writes one, to run
-// with `-m torchtitan.train --module autoaccel_torchtitan --config
-// autoaccel_config`.
+// The torchtitan format: a job file (TOML) for torchtitan 0.2.2, run with
+// `-m torchtitan.train --job.config_file autoaccel_torchtitan.toml`, and, with
+// the model, the module that registers its flavor (torchtitan_model.cc).
+//
+// 0.2.2 is the newest torchtitan that trains with torch 2.11: 0.3.0 (which
+// replaced the TOML job files by Python config functions) imports
+// torch.distributed.fsdp.DataParallelMeshDims, which torch 2.11 lacks, so its
+// trainer does not import. Field names and what they do are 0.2.2's
+// (torchtitan/config/job_config.py, train.py, models/llama3/infra/
+// parallelize.py); tests/export/run_export.py trains with the file.
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "export/formats.h"
 
 namespace autoaccel {
 namespace {
 
-const char* PyBool(bool b) { return b ? "True" : "False"; }
+// A TOML document of sections in the order first set, each key once.
+class Toml {
+ public:
+  void Set(const std::string& section, const std::string& key, const std::string& literal) {
+    if (!index_.count(section)) {
+      index_[section] = sections_.size();
+      sections_.push_back({section, ""});
+    }
+    absl::StrAppend(&sections_[index_[section]].second, key, " = ", literal, "\n");
+  }
+  std::string Text() const {
+    std::string text;
+    for (const auto& [name, body] : sections_) absl::StrAppend(&text, "\n[", name, "]\n", body);
+    return text;
+  }
 
-// torchtitan's model module and base config function for our family.
-std::pair<std::string, std::string> BaseConfig(const ExportInput& in) {
-  if (in.model && (in.model->family == "qwen3")) return {"qwen3", "qwen3_0_6b"};
-  return {"llama3", "llama3_8b"};
-}
+ private:
+  std::vector<std::pair<std::string, std::string>> sections_;
+  std::map<std::string, size_t> index_;
+};
+
+std::string Quoted(absl::string_view s) { return absl::StrCat("\"", s, "\""); }
+const char* TomlBool(bool b) { return b ? "true" : "false"; }
 
 }  // namespace
 
 FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
   const Strategy& s = c.s;
   FormatOutput out;
-  const auto [module, base] = BaseConfig(c.in);
-  std::string py =
-      absl::StrCat("# torchtitan job config for autoaccel's strategy\n#   ", StrategyToText(s),
-                   "\n# Format: torchtitan 0.3.0, a config function (not a TOML file). Run:\n#   ",
-                   "PYTHONPATH=", c.in.file_dir.empty() ? "." : c.in.file_dir,
-                   " torchrun ... -m torchtitan.train --module autoaccel_torchtitan "
-                   "--config autoaccel_config\n"
-                   "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC\n"
-                   "from torchtitan.models.",
-                   module, ".config_registry import ", base,
-                   " as base_config  # the base closest to your model: edit\n\n\n"
-                   "def autoaccel_config():\n"
-                   "    config = base_config()\n");
-  auto set = [&py](absl::string_view key, const std::string& value) {
-    absl::StrAppend(&py, "    config.", key, " = ", value, "\n");
+  Toml toml;
+  const bool model = c.in.model.has_value();
+  if (model) {
+    TorchtitanModelFile file = TorchtitanModelModule(c, out.architecture);
+    toml.Set("model", "name", Quoted(file.model_name));
+    toml.Set("model", "flavor", Quoted("autoaccel"));
+    toml.Set("experimental", "custom_import", Quoted("autoaccel_torchtitan_model"));
+    out.files.emplace_back("autoaccel_torchtitan_model.py", std::move(file.module));
+  }
+  const auto set = [&toml](const char* section, const char* key, const std::string& literal) {
+    toml.Set(section, key, literal);
   };
-  set("training.seq_len", absl::StrCat(c.in.seq_len));
-  set("training.global_batch_size", absl::StrCat(c.in.global_batch_size));
+  // A step's micro-batches all go through the pipeline.
+  set("training", "local_batch_size",
+      absl::StrCat(s.pipeline_parallel == 1 ? s.micro_batch_size
+                                            : s.micro_batch_size * s.grad_accum_steps));
+  set("training", "global_batch_size", absl::StrCat(c.in.global_batch_size));
+  set("training", "seq_len", absl::StrCat(c.in.seq_len));
 
   // Data parallelism: replicate (DDP) or shard (FSDP2).
   const bool fsdp = s.sharding == Sharding::kFsdp;
-  set("parallelism.data_parallel_replicate_degree", absl::StrCat(fsdp ? 1 : s.data_parallel));
-  set("parallelism.data_parallel_shard_degree", absl::StrCat(fsdp ? s.data_parallel : 1));
+  set("parallelism", "data_parallel_replicate_degree", absl::StrCat(fsdp ? 1 : s.data_parallel));
+  set("parallelism", "data_parallel_shard_degree", absl::StrCat(fsdp ? s.data_parallel : 1));
   rows.Exact(&Strategy::data_parallel,
              fsdp ? "data_parallel_shard_degree" : "data_parallel_replicate_degree");
   switch (s.sharding) {
     case Sharding::kNone:
-      rows.Exact(&Strategy::sharding, "replicated (DDP)");
+      if (s.data_parallel > 1 && (s.tensor_parallel > 1 || s.pipeline_parallel > 1)) {
+        rows.Rejected(&Strategy::sharding,
+                      "torchtitan's DDP is for data parallelism alone (\"DDP has not supported "
+                      "> 1D parallelism\"): with tensor or pipeline parallelism use sharding fsdp");
+      } else {
+        rows.Exact(&Strategy::sharding, "replicated (DDP)");
+      }
       break;
     case Sharding::kZero1:
       rows.Rejected(&Strategy::sharding,
@@ -62,41 +91,43 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
                     "use sharding fsdp (fsdp_reshard_after_forward \"never\" comes closest)");
       break;
     case Sharding::kFsdp:
-      set("parallelism.fsdp_reshard_after_forward", "\"always\"");
+      set("parallelism", "fsdp_reshard_after_forward", Quoted("always"));
       rows.Exact(&Strategy::sharding, "FSDP2 (data_parallel_shard_degree), reshard after forward");
       break;
   }
-  set("parallelism.tensor_parallel_degree", absl::StrCat(s.tensor_parallel));
-  set("parallelism.enable_sequence_parallel", PyBool(s.sequence_parallel));
+  set("parallelism", "tensor_parallel_degree", absl::StrCat(s.tensor_parallel));
   rows.Exact(&Strategy::tensor_parallel, "tensor_parallel_degree");
-  rows.Exact(&Strategy::sequence_parallel, "enable_sequence_parallel");
+  if (s.tensor_parallel > 1 && !s.sequence_parallel) {
+    rows.Approximated(&Strategy::sequence_parallel,
+                      "torchtitan's tensor parallelism always shards the norms' activations "
+                      "over the sequence (SequenceParallel): the same results, less memory");
+  } else {
+    rows.Exact(&Strategy::sequence_parallel, "always on with tensor parallelism");
+  }
 
-  set("parallelism.pipeline_parallel_degree", absl::StrCat(s.pipeline_parallel));
+  set("parallelism", "pipeline_parallel_degree", absl::StrCat(s.pipeline_parallel));
   rows.Exact(&Strategy::pipeline_parallel, "pipeline_parallel_degree");
   if (s.pipeline_parallel == 1) {
-    set("training.local_batch_size", absl::StrCat(s.micro_batch_size));
     rows.Exact(&Strategy::pipeline_schedule, "no pipeline");
     rows.Exact(&Strategy::virtual_stages, "no pipeline");
     rows.Exact(&Strategy::micro_batch_size, "training.local_batch_size");
     rows.Exact(&Strategy::grad_accum_steps,
                "global_batch_size / (local_batch_size * data parallel) accumulation steps");
   } else {
-    // A step's micro-batches all go through the pipeline.
-    set("training.local_batch_size", absl::StrCat(s.micro_batch_size * s.grad_accum_steps));
-    set("parallelism.pipeline_parallel_microbatch_size", absl::StrCat(s.micro_batch_size));
+    set("parallelism", "pipeline_parallel_microbatch_size", absl::StrCat(s.micro_batch_size));
     rows.Exact(&Strategy::micro_batch_size, "pipeline_parallel_microbatch_size");
     rows.Exact(&Strategy::grad_accum_steps,
                "local_batch_size / pipeline_parallel_microbatch_size pipeline micro-batches");
     if (s.pipeline_schedule == PipelineSchedule::k1F1B) {
-      set("parallelism.pipeline_parallel_schedule", "\"1F1B\"");
+      set("parallelism", "pipeline_parallel_schedule", Quoted("1F1B"));
       rows.Exact(&Strategy::pipeline_schedule, "pipeline_parallel_schedule \"1F1B\"");
       rows.Exact(&Strategy::virtual_stages);
     } else {
-      set("parallelism.pipeline_parallel_schedule", "\"Interleaved1F1B\"");
+      set("parallelism", "pipeline_parallel_schedule", Quoted("Interleaved1F1B"));
       rows.Exact(&Strategy::pipeline_schedule, "pipeline_parallel_schedule \"Interleaved1F1B\"");
       const int chunks = s.pipeline_parallel * s.virtual_stages;
-      if (c.in.model && c.in.model->n_layer % chunks == 0) {
-        set("parallelism.pipeline_parallel_layers_per_stage",
+      if (model && c.in.model->n_layer % chunks == 0) {
+        set("parallelism", "pipeline_parallel_layers_per_stage",
             absl::StrCat(c.in.model->n_layer / chunks));
         rows.Exact(&Strategy::virtual_stages,
                    "pipeline_parallel_layers_per_stage = layers / (pp * virtual stages)");
@@ -111,11 +142,11 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
 
   switch (s.precision) {
     case Precision::kFp32:
-      set("training.mixed_precision_param", "\"float32\"");
+      set("training", "mixed_precision_param", Quoted("float32"));
       rows.Exact(&Strategy::precision, "mixed_precision_param float32");
       break;
     case Precision::kBf16:
-      set("training.mixed_precision_param", "\"bfloat16\"");
+      set("training", "mixed_precision_param", Quoted("bfloat16"));
       if (fsdp) {
         rows.Approximated(&Strategy::precision,
                           "FSDP2 mixed precision: computes with bf16 copies of the fp32 "
@@ -130,7 +161,8 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
       }
       break;
     case Precision::kPureBf16:
-      set("training.dtype", "\"bfloat16\"");
+      set("training", "dtype", Quoted("bfloat16"));
+      set("training", "mixed_precision_param", Quoted("bfloat16"));
       rows.Approximated(&Strategy::precision,
                         "training.dtype bfloat16: bf16 parameters, gradients and optimizer state "
                         "with no fp32 master copy");
@@ -142,36 +174,65 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
   }
   switch (s.checkpointing) {
     case Checkpointing::kNone:
-      set("activation_checkpoint", "None");
+      set("activation_checkpoint", "mode", Quoted("none"));
       rows.Exact(&Strategy::checkpointing);
+      rows.Exact(&Strategy::checkpoint_percent);
       break;
     case Checkpointing::kFull:
-      set("activation_checkpoint", "FullAC.Config()");
-      rows.Exact(&Strategy::checkpointing, "FullAC: whole transformer blocks");
+      if (s.checkpoint_percent == 100) {
+        set("activation_checkpoint", "mode", Quoted("full"));
+        rows.Exact(&Strategy::checkpointing, "mode \"full\": whole transformer blocks");
+        rows.Exact(&Strategy::checkpoint_percent);
+      } else if (100 % s.checkpoint_percent == 0) {
+        // Layer-selective: every k-th block whole.
+        const int every = 100 / s.checkpoint_percent;
+        set("activation_checkpoint", "mode", Quoted("selective"));
+        set("activation_checkpoint", "selective_ac_option", Quoted(absl::StrCat(every)));
+        rows.Exact(&Strategy::checkpointing,
+                   "mode \"selective\" with a layer count: whole transformer blocks");
+        rows.Approximated(&Strategy::checkpoint_percent,
+                          absl::StrCat("selective_ac_option \"", every, "\": one block in ", every,
+                                       " (blocks ", every, ", ", 2 * every,
+                                       ", ... counting from 1), not the first ",
+                                       s.checkpoint_percent, "%: as many blocks, other ones"));
+      } else {
+        set("activation_checkpoint", "mode", Quoted("full"));
+        rows.Exact(&Strategy::checkpointing, "mode \"full\": whole transformer blocks");
+        AllLayersCheckpointRow(s, rows, "mode \"full\"");
+      }
       break;
     case Checkpointing::kSelective:
-      set("activation_checkpoint", "SelectiveAC.Config()");
+      set("activation_checkpoint", "mode", Quoted("selective"));
+      set("activation_checkpoint", "selective_ac_option", Quoted("op"));
       rows.Approximated(&Strategy::checkpointing,
-                        "SelectiveAC is per-op: it saves matmul and attention outputs and "
-                        "recomputes the rest, not the attention core alone");
+                        "selective_ac_option \"op\" is per-op: it saves matmul and attention "
+                        "outputs and recomputes the rest, not the attention core alone");
+      AllLayersCheckpointRow(s, rows, "selective_ac_option \"op\"");
       break;
   }
-  AllLayersCheckpointRow(s, rows, "activation_checkpoint");
-  rows.Approximated(&Strategy::attention,
-                    s.attention == Attention::kSdpa
-                        ? "torchtitan's language models use their config's fused backend (flex "
-                          "or varlen attention), not torch SDPA"
-                        : "torchtitan has no spelled-out attention: its models use a fused "
-                          "backend (flex or varlen)");
-  absl::StrAppend(&py, "    for group in config.optimizer.param_groups:\n",
-                  s.optimizer == Optimizer::kFusedAdamW
-                      ? "        group.optimizer_kwargs[\"fused\"] = True\n"
-                      : "        group.optimizer_kwargs[\"foreach\"] = False\n");
-  rows.Exact(&Strategy::optimizer, s.optimizer == Optimizer::kFusedAdamW
-                                       ? "AdamW with fused=True"
-                                       : "AdamW with foreach=False (one parameter at a time)");
+  if (s.attention == Attention::kSdpa) {
+    rows.Exact(&Strategy::attention,
+               "the models' attn_type \"sdpa\" (the flavor's default): "
+               "F.scaled_dot_product_attention, cuDNN or flash kernels first");
+  } else {
+    rows.NotExpressible(&Strategy::attention,
+                        "torchtitan's attention is SDPA, flex or varlen; for the math kernel set "
+                        "ScaledDotProductAttentionWrapper.sdpa_backends = [SDPBackend.MATH] "
+                        "(torchtitan.models.attention) in code");
+  }
+  set("optimizer", "name", Quoted("AdamW"));
+  set("optimizer", "implementation",
+      Quoted(s.optimizer == Optimizer::kFusedAdamW ? "fused" : "for-loop"));
+  rows.Exact(&Strategy::optimizer,
+             s.optimizer == Optimizer::kFusedAdamW
+                 ? "optimizer.implementation \"fused\": AdamW with fused=True; its lr, betas, "
+                   "eps and weight_decay are yours (--optimizer.lr, ...; torchtitan's defaults "
+                   "where you set none)"
+                 : "optimizer.implementation \"for-loop\": AdamW with foreach=False, one "
+                   "parameter at a time; its lr, betas, eps and weight_decay are yours "
+                   "(--optimizer.lr, ...; torchtitan's defaults where you set none)");
   if (s.offload == Offload::kCpu) {
-    set("training.enable_cpu_offload", "True");
+    set("training", "enable_cpu_offload", TomlBool(true));
     if (fsdp) {
       rows.Approximated(&Strategy::offload,
                         "enable_cpu_offload (FSDP2 CPUOffloadPolicy) keeps parameters and "
@@ -182,11 +243,23 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
   } else {
     rows.Exact(&Strategy::offload);
   }
-  absl::StrAppend(&py, "    return config\n");
-  out.files.emplace_back("autoaccel_torchtitan.py", py);
-  out.entry = "-m torchtitan.train --module autoaccel_torchtitan --config autoaccel_config";
-  out.command = absl::StrCat("PYTHONPATH=", c.in.file_dir.empty() ? "." : c.in.file_dir, " ",
+
+  const std::string dir = c.in.file_dir.empty() ? "." : c.in.file_dir;
+  out.entry = absl::StrCat("-m torchtitan.train --job.config_file ",
+                           FileRef(c, "autoaccel_torchtitan.toml"));
+  out.command = absl::StrCat(model ? absl::StrCat("PYTHONPATH=", dir, " ") : "",
                              TorchrunCommand(c, out.entry));
+  std::string text = absl::StrCat(
+      "# torchtitan job file for autoaccel's strategy\n#   ", StrategyToText(s),
+      "\n# Format: torchtitan 0.2.2 (the newest that trains with torch 2.11). Run:\n#   ",
+      out.command,
+      " \\\n#     --model.hf_assets_path YOUR_TOKENIZER --training.dataset ... --training.steps ...\n"
+      "# It sets no learning rate, betas, eps, weight decay, schedule, clipping or data: add\n"
+      "# yours (--optimizer.lr, --optimizer.weight_decay, --lr_scheduler.warmup_steps, ... or\n"
+      "# sections of this file); torchtitan's defaults apply where you set none.\n",
+      model ? "" : "# [model]: name and flavor are yours (give --model to have them written).\n",
+      toml.Text());
+  out.files.insert(out.files.begin(), {"autoaccel_torchtitan.toml", std::move(text)});
   return out;
 }
 

@@ -41,30 +41,37 @@ if(TARGET autoaccel)
   endforeach()
 endif()
 
-# ColossalAI and FlagAI train with their exports the same way, each in its
-# layered venv (scripts/setup: .venv-colossalai, .venv-flagai over .venv,
-# since colossalai pins transformers 4.51.3 and flagai pulls packages .venv
-# must not get), whose python runs the driver and the launchers. Only what
-# runs on CPU ranks (run_export.py's CASES say which do not, and why):
-# colossalai 1 and 2 ranks, flagai 1 rank. Measured on a 2-core machine
-# with its load at 3.5-4.5: colossalai 37-52 s, flagai 16-21 s.
+# ColossalAI, FlagAI and torchtitan train with their exports the same way,
+# each in its layered venv (scripts/setup: .venv-colossalai, .venv-flagai,
+# .venv-torchtitan over .venv, since colossalai pins transformers 4.51.3 and
+# flagai and torchtitan pull packages .venv must not get), whose python runs
+# the driver and the launchers. Only what runs on CPU ranks (run_export.py's
+# CASES say which do not, and why): colossalai 1 and 2 ranks, flagai 1 rank,
+# torchtitan 1 and 2 (through train/torchtitan_cpu.py, torchtitan's entry
+# point with CPU stand-ins for the GPU). Measured on a 2-core machine with
+# its load at 3.5-4.5: colossalai 37-52 s, flagai 16-21 s; torchtitan 45 s
+# at load 2.
 set(AUTOACCEL_COLOSSALAI_PYTHON "${PROJECT_SOURCE_DIR}/.venv-colossalai/bin/python"
     CACHE FILEPATH "python of the layered venv with colossalai (scripts/setup)")
 set(AUTOACCEL_FLAGAI_PYTHON "${PROJECT_SOURCE_DIR}/.venv-flagai/bin/python"
     CACHE FILEPATH "python of the layered venv with flagai (scripts/setup)")
+set(AUTOACCEL_TORCHTITAN_PYTHON "${PROJECT_SOURCE_DIR}/.venv-torchtitan/bin/python"
+    CACHE FILEPATH "python of the layered venv with torchtitan (scripts/setup)")
 if(TARGET autoaccel)
-  foreach(format colossalai flagai)
+  foreach(format colossalai flagai torchtitan)
     string(TOUPPER ${format} _aa_upper)
     add_test(NAME export.${format}_trains_with_the_export
              COMMAND ${AUTOACCEL_${_aa_upper}_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/export/run_export.py
                      --autoaccel $<TARGET_FILE:autoaccel> --format ${format})
     set_tests_properties(export.${format}_trains_with_the_export PROPERTIES
       TIMEOUT 600 LABELS "export;framework"
-      ENVIRONMENT "HF_HUB_OFFLINE=1;TRANSFORMERS_OFFLINE=1;OMP_NUM_THREADS=1;TOKENIZERS_PARALLELISM=false")
+      ENVIRONMENT "HF_HUB_OFFLINE=1;HF_DATASETS_OFFLINE=1;TRANSFORMERS_OFFLINE=1;OMP_NUM_THREADS=1;TOKENIZERS_PARALLELISM=false")
     # And the wider set of exports.py read by the framework itself
     # (check_colossalai.py: the plugin classes' and Booster's signatures and
     # ColossalAI's own value lists; check_flagai.py: Trainer's signature and
-    # DeepSpeed's config class). colossalai ~17 s, flagai ~4 s.
+    # DeepSpeed's config class; check_torchtitan.py: its ConfigManager, and
+    # every family's flavor built by its model classes). colossalai ~17 s,
+    # flagai ~4 s, torchtitan ~7 s.
     add_test(NAME export.${format}_reads_the_export
              COMMAND ${AUTOACCEL_${_aa_upper}_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/export/check_${format}.py
                      --autoaccel $<TARGET_FILE:autoaccel>)

@@ -646,21 +646,82 @@ TEST(ExportTest, TorchtitanHasNoZeroOneNorFp16) {
   EXPECT_TRUE(fp16.rejected());
 }
 
-TEST(ExportTest, TorchtitanConfigFunction) {
+TEST(ExportTest, TorchtitanJobFile) {
   ExportResult r = ExportOf(
       "dp=4,tp=2,pp=1,sharding=fsdp,sp=1,mbs=2,ga=2,precision=bf16,"
       "checkpoint=full,attention=sdpa,optimizer=fused_adamw,offload=none",
       "torchtitan");
-  const std::string py = File(r, "autoaccel_torchtitan.py");
-  EXPECT_THAT(py, HasSubstr("torchtitan 0.3.0"));
-  EXPECT_THAT(py, HasSubstr("def autoaccel_config():"));
-  EXPECT_THAT(py, HasSubstr("config.parallelism.data_parallel_shard_degree = 4\n"));
-  EXPECT_THAT(py, HasSubstr("config.parallelism.tensor_parallel_degree = 2\n"));
-  EXPECT_THAT(py, HasSubstr("config.training.local_batch_size = 2\n"));
-  EXPECT_THAT(py, HasSubstr("config.training.global_batch_size = 16\n"));
-  EXPECT_THAT(py, HasSubstr("config.activation_checkpoint = FullAC.Config()\n"));
-  EXPECT_THAT(py, HasSubstr("optimizer_kwargs[\"fused\"] = True"));
-  EXPECT_THAT(r.command, HasSubstr("--module autoaccel_torchtitan --config autoaccel_config"));
+  const std::string toml = File(r, "autoaccel_torchtitan.toml");
+  EXPECT_THAT(toml, HasSubstr("torchtitan 0.2.2"));
+  EXPECT_THAT(toml, HasSubstr("[parallelism]\ndata_parallel_replicate_degree = 1\n"
+                              "data_parallel_shard_degree = 4\n"));
+  EXPECT_THAT(toml, HasSubstr("tensor_parallel_degree = 2\n"));
+  EXPECT_THAT(toml, HasSubstr("[training]\nlocal_batch_size = 2\nglobal_batch_size = 16\n"));
+  EXPECT_THAT(toml, HasSubstr("[activation_checkpoint]\nmode = \"full\"\n"));
+  EXPECT_THAT(toml, HasSubstr("[optimizer]\nname = \"AdamW\"\nimplementation = \"fused\"\n"));
+  // The user's hyperparameters are theirs: never written.
+  EXPECT_THAT(toml, Not(HasSubstr("lr =")));
+  EXPECT_THAT(toml, Not(HasSubstr("[lr_scheduler]")));
+  // Without the model, no model section nor module.
+  EXPECT_THAT(toml, Not(HasSubstr("\n[model]\n")));
+  EXPECT_EQ(r.files.size(), 1u);
+  EXPECT_EQ(r.command,
+            "torchrun --nnodes=1 --nproc-per-node=8 -m torchtitan.train --job.config_file "
+            "autoaccel_torchtitan.toml");
+}
+
+TEST(ExportTest, TorchtitanRefusesDdpBesideTensorOrPipelineParallelism) {
+  ExportResult r = ExportOf(
+      "dp=2,tp=2,pp=1,sharding=none,sp=1,mbs=1,ga=1,precision=bf16,"
+      "checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
+      "torchtitan");
+  EXPECT_TRUE(r.rejected());
+  EXPECT_THAT(Row(r, "sharding").note, HasSubstr("use sharding fsdp"));
+}
+
+TEST(ExportTest, TorchtitanCheckpointsOneBlockInKForAPercentDividingAHundred) {
+  ExportResult quarter = ExportOf(
+      "mbs=1,ga=1,precision=bf16,checkpoint=full,ckpt_pct=25,attention=sdpa,"
+      "optimizer=adamw,offload=none",
+      "torchtitan");
+  EXPECT_THAT(File(quarter, "autoaccel_torchtitan.toml"),
+              HasSubstr("mode = \"selective\"\nselective_ac_option = \"4\"\n"));
+  EXPECT_EQ(Row(quarter, "checkpoint_percent").status, FidelityStatus::kApproximated);
+  ExportResult odd = ExportOf(
+      "mbs=1,ga=1,precision=bf16,checkpoint=full,ckpt_pct=30,attention=sdpa,"
+      "optimizer=adamw,offload=none",
+      "torchtitan");
+  EXPECT_THAT(File(odd, "autoaccel_torchtitan.toml"), HasSubstr("mode = \"full\""));
+  EXPECT_THAT(Row(odd, "checkpoint_percent").note, HasSubstr("every layer"));
+}
+
+TEST(ExportTest, TorchtitanRegistersTheModelsFlavor) {
+  const std::string kOneRank =
+      "mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none";
+  ModelSpec llama = testing::TinyModelSpec("llama");
+  llama.n_inner = 200;
+  llama.rope_type = "llama3";
+  llama.rope_factor = 8;
+  llama.rope_low_freq_factor = 1;
+  llama.rope_high_freq_factor = 4;
+  llama.rope_original_max_positions = 8192;
+  ExportResult r = ExportOf(kOneRank, "torchtitan", llama);
+  const std::string toml = File(r, "autoaccel_torchtitan.toml");
+  EXPECT_THAT(toml, HasSubstr("[model]\nname = \"llama3\"\nflavor = \"autoaccel\"\n"));
+  EXPECT_THAT(toml, HasSubstr("custom_import = \"autoaccel_torchtitan_model\""));
+  const std::string py = File(r, "autoaccel_torchtitan_model.py");
+  EXPECT_THAT(py, HasSubstr("flavors[\"autoaccel\"] = Args("));
+  EXPECT_THAT(py, HasSubstr("multiple_of=1,\n"));
+  EXPECT_THAT(py, HasSubstr("scaling_factor=8.0, low_freq_factor=1.0"));
+  EXPECT_THAT(r.command, HasSubstr("PYTHONPATH=. torchrun"));
+  EXPECT_EQ(Feature(r, "ffn").status, FidelityStatus::kExact);
+  EXPECT_EQ(Feature(r, "rope_scaling").status, FidelityStatus::kExact);
+
+  ExportResult qwen2 = ExportOf(kOneRank, "torchtitan", testing::TinyModelSpec("qwen2"));
+  EXPECT_EQ(Feature(qwen2, "biases").status, FidelityStatus::kNotExpressible);
+  ExportResult qwen3 = ExportOf(kOneRank, "torchtitan", testing::TinyModelSpec("qwen3"));
+  EXPECT_THAT(File(qwen3, "autoaccel_torchtitan.toml"), HasSubstr("name = \"qwen3\""));
+  EXPECT_THAT(File(qwen3, "autoaccel_torchtitan_model.py"), HasSubstr("qk_norm=True"));
 }
 
 TEST(ExportTest, LightningStrategyArguments) {
@@ -743,8 +804,12 @@ TEST(ExportTest, AtorchListHoldsOnlyWhatAtorchsOwnParserTakes) {
         // A bare "checkpoint" fails in ATorch (isinstance with None), a bare
         // "half" is bf16 in one place and fp16 in another, a bare
         // "sequence_parallel" has no sp_size.
-        if (name == "checkpoint" || name == "half") EXPECT_TRUE(pair) << text;
-        if (name == "half") EXPECT_EQ(element[1], "bf16") << text;
+        if (name == "checkpoint" || name == "half") {
+          EXPECT_TRUE(pair) << text;
+        }
+        if (name == "half") {
+          EXPECT_EQ(element[1], "bf16") << text;
+        }
         EXPECT_NE(name, "sequence_parallel") << text;
         EXPECT_NE(name, "module_replace") << text;
       }

@@ -41,7 +41,7 @@ USER = {"lr": 3.7e-4, "weight_decay": 0.037, "betas": [0.85, 0.97], "eps": 1e-7}
 STEPS = 2
 SEQ_LEN = 16
 
-# The strategies each format is run with, world size 1 and 2 (dp=2).
+# The strategies each format is run with, world size 1 and 2 (dp=2, or tp=2).
 # Not run here: FSDP. accelerate (and the Trainer through it) applies FSDP
 # only to GPU ranks (AcceleratorState keeps MULTI_CPU ranks plain), so on this
 # machine's CPUs the fsdp exports of those formats are checked by their
@@ -112,11 +112,25 @@ CASES = {
         "offload=none",
         "mbs=1,ga=3,precision=fp32,checkpoint=none,attention=math,optimizer=adamw,offload=none",
     ],
+    # torchtitan 0.2.2 trains its own llama3 (the export's flavor of the
+    # Llama config, write_model) from its own entry point; its attention is
+    # SDPA (math is not expressible). Not run here: pipeline parallelism (the
+    # probe counts forward passes at the first stage's embedding).
+    "torchtitan": [
+        "mbs=2,ga=2,precision=bf16,checkpoint=full,ckpt_pct=50,attention=sdpa,"
+        "optimizer=fused_adamw,offload=none",
+        "dp=2,tp=1,pp=1,sharding=none,mbs=1,ga=2,precision=fp32,checkpoint=full,attention=sdpa,"
+        "optimizer=adamw,offload=none",
+        "dp=2,tp=1,pp=1,sharding=fsdp,mbs=2,ga=1,precision=pure_bf16,checkpoint=none,"
+        "attention=sdpa,optimizer=fused_adamw,offload=none",
+        "dp=1,tp=2,pp=1,sharding=none,sp=1,mbs=2,ga=2,precision=fp32,checkpoint=full,"
+        "attention=sdpa,optimizer=adamw,offload=none",
+    ],
 }
 SCRIPTS = {"hf-trainer": "hf_trainer.py", "accelerate": "accelerate_train.py",
            "deepspeed": "deepspeed_train.py", "lightning": "lightning_train.py",
            "torch": "torch_train.py", "colossalai": "colossalai_train.py",
-           "flagai": "flagai_train.py"}
+           "flagai": "flagai_train.py", "torchtitan": "torchtitan_cpu.py"}
 
 
 def free_port():
@@ -125,24 +139,62 @@ def free_port():
         return s.getsockname()[1]
 
 
-def write_model(directory):
-    """A tiny Qwen2 (q/k/v biases, grouped-query attention) by transformers'
-    own config class; returns transformers' parameter count for it."""
-    from transformers import AutoModelForCausalLM, Qwen2Config
-    config = Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
-                         max_position_embeddings=64)
+def write_model(directory, fmt):
+    """A tiny Qwen2 (q/k/v biases, grouped-query attention), or for
+    torchtitan, whose models have no biases, a Llama 3.1 (grouped-query
+    attention, llama3 rope scaling, an MLP width llama3's rule does not give
+    by itself), by transformers' own config classes; returns (model_type,
+    transformers' parameter count)."""
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
+    sizes = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+                 max_position_embeddings=64)
+    if fmt == "torchtitan":
+        config = LlamaConfig(**{**sizes, "intermediate_size": 176, "num_hidden_layers": 4},
+                             rope_theta=500000.0, rms_norm_eps=1e-5,
+                             rope_scaling={"rope_type": "llama3", "factor": 8.0,
+                                           "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                           "original_max_position_embeddings": 32})
+    else:
+        config = Qwen2Config(**sizes)
     config.save_pretrained(directory)
-    return AutoModelForCausalLM.from_config(config).num_parameters()
+    return config.model_type, AutoModelForCausalLM.from_config(config).num_parameters()
 
 
-def export(autoaccel, fmt, strategy, model_dir, out):
+def write_text_data(directory):
+    """What torchtitan's trainer reads besides the model: a tokenizer
+    (tokenizer.json, a word-level vocabulary of 250 words within the model's
+    256 rows, and tokenizer_config.json naming its BOS and EOS) and a text
+    dataset (train.json, lines of {"text": ...}, which torchtitan's
+    "c4_test" loader reads from --training.dataset_path). Built here: nothing
+    comes from a hub."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    words = [f"w{i}" for i in range(247)]
+    vocab = {w: i for i, w in enumerate(["<unk>", "<|begin_of_text|>", "<|end_of_text|>"]
+                                        + words)}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    os.makedirs(os.path.join(directory, "tokenizer"))
+    tokenizer.save(os.path.join(directory, "tokenizer", "tokenizer.json"))
+    with open(os.path.join(directory, "tokenizer", "tokenizer_config.json"), "w") as f:
+        json.dump({"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>"}, f)
+    os.makedirs(os.path.join(directory, "data"))
+    with open(os.path.join(directory, "data", "train.json"), "w") as f:
+        for i in range(64):
+            f.write(json.dumps({"text": " ".join(words[(i * 7 + j) % 247] for j in range(200))})
+                    + "\n")
+
+
+def world_size(keys):
+    return int(keys.get("dp", 1)) * int(keys.get("tp", 1)) * int(keys.get("pp", 1))
+
+
+def export(autoaccel, fmt, strategy, model_dir, model_type, out):
     keys = dict(kv.split("=") for kv in strategy.split(","))
-    dp = int(keys.get("dp", 1))
-    batch = int(keys["mbs"]) * int(keys["ga"]) * dp
-    cmd = [autoaccel, "export", "--strategy", strategy, "--world-size", str(dp),
+    batch = int(keys["mbs"]) * int(keys["ga"]) * int(keys.get("dp", 1))
+    cmd = [autoaccel, "export", "--strategy", strategy, "--world-size", str(world_size(keys)),
            "--global-batch-size", str(batch), "--seq-len", str(SEQ_LEN), "--format", fmt,
-           "--model", "qwen2", "--model-config", os.path.join(model_dir, "config.json"),
+           "--model", model_type, "--model-config", os.path.join(model_dir, "config.json"),
            "--out", out, "--json"]
     run = subprocess.run(cmd, capture_output=True, text=True)
     assert run.returncode == 0, (cmd, run.returncode, run.stderr)
@@ -196,6 +248,21 @@ def user_arguments(fmt, keys, rows, out):
         return args
     if fmt == "torch":  # apply() reads strategy.json; the optimizer's hyperparameters are ours
         return script_arguments()
+    if fmt == "torchtitan":
+        # The job file's header: tokenizer, data, steps and the user's
+        # optimizer hyperparameters and schedule (constant: no warm-up, and
+        # a decay from 1 to min_lr_factor 1) on the command line.
+        root = os.path.dirname(out)
+        return ["--model.hf_assets_path", os.path.join(root, "tokenizer"),
+                "--training.dataset", "c4_test",
+                "--training.dataset_path", os.path.join(root, "data"),
+                "--training.steps", str(STEPS), "--optimizer.lr", str(USER["lr"]),
+                "--optimizer.weight_decay", str(USER["weight_decay"]),
+                "--optimizer.beta1", str(USER["betas"][0]),
+                "--optimizer.beta2", str(USER["betas"][1]), "--optimizer.eps", str(USER["eps"]),
+                "--lr_scheduler.warmup_steps", "0", "--lr_scheduler.min_lr_factor", "1.0",
+                "--metrics.log_freq", "1",
+                "--job.dump_folder", os.path.join(out, "run")]
     args = script_arguments(optimizer_note)
     if fmt == "accelerate":
         args += ["--batch-size", keys["mbs"]]
@@ -222,8 +289,8 @@ def launch(doc, fmt, keys, out, model_dir):
         env["ACCELERATE_USE_CPU"] = "true"
     if "from_pretrained_kwargs.json" in doc["files"]:
         env["AUTOACCEL_TEST_MODEL_KWARGS"] = os.path.join(out, "from_pretrained_kwargs.json")
-    elif fmt in ("torch", "colossalai"):
-        pass  # apply() sets it itself; the colossalai module names it (ATTN_IMPLEMENTATION)
+    elif fmt in ("torch", "colossalai", "torchtitan"):
+        pass  # apply() sets it; the colossalai module names it; torchtitan: its flavor's
     else:  # the attention row's note: attn_implementation at load
         note = rows["attention"]["note"]
         implementation = "sdpa" if 'attn_implementation="sdpa"' in note else "eager"
@@ -237,6 +304,8 @@ def launch(doc, fmt, keys, out, model_dir):
         word, command = command.split(" ", 1)
         prefix += word + " "
     launcher, rest = command.split(" ", 1)
+    # torchtitan: its entry point, through the CPU stand-in (train/torchtitan_cpu.py).
+    rest = rest.replace("-m torchtitan.train ", "train.py ")
     port = free_port()
     port_flag = {"torchrun": f"--master-port={port}", "deepspeed": f"--master_port={port}"}
     if launcher == "python":  # Lightning starts its ranks itself
@@ -262,7 +331,7 @@ def launch(doc, fmt, keys, out, model_dir):
     # ("terminate called without an active exception", seen 1 run in ~10
     # with two CPU hogs beside it). What the run applied is in the probes;
     # the abort is reported, not hidden.
-    teardown = (run.returncode != 0 and len(probes) == int(keys.get("dp", 1))
+    teardown = (run.returncode != 0 and len(probes) == world_size(keys)
                 and "terminate called without an active exception" in output)
     if teardown:
         print(f"warning: a rank aborted after training (exit {run.returncode}, "
@@ -278,7 +347,7 @@ def check(fmt, keys, rows, probes, parameters):
     """Raises AssertionError naming the first thing the run did not apply."""
     dp = int(keys.get("dp", 1))
     mbs, ga = int(keys["mbs"]), int(keys["ga"])
-    assert sorted(p["rank"] for p in probes) == list(range(dp)), probes
+    assert sorted(p["rank"] for p in probes) == list(range(world_size(keys))), probes
     exact = lambda d: rows[d]["status"] in ("exact", "not_expressible")  # noqa: E731
     for p in probes:
         where = f"rank {p['rank']}"
@@ -337,6 +406,9 @@ def check(fmt, keys, rows, probes, parameters):
                 want = layers  # the script's gradient_checkpointing_enable(): every layer
             elif rows["checkpoint_percent"]["status"] == "exact":
                 want = -(-layers * percent // 100)  # the first ceil(L * pct / 100)
+            elif "one block in " in rows["checkpoint_percent"]["note"]:  # torchtitan
+                every = int(rows["checkpoint_percent"]["note"].split("one block in ")[1].split()[0])
+                want = layers // every
             else:
                 want = None  # approximated: some layers, the note says which
             assert recomputed == want or (want is None and recomputed > 0), (
@@ -365,6 +437,9 @@ def check(fmt, keys, rows, probes, parameters):
             assert p["trainer_accumulation"] == ga, (where, p)
             assert p["forwards"] == STEPS * ga, (where, "forwards", p["forwards"], STEPS * ga)
             assert p["grads_cleared"] == [True] * STEPS, (where, "gradients kept", p)
+        if fmt == "torchtitan":
+            assert p["tp"] == (int(keys.get("tp", 1)) > 1), (where, "tensor parallel", p["tp"])
+            assert p["gradient_accumulation"] == ga, (where, p["gradient_accumulation"], ga)
         want_attention = "sdpa" if keys["attention"] == "sdpa" else "eager"
         assert p["attn_implementation"] == want_attention, (where, p["attn_implementation"])
     return f"{probes[0]['optimizer_class']} lr {probes[0]['lr']}, {len(probes)} rank(s)"
@@ -377,13 +452,15 @@ def main():
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix=f"autoaccel-run-{args.format}-")
     model_dir = os.path.join(root, "model")
-    parameters = write_model(model_dir)
+    model_type, parameters = write_model(model_dir, args.format)
+    if args.format == "torchtitan":
+        write_text_data(root)
     failed = 0
     for i, strategy in enumerate(CASES[args.format]):
         out = os.path.join(root, f"export{i}")
         os.makedirs(out)
         try:
-            keys, doc = export(args.autoaccel, args.format, strategy, model_dir, out)
+            keys, doc = export(args.autoaccel, args.format, strategy, model_dir, model_type, out)
             rows, probes = launch(doc, args.format, keys, out, model_dir)
             print(f"ok      {strategy}: {check(args.format, keys, rows, probes, parameters)}",
                   flush=True)

@@ -55,13 +55,30 @@ class Probe:
         self.checkpoint_wrappers = 0
         self.optimizer_steps = None
         self.parameters = None
+        self.attn_implementation = None
 
     def watch(self, model):
-        """Counts `model`'s parameters (before any wrapper shards them) and
-        hooks its token embedding, which runs once per forward pass inside
-        whatever the framework wraps the forward in (autocast)."""
-        self.parameters = sum(p.numel() for p in model.parameters())
+        """Counts a Hugging Face `model`'s parameters (before any wrapper
+        shards them) and watches its token embedding and decoder layers."""
         self.attn_implementation = getattr(model.config, "_attn_implementation", None)
+
+        def checkpointing():
+            self.checkpointed = bool(getattr(model, "is_activation_checkpointing", False))
+            # FSDP's activation checkpointing wraps layers instead.
+            self.checkpoint_wrappers = sum(
+                type(m).__name__ == "CheckpointWrapper" for m in model.modules())
+
+        self.watch_parts(model.get_input_embeddings(),
+                         [layer.mlp for layer in model.model.layers],
+                         sum(p.numel() for p in model.parameters()), checkpointing)
+
+    def watch_parts(self, embedding, mlps, parameters, on_forward=None):
+        """Watches a model by its parts: the token embedding (None on a
+        rank without one), which runs once per forward pass inside whatever
+        the framework wraps the forward in (autocast), and each decoder
+        layer's MLP. `parameters`: the model's parameter count;
+        `on_forward()` is called at each forward pass."""
+        self.parameters = parameters
 
         def embedding_forward(module, args):
             ids = args[0]
@@ -71,24 +88,23 @@ class Probe:
             self.autocast.add(str(torch.get_autocast_dtype("cpu")).replace("torch.", "")
                               if on else "off")
             self.weight_dtypes.add(str(module.weight.dtype).replace("torch.", ""))
-            self.checkpointed = bool(getattr(model, "is_activation_checkpointing", False))
-            # FSDP's activation checkpointing wraps layers instead.
-            self.checkpoint_wrappers = sum(
-                type(m).__name__ == "CheckpointWrapper" for m in model.modules())
+            if on_forward is not None:
+                on_forward()
 
-        model.get_input_embeddings().register_forward_pre_hook(embedding_forward)
+        if embedding is not None:
+            embedding.register_forward_pre_hook(embedding_forward)
 
         # Each decoder layer's MLP calls: a checkpointed layer runs its
         # forward again in backward, whichever framework wraps it (around the
         # layer's __call__ or inside its forward), so its MLP runs twice.
         self.layer_calls = []
-        for i, layer in enumerate(model.model.layers):
+        for i, mlp in enumerate(mlps):
             self.layer_calls.append(0)
 
             def mlp_forward(module, args, i=i):
                 self.layer_calls[i] += 1
 
-            layer.mlp.register_forward_pre_hook(mlp_forward)
+            mlp.register_forward_pre_hook(mlp_forward)
 
     @staticmethod
     def innermost(optimizer):
