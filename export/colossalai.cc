@@ -416,8 +416,9 @@ FormatOutput ExportColossalAI(const FormatContext& c, FidelityBuilder& rows) {
   out.files.emplace_back("autoaccel_colossalai.py", py);
   out.entry = "train.py";
   // The module is imported from the export's directory.
-  out.command = absl::StrCat("PYTHONPATH=", c.in.file_dir.empty() ? "." : c.in.file_dir, " ",
-                             TorchrunCommand(c, out.entry));
+  out.environment =
+      absl::StrCat("PYTHONPATH=", c.in.file_dir.empty() ? "." : c.in.file_dir, " ");
+  out.command = absl::StrCat(out.environment, TorchrunCommand(c, out.entry));
   return out;
 }
 

@@ -73,6 +73,10 @@ absl::StatusOr<ExportResult> Export(const ExportInput& in) {
     return absl::InvalidArgumentError(absl::StrCat("--format: unknown format '", in.format,
                                                    "' (allowed: ", ExportFormatList(), ")"));
   }
+  if (torchrun_wrap && !format->not_under_torchrun.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--format ", in.format, ": ", format->not_under_torchrun));
+  }
   RETURN_IF_ERROR(CheckInput(in));
 
   FormatContext c{in, in.strategy};
@@ -91,7 +95,8 @@ absl::StatusOr<ExportResult> Export(const ExportInput& in) {
   result.architecture = std::move(out.architecture);
   if (result.rejected()) return result;  // no files, no command
   result.files = std::move(out.files);
-  result.command = torchrun_wrap ? TorchrunCommand(c, out.entry) : out.command;
+  result.command =
+      torchrun_wrap ? absl::StrCat(out.environment, TorchrunCommand(c, out.entry)) : out.command;
   return result;
 }
 

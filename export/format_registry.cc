@@ -13,7 +13,10 @@ constexpr ExportFormat kExportFormats[] = {
      "Hugging Face TrainingArguments flags, plus from_pretrained kwargs (attn_implementation)",
      &ExportHfTrainer},
     {"accelerate", "accelerate config YAML (FSDP, DeepSpeed or DDP; parallelism_config for TP)",
-     &ExportAccelerate},
+     &ExportAccelerate,
+     "accelerate_config.yaml is read by `accelerate launch` (it hands the script its settings "
+     "in the environment); under torchrun the script trains without them: use --format "
+     "accelerate"},
     {"megatron", "Megatron-LM training flags", &ExportMegatron},
     {"torchtitan", "torchtitan 0.2.2 job file (TOML) and model flavor, run with --job.config_file",
      &ExportTorchtitan},
@@ -28,7 +31,9 @@ constexpr ExportFormat kExportFormats[] = {
      "Gemini or TorchDDP",
      &ExportColossalAI},
     {"flagai", "FlagAI 1.8.4 Trainer keyword arguments as JSON (env_type, batch, DeepSpeed config)",
-     &ExportFlagAI},
+     &ExportFlagAI,
+     "FlagAI's Trainer starts its ranks itself (`python train.py`: its distributed env types "
+     "relaunch the script): use --format flagai"},
     {"torchrun", "the torchrun launch command for the layout; torchrun:F launches format F",
      &ExportTorchrun},
 };

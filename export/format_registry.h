@@ -16,6 +16,10 @@ struct ExportFormat {
   absl::string_view name;         // --format value
   absl::string_view description;  // one line, for --help and docs
   FormatFunction write;
+  // Why torchrun cannot start the format's entry point (torchrun:F is then
+  // refused, naming it): its own launcher reads its files or starts the
+  // ranks itself. Empty: torchrun:F launches it.
+  absl::string_view not_under_torchrun = "";
 };
 
 // Every format, in the order --help lists them.

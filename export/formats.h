@@ -27,6 +27,11 @@ struct FormatOutput {
   // What a launcher runs on each rank (script and arguments), e.g.
   // "train.py --deepspeed_config ds_config.json"; torchrun:F wraps it.
   std::string entry;
+  // "VAR=value " words the entry needs in its environment whichever launcher
+  // starts it (PYTHONPATH for a module beside the files, Megatron's
+  // CUDA_DEVICE_MAX_CONNECTIONS); the command and torchrun:F's begin with
+  // them. "" for none.
+  std::string environment;
   // The framework's own launch command for the layout.
   std::string command;
   // ExportResult::architecture: the rows of a format that builds the network

@@ -198,9 +198,8 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
   }
   // Megatron's tensor parallelism (before Blackwell, without FSDP) needs one
   // CUDA connection, so that its communication is ordered with compute.
-  std::string env;
   if (s.tensor_parallel > 1 && s.sharding != Sharding::kFsdp) {
-    env = "CUDA_DEVICE_MAX_CONNECTIONS=1 ";
+    out.environment = "CUDA_DEVICE_MAX_CONNECTIONS=1 ";
     rows.Exact(&Strategy::tensor_parallel,
                "--tensor-model-parallel-size, with CUDA_DEVICE_MAX_CONNECTIONS=1 in the "
                "environment (the command sets it; Megatron refuses to start without it before "
@@ -229,7 +228,7 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
   }
   out.files.emplace_back("megatron_args.txt", absl::StrCat(absl::StrJoin(a, "\n"), "\n"));
   out.entry = absl::StrCat(script, " $(cat ", FileRef(c, "megatron_args.txt"), ")");
-  out.command = absl::StrCat(env, TorchrunCommand(c, out.entry));
+  out.command = absl::StrCat(out.environment, TorchrunCommand(c, out.entry));
   return out;
 }
 

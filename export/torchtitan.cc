@@ -247,8 +247,8 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
   const std::string dir = c.in.file_dir.empty() ? "." : c.in.file_dir;
   out.entry = absl::StrCat("-m torchtitan.train --job.config_file ",
                            FileRef(c, "autoaccel_torchtitan.toml"));
-  out.command = absl::StrCat(model ? absl::StrCat("PYTHONPATH=", dir, " ") : "",
-                             TorchrunCommand(c, out.entry));
+  if (model) out.environment = absl::StrCat("PYTHONPATH=", dir, " ");  // the flavor's module
+  out.command = absl::StrCat(out.environment, TorchrunCommand(c, out.entry));
   std::string text = absl::StrCat(
       "# torchtitan job file for autoaccel's strategy\n#   ", StrategyToText(s),
       "\n# Format: torchtitan 0.2.2 (the newest that trains with torch 2.11). Run:\n#   ",

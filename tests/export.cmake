@@ -30,12 +30,18 @@ endif()
 # optimizer — which the test compares with the fidelity report. About 20 s a
 # strategy on an idle 2-core machine (each rank imports torch, transformers
 # and the framework).
+# torchrun runs its launch.sh around a plain script that applies the strategy
+# itself; torchrun:deepspeed and torchrun:lightning start those formats'
+# entry points with torchrun instead of their own launchers (the other
+# formats' own commands are torchrun already).
 if(TARGET autoaccel)
-  foreach(format hf-trainer accelerate deepspeed lightning torch)
-    add_test(NAME export.${format}_trains_with_the_export
+  foreach(format hf-trainer accelerate deepspeed lightning torch torchrun torchrun:deepspeed
+                 torchrun:lightning)
+    string(REPLACE ":" "_" _aa_name ${format})
+    add_test(NAME export.${_aa_name}_trains_with_the_export
              COMMAND ${AUTOACCEL_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/export/run_export.py
                      --autoaccel $<TARGET_FILE:autoaccel> --format ${format})
-    set_tests_properties(export.${format}_trains_with_the_export PROPERTIES
+    set_tests_properties(export.${_aa_name}_trains_with_the_export PROPERTIES
       TIMEOUT 900 LABELS "export;framework"
       ENVIRONMENT "HF_HUB_OFFLINE=1;TRANSFORMERS_OFFLINE=1;OMP_NUM_THREADS=1;DS_ACCELERATOR=cpu;TOKENIZERS_PARALLELISM=false")
   endforeach()

@@ -22,8 +22,10 @@
 namespace autoaccel {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 
 Strategy S(const std::string& text) {
   absl::StatusOr<Strategy> s = ParseStrategyText(text);
@@ -566,7 +568,7 @@ TEST(ExportTest, MegatronFsdpAndTensorParallelismPassMegatronsOwnChecks) {
   EXPECT_EQ(Row(fp16, "precision").status, FidelityStatus::kRejected);
 
   ExportResult tp = MegatronOf(Model(4), "dp=1,tp=2,pp=1,sharding=none,");
-  EXPECT_THAT(tp.command, ::testing::StartsWith("CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun "));
+  EXPECT_THAT(tp.command, StartsWith("CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun "));
   EXPECT_THAT(Row(tp, "tensor_parallel").note, HasSubstr("CUDA_DEVICE_MAX_CONNECTIONS=1"));
 }
 
@@ -1097,6 +1099,30 @@ TEST(ExportTest, TorchrunWrapsAFormatsEntryPoint) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->nnodes, 4);
   EXPECT_THAT(File(*r, "launch.sh"), HasSubstr("--nproc-per-node=4"));
+}
+
+TEST(ExportTest, TorchrunKeepsTheEnvironmentTheEntryPointNeeds) {
+  ExportResult megatron = ExportOf(
+      "dp=1,tp=2,pp=1,sharding=none,sp=1,mbs=1,ga=1,precision=bf16,checkpoint=none,"
+      "attention=sdpa,optimizer=adamw,offload=none",
+      "torchrun:megatron");
+  EXPECT_THAT(megatron.command, StartsWith("CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun "));
+  ExportResult colossalai = ExportOf(
+      "mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
+      "torchrun:colossalai");
+  EXPECT_THAT(colossalai.command, StartsWith("PYTHONPATH=. torchrun "));
+}
+
+TEST(ExportTest, TorchrunRefusesAFormatWhoseLauncherDoesMore) {
+  for (const char* format : {"torchrun:accelerate", "torchrun:flagai"}) {
+    absl::StatusOr<ExportResult> r = Export(Input(
+        S("mbs=1,ga=1,precision=fp32,checkpoint=none,attention=sdpa,optimizer=adamw,"
+          "offload=none"),
+        format));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << format;
+    EXPECT_THAT(std::string(r.status().message()),
+                AllOf(HasSubstr(absl::StrCat("--format ", format)), HasSubstr("use --format")));
+  }
 }
 
 TEST(ExportTest, BadInputIsRefusedNamingTheFlag) {

@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -116,6 +117,15 @@ CASES = {
     # Llama config, write_model) from its own entry point; its attention is
     # SDPA (math is not expressible). Not run here: pipeline parallelism (the
     # probe counts forward passes at the first stage's embedding).
+    # torchrun alone starts the ranks (launch.sh); the user's plain script
+    # applies the rest from its own arguments: fp32 here, as it has no
+    # precision switch.
+    "torchrun": [
+        "mbs=2,ga=2,precision=fp32,checkpoint=full,attention=sdpa,optimizer=fused_adamw,"
+        "offload=none",
+        "dp=2,tp=1,pp=1,sharding=none,mbs=1,ga=2,precision=fp32,checkpoint=none,attention=math,"
+        "optimizer=adamw,offload=none",
+    ],
     "torchtitan": [
         "mbs=2,ga=2,precision=bf16,checkpoint=full,ckpt_pct=50,attention=sdpa,"
         "optimizer=fused_adamw,offload=none",
@@ -130,7 +140,8 @@ CASES = {
 SCRIPTS = {"hf-trainer": "hf_trainer.py", "accelerate": "accelerate_train.py",
            "deepspeed": "deepspeed_train.py", "lightning": "lightning_train.py",
            "torch": "torch_train.py", "colossalai": "colossalai_train.py",
-           "flagai": "flagai_train.py", "torchtitan": "torchtitan_cpu.py"}
+           "flagai": "flagai_train.py", "torchtitan": "torchtitan_cpu.py",
+           "torchrun": "torchrun_train.py"}
 
 
 def free_port():
@@ -248,6 +259,11 @@ def user_arguments(fmt, keys, rows, out):
         return args
     if fmt == "torch":  # apply() reads strategy.json; the optimizer's hyperparameters are ours
         return script_arguments()
+    if fmt == "torchrun":  # the script applies the strategy from its own arguments
+        args = script_arguments() + [
+            "--optimizer", "fused" if keys["optimizer"] == "fused_adamw" else "foreach_false",
+            "--batch-size", keys["mbs"], "--gradient-accumulation-steps", keys["ga"]]
+        return args + (["--gradient-checkpointing"] if keys["checkpoint"] == "full" else [])
     if fmt == "torchtitan":
         # The job file's header: tokenizer, data, steps and the user's
         # optimizer hyperparameters and schedule (constant: no warm-up, and
@@ -289,6 +305,11 @@ def launch(doc, fmt, keys, out, model_dir):
         env["ACCELERATE_USE_CPU"] = "true"
     if "from_pretrained_kwargs.json" in doc["files"]:
         env["AUTOACCEL_TEST_MODEL_KWARGS"] = os.path.join(out, "from_pretrained_kwargs.json")
+    elif fmt == "torchrun":  # the user's own choice
+        with open(os.path.join(out, "user_kwargs.json"), "w") as f:
+            json.dump({"attn_implementation": "sdpa" if keys["attention"] == "sdpa" else "eager"},
+                      f)
+        env["AUTOACCEL_TEST_MODEL_KWARGS"] = os.path.join(out, "user_kwargs.json")
     elif fmt in ("torch", "colossalai", "torchtitan"):
         pass  # apply() sets it; the colossalai module names it; torchtitan: its flavor's
     else:  # the attention row's note: attn_implementation at load
@@ -316,6 +337,8 @@ def launch(doc, fmt, keys, out, model_dir):
     else:
         rest = f"{port_flag[launcher]} {rest}"
     bin_dir = os.path.dirname(sys.executable)
+    if fmt == "torchrun":  # its file: launch.sh ARGS; torchrun takes the port from PET_MASTER_PORT
+        prefix, launcher, rest = f"PET_MASTER_PORT={port} ", "sh", "launch.sh"
     shell = (f"cd {shlex.quote(out)} && PATH={shlex.quote(bin_dir)}:$PATH "
              f"{prefix}{launcher} {rest} "
              + " ".join(shlex.quote(a) for a in user_arguments(fmt, keys, rows, out)))
@@ -445,29 +468,42 @@ def check(fmt, keys, rows, probes, parameters):
     return f"{probes[0]['optimizer_class']} lr {probes[0]['lr']}, {len(probes)} rank(s)"
 
 
+# torchrun:F: format F's files and entry point started by torchrun, where
+# torchrun is not F's own launcher (deepspeed's, Lightning's own ranks); F's
+# cases, script and checks.
+TORCHRUN_WRAPPED = ["torchrun:deepspeed", "torchrun:lightning"]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--autoaccel", required=True)
-    parser.add_argument("--format", required=True, choices=sorted(CASES))
+    parser.add_argument("--format", required=True, choices=sorted(CASES) + TORCHRUN_WRAPPED)
     args = parser.parse_args()
-    root = tempfile.mkdtemp(prefix=f"autoaccel-run-{args.format}-")
+    base = args.format.removeprefix("torchrun:")
+    root = tempfile.mkdtemp(prefix=f"autoaccel-run-{base}-")
     model_dir = os.path.join(root, "model")
-    model_type, parameters = write_model(model_dir, args.format)
-    if args.format == "torchtitan":
+    model_type, parameters = write_model(model_dir, base)
+    if base == "torchtitan":
         write_text_data(root)
     failed = 0
-    for i, strategy in enumerate(CASES[args.format]):
+    for i, strategy in enumerate(CASES[base]):
         out = os.path.join(root, f"export{i}")
         os.makedirs(out)
         try:
             keys, doc = export(args.autoaccel, args.format, strategy, model_dir, model_type, out)
-            rows, probes = launch(doc, args.format, keys, out, model_dir)
-            print(f"ok      {strategy}: {check(args.format, keys, rows, probes, parameters)}",
+            if args.format != base:
+                assert doc["command"].startswith("torchrun "), doc["command"]
+            rows, probes = launch(doc, base, keys, out, model_dir)
+            print(f"ok      {strategy}: {check(base, keys, rows, probes, parameters)}",
                   flush=True)
         except Exception as e:  # noqa: BLE001 - each strategy is reported, then counted
             failed += 1
             print(f"FAILED  {strategy}: {type(e).__name__}: {e}", flush=True)
-    print(f"{args.format}: {len(CASES[args.format]) - failed} passed, {failed} failed")
+    print(f"{args.format}: {len(CASES[base]) - failed} passed, {failed} failed")
+    if failed:
+        print(f"the runs' files are kept in {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
     sys.exit(1 if failed else 0)
 
 
