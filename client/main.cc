@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <iostream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
 #include "client/credentials.h"
@@ -114,6 +116,21 @@ bool ParseDurationFlag(const char* flag, const std::string& text, absl::Duration
     return false;
   }
   *out = *d;
+  return true;
+}
+
+// "5%" or "0.05" as 0.05; false (having said why) for anything else.
+bool ParseFractionFlag(const char* flag, const std::string& text, double* out) {
+  std::string number = text;
+  const bool percent = !number.empty() && number.back() == '%';
+  if (percent) number.pop_back();
+  double value = 0;
+  if (!absl::SimpleAtod(number, &value) || !std::isfinite(value) || value < 0) {
+    std::cerr << "autoaccel: " << flag << ": expected a fraction such as 0.05 or a percentage "
+              << "such as 5%, got '" << text << "'\n";
+    return false;
+  }
+  *out = percent ? value / 100 : value;
   return true;
 }
 
@@ -228,6 +245,10 @@ int main(int argc, char** argv) {
   std::string min_measured;
   tune->add_option("--min-measured-time", min_measured,
                    "timed steps continue until they cover this long, e.g. 2s (default 1s)");
+  std::string confirm_tolerance;
+  tune->add_option("--confirm-tolerance", confirm_tolerance,
+                   "how far two measurements of a strategy may differ and agree, e.g. 3% "
+                   "(default 5%): the answer is settled, a tie, or provisional by it");
   tune->add_flag("--detach", detach, "print the job id and return without watching");
   tune->add_option("--watch-timeout", watch_timeout, watch_timeout_help)->capture_default_str();
   tune->add_option("--reconnect-for", reconnect_for, reconnect_for_help)->capture_default_str();
@@ -327,6 +348,11 @@ int main(int argc, char** argv) {
     if (!min_measured.empty()) {
       if (!ParseDurationFlag("--min-measured-time", min_measured, &d)) return 1;
       request.set_min_measured_seconds(absl::ToDoubleSeconds(d));
+    }
+    if (!confirm_tolerance.empty()) {
+      double tolerance = 0;
+      if (!ParseFractionFlag("--confirm-tolerance", confirm_tolerance, &tolerance)) return 1;
+      request.set_confirm_tolerance(tolerance);
     }
     request.set_seq_len(tune_model.seq_len);
     request.set_global_batch_size(tune_model.global_batch_size);

@@ -188,7 +188,12 @@ json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
                        {"metrics", MetricsJson(j.best().metrics())},
                        {"confirmed", j.best_confirmed()},
                        {"measurements", j.best_measurements()},
-                       {"spread", j.best_spread()}};
+                       {"spread", j.best_spread()},
+                       {"certainty", j.best_certainty()},
+                       {"figure", j.best_figure()},
+                       {"interval", json::array({j.best_interval_low(), j.best_interval_high()})},
+                       {"tied_with", json(std::vector<std::string>(j.best_tied_with().begin(),
+                                                                   j.best_tied_with().end()))}};
   } else {
     out["best"] = nullptr;
   }
@@ -313,11 +318,20 @@ void PrintJobSummary(std::ostream& out, const v1::Job& j) {
     out << "  best strategy: " << j.best().strategy().text() << "\n";
     // An answer from the database was measured by the job its line names.
     if (!j.has_answered_from()) {
-      out << (j.best_confirmed()
-                  ? absl::StrFormat(
-                        "    measured %d times, spread %.1f%% (figures below: the repeat)\n",
-                        j.best_measurements(), 100 * j.best_spread())
-                  : std::string("    measured once (no time was left to measure it again)\n"));
+      const std::string certainty =
+          j.best_certainty().empty() ? std::string() : absl::StrCat(j.best_certainty(), ": ");
+      out << (j.best_measurements() > 1
+                  ? absl::StrFormat("    %smeasured %d times, spread %.1f%%, %.0f tokens/s, 95%% "
+                                    "interval %.0f-%.0f (figures below: the trial closest)\n",
+                                    certainty, j.best_measurements(), 100 * j.best_spread(),
+                                    j.best_figure(), j.best_interval_low(),
+                                    j.best_interval_high())
+                  : absl::StrCat("    ", certainty,
+                                 "measured once (no time was left to measure it again)\n"));
+      if (!j.best_tied_with().empty()) {
+        out << "    a tie within the measurements' uncertainty with "
+            << absl::StrJoin(j.best_tied_with(), "; ") << ": the simplest answers\n";
+      }
     }
     out << absl::StrFormat(
         "    %.0f tokens/s, %.1f samples/s, %.3f TFLOP/s%s, step %.1f ms, peak memory %s MiB, "

@@ -18,6 +18,21 @@ int EngineVersion(const v1::StrategyAnswer& a) {
 
 }  // namespace
 
+std::string CertaintyText(const v1::StrategyAnswer& a) {
+  if (a.certainty().empty()) return a.confirmed() ? "measured again" : "measured once";
+  const std::string measured =
+      a.measurements() > 1
+          ? absl::StrFormat("%d measurements, spread %.1f%%, 95%% interval %.0f-%.0f tokens/s",
+                            a.measurements(), 100 * a.spread(), a.interval_low(),
+                            a.interval_high())
+          : std::string("measured once");
+  if (a.certainty() == "tie") {
+    return absl::StrCat("a tie (", measured, ") with ", a.tied_with_size(),
+                        " other strateg", a.tied_with_size() == 1 ? "y" : "ies");
+  }
+  return absl::StrCat(a.certainty(), " (", measured, ")");
+}
+
 std::string EngineVersionText(const v1::StrategyAnswer& a) {
   const int version = EngineVersion(a);
   return version > 0 ? absl::StrCat("v", version) : "-";
@@ -35,6 +50,13 @@ json AnswerProvenanceJson(const v1::StrategyAnswer& a) {
               {"first_stored_at", a.created_at()},
               {"engine_version", EngineVersion(a)},
               {"confirmed", a.confirmed()},
+              {"certainty", a.certainty()},
+              {"figure", a.figure()},
+              {"interval", json::array({a.interval_low(), a.interval_high()})},
+              {"spread", a.spread()},
+              {"measurements", a.measurements()},
+              {"tied_with", json(std::vector<std::string>(a.tied_with().begin(),
+                                                          a.tied_with().end()))},
               {"hardware", a.hardware()},
               {"signature", a.signature()},
               {"model",
@@ -70,15 +92,14 @@ void PrintStrategyList(std::ostream& out, const v1::ListStrategiesResponse& list
                            a.metrics().tokens_per_second(),
                            a.metrics().peak_memory_bytes() / (1024.0 * 1024.0),
                            EngineVersionText(a), StoredDate(a.updated_at()), a.job_id(),
-                           a.strategy().text(), a.confirmed() ? "" : "  (measured once)");
+                           a.strategy().text(), absl::StrCat("  (", CertaintyText(a), ")"));
   }
 }
 
 std::string AnsweredFromLine(const v1::StrategyAnswer& a) {
   return absl::StrCat("answered from the strategy database: job ", a.job_id(), " of ",
                       StoredDate(a.updated_at()), ", engine ", EngineVersionText(a),
-                      a.confirmed() ? ", measured again to confirm" : ", measured once",
-                      "; --force to tune again");
+                      ", ", CertaintyText(a), "; --force to tune again");
 }
 
 }  // namespace autoaccel

@@ -113,6 +113,20 @@ void CandidateSearcher::Report(const ScoredTrial& trial) {
     setup_.cost_model->Observe(trial.strategy, trial.metrics);
     RefreshPredictions();
   }
+  std::vector<FailingValue> failing;
+  if (trial.status == TrialStatus::kSucceeded) failing = failures_.Succeeded(trial.strategy);
+  if (trial.status == TrialStatus::kFailed) {
+    failing = failures_.Failed(trial.strategy, trial.reason);
+  }
+  for (const FailingValue& f : failing) {
+    for (int i = 0; i < static_cast<int>(candidates_.size()); ++i) {
+      if (candidates_[i].state != State::kOpen) continue;
+      const std::vector<std::string> values = FailureMemory::Values(candidates_[i].strategy);
+      if (std::find(values.begin(), values.end(), f.value) != values.end()) {
+        Prune(i, f.prune_reason);
+      }
+    }
+  }
   if (trial.status == TrialStatus::kOom) {
     const std::string reason =
         absl::StrCat(kPrunedByOom, ": needs at least as much memory as ",

@@ -18,7 +18,10 @@
 //   - out of memory: after a trial runs out of memory, every open candidate
 //     that needs at least as much memory along a monotone dimension (same
 //     strategy otherwise, with a micro-batch at least as large, sharding at
-//     most as deep, recompute at most as much, no more offload) is pruned.
+//     most as deep, recompute at most as much, no more offload) is pruned;
+//   - failures: once a value is known to fail (search/failure_memory.h: two
+//     trials with it FAILED for one reason and none succeeded), every open
+//     candidate with it is pruned.
 //
 // Thread-compatible: the caller serialises all calls on one searcher (e.g.
 // under the job's mutex).
@@ -52,6 +55,7 @@ struct ScoredTrial {
   Strategy strategy;
   TrialStatus status = TrialStatus::kPending;
   TrialMetrics metrics;
+  std::string reason;  // why a FAILED trial failed (search/failure_memory.h)
 };
 
 // One trial to run: the strategy and how many steps to measure (0 = the job's

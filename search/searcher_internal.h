@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "search/failure_memory.h"
 #include "search/searcher.h"
 
 namespace autoaccel::search_internal {
@@ -82,6 +83,7 @@ class CandidateSearcher : public Searcher {
   std::string description_;
   std::map<std::string, int> index_;  // canonical text -> candidate
   std::vector<PrunedStrategy> pruned_;
+  FailureMemory failures_;
   int proposed_ = 0;
 };
 

@@ -1,10 +1,10 @@
 #include "server/answer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "search/searcher.h"
-#include "search/step_statistics.h"
 
 namespace autoaccel {
 namespace {
@@ -13,66 +13,43 @@ bool Eligible(const TrialRecord& t, int64_t memory_limit_bytes) {
   return IsEligible(ScoredTrial{Strategy(), t.status, t.metrics}, memory_limit_bytes);
 }
 
-// Every measurement of one strategy.
-struct Measurements {
-  const TrialRecord* first = nullptr;             // the search's measurement
-  std::vector<const TrialRecord*> confirmations;  // eligible repeats
-  std::vector<double> all;                        // throughput of every eligible one
-};
-
 }  // namespace
 
-Answer ChooseAnswer(const std::vector<TrialRecord>& trials, int64_t memory_limit_bytes) {
-  std::map<std::string, Measurements> by_strategy;
-  for (const TrialRecord& t : trials) {
-    if (!Eligible(t, memory_limit_bytes)) continue;
-    Measurements& m = by_strategy[t.strategy_text];
-    m.all.push_back(t.metrics.tokens_per_second);
-    if (!t.confirms.empty()) {
-      m.confirmations.push_back(&t);
-    } else if (m.first == nullptr) {
-      m.first = &t;
-    }
-  }
+Answer ChooseAnswer(const std::vector<TrialRecord>& trials, int64_t memory_limit_bytes,
+                    double tolerance) {
+  const Standings standings = Settle(trials, memory_limit_bytes, tolerance);
   Answer answer;
-  double best = -1;
+  const Standing* s = standings.Answer();
+  if (s == nullptr) return answer;
+  answer.certainty = standings.certainty;
+  answer.confirmed = s->agrees;
+  answer.figure = s->figure;
+  answer.interval = s->interval;
+  answer.spread = s->spread;
+  answer.measurements = s->measurements();
+  answer.first_tokens_per_second = s->first != nullptr ? s->first->metrics.tokens_per_second : 0;
   const TrialRecord* pick = nullptr;
-  const Measurements* picked = nullptr;
-  // Confirmed strategies first: their figure is the median of the repeats.
-  for (const auto& [text, m] : by_strategy) {
-    if (m.confirmations.empty()) continue;
-    std::vector<double> repeats;
-    const TrialRecord* fastest = m.confirmations.front();
-    for (const TrialRecord* c : m.confirmations) {
-      repeats.push_back(c->metrics.tokens_per_second);
-      if (c->metrics.tokens_per_second > fastest->metrics.tokens_per_second) fastest = c;
-    }
-    const double figure = Median(repeats);
-    if (figure > best || (figure == best && pick != nullptr && fastest->index < pick->index)) {
-      best = figure;
-      pick = fastest;
-      picked = &m;
+  std::vector<const TrialRecord*> all;
+  if (s->first != nullptr) all.push_back(s->first);
+  all.insert(all.end(), s->repeats.begin(), s->repeats.end());
+  for (const TrialRecord* t : all) {
+    const double v = t->metrics.tokens_per_second;
+    if (std::find(s->kept.begin(), s->kept.end(), v) == s->kept.end()) continue;
+    if (pick == nullptr ||
+        std::fabs(v - s->figure) <= std::fabs(pick->metrics.tokens_per_second - s->figure)) {
+      pick = t;
     }
   }
-  answer.confirmed = pick != nullptr;
-  if (pick == nullptr) {
-    for (const auto& [text, m] : by_strategy) {
-      if (m.first == nullptr || m.first->metrics.IsNoisy()) continue;
-      const double figure = m.first->metrics.tokens_per_second;
-      if (figure > best || (figure == best && pick != nullptr && m.first->index < pick->index)) {
-        best = figure;
-        pick = m.first;
-        picked = &m;
+  answer.trial_id = pick != nullptr ? pick->trial_id : "";
+  if (standings.certainty == Certainty::kTie) {
+    for (const Standing& other : standings.ranked) {
+      if (&other == s) continue;
+      if (std::find(standings.tie.begin(), standings.tie.end(), other.strategy_text) !=
+          standings.tie.end()) {
+        answer.tied_with.emplace_back(other.strategy_text, other.figure);
       }
     }
   }
-  if (pick == nullptr) return answer;
-  answer.trial_id = pick->trial_id;
-  answer.measurements = static_cast<int>(picked->all.size());
-  const auto [lo, hi] = std::minmax_element(picked->all.begin(), picked->all.end());
-  answer.spread = *lo > 0 ? (*hi - *lo) / *lo : 0;
-  answer.first_tokens_per_second =
-      picked->first != nullptr ? picked->first->metrics.tokens_per_second : 0;
   return answer;
 }
 

@@ -4,11 +4,11 @@
 // One dry run of a few seconds on a shared machine can be an outlier (a
 // 2.6 ms step on a busy CPU measured at 6x the median). So before a job ends,
 // its best few strategies run again ("confirmation" trials, interleaved),
-// and the answer is chosen by the repeats: a strategy's confirmed figure is
-// the median throughput of its confirmation trials, and the spread of all
-// its measurements is shown. A strategy whose only measurement is noisy
-// (TrialMetrics::IsNoisy) is never the answer; a strategy measured once and
-// not noisy may be, when no confirmation could run, and says so.
+// and the answer is chosen by server/settle.h's rules over all the
+// measurements: a figure with its interval, settled when the leader's
+// measurements agree (within the job's tolerance) and its interval overlaps
+// no rival's, a tie answered by the simplest strategy when they overlap, and
+// provisional when its measurements disagree or it was measured once.
 //
 // Pure functions over trial records: no store, no clock; any thread.
 #ifndef AUTOACCEL_SERVER_ANSWER_H_
@@ -18,27 +18,35 @@
 #include <string>
 #include <vector>
 
+#include "server/settle.h"
 #include "server/store.h"
 
 namespace autoaccel {
 
 struct Answer {
-  std::string trial_id;    // "" when no trial can answer
-  bool confirmed = false;  // measured again by a confirmation trial
-  // Every SUCCEEDED measurement of the answer's strategy, first and repeats:
-  // (max - min) / min of their throughput; 0 with one measurement.
+  // The trial that answers: of the answer's kept measurements, the one
+  // closest to its figure (the later on a tie). "" when no trial can answer.
+  std::string trial_id;
+  Certainty certainty = Certainty::kNone;
+  // Measured two or more times, and the measurements agree (settle.h): a
+  // settled answer, or a tie's answer that was repeated.
+  bool confirmed = false;
+  double figure = 0;  // tokens/s: the mean of the kept measurements
+  ThroughputInterval interval;
+  // (max - min) / min of the kept measurements; 0 with one.
   double spread = 0;
   int measurements = 0;
   double first_tokens_per_second = 0;  // the first measurement's
+  // A tie: the other strategies of the tie, with their figures, by figure.
+  std::vector<std::pair<std::string, double>> tied_with;
 };
 
-// The answer among `trials` (a job's, in proposal order): the strategy with
-// the highest confirmed throughput, answered by its best confirmation trial;
-// when no strategy is confirmed, the fastest SUCCEEDED trial that is not
-// noisy. Only trials eligible as answers count (IsEligible: finite
-// throughput, MFU at most 100%, peak memory within `memory_limit_bytes` when
-// > 0). Ties go to the earlier trial.
-Answer ChooseAnswer(const std::vector<TrialRecord>& trials, int64_t memory_limit_bytes);
+// The answer among `trials` (a job's, in proposal order) by Settle's rules
+// with `tolerance` (> 0). Only trials eligible as answers count (IsEligible:
+// finite throughput, MFU at most 100%, peak memory within
+// `memory_limit_bytes` when > 0).
+Answer ChooseAnswer(const std::vector<TrialRecord>& trials, int64_t memory_limit_bytes,
+                    double tolerance);
 
 // The trials to confirm: the `count` fastest eligible SUCCEEDED trials of
 // distinct strategies that are not themselves confirmations and have no

@@ -79,12 +79,20 @@ absl::Status AnswerJobFromDatabase(const StrategyRecord& answer, absl::Time now,
   record->best_trial_id.clear();
   record->algorithm = "answered from the strategy database";
   record->answered_from = ProtoToJson(proto);
+  const AnswerCertainty& c = answer.certainty;
+  const std::string certainty =
+      c.certainty.empty() ? std::string(answer.confirmed ? "measured again" : "measured once")
+      : c.measurements > 1
+          ? absl::StrFormat("%s: %d measurements, spread %.0f%%, 95%% interval %.0f-%.0f tokens/s",
+                            c.certainty, c.measurements, 100 * c.spread, c.interval_low,
+                            c.interval_high)
+          : absl::StrCat(c.certainty, ": measured once");
   record->status_message = absl::StrFormat(
-      "answered from the strategy database: %s at %.0f tokens/s on %s (job %s of %s, %s); no "
+      "answered from the strategy database: %s at %.0f tokens/s on %s (job %s of %s, %s; %s); no "
       "trial run, --force tunes again",
       answer.strategy_text, answer.metrics.tokens_per_second, answer.hardware, answer.job_id,
       absl::FormatTime("%Y-%m-%d %H:%M UTC", answer.updated_at, absl::UTCTimeZone()),
-      EngineVersionName(answer.engine_version));
+      EngineVersionName(answer.engine_version), certainty);
   return absl::OkStatus();
 }
 

@@ -19,6 +19,7 @@
 #include "server/job_view.h"
 #include "server/launcher_job.h"
 #include "server/rank_request.h"
+#include "server/settle.h"
 #include "server/request_limits.h"
 #include "server/signature.h"
 #include "server/warm_start.h"
@@ -534,7 +535,7 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
       job->search_ended = WhySearchEnded(*job);
       QueueConfirmationsLocked(job);
     }
-    if (job->confirmations.empty()) {
+    if (job->confirmations.empty() && !QueueRepeatsLocked(job)) {
       FinishJobLocked(job, JobState::kSucceeded, job->search_ended, out);
       return false;
     }
@@ -890,6 +891,42 @@ void JobManager::QueueConfirmationsLocked(JobRun* job) {
                    " again (trials ", absl::StrJoin(names, ", "), ")");
   spdlog::info("job {}: {}", job->record.job_id, job->record.status_message);
   PersistJobLocked(job);
+}
+
+bool JobManager::QueueRepeatsLocked(JobRun* job) {
+  if (options_.confirm_top <= 0) return false;
+  const Standings standings =
+      Settle(TrialRecords(*job), 0, ConfirmTolerance(job->spec.request));
+  if (standings.measure_again.empty()) return false;
+  const int gangs =
+      pool_.CountDevices(job->spec.device_type, job->spec.request.launcher()) /
+      job->spec.world_size;
+  if (SearchTimeUp(*job, clock_->Now(), gangs,
+                   static_cast<int>(standings.measure_again.size()))) {
+    return false;
+  }
+  const std::vector<TrialRun*> repeats = AddRepeats(job, standings.measure_again);
+  if (repeats.empty()) return false;
+  const LogContext context(job->record.job_id);
+  std::vector<std::string> names;
+  for (TrialRun* repeat : repeats) {
+    repeat->ready_since = clock_->Now();
+    names.push_back(absl::StrCat(FindTrial(*job, repeat->record.confirms)->record.index));
+    PersistTrialLocked(job, repeat);
+  }
+  const Standing& leader = standings.ranked.front();
+  job->record.status_message = absl::StrCat(
+      job->search_ended, "; not settled yet (",
+      standings.certainty == Certainty::kTie
+          ? absl::StrFormat("%.0f tokens/s, 95%% interval %.0f-%.0f, overlaps %d other(s)",
+                            leader.figure, leader.interval.low, leader.interval.high,
+                            static_cast<int>(standings.tie.size()) - 1)
+          : absl::StrFormat("the fastest's %d measurement(s) spread %.0f%%",
+                            leader.measurements(), 100 * leader.spread),
+      "): measuring trials ", absl::StrJoin(names, ", "), " again");
+  spdlog::info("job {}: {}", job->record.job_id, job->record.status_message);
+  PersistJobLocked(job);
+  return true;
 }
 
 void JobManager::PersistJobLocked(JobRun* job) {

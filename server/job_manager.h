@@ -263,6 +263,11 @@ class JobManager {
   // Creates (PENDING) and queues the confirmation trials of the job's best
   // few strategies.
   void QueueConfirmationsLocked(JobRun* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Once the confirmations are done: when the answer is not settled
+  // (server/settle.h) and the time left holds another round, queues repeats
+  // of the strategies whose measurements may decide, and says so in the
+  // job's status; false when the job is to end instead.
+  bool QueueRepeatsLocked(JobRun* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the searcher's newly pruned candidates as PRUNED trials.
   void RecordPrunedLocked(JobRun* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishJobLocked(JobRun* job, JobState state, const std::string& message, Outbox* out)

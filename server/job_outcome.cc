@@ -32,6 +32,35 @@ std::string WhyNoAnswer(const std::vector<TrialRecord>& trials) {
                                     : absl::StrCat(" (", absl::StrJoin(parts, ", "), ")"));
 }
 
+// "(settled: measured 3 times, spread 2%, 95% interval 980-1020 tokens/s;
+// first 1050 tokens/s)" and the like: how sure the answer is.
+std::string DescribeCertainty(const Answer& a, double tolerance) {
+  if (a.measurements < 2) {
+    return absl::StrCat("(", a.certainty == Certainty::kTie ? "a tie, " : "provisional: ",
+                        "measured once: no time was left to measure it again)");
+  }
+  const std::string measured = absl::StrFormat(
+      "measured %d times, spread %.0f%%, 95%% interval %.0f-%.0f tokens/s; first %.0f tokens/s",
+      a.measurements, 100 * a.spread, a.interval.low, a.interval.high,
+      a.first_tokens_per_second);
+  switch (a.certainty) {
+    case Certainty::kSettled:
+      return absl::StrCat("(settled: ", measured, ")");
+    case Certainty::kTie: {
+      std::vector<std::string> others;
+      for (const auto& [text, figure] : a.tied_with) {
+        others.push_back(absl::StrFormat("%s at %.0f tokens/s", text, figure));
+      }
+      return absl::StrCat("(a tie: ", measured, "; within the measurements' uncertainty of ",
+                          absl::StrJoin(others, ", "), ": the simplest answers)");
+    }
+    default:
+      return absl::StrFormat("(provisional: %s; the measurements differ by more than the %.0f%% "
+                             "tolerance and no time was left to settle them)",
+                             measured, 100 * tolerance);
+  }
+}
+
 }  // namespace
 
 JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
@@ -39,7 +68,7 @@ JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
                             const std::string& message, absl::Time finished_at,
                             const absl::StatusOr<std::optional<StrategyRecord>>& stored) {
   JobOutcome out;
-  const Answer answer = ChooseAnswer(trials, 0);
+  const Answer answer = ChooseAnswer(trials, 0, ConfirmTolerance(spec.request));
   out.best_trial_id = answer.trial_id;
   const TrialRecord* best = nullptr;
   for (const TrialRecord& t : trials) {
@@ -53,13 +82,8 @@ JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
     for (const TrialRecord& t : trials) ++(t.status == TrialStatus::kPruned ? pruned : run);
     out.status_message = absl::StrFormat(
         "%s; best %s at %.0f tokens/s %s after %d trial(s)%s", message, best->strategy_text,
-        best->metrics.tokens_per_second,
-        answer.confirmed
-            ? absl::StrFormat("(measured %d times, spread %.0f%%; first %.0f tokens/s)",
-                              answer.measurements, 100 * answer.spread,
-                              answer.first_tokens_per_second)
-            : std::string("(measured once: no time was left to measure it again)"),
-        run, pruned > 0 ? absl::StrFormat(" (%d candidate(s) pruned)", pruned) : "");
+        answer.figure, DescribeCertainty(answer, ConfirmTolerance(spec.request)), run,
+        pruned > 0 ? absl::StrFormat(" (%d candidate(s) pruned)", pruned) : "");
   } else {
     out.status_message = message;
   }
@@ -99,6 +123,13 @@ JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
     s.job_id = record.job_id;
     s.updated_at = finished_at;
     s.confirmed = answer.confirmed;
+    s.certainty.certainty = CertaintyName(answer.certainty);
+    s.certainty.figure = answer.figure;
+    s.certainty.interval_low = answer.interval.low;
+    s.certainty.interval_high = answer.interval.high;
+    s.certainty.spread = answer.spread;
+    s.certainty.measurements = answer.measurements;
+    for (const auto& [text, figure] : answer.tied_with) s.certainty.tied_with.push_back(text);
     s.engine_version = kEngineVersion;
     s.created_at = finished_at;
     if (stored.ok()) absl::StrAppend(&out.status_message, DescribeAnswerOffer(s, *stored));

@@ -49,12 +49,27 @@ std::vector<TrialRecord> AddPrunedTrials(JobRun* job, std::vector<PrunedStrategy
 }
 
 std::vector<TrialRun*> AddConfirmations(JobRun* job, int count) {
-  std::vector<TrialRun*> added;
-  if (count <= 0) return added;
+  if (count <= 0) return {};
   const std::vector<TrialRecord> records = TrialRecords(*job);
-  std::vector<TrialRun*> originals;
+  std::vector<std::string> strategies;
   for (const TrialRecord* t : TrialsToConfirm(records, count, 0)) {
-    originals.push_back(job->trials[t->index].get());
+    strategies.push_back(t->strategy_text);
+  }
+  return AddRepeats(job, strategies);
+}
+
+std::vector<TrialRun*> AddRepeats(JobRun* job, const std::vector<std::string>& strategies) {
+  std::vector<TrialRun*> added;
+  std::vector<TrialRun*> originals;
+  for (const std::string& text : strategies) {
+    TrialRun* original = nullptr;
+    int trials = 0;
+    for (const auto& t : job->trials) {
+      if (t->record.strategy_text != text || t->record.status == TrialStatus::kPruned) continue;
+      ++trials;
+      if (original == nullptr && t->record.confirms.empty()) original = t.get();
+    }
+    if (original != nullptr && trials < kMaxMeasurements) originals.push_back(original);
   }
   for (TrialRun* original : originals) {
     TrialRun* confirm = NewTrial(job, original->strategy);
@@ -87,6 +102,7 @@ ScoredTrial ScoredOf(const TrialRun& trial) {
   scored.strategy = trial.strategy;
   scored.status = trial.record.infrastructure ? TrialStatus::kCancelled : trial.record.status;
   scored.metrics = trial.record.metrics;
+  scored.reason = trial.record.reason;
   return scored;
 }
 
@@ -97,7 +113,7 @@ Answer AnswerSoFar(const JobRun& job) {
   for (const auto& t : job.trials) {
     if (t->record.status == TrialStatus::kSucceeded) measured.push_back(t->record);
   }
-  return ChooseAnswer(measured, 0);
+  return ChooseAnswer(measured, 0, ConfirmTolerance(job.spec.request));
 }
 
 std::string WhySearchEnded(const JobRun& job) {

@@ -106,6 +106,12 @@ std::vector<TrialRecord> AddPrunedTrials(JobRun* job, std::vector<PrunedStrategy
 // Appends (PENDING) and queues the confirmation trials of the job's best
 // `count` strategies (server/answer.h TrialsToConfirm) and returns them.
 std::vector<TrialRun*> AddConfirmations(JobRun* job, int count);
+// Appends (PENDING) and queues one more repeat of each of `strategies`
+// (texts; each confirms the strategy's first trial), except a strategy that
+// has no first trial or has had kMaxMeasurements trials already (whatever
+// their end: a repeat that keeps failing is not run forever), and returns
+// them.
+std::vector<TrialRun*> AddRepeats(JobRun* job, const std::vector<std::string>& strategies);
 // The trial with this id, or null.
 TrialRun* FindTrial(const JobRun& job, const std::string& trial_id);
 // Every trial's record, in proposal order.

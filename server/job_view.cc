@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "proto/convert.h"
 #include "server/answer.h"
+#include "server/tune_request.h"
 
 namespace autoaccel {
 namespace {
@@ -163,10 +164,15 @@ absl::StatusOr<v1::Job> JobRecordToProto(const JobRecord& r, const std::vector<T
   if (!r.answered_from.empty()) {
     RETURN_IF_ERROR(AnsweredFromToProto(r, &j));
   } else if (j.has_best()) {
-    const Answer answer = ChooseAnswer(trials, 0);
+    const Answer answer = ChooseAnswer(trials, 0, ConfirmTolerance(j.request()));
     j.set_best_confirmed(answer.confirmed);
     j.set_best_spread(answer.spread);
     j.set_best_measurements(answer.measurements);
+    j.set_best_certainty(CertaintyName(answer.certainty));
+    j.set_best_figure(answer.figure);
+    j.set_best_interval_low(answer.interval.low);
+    j.set_best_interval_high(answer.interval.high);
+    for (const auto& [text, figure] : answer.tied_with) j.add_best_tied_with(text);
   }
   if (r.created_at != absl::InfinitePast()) {
     const absl::Time end = r.finished_at != absl::InfinitePast() ? r.finished_at : now;
@@ -191,6 +197,13 @@ absl::StatusOr<v1::StrategyAnswer> StrategyAnswerToProto(const StrategyRecord& r
   a.set_seq_len(r.seq_len);
   a.set_global_batch_size(r.global_batch_size);
   a.set_confirmed(r.confirmed);
+  a.set_certainty(r.certainty.certainty);
+  a.set_figure(r.certainty.figure);
+  a.set_interval_low(r.certainty.interval_low);
+  a.set_interval_high(r.certainty.interval_high);
+  a.set_spread(r.certainty.spread);
+  a.set_measurements(r.certainty.measurements);
+  for (const std::string& t : r.certainty.tied_with) a.add_tied_with(t);
   return a;
 }
 

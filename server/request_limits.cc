@@ -139,6 +139,7 @@ absl::Status CheckTuneNumbers(const v1::TuneRequest& r) {
   RETURN_IF_ERROR(CheckLimit(Limit::kSteps, r.warmup_steps(), "warmup_steps"));
   RETURN_IF_ERROR(CheckLimit(Limit::kSteps, r.measured_steps(), "measured_steps"));
   RETURN_IF_ERROR(CheckLimit(Limit::kMinMeasuredSeconds, r.min_measured_seconds()));
+  RETURN_IF_ERROR(CheckLimit(Limit::kConfirmTolerance, r.confirm_tolerance()));
   RETURN_IF_ERROR(CheckLimit(Limit::kMaxTrials, r.max_trials()));
   RETURN_IF_ERROR(CheckLimit(Limit::kWorldSize, r.world_size()));
   RETURN_IF_ERROR(CheckLimit(Limit::kSeqLen, r.seq_len()));

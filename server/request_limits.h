@@ -52,6 +52,7 @@ enum class Limit {
   kTrialTimeoutSeconds,
   kSteps,
   kMinMeasuredSeconds,
+  kConfirmTolerance,
   kMaxTrials,
   kWorldSize,
   kSeqLen,
@@ -144,6 +145,9 @@ inline constexpr RequestLimit kRequestLimits[] = {
      "each; a dry run measures tens of steps"},
     {Limit::kMinMeasuredSeconds, "min_measured_seconds", 0, 600, "s", kOutOfRange, kByTune,
      "ten minutes of timed steps per trial"},
+    {Limit::kConfirmTolerance, "confirm_tolerance", 0, 1, "", kOutOfRange, kByTune,
+     "a fraction (1: measurements twice as fast as each other agree); repeats differ by a few "
+     "percent"},
     {Limit::kMaxTrials, "max_trials", 0, 1000000, "", kOutOfRange, kByTune,
      "four times the largest space (kSpaceCombinations), so any space can be run in full"},
     {Limit::kWorldSize, "world_size", 0, 65536, "ranks", kOutOfRange, kByTune,

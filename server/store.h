@@ -132,6 +132,20 @@ struct MeasuredTrialRecord {
 // The strategy database: the best answer per signature.
 // The key (`signature`) leaves the engine version out: a signature has one
 // answer, of whichever version ReplacesStoredAnswer let stay.
+// How sure the job that found an answer was of it (server/settle.h), as
+// stored with the answer.
+struct AnswerCertainty {
+  // "settled", "tie" or "provisional"; "" for an answer stored before
+  // certainties were recorded (schema < 10).
+  std::string certainty;
+  double figure = 0;  // tokens/s: the mean of the kept measurements
+  double interval_low = 0;
+  double interval_high = 0;  // the figure's 95% interval
+  double spread = 0;         // (max - min) / min of the kept measurements
+  int measurements = 0;
+  std::vector<std::string> tied_with;  // a tie's other strategies (text)
+};
+
 struct StrategyRecord {
   std::string signature;  // primary key; REQUIRES: not empty
   std::string model_family;
@@ -154,6 +168,7 @@ struct StrategyRecord {
   // When the signature got its first answer: FinishJob keeps it when a new
   // answer replaces the stored one (rows of schema < 5: their updated_at).
   absl::Time created_at = absl::InfinitePast();
+  AnswerCertainty certainty;  // schema 10
 };
 
 // Whether `candidate` takes the place of `stored` as the answer for their
@@ -174,7 +189,7 @@ struct StrategyFilter {
 class Store {
  public:
   // The schema version this build writes; Open migrates older files to it.
-  static constexpr int kCurrentSchemaVersion = 9;
+  static constexpr int kCurrentSchemaVersion = 10;
 
   // Opens (creating if needed) the database at `path`, enables WAL and
   // foreign keys, sets a busy timeout, and migrates the schema to

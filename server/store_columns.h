@@ -116,6 +116,13 @@ struct ColumnCodec<std::vector<std::string>> {
                            std::vector<std::string>* v);
 };
 
+// TEXT: a JSON object of the certainty's fields; '' for an empty certainty.
+template <>
+struct ColumnCodec<AnswerCertainty> {
+  static void Bind(Statement& s, const AnswerCertainty& v);
+  static absl::Status Read(const Statement& s, int col, const char* column, AnswerCertainty* v);
+};
+
 // One column of a table whose rows are `Record`s.
 template <typename Record>
 struct Column {
@@ -213,6 +220,7 @@ inline constexpr Column<StrategyRecord> kStrategyColumns[] = {
     Field<&StrategyRecord::engine_version>("engine_version"),  // schema 5
     Field<&StrategyRecord::created_at>("created_at"),          // schema 5
     Field<&StrategyRecord::device_type>("device_type"),        // schema 5
+    Field<&StrategyRecord::certainty>("certainty_json"),       // schema 10
 };
 inline constexpr Table<StrategyRecord> kStrategies{"strategies", "strategy", kStrategyColumns,
                                                    std::size(kStrategyColumns)};

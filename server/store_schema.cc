@@ -128,6 +128,11 @@ CREATE INDEX jobs_by_owner ON jobs(owner, created_at);
     {9, R"sql(
 ALTER TABLE trials ADD COLUMN measured_steps INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // How sure the job that stored each answer was of it (AnswerCertainty as
+    // JSON; '' for older answers: not recorded).
+    {10, R"sql(
+ALTER TABLE strategies ADD COLUMN certainty_json TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 static_assert(kMigrations[std::size(kMigrations) - 1].version == Store::kCurrentSchemaVersion,
               "the last migration must produce kCurrentSchemaVersion");

@@ -225,6 +225,7 @@ absl::StatusOr<JobSpec> ValidateTuneRequest(const v1::TuneRequest& in, const Tun
   }
   if (r.measured_steps() == 0) r.set_measured_steps(defaults.measured_steps);
   if (r.min_measured_seconds() == 0) r.set_min_measured_seconds(defaults.min_measured_seconds);
+  if (r.confirm_tolerance() == 0) r.set_confirm_tolerance(defaults.confirm_tolerance);
   if (r.trial_timeout_seconds() == 0) {
     r.set_trial_timeout_seconds(absl::ToDoubleSeconds(defaults.trial_timeout));
   }
@@ -345,6 +346,7 @@ absl::StatusOr<JobSpec> ValidateTuneRequest(const v1::TuneRequest& in, const Tun
   out.min_measured_seconds = r.min_measured_seconds();
   out.trial_timeout = absl::Seconds(r.trial_timeout_seconds());
   out.store_partial = r.store_partial();
+  out.confirm_tolerance = r.confirm_tolerance();
   out.finetune = r.finetune();
   out.force = r.force();
   return out;

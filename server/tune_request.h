@@ -27,7 +27,14 @@ struct TuneDefaults {
   int measured_steps = 5;
   absl::Duration trial_timeout = absl::Minutes(10);
   double min_measured_seconds = 1.0;
+  double confirm_tolerance = 0.05;  // repeats within 5% of each other agree (server/settle.h)
 };
+
+// The request's confirm_tolerance, or the default for one stored before the
+// field existed (0).
+inline double ConfirmTolerance(const v1::TuneRequest& r) {
+  return r.confirm_tolerance() > 0 ? r.confirm_tolerance() : TuneDefaults().confirm_tolerance;
+}
 
 // A validated tuning job.
 struct JobSpec {
@@ -49,6 +56,9 @@ struct JobSpec {
   double min_measured_seconds = 0;
   absl::Duration trial_timeout;
   bool store_partial = false;   // store an answer that rests on partial evidence
+  // How far two measurements of a strategy may differ and agree (> 0;
+  // server/settle.h).
+  double confirm_tolerance = 0;
   std::vector<Strategy> space;  // compatible, and allowed by include / exclude
   SearchAlgorithm algorithm = SearchAlgorithm::kAuto;
   std::optional<PartialStrategy> load;  // load_strategy

@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "search/failure_memory.h"
 #include "search/searcher.h"
 #include "search/space.h"
 #include "search/strategy.h"
@@ -212,6 +214,45 @@ TEST(SelectBest, IgnoresNonFiniteThroughputAndReturnsNothingWhenNoneEligible) {
            Trial(b, TrialStatus::kCancelled, 10, 1), Trial(b, TrialStatus::kSucceeded, 10, 101)},
           100)
           .has_value());
+}
+
+TEST(ExhaustiveSearcher, AValueThatKeepsFailingIsPrunedAfterTwoTrials) {
+  // A launcher script that exits 2 on any sharding but none.
+  std::vector<Strategy> space;
+  for (const char* sharding : {"none", "zero1", "zero2"}) {
+    for (int mbs : {1, 2, 4}) {
+      absl::StatusOr<Strategy> s = ParseStrategyText(absl::StrCat(
+          "dp=2,tp=1,pp=1,sharding=", sharding, ",mbs=", mbs,
+          ",ga=1,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none"));
+      ASSERT_TRUE(s.ok()) << s.status();
+      space.push_back(*s);
+    }
+  }
+  std::unique_ptr<Searcher> searcher = MustCreate(space, SearchBudget{}, nullptr);
+  ASSERT_NE(searcher, nullptr);
+  int ran = 0, failed = 0;
+  std::vector<PrunedStrategy> pruned;
+  while (std::optional<Proposal> next = searcher->Next()) {
+    ++ran;
+    ScoredTrial t = Trial(next->strategy, TrialStatus::kSucceeded, 1000, 1);
+    if (next->strategy.sharding != Sharding::kNone) {
+      t.status = TrialStatus::kFailed;
+      t.reason = absl::StrCat("rank ", ran % 2, " on worker w", ran,
+                              ":7000: script exited with code 2: sharding is not supported");
+      ++failed;
+    }
+    searcher->Report(t);
+    for (PrunedStrategy& p : searcher->TakePruned()) pruned.push_back(std::move(p));
+  }
+  EXPECT_EQ(failed, 4) << "two trials per failing value";
+  EXPECT_EQ(ran, 7);
+  ASSERT_EQ(pruned.size(), 2u);
+  for (const PrunedStrategy& p : pruned) {
+    EXPECT_NE(p.strategy.sharding, Sharding::kNone);
+    EXPECT_THAT(p.reason, ::testing::StartsWith(kPrunedByFailures));
+    EXPECT_THAT(p.reason, ::testing::HasSubstr("script exited with code 2"));
+  }
+  EXPECT_TRUE(searcher->Finished());
 }
 
 TEST(ExhaustiveSearcher, CreateRejectsBadArguments) {

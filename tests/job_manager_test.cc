@@ -1626,22 +1626,73 @@ TEST_F(JobManagerTest, TheBestFewAreMeasuredAgainAndTheAnswerComesFromTheRepeats
   ASSERT_EQ(executor_.calls.size(), 1u);
   executor_.Succeed(65000);  // the steady one
   manager_->Tick();
+  // The outlier's two measurements disagree so widely that its interval
+  // still reaches the steady one's: not settled, both run once more.
+  j = manager_->GetJob(job->job_id());
+  EXPECT_EQ(j->state(), "RUNNING");
+  EXPECT_THAT(j->status_message(), HasSubstr("not settled yet"));
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  trials = *manager_->ListTrials(job->job_id());
+  ASSERT_EQ(trials.size(), 7u);
+  EXPECT_EQ(trials[5].confirms(), trials[1].trial_id()) << "the leader first";
+  EXPECT_EQ(trials[6].confirms(), trials[0].trial_id());
+  executor_.Succeed(65200);
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  executor_.Succeed(14200);  // the first 97000 is now the one set aside
+  manager_->Tick();
   j = manager_->GetJob(job->job_id());
   EXPECT_EQ(j->state(), "SUCCEEDED");
-  EXPECT_EQ(j->best().trial_id(), trials[4].trial_id()) << "the repeats decide";
-  EXPECT_EQ(j->best().strategy().text(), trials[1].strategy().text());
+  EXPECT_EQ(j->best().strategy().text(), trials[1].strategy().text()) << "the repeats decide";
+  // Of 66000, 65000 and 65200 the first is set aside; of the two kept, equally
+  // close to their mean, the later trial answers.
+  EXPECT_EQ(j->best().trial_id(), trials[5].trial_id());
   EXPECT_TRUE(j->best_confirmed());
-  EXPECT_EQ(j->best_measurements(), 2);
-  EXPECT_NEAR(j->best_spread(), (66000.0 - 65000.0) / 65000.0, 1e-9);
-  EXPECT_THAT(j->status_message(), HasSubstr("measured 2 times"));
-  // The database keeps the confirmed figure.
+  EXPECT_EQ(j->best_certainty(), "settled");
+  EXPECT_EQ(j->best_measurements(), 3);
+  EXPECT_NEAR(j->best_figure(), 65100, 1e-9);
+  EXPECT_NEAR(j->best_spread(), (65200.0 - 65000.0) / 65000.0, 1e-9);
+  EXPECT_LT(j->best_interval_low(), 65000);
+  EXPECT_GT(j->best_interval_high(), 65200);
+  EXPECT_THAT(j->status_message(), HasSubstr("(settled: measured 3 times"));
+  // The database keeps the answering trial's figure.
   v1::QueryStrategiesRequest q;
   *q.mutable_model() = Request().model();
   q.set_seq_len(16);
   q.set_global_batch_size(4);
   auto answers = QueryStrategies(store_.get(), q);
   ASSERT_EQ(answers->size(), 1u);
-  EXPECT_EQ(answers->at(0).metrics().tokens_per_second(), 65000);
+  EXPECT_EQ(answers->at(0).metrics().tokens_per_second(), 65200);
+  EXPECT_TRUE(answers->at(0).confirmed());
+}
+
+TEST_F(JobManagerTest, RepeatsThatNeverAgreeEndProvisionalAndAreNotStoredAsConfirmed) {
+  JobManagerOptions options = Options();
+  options.confirm_top = 1;
+  manager_ = std::move(*JobManager::Create(store_.get(), &executor_, &clock_, options));
+  AddWorker("a", 1);
+  auto job = manager_->SubmitJob(Request(600, 1));
+  ASSERT_TRUE(job.ok());
+  // 12371 tokens/s, then 3504: a busy machine. Each repeat disagrees with
+  // the others until the strategy has been measured five times.
+  for (double tps : {12371.0, 3504.0, 9000.0, 5000.0, 11000.0}) {
+    manager_->Tick();
+    ASSERT_EQ(executor_.calls.size(), 1u) << tps;
+    executor_.Succeed(tps);
+  }
+  manager_->Tick();
+  EXPECT_TRUE(executor_.calls.empty()) << "five measurements are the most";
+  auto j = manager_->GetJob(job->job_id());
+  EXPECT_EQ(j->state(), "SUCCEEDED");
+  EXPECT_EQ(j->best_certainty(), "provisional");
+  EXPECT_FALSE(j->best_confirmed());
+  EXPECT_EQ(j->best_measurements(), 5);
+  EXPECT_THAT(j->status_message(), HasSubstr("(provisional: measured 5 times"));
+  auto model = ModelSpecFromJson("gpt2", nlohmann::json::parse(kTinyGpt));
+  ASSERT_TRUE(model.ok());
+  auto stored = store_->GetStrategy(ComputeSignature(*model, 16, 4, 1, "cpu"));
+  ASSERT_TRUE(stored.ok() && stored->has_value());
+  EXPECT_FALSE((*stored)->confirmed) << "never stored as confirmed";
 }
 
 TEST_F(JobManagerTest, AConfirmedAnswerReplacesAnOutlierInTheDatabase) {

@@ -120,6 +120,8 @@ std::map<Limit, Probe> Probes() {
       {Limit::kSteps, {"measured_steps", tune([](R& r, int64_t v) { r.set_measured_steps(v); })}},
       {Limit::kMinMeasuredSeconds,
        {"min_measured_seconds", tune([](R& r, int64_t v) { r.set_min_measured_seconds(v); })}},
+      {Limit::kConfirmTolerance,
+       {"confirm_tolerance", tune([](R& r, int64_t v) { r.set_confirm_tolerance(v); })}},
       {Limit::kMaxTrials, {"max_trials", tune([](R& r, int64_t v) { r.set_max_trials(v); })}},
       {Limit::kWorldSize, {"world_size", tune([](R& r, int64_t v) { r.set_world_size(v); })}},
       {Limit::kSeqLen, {"seq_len", tune([](R& r, int64_t v) { r.set_seq_len(v); })}},

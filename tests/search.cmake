@@ -1,10 +1,10 @@
 # The pure search library, a file per subject: strategies and their forms, the
 # ATorch-compatible constraints (--include / --exclude, --load-strategy), model
-# specs and config edits, the search space, the exhaustive searcher, trials, and
-# the clock (common/).
+# specs and config edits, the search space, the exhaustive searcher, trials,
+# what failures teach the search, and the clock (common/).
 set(AUTOACCEL_SEARCH_TESTS strategy strategy_fields partial_strategy load_strategy atorch_strategy
                            method_filter model_spec config_override space exhaustive_searcher trial
-                           clock)
+                           failure_memory clock)
 list(TRANSFORM AUTOACCEL_SEARCH_TESTS PREPEND ${CMAKE_CURRENT_LIST_DIR}/)
 list(TRANSFORM AUTOACCEL_SEARCH_TESTS APPEND _test.cc)
 add_executable(search_test ${AUTOACCEL_SEARCH_TESTS})

@@ -132,6 +132,17 @@ class StrategyAnswer:
     seq_len: int
     global_batch_size: int
     confirmed: bool
+    # How sure the job that stored it was: "settled", "tie" or "provisional"
+    # ("" for answers stored before this was recorded), its figure (tokens/s,
+    # the mean of its kept measurements) with the 95% interval, the spread
+    # and number of its measurements, and a tie's other strategies.
+    certainty: str
+    figure: float
+    interval_low: float
+    interval_high: float
+    spread: float
+    measurements: int
+    tied_with: List[str]
 
 
 @dataclass(frozen=True)
@@ -162,6 +173,13 @@ class JobInfo:
     best_confirmed: bool
     best_spread: float
     best_measurements: int
+    # "settled", "tie" or "provisional" (docs/CLI.md, "Confirmations"); the
+    # answer's figure (tokens/s) and 95% interval; a tie's other strategies.
+    best_certainty: str
+    best_figure: float
+    best_interval_low: float
+    best_interval_high: float
+    best_tied_with: List[str]
     answered_from: Optional[StrategyAnswer]
     launcher: Optional[Launcher]
     owner: str

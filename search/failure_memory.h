@@ -1,0 +1,75 @@
+// What a job's failed trials teach its search: a strategy value (one
+// "key=value" of the canonical text: "sharding=zero1", "precision=fp16",
+// "tp=2") is taken to be what fails when
+//   - kFailuresToPrune trials with it FAILED for the same reason,
+//   - no trial with it succeeded, while one with another value of its
+//     dimension did (so the job can succeed, and the dimension matters), and
+//   - it is the only value common to those failures that never succeeded
+//     (were "attention=sdpa" in all of them too, and never measured, either
+//     could be the cause: nothing is pruned until a success tells them apart);
+// every candidate with that value is then pruned, as an out-of-memory trial
+// prunes what needs more memory. A launcher script that exits on a value it does
+// not support (docs/LAUNCHERS.md) thus costs two trials per value, not one
+// per candidate.
+//
+// Only FAILED trials count: OOM has its own rule, and a trial lost to
+// infrastructure is reported as CANCELLED. Reasons are compared after the
+// rank and worker that reported them are taken out (ReasonKey), so that the
+// same script error on two workers is one reason.
+//
+// Thread-compatible; owned by one searcher.
+#ifndef AUTOACCEL_SEARCH_FAILURE_MEMORY_H_
+#define AUTOACCEL_SEARCH_FAILURE_MEMORY_H_
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "search/strategy.h"
+
+namespace autoaccel {
+
+inline constexpr int kFailuresToPrune = 2;
+
+// The kind of pruning (search/searcher.h's "KIND: details").
+inline constexpr char kPrunedByFailures[] = "a value that keeps failing";
+
+// `reason` without the "rank N on worker W: " prefixes a coordinator adds,
+// and trimmed: what the strategy's failure says.
+std::string ReasonKey(const std::string& reason);
+
+// A value that is now known to fail, and the prune reason for the
+// candidates that have it ("a value that keeps failing: sharding=zero1
+// failed in 2 trials (script exited with code 2: ...)").
+struct FailingValue {
+  std::string value;  // "sharding=zero1"
+  std::string prune_reason;
+};
+
+class FailureMemory {
+ public:
+  // A trial of `s` succeeded: none of its values is ever taken to fail.
+  // Returns the values this success makes known to fail (it may tell two
+  // suspects apart, or show that their dimension matters).
+  std::vector<FailingValue> Succeeded(const Strategy& s);
+  // A trial of `s` FAILED with `reason`. Returns the values this failure
+  // makes known to fail (each returned once per job).
+  std::vector<FailingValue> Failed(const Strategy& s, const std::string& reason);
+
+  // The "key=value" parts of a strategy's canonical text.
+  static std::vector<std::string> Values(const Strategy& s);
+
+ private:
+  // Values that newly qualify (see above), from the failures recorded.
+  std::vector<FailingValue> Qualifying();
+
+  std::set<std::string> succeeded_;  // values
+  // By reason key, the values of each trial that failed with it.
+  std::map<std::string, std::vector<std::vector<std::string>>> failures_;
+  std::set<std::string> failing_;  // returned already
+};
+
+}  // namespace autoaccel
+
+#endif  // AUTOACCEL_SEARCH_FAILURE_MEMORY_H_
