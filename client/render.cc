@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/strategy_render.h"
+#include "common/trial_reason.h"
 #include "common/untrusted_json.h"
 #include "proto/convert.h"
 #include "search/trial.h"
@@ -270,8 +271,8 @@ std::string TrialRow(const v1::Trial& t) {
                            PredictedMib(t), Mfu(m.mfu()), m.final_loss(), t.strategy().text(),
                            FromProto(m).IsNoisy() ? "  noisy" : "", repeat);
   }
-  std::string reason = t.reason().substr(0, t.reason().find('\n'));
-  if (reason.size() > 60) reason = reason.substr(0, 57) + "...";
+  // What happened and the last line of the rank's stderr, not who said it.
+  const std::string reason = ReasonSummary(t.reason(), 100);
   return absl::StrFormat("%4d  %-9s %10s %9s %9s %7s %9s %9s %6s %7s  %s%s", t.index(), t.status(),
                          "-", "-", PredictedMs(t), "-", "-", PredictedMib(t), "-", "-",
                          t.strategy().text(),

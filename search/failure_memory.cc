@@ -1,19 +1,12 @@
 #include "search/failure_memory.h"
 
 #include <algorithm>
-#include <regex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace autoaccel {
-
-std::string ReasonKey(const std::string& reason) {
-  static const std::regex kWho(R"(\(?rank \d+ on worker [^ ]+?: )");
-  std::string key = std::regex_replace(reason, kWho, "");
-  return std::string(absl::StripAsciiWhitespace(key));
-}
 
 std::vector<std::string> FailureMemory::Values(const Strategy& s) {
   return absl::StrSplit(StrategyToText(s), ',', absl::SkipEmpty());
@@ -25,7 +18,9 @@ std::vector<FailingValue> FailureMemory::Succeeded(const Strategy& s) {
 }
 
 std::vector<FailingValue> FailureMemory::Failed(const Strategy& s, const std::string& reason) {
-  failures_[ReasonKey(reason)].push_back(Values(s));
+  const std::string key = ReasonKey(reason);
+  failures_[key].push_back(Values(s));
+  summaries_[key] = ReasonSummary(reason, 200);
   return Qualifying();
 }
 
@@ -59,7 +54,7 @@ std::vector<FailingValue> FailureMemory::Qualifying() {
       if (!alone) continue;
       failing_.insert(value);
       out.push_back({value, absl::StrCat(kPrunedByFailures, ": ", value, " failed in ", n,
-                                         " trials and never succeeded (", key, ")")});
+                                         " trials and never succeeded (", summaries_[key], ")")});
     }
   }
   return out;

@@ -13,9 +13,10 @@
 // per candidate.
 //
 // Only FAILED trials count: OOM has its own rule, and a trial lost to
-// infrastructure is reported as CANCELLED. Reasons are compared after the
-// rank and worker that reported them are taken out (ReasonKey), so that the
-// same script error on two workers is one reason.
+// infrastructure is reported as CANCELLED. Reasons are compared by their
+// key (common/trial_reason.h ReasonKey: what happened and the last line of
+// stderr, without the rank and worker, digits as "#"), so that the same
+// script error on two workers is one reason.
 //
 // Thread-compatible; owned by one searcher.
 #ifndef AUTOACCEL_SEARCH_FAILURE_MEMORY_H_
@@ -26,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "common/trial_reason.h"
 #include "search/strategy.h"
 
 namespace autoaccel {
@@ -34,10 +36,6 @@ inline constexpr int kFailuresToPrune = 2;
 
 // The kind of pruning (search/searcher.h's "KIND: details").
 inline constexpr char kPrunedByFailures[] = "a value that keeps failing";
-
-// `reason` without the "rank N on worker W: " prefixes a coordinator adds,
-// and trimmed: what the strategy's failure says.
-std::string ReasonKey(const std::string& reason);
 
 // A value that is now known to fail, and the prune reason for the
 // candidates that have it ("a value that keeps failing: sharding=zero1
@@ -68,6 +66,7 @@ class FailureMemory {
   // By reason key, the values of each trial that failed with it.
   std::map<std::string, std::vector<std::vector<std::string>>> failures_;
   std::set<std::string> failing_;  // returned already
+  std::map<std::string, std::string> summaries_;  // reason key -> its latest ReasonSummary
 };
 
 }  // namespace autoaccel

@@ -527,6 +527,22 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
     FinishJobLocked(job, JobState::kSucceeded, kTimeLimitReached, out);
     return false;
   }
+  if (const std::string broken = SameFailureEveryTime(*job); !broken.empty()) {
+    FinishJobLocked(
+        job, JobState::kFailed,
+        absl::StrCat("stopped early: its first ", kTrialsToCallItBroken,
+                     " trials, each a different strategy, all failed the same way before their "
+                     "first step (",
+                     broken, "): the ",
+                     job->spec.launcher ? "script or its launcher" : "model or its input",
+                     " is broken, not a strategy; fix it (",
+                     job->spec.launcher ? "run the launcher's command by hand on a worker, "
+                                          "docs/LAUNCHERS.md"
+                                        : "see the reason",
+                     ") and tune again"),
+        out);
+    return false;
+  }
   if (job->searcher && (job->searcher->Finished() || SearchTimeUpLocked(*job)) &&
       job->running == 0 && job->retries.empty()) {
     if (job->search_ended.empty()) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/trial_reason.h"
 #include "search/starting_point.h"
 
 namespace autoaccel {
@@ -104,6 +105,24 @@ ScoredTrial ScoredOf(const TrialRun& trial) {
   scored.metrics = trial.record.metrics;
   scored.reason = trial.record.reason;
   return scored;
+}
+
+std::string SameFailureEveryTime(const JobRun& job) {
+  std::string key;
+  int failed = 0;
+  for (const auto& t : job.trials) {
+    const TrialRecord& r = t->record;
+    if (!r.confirms.empty() || r.infrastructure || r.status == TrialStatus::kPruned ||
+        !IsTerminal(r.status) || r.status == TrialStatus::kCancelled) {
+      continue;
+    }
+    if (r.status != TrialStatus::kFailed || r.metrics.measured_steps > 0) return "";
+    const std::string k = ReasonKey(r.reason);
+    if (failed > 0 && k != key) return "";
+    key = k;
+    if (++failed >= kTrialsToCallItBroken) return key;
+  }
+  return "";
 }
 
 Answer AnswerSoFar(const JobRun& job) {

@@ -112,6 +112,14 @@ std::vector<TrialRun*> AddConfirmations(JobRun* job, int count);
 // their end: a repeat that keeps failing is not run forever), and returns
 // them.
 std::vector<TrialRun*> AddRepeats(JobRun* job, const std::vector<std::string>& strategies);
+// A job whose first kTrialsToCallItBroken ended trials (search trials, not
+// lost to infrastructure, none SUCCEEDED or OOM) all FAILED before their
+// first measured step, for one reason (search/failure_memory.h ReasonKey):
+// the script or the model is broken, whatever the strategy, and waiting for
+// the time limit would only fail more trials the same way.
+inline constexpr int kTrialsToCallItBroken = 3;
+// That reason when `job` is such a job; "" otherwise.
+std::string SameFailureEveryTime(const JobRun& job);
 // The trial with this id, or null.
 TrialRun* FindTrial(const JobRun& job, const std::string& trial_id);
 // Every trial's record, in proposal order.

@@ -5,6 +5,7 @@
 #include "absl/time/time.h"
 #include "common/duration.h"
 #include "common/status_matchers.h"
+#include "common/trial_reason.h"
 #include "common/utf8.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -65,6 +66,28 @@ TEST(Utf8, NamesTheFirstBadByte) {
     EXPECT_FALSE(IsValidUtf8(c.text, &offset)) << c.text;
     EXPECT_EQ(offset, c.offset) << c.text;
   }
+}
+
+TEST(TrialReasonTest, ASummaryIsWhatHappenedAndTheLastLineOfStderr) {
+  const std::string reason =
+      "rank 1 on worker host-b:7001: script exited with code 1 after no step reported; stderr:\n"
+      "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+      "ModuleNotFoundError: No module named 'trl'\n\n";
+  EXPECT_EQ(ReasonSummary(reason),
+            "script exited with code 1 after no step reported: ModuleNotFoundError: No module "
+            "named 'trl'");
+  EXPECT_EQ(ReasonSummary(reason, 30), "script exited with code 1 a...");
+  EXPECT_EQ(ReasonSummary("worker w1:7000: lost (no heartbeat for 10s)"),
+            "lost (no heartbeat for 10s)");
+  EXPECT_EQ(ReasonSummary("loss is not finite"), "loss is not finite");
+}
+
+TEST(TrialReasonTest, KeysOfOneCauseOnOtherRanksAndTrialDirectoriesAreEqual) {
+  EXPECT_EQ(ReasonKey("rank 0 on worker a:1: script exited with code 1 after no step reported; "
+                      "stderr:\nFileNotFoundError: /work/sandbox-12/trial-0003/data.bin"),
+            ReasonKey("rank 1 on worker b:2: script exited with code 1 after no step reported; "
+                      "stderr:\nFileNotFoundError: /work/sandbox-7/trial-0011/data.bin"));
+  EXPECT_NE(ReasonKey("script exited: ValueError: bad"), ReasonKey("script exited: KeyError: x"));
 }
 
 }  // namespace

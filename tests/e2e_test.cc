@@ -40,6 +40,32 @@ using e2e::kTinyGpt;
 using e2e::ParseJson;
 using nlohmann::json;
 
+// A finished job's trials are the `search` trials the search ran, in
+// proposal order, then the repeats: its best three at least (fewer when
+// fewer succeeded), and more while the answer was not settled (server/
+// settle.h), each repeating a SUCCEEDED search trial.
+void ExpectSearchThenRepeats(const json& job, size_t search) {
+  const json& trials = job["trials"];
+  ASSERT_GE(trials.size(), search) << job.dump();
+  std::map<std::string, std::string> status_of;
+  size_t succeeded = 0;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const json& t = trials[i];
+    status_of[t["trial_id"]] = t["status"];
+    EXPECT_EQ(t["confirms"].get<std::string>().empty(), i < search) << t.dump();
+    if (i < search) succeeded += t["status"] == "SUCCEEDED";
+  }
+  EXPECT_GE(trials.size() - search, std::min<size_t>(3, succeeded)) << job.dump();
+  for (size_t i = search; i < trials.size(); ++i) {
+    EXPECT_EQ(status_of[trials[i]["confirms"]], "SUCCEEDED") << trials[i].dump();
+  }
+  if (job["state"] == "SUCCEEDED" && succeeded > 0) {
+    EXPECT_THAT(job["best"]["certainty"].get<std::string>(),
+                ::testing::AnyOf("settled", "tie", "provisional"))
+        << job.dump();
+  }
+}
+
 TEST(EndToEnd, TuneRecordsEveryTrialAndBestSurvivesRestart) {
   Cluster cluster;
   ASSERT_TRUE(cluster.StartServer());
@@ -71,29 +97,24 @@ TEST(EndToEnd, TuneRecordsEveryTrialAndBestSurvivesRestart) {
   EXPECT_LE(job["elapsed_seconds"].get<double>(), wall_seconds);
 
   // Every trial accounted for, in a final state: the six the search ran, and
-  // then its best three measured again; the answer comes from a repeat.
-  ASSERT_EQ(job["trials"].size(), 9u) << out;
+  // then its best three measured again (more while the answer was not
+  // settled); the answer rests on the repeats.
+  ExpectSearchThenRepeats(job, 6);
   std::vector<std::string> expected_rows;
-  std::map<std::string, std::string> status_of;
   for (const json& t : job["trials"]) {
     const std::string status = t["status"];
     EXPECT_THAT(
         (std::vector<std::string>{"SUCCEEDED", "OOM", "FAILED", "TIMEOUT", "PRUNED", "CANCELLED"}),
         ::testing::Contains(status));
     EXPECT_TRUE(StrategyFromJson(t["strategy_json"]).ok());
-    status_of[t["trial_id"]] = status;
     expected_rows.push_back(absl::StrCat(t["trial_id"].get<std::string>(), "|", status, "|",
                                          t["strategy"].get<std::string>()));
   }
-  for (size_t i = 0; i < job["trials"].size(); ++i) {
-    const json& t = job["trials"][i];
-    EXPECT_EQ(t["confirms"].get<std::string>().empty(), i < 6) << t.dump();
-    if (i >= 6) {
-      EXPECT_EQ(status_of[t["confirms"]], "SUCCEEDED") << t.dump();
-    }
-  }
-  EXPECT_TRUE(job["best"]["confirmed"].get<bool>()) << out;
-  EXPECT_EQ(job["best"]["measurements"], 2) << out;
+  // Measured again; "confirmed" only when the repeats agree, which a busy
+  // machine may not give.
+  EXPECT_GE(job["best"]["measurements"].get<int>(), 2) << out;
+  EXPECT_EQ(job["best"]["confirmed"].get<bool>(), job["best"]["certainty"] != "provisional")
+      << out;
   EXPECT_THAT(cluster.Query(absl::StrCat(
                   "SELECT trial_id, status, strategy_text FROM trials WHERE job_id = '",
                   job["job_id"].get<std::string>(), "' ORDER BY idx")),
@@ -351,7 +372,7 @@ TEST(EndToEnd, GangTrialsSearchParallelLayoutsAcrossWorkers) {
   ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
   json job = ParseJson(out);
   EXPECT_EQ(job["state"], "SUCCEEDED") << out;
-  ASSERT_EQ(job["trials"].size(), 4u + 3u) << out;  // and the best three again
+  ExpectSearchThenRepeats(job, 4);  // and the best three again
   std::vector<std::string> layouts;
   for (const json& t : job["trials"]) {
     EXPECT_EQ(t["status"], "SUCCEEDED") << t.dump();
@@ -408,7 +429,7 @@ TEST(EndToEnd, TorchScriptModelIsTunedFromItsFile) {
   // 2 precisions x micro-batches 4, 2, 1; no checkpointing or attention
   // choices for a module the runner cannot look inside; then the best three
   // again.
-  ASSERT_EQ(job["trials"].size(), 6u + 3u) << out;
+  ExpectSearchThenRepeats(job, 6);
   for (const json& t : job["trials"]) {
     EXPECT_EQ(t["status"], "SUCCEEDED") << t.dump();
     EXPECT_EQ(t["strategy_json"]["checkpointing"], "none");
@@ -466,7 +487,7 @@ TEST(EndToEnd, JobWaitsForAWorkerThenRuns) {
   ASSERT_EQ(cluster.Cli({"watch", job_id, "--json"}, &out, &err), 0) << out << err;
   job = ParseJson(out);
   EXPECT_EQ(job["state"], "SUCCEEDED") << out;
-  EXPECT_EQ(job["trials"].size(), 2u + 2u);  // and both measured again
+  ExpectSearchThenRepeats(job, 2);  // and both measured again
 }
 
 TEST(EndToEnd, JobWithoutWorkersEndsAtItsTimeLimit) {
@@ -594,7 +615,7 @@ TEST(EndToEnd, WorkersSharingAHostAndItsPortRangeRunGangsWithoutRendezvousFailur
     EXPECT_EQ(job["state"], "SUCCEEDED") << out;
     EXPECT_FALSE(job["partial_evidence"].get<bool>()) << out;
     EXPECT_EQ(job["trials_lost"], 0) << out;
-    ASSERT_EQ(job["trials"].size(), 6u + 3u) << out;  // six, and the best three again
+    ExpectSearchThenRepeats(job, 6);  // six, and the best three again
     for (const json& t : job["trials"]) {
       EXPECT_EQ(t["status"], "SUCCEEDED") << "world " << world << ": " << t.dump();
       for (const json& f : t["failed_attempts"]) {

@@ -1695,6 +1695,46 @@ TEST_F(JobManagerTest, RepeatsThatNeverAgreeEndProvisionalAndAreNotStoredAsConfi
   EXPECT_FALSE((*stored)->confirmed) << "never stored as confirmed";
 }
 
+TEST_F(JobManagerTest, AJobWhoseEveryTrialFailsTheSameWayBeforeItsFirstStepStopsEarly) {
+  AddWorker("a", 1);
+  auto job = manager_->SubmitJob(Request(600, 50));
+  ASSERT_TRUE(job.ok()) << job.status();
+  for (int i = 0; i < kTrialsToCallItBroken; ++i) {
+    manager_->Tick();
+    ASSERT_EQ(executor_.calls.size(), 1u) << "trial " << i;
+    const std::string id = executor_.calls.front().request.trial_id();
+    executor_.Answer(id, 0, absl::OkStatus(),
+                     Answered("FAILED", absl::StrCat("rank 0 on worker a:", i,
+                                                     ": ModuleNotFoundError: No module named "
+                                                     "'trl'")));
+  }
+  manager_->Tick();
+  EXPECT_TRUE(executor_.calls.empty()) << "no fourth trial";
+  auto j = manager_->GetJob(job->job_id());
+  EXPECT_EQ(j->state(), "FAILED");
+  EXPECT_THAT(j->status_message(),
+              AllOf(HasSubstr("stopped early"), HasSubstr("No module named 'trl'"),
+                    HasSubstr("is broken, not a strategy")));
+  EXPECT_LT(clock_.Now() - absl::FromUnixSeconds(1'800'000'000), absl::Seconds(600));
+}
+
+TEST_F(JobManagerTest, DifferentFailuresOrAnySuccessKeepTheJobGoing) {
+  AddWorker("a", 1);
+  auto job = manager_->SubmitJob(Request(600, 4));
+  ASSERT_TRUE(job.ok()) << job.status();
+  const char* reasons[] = {"loss is not finite", "script exited with code 2: no zero2",
+                           "loss is not finite"};
+  for (const char* reason : reasons) {
+    manager_->Tick();
+    ASSERT_EQ(executor_.calls.size(), 1u);
+    executor_.Answer(executor_.calls.front().request.trial_id(), 0, absl::OkStatus(),
+                     Answered("FAILED", reason));
+  }
+  manager_->Tick();
+  EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "RUNNING");
+  ASSERT_EQ(executor_.calls.size(), 1u) << "the fourth trial runs";
+}
+
 TEST_F(JobManagerTest, AConfirmedAnswerReplacesAnOutlierInTheDatabase) {
   JobManagerOptions options = Options();
   options.confirm_top = 1;

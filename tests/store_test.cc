@@ -98,6 +98,9 @@ auto Tie(const StrategyRecord& s) {
       std::make_tuple(s.signature, s.model_family, s.model_config_json, s.seq_len,
                       s.global_batch_size, s.hardware, s.strategy_text, s.strategy_json, s.job_id,
                       s.updated_at, s.confirmed, s.device_type, s.engine_version, s.created_at),
+      std::make_tuple(s.certainty.certainty, s.certainty.figure, s.certainty.interval_low,
+                      s.certainty.interval_high, s.certainty.spread, s.certainty.measurements,
+                      s.certainty.tied_with),
       Tie(s.metrics));
 }
 
@@ -199,6 +202,7 @@ TEST(StoreTest, EverythingSurvivesCloseAndReopen) {
   best.confirmed = true;
   best.engine_version = 3;
   best.created_at = T(kBase + 25);
+  best.certainty = {"tie", 1234.5, 1200.25, 1268.75, 0.03, 3, {"mbs=2,ga=1", "mbs=4,ga=1"}};
   fresh.answered_from = R"({"jobId":"job-0","engineVersion":"3"})";
   fresh.launcher_json = R"({"name":"hf","format":"hf-trainer"})";
 
@@ -252,9 +256,11 @@ TEST(StoreTest, TimesBeforeTheEpochAndSubMicrosecondsAreHandled) {
 }
 
 // Drops what schemas 5 (strategy provenance), 6 (trial predictions), 7
-// (a job's launcher), 8 (a job's owner) and 9 (a trial's measured steps)
-// added, as a file written before them (the caller sets user_version).
+// (a job's launcher), 8 (a job's owner), 9 (a trial's measured steps) and
+// 10 (an answer's certainty) added, as a file written before them (the
+// caller sets user_version).
 void BackToSchemaFour(const std::string& path) {
+  RawSql(path, "ALTER TABLE strategies DROP COLUMN certainty_json");
   RawSql(path, "ALTER TABLE trials DROP COLUMN measured_steps");
   RawSql(path, "DROP INDEX jobs_by_owner");
   RawSql(path, "ALTER TABLE jobs DROP COLUMN owner");
