@@ -139,6 +139,20 @@ std::string Figure(absl::string_view label, absl::string_view value) {
                       "</div><div class=\"label\">", E(label), "</div></div>");
 }
 
+// "Settled. ", "A tie with ...: the simplest answers. ", "Provisional: its
+// measurements disagree. " or "" (a job finished before certainties).
+std::string CertaintySentence(const v1::Job& j) {
+  if (j.best_certainty() == "settled") return "Settled. ";
+  if (j.best_certainty() == "tie") {
+    return absl::StrCat("A tie within the measurements' uncertainty with ",
+                        absl::StrJoin(j.best_tied_with(), "; "), ": the simplest answers. ");
+  }
+  if (j.best_certainty() == "provisional") {
+    return "Provisional: its measurements do not agree within the tolerance. ";
+  }
+  return "";
+}
+
 std::string Answer(const ReportInput& in) {
   const v1::Job& j = in.job;
   std::string out = "<section id=\"answer\"><h2>Answer</h2>\n";
@@ -160,9 +174,12 @@ std::string Answer(const ReportInput& in) {
       Figure("final loss", absl::StrFormat("%.3f", m.final_loss())), "</div>\n");
   absl::StrAppend(
       &out, "<p>",
-      j.best_confirmed()
-          ? E(absl::StrFormat("Measured %d times; the measurements spread %.1f%% (trial %s).",
-                              j.best_measurements(), 100 * j.best_spread(), b.trial_id()))
+      E(CertaintySentence(j)),
+      j.best_measurements() > 1
+          ? E(absl::StrFormat("Measured %d times; the measurements spread %.1f%% (trial %s); "
+                              "%.0f tokens/s on average, 95%% interval %.0f-%.0f.",
+                              j.best_measurements(), 100 * j.best_spread(), b.trial_id(),
+                              j.best_figure(), j.best_interval_low(), j.best_interval_high()))
           : E(absl::StrCat("Measured once (trial ", b.trial_id(),
                            "): no time was left to measure it again.")),
       j.partial_evidence()

@@ -19,8 +19,8 @@
 #include "server/job_view.h"
 #include "server/launcher_job.h"
 #include "server/rank_request.h"
-#include "server/settle.h"
 #include "server/request_limits.h"
+#include "server/settle.h"
 #include "server/signature.h"
 #include "server/warm_start.h"
 
@@ -527,13 +527,13 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
     FinishJobLocked(job, JobState::kSucceeded, kTimeLimitReached, out);
     return false;
   }
-  if (const std::string broken = SameFailureEveryTime(*job); !broken.empty()) {
+  if (!job->broken.empty()) {
     FinishJobLocked(
         job, JobState::kFailed,
         absl::StrCat("stopped early: its first ", kTrialsToCallItBroken,
                      " trials, each a different strategy, all failed the same way before their "
                      "first step (",
-                     broken, "): the ",
+                     job->broken, "): the ",
                      job->spec.launcher ? "script or its launcher" : "model or its input",
                      " is broken, not a strategy; fix it (",
                      job->spec.launcher ? "run the launcher's command by hand on a worker, "
@@ -839,6 +839,9 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
     job->searcher->Report(ScoredOf(*trial));
     trial->told_searcher = true;
     RecordPrunedLocked(job);
+  }
+  if (rec.confirms.empty() && status == TrialStatus::kFailed && job->broken.empty()) {
+    job->broken = SameFailureEveryTime(*job);
   }
   if (status == TrialStatus::kSucceeded) {
     job->record.best_trial_id = AnswerSoFar(*job).trial_id;

@@ -56,8 +56,9 @@ std::string DescribeCertainty(const Answer& a, double tolerance) {
     }
     default:
       return absl::StrFormat("(provisional: %s; the measurements differ by more than the %.0f%% "
-                             "tolerance and no time was left to settle them)",
-                             measured, 100 * tolerance);
+                             "tolerance, and neither the time left nor %d measurements settled "
+                             "them)",
+                             measured, 100 * tolerance, kMaxMeasurements);
   }
 }
 

@@ -83,6 +83,9 @@ struct JobRun {
   // confirmation trials not yet dispatched, in order.
   std::string search_ended;
   std::deque<TrialRun*> confirmations;
+  // SameFailureEveryTime's reason once a failed trial made it so (checked
+  // when a search trial FAILED, not every tick); the job then ends.
+  std::string broken;
   int running = 0;  // trials whose current attempt was dispatched
   // The first failed write of the job or a trial to the store: the job ends
   // FAILED on the next tick (its results could not be kept).

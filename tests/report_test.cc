@@ -161,6 +161,9 @@ TEST(ReportHtml, ShowsTheAnswerAndEveryTrialThatRan) {
   EXPECT_THAT(html, HasSubstr(absl::StrCat("<p class=\"strategy\">",
                                            HtmlEscape(in.job.best().strategy().text()), "</p>")));
   EXPECT_THAT(html, HasSubstr("Measured 2 times; the measurements spread 2.0%"));
+  // How sure the job is: a tie, naming the other strategy, with the interval.
+  EXPECT_THAT(html, HasSubstr("A tie within the measurements&#39; uncertainty with mbs=8,ga=1"));
+  EXPECT_THAT(html, HasSubstr("61000 tokens/s on average, 95% interval 60000-62000"));
   for (const v1::Trial& t : in.trials) {
     EXPECT_THAT(html, HasSubstr(absl::StrCat("data-sort=\"", t.index(), "\">", t.index(), "<")))
         << t.index();

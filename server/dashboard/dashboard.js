@@ -161,17 +161,37 @@
     $('job-status').textContent = [job.algorithm, job.status_message].filter(Boolean).join(' — ');
     var answer = $('job-answer');
     answer.hidden = !(job.best && job.best.strategy);
-    answer.textContent = job.best && job.best.strategy ? 'answer: ' + job.best.strategy.text : '';
+    answer.textContent = job.best && job.best.strategy
+        ? 'answer: ' + job.best.strategy.text + certainty(job) : '';
+    answerFigure = num(job.best_figure);
   }
 
-  // The best measured so far (the job's own best is set once it is chosen).
+  // " — settled: 1234 tokens/s, 95% interval 1200-1268" and the like: how
+  // sure the job is of its answer (docs/CLI.md, "Confirmations").
+  function certainty(job) {
+    if (!job.best_certainty) return '';
+    var text = ' — ' + job.best_certainty + ': ' + num(job.best_figure).toFixed(0) + ' tokens/s';
+    if (num(job.best_interval_high) > num(job.best_interval_low)) {
+      text += ', 95% interval ' + num(job.best_interval_low).toFixed(0) + '-' +
+              num(job.best_interval_high).toFixed(0);
+    }
+    if ((job.best_tied_with || []).length) {
+      text += '; a tie with ' + job.best_tied_with.join('; ') + ': the simplest answers';
+    }
+    return text;
+  }
+
+  // The answer's figure once the job has one (the mean of its kept
+  // measurements); before, the fastest single measurement.
+  var answerFigure = 0;
   function renderBest() {
     var best = 0;
     Object.keys(trials).forEach(function (k) {
       var t = trials[k];
       if (t.status === 'SUCCEEDED' && t.metrics) best = Math.max(best, num(t.metrics.tokens_per_second));
     });
-    $('job-best').textContent = best > 0 ? best.toFixed(0) : '-';
+    var shown = answerFigure > 0 ? answerFigure : best;
+    $('job-best').textContent = shown > 0 ? shown.toFixed(0) : '-';
   }
 
   function trialRow(t) {
