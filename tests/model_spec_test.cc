@@ -78,6 +78,7 @@ TEST(ModelConfig, KnownFamilies) {
               InvalidArgument(AllOf(HasSubstr("'t5'"),
                                     HasSubstr("gpt2, llama, bert, mixtral, mistral, qwen2, qwen3, "
                                               "phi3, gemma, gemma2, torchscript"),
+                                    HasSubstr("--launcher"), HasSubstr("examples/hf_trainer"),
                                     HasSubstr("--model torchscript"))));
 }
 

@@ -49,6 +49,9 @@ _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED, grpc.StatusC
 
 Seconds = Union[float, int, timedelta]
 PathLike = Union[str, "os.PathLike[str]"]
+# A candidate list: a sequence, or one comma-separated string as the CLI's flags take.
+Strings = Union[str, Sequence[str]]
+Ints = Union[str, int, Sequence[int]]
 # A model config: a config.json's path, or the config itself.
 Config = Union[PathLike, Mapping[str, Any]]
 
@@ -59,6 +62,29 @@ def _seconds(value: Optional[Seconds]) -> float:
     if isinstance(value, timedelta):
         return value.total_seconds()
     return float(value)
+
+
+def _strings(values: Union[str, Sequence[str]]) -> List[str]:
+    """A candidate list given as a sequence or, as the CLI takes it, one
+    comma-separated string ("bf16,fp32")."""
+    if isinstance(values, str):
+        return [v.strip() for v in values.split(",") if v.strip()]
+    return [str(v) for v in values]
+
+
+def _ints(values: Union[str, int, Sequence[int]]) -> List[int]:
+    """As _strings, for numbers ("1,2,4", 4 or [1, 2, 4]); a value that is
+    not a whole number raises InvalidArgumentError naming it."""
+    if isinstance(values, int):
+        return [values]
+    out = []
+    for v in _strings(values) if isinstance(values, str) else values:
+        try:
+            out.append(int(v))
+        except (TypeError, ValueError):
+            raise errors.InvalidArgumentError(
+                f"expected whole numbers, got {v!r} in {values!r}") from None
+    return out
 
 
 def _error(e: grpc.RpcError, address: str) -> errors.AutoaccelError:
@@ -351,18 +377,18 @@ class Client:
              world_size: int = 1, device: str = "cpu", max_trials: int = 0,
              overrides: Sequence[str] = (), new_overrides: Sequence[str] = (),
              model_file: Optional[PathLike] = None, input_spec: str = "",
-             launcher: str = "", micro_batch_sizes: Sequence[int] = (),
-             precisions: Sequence[str] = (), checkpointings: Sequence[str] = (),
-             checkpoint_percents: Sequence[int] = (), attentions: Sequence[str] = (),
-             optimizers: Sequence[str] = (), offloads: Sequence[str] = (),
-             tp_sizes: Sequence[int] = (), pp_sizes: Sequence[int] = (),
-             shardings: Sequence[str] = (), pipeline_schedules: Sequence[str] = (),
-             virtual_stages: Sequence[int] = (), sequence_parallel: Sequence[str] = (),
-             algorithm: str = "auto", include: Sequence[str] = (), exclude: Sequence[str] = (),
+             launcher: str = "", micro_batch_sizes: Ints = (),
+             precisions: Strings = (), checkpointings: Strings = (),
+             checkpoint_percents: Ints = (), attentions: Strings = (),
+             optimizers: Strings = (), offloads: Strings = (),
+             tp_sizes: Ints = (), pp_sizes: Ints = (),
+             shardings: Strings = (), pipeline_schedules: Strings = (),
+             virtual_stages: Ints = (), sequence_parallel: Strings = (),
+             algorithm: str = "auto", include: Strings = (), exclude: Strings = (),
              load_strategy: str = "", finetune: bool = False, warmup_steps: int = 0,
              measured_steps: int = 0, trial_timeout: Optional[Seconds] = None,
              min_measured_time: Optional[Seconds] = None, store_partial: bool = False,
-             force: bool = False) -> Job:
+             force: bool = False, confirm_tolerance: float = 0) -> Job:
         """Submits a tuning job and returns it at once (`Job.watch` or
         `Job.wait` follow it); as `autoaccel tune --detach`, each argument
         its flag (docs/CLI.md).
@@ -372,9 +398,11 @@ class Client:
         `overrides` / `new_overrides`: "KEY=VALUE" edits of it;
         `model_file` and `input_spec` for torchscript. With `launcher` (a
         launcher of the workers: your own training script) the model is
-        optional. Durations in seconds or as timedelta; empty candidate
-        lists mean every value the device supports; 0 means the server's
-        default. A job the strategy database already answers comes back
+        optional. Durations in seconds or as timedelta; candidate lists
+        (and include/exclude) as sequences or comma-separated strings
+        ("bf16,fp32"), empty meaning every value the device supports;
+        `confirm_tolerance` a fraction (0.03), as --confirm-tolerance; 0
+        means the server's default. A job the strategy database already answers comes back
         SUCCEEDED at once with `info.answered_from` set (`force=True` tunes
         anyway). Raises InvalidArgumentError naming a bad field.
         """
@@ -382,17 +410,20 @@ class Client:
             model=_model_spec(model, config, overrides, new_overrides, model_file, input_spec),
             seq_len=seq_len, global_batch_size=global_batch_size,
             time_limit_seconds=_seconds(time_limit), max_trials=max_trials,
-            world_size=world_size, device_type=device, micro_batch_sizes=micro_batch_sizes,
+            world_size=world_size, device_type=device,
+            micro_batch_sizes=_ints(micro_batch_sizes),
             warmup_steps=warmup_steps, measured_steps=measured_steps,
-            trial_timeout_seconds=_seconds(trial_timeout), precisions=precisions,
-            checkpointings=checkpointings, checkpoint_percents=checkpoint_percents,
-            attentions=attentions, optimizers=optimizers, offloads=offloads,
-            tensor_parallel_sizes=tp_sizes, pipeline_parallel_sizes=pp_sizes,
-            shardings=shardings, pipeline_schedules=pipeline_schedules,
-            virtual_stages=virtual_stages, sequence_parallel=sequence_parallel,
-            algorithm=algorithm, include=include, exclude=exclude,
+            trial_timeout_seconds=_seconds(trial_timeout), precisions=_strings(precisions),
+            checkpointings=_strings(checkpointings),
+            checkpoint_percents=_ints(checkpoint_percents), attentions=_strings(attentions),
+            optimizers=_strings(optimizers), offloads=_strings(offloads),
+            tensor_parallel_sizes=_ints(tp_sizes), pipeline_parallel_sizes=_ints(pp_sizes),
+            shardings=_strings(shardings), pipeline_schedules=_strings(pipeline_schedules),
+            virtual_stages=_ints(virtual_stages), sequence_parallel=_strings(sequence_parallel),
+            algorithm=algorithm, include=_strings(include), exclude=_strings(exclude),
             load_strategy=load_strategy, finetune=finetune, store_partial=store_partial,
-            min_measured_seconds=_seconds(min_measured_time), force=force, launcher=launcher)
+            min_measured_seconds=_seconds(min_measured_time), force=force, launcher=launcher,
+            confirm_tolerance=confirm_tolerance)
         job = self._call("SubmitJob", pb.SubmitJobRequest(request=request))
         return Job(self, from_message(JobInfo, job))
 

@@ -230,6 +230,10 @@ class LiveClusterTest(unittest.TestCase):
         final = job.wait(timeout=30)
         self.assertEqual(final.state, "SUCCEEDED")
         self.assertEqual(final.owner, "alice")
+        # How sure the job is of its answer, with its figure and interval.
+        self.assertIn(final.best_certainty, ("settled", "tie", "provisional"))
+        self.assertGreater(final.best_figure, 0)
+        self.assertLessEqual(final.best_interval_low, final.best_figure)
         self.assertEqual(final.request["seq_len"], 16)
         best = final.best
         self.assertIsNotNone(best)
@@ -290,6 +294,20 @@ class LiveClusterTest(unittest.TestCase):
         events = list(job.watch(timeout=60))
         self.assertEqual(events[-1].job.state, "CANCELLED", self.logs())
         self.assertEqual(job.refresh().state, "CANCELLED")
+
+    def test_candidate_lists_take_comma_strings_as_the_cli_does(self):
+        job = self.alice.tune("gpt2", config=TINY_GPT2, time_limit=60, max_trials=1, force=True,
+                              precisions="fp32, bf16", micro_batch_sizes="1,2",
+                              shardings=["none"], confirm_tolerance=0.03, **QUICK)
+        request = job.info.request
+        self.assertEqual(request["precisions"], ["fp32", "bf16"])
+        self.assertEqual(request["micro_batch_sizes"], [1, 2])
+        self.assertEqual(request["shardings"], ["none"])
+        self.assertAlmostEqual(request["confirm_tolerance"], 0.03)
+        job.cancel()
+        with self.assertRaises(errors.InvalidArgumentError) as caught:
+            self.alice.tune("gpt2", config=TINY_GPT2, micro_batch_sizes="1,two", **QUICK)
+        self.assertIn("'two'", str(caught.exception))
 
     def test_a_wrong_token_or_none_is_refused_as_unauthenticated(self):
         wrong = self.client(token="not-a-token-of-this-coordinator")
