@@ -283,7 +283,8 @@ int main(int argc, char** argv) {
   CLI::App* strategies = app.add_subcommand(
       "strategies", "list the strategy database's answers with their provenance (runs nothing)");
   strategies->add_option("--model", *strategies_request.mutable_model_family(),
-                         "only this model family, e.g. gpt2");
+                         "only this model family, e.g. gpt2, or a launcher's answers: "
+                         "launcher:NAME");
   strategies->add_option("--device", *strategies_request.mutable_device_type(),
                          "only answers measured on this device type: cpu or cuda");
   int strategies_limit = 0;

@@ -16,6 +16,14 @@ int EngineVersion(const v1::StrategyAnswer& a) {
   return absl::SimpleAtoi(a.engine_version(), &version) ? version : 0;
 }
 
+// "124.4M", "6.7B"; "-" for 0 (unknown).
+std::string Parameters(int64_t n) {
+  if (n <= 0) return "-";
+  if (n >= 1'000'000'000) return absl::StrFormat("%.1fB", n / 1e9);
+  if (n >= 1'000'000) return absl::StrFormat("%.1fM", n / 1e6);
+  return absl::StrFormat("%.1fK", n / 1e3);
+}
+
 }  // namespace
 
 std::string CertaintyText(const v1::StrategyAnswer& a) {
@@ -58,6 +66,7 @@ json AnswerProvenanceJson(const v1::StrategyAnswer& a) {
               {"tied_with", json(std::vector<std::string>(a.tied_with().begin(),
                                                           a.tied_with().end()))},
               {"hardware", a.hardware()},
+              {"parameters", a.parameters()},
               {"signature", a.signature()},
               {"model",
                {{"family", a.model_family()},
@@ -83,12 +92,14 @@ void PrintStrategyList(std::ostream& out, const v1::ListStrategiesResponse& list
     out << "no strategy recorded\n";
     return;
   }
-  out << absl::StrFormat("%-12s %6s %6s %-9s %10s %9s %-6s %-20s %-28s  %s\n", "model", "seq",
-                         "batch", "hardware", "tokens/s", "peak MiB", "engine", "stored", "job",
-                         "strategy");
+  out << absl::StrFormat("%-12s %8s %-10s %6s %6s %-9s %10s %9s %-6s %-20s %-28s  %s\n", "model",
+                         "params", "signature", "seq", "batch", "hardware", "tokens/s",
+                         "peak MiB", "engine", "stored", "job", "strategy");
   for (const v1::StrategyAnswer& a : list.answers()) {
-    out << absl::StrFormat("%-12s %6d %6d %-9s %10.0f %9.1f %-6s %-20s %-28s  %s%s\n",
-                           a.model_family(), a.seq_len(), a.global_batch_size(), a.hardware(),
+    out << absl::StrFormat("%-12s %8s %-10s %6d %6d %-9s %10.0f %9.1f %-6s %-20s %-28s  %s%s\n",
+                           a.model_family(), Parameters(a.parameters()),
+                           a.signature().substr(0, 10), a.seq_len(), a.global_batch_size(),
+                           a.hardware(),
                            a.metrics().tokens_per_second(),
                            a.metrics().peak_memory_bytes() / (1024.0 * 1024.0),
                            EngineVersionText(a), StoredDate(a.updated_at()), a.job_id(),

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "proto/convert.h"
+#include "search/model_spec.h"
 #include "server/answer.h"
 #include "server/tune_request.h"
 
@@ -181,6 +182,24 @@ absl::StatusOr<v1::Job> JobRecordToProto(const JobRecord& r, const std::vector<T
   return j;
 }
 
+namespace {
+
+// The parameters of the answer's model from its stored config: the family
+// is the last ":"-part of model_family ("launcher:hf:llama" -> llama); 0 when
+// it is no known family or the config does not read.
+int64_t StoredModelParameters(const StrategyRecord& r) {
+  const size_t colon = r.model_family.rfind(':');
+  const std::string family =
+      colon == std::string::npos ? r.model_family : r.model_family.substr(colon + 1);
+  const nlohmann::json config =
+      nlohmann::json::parse(r.model_config_json, nullptr, /*allow_exceptions=*/false);
+  if (family == "torchscript" || !config.is_object()) return 0;
+  absl::StatusOr<ModelSpec> spec = ModelSpecFromJson(family, config);
+  return spec.ok() ? spec->ParameterCount() : 0;
+}
+
+}  // namespace
+
 absl::StatusOr<v1::StrategyAnswer> StrategyAnswerToProto(const StrategyRecord& r) {
   v1::StrategyAnswer a;
   a.set_signature(r.signature);
@@ -197,6 +216,7 @@ absl::StatusOr<v1::StrategyAnswer> StrategyAnswerToProto(const StrategyRecord& r
   a.set_seq_len(r.seq_len);
   a.set_global_batch_size(r.global_batch_size);
   a.set_confirmed(r.confirmed);
+  a.set_parameters(StoredModelParameters(r));
   a.set_certainty(r.certainty.certainty);
   a.set_figure(r.certainty.figure);
   a.set_interval_low(r.certainty.interval_low);

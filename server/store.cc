@@ -394,7 +394,10 @@ absl::StatusOr<std::vector<StrategyRecord>> Store::ListStrategies(const Strategy
   ASSIGN_OR_RETURN(Statement stmt,
                    Statement::Prepare(db_,
                                       SelectSql(kStrategies,
-                                                "WHERE (?1 = '' OR model_family = ?1) AND "
+                                                "WHERE (?1 = '' OR model_family = ?1 OR "
+                                                "(substr(?1, 1, 9) = 'launcher:' AND "
+                                                "substr(model_family, 1, length(?1) + 1) = "
+                                                "?1 || ':')) AND "
                                                 "(?2 = '' OR device_type = ?2) "
                                                 "ORDER BY updated_at DESC, rowid DESC LIMIT ?3"),
                                       "list strategies"));

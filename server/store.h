@@ -182,7 +182,8 @@ bool ReplacesStoredAnswer(const StrategyRecord& candidate, const StrategyRecord&
 
 // Which stored answers ListStrategies returns; an empty field matches all.
 struct StrategyFilter {
-  std::string model_family;  // exact
+  // exact; "launcher:NAME" also matches "launcher:NAME:FAMILY"
+  std::string model_family;
   std::string device_type;   // exact: "cpu", "cuda"
 };
 

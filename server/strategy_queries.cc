@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -52,11 +53,15 @@ absl::StatusOr<std::vector<v1::StrategyAnswer>> QueryStrategies(
 absl::StatusOr<std::vector<v1::StrategyAnswer>> ListStrategies(
     Store* store, const v1::ListStrategiesRequest& request) {
   const std::vector<std::string>& families = KnownModelFamilies();
-  if (!request.model_family().empty() &&
+  // A family, or a launcher job's name as `strategies` prints it
+  // ("launcher:NAME" or "launcher:NAME:FAMILY").
+  const bool launcher = absl::StartsWith(request.model_family(), "launcher:") &&
+                        request.model_family().size() > 9;
+  if (!request.model_family().empty() && !launcher &&
       std::find(families.begin(), families.end(), request.model_family()) == families.end()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("model_family: unknown '", request.model_family(),
-                     "' (allowed: ", absl::StrJoin(families, ", "), ")"));
+        absl::StrCat("model_family: unknown '", request.model_family(), "' (allowed: ",
+                     absl::StrJoin(families, ", "), ", or launcher:NAME as listed)"));
   }
   if (!request.device_type().empty() && request.device_type() != "cpu" &&
       request.device_type() != "cuda") {

@@ -55,6 +55,7 @@ class StrategyDatabaseTest : public ::testing::Test {
     StrategyRecord s;
     s.signature = ComputeSignature(*model, 16, 4, 1, "cpu");
     s.model_family = "gpt2";
+    s.model_config_json = model->ToConfigJson().dump();
     s.seq_len = 16;
     s.global_batch_size = 4;
     s.hardware = "cpu x1";
@@ -170,6 +171,31 @@ TEST_F(StrategyDatabaseTest, StrategiesListsStoredAnswersWithTheirProvenance) {
   EXPECT_EQ(a["metrics"]["tokens_per_second"], 4321.0);
   EXPECT_EQ(a["metrics"]["peak_memory_bytes"], 3 << 20);
   EXPECT_EQ(a["model"]["seq_len"], 16);
+  // The model's size, counted from its stored config.
+  auto model = ModelSpecFromJson("gpt2", nlohmann::json::parse(kTinyGpt));
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ(a["parameters"], model->ParameterCount());
+  EXPECT_GT(model->ParameterCount(), 0);
+
+  // A launcher's answers are listed by the name `strategies` prints.
+  StrategyRecord launched = store_->GetStrategy(a["signature"].get<std::string>())->value();
+  launched.signature = "another-signature";
+  launched.model_family = "launcher:hf-llama:gpt2";
+  launched.job_id = "job-launched";
+  JobRecord job;
+  job.job_id = "job-launched";
+  job.state = JobState::kSucceeded;
+  ASSERT_TRUE(store_->CreateJob(job).ok());
+  ASSERT_TRUE(store_->FinishJob(job, launched).ok());
+  v1::ListStrategiesRequest by_launcher;
+  by_launcher.set_model_family("launcher:hf-llama");
+  EXPECT_EQ(StrategiesCommand(Cli(true), by_launcher), 0) << err_.str();
+  const json launched_list = json::parse(out_.str())["strategies"];
+  ASSERT_EQ(launched_list.size(), 1u) << out_.str();
+  EXPECT_EQ(launched_list[0]["job_id"], "job-launched");
+  by_launcher.set_model_family("launcher:hf");
+  EXPECT_EQ(StrategiesCommand(Cli(true), by_launcher), 0) << err_.str();
+  EXPECT_THAT(json::parse(out_.str())["strategies"], IsEmpty()) << "a prefix of the name is not it";
 
   v1::ListStrategiesRequest cuda;
   cuda.set_device_type("cuda");

@@ -143,6 +143,8 @@ class StrategyAnswer:
     spread: float
     measurements: int
     tied_with: List[str]
+    # The model's parameters, from its stored config (0: unknown).
+    parameters: int
 
 
 @dataclass(frozen=True)
