@@ -394,7 +394,8 @@ void PrintStrategyAnswer(std::ostream& out, const v1::StrategyAnswer& a) {
              a.metrics().tokens_per_second(),
              a.metrics().mfu() > 0 ? absl::StrCat(", MFU ", Mfu(a.metrics().mfu())) : "",
              Mib(a.metrics().peak_memory_bytes()), a.hardware(), a.job_id(),
-             StoredDate(a.updated_at()), EngineVersionText(a));
+             StoredDate(a.updated_at()), EngineVersionText(a))
+      << "  " << CertaintyText(a) << "\n";
 }
 
 void PrintWorkerList(std::ostream& out, const v1::ListWorkersResponse& workers) {

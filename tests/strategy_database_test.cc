@@ -215,6 +215,8 @@ TEST_F(StrategyDatabaseTest, StrategiesListsStoredAnswersWithTheirProvenance) {
   EXPECT_EQ(json::parse(out_.str())["provenance"]["engine_version"], kEngineVersion);
   EXPECT_EQ(BestCommand(Cli(false), q), 0) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr(absl::StrCat("engine v", kEngineVersion)));
+  // Stored before certainties were recorded: said as such.
+  EXPECT_THAT(out_.str(), HasSubstr("  measured again\n"));
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ AutoaccelCallback reports each step and stops the run.]
 """
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -161,6 +162,13 @@ def main(argv):
     if not trial.active and targs.process_index == 0:
         print("trained %d steps of %d samples x %d tokens in %.1f s"
               % (trial.total_steps, global_batch, trial.seq_len, time.monotonic() - started))
+    # End the process group once nothing uses it: a rank that exits with
+    # gloo's threads still running may abort ("terminate called without an
+    # active exception") on a busy machine.
+    del trainer
+    gc.collect()
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
