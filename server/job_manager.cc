@@ -914,8 +914,8 @@ void JobManager::QueueConfirmationsLocked(JobRun* job) {
 
 bool JobManager::QueueRepeatsLocked(JobRun* job) {
   if (options_.confirm_top <= 0) return false;
-  const Standings standings =
-      Settle(TrialRecords(*job), 0, ConfirmTolerance(job->spec.request));
+  const std::vector<TrialRecord> records = TrialRecords(*job);  // the standings point into it
+  const Standings standings = Settle(records, 0, ConfirmTolerance(job->spec.request));
   if (standings.measure_again.empty()) return false;
   const int gangs =
       pool_.CountDevices(job->spec.device_type, job->spec.request.launcher()) /

@@ -94,7 +94,8 @@ struct Standings {
   const Standing* Answer() const { return answer < 0 ? nullptr : &ranked[answer]; }
 };
 
-// The standings of a job's `trials` (in proposal order). Only trials
+// The standings of a job's `trials` (in proposal order). The Standings'
+// first/repeats point into `trials`: keep it alive while reading them. Only trials
 // eligible as answers count (searcher.h IsEligible: SUCCEEDED, finite
 // throughput, MFU at most 100%, peak memory within `memory_limit_bytes` when
 // > 0). `tolerance` > 0: see above.
