@@ -325,8 +325,7 @@ void PrintJobSummary(std::ostream& out, const v1::Job& j) {
                   ? absl::StrFormat("    %smeasured %d times, spread %.1f%%, %.0f tokens/s, 95%% "
                                     "interval %.0f-%.0f (figures below: the trial closest)\n",
                                     certainty, j.best_measurements(), 100 * j.best_spread(),
-                                    j.best_figure(), j.best_interval_low(),
-                                    j.best_interval_high())
+                                    j.best_figure(), j.best_interval_low(), j.best_interval_high())
                   : absl::StrCat("    ", certainty,
                                  "measured once (no time was left to measure it again)\n"));
       if (!j.best_tied_with().empty()) {

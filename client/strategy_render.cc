@@ -31,12 +31,11 @@ std::string CertaintyText(const v1::StrategyAnswer& a) {
   const std::string measured =
       a.measurements() > 1
           ? absl::StrFormat("%d measurements, spread %.1f%%, 95%% interval %.0f-%.0f tokens/s",
-                            a.measurements(), 100 * a.spread(), a.interval_low(),
-                            a.interval_high())
+                            a.measurements(), 100 * a.spread(), a.interval_low(), a.interval_high())
           : std::string("measured once");
   if (a.certainty() == "tie") {
-    return absl::StrCat("a tie (", measured, ") with ", a.tied_with_size(),
-                        " other strateg", a.tied_with_size() == 1 ? "y" : "ies");
+    return absl::StrCat("a tie (", measured, ") with ", a.tied_with_size(), " other strateg",
+                        a.tied_with_size() == 1 ? "y" : "ies");
   }
   return absl::StrCat(a.certainty(), " (", measured, ")");
 }
@@ -53,25 +52,25 @@ std::string StoredDate(double unix_seconds) {
 }
 
 json AnswerProvenanceJson(const v1::StrategyAnswer& a) {
-  return json{{"job_id", a.job_id()},
-              {"stored_at", a.updated_at()},
-              {"first_stored_at", a.created_at()},
-              {"engine_version", EngineVersion(a)},
-              {"confirmed", a.confirmed()},
-              {"certainty", a.certainty()},
-              {"figure", a.figure()},
-              {"interval", json::array({a.interval_low(), a.interval_high()})},
-              {"spread", a.spread()},
-              {"measurements", a.measurements()},
-              {"tied_with", json(std::vector<std::string>(a.tied_with().begin(),
-                                                          a.tied_with().end()))},
-              {"hardware", a.hardware()},
-              {"parameters", a.parameters()},
-              {"signature", a.signature()},
-              {"model",
-               {{"family", a.model_family()},
-                {"seq_len", a.seq_len()},
-                {"global_batch_size", a.global_batch_size()}}}};
+  return json{
+      {"job_id", a.job_id()},
+      {"stored_at", a.updated_at()},
+      {"first_stored_at", a.created_at()},
+      {"engine_version", EngineVersion(a)},
+      {"confirmed", a.confirmed()},
+      {"certainty", a.certainty()},
+      {"figure", a.figure()},
+      {"interval", json::array({a.interval_low(), a.interval_high()})},
+      {"spread", a.spread()},
+      {"measurements", a.measurements()},
+      {"tied_with", json(std::vector<std::string>(a.tied_with().begin(), a.tied_with().end()))},
+      {"hardware", a.hardware()},
+      {"parameters", a.parameters()},
+      {"signature", a.signature()},
+      {"model",
+       {{"family", a.model_family()},
+        {"seq_len", a.seq_len()},
+        {"global_batch_size", a.global_batch_size()}}}};
 }
 
 json StrategyListJson(const v1::ListStrategiesResponse& list) {
@@ -93,14 +92,13 @@ void PrintStrategyList(std::ostream& out, const v1::ListStrategiesResponse& list
     return;
   }
   out << absl::StrFormat("%-12s %8s %-10s %6s %6s %-9s %10s %9s %-6s %-20s %-28s  %s\n", "model",
-                         "params", "signature", "seq", "batch", "hardware", "tokens/s",
-                         "peak MiB", "engine", "stored", "job", "strategy");
+                         "params", "signature", "seq", "batch", "hardware", "tokens/s", "peak MiB",
+                         "engine", "stored", "job", "strategy");
   for (const v1::StrategyAnswer& a : list.answers()) {
     out << absl::StrFormat("%-12s %8s %-10s %6d %6d %-9s %10.0f %9.1f %-6s %-20s %-28s  %s%s\n",
                            a.model_family(), Parameters(a.parameters()),
                            a.signature().substr(0, 10), a.seq_len(), a.global_batch_size(),
-                           a.hardware(),
-                           a.metrics().tokens_per_second(),
+                           a.hardware(), a.metrics().tokens_per_second(),
                            a.metrics().peak_memory_bytes() / (1024.0 * 1024.0),
                            EngineVersionText(a), StoredDate(a.updated_at()), a.job_id(),
                            a.strategy().text(), absl::StrCat("  (", CertaintyText(a), ")"));
@@ -109,8 +107,8 @@ void PrintStrategyList(std::ostream& out, const v1::ListStrategiesResponse& list
 
 std::string AnsweredFromLine(const v1::StrategyAnswer& a) {
   return absl::StrCat("answered from the strategy database: job ", a.job_id(), " of ",
-                      StoredDate(a.updated_at()), ", engine ", EngineVersionText(a),
-                      ", ", CertaintyText(a), "; --force to tune again");
+                      StoredDate(a.updated_at()), ", engine ", EngineVersionText(a), ", ",
+                      CertaintyText(a), "; --force to tune again");
 }
 
 }  // namespace autoaccel

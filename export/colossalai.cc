@@ -416,8 +416,7 @@ FormatOutput ExportColossalAI(const FormatContext& c, FidelityBuilder& rows) {
   out.files.emplace_back("autoaccel_colossalai.py", py);
   out.entry = "train.py";
   // The module is imported from the export's directory.
-  out.environment =
-      absl::StrCat("PYTHONPATH=", c.in.file_dir.empty() ? "." : c.in.file_dir, " ");
+  out.environment = absl::StrCat("PYTHONPATH=", c.in.file_dir.empty() ? "." : c.in.file_dir, " ");
   out.command = absl::StrCat(out.environment, TorchrunCommand(c, out.entry));
   return out;
 }

@@ -190,11 +190,11 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
         set("activation_checkpoint", "selective_ac_option", Quoted(absl::StrCat(every)));
         rows.Exact(&Strategy::checkpointing,
                    "mode \"selective\" with a layer count: whole transformer blocks");
-        rows.Approximated(&Strategy::checkpoint_percent,
-                          absl::StrCat("selective_ac_option \"", every, "\": one block in ", every,
-                                       " (blocks ", every, ", ", 2 * every,
-                                       ", ... counting from 1), not the first ",
-                                       s.checkpoint_percent, "%: as many blocks, other ones"));
+        rows.Approximated(
+            &Strategy::checkpoint_percent,
+            absl::StrCat("selective_ac_option \"", every, "\": one block in ", every, " (blocks ",
+                         every, ", ", 2 * every, ", ... counting from 1), not the first ",
+                         s.checkpoint_percent, "%: as many blocks, other ones"));
       } else {
         set("activation_checkpoint", "mode", Quoted("full"));
         rows.Exact(&Strategy::checkpointing, "mode \"full\": whole transformer blocks");
@@ -253,7 +253,8 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
       "# torchtitan job file for autoaccel's strategy\n#   ", StrategyToText(s),
       "\n# Format: torchtitan 0.2.2 (the newest that trains with torch 2.11). Run:\n#   ",
       out.command,
-      " \\\n#     --model.hf_assets_path YOUR_TOKENIZER --training.dataset ... --training.steps ...\n"
+      " \\\n#     --model.hf_assets_path YOUR_TOKENIZER --training.dataset ... --training.steps "
+      "...\n"
       "# It sets no learning rate, betas, eps, weight decay, schedule, clipping or data: add\n"
       "# yours (--optimizer.lr, --optimizer.weight_decay, --lr_scheduler.warmup_steps, ... or\n"
       "# sections of this file); torchtitan's defaults apply where you set none.\n",

@@ -104,8 +104,9 @@ class TorchtitanModel {
         absl::StrCat("layers ", m_.n_layer, ", hidden ", m_.n_embd, ", heads ", m_.n_head, ", ffn ",
                      m_.n_inner, info_.experts ? " per expert" : "", ", vocabulary ",
                      m_.vocab_size),
-        kExact, qwen3 ? "dim, n_layers, n_heads, hidden_dim, vocab_size"
-                      : "dim, n_layers, n_heads, vocab_size; the MLP width below");
+        kExact,
+        qwen3 ? "dim, n_layers, n_heads, hidden_dim, vocab_size"
+              : "dim, n_layers, n_heads, vocab_size; the MLP width below");
     Row("query_groups", absl::StrCat(groups), kExact,
         groups == m_.n_head ? "n_kv_heads: one key/value head per query head"
                             : absl::StrCat("n_kv_heads ", groups, ": ", m_.n_head / groups,
@@ -165,17 +166,17 @@ class TorchtitanModel {
       Row("activation", "silu, gated (SwiGLU)", kExact, "torchtitan's SwiGLU feed-forward");
       return;
     }
-    Row("activation", info_.network == Network::kDecoder
-                          ? absl::StrCat(m_.hidden_act, ", gated (GeGLU)")
-                          : std::string("gelu"),
+    Row("activation",
+        info_.network == Network::kDecoder ? absl::StrCat(m_.hidden_act, ", gated (GeGLU)")
+                                           : std::string("gelu"),
         kNotExpressible,
         "torchtitan's feed-forward is SwiGLU (silu): replace F.silu in the model's FeedForward "
         "in code");
   }
 
   void Biases() {
-    const bool any = info_.network != Network::kDecoder || m_.attention_bias || m_.mlp_bias ||
-                     info_.qkv_bias;
+    const bool any =
+        info_.network != Network::kDecoder || m_.attention_bias || m_.mlp_bias || info_.qkv_bias;
     if (!any) {
       Row("biases", "none", kExact, "torchtitan's linear layers have no bias");
       return;
@@ -218,14 +219,13 @@ class TorchtitanModel {
     if (m_.rope_type == "llama3") {
       Arg("rope_scaling_args",
           absl::StrCat("RoPEScalingArgs(scaling_factor=", Py(m_.rope_factor),
-                       ", low_freq_factor=", Py(m_.rope_low_freq_factor), ", high_freq_factor=",
-                       Py(m_.rope_high_freq_factor), ", original_max_position_embeddings=",
-                       m_.rope_original_max_positions, ")"));
+                       ", low_freq_factor=", Py(m_.rope_low_freq_factor),
+                       ", high_freq_factor=", Py(m_.rope_high_freq_factor),
+                       ", original_max_position_embeddings=", m_.rope_original_max_positions, ")"));
       Row("rope_scaling",
           absl::StrCat("llama3, factor ", Py(m_.rope_factor), ", low_freq_factor ",
                        Py(m_.rope_low_freq_factor), ", high_freq_factor ",
-                       Py(m_.rope_high_freq_factor), ", original ",
-                       m_.rope_original_max_positions),
+                       Py(m_.rope_high_freq_factor), ", original ", m_.rope_original_max_positions),
           kExact, "rope_scaling_args");
       return;
     }
@@ -277,8 +277,7 @@ class TorchtitanModel {
           kNotExpressible, "torchtitan caps no score: add cap * tanh(x / cap) in code");
     }
     if (info_.experts) {
-      Row("experts",
-          absl::StrCat(m_.num_local_experts, " experts, top ", m_.num_experts_per_tok),
+      Row("experts", absl::StrCat(m_.num_local_experts, " experts, top ", m_.num_experts_per_tok),
           kNotExpressible,
           "torchtitan 0.2.2 has no Mixtral model: the llama3 flavor written is dense, one MLP "
           "of the expert's width per layer");

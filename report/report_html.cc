@@ -173,8 +173,7 @@ std::string Answer(const ReportInput& in) {
       Figure("samples/s", absl::StrFormat("%.1f", m.samples_per_second())),
       Figure("final loss", absl::StrFormat("%.3f", m.final_loss())), "</div>\n");
   absl::StrAppend(
-      &out, "<p>",
-      E(CertaintySentence(j)),
+      &out, "<p>", E(CertaintySentence(j)),
       j.best_measurements() > 1
           ? E(absl::StrFormat("Measured %d times; the measurements spread %.1f%% (trial %s); "
                               "%.0f tokens/s on average, 95%% interval %.0f-%.0f.",

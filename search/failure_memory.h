@@ -65,7 +65,7 @@ class FailureMemory {
   std::set<std::string> succeeded_;  // values
   // By reason key, the values of each trial that failed with it.
   std::map<std::string, std::vector<std::vector<std::string>>> failures_;
-  std::set<std::string> failing_;  // returned already
+  std::set<std::string> failing_;                 // returned already
   std::map<std::string, std::string> summaries_;  // reason key -> its latest ReasonSummary
 };
 

@@ -917,11 +917,9 @@ bool JobManager::QueueRepeatsLocked(JobRun* job) {
   const std::vector<TrialRecord> records = TrialRecords(*job);  // the standings point into it
   const Standings standings = Settle(records, 0, ConfirmTolerance(job->spec.request));
   if (standings.measure_again.empty()) return false;
-  const int gangs =
-      pool_.CountDevices(job->spec.device_type, job->spec.request.launcher()) /
-      job->spec.world_size;
-  if (SearchTimeUp(*job, clock_->Now(), gangs,
-                   static_cast<int>(standings.measure_again.size()))) {
+  const int gangs = pool_.CountDevices(job->spec.device_type, job->spec.request.launcher()) /
+                    job->spec.world_size;
+  if (SearchTimeUp(*job, clock_->Now(), gangs, static_cast<int>(standings.measure_again.size()))) {
     return false;
   }
   const std::vector<TrialRun*> repeats = AddRepeats(job, standings.measure_again);
@@ -940,8 +938,8 @@ bool JobManager::QueueRepeatsLocked(JobRun* job) {
           ? absl::StrFormat("%.0f tokens/s, 95%% interval %.0f-%.0f, overlaps %d other(s)",
                             leader.figure, leader.interval.low, leader.interval.high,
                             static_cast<int>(standings.tie.size()) - 1)
-          : absl::StrFormat("the fastest's %d measurement(s) spread %.0f%%",
-                            leader.measurements(), 100 * leader.spread),
+          : absl::StrFormat("the fastest's %d measurement(s) spread %.0f%%", leader.measurements(),
+                            100 * leader.spread),
       "): measuring trials ", absl::StrJoin(names, ", "), " again");
   spdlog::info("job {}: {}", job->record.job_id, job->record.status_message);
   PersistJobLocked(job);

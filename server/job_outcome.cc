@@ -41,8 +41,7 @@ std::string DescribeCertainty(const Answer& a, double tolerance) {
   }
   const std::string measured = absl::StrFormat(
       "measured %d times, spread %.0f%%, 95%% interval %.0f-%.0f tokens/s; first %.0f tokens/s",
-      a.measurements, 100 * a.spread, a.interval.low, a.interval.high,
-      a.first_tokens_per_second);
+      a.measurements, 100 * a.spread, a.interval.low, a.interval.high, a.first_tokens_per_second);
   switch (a.certainty) {
     case Certainty::kSettled:
       return absl::StrCat("(settled: ", measured, ")");
@@ -55,10 +54,11 @@ std::string DescribeCertainty(const Answer& a, double tolerance) {
                           absl::StrJoin(others, ", "), ": the simplest answers)");
     }
     default:
-      return absl::StrFormat("(provisional: %s; the measurements differ by more than the %.0f%% "
-                             "tolerance, and neither the time left nor %d measurements settled "
-                             "them)",
-                             measured, 100 * tolerance, kMaxMeasurements);
+      return absl::StrFormat(
+          "(provisional: %s; the measurements differ by more than the %.0f%% "
+          "tolerance, and neither the time left nor %d measurements settled "
+          "them)",
+          measured, 100 * tolerance, kMaxMeasurements);
   }
 }
 

@@ -15,8 +15,7 @@ namespace {
 // times, more only when a resumed job's records hold more (then the normal
 // quantile, 1.96, is within 15% of t for any df beyond the table).
 double T975(int degrees_of_freedom) {
-  static constexpr double kT[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
-                                  2.262};
+  static constexpr double kT[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262};
   if (degrees_of_freedom < 1) return 0;
   const int i = degrees_of_freedom - 1;
   return i < static_cast<int>(std::size(kT)) ? kT[i] : 1.96;

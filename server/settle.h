@@ -62,14 +62,14 @@ std::vector<double> KeptMeasurements(const std::vector<double>& values);
 // One measured strategy of a job.
 struct Standing {
   std::string strategy_text;
-  const TrialRecord* first = nullptr;            // the search's measurement, if eligible
-  std::vector<const TrialRecord*> repeats;       // eligible confirmation trials
-  std::vector<double> throughputs;               // every eligible measurement's
-  std::vector<double> kept;  // throughputs less the one set aside (3 or more)
-  double figure = 0;         // the mean of the kept ones
+  const TrialRecord* first = nullptr;       // the search's measurement, if eligible
+  std::vector<const TrialRecord*> repeats;  // eligible confirmation trials
+  std::vector<double> throughputs;          // every eligible measurement's
+  std::vector<double> kept;                 // throughputs less the one set aside (3 or more)
+  double figure = 0;                        // the mean of the kept ones
   ThroughputInterval interval;
-  double spread = 0;    // (max - min) / min of the kept ones; 0 with one
-  bool agrees = false;  // two or more measurements, spread <= tolerance
+  double spread = 0;              // (max - min) / min of the kept ones; 0 with one
+  bool agrees = false;            // two or more measurements, spread <= tolerance
   int64_t peak_memory_bytes = 0;  // the largest of its measurements'
   int measurements() const { return static_cast<int>(throughputs.size()); }
 };

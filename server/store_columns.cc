@@ -96,14 +96,12 @@ absl::Status ColumnCodec<AnswerCertainty>::Read(const Statement& s, int col, con
   const std::string text = s.Text(col);
   if (text.empty()) return absl::OkStatus();
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  const auto number = [&j](const char* key) {
-    return j.contains(key) && j[key].is_number();
-  };
+  const auto number = [&j](const char* key) { return j.contains(key) && j[key].is_number(); };
   if (!j.is_object() || !j.contains("certainty") || !j["certainty"].is_string() ||
       !number("figure") || !number("spread") || !number("measurements") ||
       !j.contains("interval") || !j["interval"].is_array() || j["interval"].size() != 2 ||
-      !j["interval"][0].is_number() || !j["interval"][1].is_number() ||
-      !j.contains("tied_with") || !j["tied_with"].is_array()) {
+      !j["interval"][0].is_number() || !j["interval"][1].is_number() || !j.contains("tied_with") ||
+      !j["tied_with"].is_array()) {
     return absl::DataLossError(absl::StrCat(column, " is malformed"));
   }
   v->certainty = j["certainty"].get<std::string>();

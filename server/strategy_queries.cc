@@ -55,13 +55,13 @@ absl::StatusOr<std::vector<v1::StrategyAnswer>> ListStrategies(
   const std::vector<std::string>& families = KnownModelFamilies();
   // A family, or a launcher job's name as `strategies` prints it
   // ("launcher:NAME" or "launcher:NAME:FAMILY").
-  const bool launcher = absl::StartsWith(request.model_family(), "launcher:") &&
-                        request.model_family().size() > 9;
+  const bool launcher =
+      absl::StartsWith(request.model_family(), "launcher:") && request.model_family().size() > 9;
   if (!request.model_family().empty() && !launcher &&
       std::find(families.begin(), families.end(), request.model_family()) == families.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model_family: unknown '", request.model_family(), "' (allowed: ",
-                     absl::StrJoin(families, ", "), ", or launcher:NAME as listed)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model_family: unknown '", request.model_family(),
+        "' (allowed: ", absl::StrJoin(families, ", "), ", or launcher:NAME as listed)"));
   }
   if (!request.device_type().empty() && request.device_type() != "cpu" &&
       request.device_type() != "cuda") {

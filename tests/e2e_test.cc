@@ -113,8 +113,7 @@ TEST(EndToEnd, TuneRecordsEveryTrialAndBestSurvivesRestart) {
   // Measured again; "confirmed" only when the repeats agree, which a busy
   // machine may not give.
   EXPECT_GE(job["best"]["measurements"].get<int>(), 2) << out;
-  EXPECT_EQ(job["best"]["confirmed"].get<bool>(), job["best"]["certainty"] != "provisional")
-      << out;
+  EXPECT_EQ(job["best"]["confirmed"].get<bool>(), job["best"]["certainty"] != "provisional") << out;
   EXPECT_THAT(cluster.Query(absl::StrCat(
                   "SELECT trial_id, status, strategy_text FROM trials WHERE job_id = '",
                   job["job_id"].get<std::string>(), "' ORDER BY idx")),

@@ -1115,10 +1115,10 @@ TEST(ExportTest, TorchrunKeepsTheEnvironmentTheEntryPointNeeds) {
 
 TEST(ExportTest, TorchrunRefusesAFormatWhoseLauncherDoesMore) {
   for (const char* format : {"torchrun:accelerate", "torchrun:flagai"}) {
-    absl::StatusOr<ExportResult> r = Export(Input(
-        S("mbs=1,ga=1,precision=fp32,checkpoint=none,attention=sdpa,optimizer=adamw,"
-          "offload=none"),
-        format));
+    absl::StatusOr<ExportResult> r =
+        Export(Input(S("mbs=1,ga=1,precision=fp32,checkpoint=none,attention=sdpa,optimizer=adamw,"
+                       "offload=none"),
+                     format));
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << format;
     EXPECT_THAT(std::string(r.status().message()),
                 AllOf(HasSubstr(absl::StrCat("--format ", format)), HasSubstr("use --format")));

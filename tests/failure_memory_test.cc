@@ -43,9 +43,9 @@ TEST(FailureMemoryTest, AValueThatFailsTwiceForOneReasonWhileAnotherSucceedsIsKn
   FailureMemory m;
   EXPECT_THAT(m.Succeeded(S(Layout("none", 2, "bf16"))), IsEmpty());
   EXPECT_THAT(m.Failed(S(Layout("zero1", 2, "bf16")), kExit2), IsEmpty()) << "once is not enough";
-  const std::vector<FailingValue> failing = m.Failed(
-      S(Layout("zero1", 4, "fp32")),
-      "rank 1 on worker host-b:7001: script exited with code 2: no sharding here");
+  const std::vector<FailingValue> failing =
+      m.Failed(S(Layout("zero1", 4, "fp32")),
+               "rank 1 on worker host-b:7001: script exited with code 2: no sharding here");
   ASSERT_THAT(ValuesOf(failing), ElementsAre("sharding=zero1"));
   EXPECT_THAT(failing[0].prune_reason,
               AllOf(HasSubstr(kPrunedByFailures), HasSubstr("sharding=zero1 failed in 2 trials"),
@@ -76,8 +76,7 @@ TEST(FailureMemoryTest, NothingIsKnownWhileTwoNeverMeasuredValuesCouldBeTheCause
   m.Failed(S(Layout("zero1", 2, "fp32")), kExit2);
   EXPECT_THAT(m.Failed(S(Layout("zero1", 4, "fp32")), kExit2), IsEmpty());
   // fp32 succeeds with sharding none: zero1 is the cause.
-  EXPECT_THAT(ValuesOf(m.Succeeded(S(Layout("none", 4, "fp32")))),
-              ElementsAre("sharding=zero1"));
+  EXPECT_THAT(ValuesOf(m.Succeeded(S(Layout("none", 4, "fp32")))), ElementsAre("sharding=zero1"));
 }
 
 TEST(FailureMemoryTest, AJobWhoseEveryTrialFailsLearnsNoValue) {

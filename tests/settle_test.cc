@@ -4,8 +4,9 @@
 #include "server/settle.h"
 
 #include <gmock/gmock.h>
-#include <cmath>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "server/answer.h"
 

@@ -124,8 +124,9 @@ inline ReportInput FixtureReport(const FixtureOptions& options = {}) {
   job.set_best_figure(61000);
   job.set_best_interval_low(60000);
   job.set_best_interval_high(62000);
-  job.add_best_tied_with("mbs=8,ga=1,precision=bf16,checkpoint=none,attention=sdpa,"
-                         "optimizer=adamw,offload=none");
+  job.add_best_tied_with(
+      "mbs=8,ga=1,precision=bf16,checkpoint=none,attention=sdpa,"
+      "optimizer=adamw,offload=none");
   if (options.device_memory) {
     in.device_memory = {int64_t{1} << 30, "the smallest memory of the cpu devices that ran it"};
   } else {
