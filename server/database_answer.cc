@@ -9,6 +9,7 @@
 #include "proto/convert.h"
 #include "search/strategy.h"
 #include "server/job_view.h"
+#include "server/settle.h"
 
 namespace autoaccel {
 namespace {
@@ -81,12 +82,10 @@ absl::Status AnswerJobFromDatabase(const StrategyRecord& answer, absl::Time now,
   record->answered_from = ProtoToJson(proto);
   const AnswerCertainty& c = answer.certainty;
   const std::string certainty =
-      c.certainty.empty() ? std::string(answer.confirmed ? "measured again" : "measured once")
-      : c.measurements > 1
-          ? absl::StrFormat("%s: %d measurements, spread %.0f%%, 95%% interval %.0f-%.0f tokens/s",
-                            c.certainty, c.measurements, 100 * c.spread, c.interval_low,
-                            c.interval_high)
-          : absl::StrCat(c.certainty, ": measured once");
+      c.certainty.empty()
+          ? std::string(answer.confirmed ? "measured again" : "measured once")
+          : absl::StrCat(c.certainty, ": ",
+                         MeasuredText(c.measurements, c.spread, c.interval_low, c.interval_high));
   record->status_message = absl::StrFormat(
       "answered from the strategy database: %s at %.0f tokens/s on %s (job %s of %s, %s; %s); no "
       "trial run, --force tunes again",

@@ -39,9 +39,10 @@ std::string DescribeCertainty(const Answer& a, double tolerance) {
     return absl::StrCat("(", a.certainty == Certainty::kTie ? "a tie, " : "provisional: ",
                         "measured once: no time was left to measure it again)");
   }
-  const std::string measured = absl::StrFormat(
-      "measured %d times, spread %.0f%%, 95%% interval %.0f-%.0f tokens/s; first %.0f tokens/s",
-      a.measurements, 100 * a.spread, a.interval.low, a.interval.high, a.first_tokens_per_second);
+  const std::string measured =
+      absl::StrFormat("%s; first %.0f tokens/s",
+                      MeasuredText(a.measurements, a.spread, a.interval.low, a.interval.high),
+                      a.first_tokens_per_second);
   switch (a.certainty) {
     case Certainty::kSettled:
       return absl::StrCat("(settled: ", measured, ")");

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "absl/strings/str_format.h"
 #include "search/searcher.h"
 #include "search/step_statistics.h"
 
@@ -51,6 +52,12 @@ const char* CertaintyName(Certainty c) {
       return "provisional";
   }
   return "";
+}
+
+std::string MeasuredText(int measurements, double spread, double low, double high) {
+  if (measurements < 2) return "measured once";
+  return absl::StrFormat("measured %d times, spread %.0f%%, 95%% interval %.0f-%.0f tokens/s",
+                         measurements, 100 * spread, low, high);
 }
 
 ThroughputInterval IntervalOf(const std::vector<double>& values, double tolerance) {
