@@ -184,6 +184,7 @@ json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
            {"request", RequestJson(j.request())}};
   if (j.has_best()) {
     out["best"] = json{{"trial_id", j.best().trial_id()},
+                       {"index", j.best().index()},
                        {"strategy", j.best().strategy().text()},
                        {"strategy_json", StrategyJsonOf(j.best().strategy_json())},
                        {"metrics", MetricsJson(j.best().metrics())},
@@ -200,6 +201,20 @@ json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
   }
   out["answered_from"] =
       j.has_answered_from() ? AnswerProvenanceJson(j.answered_from()) : json(nullptr);
+  out["standings"] = json::array();
+  for (const v1::StrategyStanding& s : j.standings()) {
+    out["standings"].push_back(
+        json{{"strategy", s.strategy_text()},
+             {"figure", s.figure()},
+             {"interval", json::array({s.interval_low(), s.interval_high()})},
+             {"spread", s.spread()},
+             {"measurements", s.measurements()},
+             {"agrees", s.agrees()},
+             {"trial_indices",
+              json(std::vector<int>(s.trial_indices().begin(), s.trial_indices().end()))},
+             {"peak_memory_bytes", s.peak_memory_bytes()},
+             {"answer", s.answer()}});
+  }
   if (trials != nullptr) {
     out["trials"] = json::array();
     for (const v1::Trial& t : *trials) out["trials"].push_back(TrialJson(t));

@@ -133,6 +133,7 @@ v1::TrialMetrics ToProto(const TrialMetrics& m) {
   v1::TrialMetrics p;
   ForEachRow(kTrialMetricsFields,
              [&](const auto& field) { SetWire(p, WireField(p, field.name), m.*field.member); });
+  p.set_noisy(m.IsNoisy());
   return p;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <type_traits>
 #include <utility>
@@ -77,18 +78,63 @@ double SecondsIntoJob(const v1::Job& job, const v1::Trial& t) {
 }
 
 std::vector<BestSoFarPoint> BestSoFar(const v1::Job& job, const std::vector<v1::Trial>& trials) {
-  std::vector<const v1::Trial*> measured;
-  for (const v1::Trial& t : trials) {
-    if (Measured(t)) measured.push_back(&t);
+  std::map<int, const v1::Trial*> by_index;
+  for (const v1::Trial& t : trials) by_index[t.index()] = &t;
+  std::vector<BestSoFarPoint> candidates;
+  for (const v1::StrategyStanding& s : job.standings()) {
+    if (s.trial_indices().empty()) continue;
+    auto first = by_index.find(s.trial_indices(0));
+    if (first == by_index.end()) continue;
+    candidates.push_back(
+        {SecondsIntoJob(job, *first->second), s.figure(), s.trial_indices(0), s.strategy_text()});
   }
-  std::stable_sort(measured.begin(), measured.end(), [](const v1::Trial* a, const v1::Trial* b) {
-    return a->finished_at() < b->finished_at();
-  });
+  if (job.standings().empty()) {
+    for (const v1::Trial& t : trials) {
+      if (!Measured(t)) continue;
+      candidates.push_back({SecondsIntoJob(job, t), t.metrics().tokens_per_second(), t.index(),
+                            t.strategy().text()});
+    }
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const BestSoFarPoint& a, const BestSoFarPoint& b) {
+                     if (a.seconds != b.seconds) return a.seconds < b.seconds;
+                     return a.trial_index < b.trial_index;
+                   });
   std::vector<BestSoFarPoint> out;
-  for (const v1::Trial* t : measured) {
-    if (!out.empty() && t->metrics().tokens_per_second() <= out.back().tokens_per_second) continue;
-    out.push_back({SecondsIntoJob(job, *t), t->metrics().tokens_per_second(), t->index(),
-                   t->strategy().text()});
+  for (const BestSoFarPoint& p : candidates) {
+    if (!out.empty() && p.tokens_per_second <= out.back().tokens_per_second) continue;
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::map<int, const v1::StrategyStanding*> StandingsByTrial(const v1::Job& job) {
+  std::map<int, const v1::StrategyStanding*> out;
+  for (const v1::StrategyStanding& s : job.standings()) {
+    for (int index : s.trial_indices()) out[index] = &s;
+  }
+  return out;
+}
+
+const v1::StrategyStanding* AnswerStanding(const v1::Job& job) {
+  for (const v1::StrategyStanding& s : job.standings()) {
+    if (s.answer()) return &s;
+  }
+  return nullptr;
+}
+
+const v1::Trial* FasterUnconfirmed(const v1::Job& job, const std::vector<v1::Trial>& trials) {
+  const v1::StrategyStanding* answer = AnswerStanding(job);
+  if (answer == nullptr) return nullptr;
+  const v1::Trial* out = nullptr;
+  for (const v1::Trial& t : trials) {
+    if (!Measured(t) || t.strategy().text() == answer->strategy_text() ||
+        t.metrics().tokens_per_second() <= answer->figure()) {
+      continue;
+    }
+    if (out == nullptr || t.metrics().tokens_per_second() > out->metrics().tokens_per_second()) {
+      out = &t;
+    }
   }
   return out;
 }
@@ -116,12 +162,20 @@ double MedianRelativeError(const std::vector<PredictedMeasured>& pairs, bool ste
   return Median(std::move(errors));
 }
 
-std::vector<DimensionEffect> DimensionEffects(const std::vector<v1::Trial>& trials) {
+std::vector<DimensionEffect> DimensionEffects(const v1::Job& job,
+                                              const std::vector<v1::Trial>& trials) {
   std::vector<std::pair<const v1::Trial*, Strategy>> runs;
   for (const v1::Trial& t : trials) {
     if (t.status() == "PRUNED" || !t.confirms().empty()) continue;
     absl::StatusOr<Strategy> s = FromProto(t.strategy());
     if (s.ok()) runs.emplace_back(&t, *s);
+  }
+  const std::map<int, const v1::StrategyStanding*> standing_of = StandingsByTrial(job);
+  const bool ranked = !job.standings().empty();
+  std::optional<Strategy> answer;
+  if (job.has_best()) {
+    absl::StatusOr<Strategy> s = FromProto(job.best().strategy());
+    if (s.ok()) answer = *s;
   }
   std::vector<DimensionEffect> out;
   ForEachRow(kStrategyFields, [&](const auto& field) {
@@ -131,13 +185,18 @@ std::vector<DimensionEffect> DimensionEffects(const std::vector<v1::Trial>& tria
       const auto value = s.*field.member;
       auto& [effect, measured] = by_value[{SortKey(field, value), FieldText(field, value)}];
       effect.value = FieldText(field, value);
+      effect.answer = answer.has_value() && (*answer).*field.member == value;
       ++effect.trials;
       if (t->status() == "OOM") ++effect.out_of_memory;
       if (Measured(*t)) {
         ++effect.succeeded;
         measured.push_back(t->metrics().tokens_per_second());
-        effect.best_tokens_per_second =
-            std::max(effect.best_tokens_per_second, t->metrics().tokens_per_second());
+        double figure = t->metrics().tokens_per_second();
+        if (ranked) {
+          auto it = standing_of.find(t->index());
+          figure = it == standing_of.end() ? 0 : it->second->figure();
+        }
+        effect.best_tokens_per_second = std::max(effect.best_tokens_per_second, figure);
       }
     }
     DimensionEffect d;

@@ -7,6 +7,7 @@
 #define AUTOACCEL_REPORT_REPORT_DATA_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,9 +32,13 @@ std::vector<ThroughputPoint> MeasuredPoints(const std::vector<v1::Trial>& trials
 // so by tokens/s ascending). Equal points keep the first.
 std::vector<ThroughputPoint> ParetoFront(const std::vector<ThroughputPoint>& points);
 
-// The best tokens/s measured by each moment of the job: one entry per
-// SUCCEEDED trial that raised it, by finish time; `seconds` counts from the
-// job's start (its creation when it never started).
+// The best strategy found by each moment of the job, by the same figures
+// as the answer (server/settle.h): each of the job's standings enters when
+// its first measurement finished, with its figure (the mean of its kept
+// measurements); one entry per strategy that raised the best, by that time.
+// A job without standings (stored before they were sent) steps on single
+// measurements instead. `seconds` counts from the job's start (its creation
+// when it never started); `trial_index` is the strategy's first trial.
 struct BestSoFarPoint {
   double seconds = 0;
   double tokens_per_second = 0;
@@ -41,6 +46,20 @@ struct BestSoFarPoint {
   std::string strategy;
 };
 std::vector<BestSoFarPoint> BestSoFar(const v1::Job& job, const std::vector<v1::Trial>& trials);
+
+// The standing of each trial's strategy, by Trial.index (a strategy's
+// repeats share its standing); trials of no standing are absent. Points
+// into `job`.
+std::map<int, const v1::StrategyStanding*> StandingsByTrial(const v1::Job& job);
+
+// The job's answer among its standings; nullptr when it has none.
+const v1::StrategyStanding* AnswerStanding(const v1::Job& job);
+
+// The fastest single measurement that is faster than the answer's figure
+// but is not the answer's strategy: a measurement the answer's rule did not
+// take (measured once and not repeated, its repeats disagreed or averaged
+// lower, or it lost a tie to a simpler strategy). nullptr when none.
+const v1::Trial* FasterUnconfirmed(const v1::Job& job, const std::vector<v1::Trial>& trials);
 // Seconds from the job's start to a trial's finish (0 if it never finished).
 double SecondsIntoJob(const v1::Job& job, const v1::Trial& t);
 
@@ -59,12 +78,16 @@ double MedianRelativeError(const std::vector<PredictedMeasured>& pairs, bool ste
 // One value of one strategy dimension across the job's trials (confirmation
 // repeats and PRUNED candidates left out).
 struct ValueEffect {
-  std::string value;                    // the canonical text's spelling ("bf16", "4", "1")
-  int trials = 0;                       // trials run with it
-  int succeeded = 0;                    // of which measured
-  int out_of_memory = 0;                // of which OOM
-  double best_tokens_per_second = 0;    // 0 when none succeeded
-  double median_tokens_per_second = 0;  // over the succeeded
+  std::string value;      // the canonical text's spelling ("bf16", "4", "1")
+  int trials = 0;         // trials run with it
+  int succeeded = 0;      // of which measured
+  int out_of_memory = 0;  // of which OOM
+  // The best figure of a strategy with this value by the answer's rules
+  // (its standing's: the mean of its kept measurements); 0 when none
+  // succeeded. Without standings, the best single measurement.
+  double best_tokens_per_second = 0;
+  double median_tokens_per_second = 0;  // over the succeeded measurements
+  bool answer = false;                  // the answer's value
 };
 struct DimensionEffect {
   std::string dimension;            // the strategy field's name ("precision")
@@ -73,7 +96,8 @@ struct DimensionEffect {
 // One entry per row of kStrategyFields (search/strategy_fields.h), in the
 // table's order, so a new dimension appears without a change here. Trials
 // whose strategy does not convert are left out.
-std::vector<DimensionEffect> DimensionEffects(const std::vector<v1::Trial>& trials);
+std::vector<DimensionEffect> DimensionEffects(const v1::Job& job,
+                                              const std::vector<v1::Trial>& trials);
 
 // The memory of one device that ran the job's trials, for the report's
 // memory line: the smallest memory among the devices of the job's device

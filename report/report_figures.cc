@@ -1,6 +1,7 @@
 #include "report/report_figures.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -22,6 +23,55 @@ std::string Gib(double bytes) {
 }
 std::string E(absl::string_view text) { return HtmlEscape(text); }
 
+// Which trial found the answer and when, by the same figures as the
+// answer; and the faster single measurement it did not take, if any.
+std::string BestOverTimeCaption(const FigureInput& in, const std::vector<BestSoFarPoint>& steps) {
+  if (steps.empty()) return "No trial succeeded.";
+  const v1::StrategyStanding* answer = AnswerStanding(in.job);
+  if (answer == nullptr || answer->trial_indices().empty()) {
+    return absl::StrFormat(
+        "The best was found %.1f s into the job, by trial #%d; it improved "
+        "%d time(s).",
+        steps.back().seconds, steps.back().trial_index, static_cast<int>(steps.size()) - 1);
+  }
+  const int found_by = answer->trial_indices(0);
+  double found_at = 0;
+  for (const v1::Trial& t : in.trials) {
+    if (t.index() == found_by) found_at = SecondsIntoJob(in.job, t);
+  }
+  std::string out = absl::StrFormat(
+      "The answer, %.0f tokens/s (%s), was found %.1f s into the job, by trial #%d.",
+      answer->figure(),
+      answer->measurements() > 1
+          ? absl::StrFormat("the mean of %d measurements", answer->measurements())
+          : std::string("measured once"),
+      found_at, found_by);
+  const auto& tie = in.job.best_tied_with();
+  if (steps.back().trial_index != found_by &&
+      std::find(tie.begin(), tie.end(), steps.back().strategy) != tie.end()) {
+    absl::StrAppend(&out,
+                    absl::StrFormat(" Trial #%d's strategy has the higher figure, %.0f "
+                                    "tokens/s, but ties with the answer, the simpler.",
+                                    steps.back().trial_index, steps.back().tokens_per_second));
+  }
+  if (const v1::Trial* faster = FasterUnconfirmed(in.job, in.trials)) {
+    const std::map<int, const v1::StrategyStanding*> standing_of = StandingsByTrial(in.job);
+    auto it = standing_of.find(faster->index());
+    std::string why = "measured once, not confirmed";
+    if (it == standing_of.end()) {
+      why = "not eligible as an answer (a noisy measurement)";
+    } else if (it->second->measurements() > 1) {
+      why = absl::StrFormat("its strategy's %d measurements average %.0f tokens/s",
+                            it->second->measurements(), it->second->figure());
+    }
+    absl::StrAppend(&out,
+                    absl::StrFormat(" A faster single measurement, trial #%d at %.0f tokens/s, "
+                                    "was not taken: %s.",
+                                    faster->index(), faster->metrics().tokens_per_second(), why));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string ThroughputMemorySection(const FigureInput& in) {
@@ -42,13 +92,19 @@ std::string ThroughputMemorySection(const FigureInput& in) {
   for (const ThroughputPoint& p : front) pareto.points.push_back(to_point(p));
   chart.series = {all, pareto};
   if (in.job.has_best() && in.job.best().metrics().tokens_per_second() > 0) {
+    // At the answer's figure (the mean of its measurements), as the answer
+    // states it; a job without standings at its trial's measurement.
     const v1::Trial& b = in.job.best();
-    chart.series.push_back(
-        ChartSeries{"answer",
-                    kGreen,
-                    ChartSeries::Style::kDots,
-                    {to_point({static_cast<double>(b.metrics().peak_memory_bytes()),
-                               b.metrics().tokens_per_second(), b.index(), b.strategy().text()})}});
+    const v1::StrategyStanding* a = AnswerStanding(in.job);
+    ChartPoint point =
+        to_point({static_cast<double>(a != nullptr ? a->peak_memory_bytes()
+                                                   : b.metrics().peak_memory_bytes()),
+                  a != nullptr ? a->figure() : b.metrics().tokens_per_second(), b.index(),
+                  b.strategy().text()});
+    if (a != nullptr && a->measurements() > 1) {
+      point.tooltip += absl::StrFormat(" (the answer: mean of %d measurements)", a->measurements());
+    }
+    chart.series.push_back(ChartSeries{"answer", kGreen, ChartSeries::Style::kDots, {point}});
   }
   std::string note;
   chart.marker_stretch_limit = 4;
@@ -100,7 +156,7 @@ std::string BestOverTimeSection(const FigureInput& in) {
                            absl::StrFormat("#%d %s: %.0f tokens/s", t.index(), t.strategy().text(),
                                            t.metrics().tokens_per_second())});
   }
-  ChartSeries best{"best so far", kGreen, ChartSeries::Style::kStep, {}};
+  ChartSeries best{"best strategy so far", kGreen, ChartSeries::Style::kStep, {}};
   best.extend_to_right = true;
   const std::vector<BestSoFarPoint> steps = BestSoFar(in.job, in.trials);
   for (const BestSoFarPoint& p : steps) {
@@ -109,15 +165,9 @@ std::string BestOverTimeSection(const FigureInput& in) {
                                            p.trial_index, p.strategy, p.tokens_per_second)});
   }
   chart.series = {each, best};
-  std::string caption =
-      steps.empty()
-          ? "No trial succeeded."
-          : absl::StrFormat(
-                "The best was found %.1f s into the job, by trial #%d; it improved "
-                "%d time(s).",
-                steps.back().seconds, steps.back().trial_index, static_cast<int>(steps.size()) - 1);
   return absl::StrCat("<section id=\"best-over-time\"><h2>Best so far over time</h2>\n",
-                      SvgChart(chart), "<p class=\"caption\">", E(caption), "</p>\n</section>\n");
+                      SvgChart(chart), "<p class=\"caption\">", E(BestOverTimeCaption(in, steps)),
+                      "</p>\n</section>\n");
 }
 
 std::string PredictedMeasuredSection(const FigureInput& in) {

@@ -166,7 +166,10 @@ std::string Answer(const ReportInput& in) {
   absl::StrAppend(&out, "<p class=\"strategy\">", E(b.strategy().text()), "</p>\n");
   absl::StrAppend(
       &out, "<div class=\"figures\">",
-      Figure("tokens/s", absl::StrFormat("%.0f", m.tokens_per_second())),
+      // The answer's figure (the mean of its kept measurements), as every
+      // other place states it; a job from before figures, its trial's.
+      Figure("tokens/s", absl::StrFormat("%.0f", j.best_figure() > 0 ? j.best_figure()
+                                                                     : m.tokens_per_second())),
       Figure("step time", absl::StrFormat("%.1f ms", 1000 * m.step_time_median_s())),
       Figure("peak memory per device", absl::StrCat(Mib(m.peak_memory_bytes()), " MiB")),
       Figure("MFU", m.mfu() > 0 ? absl::StrFormat("%.1f%%", 100 * m.mfu()) : "-"),
@@ -191,11 +194,12 @@ std::string Answer(const ReportInput& in) {
 std::string Dimensions(const ReportInput& in) {
   std::string out =
       "<section id=\"dimensions\"><h2>Effect of each dimension</h2>\n<p class=\"caption\">"
-      "For each strategy dimension the job varied: the best tokens/s measured with each value "
-      "(bar), the median over its measured trials, and how many trials ran with it (repeats "
-      "of the answer left out).</p>\n<div class=\"dims\">\n";
+      "For each strategy dimension the job varied: the best figure of a strategy with each "
+      "value (bar; a strategy's figure is the mean of its measurements, as the answer's), the "
+      "median over its measured trials, and how many trials ran with it (repeats left out). "
+      "Green: the answer's value.</p>\n<div class=\"dims\">\n";
   std::vector<std::string> fixed;
-  for (const DimensionEffect& d : DimensionEffects(in.trials)) {
+  for (const DimensionEffect& d : DimensionEffects(in.job, in.trials)) {
     if (d.values.size() == 1) {
       fixed.push_back(absl::StrCat(d.dimension, " = ", d.values[0].value));
       continue;
@@ -209,12 +213,17 @@ std::string Dimensions(const ReportInput& in) {
                     "<th>median</th><th title=\"measured / run\">trials</th><th>OOM</th></tr>\n");
     for (const ValueEffect& v : d.values) {
       const double share = max_best > 0 ? 100 * v.best_tokens_per_second / max_best : 0;
+      // The label sits beside the bar's track, never over the next cell.
       absl::StrAppend(
-          &out, "<tr><td class=\"mono\">", E(v.value), "</td><td class=\"barcol\"><div class=\"bar",
-          v.best_tokens_per_second == max_best && max_best > 0 ? " top" : "",
-          "\" style=\"width:", absl::StrFormat("%.1f", 0.78 * share), "%\"></div><span>",
-          v.succeeded > 0 ? absl::StrFormat("%.0f", v.best_tokens_per_second) : "none measured",
-          "</span></td><td class=\"num\">",
+          &out, "<tr", v.answer ? " class=\"answer\"" : "", "><td class=\"mono\">", E(v.value),
+          "</td><td class=\"barcol\"><div class=\"barline\"><div class=\"track\"><div "
+          "class=\"bar",
+          v.answer ? " top" : "", "\" style=\"width:", absl::StrFormat("%.1f", share),
+          "%\"></div></div><span class=\"barlabel\">",
+          v.succeeded == 0               ? "none measured"
+          : v.best_tokens_per_second > 0 ? absl::StrFormat("%.0f", v.best_tokens_per_second)
+                                         : "no figure",
+          "</span></div></td><td class=\"num\">",
           v.succeeded > 0 ? absl::StrFormat("%.0f", v.median_tokens_per_second) : "-",
           "</td><td class=\"num\">", absl::StrFormat("%d/%d", v.succeeded, v.trials),
           "</td><td class=\"num\">", v.out_of_memory, "</td></tr>\n");
@@ -236,6 +245,21 @@ std::string NumCell(double key, absl::string_view text) {
                       E(text), "</td>");
 }
 
+// A trial's strategy's figure: "1234 (1200-1268, 3x)" for a strategy
+// measured more than once, "1234 (once)" for one measured once, "-" for one
+// that cannot answer.
+std::string StandingCell(const std::map<int, const v1::StrategyStanding*>& standing_of, int index) {
+  auto it = standing_of.find(index);
+  if (it == standing_of.end()) return NumCell(-1, "-");
+  const v1::StrategyStanding& s = *it->second;
+  return NumCell(
+      s.figure(),
+      s.measurements() > 1
+          ? absl::StrFormat("%.0f (%.0f-%.0f, %dx)%s", s.figure(), s.interval_low(),
+                            s.interval_high(), s.measurements(), s.answer() ? " answer" : "")
+          : absl::StrFormat("%.0f (once)%s", s.figure(), s.answer() ? " answer" : ""));
+}
+
 std::string StatusClass(const std::string& status) {
   for (const char* known : {"SUCCEEDED", "OOM", "FAILED", "TIMEOUT", "CANCELLED"}) {
     if (status == known) return absl::StrCat("st-", known);
@@ -253,10 +277,14 @@ std::string Trials(const ReportInput& in) {
           : "",
       ". Click a column's header to sort by it.</p>\n<table id=\"trial-table\" "
       "class=\"sortable\">\n<thead><tr><th>#</th><th>status</th><th>tokens/s</th>"
-      "<th>step ms</th><th>peak MiB</th><th>MFU</th><th>pred. step ms</th><th>pred. peak MiB</th>"
-      "<th>done at</th><th>strategy</th><th>reason</th></tr></thead>\n<tbody>\n");
+      "<th title=\"(p90 - p10) / median of its step times\">step spread</th>"
+      "<th title=\"its strategy's figure over all its measurements, with the 95% interval\">"
+      "strategy's figure</th><th>step ms</th><th>comm ms</th><th>peak MiB</th><th>MFU</th>"
+      "<th>pred. step ms</th><th>pred. peak MiB</th><th>done at</th><th>strategy</th>"
+      "<th>reason</th></tr></thead>\n<tbody>\n");
   std::map<std::string, int> index_of;  // a confirmation names the trial it repeats by id
   for (const v1::Trial& t : in.trials) index_of[t.trial_id()] = t.index();
+  const std::map<int, const v1::StrategyStanding*> standing_of = StandingsByTrial(in.job);
   for (const v1::Trial& t : in.trials) {
     if (t.status() == "PRUNED") continue;
     const v1::TrialMetrics& m = t.metrics();
@@ -274,8 +302,16 @@ std::string Trials(const ReportInput& in) {
         StatusClass(t.status()), "\">", E(t.status()), "</td>",
         NumCell(ok ? m.tokens_per_second() : -1,
                 ok ? absl::StrFormat("%.0f", m.tokens_per_second()) : "-"),
+        NumCell(
+            ok ? m.step_time_spread() : -1,
+            ok && m.step_time_spread() > 0
+                ? absl::StrFormat("%.0f%%%s", 100 * m.step_time_spread(), m.noisy() ? " noisy" : "")
+                : "-"),
+        StandingCell(standing_of, t.index()),
         NumCell(ok ? m.step_time_median_s() : -1,
                 ok ? absl::StrFormat("%.1f", 1000 * m.step_time_median_s()) : "-"),
+        NumCell(ok && m.comm_time_s() > 0 ? m.comm_time_s() : -1,
+                ok && m.comm_time_s() > 0 ? absl::StrFormat("%.1f", 1000 * m.comm_time_s()) : "-"),
         NumCell(m.peak_memory_bytes() > 0 ? m.peak_memory_bytes() : -1,
                 m.peak_memory_bytes() > 0 ? Mib(m.peak_memory_bytes()) : "-"),
         NumCell(ok ? m.mfu() : -1,
@@ -336,11 +372,13 @@ svg .dot { stroke: #fff; stroke-width: 1; fill-opacity: 0.85; }
 .dims { display: grid; grid-template-columns: repeat(auto-fill, minmax(360px, 1fr)); gap: 12px 24px; }
 .dim td, .dim th { padding: 2px 6px; border-bottom: 1px solid var(--line); text-align: left; }
 .dim th { color: var(--muted); font-weight: normal; }
-.barcol { width: 50%; white-space: nowrap; }
-.bar { display: inline-block; vertical-align: middle; background: #b9cde8; height: 14px;
-  border-radius: 3px; margin-right: 6px; }
+.barcol { width: 50%; }
+.barline { display: flex; align-items: center; gap: 6px; }
+.track { flex: 1 1 auto; min-width: 24px; }
+.bar { background: #b9cde8; height: 14px; border-radius: 3px; }
 .bar.top { background: #7fc796; }
-.barcol span { font-size: 12px; vertical-align: middle; }
+.barlabel { flex: none; font-size: 12px; white-space: nowrap; font-variant-numeric: tabular-nums; }
+tr.answer td.mono { font-weight: 600; }
 .num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 #trial-table th, #trial-table td { padding: 3px 6px; border-bottom: 1px solid var(--line);
   text-align: left; vertical-align: top; }

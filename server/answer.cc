@@ -17,8 +17,9 @@ bool Eligible(const TrialRecord& t, int64_t memory_limit_bytes) {
 
 Answer ChooseAnswer(const std::vector<TrialRecord>& trials, int64_t memory_limit_bytes,
                     double tolerance) {
-  const Standings standings = Settle(trials, memory_limit_bytes, tolerance);
   Answer answer;
+  answer.standings = Settle(trials, memory_limit_bytes, tolerance);
+  const Standings& standings = answer.standings;
   const Standing* s = standings.Answer();
   if (s == nullptr) return answer;
   answer.certainty = standings.certainty;

@@ -39,6 +39,9 @@ struct Answer {
   double first_tokens_per_second = 0;  // the first measurement's
   // A tie: the other strategies of the tie, with their figures, by figure.
   std::vector<std::pair<std::string, double>> tied_with;
+  // What it was chosen from: every strategy that can answer (their
+  // first/repeats point into the `trials` given to ChooseAnswer).
+  Standings standings;
 };
 
 // The answer among `trials` (a job's, in proposal order) by Settle's rules

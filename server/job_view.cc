@@ -51,6 +51,20 @@ absl::Status AnsweredFromToProto(const JobRecord& r, v1::Job* j) {
   return absl::OkStatus();
 }
 
+void StandingToProto(const Standing& s, bool answer, v1::StrategyStanding* out) {
+  out->set_strategy_text(s.strategy_text);
+  out->set_figure(s.figure);
+  out->set_interval_low(s.interval.low);
+  out->set_interval_high(s.interval.high);
+  out->set_spread(s.spread);
+  out->set_measurements(s.measurements());
+  out->set_agrees(s.agrees);
+  if (s.first != nullptr) out->add_trial_indices(s.first->index);
+  for (const TrialRecord* t : s.repeats) out->add_trial_indices(t->index);
+  out->set_peak_memory_bytes(s.peak_memory_bytes);
+  out->set_answer(answer);
+}
+
 }  // namespace
 
 absl::StatusOr<v1::Trial> TrialToProto(const TrialRecord& r) {
@@ -174,6 +188,10 @@ absl::StatusOr<v1::Job> JobRecordToProto(const JobRecord& r, const std::vector<T
     j.set_best_interval_low(answer.interval.low);
     j.set_best_interval_high(answer.interval.high);
     for (const auto& [text, figure] : answer.tied_with) j.add_best_tied_with(text);
+    for (size_t i = 0; i < answer.standings.ranked.size(); ++i) {
+      StandingToProto(answer.standings.ranked[i], static_cast<int>(i) == answer.standings.answer,
+                      j.add_standings());
+    }
   }
   if (r.created_at != absl::InfinitePast()) {
     const absl::Time end = r.finished_at != absl::InfinitePast() ? r.finished_at : now;

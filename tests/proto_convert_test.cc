@@ -27,6 +27,7 @@ namespace {
 
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
+using ::testing::ElementsAre;
 
 // The C++ type of the proto field that a row of value type T converts to and
 // from: a flag bool, an enumerator its name, a vector a repeated field.
@@ -98,7 +99,18 @@ TEST(ProtoConvert, AnUnsetStrategyFieldIsItsDefaultOrRefused) {
 }
 
 TEST(ProtoConvert, EveryMetricsRowIsAProtoFieldOfItsKindAndEveryFieldHasARow) {
-  EXPECT_THAT(FieldsWithoutARow(kTrialMetricsFields, v1::TrialMetrics::descriptor()), IsEmpty());
+  // noisy is derived from the rows (TrialMetrics::IsNoisy), not a row.
+  EXPECT_THAT(FieldsWithoutARow(kTrialMetricsFields, v1::TrialMetrics::descriptor()),
+              ElementsAre("noisy"));
+}
+
+TEST(ProtoConvert, TheWireSaysWhetherAMeasurementIsNoisy) {
+  TrialMetrics m;
+  m.step_time_median_s = 0.1;
+  m.step_time_spread = 0.05;
+  EXPECT_FALSE(ToProto(m).noisy());
+  m.step_time_spread = 0.3;
+  EXPECT_TRUE(ToProto(m).noisy());
 }
 
 TEST(ProtoConvert, EveryMetricSurvivesTheWire) {

@@ -70,9 +70,74 @@ TEST(ReportData, BestSoFarStepsOnlyWhenATrialBeatsTheBestByFinishTimeFromTheJobs
   EXPECT_DOUBLE_EQ(best[2].seconds, 50);
 }
 
+// A job whose standings rank strategy "s1" (measured 3 times, 300 on
+// average) the answer, while trial 2 measured "s2" once at 500.
+v1::Job JobWithStandings() {
+  v1::Job job;
+  job.set_started_at(1000);
+  v1::StrategyStanding* a = job.add_standings();
+  a->set_strategy_text("s1");
+  a->set_figure(300);
+  a->set_measurements(3);
+  for (int i : {1, 3, 4}) a->add_trial_indices(i);
+  a->set_answer(true);
+  v1::StrategyStanding* b = job.add_standings();
+  b->set_strategy_text("s0");
+  b->set_figure(100);
+  b->set_measurements(1);
+  b->add_trial_indices(0);
+  job.set_best_figure(300);
+  return job;
+}
+
+std::vector<v1::Trial> TrialsOfStandings() {
+  std::vector<v1::Trial> trials = {Measured(0, 100, 1, 1010), Measured(1, 400, 1, 1020),
+                                   Measured(2, 500, 1, 1030), Measured(3, 250, 1, 1040),
+                                   Measured(4, 250, 1, 1050)};
+  for (int i : {3, 4}) trials[i].mutable_strategy()->set_text("s1");
+  trials[2].mutable_metrics()->set_noisy(true);  // so it has no standing
+  return trials;
+}
+
+TEST(ReportData, BestSoFarFollowsTheStandingsFiguresNotSingleMeasurements) {
+  const v1::Job job = JobWithStandings();
+  const std::vector<v1::Trial> trials = TrialsOfStandings();
+  std::vector<BestSoFarPoint> best = BestSoFar(job, trials);
+  ASSERT_THAT(best, SizeIs(2));
+  EXPECT_EQ(best[0].trial_index, 0);
+  EXPECT_DOUBLE_EQ(best[0].tokens_per_second, 100);
+  // s1 enters when its first measurement finished, at its mean, not 400;
+  // the single 500 of trial 2 never counts.
+  EXPECT_EQ(best[1].trial_index, 1);
+  EXPECT_DOUBLE_EQ(best[1].seconds, 20);
+  EXPECT_DOUBLE_EQ(best[1].tokens_per_second, 300);
+  const v1::Trial* faster = FasterUnconfirmed(job, trials);
+  ASSERT_NE(faster, nullptr);
+  EXPECT_EQ(faster->index(), 2);
+  EXPECT_EQ(AnswerStanding(job)->strategy_text(), "s1");
+  EXPECT_EQ(StandingsByTrial(job).at(4)->strategy_text(), "s1");
+  EXPECT_EQ(StandingsByTrial(job).count(2), 0u);
+}
+
+TEST(ReportHtml, TheBestOverTimeCaptionNamesTheAnswersTrialAndTheFasterMeasurementItDidNotTake) {
+  ReportInput in;
+  in.job = JobWithStandings();
+  in.job.set_job_id("job-standings");
+  *in.job.mutable_best() = TrialsOfStandings()[3];
+  in.trials = TrialsOfStandings();
+  const std::string html = ReportHtml(in);
+  EXPECT_THAT(html, HasSubstr("The answer, 300 tokens/s (the mean of 3 measurements), was found "
+                              "20.0 s into the job, by trial #1."));
+  EXPECT_THAT(html, HasSubstr("A faster single measurement, trial #2 at 500 tokens/s, was not "
+                              "taken: not eligible as an answer (a noisy measurement)."));
+  // The trial table gives each trial its strategy's figure.
+  EXPECT_THAT(html, HasSubstr(">300 (0-0, 3x) answer</td>"));
+  EXPECT_THAT(html, HasSubstr(">100 (once)</td>"));
+}
+
 TEST(ReportData, EveryStrategyDimensionHasAnEffectEntryWithEachValueTried) {
   const ReportInput in = FixtureReport();
-  const std::vector<DimensionEffect> effects = DimensionEffects(in.trials);
+  const std::vector<DimensionEffect> effects = DimensionEffects(in.job, in.trials);
   std::vector<std::string> names;
   ForEachRow(kStrategyFields, [&](const auto& field) { names.emplace_back(field.name); });
   std::vector<std::string> got;
@@ -81,7 +146,7 @@ TEST(ReportData, EveryStrategyDimensionHasAnEffectEntryWithEachValueTried) {
   for (const DimensionEffect& d : effects) {
     if (d.dimension == "precision") {
       // In the enum's order; the fixture's fp32 + mbs 8 + no checkpointing ran
-      // out of memory; pure_bf16 at mbs 8 is the fastest (1300 tokens/s).
+      // out of memory; pure_bf16 at mbs 8 is the fastest (13000 tokens/s).
       ASSERT_THAT(d.values, SizeIs(3));
       EXPECT_EQ(d.values[0].value, "fp32");
       EXPECT_EQ(d.values[0].trials, 4);
@@ -91,7 +156,11 @@ TEST(ReportData, EveryStrategyDimensionHasAnEffectEntryWithEachValueTried) {
       EXPECT_EQ(d.values[2].value, "pure_bf16");
       // The repeat of the best is not counted a second time.
       EXPECT_EQ(d.values[2].trials, 4);
-      EXPECT_DOUBLE_EQ(d.values[2].best_tokens_per_second, 1300);
+      EXPECT_DOUBLE_EQ(d.values[2].best_tokens_per_second, 13000);
+      // The answer's value is the one marked.
+      EXPECT_FALSE(d.values[0].answer);
+      EXPECT_FALSE(d.values[1].answer);
+      EXPECT_TRUE(d.values[2].answer);
     }
     if (d.dimension == "micro_batch_size") {
       ASSERT_THAT(d.values, SizeIs(2));
@@ -163,7 +232,7 @@ TEST(ReportHtml, ShowsTheAnswerAndEveryTrialThatRan) {
   EXPECT_THAT(html, HasSubstr("Measured 2 times; the measurements spread 2.0%"));
   // How sure the job is: a tie, naming the other strategy, with the interval.
   EXPECT_THAT(html, HasSubstr("A tie within the measurements&#39; uncertainty with mbs=8,ga=1"));
-  EXPECT_THAT(html, HasSubstr("61000 tokens/s on average, 95% interval 60000-62000"));
+  EXPECT_THAT(html, HasSubstr("13000 tokens/s on average, 95% interval 12800-13200"));
   for (const v1::Trial& t : in.trials) {
     EXPECT_THAT(html, HasSubstr(absl::StrCat("data-sort=\"", t.index(), "\">", t.index(), "<")))
         << t.index();

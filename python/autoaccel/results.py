@@ -4,8 +4,8 @@ Those read from the coordinator mirror proto/autoaccel.proto's messages field
 for field, with the same names (the field comments there say what each
 means): `Job` → `JobInfo` (the `Job` class of the client is the handle of a
 submitted job), and `Strategy`, `TrialMetrics`, `Prediction`, `Trial`,
-`PrunedSummary`, `JobEvent`, `StrategyAnswer`, `Launcher`, `PeakTflops`,
-`Device`, `Worker` under their own names. A message field the server left
+`PrunedSummary`, `StrategyStanding`, `JobEvent`, `StrategyAnswer`, `Launcher`,
+`PeakTflops`, `Device`, `Worker` under their own names. A message field the server left
 unset is None; `strategy_json` is the parsed JSON object. `JobInfo.request` is
 the request as the server stored it, in protobuf's JSON form (a dict, proto
 field names, fields at their zero value left out).
@@ -68,6 +68,8 @@ class TrialMetrics:
     rank_peak_memory_bytes: List[int]
     state_memory_bytes: int
     step_time_spread: float
+    # The step times spread too widely to trust the figure much (derived).
+    noisy: bool
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,25 @@ class StrategyAnswer:
 
 
 @dataclass(frozen=True)
+class StrategyStanding:
+    """One measured strategy of a job, by the rules its answer is chosen
+    by: its figure (tokens/s, the mean of its kept measurements) with the 95%
+    interval, the spread and number of its measurements, whether they agree,
+    its trials' indices (the first, then its repeats), and whether it is the
+    answer."""
+    strategy_text: str
+    figure: float
+    interval_low: float
+    interval_high: float
+    spread: float
+    measurements: int
+    agrees: bool
+    trial_indices: List[int]
+    peak_memory_bytes: int
+    answer: bool
+
+
+@dataclass(frozen=True)
 class JobInfo:
     """A job as the coordinator knows it now. `state`: QUEUED,
     WAITING_FOR_WORKERS, RUNNING, SUCCEEDED, FAILED or CANCELLED."""
@@ -185,6 +206,8 @@ class JobInfo:
     answered_from: Optional[StrategyAnswer]
     launcher: Optional[Launcher]
     owner: str
+    # Every strategy that can answer, fastest figure first.
+    standings: List[StrategyStanding]
 
     @property
     def terminal(self) -> bool:

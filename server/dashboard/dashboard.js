@@ -153,17 +153,54 @@
     var state = $('job-state');
     state.textContent = job.state;
     state.className = 'value state-' + job.state;
-    var total = num(job.trials_total), done = num(job.trials_done);
-    $('job-progress').textContent = done + ' / ' + total;
     $('job-running').textContent = num(job.trials_running);
-    $('job-elapsed').textContent = num(job.elapsed_seconds).toFixed(0) + ' s';
-    $('job-bar').value = total > 0 ? done / total : 0;
     $('job-status').textContent = [job.algorithm, job.status_message].filter(Boolean).join(' — ');
     var answer = $('job-answer');
     answer.hidden = !(job.best && job.best.strategy);
     answer.textContent = job.best && job.best.strategy
         ? 'answer: ' + job.best.strategy.text + certainty(job) : '';
     answerFigure = num(job.best_figure);
+    standingOf = {};
+    (job.standings || []).forEach(function(st) {
+      (st.trial_indices || []).forEach(function(i) {
+        standingOf[i] = st;
+      });
+    });
+    shownJob = job;
+  }
+
+  // Progress against the time limit (the bar), and the trials run against
+  // those that fit it: the ones run and running, plus as many more as the
+  // time left holds at the mean duration of the trials finished so far, on
+  // as many at once as run now (never more than the candidates left).
+  var shownJob = null;
+  function renderProgress() {
+    var job = shownJob;
+    if (!job) return;
+    var limit = num(job.request && job.request.time_limit_seconds);
+    var elapsed = num(job.elapsed_seconds);
+    var ended = ['SUCCEEDED', 'FAILED', 'CANCELLED'].indexOf(job.state) >= 0;
+    var run = num(job.trials_done) - num(job.trials_pruned);
+    var running = num(job.trials_running);
+    var open = Math.max(0, num(job.trials_total) - num(job.trials_pruned) - run - running);
+    var spent = 0, finished = 0;
+    Object.keys(trials).forEach(function(k) {
+      var t = trials[k];
+      if (t.started_at && t.finished_at && t.status !== 'PRUNED') {
+        spent += num(t.finished_at) - num(t.started_at);
+        finished++;
+      }
+    });
+    var fit = run + running;
+    if (!ended && limit > 0 && finished > 0 && spent > 0) {
+      var more =
+          Math.floor(Math.max(0, limit - elapsed) / (spent / finished)) * Math.max(1, running);
+      fit += Math.min(open, more);
+    }
+    $('job-progress').textContent = ended ? String(run) : run + ' of about ' + fit;
+    $('job-elapsed').textContent =
+        elapsed.toFixed(0) + ' s' + (limit > 0 ? ' of ' + limit.toFixed(0) + ' s' : '');
+    $('job-bar').value = ended ? 1 : (limit > 0 ? Math.min(1, elapsed / limit) : 0);
   }
 
   // " — settled: 1234 tokens/s, 95% interval 1200-1268" and the like: how
@@ -184,6 +221,7 @@
   // The answer's figure once the job has one (the mean of its kept
   // measurements); before, the fastest single measurement.
   var answerFigure = 0;
+  var standingOf = {};  // Trial.index -> its strategy's standing (the answer's rules)
   function renderBest() {
     var best = 0;
     Object.keys(trials).forEach(function (k) {
@@ -192,6 +230,17 @@
     });
     var shown = answerFigure > 0 ? answerFigure : best;
     $('job-best').textContent = shown > 0 ? shown.toFixed(0) : '-';
+  }
+
+  // A trial's strategy's figure, as the report's trial table writes it.
+  function standingText(st) {
+    if (!st) return '-';
+    var mark = st.answer ? ' answer' : '';
+    if (num(st.measurements) > 1) {
+      return num(st.figure).toFixed(0) + ' (' + num(st.interval_low).toFixed(0) + '-' +
+          num(st.interval_high).toFixed(0) + ', ' + num(st.measurements) + 'x)' + mark;
+    }
+    return num(st.figure).toFixed(0) + ' (once)' + mark;
   }
 
   function trialRow(t) {
@@ -204,7 +253,16 @@
     var known = ['SUCCEEDED', 'OOM', 'FAILED', 'TIMEOUT', 'CANCELLED', 'RUNNING', 'PENDING'];
     tr.appendChild(el('td', t.status, known.indexOf(t.status) >= 0 ? 'st-' + t.status : 'st-other'));
     tr.appendChild(el('td', ok ? num(m.tokens_per_second).toFixed(0) : '-', 'num'));
+    tr.appendChild(
+        el('td',
+           ok && num(m.step_time_spread) > 0 ?
+               (100 * num(m.step_time_spread)).toFixed(0) + '%' + (m.noisy ? ' noisy' : '') :
+               '-',
+           'num'));
+    tr.appendChild(el('td', standingText(standingOf[num(t.index)]), 'num'));
     tr.appendChild(el('td', ok ? (1000 * num(m.step_time_median_s)).toFixed(1) : '-', 'num'));
+    tr.appendChild(el(
+        'td', ok && num(m.comm_time_s) > 0 ? (1000 * num(m.comm_time_s)).toFixed(1) : '-', 'num'));
     tr.appendChild(el('td', num(m.peak_memory_bytes) > 0 ? mib(m.peak_memory_bytes) : '-', 'num'));
     tr.appendChild(el('td', ok && num(m.mfu) > 0 ? (100 * num(m.mfu)).toFixed(1) + '%' : '-', 'num'));
     tr.appendChild(el('td', t.finished_at ? when(t.finished_at).slice(11, 19) : '-', 'num'));
@@ -242,6 +300,7 @@
         (ev.trials || []).forEach(function (t) { trials[t.trial_id] = t; });
         renderTrials();
         renderBest();
+        renderProgress();
         $('figures').innerHTML = html;
       });
     });

@@ -12,6 +12,8 @@ each; alice tunes the tiny GPT-2 model for a dozen trials. While it runs:
     trial rows as trials finish without being reloaded, shows the three
     figures as SVG and the worker pool with a device held by a trial;
   - the job list at / shows the job with its state;
+  - once the job has ended, the page and `autoaccel report --html` name the
+    answer, its trial and its figure as `tune --json` does;
   - the browser's console has no error; a deliberately thrown one at the
     end must show up there, or the check could not see errors at all.
 
@@ -27,6 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -143,6 +146,7 @@ def main():
 
     daemons = []
     browser = None
+    tune = None
     started = time.monotonic()
     try:
         server = Daemon([a.server, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
@@ -181,16 +185,27 @@ def main():
 
         # The browser first (a second or two), so that it sees the job from its start.
         browser = Browser(chromedriver, chromium, work)
-        tune = subprocess.run(
+        # tune --json follows the job to its end and prints it: the answer the
+        # page and the report must name. It says the job's id first, on stderr.
+        tune = subprocess.Popen(
             [a.cli, "--server", grpc_address, "--token", ALICE, "--json", "tune", "--model",
              "gpt2", "--model-config", config, "--seq-len", "16", "--global-batch-size", "4",
              "--warmup-steps", "1", "--measured-steps", "1", "--min-measured-time", "200ms",
              "--max-trials", "12", "--time-limit", "90s", "--algorithm", "exhaustive",
-             "--force", "--detach"], cwd=work, capture_output=True, text=True, timeout=60)
-        m = re.search(r"job-[A-Za-z0-9-]+", tune.stdout)
-        if tune.returncode != 0 or not m:
-            fail("tune --detach: %s\n%s%s" % (tune.returncode, tune.stdout, tune.stderr))
-        job = m.group(0)
+             "--force"], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        tune_err = []
+        first = tune.stderr.readline()
+        tune_err.append(first)
+        m = re.search(r"submitted job (job-[A-Za-z0-9-]+)", first)
+        if not m:
+            tune.kill()
+            fail("tune: %s%s" % (first, tune.stderr.read()))
+        job = m.group(1)
+        tune_out = []
+        readers = [threading.Thread(target=lambda: tune_err.extend(tune.stderr), daemon=True),
+                   threading.Thread(target=lambda: tune_out.extend(tune.stdout), daemon=True)]
+        for r in readers:
+            r.start()
 
         status, body, _ = api("/api/jobs", token=BOB)
         if status != 200 or any(j["job_id"] == job for j in body.get("jobs", [])):
@@ -258,6 +273,59 @@ def main():
         if points < 2:
             fail("the throughput figure plots %s points" % points)
 
+        # The page, the report and tune --json name the same answer.
+        try:
+            tune.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            tune.kill()
+            fail("tune did not end with its job")
+        for r in readers:
+            r.join(10)
+        out = "".join(tune_out)
+        if tune.returncode != 0:
+            fail("tune --json: exit %s\n%s" % (tune.returncode, "".join(tune_err)[-3000:]))
+        best = json.loads(out)["best"]
+        answer = next(s for s in json.loads(out)["standings"] if s["answer"])
+        figure = "%.0f" % best["figure"]
+        page = browser.js(
+            "return {answer: document.getElementById('job-answer').textContent,"
+            " best: document.getElementById('job-best').textContent,"
+            " rows: Array.from(document.querySelectorAll('#trial-table tbody tr'))"
+            "  .filter(r => / answer$/.test(r.cells[4].textContent))"
+            "  .map(r => Number(r.dataset.status === 'SUCCEEDED' ? r.cells[0].textContent : -1))};")
+        if not page["answer"].startswith("answer: " + best["strategy"] + " — "):
+            fail("the page's answer %r is not tune's %r" % (page["answer"], best["strategy"]))
+        if page["best"] != figure or (figure + " tokens/s") not in page["answer"]:
+            fail("the page's figure %r / %r is not tune's %s" % (page["best"], page["answer"],
+                                                                 figure))
+        if best["index"] not in page["rows"] or sorted(page["rows"]) != answer["trial_indices"]:
+            fail("the page marks trials %s as the answer's, tune's are %s (trial #%s)"
+                 % (page["rows"], answer["trial_indices"], best["index"]))
+        report = os.path.join(work, "report.html")
+        made = subprocess.run([a.cli, "--server", grpc_address, "--token", ALICE, "report", job,
+                               "--html", report], capture_output=True, text=True, timeout=60)
+        if made.returncode != 0:
+            fail("report: %s" % made.stderr)
+        browser.go("file://" + report)
+        shown = browser.js(
+            "return {strategy: document.querySelector('#answer .strategy').textContent,"
+            " figure: document.querySelector('#answer .figure .value').textContent,"
+            " text: document.getElementById('answer').textContent,"
+            " caption: document.querySelector('#best-over-time .caption').textContent};")
+        if shown["strategy"] != best["strategy"] or shown["figure"] != figure:
+            fail("the report's answer %s is not tune's %s at %s" % (shown, best["strategy"],
+                                                                    figure))
+        if "trial %s" % best["trial_id"] not in shown["text"]:
+            fail("the report's answer does not name trial %s: %r" % (best["trial_id"],
+                                                                     shown["text"]))
+        found = "by trial #%d." % answer["trial_indices"][0]
+        if not shown["caption"].startswith("The answer, %s tokens/s" % figure) or \
+                found not in shown["caption"]:
+            fail("the report's best-over-time caption %r does not name the answer at %s %s"
+                 % (shown["caption"], figure, found))
+        print("page, report and tune --json: %s at %s tokens/s, trial %s"
+              % (best["strategy"], figure, best["trial_id"]))
+
         browser.go(web + "/")
         listed = until("the job in the job list", lambda: browser.js(
             "var r = document.querySelector('#job-table tr[data-job=\"%s\"]');"
@@ -274,6 +342,8 @@ def main():
             fail("a thrown error did not reach the console log: the check is blind")
         print("check_dashboard: ok (job %s, %.1f s)" % (job, time.monotonic() - started))
     finally:
+        if tune is not None and tune.poll() is None:
+            tune.kill()
         if browser:
             browser.quit()
         for d in reversed(daemons):

@@ -79,6 +79,7 @@ class PackageTest(unittest.TestCase):
         pairs = {results.Strategy: pb.Strategy, results.TrialMetrics: pb.TrialMetrics,
                  results.Prediction: pb.Prediction, results.Trial: pb.Trial,
                  results.PrunedSummary: pb.PrunedSummary, results.Launcher: pb.Launcher,
+                 results.StrategyStanding: pb.StrategyStanding,
                  results.StrategyAnswer: pb.StrategyAnswer, results.JobInfo: pb.Job,
                  results.JobEvent: pb.JobEvent, results.PeakTflops: pb.PeakTflops,
                  results.Device: pb.Device, results.Worker: pb.Worker}

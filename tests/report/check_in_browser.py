@@ -7,8 +7,10 @@ usage: check_in_browser.py WRITE_FIXTURE_REPORT_BIN WORK_DIR
 
 The report of the canned job (tests/report/report_fixture.h) is written twice
 (with predictions and device memory, and without either) and each is loaded.
-A third load, of the same page with a broken script added, must be caught:
-it shows the check can see a script error at all.
+The full page is then measured at two window widths (1400 and 520 px): no
+label of the dimension bars may reach into the next column. A last load, of
+the same page with a broken script added, must be caught: it shows the check
+can see a script error at all.
 """
 import html.parser
 import os
@@ -70,14 +72,31 @@ def find_chromium():
              "(scripts/setup does)")
 
 
-def load(chromium, path, work):
-    """Loads `path`; returns (the DOM after scripts ran, the console messages)."""
+# Added to a copy of the page: where a label of the dimension bars reaches
+# past its own cell (into the median beside it), written into the DOM.
+MEASURE_LABELS = """<script>
+var over = [];
+document.querySelectorAll('.barlabel').forEach(function (label) {
+  var cell = label.closest('td'), r = label.getBoundingClientRect();
+  var c = cell.getBoundingClientRect(), next = cell.nextElementSibling;
+  if (r.right > c.right + 0.5 || (next && r.right > next.getBoundingClientRect().left + 0.5))
+    over.push(label.textContent + ' reaches ' + Math.round(r.right - c.right) + ' px past its cell');
+});
+document.documentElement.setAttribute('data-labels', document.querySelectorAll('.barlabel').length);
+document.documentElement.setAttribute('data-overlaps', over.join('; ') || 'none');
+</script>"""
+WIDTHS = (1400, 520)  # a desktop window and a phone's
+
+
+def load(chromium, path, work, width=1400):
+    """Loads `path` in a window `width` pixels wide; returns (the DOM after
+    scripts ran, the console messages)."""
     profile = tempfile.mkdtemp(prefix="profile-", dir=work)
     try:
         run = subprocess.run(
             [chromium, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
              f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-             "--dump-dom", "file://" + os.path.abspath(path)],
+             f"--window-size={width},1000", "--dump-dom", "file://" + os.path.abspath(path)],
             capture_output=True, text=True, timeout=180)
     finally:
         shutil.rmtree(profile, ignore_errors=True)
@@ -136,9 +155,26 @@ def main():
         failed |= bool(problems)
         print(f"{name}: {'FAILED' if problems else 'ok'} ({path})")
 
-    # The check must see a script error when there is one.
     with open(os.path.join(work, "report-full.html"), encoding="utf-8") as f:
         page = f.read()
+    # No label of the dimension bars overlaps the next column, at either width.
+    measured = os.path.join(work, "report-labels.html")
+    with open(measured, "w", encoding="utf-8") as f:
+        f.write(page.replace("</body>", MEASURE_LABELS + "</body>"))
+    for width in WIDTHS:
+        dom_text, _ = load(chromium, measured, work, width)
+        labels = re.search(r'data-labels="(\d+)"', dom_text)
+        overlaps = re.search(r'data-overlaps="([^"]*)"', dom_text)
+        if not labels or int(labels.group(1)) == 0 or not overlaps:
+            print(f"labels at {width} px: not measured (no bar labels, or the script did not run)")
+            failed = True
+        elif overlaps.group(1) != "none":
+            print(f"labels at {width} px: {overlaps.group(1)}")
+            failed = True
+        else:
+            print(f"labels at {width} px: {labels.group(1)} bar labels, none over the next column")
+
+    # The check must see a script error when there is one.
     broken = os.path.join(work, "report-broken.html")
     with open(broken, "w", encoding="utf-8") as f:
         f.write(page.replace("</body>", "<script>noSuchFunction();</script></body>"))

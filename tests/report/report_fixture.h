@@ -5,7 +5,9 @@
 #ifndef AUTOACCEL_TESTS_REPORT_REPORT_FIXTURE_H_
 #define AUTOACCEL_TESTS_REPORT_REPORT_FIXTURE_H_
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "proto/convert.h"
@@ -77,9 +79,9 @@ inline ReportInput FixtureReport(const FixtureOptions& options = {}) {
         t.set_finished_at(job.started_at() + 8 * index + 7);
         // Synthetic figures: bf16 fastest, checkpointing slower but lighter,
         // a bigger micro-batch faster but heavier.
-        const double speed = (p == Precision::kFp32   ? 600
-                              : p == Precision::kBf16 ? 900
-                                                      : 1000) *
+        const double speed = (p == Precision::kFp32   ? 6000
+                              : p == Precision::kBf16 ? 9000
+                                                      : 10000) *
                              (c == Checkpointing::kFull ? 0.75 : 1.0) * (mbs == 8 ? 1.3 : 1.0);
         const double mib = (p == Precision::kFp32 ? 300 : 220) *
                            (c == Checkpointing::kFull ? 0.6 : 1.0) * (mbs == 8 ? 2.0 : 1.0);
@@ -93,14 +95,14 @@ inline ReportInput FixtureReport(const FixtureOptions& options = {}) {
           t.set_status("SUCCEEDED");
           v1::TrialMetrics& m = *t.mutable_metrics();
           m.set_tokens_per_second(speed);
-          m.set_step_time_median_s(1024 / speed);
+          m.set_step_time_median_s(10240 / speed);
           m.set_peak_memory_bytes(static_cast<int64_t>(mib * 1024 * 1024));
-          m.set_mfu(speed / 2000);
+          m.set_mfu(speed / 20000);
           m.set_final_loss(7.5);
         }
         if (options.predictions) {
           v1::Prediction& pr = *t.mutable_predicted();
-          pr.set_step_time_s(1.2 * 1024 / speed);
+          pr.set_step_time_s(1.2 * 10240 / speed);
           pr.set_peak_memory_bytes(static_cast<int64_t>(0.9 * mib * 1024 * 1024));
           pr.set_tokens_per_second(speed / 1.2);
         }
@@ -121,12 +123,41 @@ inline ReportInput FixtureReport(const FixtureOptions& options = {}) {
   job.set_best_measurements(2);
   job.set_best_spread(0.02);
   job.set_best_certainty("tie");
-  job.set_best_figure(61000);
-  job.set_best_interval_low(60000);
-  job.set_best_interval_high(62000);
+  job.set_best_figure(13000);
+  job.set_best_interval_low(12800);
+  job.set_best_interval_high(13200);
   job.add_best_tied_with(
       "mbs=8,ga=1,precision=bf16,checkpoint=none,attention=sdpa,"
       "optimizer=adamw,offload=none");
+  // The standings as the coordinator sends them: each measured strategy
+  // once (the answer with its repeat), fastest figure first.
+  std::vector<const v1::Trial*> measured;
+  for (const v1::Trial& t : in.trials) {
+    if (t.status() == "SUCCEEDED" && t.confirms().empty()) measured.push_back(&t);
+  }
+  std::stable_sort(measured.begin(), measured.end(), [](const v1::Trial* a, const v1::Trial* b) {
+    return a->metrics().tokens_per_second() > b->metrics().tokens_per_second();
+  });
+  for (const v1::Trial* t : measured) {
+    v1::StrategyStanding& st = *job.add_standings();
+    st.set_strategy_text(t->strategy().text());
+    st.set_figure(t->metrics().tokens_per_second());
+    st.set_peak_memory_bytes(t->metrics().peak_memory_bytes());
+    st.add_trial_indices(t->index());
+    st.set_measurements(1);
+    if (t->index() == 10) {
+      st.add_trial_indices(repeat.index());
+      st.set_measurements(2);
+      st.set_agrees(true);
+      st.set_spread(0.02);
+      st.set_interval_low(12800);
+      st.set_interval_high(13200);
+      st.set_answer(true);
+    } else {
+      st.set_interval_low(0.95 * st.figure());
+      st.set_interval_high(1.05 * st.figure());
+    }
+  }
   if (options.device_memory) {
     in.device_memory = {int64_t{1} << 30, "the smallest memory of the cpu devices that ran it"};
   } else {
