@@ -2,10 +2,12 @@
 // naming the launcher and the field); a good one is printed and advertised in
 // the registration, and the worker starts without a trial runner.
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -74,6 +76,37 @@ TEST_F(WorkerBinaryTest, ABadLaunchersFileStopsTheWorkerNamingTheLauncherAndFiel
                                           dir_, &out, &err, absl::Seconds(30));
   EXPECT_EQ(missing, 2);
   EXPECT_THAT(err, HasSubstr("none.json: not a readable file"));
+}
+
+TEST_F(WorkerBinaryTest, AWorkdirTheSandboxUserCannotReadStopsTheWorkerNamingPathAndFix) {
+  if (::geteuid() != 0) GTEST_SKIP() << "ranks run as another user only under a root worker";
+  const std::string proj = dir_ + "/proj";
+  std::filesystem::create_directories(proj);
+  testing::WriteFile(proj + "/train.py", "print('hi')\n");
+  testing::WriteFile(dir_ + "/l.json",
+                     absl::StrCat(R"({"launchers": {"hf": {"argv": ["{python}", ")", proj,
+                                  R"(/train.py"], "workdir": ")", proj, R"("}}})"));
+  const std::vector<std::string> argv = {
+      AUTOACCEL_WORKER_BIN, "--coordinator", "127.0.0.1:1", "--launchers",
+      dir_ + "/l.json",     "--devices",     "musa:0",      "--device-memory",
+      "1073741824",         "--work-dir",    dir_ + "/work"};
+  using std::filesystem::perms;
+  std::filesystem::permissions(proj, perms::owner_all);  // 0700: nobody cannot enter it
+  std::string out, err;
+  EXPECT_EQ(testing::RunCommand(argv, dir_, &out, &err, absl::Seconds(60)), 2) << out << err;
+  EXPECT_THAT(err, HasSubstr(absl::StrCat("launcher 'hf': cannot list and enter ", proj)));
+  EXPECT_THAT(err, HasSubstr("the sandbox's user, nobody"));
+  EXPECT_THAT(err, HasSubstr("chmod -R o+rX"));
+
+  // Readable: the check passes and the worker goes on (here, to a
+  // coordinator that is not there).
+  std::filesystem::permissions(proj, perms::owner_all | perms::group_read | perms::group_exec |
+                                         perms::others_read | perms::others_exec);
+  std::filesystem::permissions(proj + "/train.py", perms::owner_read | perms::owner_write |
+                                                       perms::group_read | perms::others_read);
+  testing::Subprocess worker(argv, dir_, "worker");
+  EXPECT_THAT(worker.WaitForLine("launchers:", absl::Seconds(30)), HasSubstr("launchers: hf"))
+      << worker.Stderr();
 }
 
 TEST_F(WorkerBinaryTest, TheLaunchersArePrintedAndAdvertisedAndNoTrialRunnerIsNeeded) {

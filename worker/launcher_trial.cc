@@ -25,6 +25,7 @@
 #include "worker/accelerators.h"
 #include "worker/child_process.h"
 #include "worker/file_names.h"
+#include "worker/launcher_paths.h"
 #include "worker/metrics_file.h"
 #include "worker/process_tree_memory.h"
 #include "worker/sandbox.h"
@@ -229,32 +230,6 @@ std::string StderrTail(const std::string& stderr_path) {
 
 std::string FormatBytes(int64_t bytes) {
   return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-}
-
-// What a sandboxed rank reads beyond the system (Sandbox::Wrap adds
-// argv[0]'s own): {python}'s prefix and venv, the launcher's workdir, the
-// directory of each absolute path its argv names (a script beside its
-// modules) and PYTHONPATH's directories.
-std::vector<std::string> PathsTheCommandReads(
-    const std::vector<std::string>& argv, const std::string& python, const std::string& workdir,
-    const std::vector<std::pair<std::string, std::string>>& vars) {
-  std::vector<std::string> paths = ExecutablePaths(python);
-  if (!workdir.empty()) paths.push_back(workdir);
-  std::vector<std::string> named(argv.begin() + (argv.empty() ? 0 : 1), argv.end());
-  for (const auto& [name, value] : vars) {
-    if (name != "PYTHONPATH") continue;
-    for (absl::string_view p : absl::StrSplit(value, ':')) named.emplace_back(p);
-  }
-  for (const std::string& arg : named) {
-    // "--config=/x/y.json" names a path too.
-    const size_t eq = arg.find('=');
-    const std::string path =
-        absl::StartsWith(arg, "-") && eq != std::string::npos ? arg.substr(eq + 1) : arg;
-    std::error_code ec;
-    if (path.empty() || path[0] != '/' || path == "/" || !fs::exists(path, ec)) continue;
-    paths.push_back(fs::is_directory(path, ec) ? path : fs::path(path).parent_path().string());
-  }
-  return paths;
 }
 
 // Makes the rank's trial directory afresh and writes into it what the

@@ -24,6 +24,7 @@
 #include "proto/convert.h"
 #include "worker/child_process.h"
 #include "worker/device_discovery.h"
+#include "worker/launcher_paths.h"
 #include "worker/launchers.h"
 #include "worker/registrar.h"
 #include "worker/sandbox_flags.h"
@@ -233,6 +234,13 @@ int main(int argc, char** argv) {
   if (!sandbox.ok()) {
     std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(sandbox.status().message()).c_str());
     return 2;
+  }
+  if (*sandbox != nullptr && !launchers.empty()) {
+    if (absl::Status readable = autoaccel::CheckLaunchersReadable(**sandbox, launchers, python);
+        !readable.ok()) {
+      std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(readable.message()).c_str());
+      return 2;
+    }
   }
   if (threads_per_device <= 0) {
     threads_per_device = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
