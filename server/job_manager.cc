@@ -543,7 +543,10 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
         out);
     return false;
   }
-  if (job->searcher && (job->searcher->Finished() || SearchTimeUpLocked(*job)) &&
+  // Once ended, the search stays over (a later, faster trial does not
+  // reopen it: its repeats are queued against it).
+  if (job->searcher &&
+      (!job->search_ended.empty() || job->searcher->Finished() || SearchTimeUpLocked(*job)) &&
       job->running == 0 && job->retries.empty()) {
     if (job->search_ended.empty()) {
       // The search is over: before the job ends, its best few strategies
@@ -919,7 +922,8 @@ bool JobManager::QueueRepeatsLocked(JobRun* job) {
   if (standings.measure_again.empty()) return false;
   const int gangs = pool_.CountDevices(job->spec.device_type, job->spec.request.launcher()) /
                     job->spec.world_size;
-  if (SearchTimeUp(*job, clock_->Now(), gangs, static_cast<int>(standings.measure_again.size()))) {
+  if (!RepeatRoundFits(*job, clock_->Now(), gangs,
+                       static_cast<int>(standings.measure_again.size()))) {
     return false;
   }
   const std::vector<TrialRun*> repeats = AddRepeats(job, standings.measure_again);

@@ -146,25 +146,42 @@ std::string WhySearchEnded(const JobRun& job) {
   return "search stopped to leave time for the repeats";
 }
 
-bool SearchTimeUp(const JobRun& job, absl::Time now, int gangs, int confirm_top) {
-  if (confirm_top <= 0) return false;
-  // How long the search's trials took so far (start to answer), by median.
-  std::vector<double> seconds;
-  int succeeded = 0;
+double RecentTrialSeconds(const JobRun& job) {
+  std::vector<std::pair<absl::Time, double>> done;  // (finished, seconds)
   for (const auto& t : job.trials) {
     const TrialRecord& r = t->record;
-    if (r.status != TrialStatus::kSucceeded || !r.confirms.empty()) continue;
-    ++succeeded;
-    seconds.push_back(absl::ToDoubleSeconds(r.finished_at - r.started_at));
+    if (r.status != TrialStatus::kSucceeded) continue;
+    done.emplace_back(r.finished_at, absl::ToDoubleSeconds(r.finished_at - r.started_at));
   }
-  if (seconds.empty()) return false;  // nothing to confirm yet
-  std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+  if (done.empty()) return 0;
+  std::sort(done.begin(), done.end());
+  std::vector<double> recent;
+  for (size_t i = done.size() > 3 ? done.size() - 3 : 0; i < done.size(); ++i) {
+    recent.push_back(done[i].second);
+  }
+  std::sort(recent.begin(), recent.end());
+  return recent[(recent.size() - 1) / 2];
+}
+
+bool SearchTimeUp(const JobRun& job, absl::Time now, int gangs, int confirm_top) {
+  if (confirm_top <= 0) return false;
+  int succeeded = 0;
+  for (const auto& t : job.trials) {
+    succeeded += t->record.status == TrialStatus::kSucceeded && t->record.confirms.empty();
+  }
+  if (succeeded == 0) return false;  // nothing to confirm yet
   const int repeats = std::min(confirm_top, succeeded);
   // The repeats, a quarter more for safety, and one trial's length for the
   // search trials still running.
   const double reserve =
-      seconds[seconds.size() / 2] * (1.25 * std::ceil(double(repeats) / std::max(1, gangs)) + 1);
+      RecentTrialSeconds(job) * (1.25 * std::ceil(double(repeats) / std::max(1, gangs)) + 1);
   return now + absl::Seconds(reserve) >= job.record.deadline;
+}
+
+bool RepeatRoundFits(const JobRun& job, absl::Time now, int gangs, int count) {
+  const double round =
+      RecentTrialSeconds(job) * 1.25 * std::ceil(double(count) / std::max(1, gangs));
+  return now + absl::Seconds(round) < job.record.deadline;
 }
 
 void BeginAttempt(JobRun* job, TrialRun* trial, Gang gang, absl::Time now) {

@@ -136,10 +136,18 @@ Answer AnswerSoFar(const JobRun& job);
 // candidate measured or pruned", "search finished" or "search stopped to
 // leave time for the repeats".
 std::string WhySearchEnded(const JobRun& job);
+// How long a trial of the job takes now, start to answer (seconds): the
+// lower median of its last 3 SUCCEEDED trials, search or repeat (the first
+// trials may pay for compiling or caching what later ones reuse); 0 before
+// any succeeded.
+double RecentTrialSeconds(const JobRun& job);
 // True when the time left before the deadline (at `now`) is only enough for
-// `confirm_top` confirmation trials on `gangs` gangs at once (by the median
-// length of the job's trials so far) and the trials still running.
+// `confirm_top` confirmation trials on `gangs` gangs at once (by
+// RecentTrialSeconds) and the trials still running.
 bool SearchTimeUp(const JobRun& job, absl::Time now, int gangs, int confirm_top);
+// True when a round of `count` repeats on `gangs` gangs at once (by
+// RecentTrialSeconds, a quarter more for safety) ends before the deadline.
+bool RepeatRoundFits(const JobRun& job, absl::Time now, int gangs, int count);
 
 // Trial transitions (they change the records only; the caller stores them):
 //

@@ -76,7 +76,9 @@ ThroughputInterval IntervalOf(const std::vector<double>& values, double toleranc
   double squares = 0;
   for (double v : values) squares += (v - out.mean) * (v - out.mean);
   const double half = T975(n - 1) * std::sqrt(squares / (n - 1)) / std::sqrt(double(n));
-  out.low = out.mean - half;
+  // A throughput is never negative: two wide-apart measurements give an
+  // interval from 0.
+  out.low = std::max(0.0, out.mean - half);
   out.high = out.mean + half;
   return out;
 }

@@ -8,7 +8,7 @@
 // stall on a shared machine, is the common case); the rest are *kept*. Its
 // figure is the mean of the kept ones, and its interval a 95% t-interval for
 // that mean: mean ± t(0.975, k-1)·s/√k over the k kept (the estimator:
-// Student's t over repeated measurements). Measured once, its run-to-run
+// Student's t over repeated measurements), never below 0. Measured once, its run-to-run
 // spread is unknown and the job's tolerance stands for it: [v·(1-tol),
 // v·(1+tol)]. Its measurements *agree* when it has two or more and (max -
 // min) / min of the kept ones is at most the tolerance.

@@ -1695,6 +1695,34 @@ TEST_F(JobManagerTest, RepeatsThatNeverAgreeEndProvisionalAndAreNotStoredAsConfi
   EXPECT_FALSE((*stored)->confirmed) << "never stored as confirmed";
 }
 
+TEST_F(JobManagerTest, ASlowFirstTrialDoesNotStopTheRepeatsWhileFasterOnesFitTheTimeLeft) {
+  // A launcher's first trial compiles what the later ones find in its
+  // cache: 33 s, then 6 s per trial, in a 90 s job.
+  JobManagerOptions options = Options();
+  options.confirm_top = 1;
+  manager_ = std::move(*JobManager::Create(store_.get(), &executor_, &clock_, options));
+  AddWorker("a", 1);
+  auto job = manager_->SubmitJob(Request(90, 0));
+  ASSERT_TRUE(job.ok()) << job.status();
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  clock_.Advance(absl::Seconds(33));
+  ASSERT_TRUE(Beat("a").ok());
+  executor_.Succeed(14904);
+  manager_->Tick();  // the search stops to leave time for the repeat
+  std::vector<double> repeats = {18932, 17000, 17200};
+  for (double tps : repeats) {
+    ASSERT_EQ(executor_.calls.size(), 1u) << "a repeat of " << tps << " fits the time left";
+    clock_.Advance(absl::Seconds(6));
+    ASSERT_TRUE(Beat("a").ok());
+    executor_.Succeed(tps);
+    manager_->Tick();
+  }
+  auto j = manager_->GetJob(job->job_id());
+  EXPECT_EQ(j->best_measurements(), 4);
+  EXPECT_LT(clock_.Now() - absl::FromUnixSeconds(1'800'000'000), absl::Seconds(90));
+}
+
 TEST_F(JobManagerTest, AJobWhoseEveryTrialFailsTheSameWayBeforeItsFirstStepStopsEarly) {
   AddWorker("a", 1);
   auto job = manager_->SubmitJob(Request(600, 50));

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "tests/model_test_util.h"
 #include "tests/subprocess.h"
+#include "worker/launcher_cache.h"
 #include "worker/launcher_trial.h"
 #include "worker/trial_process.h"
 
@@ -31,6 +33,7 @@ namespace autoaccel {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -330,6 +333,15 @@ elif mode == "rss":
     for i in range(0, len(hog), 4096):
         hog[i] = 1
     time.sleep(30)
+elif mode == "cache":
+    # What a JIT build does: look for the built op, build it when missing.
+    ext = os.environ["TORCH_EXTENSIONS_DIR"]
+    os.makedirs(ext, exist_ok=True)
+    built = os.path.join(ext, "op.so")
+    with open(os.path.join(trial, "cache-was"), "w") as f:
+        f.write("warm" if os.path.exists(built) else "cold")
+    open(built, "a").write(os.environ["AUTOACCEL_TRIAL_ID"] + "\n")
+    steps(7)
 elif mode == "term":
     def on_term(*_):
         time.sleep(0.5)  # inside the grace period
@@ -400,6 +412,44 @@ TEST_F(SandboxedLauncherTest, TheRanksMemoryIsMeasuredAndItsStopKeepsTheGracePer
   EXPECT_EQ(stopped.status, TrialStatus::kTimeout) << stopped.error;
   EXPECT_EQ(testing::ReadFile(RankFile(term, "got-term")), "term")
       << "the script's SIGTERM handler ran to its end";
+}
+
+TEST_F(SandboxedLauncherTest, ALaunchersTrialsShareItsCacheAcrossTrialsAndNothingElseOfIt) {
+  LauncherTrialOptions options = Options(true);
+  options.cache.root = dir_ + "/cache";
+  LauncherRank first = Rank("cache");
+  TrialResult r = RunLauncherRank(first, options);
+  ASSERT_EQ(r.status, TrialStatus::kSucceeded) << r.error;
+  EXPECT_EQ(testing::ReadFile(RankFile(first, "cache-was")), "cold");
+  // A later trial (another job's) finds what the first one built.
+  LauncherRank second = Rank("cache");
+  second.spec.trial_id = "t2";
+  r = RunLauncherRank(second, options);
+  ASSERT_EQ(r.status, TrialStatus::kSucceeded) << r.error;
+  EXPECT_EQ(testing::ReadFile(RankFile(second, "cache-was")), "warm");
+  EXPECT_EQ(testing::ReadFile(dir_ + "/cache/py/torch_extensions/op.so"), "t1\nt2\n");
+
+  // The cache off: each trial builds afresh in its own directory.
+  LauncherTrialOptions off = Options(true);
+  LauncherRank third = Rank("cache");
+  third.spec.trial_id = "t3";
+  third.launcher.env = {{"TORCH_EXTENSIONS_DIR", "/tmp/ext"}};
+  r = RunLauncherRank(third, off);
+  ASSERT_EQ(r.status, TrialStatus::kSucceeded) << r.error;
+  EXPECT_EQ(testing::ReadFile(RankFile(third, "cache-was")), "cold");
+}
+
+TEST(LauncherCacheTest, EachCacheVariableNamesItsDirectoryUnlessTheLauncherSetsIt) {
+  const auto vars = LauncherCacheEnvironment("/c/hf", false, {{"TRITON_CACHE_DIR", "/mine"}});
+  std::map<std::string, std::string> by_name(vars.begin(), vars.end());
+  EXPECT_EQ(by_name["TORCH_EXTENSIONS_DIR"], "/c/hf/torch_extensions");
+  EXPECT_EQ(by_name["TORCHINDUCTOR_CACHE_DIR"], "/c/hf/torchinductor");
+  EXPECT_EQ(by_name.count("TRITON_CACHE_DIR"), 0u) << "the launcher's own value stands";
+  EXPECT_EQ(by_name.count("HF_HOME"), 0u) << "only when the operator allows it";
+  const auto with_hf = LauncherCacheEnvironment("/c/hf", true, {});
+  EXPECT_THAT(with_hf,
+              Contains(std::pair<std::string, std::string>("HF_HOME", "/c/hf/huggingface")));
+  EXPECT_TRUE(LauncherCacheEnvironment("", true, {}).empty()) << "the cache off";
 }
 
 TEST(SandboxCreateTest, ARelativeOrMissingReadOnlyPathIsRefused) {

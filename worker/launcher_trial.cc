@@ -389,8 +389,14 @@ TrialResult RunLauncherRank(const LauncherRank& rank, const LauncherTrialOptions
     return Failed(std::string(argv.status().message()),
                   argv.status().code() == absl::StatusCode::kInternal);
   }
+  absl::StatusOr<std::string> cache =
+      PrepareLauncherCache(options.cache, rank.launcher.name, options.sandbox);
+  if (!cache.ok()) return Failed(std::string(cache.status().message()), true);
   std::vector<std::string> unset;
-  const std::vector<std::pair<std::string, std::string>> vars = RankEnvironment(rank, dir, &unset);
+  std::vector<std::pair<std::string, std::string>> vars = RankEnvironment(rank, dir, &unset);
+  for (auto& var : LauncherCacheEnvironment(*cache, options.cache.hf_home, rank.launcher.env)) {
+    vars.push_back(std::move(var));
+  }
   const std::vector<std::string> env = ChildEnvironment(vars, unset);
   SpawnOptions spawn;
   spawn.stdout_path = dir + "/stdout.log";
@@ -407,6 +413,7 @@ TrialResult RunLauncherRank(const LauncherRank& rank, const LauncherTrialOptions
     mounts.workdir = rank.launcher.workdir;
     mounts.read_only = PathsTheCommandReads(*argv, options.python, rank.launcher.workdir, vars);
     mounts.shm_dir = options.sandbox->AcquireShm(shm_key);
+    mounts.cache_dir = *cache;
     *argv = options.sandbox->Wrap(*argv, mounts, &spawn);
     spawn.workdir.clear();  // bwrap enters it
   }

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "trial_contract/trial_result.h"
 #include "trial_contract/trial_spec.h"
+#include "worker/launcher_cache.h"
 #include "worker/launchers.h"
 
 namespace autoaccel {
@@ -43,6 +44,9 @@ struct LauncherTrialOptions {
   // launcher's workdir, the directories of absolute paths in its argv and
   // PYTHONPATH. Null: the script runs as the worker does. Not owned.
   const Sandbox* sandbox = nullptr;
+  // The launcher's persistent cache (worker/launcher_cache.h): made under
+  // cache.root, bound writable and named by the caches' variables.
+  LauncherCache cache;
   absl::Duration timeout = absl::Minutes(10);
   // Between SIGTERM and SIGKILL when the worker stops a rank.
   absl::Duration grace = absl::Seconds(5);

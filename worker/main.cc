@@ -88,6 +88,14 @@ int main(int argc, char** argv) {
                  "coordinator went away (died or restarted), for the coordinator to take it up "
                  "again when this worker registers with it; 0 stops such ranks at once")
       ->check(CLI::NonNegativeNumber);
+  std::string launcher_cache;
+  bool launcher_cache_hf = false;
+  app.add_option("--launcher-cache", launcher_cache,
+                 "directory of each launcher's persistent cache, shared by its trials and kept "
+                 "between jobs (torch extensions, Triton, torch.compile, CUDA JIT, pip); "
+                 "default WORK_DIR/launcher-cache; off: none");
+  app.add_flag("--launcher-cache-hf", launcher_cache_hf,
+               "keep Hugging Face's hub (HF_HOME) in the launcher's cache too");
   app.add_option("--launcher-grace", launcher_grace,
                  "seconds between SIGTERM and SIGKILL when a launcher rank is stopped")
       ->check(CLI::Range(0.0, 600.0));
@@ -193,7 +201,9 @@ int main(int argc, char** argv) {
                    python.c_str());
       return 2;
     }
-    python = *found;
+    // Absolute: a rank starts in its launcher's workdir, not the worker's.
+    std::error_code absolute_ec;
+    python = std::filesystem::absolute(*found, absolute_ec).string();
   }
   namespace fs = std::filesystem;
   if (runner.empty()) {
@@ -281,6 +291,12 @@ int main(int argc, char** argv) {
   options.launchers = launchers;
   options.python = python;
   options.launcher_grace = absl::Seconds(launcher_grace);
+  if (launcher_cache != "off") {
+    options.launcher_cache.root =
+        fs::absolute(launcher_cache.empty() ? work_dir + "/launcher-cache" : launcher_cache, ec)
+            .string();
+    options.launcher_cache.hf_home = launcher_cache_hf;
+  }
   options.reattach_window = absl::Seconds(reattach_window);
   options.sandbox = *sandbox;
   // Set once the registrar exists; a raised peak reaches the coordinator.

@@ -201,13 +201,16 @@ std::vector<std::string> BubblewrapArgv(const SandboxPolicy& policy, const RankM
       parents.insert(p.string());
     }
   }
-  for (fs::path p = fs::path(mounts.trial_dir).parent_path(); p != p.root_path();
-       p = p.parent_path()) {
-    parents.insert(p.string());
+  for (const std::string& writable : {mounts.trial_dir, mounts.cache_dir}) {
+    if (writable.empty()) continue;
+    for (fs::path p = fs::path(writable).parent_path(); p != p.root_path(); p = p.parent_path()) {
+      parents.insert(p.string());
+    }
   }
   for (const std::string& p : parents) add({"--perms", "0755", "--dir", p});
   for (const std::string& d : dests) add({"--ro-bind", Canonical(d), d});
   add({"--bind", mounts.trial_dir, mounts.trial_dir});
+  if (!mounts.cache_dir.empty()) add({"--bind", mounts.cache_dir, mounts.cache_dir});
   add({"--chdir", mounts.workdir.empty() ? mounts.trial_dir : mounts.workdir});
   add({"--setenv", "HOME", mounts.trial_dir, "--unsetenv", "TMPDIR"});
   if (policy.run_as_user) {

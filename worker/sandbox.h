@@ -83,6 +83,9 @@ struct RankMounts {
   // Bound at /dev/shm so a trial's ranks on this machine share it (NCCL's
   // shared-memory transport); "" = a private /dev/shm.
   std::string shm_dir;
+  // Writable and kept between trials: the launcher's cache
+  // (worker/launcher_cache.h), bound at its own place; "" = none.
+  std::string cache_dir;
 };
 
 // The bwrap argv that runs `command` (argv[0] absolute) in the sandbox.

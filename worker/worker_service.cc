@@ -279,6 +279,7 @@ void WorkerServiceImpl::RunExecution(ExecutionKey key, int device_index, TrialSp
     options.timeout = timeout;
     options.grace = options_.launcher_grace;
     options.sandbox = options_.sandbox.get();
+    options.cache = options_.launcher_cache;
     options.should_cancel = should_cancel;
     result = RunLauncherRank(*launcher, options);
     // Not RaisePeakIfBeaten: a script's tokens are its own claim, no proof

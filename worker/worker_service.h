@@ -24,6 +24,7 @@
 #include "trial_contract/trial_result.h"
 #include "trial_contract/trial_spec.h"
 #include "worker/coordinator_gate.h"
+#include "worker/launcher_cache.h"
 #include "worker/launcher_trial.h"
 #include "worker/launchers.h"
 #include "worker/rank_spec.h"
@@ -53,6 +54,8 @@ struct WorkerOptions {
   std::string python = "python3";
   // Between SIGTERM and SIGKILL when a launcher rank is stopped.
   absl::Duration launcher_grace = absl::Seconds(5);
+  // Each launcher's persistent cache (--launcher-cache, --launcher-cache-hf).
+  LauncherCache launcher_cache;
   // Every rank runs in it (worker/sandbox.h); null: --no-sandbox.
   std::shared_ptr<const Sandbox> sandbox;
   // How long a rank whose every caller went away (its coordinator died or
