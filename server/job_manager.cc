@@ -543,8 +543,20 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
         out);
     return false;
   }
-  // Once ended, the search stays over (a later, faster trial does not
-  // reopen it: its repeats are queued against it).
+  // A search stopped only for the time its repeats need goes on when,
+  // with them done, trials have become quick enough (the first ones paid
+  // for compiling what later ones find in a cache) to leave room for more.
+  if (job->searcher && job->search_ended == kSearchStoppedForRepeats &&
+      job->confirmations.empty() && job->running == 0 && job->retries.empty() &&
+      !job->searcher->Finished() && WhySearchEnded(*job) == kSearchStoppedForRepeats &&
+      !SearchTimeUpLocked(*job)) {
+    job->search_ended.clear();
+    job->record.status_message = absl::StrFormat(
+        "search resumed: trials now take about %.0f s, which leaves room for more",
+        RecentTrialSeconds(*job));
+    spdlog::info("job {}: {}", job->record.job_id, job->record.status_message);
+    PersistJobLocked(job);
+  }
   if (job->searcher &&
       (!job->search_ended.empty() || job->searcher->Finished() || SearchTimeUpLocked(*job)) &&
       job->running == 0 && job->retries.empty()) {

@@ -143,7 +143,7 @@ std::string WhySearchEnded(const JobRun& job) {
     return "every candidate measured or pruned";
   }
   if (job.searcher && job.searcher->Finished()) return "search finished";
-  return "search stopped to leave time for the repeats";
+  return kSearchStoppedForRepeats;
 }
 
 double RecentTrialSeconds(const JobRun& job) {

@@ -136,6 +136,7 @@ Answer AnswerSoFar(const JobRun& job);
 // candidate measured or pruned", "search finished" or "search stopped to
 // leave time for the repeats".
 std::string WhySearchEnded(const JobRun& job);
+inline constexpr char kSearchStoppedForRepeats[] = "search stopped to leave time for the repeats";
 // How long a trial of the job takes now, start to answer (seconds): the
 // lower median of its last 3 SUCCEEDED trials, search or repeat (the first
 // trials may pay for compiling or caching what later ones reuse); 0 before
