@@ -347,6 +347,14 @@ absl::Status JobManager::Heartbeat(const std::string& worker_id, const std::stri
   return absl::OkStatus();
 }
 
+absl::Status JobManager::LeaveWorker(const std::string& worker_id,
+                                     const std::string& session_token) {
+  RETURN_IF_ERROR(pool_.Leave(worker_id, session_token));
+  absl::MutexLock lock(&mu_);
+  wake_.SignalAll();  // jobs waiting on the pool re-check what it has
+  return absl::OkStatus();
+}
+
 std::vector<v1::Worker> JobManager::ListWorkers() { return pool_.List(); }
 
 void JobManager::TakeUpRanksLocked(const v1::RegisterRequest& req, const std::string& session_token,
@@ -551,9 +559,9 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
       !job->searcher->Finished() && WhySearchEnded(*job) == kSearchStoppedForRepeats &&
       !SearchTimeUpLocked(*job)) {
     job->search_ended.clear();
-    job->record.status_message = absl::StrFormat(
-        "search resumed: trials now take about %.0f s, which leaves room for more",
-        RecentTrialSeconds(*job));
+    job->record.status_message =
+        absl::StrFormat("search resumed: trials now take about %.0f s, which leaves room for more",
+                        RecentTrialSeconds(*job));
     spdlog::info("job {}: {}", job->record.job_id, job->record.status_message);
     PersistJobLocked(job);
   }

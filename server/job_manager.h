@@ -166,6 +166,9 @@ class JobManager {
   // attempt.
   absl::StatusOr<v1::RegisterResponse> RegisterWorker(const v1::RegisterRequest& request);
   absl::Status Heartbeat(const std::string& worker_id, const std::string& session_token);
+  // A worker stopping cleanly leaves the pool (WorkerPool::Leave); errors
+  // as Heartbeat's.
+  absl::Status LeaveWorker(const std::string& worker_id, const std::string& session_token);
   std::vector<v1::Worker> ListWorkers();
 
   // The metrics (server/coordinator_metrics.h) with the scheduler's and the

@@ -283,4 +283,15 @@ grpc::ServerUnaryReactor* WorkerRegistryImpl::Heartbeat(grpc::CallbackServerCont
       });
 }
 
+grpc::ServerUnaryReactor* WorkerRegistryImpl::Leave(grpc::CallbackServerContext* ctx, const Raw* in,
+                                                    Raw* out) {
+  return ParsedUnary<v1::LeaveRequest, v1::LeaveResponse>(
+      ctx, in, out, [&](const v1::LeaveRequest& request, v1::LeaveResponse*) -> absl::Status {
+        RETURN_IF_ERROR(auth_->Worker(*ctx));
+        RETURN_IF_ERROR(CheckLimit(Limit::kWorkerIdBytes,
+                                   static_cast<double>(request.worker_id().size()), "worker_id"));
+        return manager_->LeaveWorker(request.worker_id(), request.session_token());
+      });
+}
+
 }  // namespace autoaccel

@@ -41,7 +41,8 @@ using RawTuningService =
                v1::TuningService::WithRawCallbackMethod_ListWorkers>;
 using RawWorkerRegistry =
     RawMethods<v1::WorkerRegistry::Service, v1::WorkerRegistry::WithRawCallbackMethod_Register,
-               v1::WorkerRegistry::WithRawCallbackMethod_Heartbeat>;
+               v1::WorkerRegistry::WithRawCallbackMethod_Heartbeat,
+               v1::WorkerRegistry::WithRawCallbackMethod_Leave>;
 
 // Each raw method's request and response are the proto's
 // (SubmitJob: SubmitJobRequest -> Job, and so on).
@@ -101,6 +102,8 @@ class WorkerRegistryImpl final : public RawWorkerRegistry {
                                      Raw* response) override;
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx, const Raw* request,
                                       Raw* response) override;
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx, const Raw* request,
+                                  Raw* response) override;
 
  private:
   JobManager* const manager_;

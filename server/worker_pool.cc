@@ -95,6 +95,7 @@ absl::StatusOr<std::string> WorkerPool::Register(const v1::RegisterRequest& req)
   w.held_by.resize(req.devices_size());
   w.last_seen = clock_->Now();
   w.healthy = true;
+  w.left = false;
   spdlog::info("worker {} registered at {} with {} device(s)", req.worker_id(), req.address(),
                req.devices_size());
   if (!req.insecure().empty()) {
@@ -123,10 +124,34 @@ absl::StatusOr<bool> WorkerPool::Heartbeat(const std::string& worker_id,
   return true;
 }
 
+absl::Status WorkerPool::Leave(const std::string& worker_id, const std::string& session_token) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("worker_id: worker '", absl::CHexEscape(worker_id), "' is not registered"));
+  }
+  if (!SecretTokensEqual(session_token, it->second.session_token)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "worker ", worker_id, ": the session token is not its current registration's"));
+  }
+  const bool holds = std::any_of(it->second.held_by.begin(), it->second.held_by.end(),
+                                 [](const std::string& t) { return !t.empty(); });
+  spdlog::info("worker {} left{}", worker_id, holds ? " (once its ranks in flight answer)" : "");
+  if (!holds) {
+    workers_.erase(it);
+  } else {
+    it->second.healthy = false;
+    it->second.left = true;
+  }
+  return absl::OkStatus();
+}
+
 std::vector<v1::Worker> WorkerPool::List() const {
   absl::ReaderMutexLock lock(&mu_);
   std::vector<v1::Worker> out;
   for (const auto& [id, w] : workers_) {
+    if (w.left) continue;
     v1::Worker info = w.info;
     for (const std::string& warning : HostWarningsLocked(w)) info.add_warnings(warning);
     if (w.quarantined_until > clock_->Now()) {
@@ -150,7 +175,9 @@ PoolCensus WorkerPool::Census() const {
   PoolCensus census;
   for (const auto& [id, w] : workers_) {
     const bool usable = UsableLocked(w);
-    if (!w.healthy) {
+    if (w.left) {
+      // Neither healthy nor lost; its devices in flight still count as held.
+    } else if (!w.healthy) {
       ++census.workers_lost;
     } else if (!usable) {
       ++census.workers_quarantined;
@@ -498,6 +525,11 @@ void WorkerPool::Release(const std::string& trial_id, int attempt, int rank) {
     const int device = hold->second.device_index;
     if (device >= 0 && device < static_cast<int>(held.size()) && held[device] == trial_id) {
       held[device].clear();
+    }
+    if (it->second.left &&
+        std::all_of(held.begin(), held.end(), [](const std::string& t) { return t.empty(); })) {
+      spdlog::info("worker {} left: its last rank answered", it->first);
+      workers_.erase(it);
     }
   }
   // The store lives in rank 0's process: its port is free once it answered.

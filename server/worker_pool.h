@@ -90,7 +90,13 @@ class WorkerPool {
   // its registration's. Returns true when the worker had been unhealthy and
   // is back.
   absl::StatusOr<bool> Heartbeat(const std::string& worker_id, const std::string& session_token);
-  // Every worker with its health, warnings and each device's holder.
+  // The worker stops (it said so: WorkerRegistry.Leave): never placed
+  // again, and forgotten once it holds no device (at once, or when its last
+  // rank is released). NOT_FOUND and PERMISSION_DENIED as Heartbeat. A
+  // registration under its id later is a new one.
+  absl::Status Leave(const std::string& worker_id, const std::string& session_token);
+  // Every worker with its health, warnings and each device's holder; a
+  // worker that left is not among them.
   std::vector<v1::Worker> List() const;
   // How many workers are healthy, quarantined and lost, and their devices
   // by type: free, held, or unavailable (free on a worker that is not
@@ -162,6 +168,7 @@ class WorkerPool {
     std::vector<std::string> held_by;  // trial id per device, "" when free
     absl::Time last_seen;
     bool healthy = true;
+    bool left = false;                // Leave: forgotten once it holds nothing
     int infrastructure_failures = 0;  // in a row
     absl::Time quarantined_until = absl::InfinitePast();
     std::string quarantine_reason;

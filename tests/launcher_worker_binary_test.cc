@@ -2,6 +2,8 @@
 // naming the launcher and the field); a good one is printed and advertised in
 // the registration, and the worker starts without a trial runner.
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -35,11 +37,22 @@ class RecordingRegistry final : public v1::WorkerRegistry::Service {
       registered_.Notify();
     }
     response->set_heartbeat_interval_seconds(1);
+    response->set_session_token("session-of-" + request->worker_id());
     return grpc::Status::OK;
   }
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
                          v1::HeartbeatResponse*) override {
     return grpc::Status::OK;
+  }
+  grpc::Status Leave(grpc::ServerContext*, const v1::LeaveRequest* request,
+                     v1::LeaveResponse*) override {
+    absl::MutexLock lock(&mu_);
+    left_ = *request;
+    return grpc::Status::OK;
+  }
+  std::optional<v1::LeaveRequest> Left() {
+    absl::MutexLock lock(&mu_);
+    return left_;
   }
   std::optional<v1::RegisterRequest> WaitForRegistration(absl::Duration timeout) {
     registered_.WaitForNotificationWithTimeout(timeout);
@@ -51,6 +64,7 @@ class RecordingRegistry final : public v1::WorkerRegistry::Service {
   absl::Mutex mu_;
   absl::Notification registered_;
   std::optional<v1::RegisterRequest> first_ ABSL_GUARDED_BY(mu_);
+  std::optional<v1::LeaveRequest> left_ ABSL_GUARDED_BY(mu_);
 };
 
 class WorkerBinaryTest : public ::testing::Test {
@@ -137,6 +151,14 @@ TEST_F(WorkerBinaryTest, TheLaunchersArePrintedAndAdvertisedAndNoTrialRunnerIsNe
   EXPECT_EQ(registration->devices(1).name(), "musa:1");
   EXPECT_EQ(registration->devices(1).memory_bytes(), 1073741824);
   EXPECT_THAT(worker.Stdout(), HasSubstr("only launcher trials can run on this worker"));
+  // Stopped cleanly, it leaves the pool with its session.
+  EXPECT_FALSE(registry.Left().has_value());
+  const int status = worker.Signal(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << worker.Stderr();
+  std::optional<v1::LeaveRequest> left = registry.Left();
+  ASSERT_TRUE(left.has_value()) << worker.Stderr();
+  EXPECT_EQ(left->worker_id(), registration->worker_id());
+  EXPECT_EQ(left->session_token(), "session-of-" + registration->worker_id());
   coordinator.server->Shutdown();
 }
 

@@ -85,6 +85,34 @@ TEST(WorkerPoolTest, ASilentWorkerIsLostUntilItHeartbeatsAndAStrangerMustRegiste
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(WorkerPoolTest, AWorkerThatLeavesIsNeverPlacedAgainAndGoneOnceItsRanksAnswered) {
+  FakeClock clock;
+  WorkerPool pool(&clock);
+  absl::StatusOr<std::string> a = pool.Register(Worker("a", "h1:1", 2));
+  absl::StatusOr<std::string> b = pool.Register(Worker("b", "h2:1", 1));
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(pool.Place("cpu", 1, "t1", 1).has_value());  // on b, the smaller hole
+  EXPECT_EQ(pool.Leave("b", *a).code(), absl::StatusCode::kPermissionDenied) << "a's token";
+  EXPECT_EQ(pool.Leave("nobody", *b).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(pool.Leave("b", *b).ok());
+  // Its rank is still in flight: not listed, not placed, not lost.
+  std::vector<std::string> listed;
+  for (const v1::Worker& w : pool.List()) listed.push_back(w.worker_id());
+  EXPECT_THAT(listed, ElementsAre("a"));
+  EXPECT_EQ(pool.Census().workers_lost, 0);
+  EXPECT_EQ(pool.CountDevices("cpu"), 2);
+  clock.Advance(absl::Minutes(5));
+  ASSERT_TRUE(pool.Heartbeat("a", *a).ok());
+  EXPECT_TRUE(pool.ExpireSilent(absl::Seconds(10)).empty()) << "a worker that left is not lost";
+  pool.Release("t1", 1, 0);
+  EXPECT_EQ(pool.Heartbeat("b", *b).status().code(), absl::StatusCode::kNotFound) << "forgotten";
+  // With nothing in flight it is gone at once; its id may register anew.
+  ASSERT_TRUE(pool.Leave("a", *a).ok());
+  EXPECT_TRUE(pool.List().empty());
+  EXPECT_TRUE(pool.Register(Worker("a", "h1:1", 2)).ok());
+  EXPECT_EQ(pool.List().size(), 1u);
+}
+
 // A GPU the device catalog knows brings its memory bandwidth and links to the
 // cost model, with the worker's GPUs as one node; an unknown GPU and a cpu
 // device leave them unknown.

@@ -25,10 +25,29 @@ void Registrar::Start() {
 void Registrar::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
     stopping_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  thread_.join();
+  // Registered: say so, so the coordinator places nothing more here and
+  // `workers` stops listing this worker (instead of calling it LOST later).
+  v1::LeaveRequest req;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (registration_.session_token().empty()) return;
+    req.set_worker_id(registration_.worker_id());
+    req.set_session_token(registration_.session_token());
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  v1::LeaveResponse resp;
+  if (grpc::Status s = stub_->Leave(&ctx, req, &resp); !s.ok()) {
+    spdlog::warn("could not tell the coordinator this worker leaves: {}", s.error_message());
+  } else {
+    spdlog::info("left the coordinator's pool");
+  }
 }
 
 void Registrar::Run() {

@@ -35,6 +35,8 @@ class Registrar {
             CoordinatorGate* gate, RunningRanks running_ranks = {});
   ~Registrar();
   void Start();
+  // Stops heartbeating and, when registered, tells the coordinator this
+  // worker leaves (WorkerRegistry.Leave; waits up to 2 s). Idempotent.
   void Stop();
   // Registers again, soon, with these devices (e.g. a raised peak). Any
   // thread.
