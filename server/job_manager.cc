@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "common/json_log.h"
 #include "common/status_macros.h"
 #include "proto/convert.h"
@@ -532,7 +533,12 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
     return false;
   }
   if (clock_->Now() >= job->record.deadline) {
-    FinishJobLocked(job, JobState::kSucceeded, kTimeLimitReached, out);
+    // A job that never got its devices says why nothing ran.
+    FinishJobLocked(job, JobState::kSucceeded,
+                    job->record.state == JobState::kWaitingForWorkers
+                        ? absl::StrCat(kTimeLimitReached, " while ", job->record.status_message)
+                        : std::string(kTimeLimitReached),
+                    out);
     return false;
   }
   if (!job->broken.empty()) {
@@ -585,11 +591,14 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
   const int pool = pool_.CountDevices(type, launcher);
   if (pool < world) {
     const std::string with = launcher.empty() ? "" : absl::StrCat(" and launcher ", launcher);
+    const std::string until = absl::StrCat(
+        " (until the time limit, ",
+        absl::FormatTime("%H:%M:%S UTC", job->record.deadline, absl::UTCTimeZone()), ")");
     const std::string message =
-        pool == 0
-            ? absl::StrCat("waiting for a worker with ", type, " devices", with, " to register")
-            : absl::StrCat("waiting for workers: every trial needs ", world, " ", type, " devices",
-                           with, ", the healthy pool has ", pool);
+        pool == 0 ? absl::StrCat("waiting for a worker with ", type, " devices", with,
+                                 " to register", until)
+                  : absl::StrCat("waiting for workers: every trial needs ", world, " ", type,
+                                 " devices", with, ", the healthy pool has ", pool, until);
     if (job->running == 0 && (job->record.state != JobState::kWaitingForWorkers ||
                               job->record.status_message != message)) {
       job->record.state = JobState::kWaitingForWorkers;

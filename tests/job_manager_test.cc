@@ -450,11 +450,30 @@ TEST_F(JobManagerTest, AGangLargerThanThePoolWaitsSayingWhatItNeeds) {
   auto waiting = manager_->GetJob(job->job_id());
   EXPECT_EQ(waiting->state(), "WAITING_FOR_WORKERS");
   EXPECT_THAT(waiting->status_message(), HasSubstr("needs 4 cpu devices, the healthy pool has 2"));
+  EXPECT_THAT(waiting->status_message(), HasSubstr("(until the time limit, "));
   EXPECT_TRUE(executor_.calls.empty());
   AddWorker("b", 2);
   manager_->Tick();
   EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "RUNNING");
   EXPECT_EQ(executor_.calls.size(), 4u);  // one gang of four ranks
+}
+
+TEST_F(JobManagerTest, AJobThatNeverGotItsDevicesEndsNamingWhatItWaitedFor) {
+  AddWorker("a", 2);
+  v1::TuneRequest request = Request(60, 1);
+  request.set_world_size(4);
+  auto job = manager_->SubmitJob(request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  manager_->Tick();
+  clock_.Advance(absl::Seconds(61));
+  ASSERT_TRUE(Beat("a").ok());
+  manager_->Tick();
+  auto ended = manager_->GetJob(job->job_id());
+  EXPECT_EQ(ended->state(), "FAILED");
+  EXPECT_THAT(ended->status_message(),
+              AllOf(HasSubstr("time limit reached while waiting for workers: every trial needs 4 "
+                              "cpu devices, the healthy pool has 2"),
+                    HasSubstr("no trial ran")));
 }
 
 TEST_F(JobManagerTest, ALostWorkersTrialIsRetriedElsewhereAsANewAttempt) {
