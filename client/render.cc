@@ -98,6 +98,7 @@ json WorkerJson(const v1::Worker& w) {
       {"launchers", LaunchersJson(w.launchers())},
       {"tls", w.tls()},
       {"insecure", w.insecure()},
+      {"timing_jitter", w.timing_jitter()},
       {"devices", devices}};
 }
 
@@ -423,6 +424,9 @@ void PrintWorkerList(std::ostream& out, const v1::ListWorkersResponse& workers) 
     if (!w.insecure().empty()) out << " INSECURE: " << w.insecure();
     if (w.rendezvous_port_max() > 0) {
       out << "  rendezvous ports " << w.rendezvous_port_min() << "-" << w.rendezvous_port_max();
+    }
+    if (w.timing_jitter() > 0) {
+      out << absl::StrFormat("  timing jitter ±%.1f%%", 100 * w.timing_jitter());
     }
     out << "\n";
     for (const std::string& warning : w.warnings()) out << "  warning: " << warning << "\n";

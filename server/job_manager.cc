@@ -626,6 +626,17 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
     job->record.state = JobState::kRunning;
     if (job->record.started_at == absl::InfinitePast()) job->record.started_at = clock_->Now();
     job->record.status_message = "running trials";
+    // A pool noisier than the job's tolerance cannot tell apart what differs
+    // by less than its noise: said once, as the job starts.
+    const auto [jitter, noisiest] = pool_.TimingJitter(type, launcher);
+    if (jitter > ConfirmTolerance(job->spec.request)) {
+      absl::StrAppend(&job->record.status_message,
+                      absl::StrFormat("; measurements on this pool vary by ±%.0f%% run to run "
+                                      "(worker %s's timing jitter): answers closer than that are "
+                                      "ties",
+                                      100 * jitter, noisiest));
+      spdlog::warn("job {}: {}", job->record.job_id, job->record.status_message);
+    }
     PersistJobLocked(job);
   }
   return true;

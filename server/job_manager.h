@@ -166,6 +166,11 @@ class JobManager {
   // attempt.
   absl::StatusOr<v1::RegisterResponse> RegisterWorker(const v1::RegisterRequest& request);
   absl::Status Heartbeat(const std::string& worker_id, const std::string& session_token);
+  // A worker's new timing jitter, after its heartbeat was accepted
+  // (WorkerPool::SetTimingJitter).
+  void SetTimingJitter(const std::string& worker_id, double jitter) {
+    pool_.SetTimingJitter(worker_id, jitter);
+  }
   // A worker stopping cleanly leaves the pool (WorkerPool::Leave); errors
   // as Heartbeat's.
   absl::Status LeaveWorker(const std::string& worker_id, const std::string& session_token);

@@ -132,7 +132,10 @@ Standings Settle(const std::vector<TrialRecord>& trials, int64_t memory_limit_by
     s.figure = s.interval.mean;
     const auto [lo, hi] = std::minmax_element(s.kept.begin(), s.kept.end());
     s.spread = *lo > 0 ? (*hi - *lo) / *lo : 0;
-    s.agrees = s.measurements() >= 2 && s.spread <= tolerance;
+    const double half_width = (s.interval.high - s.interval.low) / 2;
+    s.agrees = s.measurements() >= 2 &&
+               (s.spread <= tolerance ||
+                (s.kept.size() >= 3 && s.figure > 0 && half_width <= tolerance * s.figure));
     out.ranked.push_back(std::move(s));
   }
   if (out.ranked.empty()) return out;

@@ -11,7 +11,10 @@
 // Student's t over repeated measurements), never below 0. Measured once, its run-to-run
 // spread is unknown and the job's tolerance stands for it: [v·(1-tol),
 // v·(1+tol)]. Its measurements *agree* when it has two or more and (max -
-// min) / min of the kept ones is at most the tolerance.
+// min) / min of the kept ones is at most the tolerance, or when three or
+// more are kept and the interval's half-width is at most the tolerance of
+// the figure: single runs on a busy machine may differ by more than the
+// tolerance, yet enough of them pin the mean down as tightly.
 //
 // The leader is the strategy with the highest figure among those measured
 // more than once (among all when none is). Its rivals are the other
@@ -69,7 +72,7 @@ struct Standing {
   double figure = 0;                        // the mean of the kept ones
   ThroughputInterval interval;
   double spread = 0;              // (max - min) / min of the kept ones; 0 with one
-  bool agrees = false;            // two or more measurements, spread <= tolerance
+  bool agrees = false;            // see "agree" above
   int64_t peak_memory_bytes = 0;  // the largest of its measurements'
   int measurements() const { return static_cast<int>(throughputs.size()); }
 };

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -17,6 +18,11 @@
 
 namespace autoaccel {
 namespace {
+
+// A timing jitter a worker may report: finite, 0 to 100 (x the median).
+bool PlausibleJitter(double jitter) {
+  return std::isfinite(jitter) && jitter >= 0 && jitter <= 100;
+}
 
 // Who holds a rendezvous port: one attempt of one trial.
 std::string PortHolder(const std::string& trial_id, int attempt) {
@@ -90,6 +96,7 @@ absl::StatusOr<std::string> WorkerPool::Register(const v1::RegisterRequest& req)
   w.info.set_rendezvous_port_max(port_max);
   w.info.set_host_cpu_cores(std::max(0, req.host_cpu_cores()));
   w.info.set_host_memory_bytes(std::max<int64_t>(0, req.host_memory_bytes()));
+  w.info.set_timing_jitter(PlausibleJitter(req.timing_jitter()) ? req.timing_jitter() : 0);
   if (!known) w.info.set_registered_at(UnixSecondsOrZero(clock_->Now()));
   // Keep holds of ranks still in flight; their RPCs will come back and free them.
   w.held_by.resize(req.devices_size());
@@ -319,6 +326,26 @@ int WorkerPool::CountDevices(const std::string& type, const std::string& launche
     for (const v1::Device& d : w.info.devices()) count += d.type() == type ? 1 : 0;
   }
   return count;
+}
+
+void WorkerPool::SetTimingJitter(const std::string& worker_id, double jitter) {
+  if (!PlausibleJitter(jitter)) return;
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it != workers_.end()) it->second.info.set_timing_jitter(jitter);
+}
+
+std::pair<double, std::string> WorkerPool::TimingJitter(const std::string& type,
+                                                        const std::string& launcher) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::pair<double, std::string> most{0, ""};
+  for (const auto& [id, w] : workers_) {
+    if (!UsableLocked(w) || !Offers(w.info, launcher)) continue;
+    const bool has_type = std::any_of(w.info.devices().begin(), w.info.devices().end(),
+                                      [&type](const v1::Device& d) { return d.type() == type; });
+    if (has_type && w.info.timing_jitter() > most.first) most = {w.info.timing_jitter(), id};
+  }
+  return most;
 }
 
 WorkerPool::HostShare WorkerPool::HostShareLocked(const std::string& host) const {

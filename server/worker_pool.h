@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -124,6 +125,15 @@ class WorkerPool {
   // Devices of `type` on healthy workers, free or not; with `launcher`,
   // only on the workers that offer it.
   int CountDevices(const std::string& type, const std::string& launcher = "") const;
+  // A new measurement of the worker's timing jitter (HeartbeatRequest);
+  // ignored for an unknown worker or a value that is not finite and in
+  // [0, 100].
+  void SetTimingJitter(const std::string& worker_id, double jitter);
+  // The largest timing jitter among the usable workers with devices of
+  // `type` (and `launcher`, when given), with that worker's id; {0, ""}
+  // when none reported one.
+  std::pair<double, std::string> TimingJitter(const std::string& type,
+                                              const std::string& launcher = "") const;
   // The launcher named `name` as the healthy workers that offer it define
   // it (v1::Launcher: format and dimensions). FAILED_PRECONDITION when none
   // offers it (listing the launchers offered) or when two define it

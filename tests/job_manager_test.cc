@@ -458,6 +458,28 @@ TEST_F(JobManagerTest, AGangLargerThanThePoolWaitsSayingWhatItNeeds) {
   EXPECT_EQ(executor_.calls.size(), 4u);  // one gang of four ranks
 }
 
+TEST_F(JobManagerTest, AJobOnAPoolNoisierThanItsToleranceSaysSoAsItStarts) {
+  AddWorker("a", 1);
+  manager_->SetTimingJitter("a", 0.12);
+  auto job = manager_->SubmitJob(Request(60, 1));
+  ASSERT_TRUE(job.ok()) << job.status();
+  manager_->Tick();
+  EXPECT_THAT(manager_->GetJob(job->job_id())->status_message(),
+              HasSubstr("running trials; measurements on this pool vary by ±12% run to run "
+                        "(worker a's timing jitter): answers closer than that are ties"));
+}
+
+TEST_F(JobManagerTest, APoolQuieterThanTheJobsToleranceGoesUnmentioned) {
+  AddWorker("a", 1);
+  manager_->SetTimingJitter("a", 0.12);
+  v1::TuneRequest loose = Request(60, 1);
+  loose.set_confirm_tolerance(0.2);
+  auto job = manager_->SubmitJob(loose);
+  ASSERT_TRUE(job.ok()) << job.status();
+  manager_->Tick();
+  EXPECT_EQ(manager_->GetJob(job->job_id())->status_message(), "running trials");
+}
+
 TEST_F(JobManagerTest, AJobThatNeverGotItsDevicesEndsNamingWhatItWaitedFor) {
   AddWorker("a", 2);
   v1::TuneRequest request = Request(60, 1);

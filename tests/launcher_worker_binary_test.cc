@@ -141,6 +141,8 @@ TEST_F(WorkerBinaryTest, TheLaunchersArePrintedAndAdvertisedAndNoTrialRunnerIsNe
   std::optional<v1::RegisterRequest> registration = registry.WaitForRegistration(absl::Seconds(30));
   ASSERT_TRUE(registration.has_value()) << worker.Stderr();
   ASSERT_EQ(registration->launchers_size(), 2);
+  EXPECT_GT(registration->timing_jitter(), 0) << "measured before registering";
+  EXPECT_THAT(worker.Stdout(), HasSubstr("timing jitter: runs of one small CPU kernel vary by"));
   EXPECT_EQ(registration->launchers(0).name(), "hf");
   EXPECT_EQ(registration->launchers(0).format(), "hf-trainer");
   EXPECT_THAT(registration->launchers(0).dimensions(),

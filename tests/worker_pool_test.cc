@@ -3,6 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+#include <utility>
+
 #include "tests/register_request.h"
 #include "tests/test_matchers.h"
 
@@ -111,6 +115,26 @@ TEST(WorkerPoolTest, AWorkerThatLeavesIsNeverPlacedAgainAndGoneOnceItsRanksAnswe
   EXPECT_TRUE(pool.List().empty());
   EXPECT_TRUE(pool.Register(Worker("a", "h1:1", 2)).ok());
   EXPECT_EQ(pool.List().size(), 1u);
+}
+
+TEST(WorkerPoolTest, ThePoolsTimingJitterIsItsNoisiestUsableWorkersOfTheType) {
+  FakeClock clock;
+  WorkerPool pool(&clock);
+  v1::RegisterRequest a = Worker("a", "h1:1", 1);
+  a.set_timing_jitter(0.02);
+  v1::RegisterRequest b = Worker("b", "h2:1", 1);
+  b.set_timing_jitter(std::nan(""));  // not plausible: not kept
+  ASSERT_TRUE(pool.Register(a).ok());
+  ASSERT_TRUE(pool.Register(b).ok());
+  EXPECT_EQ(pool.TimingJitter("cpu"), std::make_pair(0.02, std::string("a")));
+  EXPECT_EQ(pool.TimingJitter("cuda"), std::make_pair(0.0, std::string()));
+  pool.SetTimingJitter("b", 0.15);  // measured again while idle
+  pool.SetTimingJitter("a", -1);    // ignored
+  EXPECT_EQ(pool.TimingJitter("cpu"), std::make_pair(0.15, std::string("b")));
+  EXPECT_DOUBLE_EQ(pool.List()[0].timing_jitter(), 0.02);
+  clock.Advance(absl::Seconds(11));
+  ASSERT_EQ(pool.ExpireSilent(absl::Seconds(10)).size(), 2u);
+  EXPECT_EQ(pool.TimingJitter("cpu").first, 0) << "only usable workers count";
 }
 
 // A GPU the device catalog knows brings its memory bandwidth and links to the

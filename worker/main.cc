@@ -28,6 +28,7 @@
 #include "worker/launchers.h"
 #include "worker/registrar.h"
 #include "worker/sandbox_flags.h"
+#include "worker/timing_jitter.h"
 #include "worker/worker_flags.h"
 #include "worker/worker_service.h"
 
@@ -353,6 +354,10 @@ int main(int argc, char** argv) {
   for (const auto& [name, def] : launchers) {
     *registration.add_launchers() = autoaccel::LauncherToProto(def);
   }
+  registration.set_timing_jitter(autoaccel::MeasureTimingJitter());
+  autoaccel::Announce(absl::StrFormat(
+      "timing jitter: runs of one small CPU kernel vary by %.1f%% ((p90 - p10) / median)",
+      100 * registration.timing_jitter()));
   registration.set_tls(tls.serves_tls());
   registration.set_insecure(insecure_why);
   autoaccel::Registrar registrar(

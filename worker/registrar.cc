@@ -6,8 +6,15 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "worker/timing_jitter.h"
 
 namespace autoaccel {
+namespace {
+
+// How often an idle worker measures its timing jitter again.
+constexpr std::chrono::minutes kJitterEvery{5};
+
+}  // namespace
 
 Registrar::Registrar(std::shared_ptr<grpc::Channel> coordinator, v1::RegisterRequest registration,
                      CoordinatorGate* gate, RunningRanks running_ranks)
@@ -56,6 +63,7 @@ void Registrar::Run() {
   double backoff_s = 0.2;
   bool warned = false;
   std::string session_token;  // the current registration's
+  auto jitter_measured = std::chrono::steady_clock::now();  // main measured it before Start
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     if (reregister_) registered = false;
@@ -100,6 +108,13 @@ void Registrar::Run() {
       v1::HeartbeatRequest req;
       req.set_worker_id(registration.worker_id());
       req.set_session_token(session_token);
+      // The machine's noise again, every few minutes while no rank runs
+      // (a rank's own load would be measured instead).
+      const auto now = std::chrono::steady_clock::now();
+      if (now - jitter_measured >= kJitterEvery && running_ranks_ && running_ranks_().empty()) {
+        req.set_timing_jitter(MeasureTimingJitter());
+        jitter_measured = now;
+      }
       v1::HeartbeatResponse resp;
       grpc::Status s = stub_->Heartbeat(&ctx, req, &resp);
       if (s.error_code() == grpc::StatusCode::NOT_FOUND ||

@@ -259,6 +259,9 @@ class Worker:
     launchers: List[Launcher]
     tls: bool
     insecure: str
+    # How much one small CPU kernel's time varies run to run on its machine
+    # ((p90 - p10) / median; 0: not reported).
+    timing_jitter: float
 
 
 # ---- The CLI's documents (export, estimate) ---------------------------------

@@ -94,8 +94,12 @@
         tr.setAttribute('data-worker', w.worker_id);
         tr.appendChild(el('td', i === 0 ? w.worker_id : '', 'mono'));
         tr.appendChild(el('td', i === 0 ? w.address : '', 'mono'));
-        tr.appendChild(el('td', i === 0 ? (w.healthy ? 'healthy' : 'lost') : '',
-                          w.healthy ? '' : 'unhealthy'));
+        var jitter = num(w.timing_jitter) > 0 ?
+            ', timing jitter ±' + (100 * num(w.timing_jitter)).toFixed(1) + '%' :
+            '';
+        tr.appendChild(
+            el('td', i === 0 ? (w.healthy ? 'healthy' : 'lost') + jitter : '',
+               w.healthy ? '' : 'unhealthy'));
         tr.appendChild(el('td', d.type ? d.type + ':' + num(d.index) + (d.name ? ' (' + d.name + ')' : '') : '-'));
         tr.appendChild(el('td', d.memory_bytes ? gib(d.memory_bytes) : '-', 'num'));
         var holder = el('td', d.held_by_trial || 'free', d.held_by_trial ? 'held mono' : 'free');
