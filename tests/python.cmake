@@ -14,6 +14,21 @@ if(AUTOACCEL_PYTHON)
            WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR}/python)
   set_tests_properties(python.trial_package PROPERTIES
     TIMEOUT 120 LABELS "python" ENVIRONMENT "${_aa_py_env}")
+  # autoaccel.to_rows / to_dataframe on results built from protobuf messages:
+  # with .venv (no pandas: the ImportError) and with the torchtitan layer of
+  # scripts/setup, which has pandas (the DataFrame). Under a second each.
+  add_test(NAME python.tables
+           COMMAND ${AUTOACCEL_PYTHON} -m unittest -v test_tables
+           WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR}/python)
+  set_tests_properties(python.tables PROPERTIES
+    TIMEOUT 60 LABELS "python" ENVIRONMENT "${_aa_py_env}")
+  if(EXISTS ${PROJECT_SOURCE_DIR}/.venv-torchtitan/bin/python)
+    add_test(NAME python.tables_pandas
+             COMMAND ${PROJECT_SOURCE_DIR}/.venv-torchtitan/bin/python -m unittest -v test_tables
+             WORKING_DIRECTORY ${CMAKE_CURRENT_LIST_DIR}/python)
+    set_tests_properties(python.tables_pandas PROPERTIES
+      TIMEOUT 60 LABELS "python" ENVIRONMENT "${_aa_py_env}")
+  endif()
   # autoaccel.strategy and autoaccel.torch; with autoaccel-trial, the engine's
   # GPT-2 trial against autoaccel.torch.apply of the same strategy (10
   # strategies, the two-rank ones under torchrun), and tensor parallelism on a

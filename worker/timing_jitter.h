@@ -17,13 +17,16 @@
 namespace autoaccel {
 
 struct TimingJitterOptions {
-  int runs = 31;                                // timings taken (>= 3)
+  int runs = 21;                                // timings per batch (>= 3)
+  int batches = 3;                              // the quietest batch counts
   absl::Duration each = absl::Milliseconds(2);  // the kernel is sized to about this
 };
 
 // (p90 - p10) / median of `runs` timings of the kernel (the step-time
-// spread of search/step_statistics.h, so the two compare): 0.05 means runs
-// of one piece of work differ by about 5%.
+// spread of search/step_statistics.h, so the two compare), the smallest of
+// `batches` such batches: a burst (another worker's start-up probe) passes,
+// noise that lasts shows in every batch. 0.05 means runs of one piece of
+// work differ by about 5%.
 double MeasureTimingJitter(const TimingJitterOptions& options = {});
 
 }  // namespace autoaccel

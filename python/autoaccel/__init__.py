@@ -3,7 +3,8 @@
 The client (needs grpcio and protobuf, installed with the package): `Client`
 tunes, follows jobs, looks up, exports and estimates strategies; `Job` is a
 submitted job; `autoaccel.results` holds what comes back, `autoaccel.errors`
-what is raised. See python/README.md.
+what is raised; `autoaccel.to_rows` / `autoaccel.to_dataframe` turn a list of
+results into a table (pandas optional). See python/README.md.
 
 The reporting module of launcher trials (standard library only): `autoaccel.trial`,
 the trial this rank runs (strategy, sizes, steps) and the metrics protocol's
@@ -22,10 +23,11 @@ from autoaccel.trial import (StepTimer, Trial, TrialError, current, oom_guard, p
 __version__ = "0.1.0"
 __all__ = ["Client", "Job", "StepTimer", "Trial", "TrialError", "current", "oom_guard",
            "peak_memory_bytes", "report_model", "report_oom", "report_ready", "report_step",
-           "run_loop"]
+           "run_loop", "to_dataframe", "to_rows"]
 
 # Imported on first use (PEP 562): `from autoaccel import Client`.
-_LAZY = {"Client": "autoaccel.client", "Job": "autoaccel.client"}
+_LAZY = {"Client": "autoaccel.client", "Job": "autoaccel.client",
+         "to_rows": "autoaccel.tables", "to_dataframe": "autoaccel.tables"}
 
 
 def __getattr__(name):
