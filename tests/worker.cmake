@@ -1,4 +1,7 @@
 if(AUTOACCEL_BUILD_SERVICES)
   autoaccel_service_test(worker_test worker LIBRARY autoaccel_worker_lib
                          SOURCES worker_test.cc subprocess.cc)
+  # The work dir's janitor: which finished ranks' directories stay.
+  autoaccel_service_test(trial_dir_janitor_test worker LIBRARY autoaccel_worker_lib
+                         SOURCES trial_dir_janitor_test.cc subprocess.cc)
 endif()

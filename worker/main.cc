@@ -89,6 +89,10 @@ int main(int argc, char** argv) {
                  "coordinator went away (died or restarted), for the coordinator to take it up "
                  "again when this worker registers with it; 0 stops such ranks at once")
       ->check(CLI::NonNegativeNumber);
+  std::string keep_trial_dirs = "200";
+  app.add_option("--keep-trial-dirs", keep_trial_dirs,
+                 "how many finished ranks' directories (logs, specs) to keep in the work dir: a "
+                 "count (200), an age (6h, 2d) or all; a failed rank's are kept 4x as long");
   std::string launcher_cache;
   bool launcher_cache_hf = false;
   app.add_option("--launcher-cache", launcher_cache,
@@ -292,6 +296,15 @@ int main(int argc, char** argv) {
   options.launchers = launchers;
   options.python = python;
   options.launcher_grace = absl::Seconds(launcher_grace);
+  absl::StatusOr<autoaccel::TrialDirLimit> keep = autoaccel::ParseTrialDirLimit(keep_trial_dirs);
+  if (!keep.ok()) {
+    std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(keep.status().message()).c_str());
+    return 2;
+  }
+  if (!keep->keeps_all()) {
+    options.trial_dirs = std::make_shared<autoaccel::TrialDirJanitor>(work_dir, *keep);
+    options.trial_dirs->AdoptExisting();
+  }
   if (launcher_cache != "off") {
     options.launcher_cache.root =
         fs::absolute(launcher_cache.empty() ? work_dir + "/launcher-cache" : launcher_cache, ec)

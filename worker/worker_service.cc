@@ -296,6 +296,14 @@ void WorkerServiceImpl::RunExecution(ExecutionKey key, int device_index, TrialSp
   }
   spdlog::info("trial {} rank {}: {} {}", spec.trial_id, spec.rank,
                std::string(TrialStatusName(result.status)), result.error);
+  if (options_.trial_dirs) {
+    const bool failed =
+        result.status != TrialStatus::kSucceeded && result.status != TrialStatus::kCancelled;
+    options_.trial_dirs->Finished(launcher != nullptr
+                                      ? LauncherTrialDir(*launcher, options_.work_dir)
+                                      : TrialProcessDir(spec, options_.work_dir),
+                                  failed, absl::Now());
+  }
 
   v1::RunTrialResponse answer;
   answer.set_status(std::string(TrialStatusName(result.status)));

@@ -29,6 +29,7 @@
 #include "worker/launchers.h"
 #include "worker/rank_spec.h"
 #include "worker/sandbox.h"
+#include "worker/trial_dir_janitor.h"
 
 namespace autoaccel {
 
@@ -56,6 +57,9 @@ struct WorkerOptions {
   absl::Duration launcher_grace = absl::Seconds(5);
   // Each launcher's persistent cache (--launcher-cache, --launcher-cache-hf).
   LauncherCache launcher_cache;
+  // Told of every finished rank's directory, and removes the oldest beyond
+  // --keep-trial-dirs; null: keep them all.
+  std::shared_ptr<TrialDirJanitor> trial_dirs;
   // Every rank runs in it (worker/sandbox.h); null: --no-sandbox.
   std::shared_ptr<const Sandbox> sandbox;
   // How long a rank whose every caller went away (its coordinator died or
