@@ -253,7 +253,13 @@ int WatchCommand(const ClientContext& c, const std::string& job_id) {
     }
     *c.out << "\n";
   }
-  ShowJob(c, job, &trials);
+  if (!c.json && c.out_is_err && IsTerminalJobStateName(last.job().state()) &&
+      last.job().state() == job.state()) {
+    // The watch's last line was this state line, on this same stream.
+    PrintJobDetails(*c.out, job);
+  } else {
+    ShowJob(c, job, &trials);
+  }
   if (job.state() != "SUCCEEDED") return 1;
   return job.partial_evidence() ? kExitPartialEvidence : 0;
 }

@@ -312,6 +312,10 @@ std::string JobStateLine(const v1::Job& j) {
 
 void PrintJobSummary(std::ostream& out, const v1::Job& j) {
   out << JobStateLine(j) << "\n";
+  PrintJobDetails(out, j);
+}
+
+void PrintJobDetails(std::ostream& out, const v1::Job& j) {
   out << absl::StrFormat(
       "  elapsed %.1fs of %.0fs limit; %d trial(s) run, %d candidate(s) pruned, of %d\n",
       j.elapsed_seconds(), j.request().time_limit_seconds(), j.trials_done() - j.trials_pruned(),

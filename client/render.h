@@ -51,9 +51,11 @@ void PrintTrialTable(std::ostream& out, const std::vector<v1::Trial>& trials, co
 
 // "job <id>: <STATE> — <status message>" (no newline).
 std::string JobStateLine(const v1::Job& j);
-// The job's state line, progress, search, infrastructure failures and best
-// strategy with its figures.
+// The job's state line, then PrintJobDetails.
 void PrintJobSummary(std::ostream& out, const v1::Job& j);
+// Its progress, search, infrastructure failures and best strategy with its
+// figures (what follows the state line).
+void PrintJobDetails(std::ostream& out, const v1::Job& j);
 // One line of a followed job: a bar of its time limit, trials and best
 // result so far (no newline).
 std::string ProgressLine(const v1::Job& j);

@@ -460,6 +460,37 @@ TEST(EndToEnd, TorchScriptModelIsTunedFromItsFile) {
   EXPECT_THAT(err, HasSubstr("input_spec"));
 }
 
+TEST(EndToEnd, TuneIntoOneStreamPrintsEachRowAndTheFinalStateLineOnce) {
+  // `tune ... 2>&1` (as a terminal shows it): the rows and the state line
+  // went to stderr as they came, so the summary on stdout repeats neither.
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  cluster.StartWorker("w1");
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  std::string command = absl::StrCat(AUTOACCEL_CLI_BIN, " --server ", cluster.address());
+  for (const std::string& a :
+       cluster.TuneArgs(4, {"--time-limit", "60s", "--max-trials", "2", "--warmup-steps", "1",
+                            "--measured-steps", "1", "--min-measured-time", "10ms"})) {
+    absl::StrAppend(&command, " '", a, "'");
+  }
+  std::string out, err;
+  ASSERT_EQ(
+      RunCommand({"/bin/sh", "-c", command + " 2>&1"}, cluster.dir(), &out, &err, absl::Minutes(2)),
+      0)
+      << out << err;
+  auto count = [&out](const std::string& needle) {
+    int n = 0;
+    for (size_t at = out.find(needle); at != std::string::npos; at = out.find(needle, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(count(": SUCCEEDED \xe2\x80\x94 "), 1) << out;
+  EXPECT_EQ(count("\n   0  SUCCEEDED"), 1) << out;
+  EXPECT_EQ(count("\n   1  SUCCEEDED"), 1) << out;
+  EXPECT_EQ(count("  elapsed "), 1) << out;
+}
+
 TEST(EndToEnd, JobWaitsForAWorkerThenRuns) {
   Cluster cluster;
   ASSERT_TRUE(cluster.StartServer());
