@@ -339,8 +339,9 @@ absl::StatusOr<v1::RegisterResponse> JobManager::RegisterWorker(const v1::Regist
   return resp;
 }
 
-absl::Status JobManager::Heartbeat(const std::string& worker_id, const std::string& session_token) {
-  ASSIGN_OR_RETURN(const bool back, pool_.Heartbeat(worker_id, session_token));
+absl::Status JobManager::Heartbeat(const std::string& worker_id, const std::string& session_token,
+                                   double timing_jitter) {
+  ASSIGN_OR_RETURN(const bool back, pool_.Heartbeat(worker_id, session_token, timing_jitter));
   if (back) {
     absl::MutexLock lock(&mu_);
     wake_.SignalAll();

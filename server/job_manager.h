@@ -165,12 +165,9 @@ class JobManager {
   // a rank on this worker that it did not report runs again as its next
   // attempt.
   absl::StatusOr<v1::RegisterResponse> RegisterWorker(const v1::RegisterRequest& request);
-  absl::Status Heartbeat(const std::string& worker_id, const std::string& session_token);
-  // A worker's new timing jitter, after its heartbeat was accepted
-  // (WorkerPool::SetTimingJitter).
-  void SetTimingJitter(const std::string& worker_id, double jitter) {
-    pool_.SetTimingJitter(worker_id, jitter);
-  }
+  // `timing_jitter` > 0: the worker's new measurement (WorkerPool::Heartbeat).
+  absl::Status Heartbeat(const std::string& worker_id, const std::string& session_token,
+                         double timing_jitter = 0);
   // A worker stopping cleanly leaves the pool (WorkerPool::Leave); errors
   // as Heartbeat's.
   absl::Status LeaveWorker(const std::string& worker_id, const std::string& session_token);

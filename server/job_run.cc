@@ -154,13 +154,14 @@ double RecentTrialSeconds(const JobRun& job) {
     done.emplace_back(r.finished_at, absl::ToDoubleSeconds(r.finished_at - r.started_at));
   }
   if (done.empty()) return 0;
-  std::sort(done.begin(), done.end());
+  // The last three to finish (called on every dispatch: no full sort).
+  const size_t k = std::min<size_t>(3, done.size());
+  std::partial_sort(done.begin(), done.begin() + k, done.end(),
+                    [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<double> recent;
-  for (size_t i = done.size() > 3 ? done.size() - 3 : 0; i < done.size(); ++i) {
-    recent.push_back(done[i].second);
-  }
+  for (size_t i = 0; i < k; ++i) recent.push_back(done[i].second);
   std::sort(recent.begin(), recent.end());
-  return recent[(recent.size() - 1) / 2];
+  return recent[(k - 1) / 2];
 }
 
 bool SearchTimeUp(const JobRun& job, absl::Time now, int gangs, int confirm_top) {

@@ -279,11 +279,8 @@ grpc::ServerUnaryReactor* WorkerRegistryImpl::Heartbeat(grpc::CallbackServerCont
         RETURN_IF_ERROR(auth_->Worker(*ctx));
         RETURN_IF_ERROR(CheckLimit(Limit::kWorkerIdBytes,
                                    static_cast<double>(request.worker_id().size()), "worker_id"));
-        RETURN_IF_ERROR(manager_->Heartbeat(request.worker_id(), request.session_token()));
-        if (request.timing_jitter() > 0) {
-          manager_->SetTimingJitter(request.worker_id(), request.timing_jitter());
-        }
-        return absl::OkStatus();
+        return manager_->Heartbeat(request.worker_id(), request.session_token(),
+                                   request.timing_jitter());
       });
 }
 

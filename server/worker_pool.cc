@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/secret_token.h"
+#include "common/status_macros.h"
 #include "proto/convert.h"
 #include "search/device_catalog.h"
 #include "server/request_limits.h"
@@ -112,11 +113,10 @@ absl::StatusOr<std::string> WorkerPool::Register(const v1::RegisterRequest& req)
   return w.session_token;
 }
 
-absl::StatusOr<bool> WorkerPool::Heartbeat(const std::string& worker_id,
-                                           const std::string& session_token) {
-  absl::MutexLock lock(&mu_);
+absl::StatusOr<WorkerPool::WorkerState*> WorkerPool::SessionLocked(
+    const std::string& worker_id, const std::string& session_token) {
   auto it = workers_.find(worker_id);
-  if (it == workers_.end()) {
+  if (it == workers_.end() || it->second.left) {
     return absl::NotFoundError(
         absl::StrCat("worker_id: worker '", absl::CHexEscape(worker_id), "' is not registered"));
   }
@@ -124,32 +124,36 @@ absl::StatusOr<bool> WorkerPool::Heartbeat(const std::string& worker_id,
     return absl::PermissionDeniedError(absl::StrCat(
         "worker ", worker_id, ": the session token is not its current registration's"));
   }
-  it->second.last_seen = clock_->Now();
-  if (it->second.healthy) return false;
+  return &it->second;
+}
+
+bool WorkerPool::HoldsAny(const WorkerState& w) {
+  return std::any_of(w.held_by.begin(), w.held_by.end(),
+                     [](const std::string& t) { return !t.empty(); });
+}
+
+absl::StatusOr<bool> WorkerPool::Heartbeat(const std::string& worker_id,
+                                           const std::string& session_token, double timing_jitter) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(WorkerState* const w, SessionLocked(worker_id, session_token));
+  w->last_seen = clock_->Now();
+  if (timing_jitter > 0 && PlausibleJitter(timing_jitter)) w->info.set_timing_jitter(timing_jitter);
+  if (w->healthy) return false;
   spdlog::info("worker {} is back", worker_id);
-  it->second.healthy = true;
+  w->healthy = true;
   return true;
 }
 
 absl::Status WorkerPool::Leave(const std::string& worker_id, const std::string& session_token) {
   absl::MutexLock lock(&mu_);
-  auto it = workers_.find(worker_id);
-  if (it == workers_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("worker_id: worker '", absl::CHexEscape(worker_id), "' is not registered"));
-  }
-  if (!SecretTokensEqual(session_token, it->second.session_token)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "worker ", worker_id, ": the session token is not its current registration's"));
-  }
-  const bool holds = std::any_of(it->second.held_by.begin(), it->second.held_by.end(),
-                                 [](const std::string& t) { return !t.empty(); });
+  ASSIGN_OR_RETURN(WorkerState* const w, SessionLocked(worker_id, session_token));
+  const bool holds = HoldsAny(*w);
   spdlog::info("worker {} left{}", worker_id, holds ? " (once its ranks in flight answer)" : "");
   if (!holds) {
-    workers_.erase(it);
+    workers_.erase(worker_id);
   } else {
-    it->second.healthy = false;
-    it->second.left = true;
+    w->healthy = false;
+    w->left = true;
   }
   return absl::OkStatus();
 }
@@ -225,8 +229,7 @@ std::vector<std::string> WorkerPool::ForgetSilent(absl::Duration after) {
   std::vector<std::string> forgotten;
   for (auto it = workers_.begin(); it != workers_.end();) {
     const WorkerState& w = it->second;
-    const bool holds = std::any_of(w.held_by.begin(), w.held_by.end(),
-                                   [](const std::string& t) { return !t.empty(); });
+    const bool holds = HoldsAny(w);
     if (w.healthy || holds || now - w.last_seen <= after) {
       ++it;
       continue;
@@ -326,13 +329,6 @@ int WorkerPool::CountDevices(const std::string& type, const std::string& launche
     for (const v1::Device& d : w.info.devices()) count += d.type() == type ? 1 : 0;
   }
   return count;
-}
-
-void WorkerPool::SetTimingJitter(const std::string& worker_id, double jitter) {
-  if (!PlausibleJitter(jitter)) return;
-  absl::MutexLock lock(&mu_);
-  auto it = workers_.find(worker_id);
-  if (it != workers_.end()) it->second.info.set_timing_jitter(jitter);
 }
 
 std::pair<double, std::string> WorkerPool::TimingJitter(const std::string& type,
@@ -553,8 +549,7 @@ void WorkerPool::Release(const std::string& trial_id, int attempt, int rank) {
     if (device >= 0 && device < static_cast<int>(held.size()) && held[device] == trial_id) {
       held[device].clear();
     }
-    if (it->second.left &&
-        std::all_of(held.begin(), held.end(), [](const std::string& t) { return t.empty(); })) {
+    if (it->second.left && !HoldsAny(it->second)) {
       spdlog::info("worker {} left: its last rank answered", it->first);
       workers_.erase(it);
     }

@@ -86,11 +86,13 @@ class WorkerPool {
   // (no takeover; once that worker is lost, its id may register anew). Logs
   // a warning for each way the worker's host is oversubscribed.
   absl::StatusOr<std::string> Register(const v1::RegisterRequest& request);
-  // NOT_FOUND for a worker that never registered, or was forgotten (it
-  // should register again); PERMISSION_DENIED when `session_token` is not
-  // its registration's. Returns true when the worker had been unhealthy and
-  // is back.
-  absl::StatusOr<bool> Heartbeat(const std::string& worker_id, const std::string& session_token);
+  // NOT_FOUND for a worker that never registered, was forgotten (it should
+  // register again) or left; PERMISSION_DENIED when `session_token` is not
+  // its registration's. `timing_jitter` > 0: a new measurement of the
+  // worker's (HeartbeatRequest.timing_jitter; kept when finite and at most
+  // 100). Returns true when the worker had been unhealthy and is back.
+  absl::StatusOr<bool> Heartbeat(const std::string& worker_id, const std::string& session_token,
+                                 double timing_jitter = 0);
   // The worker stops (it said so: WorkerRegistry.Leave): never placed
   // again, and forgotten once it holds no device (at once, or when its last
   // rank is released). NOT_FOUND and PERMISSION_DENIED as Heartbeat. A
@@ -125,10 +127,6 @@ class WorkerPool {
   // Devices of `type` on healthy workers, free or not; with `launcher`,
   // only on the workers that offer it.
   int CountDevices(const std::string& type, const std::string& launcher = "") const;
-  // A new measurement of the worker's timing jitter (HeartbeatRequest);
-  // ignored for an unknown worker or a value that is not finite and in
-  // [0, 100].
-  void SetTimingJitter(const std::string& worker_id, double jitter);
   // The largest timing jitter among the usable workers with devices of
   // `type` (and `launcher`, when given), with that worker's id; {0, ""}
   // when none reported one.
@@ -183,6 +181,13 @@ class WorkerPool {
     absl::Time quarantined_until = absl::InfinitePast();
     std::string quarantine_reason;
   };
+  // The worker `worker_id` registered with `session_token` and not left;
+  // NOT_FOUND / PERMISSION_DENIED as Heartbeat says.
+  absl::StatusOr<WorkerState*> SessionLocked(const std::string& worker_id,
+                                             const std::string& session_token)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Some device of `w` is held by a rank in flight.
+  static bool HoldsAny(const WorkerState& w);
   // Healthy and not quarantined: may get new trials.
   bool UsableLocked(const WorkerState& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return w.healthy && clock_->Now() >= w.quarantined_until;

@@ -137,6 +137,19 @@ class JobManagerTest : public ::testing::Test {
   }
   // The worker's heartbeat, with its session token.
   absl::Status Beat(const std::string& id) { return manager_->Heartbeat(id, sessions_[id]); }
+  // Submits `request` and runs one scheduling round; returns the job's id.
+  std::string StartJob(const v1::TuneRequest& request) {
+    auto job = manager_->SubmitJob(request);
+    EXPECT_TRUE(job.ok()) << job.status();
+    manager_->Tick();
+    return job.ok() ? job->job_id() : "";
+  }
+  // A one-trial job whose every trial is a gang of `ranks` cpu devices.
+  v1::TuneRequest GangOf(int ranks) {
+    v1::TuneRequest request = Request(60, 1);
+    request.set_world_size(ranks);
+    return request;
+  }
 
   // Two daemons on one machine ("node7"), w1 and w2, with two cpu slots of
   // 1 GiB each; the host's cores and memory as they report them (0: not).
@@ -442,60 +455,47 @@ TEST_F(JobManagerTest, WaitsForWorkersAndStartsWhenOneRegisters) {
 
 TEST_F(JobManagerTest, AGangLargerThanThePoolWaitsSayingWhatItNeeds) {
   AddWorker("a", 2);
-  v1::TuneRequest request = Request(60, 1);
-  request.set_world_size(4);
-  auto job = manager_->SubmitJob(request);
-  ASSERT_TRUE(job.ok()) << job.status();
-  manager_->Tick();
-  auto waiting = manager_->GetJob(job->job_id());
+  const std::string job = StartJob(GangOf(4));
+  auto waiting = manager_->GetJob(job);
   EXPECT_EQ(waiting->state(), "WAITING_FOR_WORKERS");
   EXPECT_THAT(waiting->status_message(), HasSubstr("needs 4 cpu devices, the healthy pool has 2"));
   EXPECT_THAT(waiting->status_message(), HasSubstr("(until the time limit, "));
   EXPECT_TRUE(executor_.calls.empty());
   AddWorker("b", 2);
   manager_->Tick();
-  EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "RUNNING");
+  EXPECT_EQ(manager_->GetJob(job)->state(), "RUNNING");
   EXPECT_EQ(executor_.calls.size(), 4u);  // one gang of four ranks
+}
+
+TEST_F(JobManagerTest, AJobThatNeverGotItsDevicesEndsNamingWhatItWaitedFor) {
+  AddWorker("a", 2);
+  const std::string job = StartJob(GangOf(4));
+  clock_.Advance(absl::Seconds(61));
+  ASSERT_TRUE(Beat("a").ok());
+  manager_->Tick();
+  auto ended = manager_->GetJob(job);
+  EXPECT_EQ(ended->state(), "FAILED");
+  EXPECT_THAT(ended->status_message(),
+              AllOf(HasSubstr("time limit reached while waiting for workers: every trial needs 4 "
+                              "cpu devices, the healthy pool has 2"),
+                    HasSubstr("no trial ran")));
 }
 
 TEST_F(JobManagerTest, AJobOnAPoolNoisierThanItsToleranceSaysSoAsItStarts) {
   AddWorker("a", 1);
-  manager_->SetTimingJitter("a", 0.12);
-  auto job = manager_->SubmitJob(Request(60, 1));
-  ASSERT_TRUE(job.ok()) << job.status();
-  manager_->Tick();
-  EXPECT_THAT(manager_->GetJob(job->job_id())->status_message(),
+  ASSERT_TRUE(manager_->Heartbeat("a", sessions_["a"], 0.12).ok());  // measured while idle
+  const std::string job = StartJob(Request(60, 1));
+  EXPECT_THAT(manager_->GetJob(job)->status_message(),
               HasSubstr("running trials; measurements on this pool vary by ±12% run to run "
                         "(worker a's timing jitter): answers closer than that are ties"));
 }
 
 TEST_F(JobManagerTest, APoolQuieterThanTheJobsToleranceGoesUnmentioned) {
   AddWorker("a", 1);
-  manager_->SetTimingJitter("a", 0.12);
+  ASSERT_TRUE(manager_->Heartbeat("a", sessions_["a"], 0.12).ok());
   v1::TuneRequest loose = Request(60, 1);
   loose.set_confirm_tolerance(0.2);
-  auto job = manager_->SubmitJob(loose);
-  ASSERT_TRUE(job.ok()) << job.status();
-  manager_->Tick();
-  EXPECT_EQ(manager_->GetJob(job->job_id())->status_message(), "running trials");
-}
-
-TEST_F(JobManagerTest, AJobThatNeverGotItsDevicesEndsNamingWhatItWaitedFor) {
-  AddWorker("a", 2);
-  v1::TuneRequest request = Request(60, 1);
-  request.set_world_size(4);
-  auto job = manager_->SubmitJob(request);
-  ASSERT_TRUE(job.ok()) << job.status();
-  manager_->Tick();
-  clock_.Advance(absl::Seconds(61));
-  ASSERT_TRUE(Beat("a").ok());
-  manager_->Tick();
-  auto ended = manager_->GetJob(job->job_id());
-  EXPECT_EQ(ended->state(), "FAILED");
-  EXPECT_THAT(ended->status_message(),
-              AllOf(HasSubstr("time limit reached while waiting for workers: every trial needs 4 "
-                              "cpu devices, the healthy pool has 2"),
-                    HasSubstr("no trial ran")));
+  EXPECT_EQ(manager_->GetJob(StartJob(loose))->status_message(), "running trials");
 }
 
 TEST_F(JobManagerTest, ALostWorkersTrialIsRetriedElsewhereAsANewAttempt) {

@@ -99,6 +99,8 @@ TEST(WorkerPoolTest, AWorkerThatLeavesIsNeverPlacedAgainAndGoneOnceItsRanksAnswe
   EXPECT_EQ(pool.Leave("b", *a).code(), absl::StatusCode::kPermissionDenied) << "a's token";
   EXPECT_EQ(pool.Leave("nobody", *b).code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE(pool.Leave("b", *b).ok());
+  EXPECT_EQ(pool.Heartbeat("b", *b).status().code(), absl::StatusCode::kNotFound)
+      << "a worker that left cannot come back by heartbeat, only by registering";
   // Its rank is still in flight: not listed, not placed, not lost.
   std::vector<std::string> listed;
   for (const v1::Worker& w : pool.List()) listed.push_back(w.worker_id());
@@ -124,12 +126,13 @@ TEST(WorkerPoolTest, ThePoolsTimingJitterIsItsNoisiestUsableWorkersOfTheType) {
   a.set_timing_jitter(0.02);
   v1::RegisterRequest b = Worker("b", "h2:1", 1);
   b.set_timing_jitter(std::nan(""));  // not plausible: not kept
-  ASSERT_TRUE(pool.Register(a).ok());
-  ASSERT_TRUE(pool.Register(b).ok());
+  absl::StatusOr<std::string> a_token = pool.Register(a);
+  absl::StatusOr<std::string> b_token = pool.Register(b);
+  ASSERT_TRUE(a_token.ok() && b_token.ok());
   EXPECT_EQ(pool.TimingJitter("cpu"), std::make_pair(0.02, std::string("a")));
   EXPECT_EQ(pool.TimingJitter("cuda"), std::make_pair(0.0, std::string()));
-  pool.SetTimingJitter("b", 0.15);  // measured again while idle
-  pool.SetTimingJitter("a", -1);    // ignored
+  ASSERT_TRUE(pool.Heartbeat("b", *b_token, 0.15).ok());  // measured again while idle
+  ASSERT_TRUE(pool.Heartbeat("a", *a_token, -1).ok());    // not plausible: ignored
   EXPECT_EQ(pool.TimingJitter("cpu"), std::make_pair(0.15, std::string("b")));
   EXPECT_DOUBLE_EQ(pool.List()[0].timing_jitter(), 0.02);
   clock.Advance(absl::Seconds(11));

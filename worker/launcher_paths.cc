@@ -75,15 +75,26 @@ constexpr char kReadableScript[] =
 
 }  // namespace
 
+std::vector<std::string> LauncherBinds(
+    const std::vector<std::string>& argv, const std::string& workdir,
+    const std::vector<std::pair<std::string, std::string>>& vars) {
+  std::vector<std::string> paths;
+  if (!workdir.empty()) paths.push_back(workdir);
+  for (const std::string& path : NamedInCommand(argv, vars)) {
+    std::error_code ec;
+    std::string bound = fs::is_directory(path, ec) ? path : fs::path(path).parent_path().string();
+    if (std::find(paths.begin(), paths.end(), bound) == paths.end()) {
+      paths.push_back(std::move(bound));
+    }
+  }
+  return paths;
+}
+
 std::vector<std::string> PathsTheCommandReads(
     const std::vector<std::string>& argv, const std::string& python, const std::string& workdir,
     const std::vector<std::pair<std::string, std::string>>& vars) {
   std::vector<std::string> paths = ExecutablePaths(python);
-  if (!workdir.empty()) paths.push_back(workdir);
-  for (const std::string& path : NamedInCommand(argv, vars)) {
-    std::error_code ec;
-    paths.push_back(fs::is_directory(path, ec) ? path : fs::path(path).parent_path().string());
-  }
+  for (std::string& bound : LauncherBinds(argv, workdir, vars)) paths.push_back(std::move(bound));
   return paths;
 }
 
@@ -97,18 +108,17 @@ std::vector<std::string> LauncherNamedPaths(const LauncherDef& def) {
   return out;
 }
 
-absl::Status CheckLaunchersReadable(const Sandbox& sandbox, const Launchers& launchers,
-                                    const std::string& python) {
+absl::Status CheckLaunchersReadable(const Sandbox& sandbox, const Launchers& launchers) {
   std::vector<std::string> problems;
   for (const auto& [name, def] : launchers) {
     const std::vector<std::string> named = LauncherNamedPaths(def);
     if (named.empty()) continue;
-    // The directories a rank binds come first (so each path is reached as
-    // a rank reaches it), then the paths themselves.
+    // The directories a rank binds for the launcher come first (so each
+    // path is reached as a rank reaches it), then the paths themselves.
+    // ({python}'s own paths are SandboxFromFlags' check.)
     std::vector<std::string> command = {"/bin/sh", "-c", kReadableScript, "sh"};
-    for (const std::string& p :
-         PathsTheCommandReads(LiteralArgv(def), python, def.workdir, def.env)) {
-      if (std::find(command.begin() + 4, command.end(), p) == command.end()) command.push_back(p);
+    for (std::string& bound : LauncherBinds(LiteralArgv(def), def.workdir, def.env)) {
+      command.push_back(std::move(bound));
     }
     command.insert(command.end(), named.begin(), named.end());
     const absl::Status ran = sandbox.Check(command);

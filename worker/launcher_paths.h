@@ -18,12 +18,18 @@
 
 namespace autoaccel {
 
-// What a sandboxed rank reads beyond the system (Sandbox::Wrap adds
-// argv[0]'s own), bound read-only: {python}'s prefix and venv, the
-// launcher's workdir, the directory of each absolute path its argv names
-// (a script beside its modules; "--config=/x/y.json" names one too) and
-// PYTHONPATH's directories. Paths that do not exist are left out. Reads the
-// disk (and runs ldd through ExecutablePaths).
+// What a sandboxed rank binds read-only for its launcher: the workdir, the
+// directory of each absolute path its argv names (a script beside its
+// modules; "--config=/x/y.json" names one too) and PYTHONPATH's
+// directories, each once. Paths that do not exist are left out. Reads the
+// disk.
+std::vector<std::string> LauncherBinds(
+    const std::vector<std::string>& argv, const std::string& workdir,
+    const std::vector<std::pair<std::string, std::string>>& vars);
+
+// All a sandboxed rank reads beyond the system (Sandbox::Wrap adds
+// argv[0]'s own): {python}'s prefix and venv (ExecutablePaths: runs ldd),
+// then LauncherBinds.
 std::vector<std::string> PathsTheCommandReads(
     const std::vector<std::string>& argv, const std::string& python, const std::string& workdir,
     const std::vector<std::pair<std::string, std::string>>& vars);
@@ -34,14 +40,13 @@ std::vector<std::string> PathsTheCommandReads(
 // exists. Reads the disk.
 std::vector<std::string> LauncherNamedPaths(const LauncherDef& def);
 
-// Runs, in `sandbox` as a rank would (the same binds), a check that the
-// rank's user can read each of LauncherNamedPaths of every launcher (list
-// and enter a directory, read a file) and enter the directory a named file
-// is in. FAILED_PRECONDITION naming the launcher, each path it cannot read
-// and the remedy; OK when every launcher's paths are readable (or none
+// Runs, in `sandbox` as a rank would (LauncherBinds bound), a check that
+// the rank's user can read each of LauncherNamedPaths of every launcher
+// (list and enter a directory, read a file) and enter the directory a named
+// file is in. FAILED_PRECONDITION naming the launcher, each path it cannot
+// read and the remedy; OK when every launcher's paths are readable (or none
 // names a path).
-absl::Status CheckLaunchersReadable(const Sandbox& sandbox, const Launchers& launchers,
-                                    const std::string& python);
+absl::Status CheckLaunchersReadable(const Sandbox& sandbox, const Launchers& launchers);
 
 }  // namespace autoaccel
 

@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (*sandbox != nullptr && !launchers.empty()) {
-    if (absl::Status readable = autoaccel::CheckLaunchersReadable(**sandbox, launchers, python);
+    if (absl::Status readable = autoaccel::CheckLaunchersReadable(**sandbox, launchers);
         !readable.ok()) {
       std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(readable.message()).c_str());
       return 2;

@@ -161,8 +161,8 @@
     $('job-status').textContent = [job.algorithm, job.status_message].filter(Boolean).join(' — ');
     var answer = $('job-answer');
     answer.hidden = !(job.best && job.best.strategy);
-    answer.textContent = job.best && job.best.strategy
-        ? 'answer: ' + job.best.strategy.text + certainty(job) : '';
+    answer.textContent =
+        job.best && job.best.strategy ? 'answer: ' + job.best.strategy.text + certainty(job) : '';
     answerFigure = num(job.best_figure);
     standingOf = {};
     (job.standings || []).forEach(function(st) {
@@ -214,7 +214,7 @@
     var text = ' — ' + job.best_certainty + ': ' + num(job.best_figure).toFixed(0) + ' tokens/s';
     if (num(job.best_interval_high) > num(job.best_interval_low)) {
       text += ', 95% interval ' + num(job.best_interval_low).toFixed(0) + '-' +
-              num(job.best_interval_high).toFixed(0);
+          num(job.best_interval_high).toFixed(0);
     }
     if ((job.best_tied_with || []).length) {
       text += '; a tie with ' + job.best_tied_with.join('; ') + ': the simplest answers';
