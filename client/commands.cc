@@ -338,4 +338,14 @@ int CancelCommand(const ClientContext& c, const std::string& job_id) {
   return ShowJob(c, job);
 }
 
+int LogsCommand(const ClientContext& c, const v1::GetTrialLogsRequest& request) {
+  v1::TrialLogs logs;
+  if (grpc::Status s = Call(c, &Stub::GetTrialLogs, request, &logs); !s.ok()) {
+    return RpcError(c, s);
+  }
+  return Show(
+      c, [&] { return TrialLogsJson(logs); },
+      [&](std::ostream& out) { PrintTrialLogs(out, logs); });
+}
+
 }  // namespace autoaccel

@@ -62,6 +62,8 @@ int BestCommand(const ClientContext& c, const v1::QueryStrategiesRequest& reques
 int StrategiesCommand(const ClientContext& c, const v1::ListStrategiesRequest& request);
 int WorkersCommand(const ClientContext& c);
 int CancelCommand(const ClientContext& c, const std::string& job_id);
+// `logs`: one rank's log files from the worker that ran it (GetTrialLogs).
+int LogsCommand(const ClientContext& c, const v1::GetTrialLogsRequest& request);
 
 // For the commands written in files of their own (client/*_command.cc).
 // One clear line on `err` (and the error JSON with --json) for a failed RPC;

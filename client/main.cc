@@ -289,6 +289,22 @@ int main(int argc, char** argv) {
                          "only answers measured on this device type: cpu or cuda");
   int strategies_limit = 0;
   strategies->add_option("--limit", strategies_limit, "how many, newest first (default 100)");
+  CLI::App* logs = app.add_subcommand(
+      "logs",
+      "show a trial rank's log files (stderr, stdout, metrics lines) from the worker that ran it");
+  std::string logs_trial;
+  int logs_index = -1, logs_rank = 0, logs_tail = 0;
+  logs->add_option("trial", logs_trial,
+                   "the trial's id (JOB-tNNNN, as --json shows), or its job's id followed by "
+                   "the trial's # in the trial tables")
+      ->required();
+  logs->add_option("index", logs_index, "the trial's # when the first argument is a job id")
+      ->check(CLI::NonNegativeNumber);
+  logs->add_option("--rank", logs_rank, "which rank of the trial (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  logs->add_option("--tail", logs_tail,
+                   "the last N lines of each file (default 100, at most 10000)")
+      ->check(CLI::NonNegativeNumber);
   CLI::App* workers = app.add_subcommand("workers", "list worker daemons and their devices");
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a job");
   cancel->add_option("job_id", job_id, "job id")->required();
@@ -400,6 +416,18 @@ int main(int argc, char** argv) {
   if (*strategies) {
     strategies_request.set_limit(strategies_limit);
     return autoaccel::StrategiesCommand(c, strategies_request);
+  }
+  if (*logs) {
+    autoaccel::v1::GetTrialLogsRequest request;
+    if (logs_index >= 0) {
+      request.set_job_id(logs_trial);
+      request.set_index(logs_index);
+    } else {
+      request.set_trial_id(logs_trial);
+    }
+    request.set_rank(logs_rank);
+    request.set_tail_lines(logs_tail);
+    return autoaccel::LogsCommand(c, request);
   }
   if (*workers) return autoaccel::WorkersCommand(c);
   if (*cancel) return autoaccel::CancelCommand(c, job_id);

@@ -135,7 +135,9 @@ std::string PredictedMib(const v1::Trial& t) {
 
 // ---- JSON -------------------------------------------------------------------
 
-void WriteJson(std::ostream& out, const json& doc) { out << doc.dump(2) << "\n"; }
+void WriteJson(std::ostream& out, const json& doc) {
+  out << doc.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+}
 
 json ErrorJson(const std::string& what, int code) { return json{{"error", what}, {"code", code}}; }
 
@@ -446,6 +448,39 @@ void PrintWorkerList(std::ostream& out, const v1::ListWorkersResponse& workers) 
                              Mib(d.memory_bytes()), peak_text,
                              d.held_by_trial().empty() ? "free" : "running " + d.held_by_trial());
     }
+  }
+}
+
+json TrialLogsJson(const v1::TrialLogs& logs) {
+  json files = json::array();
+  for (const v1::RankLogFile& f : logs.logs().files()) {
+    files.push_back(json{{"name", f.name()},
+                         {"size_bytes", f.size_bytes()},
+                         {"truncated", f.truncated()},
+                         {"tail", f.tail()}});
+  }
+  return json{{"trial_id", logs.trial_id()},
+              {"attempt", logs.attempt()},
+              {"rank", logs.rank()},
+              {"worker_id", logs.worker_id()},
+              {"directory", logs.logs().directory()},
+              {"running", logs.logs().running()},
+              {"files", std::move(files)}};
+}
+
+void PrintTrialLogs(std::ostream& out, const v1::TrialLogs& logs) {
+  out << absl::StrFormat("trial %s attempt %d, rank %d on worker %s: %s%s\n", logs.trial_id(),
+                         logs.attempt(), logs.rank(), logs.worker_id(), logs.logs().directory(),
+                         logs.logs().running() ? " (still running)" : "");
+  if (logs.logs().files().empty()) out << "(no log files there)\n";
+  for (const v1::RankLogFile& f : logs.logs().files()) {
+    const double kib = f.size_bytes() / 1024.0;
+    out << absl::StrFormat(
+        "\n==> %s (%s%s) <==\n", f.name(),
+        kib < 1 ? absl::StrCat(f.size_bytes(), " bytes") : absl::StrFormat("%.1f KiB", kib),
+        f.truncated() ? ", last lines" : "");
+    out << f.tail();
+    if (!f.tail().empty() && f.tail().back() != '\n') out << "\n";
   }
 }
 

@@ -19,7 +19,8 @@ namespace autoaccel {
 
 // ---- JSON (--json) ----------------------------------------------------------
 
-// Writes `doc` as stdout's one JSON document: indented by 2, then a newline.
+// Writes `doc` as stdout's one JSON document: indented by 2, then a newline
+// (bytes of a string that are not UTF-8 written as U+FFFD).
 void WriteJson(std::ostream& out, const nlohmann::json& doc);
 
 // {"error": what, "code": code}: a failed RPC.
@@ -39,6 +40,10 @@ nlohmann::json StrategyAnswerJson(const v1::StrategyAnswer& a);
 nlohmann::json NoStrategyJson(const std::string& what);
 // {"workers": [...]}, each with its devices.
 nlohmann::json WorkerListJson(const v1::ListWorkersResponse& workers);
+// {"trial_id", "attempt", "rank", "worker_id", "directory", "running",
+//  "files": [{"name", "size_bytes", "truncated", "tail"}]}; bytes of a tail
+// that are not UTF-8 become U+FFFD.
+nlohmann::json TrialLogsJson(const v1::TrialLogs& logs);
 
 // ---- Text ---------------------------------------------------------------------
 
@@ -69,6 +74,9 @@ void PrintJobList(std::ostream& out, const v1::ListJobsResponse& jobs);
 void PrintStrategyAnswer(std::ostream& out, const v1::StrategyAnswer& a);
 // Each worker, its warnings and its devices.
 void PrintWorkerList(std::ostream& out, const v1::ListWorkersResponse& workers);
+// Where the rank ran, then each file as `tail` shows several:
+// "==> stderr.log (2.1 KiB, last lines) <==" and its lines.
+void PrintTrialLogs(std::ostream& out, const v1::TrialLogs& logs);
 
 }  // namespace autoaccel
 

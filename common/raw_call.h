@@ -14,10 +14,12 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/server_callback.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/grpc_status.h"
 
@@ -53,6 +55,32 @@ grpc::ServerUnaryReactor* ParsedUnary(grpc::CallbackServerContext* ctx,
   if (status.ok()) status = SerializeMessage(answer, response);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// A raw unary method's handler for work that answers later (a call to
+// another server): parses the request as Request and calls
+// `start(const Request&, Finish)`, where Finish is
+// std::function<void(absl::StatusOr<Response>)>; the call ends when
+// `finish` runs, exactly once, on any thread. A request that does not parse
+// ends at once, `start` never called.
+template <typename Request, typename Response, typename Start>
+grpc::ServerUnaryReactor* ParsedUnaryLater(grpc::CallbackServerContext* ctx,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response, Start start) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  Request parsed;
+  if (absl::Status status = ParseRequest(*request, &parsed); !status.ok()) {
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+  start(static_cast<const Request&>(parsed),
+        std::function<void(absl::StatusOr<Response>)>(
+            [reactor, response](absl::StatusOr<Response> answer) {
+              absl::Status status = answer.status();
+              if (status.ok()) status = SerializeMessage(*answer, response);
+              reactor->Finish(ToGrpcStatus(status));
+            }));
   return reactor;
 }
 

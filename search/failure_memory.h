@@ -12,6 +12,16 @@
 // not support (docs/LAUNCHERS.md) thus costs two trials per value, not one
 // per candidate.
 //
+// A pair of values of two dimensions ("sharding=zero2" with
+// "precision=fp16") is taken to fail together by the same rule, when each
+// of the two succeeded in some trial but never in one trial together:
+//   - kFailuresToPrune trials with both FAILED for the same reason,
+//   - none of the values those failures share is unproven on its own (a
+//     value that never succeeded is the single-value rule's suspect), and
+//   - it is the only pair those failures share that never succeeded
+//     together (another such pair could as well be the cause).
+// Every candidate with both values is then pruned.
+//
 // Only FAILED trials count: OOM has its own rule, and a trial lost to
 // infrastructure is reported as CANCELLED. Reasons are compared by their
 // key (common/trial_reason.h ReasonKey: what happened and the last line of
@@ -34,15 +44,19 @@ namespace autoaccel {
 
 inline constexpr int kFailuresToPrune = 2;
 
-// The kind of pruning (search/searcher.h's "KIND: details").
+// The kinds of pruning (search/searcher.h's "KIND: details").
 inline constexpr char kPrunedByFailures[] = "a value that keeps failing";
+inline constexpr char kPrunedByFailingPair[] = "a combination that keeps failing";
 
-// A value that is now known to fail, and the prune reason for the
-// candidates that have it ("a value that keeps failing: sharding=zero1
-// failed in 2 trials (script exited with code 2: ...)").
+// A value (or pair of values) that is now known to fail, and the prune
+// reason for the candidates that have it ("a value that keeps failing:
+// sharding=zero1 failed in 2 trials (script exited with code 2: ...)").
 struct FailingValue {
-  std::string value;  // "sharding=zero1"
+  std::vector<std::string> values;  // {"sharding=zero1"}, or a pair
   std::string prune_reason;
+  // Whether a strategy of `strategy_values` (FailureMemory::Values) has
+  // every one of them.
+  bool In(const std::vector<std::string>& strategy_values) const;
 };
 
 class FailureMemory {
@@ -62,10 +76,15 @@ class FailureMemory {
   // Values that newly qualify (see above), from the failures recorded.
   std::vector<FailingValue> Qualifying();
 
+  // Pairs that newly qualify (see above).
+  std::vector<FailingValue> QualifyingPairs();
+
   std::set<std::string> succeeded_;  // values
+  // Values that succeeded in one trial, as "a|b" with a < b.
+  std::set<std::string> succeeded_pairs_;
   // By reason key, the values of each trial that failed with it.
   std::map<std::string, std::vector<std::vector<std::string>>> failures_;
-  std::set<std::string> failing_;                 // returned already
+  std::set<std::string> failing_;                 // returned already (pairs as "a|b")
   std::map<std::string, std::string> summaries_;  // reason key -> its latest ReasonSummary
 };
 

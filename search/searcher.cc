@@ -121,10 +121,7 @@ void CandidateSearcher::Report(const ScoredTrial& trial) {
   for (const FailingValue& f : failing) {
     for (int i = 0; i < static_cast<int>(candidates_.size()); ++i) {
       if (candidates_[i].state != State::kOpen) continue;
-      const std::vector<std::string> values = FailureMemory::Values(candidates_[i].strategy);
-      if (std::find(values.begin(), values.end(), f.value) != values.end()) {
-        Prune(i, f.prune_reason);
-      }
+      if (f.In(FailureMemory::Values(candidates_[i].strategy))) Prune(i, f.prune_reason);
     }
   }
   if (trial.status == TrialStatus::kOom) {

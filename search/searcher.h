@@ -19,9 +19,9 @@
 //     that needs at least as much memory along a monotone dimension (same
 //     strategy otherwise, with a micro-batch at least as large, sharding at
 //     most as deep, recompute at most as much, no more offload) is pruned;
-//   - failures: once a value is known to fail (search/failure_memory.h: two
-//     trials with it FAILED for one reason and none succeeded), every open
-//     candidate with it is pruned.
+//   - failures: once a value, or a pair of values, is known to fail
+//     (search/failure_memory.h: two trials with it FAILED for one reason and
+//     none succeeded), every open candidate with it is pruned.
 //
 // Thread-compatible: the caller serialises all calls on one searcher (e.g.
 // under the job's mutex).

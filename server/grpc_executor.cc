@@ -56,4 +56,19 @@ void GrpcTrialExecutor::CancelTrial(const WorkerEndpoint& to,
                                     [call](grpc::Status) {});
 }
 
+void GrpcTrialExecutor::ReadRankLogs(const WorkerEndpoint& to,
+                                     const v1::ReadRankLogsRequest& request,
+                                     absl::Duration rpc_timeout, LogsDone done) {
+  auto call = std::make_shared<Call<v1::ReadRankLogsRequest, v1::RankLogs>>(
+      request, absl::Now() + rpc_timeout, to.session_token);
+  StubFor(to)->async()->ReadRankLogs(&call->context, &call->request, &call->response,
+                                     [call, done = std::move(done)](grpc::Status status) {
+                                       if (!status.ok()) {
+                                         done(FromGrpcStatus(status));
+                                       } else {
+                                         done(std::move(call->response));
+                                       }
+                                     });
+}
+
 }  // namespace autoaccel

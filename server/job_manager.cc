@@ -359,6 +359,10 @@ absl::Status JobManager::LeaveWorker(const std::string& worker_id,
 
 std::vector<v1::Worker> JobManager::ListWorkers() { return pool_.List(); }
 
+absl::StatusOr<WorkerEndpoint> JobManager::WorkerEndpointOf(const std::string& worker_id) {
+  return pool_.Endpoint(worker_id);
+}
+
 void JobManager::TakeUpRanksLocked(const v1::RegisterRequest& req, const std::string& session_token,
                                    Outbox* out) {
   const std::string& worker = req.worker_id();

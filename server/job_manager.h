@@ -172,6 +172,9 @@ class JobManager {
   // as Heartbeat's.
   absl::Status LeaveWorker(const std::string& worker_id, const std::string& session_token);
   std::vector<v1::Worker> ListWorkers();
+  // How to reach a registered worker (WorkerPool::Endpoint); NOT_FOUND when
+  // it is not in the pool.
+  absl::StatusOr<WorkerEndpoint> WorkerEndpointOf(const std::string& worker_id);
 
   // The metrics (server/coordinator_metrics.h) with the scheduler's and the
   // pool's state now, in Prometheus's text format. The manager times every

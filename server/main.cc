@@ -28,6 +28,7 @@
 #include "server/service.h"
 #include "server/store.h"
 #include "server/store_backup.h"
+#include "server/trial_logs.h"
 
 namespace {
 
@@ -169,7 +170,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "autoaccel-server: %s\n", manager.status().ToString().c_str());
     return 1;
   }
-  autoaccel::TuningServiceImpl tuning((*manager).get(), store->get(), &auth, insecure_why);
+  autoaccel::TrialLogRelay logs((*manager).get(), &executor);
+  autoaccel::TuningServiceImpl tuning((*manager).get(), store->get(), &auth, insecure_why, &logs);
   autoaccel::WorkerRegistryImpl registry((*manager).get(), &auth);
 
   grpc::ServerBuilder builder;

@@ -261,6 +261,25 @@ grpc::ServerUnaryReactor* TuningServiceImpl::ListWorkers(grpc::CallbackServerCon
       });
 }
 
+grpc::ServerUnaryReactor* TuningServiceImpl::GetTrialLogs(grpc::CallbackServerContext* ctx,
+                                                          const Raw* in, Raw* out) {
+  return ParsedUnaryLater<v1::GetTrialLogsRequest, v1::TrialLogs>(
+      ctx, in, out,
+      [&](const v1::GetTrialLogsRequest& request,
+          std::function<void(absl::StatusOr<v1::TrialLogs>)> finish) {
+        absl::StatusOr<std::string> job_id = TrialLogsJobId(request);
+        absl::Status allowed = job_id.ok() ? JobCaller(ctx, *job_id).status() : job_id.status();
+        if (allowed.ok() && logs_ == nullptr) {
+          allowed = absl::UnimplementedError("this coordinator does not relay trial logs");
+        }
+        if (!allowed.ok()) {
+          finish(allowed);
+          return;
+        }
+        logs_->Fetch(request, std::move(finish));
+      });
+}
+
 grpc::ServerUnaryReactor* WorkerRegistryImpl::Register(grpc::CallbackServerContext* ctx,
                                                        const Raw* in, Raw* out) {
   return ParsedUnary<v1::RegisterRequest, v1::RegisterResponse>(

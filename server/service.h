@@ -3,7 +3,7 @@
 // (server/auth.h), check that a job is theirs, call the JobManager (or the
 // strategy database's queries) and map its absl::Status. Every user RPC
 // answers UNAUTHENTICATED without a valid token (when tokens are required);
-// GetJob, WatchJob, CancelJob and ListTrials answer PERMISSION_DENIED for
+// GetJob, WatchJob, CancelJob, ListTrials and GetTrialLogs answer PERMISSION_DENIED for
 // another user's job; ListJobs lists the caller's own jobs (an admin's: every
 // job). The strategy database and the worker list are readable by every
 // user. With users, each may hold at most Limit::kJobsPerUser unfinished jobs
@@ -23,6 +23,7 @@
 #include "server/auth.h"
 #include "server/job_manager.h"
 #include "server/store.h"
+#include "server/trial_logs.h"
 
 namespace autoaccel {
 
@@ -38,7 +39,8 @@ using RawTuningService =
                v1::TuningService::WithRawCallbackMethod_ListTrials,
                v1::TuningService::WithRawCallbackMethod_QueryStrategies,
                v1::TuningService::WithRawCallbackMethod_ListStrategies,
-               v1::TuningService::WithRawCallbackMethod_ListWorkers>;
+               v1::TuningService::WithRawCallbackMethod_ListWorkers,
+               v1::TuningService::WithRawCallbackMethod_GetTrialLogs>;
 using RawWorkerRegistry =
     RawMethods<v1::WorkerRegistry::Service, v1::WorkerRegistry::WithRawCallbackMethod_Register,
                v1::WorkerRegistry::WithRawCallbackMethod_Heartbeat,
@@ -50,9 +52,14 @@ class TuningServiceImpl final : public RawTuningService {
  public:
   // `insecure`: what the coordinator lacks when it runs unprotected on a
   // network address ("" when it does not), shown by ListWorkers.
+  // `logs` (null: GetTrialLogs answers UNIMPLEMENTED) must outlive it too.
   TuningServiceImpl(JobManager* manager, Store* store, const Authenticator* auth,
-                    std::string insecure = "")
-      : manager_(manager), store_(store), auth_(auth), insecure_(std::move(insecure)) {}
+                    std::string insecure = "", TrialLogRelay* logs = nullptr)
+      : manager_(manager),
+        store_(store),
+        auth_(auth),
+        insecure_(std::move(insecure)),
+        logs_(logs) {}
 
   using Raw = grpc::ByteBuffer;
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx, const Raw* request,
@@ -74,6 +81,9 @@ class TuningServiceImpl final : public RawTuningService {
                                            Raw* response) override;
   grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* ctx, const Raw* request,
                                         Raw* response) override;
+  // Answers when the worker has (server/trial_logs.h).
+  grpc::ServerUnaryReactor* GetTrialLogs(grpc::CallbackServerContext* ctx, const Raw* request,
+                                         Raw* response) override;
 
  private:
   // The caller, if they may act on job `job_id`.
@@ -90,6 +100,7 @@ class TuningServiceImpl final : public RawTuningService {
   Store* const store_;
   const Authenticator* const auth_;
   const std::string insecure_;
+  TrialLogRelay* const logs_;
 };
 
 class WorkerRegistryImpl final : public RawWorkerRegistry {

@@ -1,5 +1,6 @@
 // How the coordinator reaches a worker's WorkerService: one RunTrial per rank
-// of a trial, and CancelTrial to stop a trial's ranks on a worker. The gRPC
+// of a trial, CancelTrial to stop a trial's ranks on a worker, and
+// ReadRankLogs for `autoaccel logs`. The gRPC
 // implementation is server/grpc_executor.h; tests substitute their own.
 #ifndef AUTOACCEL_SERVER_TRIAL_EXECUTOR_H_
 #define AUTOACCEL_SERVER_TRIAL_EXECUTOR_H_
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/autoaccel.pb.h"
 
@@ -37,6 +39,17 @@ class TrialExecutor {
                         absl::Duration rpc_timeout, Done done) = 0;
   // Best effort; errors are ignored (the worker may be gone).
   virtual void CancelTrial(const WorkerEndpoint& to, const v1::CancelTrialRequest& request) = 0;
+  // A rank's log files from the worker that ran it (`autoaccel logs`);
+  // `done` runs exactly once, on any thread, with the worker's answer or
+  // its error (UNAVAILABLE, DEADLINE_EXCEEDED after `rpc_timeout`, or the
+  // worker's own: NOT_FOUND for a directory that is gone). The default
+  // answers UNIMPLEMENTED (executors of tests that never read logs).
+  using LogsDone = std::function<void(absl::StatusOr<v1::RankLogs>)>;
+  virtual void ReadRankLogs(const WorkerEndpoint& to, const v1::ReadRankLogsRequest& request,
+                            absl::Duration rpc_timeout, LogsDone done) {
+    (void)to, (void)request, (void)rpc_timeout;
+    done(absl::UnimplementedError("this coordinator cannot read trial logs"));
+  }
 };
 
 }  // namespace autoaccel

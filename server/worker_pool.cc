@@ -127,6 +127,17 @@ absl::StatusOr<WorkerPool::WorkerState*> WorkerPool::SessionLocked(
   return &it->second;
 }
 
+absl::StatusOr<WorkerEndpoint> WorkerPool::Endpoint(const std::string& worker_id) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second.left) {
+    return absl::NotFoundError(absl::StrCat("worker ", worker_id,
+                                            " is not in the pool any more (it left, or went "
+                                            "silent and was forgotten)"));
+  }
+  return WorkerEndpoint{it->second.info.address(), it->second.session_token, it->second.info.tls()};
+}
+
 bool WorkerPool::HoldsAny(const WorkerState& w) {
   return std::any_of(w.held_by.begin(), w.held_by.end(),
                      [](const std::string& t) { return !t.empty(); });

@@ -101,6 +101,9 @@ class WorkerPool {
   // Every worker with its health, warnings and each device's holder; a
   // worker that left is not among them.
   std::vector<v1::Worker> List() const;
+  // The address, TLS and session token of worker `worker_id`, healthy or
+  // not; NOT_FOUND when it never registered, was forgotten or left.
+  absl::StatusOr<WorkerEndpoint> Endpoint(const std::string& worker_id) const;
   // How many workers are healthy, quarantined and lost, and their devices
   // by type: free, held, or unavailable (free on a worker that is not
   // usable), for the metrics.

@@ -390,6 +390,19 @@ TEST(EndToEnd, GangTrialsSearchParallelLayoutsAcrossWorkers) {
                                                        "dp2_tp2_none", "dp2_tp2_fsdp"));
   EXPECT_THAT(job["best"]["strategy"].get<std::string>(), HasSubstr("dp="));
 
+  // `logs` reads a rank's output on the worker that ran it: the last rank
+  // of the first trial.
+  const json& first = job["trials"][0];
+  ASSERT_EQ(cluster.Cli({"logs", first["trial_id"], "--rank", "3", "--json"}, &out, &err), 0)
+      << out << err;
+  const json logs = ParseJson(out);
+  EXPECT_EQ(logs["worker_id"], first["worker_ids"][3]) << out;
+  EXPECT_EQ(logs["rank"], 3) << out;
+  EXPECT_THAT(logs["directory"].get<std::string>(),
+              ::testing::EndsWith(absl::StrCat(first["trial_id"].get<std::string>(), "-a1-r3")));
+  ASSERT_EQ(logs["files"].size(), 1u) << out;
+  EXPECT_EQ(logs["files"][0]["name"], "trial.log") << out;
+
   // The pool is free again, and says so per device.
   ASSERT_EQ(cluster.Cli({"workers", "--json"}, &out, &err), 0) << err;
   json workers = ParseJson(out);

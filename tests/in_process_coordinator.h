@@ -18,6 +18,7 @@
 #include "server/auth.h"
 #include "server/job_manager.h"
 #include "server/service.h"
+#include "server/trial_logs.h"
 #include "tests/local_server.h"
 #include "tests/subprocess.h"
 
@@ -53,7 +54,9 @@ class InProcessCoordinator {
     auto manager = JobManager::Create(store_.get(), executor, &clock_, std::move(options));
     ASSERT_TRUE(manager.ok()) << manager.status();
     manager_ = std::move(*manager);
-    tuning_ = std::make_unique<TuningServiceImpl>(manager_.get(), store_.get(), auth);
+    logs_ = std::make_unique<TrialLogRelay>(manager_.get(), executor);
+    tuning_ =
+        std::make_unique<TuningServiceImpl>(manager_.get(), store_.get(), auth, "", logs_.get());
     registry_ = std::make_unique<WorkerRegistryImpl>(manager_.get(), auth);
     local_ = ServeLocally({tuning_.get(), registry_.get()});
     ASSERT_NE(local_.server, nullptr);
@@ -74,6 +77,7 @@ class InProcessCoordinator {
   FakeClock clock_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<JobManager> manager_;
+  std::unique_ptr<TrialLogRelay> logs_;
   std::unique_ptr<TuningServiceImpl> tuning_;
   std::unique_ptr<WorkerRegistryImpl> registry_;
   LocalServer local_;

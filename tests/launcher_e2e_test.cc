@@ -198,6 +198,27 @@ TEST(LauncherEndToEnd, AScriptThatFailsIsRecordedWithItsErrorAndAnUnknownLaunche
   const json& t = job["trials"][0];
   EXPECT_EQ(t["status"], "FAILED") << t.dump(1);
   EXPECT_THAT(t["reason"].get<std::string>(), HasSubstr("cannot find my dataset")) << t.dump(1);
+
+  // The rank's own output, from the worker that ran it: by the job's id and
+  // the trial's #, and by the trial's id.
+  const std::string job_id = job["job_id"];
+  ASSERT_EQ(cluster.Cli({"logs", job_id, "0"}, &out, &err), 0) << out << err;
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("trial ", t["trial_id"].get<std::string>(),
+                                          " attempt 1, rank 0 on worker w1")));
+  EXPECT_THAT(out, HasSubstr("==> stderr.log (23 bytes) <==\ncannot find my dataset\n"));
+  ASSERT_EQ(cluster.Cli({"logs", t["trial_id"], "--tail", "1", "--json"}, &out, &err), 0)
+      << out << err;
+  const json logs = ParseJson(out);
+  EXPECT_EQ(logs["worker_id"], "w1") << out;
+  EXPECT_EQ(logs["running"], false) << out;
+  ASSERT_FALSE(logs["files"].empty()) << out;
+  EXPECT_EQ(logs["files"][0]["name"], "stderr.log") << out;
+  EXPECT_EQ(logs["files"][0]["tail"], "cannot find my dataset\n") << out;
+  // A rank the trial does not have, and a trial that does not exist.
+  EXPECT_EQ(cluster.Cli({"logs", job_id, "0", "--rank", "1"}, &out, &err), 1);
+  EXPECT_THAT(err, HasSubstr("has ranks 0 to 0, got 1"));
+  EXPECT_EQ(cluster.Cli({"logs", job_id, "999"}, &out, &err), 1);
+  EXPECT_THAT(err, HasSubstr("has no trial #999"));
 }
 
 }  // namespace

@@ -109,6 +109,16 @@ class ServiceAuthTest : public ::testing::Test {
     return codes;
   }
 
+  // GetTrialLogs of the job's first trial as `token`.
+  grpc::Status LogsCall(const std::string& token, const std::string& job_id) {
+    grpc::ClientContext ctx;
+    v1::GetTrialLogsRequest r;
+    r.set_job_id(job_id);
+    r.set_index(0);
+    v1::TrialLogs logs;
+    return Tuning(token)->GetTrialLogs(&ctx, r, &logs);
+  }
+
   testing::NoWorkers executor_;
   std::unique_ptr<Authenticator> auth_;
   testing::InProcessCoordinator coordinator_;
@@ -152,6 +162,7 @@ TEST_F(ServiceAuthTest, EveryUserRpcWithoutAValidTokenIsUnauthenticated) {
     }
     EXPECT_THAT(JobCalls(token, job_id), ::testing::Each(grpc::StatusCode::UNAUTHENTICATED))
         << "GetJob, WatchJob, ListTrials, CancelJob with token '" << token << "'";
+    EXPECT_EQ(LogsCall(token, job_id).error_code(), grpc::StatusCode::UNAUTHENTICATED) << token;
   }
   // The message says where a token goes; it never echoes one.
   grpc::ClientContext ctx;
@@ -164,7 +175,14 @@ TEST_F(ServiceAuthTest, EveryUserRpcWithoutAValidTokenIsUnauthenticated) {
 TEST_F(ServiceAuthTest, AUserSeesAndCancelsOnlyTheirOwnJobsAndAnAdminAll) {
   const std::string job_id = AliceJob();
   EXPECT_THAT(JobCalls(kCarol, job_id), ::testing::Each(grpc::StatusCode::PERMISSION_DENIED));
+  EXPECT_EQ(LogsCall(kCarol, job_id).error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(manager_->GetJob(job_id)->state(), "QUEUED");
+  // Alice and the admin get past the check: the queued job has no trial yet.
+  for (const char* token : {kAlice, kAdmin}) {
+    grpc::Status logs = LogsCall(token, job_id);
+    EXPECT_EQ(logs.error_code(), grpc::StatusCode::NOT_FOUND) << token;
+    EXPECT_THAT(logs.error_message(), HasSubstr("has no trial #0")) << token;
+  }
   {
     grpc::ClientContext ctx;
     v1::ListJobsResponse resp;

@@ -16,6 +16,7 @@
 #include "proto/convert.h"
 #include "worker/file_names.h"
 #include "worker/model_file_cache.h"
+#include "worker/rank_logs.h"
 #include "worker/rank_spec.h"
 #include "worker/trial_process.h"
 
@@ -377,6 +378,23 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::CancelTrial(grpc::CallbackServerCon
                        std::get<2>(it->first));
           it->second->cancel = true;
         }
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::ReadRankLogs(grpc::CallbackServerContext* ctx,
+                                                          const grpc::ByteBuffer* in,
+                                                          grpc::ByteBuffer* out) {
+  return ParsedUnary<v1::ReadRankLogsRequest, v1::RankLogs>(
+      ctx, in, out, [&](const v1::ReadRankLogsRequest& request, v1::RankLogs* response) {
+        RETURN_IF_ERROR(gate_.Check(*ctx));
+        bool running = false;
+        {
+          absl::MutexLock lock(&mu_);
+          running =
+              running_.count(ExecutionKey{request.trial_id(), request.attempt(), request.rank()});
+        }
+        ASSIGN_OR_RETURN(*response, autoaccel::ReadRankLogs(options_.work_dir, request, running));
         return absl::OkStatus();
       });
 }

@@ -95,11 +95,15 @@ struct WorkerOptions {
 // runner or on a device of another type than cpu and cuda; and UNAVAILABLE once Shutdown has begun;
 // a trial that ran answers OK with its status (SUCCEEDED, OOM, FAILED, TIMEOUT, CANCELLED) in the
 // response. The handlers are called on gRPC's threads; every method is thread-safe.
-// Both methods registered raw: a request that is not UTF-8 where it must be
+// ReadRankLogs reads a rank's log files (worker/rank_logs.h), running or
+// ended; the same token rule holds for it.
+//
+// Every method registered raw: a request that is not UTF-8 where it must be
 // is INVALID_ARGUMENT naming the field (common/raw_call.h).
 using RawWorkerService =
     RawMethods<v1::WorkerService::Service, v1::WorkerService::WithRawCallbackMethod_RunTrial,
-               v1::WorkerService::WithRawCallbackMethod_CancelTrial>;
+               v1::WorkerService::WithRawCallbackMethod_CancelTrial,
+               v1::WorkerService::WithRawCallbackMethod_ReadRankLogs>;
 
 class WorkerServiceImpl final : public RawWorkerService {
  public:
@@ -117,6 +121,10 @@ class WorkerServiceImpl final : public RawWorkerService {
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
 
+  // v1::ReadRankLogsRequest -> v1::RankLogs.
+  grpc::ServerUnaryReactor* ReadRankLogs(grpc::CallbackServerContext* ctx,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   // Stops every running child and waits for their threads; later RunTrials
   // are refused.
   void Shutdown();
