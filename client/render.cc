@@ -299,8 +299,15 @@ std::string TrialRow(const v1::Trial& t) {
 
 void PrintTrialTable(std::ostream& out, const std::vector<v1::Trial>& trials, const v1::Job& job) {
   out << TrialTableHeader() << "\n";
+  const v1::Trial* failed = nullptr;  // the first that failed by itself
   for (const v1::Trial& t : trials) {
     if (t.status() != "PRUNED") out << TrialRow(t) << "\n";
+    const bool own_failure = t.status() == "FAILED" || t.status() == "TIMEOUT";
+    if (failed == nullptr && own_failure && !t.infrastructure()) failed = &t;
+  }
+  if (failed != nullptr) {
+    out << absl::StrFormat("      a failed trial's whole output: autoaccel logs %s %d [--rank N]\n",
+                           job.job_id(), failed->index());
   }
   for (const v1::PrunedSummary& p : job.pruned_summary()) {
     out << absl::StrFormat("      %d candidate(s) PRUNED, %s; e.g. %s: %s\n", p.count(), p.kind(),

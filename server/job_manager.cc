@@ -554,7 +554,8 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
                      "first step (",
                      job->broken, "): the ",
                      job->spec.launcher ? "script or its launcher" : "model or its input",
-                     " is broken, not a strategy; fix it (",
+                     " is broken, not a strategy; fix it (`autoaccel logs ", job->record.job_id,
+                     " 0` shows the first trial's output; ",
                      job->spec.launcher ? "run the launcher's command by hand on a worker, "
                                           "docs/LAUNCHERS.md"
                                         : "see the reason",

@@ -214,6 +214,10 @@ TEST(LauncherEndToEnd, AScriptThatFailsIsRecordedWithItsErrorAndAnUnknownLaunche
   ASSERT_FALSE(logs["files"].empty()) << out;
   EXPECT_EQ(logs["files"][0]["name"], "stderr.log") << out;
   EXPECT_EQ(logs["files"][0]["tail"], "cannot find my dataset\n") << out;
+  // The trial table points to it.
+  ASSERT_EQ(cluster.Cli({"trials", job_id}, &out, &err), 0) << out << err;
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("a failed trial's whole output: autoaccel logs ", job_id,
+                                          " 0 [--rank N]")));
   // A rank the trial does not have, and a trial that does not exist.
   EXPECT_EQ(cluster.Cli({"logs", job_id, "0", "--rank", "1"}, &out, &err), 1);
   EXPECT_THAT(err, HasSubstr("has ranks 0 to 0, got 1"));
