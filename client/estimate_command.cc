@@ -1,24 +1,15 @@
 #include "client/estimate_command.h"
 
 #include "absl/status/statusor.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "client/flag_file.h"
 #include "common/status_macros.h"
-#include "common/untrusted_json.h"
-#include "nlohmann/json.hpp"
-#include "search/device_catalog.h"
-#include "search/estimate.h"
-#include "search/model_overrides.h"
+#include "offline/estimate_report.h"
 
 namespace autoaccel {
 namespace {
-
-using nlohmann::json;
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 constexpr int64_t kMaxInputBytes = int64_t{64} << 20;
@@ -27,93 +18,30 @@ absl::StatusOr<std::string> ReadInput(absl::string_view flag, const std::string&
   return ReadFlagFile(flag, path, kMaxInputBytes);
 }
 
-absl::StatusOr<DeviceCatalog> Catalog(const EstimateFlags& f) {
-  ASSIGN_OR_RETURN(DeviceCatalog catalog, DeviceCatalog::BuiltIn());
+// The request the flags make: the files they name read in.
+absl::StatusOr<v1::EstimateRequest> RequestOf(const EstimateFlags& f) {
+  v1::EstimateRequest r;
   if (!f.catalog_file.empty()) {
-    ASSIGN_OR_RETURN(const std::string text, ReadInput("--device-catalog", f.catalog_file));
-    ASSIGN_OR_RETURN(const DeviceCatalog user, DeviceCatalog::Parse(text, f.catalog_file));
-    catalog.Merge(user);
+    ASSIGN_OR_RETURN(*r.mutable_device_catalog_json(),
+                     ReadInput("--device-catalog", f.catalog_file));
+    r.set_device_catalog_name(f.catalog_file);
   }
-  return catalog;
-}
-
-// The model as `tune` reads it: config.json, --override then --override-new.
-absl::StatusOr<ModelSpec> Model(const EstimateFlags& f) {
-  if (f.family == "torchscript") {
-    return absl::InvalidArgumentError(
-        "--model torchscript: a TorchScript module's shape is unknown, so it cannot be estimated; "
-        "give its Hugging Face family and --model-config");
+  r.set_list_devices(f.list_devices);
+  r.mutable_model()->set_family(f.family);
+  if (!f.config_file.empty() && f.family != "torchscript") {
+    ASSIGN_OR_RETURN(*r.mutable_model()->mutable_config_json(),
+                     ReadInput("--model-config", f.config_file));
   }
-  if (f.config_file.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--model ", f.family, " needs --model-config FILE"));
-  }
-  ASSIGN_OR_RETURN(const std::string text, ReadInput("--model-config", f.config_file));
-  ASSIGN_OR_RETURN(json config, ParseUntrustedJson(text, "model_config"));
-  return ModelSpecWithOverrides(f.family, std::move(config), f.overrides, f.new_overrides);
-}
-
-// --strategy: the canonical text; without "ga=", gradient accumulation
-// makes up the global batch.
-absl::StatusOr<Strategy> StrategyFlag(const EstimateFlags& f) {
-  ASSIGN_OR_RETURN(Strategy s, ParseStrategyText(f.strategy));
-  bool has_ga = false;
-  for (absl::string_view part : absl::StrSplit(f.strategy, ',')) {
-    has_ga = has_ga || absl::StartsWith(absl::StripLeadingAsciiWhitespace(part), "ga=");
-  }
-  const int64_t per_step = int64_t{s.data_parallel} * s.micro_batch_size;
-  if (!has_ga && per_step > 0 && f.global_batch_size % per_step == 0) {
-    s.grad_accum_steps = static_cast<int>(f.global_batch_size / per_step);
-  }
-  return s;
-}
-
-json LinkJson(const LinkSpec& l, const std::string& what) {
-  return {{"link", what},
-          {"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s},
-          {"latency_s", l.latency_s}};
-}
-
-json DeviceJson(const CatalogDevice& d) {
-  return {{"name", d.name},
-          {"aliases", d.aliases},
-          {"description", d.description},
-          {"type", d.spec.type},
-          {"memory_bytes", d.spec.memory_bytes},
-          {"peak_tflops",
-           {{"fp32", d.spec.peak.fp32}, {"bf16", d.spec.peak.bf16}, {"fp16", d.spec.peak.fp16}}},
-          {"memory_bandwidth_bytes_per_s", d.spec.memory_bandwidth_bytes_per_s},
-          {"intra_node", LinkJson(d.spec.intra_node, d.intra_node_link)},
-          {"inter_node", LinkJson(d.spec.inter_node, d.inter_node_link)},
-          {"devices_per_node", d.spec.devices_per_node},
-          {"source", d.source},
-          {"node_source", d.node_source},
-          {"notes", d.notes}};
-}
-
-json EstimateJson(const StrategyEstimate& e) {
-  const MemoryEstimate& m = e.memory;
-  json j = {{"strategy", StrategyToText(e.strategy)},
-            {"strategy_json", StrategyToJson(e.strategy)},
-            {"fits", e.fits},
-            {"device_memory_bytes", e.device_memory_bytes},
-            {"margin_bytes", e.margin_bytes},
-            {"margin_fraction", e.margin_fraction},
-            {"memory",
-             {{"parameters", m.parameters},
-              {"gradients", m.gradients},
-              {"optimizer_state", m.optimizer},
-              {"activations", m.activations},
-              {"logits", m.logits},
-              {"gathered_shards", m.gathered},
-              {"overhead", m.overhead},
-              {"total", m.total()}}},
-            {"step_time_s", e.step_time_s},
-            {"tokens_per_second", e.tokens_per_second},
-            {"model_flops_per_step", e.model_flops_per_step},
-            {"mfu", e.mfu}};
-  if (!e.fits) j["why_not"] = e.why_not;
-  return j;
+  for (const std::string& o : f.overrides) r.mutable_model()->add_overrides(o);
+  for (const std::string& o : f.new_overrides) r.mutable_model()->add_new_overrides(o);
+  r.set_seq_len(f.seq_len);
+  r.set_global_batch_size(f.global_batch_size);
+  r.set_world_size(f.world_size);
+  r.set_device(f.device);
+  r.set_devices_per_node(f.devices_per_node);
+  r.set_strategy(f.strategy);
+  r.set_top(f.top);
+  return r;
 }
 
 std::string GiB(int64_t bytes) { return absl::StrFormat("%.1f", bytes / kGiB); }
@@ -188,102 +116,37 @@ CLI::App* AddEstimateCommand(CLI::App* app, EstimateFlags* f) {
 }
 
 int EstimateCommand(const EstimateFlags& f, bool json_out, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<DeviceCatalog> catalog = Catalog(f);
-  if (!catalog.ok()) return Fail(catalog.status(), err);
-  if (f.list_devices) {
-    if (json_out) {
-      json devices = json::array();
-      for (const CatalogDevice& d : catalog->devices()) devices.push_back(DeviceJson(d));
-      out << json{{"devices", devices}}.dump(2) << "\n";
-    } else {
-      PrintDevices(*catalog, out);
-    }
-    return 0;
-  }
-  std::vector<std::string> missing;
-  if (f.family.empty()) missing.push_back("--model");
-  if (f.seq_len == 0) missing.push_back("--seq-len");
-  if (f.global_batch_size == 0) missing.push_back("--global-batch-size");
-  if (f.device.empty()) missing.push_back("--device");
-  if (!missing.empty()) {
-    return Fail(absl::InvalidArgumentError(
-                    absl::StrCat("missing ", absl::StrJoin(missing, ", "), " (or --list-devices)")),
-                err);
-  }
-  if (f.strategy.empty() == (f.top == 0)) {
-    return Fail(absl::InvalidArgumentError("give exactly one of --strategy TEXT and --top K"), err);
-  }
-  absl::StatusOr<CatalogDevice> device = catalog->Get(f.device);
-  if (!device.ok()) return Fail(device.status(), err);
-  absl::StatusOr<ModelSpec> model = Model(f);
-  if (!model.ok()) return Fail(model.status(), err);
-  EstimateRequest request;
-  request.model = *std::move(model);
-  request.seq_len = f.seq_len;
-  request.global_batch_size = f.global_batch_size;
-  request.world_size = f.world_size;
-  request.device = *device;
-  request.devices_per_node = f.devices_per_node;
-  const int per_node = f.devices_per_node > 0 ? f.devices_per_node : device->spec.devices_per_node;
-
-  std::vector<StrategyEstimate> estimates;
-  absl::StatusOr<TopEstimate> top;
-  if (!f.strategy.empty()) {
-    absl::StatusOr<Strategy> s = StrategyFlag(f);
-    if (!s.ok()) return Fail(s.status(), err);
-    absl::StatusOr<StrategyEstimate> e = EstimateStrategy(request, *s);
-    if (!e.ok()) return Fail(e.status(), err);
-    estimates.push_back(*std::move(e));
-  } else {
-    top = EstimateTop(request, f.top);
-    if (!top.ok()) return Fail(top.status(), err);
-    estimates = top->best;
-  }
-
+  absl::StatusOr<v1::EstimateRequest> request = RequestOf(f);
+  if (!request.ok()) return Fail(request.status(), err);
+  absl::StatusOr<EstimateReport> report = Estimate(*request);
+  if (!report.ok()) return Fail(report.status(), err);
   if (json_out) {
-    json doc = {
-        {"device", DeviceJson(*device)},
-        {"devices_per_node", per_node},
-        {"world_size", f.world_size},
-        {"model",
-         {{"family", request.model.family}, {"parameters", request.model.ParameterCount()}}},
-        {"seq_len", f.seq_len},
-        {"global_batch_size", f.global_batch_size}};
-    json list = json::array();
-    for (const StrategyEstimate& e : estimates) list.push_back(EstimateJson(e));
-    doc["strategies"] = std::move(list);
-    if (top.ok() && f.strategy.empty()) {
-      doc["candidates"] = top->candidates;
-      doc["fitting"] = top->fitting;
-      json ruled_out = json::array();
-      for (const RuledOut& r : top->ruled_out) {
-        ruled_out.push_back({{"kind", r.kind},
-                             {"count", r.count},
-                             {"example", StrategyToText(r.example)},
-                             {"example_reason", r.example_reason}});
-      }
-      doc["ruled_out"] = std::move(ruled_out);
-    }
-    out << doc.dump(2) << "\n";
+    out << EstimateReportJson(*report).dump(2) << "\n";
+  } else if (report->list_devices) {
+    PrintDevices(report->catalog, out);
   } else {
+    const EstimateRequest& r = report->request;
     out << absl::StrFormat(
         "%s, %.2fB parameters, seq %d, global batch %d on %d x %s (%s GiB, %d a node): %s\n",
-        request.model.family, request.model.ParameterCount() / 1e9, f.seq_len, f.global_batch_size,
-        f.world_size, device->name, GiB(device->spec.memory_bytes), per_node,
-        f.strategy.empty() ? absl::StrCat("the ", estimates.size(), " fastest that fit")
-                           : "the strategy given");
-    if (!estimates.empty()) PrintEstimates(estimates, out);
-    if (top.ok() && f.strategy.empty()) {
-      out << absl::StrFormat("%d candidates, %d fit.", top->candidates, top->fitting);
-      for (const RuledOut& r : top->ruled_out) {
-        out << absl::StrFormat(" Ruled out: %d %s (e.g. %s: %s).", r.count, r.kind,
-                               StrategyToText(r.example), r.example_reason);
+        r.model.family, r.model.ParameterCount() / 1e9, r.seq_len, r.global_batch_size,
+        r.world_size, r.device.name, GiB(r.device.spec.memory_bytes), report->devices_per_node,
+        report->top ? absl::StrCat("the ", report->estimates.size(), " fastest that fit")
+                    : "the strategy given");
+    if (!report->estimates.empty()) PrintEstimates(report->estimates, out);
+    if (report->top) {
+      out << absl::StrFormat("%d candidates, %d fit.", report->top->candidates,
+                             report->top->fitting);
+      for (const RuledOut& o : report->top->ruled_out) {
+        out << absl::StrFormat(" Ruled out: %d %s (e.g. %s: %s).", o.count, o.kind,
+                               StrategyToText(o.example), o.example_reason);
       }
       out << "\n";
     }
     out << "Predicted by the cost model's priors, not measured (docs/CLI.md, estimate).\n";
   }
-  if (f.strategy.empty() && estimates.empty()) return kExitNothingRecorded;
+  if (!report->list_devices && report->top && report->estimates.empty()) {
+    return kExitNothingRecorded;
+  }
   return 0;
 }
 

@@ -15,9 +15,7 @@
 #include "export/export_json.h"
 #include "export/exporter.h"
 #include "export/format_registry.h"
-#include "proto/convert.h"
-#include "search/model_overrides.h"
-#include "search/model_spec.h"
+#include "offline/export_request.h"
 
 namespace autoaccel {
 namespace {
@@ -27,21 +25,6 @@ int Fail(const ClientContext& c, const std::string& what, int code) {
   if (c.json) WriteJson(*c.out, ErrorJson(what, code));
   *c.err << "autoaccel: " << what << "\n";
   return code;
-}
-
-// The model of a request's spec (config with its overrides); nullopt for a
-// TorchScript model, whose architecture the export cannot see.
-absl::StatusOr<std::optional<ModelSpec>> ModelOf(const v1::ModelSpec& m) {
-  if (m.family() == "torchscript" || m.config_json().empty()) return std::nullopt;
-  nlohmann::json config = nlohmann::json::parse(m.config_json(), nullptr, false);
-  if (config.is_discarded()) return absl::InvalidArgumentError("model_config: not JSON");
-  ASSIGN_OR_RETURN(
-      ModelSpec spec,
-      ModelSpecWithOverrides(
-          m.family(), std::move(config),
-          std::vector<std::string>(m.overrides().begin(), m.overrides().end()),
-          std::vector<std::string>(m.new_overrides().begin(), m.new_overrides().end())));
-  return spec;
 }
 
 // A table of rows with a name, a value, a status and a note, each column as
@@ -144,16 +127,33 @@ CLI::App* AddExportCommand(CLI::App* app, ExportFlags* f) {
 }
 
 int ExportCommand(const ClientContext& c, const ExportFlags& f) {
-  ExportInput in;
-  in.format = f.format;
-  in.devices_per_node = f.devices_per_node;
+  v1::ExportRequest request;
+  request.set_job_id(f.job_id);
+  request.set_strategy(f.strategy);
+  request.set_world_size(f.world_size);
+  request.set_global_batch_size(f.global_batch_size);
+  request.set_seq_len(f.seq_len);
+  request.set_format(f.format);
+  request.set_devices_per_node(f.devices_per_node);
+  if (!f.model_family.empty()) {
+    v1::ModelSpec* m = request.mutable_model();
+    m->set_family(f.model_family);
+    if (!f.model_config.empty()) {
+      absl::StatusOr<std::string> text =
+          ReadFlagFile("--model-config", f.model_config, int64_t{64} << 20);
+      if (!text.ok()) return Fail(c, std::string(text.status().message()), kExitBadInput);
+      m->set_config_json(*std::move(text));
+    }
+    for (const std::string& o : f.overrides) m->add_overrides(o);
+  }
+  std::optional<v1::Job> job;
   if (!f.job_id.empty()) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(c.rpc_timeout));
     v1::GetJobRequest req;
     req.set_job_id(f.job_id);
-    v1::Job job;
-    grpc::Status s = c.stub->GetJob(&ctx, req, &job);
+    job.emplace();
+    grpc::Status s = c.stub->GetJob(&ctx, req, &*job);
     if (!s.ok()) {
       return Fail(c,
                   s.error_code() == grpc::StatusCode::NOT_FOUND
@@ -162,67 +162,19 @@ int ExportCommand(const ClientContext& c, const ExportFlags& f) {
                                      s.error_message()),
                   1);
     }
-    if (in.format.empty()) in.format = job.launcher().format();
-    if (in.format.empty()) {
-      return Fail(c,
-                  absl::StrCat("--format: missing (job ", f.job_id,
-                               job.has_launcher() ? "'s launcher has no export format"
-                                                  : " ran the engine's trials, not a launcher's",
-                               "; give the framework, e.g. --format deepspeed)"),
-                  kExitBadInput);
-    }
-    if (!job.has_best() || !job.best().has_strategy()) {
-      const std::string what =
-          absl::StrCat("job ", f.job_id, " (", job.state(), ") has no best strategy to export yet");
-      if (c.json) WriteJson(*c.out, NoStrategyJson(what));
-      *c.err << "autoaccel: " << what << "\n";
-      return kExitNothingRecorded;
-    }
-    absl::StatusOr<Strategy> best = FromProto(job.best().strategy());
-    if (!best.ok()) return Fail(c, std::string(best.status().message()), 1);
-    in.strategy = *best;
-    const v1::TuneRequest& r = job.request();
-    in.world_size = r.world_size() > 0 ? r.world_size() : 1;
-    in.global_batch_size = r.global_batch_size();
-    in.seq_len = r.seq_len();
-    absl::StatusOr<std::optional<ModelSpec>> model = ModelOf(r.model());
-    if (model.ok()) in.model = *model;  // else: export without the model's flags
-  } else if (!f.strategy.empty()) {
-    if (in.format.empty()) {
-      return Fail(c, "--format: missing (the framework, e.g. --format deepspeed)", kExitBadInput);
-    }
-    absl::StatusOr<Strategy> s = ParseStrategyText(f.strategy);
-    if (!s.ok()) return Fail(c, absl::StrCat("--strategy: ", s.status().message()), kExitBadInput);
-    in.strategy = *s;
-    if (f.world_size < 1 || f.global_batch_size < 1 || f.seq_len < 1) {
-      return Fail(c,
-                  "--strategy needs --world-size W, --global-batch-size B and --seq-len N "
-                  "(positive)",
-                  kExitBadInput);
-    }
-    in.world_size = f.world_size;
-    in.global_batch_size = f.global_batch_size;
-    in.seq_len = f.seq_len;
-    if (!f.model_family.empty()) {
-      if (f.model_config.empty()) {
-        return Fail(c, absl::StrCat("--model ", f.model_family, " needs --model-config FILE"),
-                    kExitBadInput);
-      }
-      absl::StatusOr<std::string> text =
-          ReadFlagFile("--model-config", f.model_config, int64_t{64} << 20);
-      if (!text.ok()) return Fail(c, std::string(text.status().message()), kExitBadInput);
-      v1::ModelSpec m;
-      m.set_family(f.model_family);
-      m.set_config_json(*std::move(text));
-      for (const std::string& o : f.overrides) m.add_overrides(o);
-      absl::StatusOr<std::optional<ModelSpec>> model = ModelOf(m);
-      if (!model.ok()) return Fail(c, std::string(model.status().message()), kExitBadInput);
-      in.model = *model;
-    }
-  } else {
-    return Fail(c, "export needs --job JOB_ID or --strategy TEXT", kExitBadInput);
   }
-
+  absl::StatusOr<ExportInput> input = ExportInputOf(request, job ? &*job : nullptr);
+  if (absl::IsFailedPrecondition(input.status())) {  // no best yet
+    const std::string what(input.status().message());
+    if (c.json) WriteJson(*c.out, NoStrategyJson(what));
+    *c.err << "autoaccel: " << what << "\n";
+    return kExitNothingRecorded;
+  }
+  if (!input.ok()) {
+    return Fail(c, std::string(input.status().message()),
+                absl::IsInvalidArgument(input.status()) ? kExitBadInput : 1);
+  }
+  const ExportInput& in = *input;
   absl::StatusOr<ExportResult> r = Export(in);
   if (!r.ok()) {
     return Fail(c, std::string(r.status().message()),
@@ -232,7 +184,7 @@ int ExportCommand(const ClientContext& c, const ExportFlags& f) {
   if (r->rejected()) {
     if (c.json) *c.out << ExportResultToJson(*r).dump(2) << "\n";
     PrintFidelity(human, *r);
-    *c.err << "autoaccel: " << f.format
+    *c.err << "autoaccel: " << in.format
            << " rejects this strategy (rows marked rejected); nothing written\n";
     return kExitBadInput;
   }

@@ -10,6 +10,9 @@
 #include "common/grpc_status.h"
 #include "common/job_state.h"
 #include "common/status_macros.h"
+#include "export/export_json.h"
+#include "offline/estimate_report.h"
+#include "offline/export_request.h"
 #include "server/request_limits.h"
 #include "server/strategy_queries.h"
 
@@ -277,6 +280,38 @@ grpc::ServerUnaryReactor* TuningServiceImpl::GetTrialLogs(grpc::CallbackServerCo
           return;
         }
         logs_->Fetch(request, std::move(finish));
+      });
+}
+
+grpc::ServerUnaryReactor* TuningServiceImpl::Export(grpc::CallbackServerContext* ctx, const Raw* in,
+                                                    Raw* out) {
+  return ParsedUnary<v1::ExportRequest, v1::ExportAnswer>(
+      ctx, in, out,
+      [&](const v1::ExportRequest& request, v1::ExportAnswer* response) -> absl::Status {
+        std::optional<v1::Job> job;
+        if (!request.job_id().empty()) {
+          RETURN_IF_ERROR(JobCaller(ctx, request.job_id()).status());
+          ASSIGN_OR_RETURN(job, manager_->GetJob(request.job_id()));
+        } else {
+          RETURN_IF_ERROR(auth_->User(*ctx).status());
+        }
+        ASSIGN_OR_RETURN(const ExportInput input, ExportInputOf(request, job ? &*job : nullptr));
+        ASSIGN_OR_RETURN(const ExportResult result, ::autoaccel::Export(input));
+        response->set_result_json(ExportResultToJson(result).dump(
+            -1, ' ', false, nlohmann::json::error_handler_t::replace));
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* TuningServiceImpl::Estimate(grpc::CallbackServerContext* ctx,
+                                                      const Raw* in, Raw* out) {
+  return ParsedUnary<v1::EstimateRequest, v1::EstimateAnswer>(
+      ctx, in, out,
+      [&](const v1::EstimateRequest& request, v1::EstimateAnswer* response) -> absl::Status {
+        RETURN_IF_ERROR(auth_->User(*ctx).status());
+        ASSIGN_OR_RETURN(const EstimateReport report, ::autoaccel::Estimate(request));
+        response->set_result_json(EstimateReportJson(report).dump());
+        return absl::OkStatus();
       });
 }
 

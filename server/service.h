@@ -3,7 +3,8 @@
 // (server/auth.h), check that a job is theirs, call the JobManager (or the
 // strategy database's queries) and map its absl::Status. Every user RPC
 // answers UNAUTHENTICATED without a valid token (when tokens are required);
-// GetJob, WatchJob, CancelJob, ListTrials and GetTrialLogs answer PERMISSION_DENIED for
+// GetJob, WatchJob, CancelJob, ListTrials, GetTrialLogs and Export of a job answer
+// PERMISSION_DENIED for
 // another user's job; ListJobs lists the caller's own jobs (an admin's: every
 // job). The strategy database and the worker list are readable by every
 // user. With users, each may hold at most Limit::kJobsPerUser unfinished jobs
@@ -40,7 +41,9 @@ using RawTuningService =
                v1::TuningService::WithRawCallbackMethod_QueryStrategies,
                v1::TuningService::WithRawCallbackMethod_ListStrategies,
                v1::TuningService::WithRawCallbackMethod_ListWorkers,
-               v1::TuningService::WithRawCallbackMethod_GetTrialLogs>;
+               v1::TuningService::WithRawCallbackMethod_GetTrialLogs,
+               v1::TuningService::WithRawCallbackMethod_Export,
+               v1::TuningService::WithRawCallbackMethod_Estimate>;
 using RawWorkerRegistry =
     RawMethods<v1::WorkerRegistry::Service, v1::WorkerRegistry::WithRawCallbackMethod_Register,
                v1::WorkerRegistry::WithRawCallbackMethod_Heartbeat,
@@ -84,6 +87,12 @@ class TuningServiceImpl final : public RawTuningService {
   // Answers when the worker has (server/trial_logs.h).
   grpc::ServerUnaryReactor* GetTrialLogs(grpc::CallbackServerContext* ctx, const Raw* request,
                                          Raw* response) override;
+  // offline/export_request.h, offline/estimate_report.h: computed here,
+  // nothing runs.
+  grpc::ServerUnaryReactor* Export(grpc::CallbackServerContext* ctx, const Raw* request,
+                                   Raw* response) override;
+  grpc::ServerUnaryReactor* Estimate(grpc::CallbackServerContext* ctx, const Raw* request,
+                                     Raw* response) override;
 
  private:
   // The caller, if they may act on job `job_id`.

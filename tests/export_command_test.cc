@@ -128,7 +128,7 @@ TEST_F(ExportCommandTest, RejectedAndInvalidInputExitTwo) {
   f.format = "deepspeed";
   f.strategy = "mbs=1,ga=1,precision=fp8";
   EXPECT_EQ(ExportCommand(c_, f), kExitBadInput);
-  EXPECT_THAT(err_.str(), HasSubstr("--strategy: strategy.precision"));
+  EXPECT_THAT(err_.str(), HasSubstr("strategy: strategy.precision"));
 }
 
 TEST_F(ExportCommandTest, MegatronPrintsTheArchitectureAfterTheFidelityTable) {

@@ -109,6 +109,25 @@ class ServiceAuthTest : public ::testing::Test {
     return codes;
   }
 
+  // A deepspeed export of job `job_id`'s best, or of a strategy without one.
+  static v1::ExportRequest ExportOf(const std::string& job_id) {
+    v1::ExportRequest r;
+    r.set_job_id(job_id);
+    if (job_id.empty()) {
+      r.set_strategy("mbs=4");
+      r.set_world_size(1);
+      r.set_global_batch_size(4);
+      r.set_seq_len(16);
+    }
+    r.set_format("deepspeed");
+    return r;
+  }
+  grpc::Status ExportCall(const std::string& token, const std::string& job_id) {
+    grpc::ClientContext ctx;
+    v1::ExportAnswer answer;
+    return Tuning(token)->Export(&ctx, ExportOf(job_id), &answer);
+  }
+
   // GetTrialLogs of the job's first trial as `token`.
   grpc::Status LogsCall(const std::string& token, const std::string& job_id) {
     grpc::ClientContext ctx;
@@ -157,6 +176,18 @@ TEST_F(ServiceAuthTest, EveryUserRpcWithoutAValidTokenIsUnauthenticated) {
       v1::ListWorkersResponse resp;
       calls.emplace_back("ListWorkers", stub->ListWorkers(&ctx, v1::ListWorkersRequest(), &resp));
     }
+    {
+      grpc::ClientContext ctx;
+      v1::EstimateRequest r;
+      r.set_list_devices(true);
+      v1::EstimateAnswer resp;
+      calls.emplace_back("Estimate", stub->Estimate(&ctx, r, &resp));
+    }
+    {
+      grpc::ClientContext ctx;
+      v1::ExportAnswer resp;
+      calls.emplace_back("Export", stub->Export(&ctx, ExportOf(""), &resp));
+    }
     for (const auto& [name, status] : calls) {
       EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << name << " " << token;
     }
@@ -176,12 +207,17 @@ TEST_F(ServiceAuthTest, AUserSeesAndCancelsOnlyTheirOwnJobsAndAnAdminAll) {
   const std::string job_id = AliceJob();
   EXPECT_THAT(JobCalls(kCarol, job_id), ::testing::Each(grpc::StatusCode::PERMISSION_DENIED));
   EXPECT_EQ(LogsCall(kCarol, job_id).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(ExportCall(kCarol, job_id).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(ExportCall(kCarol, "").ok()) << "a strategy's export is anyone's";
   EXPECT_EQ(manager_->GetJob(job_id)->state(), "QUEUED");
   // Alice and the admin get past the check: the queued job has no trial yet.
   for (const char* token : {kAlice, kAdmin}) {
     grpc::Status logs = LogsCall(token, job_id);
     EXPECT_EQ(logs.error_code(), grpc::StatusCode::NOT_FOUND) << token;
     EXPECT_THAT(logs.error_message(), HasSubstr("has no trial #0")) << token;
+    grpc::Status exported = ExportCall(token, job_id);
+    EXPECT_EQ(exported.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << token;
+    EXPECT_THAT(exported.error_message(), HasSubstr("has no best strategy to export yet"));
   }
   {
     grpc::ClientContext ctx;

@@ -18,14 +18,13 @@ import json
 import logging
 import os
 import random
-import tempfile
 import time
 from datetime import timedelta
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import grpc
 
-from autoaccel import _cli, errors
+from autoaccel import errors
 from autoaccel._convert import from_json, from_message
 from autoaccel._proto import autoaccel_pb2 as pb
 from autoaccel._proto import autoaccel_pb2_grpc as pb_grpc
@@ -313,22 +312,22 @@ class Client:
     sent as a bearer token with every call; `tls_ca` (else $AUTOACCEL_TLS_CA),
     a PEM file of CA certificates: connect over TLS trusting them (otherwise
     plaintext). `timeout`: seconds each call waits for its answer (a watch
-    has its own). `cli`: the `autoaccel` binary that `export` and `estimate`
-    run (else $AUTOACCEL_CLI, else `autoaccel` on PATH).
+    has its own). Every method asks the coordinator, `export` and `estimate`
+    included (it computes them; nothing runs), so no `autoaccel` CLI is
+    needed.
 
-    Nothing connects until the first call, so a Client for `estimate` alone
-    needs no coordinator. Use it as a context manager, or `close()` it.
+    Nothing connects until the first call. Use it as a context manager, or
+    `close()` it.
     """
 
     def __init__(self, address: Optional[str] = None, *, token: Optional[str] = None,
                  token_file: Optional[PathLike] = None, tls_ca: Optional[PathLike] = None,
-                 timeout: Seconds = DEFAULT_TIMEOUT_S, cli: Optional[PathLike] = None):
+                 timeout: Seconds = DEFAULT_TIMEOUT_S):
         self.address = address or os.environ.get("AUTOACCEL_SERVER") or DEFAULT_SERVER
         self._token = _resolve_token(token, token_file)
         ca = tls_ca if tls_ca is not None else os.environ.get("AUTOACCEL_TLS_CA") or None
         self._tls_ca = os.path.abspath(os.fspath(ca)) if ca else None
         self.timeout = _seconds(timeout)
-        self._cli = os.fspath(cli) if cli is not None else None
         # The channel retries the coordinator as often as a watch does.
         options = [("grpc.initial_reconnect_backoff_ms", int(_BACKOFF_INITIAL_S * 1000)),
                    ("grpc.min_reconnect_backoff_ms", int(_BACKOFF_INITIAL_S * 1000)),
@@ -492,69 +491,50 @@ class Client:
                         reply.coordinator_insecure)
         return [from_message(Worker, w) for w in reply.workers]
 
-    # ---- Through the CLI ------------------------------------------------------
-
-    def _run_cli(self, args: List[str], timeout: Optional[float] = None):
-        env = {"AUTOACCEL_SERVER": self.address}
-        if self._token:
-            env["AUTOACCEL_TOKEN"] = self._token  # not a flag: flags show in `ps`
-        if self._tls_ca:
-            env["AUTOACCEL_TLS_CA"] = self._tls_ca
-        return _cli.run_json(_cli.find_cli(self._cli), args, env,
-                             timeout if timeout is not None else max(self.timeout, 60.0))
+    # ---- Computed by the coordinator, nothing runs ---------------------------
 
     def export(self, job: Optional[JobRef] = None, *, format: Optional[str] = None,
                strategy: Optional[str] = None, world_size: int = 0,
                global_batch_size: int = 0, seq_len: int = 0, model: Optional[str] = None,
                config: Optional[Config] = None, overrides: Sequence[str] = (),
                devices_per_node: int = 0, out_dir: Optional[PathLike] = None) -> ExportResult:
-        """A strategy as a training framework's configuration (`autoaccel
-        export --json`, run as a subprocess: see the class's `cli`).
+        """A strategy as a training framework's configuration, computed by
+        the coordinator (TuningService.Export, what `autoaccel export --json`
+        prints; no CLI needed).
 
         Either a job's best strategy (`job`; `format` defaults to its
         launcher's) or `strategy` text with `world_size`, `global_batch_size`
-        and `seq_len` (no coordinator needed; `model` with `config` adds the
-        model's flags). `format`: deepspeed, hf-trainer, accelerate,
-        megatron, torchtitan, lightning, atorch, colossalai, flagai, torch, torchrun, torchrun:F.
-        `out_dir`: also write the files there (never replacing one).
+        and `seq_len` (`model` with `config` adds the model's flags).
+        `format`: deepspeed, hf-trainer, accelerate, megatron, torchtitan,
+        lightning, atorch, colossalai, flagai, torch, torchrun, torchrun:F.
+        `out_dir`: also write the files there (created; an existing file is
+        never replaced).
 
         Raises NoStrategyError when the job has no best yet,
         ExportRejectedError when the framework refuses the strategy (its
         `result` has the fidelity rows), InvalidArgumentError for bad input,
         and the coordinator's errors for the job (NotFoundError, ...).
         """
-        args = ["export"]
-        if job is not None:
-            job_id = _job_id(job)
-            self._job_info(job_id)  # the coordinator's own error for a job it refuses
-            args += ["--job", job_id]
-        elif strategy:
-            args += ["--strategy", strategy, "--world-size", str(world_size),
-                     "--global-batch-size", str(global_batch_size), "--seq-len", str(seq_len)]
-        else:
+        if job is None and not strategy:
             raise errors.InvalidArgumentError("export needs a job or strategy= text")
-        if format:
-            args += ["--format", format]
-        if devices_per_node:
-            args += ["--devices-per-node", str(devices_per_node)]
-        if out_dir is not None:
-            args += ["--out", os.fspath(out_dir)]
-        with _ConfigFile(config) as config_path:
-            if model:
-                args += ["--model", model]
-                if config_path:
-                    args += ["--model-config", config_path]
-                for o in overrides:
-                    args += ["--override", o]
-            code, doc = self._run_cli(args)
-        if code == _cli.EXIT_NOTHING_RECORDED:
-            raise errors.NoStrategyError(doc.get("error") or "no best strategy to export yet")
-        result = from_json(ExportResult, doc)
+        request = pb.ExportRequest(
+            job_id=_job_id(job) if job is not None else "", strategy=strategy or "",
+            world_size=world_size, global_batch_size=global_batch_size, seq_len=seq_len,
+            format=format or "", devices_per_node=devices_per_node)
+        if model:
+            request.model.CopyFrom(_model_spec(model, config, overrides, (), None, ""))
+        try:
+            reply = self._call("Export", request)
+        except errors.FailedPreconditionError as e:  # the job has no best yet
+            raise errors.NoStrategyError(str(e)) from None
+        result = from_json(ExportResult, json.loads(reply.result_json))
         if result.rejected:
             rows = ["%s=%s: %s" % (r.dimension, r.value, r.note) for r in result.fidelity
                     if r.status == "rejected"]
             raise errors.ExportRejectedError("%s rejects this strategy (%s); nothing written"
                                              % (result.format, "; ".join(rows)), result)
+        if out_dir is not None:
+            _write_new_files(os.fspath(out_dir), result.files)
         return result
 
     def estimate(self, model: str, *, config: Config, seq_len: int, global_batch_size: int,
@@ -564,8 +544,8 @@ class Client:
                  device_catalog: Optional[PathLike] = None) -> Estimate:
         """Will a strategy fit, and how fast will it go, on `world_size`
         devices of a catalog type (`device`, e.g. "h100-sxm") — the cost
-        model's priors, no coordinator, no GPU (`autoaccel estimate --json`,
-        run as a subprocess: see the class's `cli`).
+        model's priors, computed by the coordinator (TuningService.Estimate,
+        what `autoaccel estimate --json` prints; no GPU, no CLI needed).
 
         Give exactly one of `strategy` (canonical text; a missing ga= makes
         up the global batch) and `top` (the K fastest that fit; none fitting
@@ -573,44 +553,42 @@ class Client:
         devices. Raises InvalidArgumentError for bad input (unknown device,
         unreadable config, a strategy the space refuses).
         """
-        with _ConfigFile(config) as config_path:
-            args = ["estimate", "--model", model, "--model-config", config_path,
-                    "--seq-len", str(seq_len), "--global-batch-size", str(global_batch_size),
-                    "--world-size", str(world_size), "--device", device]
-            if strategy:
-                args += ["--strategy", strategy]
-            if top:
-                args += ["--top", str(top)]
-            if devices_per_node:
-                args += ["--devices-per-node", str(devices_per_node)]
-            if device_catalog is not None:
-                args += ["--device-catalog", os.fspath(device_catalog)]
-            for o in overrides:
-                args += ["--override", o]
-            for o in new_overrides:
-                args += ["--override-new", o]
-            _, doc = self._run_cli(args)
-        return from_json(Estimate, doc)
+        request = pb.EstimateRequest(
+            model=_model_spec(model, config, overrides, new_overrides, None, ""),
+            seq_len=seq_len, global_batch_size=global_batch_size, world_size=world_size,
+            device=device, devices_per_node=devices_per_node, strategy=strategy or "", top=top)
+        if device_catalog is not None:
+            path = os.fspath(device_catalog)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    request.device_catalog_json = f.read()
+            except OSError as e:
+                raise errors.InvalidArgumentError("device_catalog %s: cannot read it (%s)"
+                                                  % (path, e.strerror)) from None
+            request.device_catalog_name = path
+        reply = self._call("Estimate", request)
+        return from_json(Estimate, json.loads(reply.result_json))
 
 
-class _ConfigFile:
-    """A config as a file path for the CLI: the path given, or a temporary
-    file holding a dict (removed on exit); None for no config."""
-
-    def __init__(self, config: Optional[Config]):
-        self._config = config
-        self._temp: Optional[str] = None
-
-    def __enter__(self) -> Optional[str]:
-        if self._config is None:
-            return None
-        if not isinstance(self._config, Mapping):
-            return os.fspath(self._config)
-        fd, self._temp = tempfile.mkstemp(prefix="autoaccel-config-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(_config_text(self._config))
-        return self._temp
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._temp:
-            os.unlink(self._temp)
+def _write_new_files(out_dir: str, files: Mapping[str, str]) -> None:
+    """Writes each file under `out_dir` (created), refusing to replace one."""
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise errors.InvalidArgumentError("out_dir %s: cannot create it (%s)"
+                                          % (out_dir, e.strerror)) from None
+    for name in files:
+        if os.path.exists(os.path.join(out_dir, name)):
+            raise errors.InvalidArgumentError("out_dir: %s exists; an export never replaces a "
+                                              "file" % os.path.join(out_dir, name))
+    for name, content in files.items():
+        path = os.path.join(out_dir, name)
+        try:
+            with open(path, "x", encoding="utf-8") as f:
+                f.write(content)
+        except FileExistsError:
+            raise errors.InvalidArgumentError("out_dir: %s exists; an export never replaces a "
+                                              "file" % path) from None
+        except OSError as e:
+            raise errors.InvalidArgumentError("out_dir: cannot write %s (%s)"
+                                              % (path, e.strerror)) from None

@@ -100,11 +100,6 @@ class ExportRejectedError(AutoaccelError, ValueError):
         self.result = result
 
 
-class CliError(AutoaccelError):
-    """The `autoaccel` CLI (used by `export` and `estimate`) could not be run,
-    or failed in a way no other class describes."""
-
-
 _BY_CODE = {cls.code: cls for cls in (
     InvalidArgumentError, NotFoundError, AlreadyExistsError, UnauthenticatedError,
     PermissionDeniedError, ResourceExhaustedError, FailedPreconditionError, UnavailableError,

@@ -2,10 +2,10 @@
 autoaccel-server and two autoaccel-worker processes on 127.0.0.1 (ports
 picked by the kernel, read back from their "listening on" lines), over TLS
 with users' tokens issued by deploy/tls/make-certs and make-tokens; export
-and estimate through the real CLI.
+and estimate computed by the coordinator (no CLI).
 
-Needs AUTOACCEL_SERVER_BIN, AUTOACCEL_WORKER_BIN and AUTOACCEL_CLI (the
-binaries; the worker finds autoaccel-trial beside itself). With
+Needs AUTOACCEL_SERVER_BIN and AUTOACCEL_WORKER_BIN (the binaries; the
+worker finds autoaccel-trial beside itself). With
 AUTOACCEL_CLIENT_INSTALLED=1 it also checks that it runs the package as pip
 installed it (tests/python.cmake runs it in a fresh virtual environment
 holding only `pip install ./python`).
@@ -27,7 +27,6 @@ from live_daemons import TINY_GPT2, Daemon, free_port
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SERVER = os.environ.get("AUTOACCEL_SERVER_BIN", "")
 WORKER = os.environ.get("AUTOACCEL_WORKER_BIN", "")
-CLI = os.environ.get("AUTOACCEL_CLI", "")
 # Run by CTest: the binaries are given, so none of the tests below may skip.
 INSTALLED = os.environ.get("AUTOACCEL_CLIENT_INSTALLED") == "1"
 # One warm-up and one measured step, timed for at least 0.2 s.
@@ -88,71 +87,8 @@ class PackageTest(unittest.TestCase):
                              {f.name for f in message.DESCRIPTOR.fields}, cls.__name__)
 
 
-@unittest.skipUnless(CLI or INSTALLED, "AUTOACCEL_CLI (the autoaccel binary) not set")
-class OfflineTest(unittest.TestCase):
-    """export of a strategy and estimate: the CLI alone, no coordinator."""
-
-    def setUp(self):
-        # No coordinator listens there: these calls must not need one.
-        self.client = Client("127.0.0.1:9", cli=CLI)
-
-    def test_estimate_ranks_strategies_that_fit_a_catalog_device(self):
-        e = self.client.estimate("gpt2", config=TINY_GPT2, seq_len=16, global_batch_size=8,
-                                 world_size=2, device="h100", top=3)
-        self.assertEqual(e.model["family"], "gpt2")
-        self.assertEqual(e.device["name"], "h100-sxm")
-        self.assertEqual(e.world_size, 2)
-        self.assertTrue(1 <= len(e.strategies) <= 3, e.strategies)
-        self.assertGreaterEqual(e.candidates, e.fitting)
-        speeds = [s.tokens_per_second for s in e.strategies]
-        self.assertEqual(speeds, sorted(speeds, reverse=True))
-        for s in e.strategies:
-            self.assertTrue(s.fits)
-            self.assertGreater(s.memory.total, 0)
-            self.assertEqual(s.strategy_json["data_parallel"] * s.strategy_json["tensor_parallel"]
-                             * s.strategy_json["pipeline_parallel"], 2)
-
-    def test_estimate_of_one_strategy_says_why_it_does_not_fit(self):
-        e = self.client.estimate("gpt2", config=TINY_GPT2, seq_len=16, global_batch_size=4,
-                                 device="h100", strategy="mbs=4,precision=bf16",
-                                 new_overrides=[], overrides=["n_embd=32"])
-        (s,) = e.strategies
-        self.assertTrue(s.fits, s.why_not)
-        self.assertEqual(s.strategy_json["grad_accum_steps"], 1)
-        self.assertIsNone(e.candidates)
-
-    def test_estimate_names_an_unknown_device(self):
-        with self.assertRaises(errors.InvalidArgumentError) as caught:
-            self.client.estimate("gpt2", config=TINY_GPT2, seq_len=16, global_batch_size=4,
-                                 device="no-such-gpu", top=1)
-        self.assertIn("no-such-gpu", str(caught.exception))
-
-    def test_export_writes_a_deepspeed_config_for_a_strategy(self):
-        out = tempfile.mkdtemp(prefix="autoaccel-export-")
-        self.addCleanup(shutil.rmtree, out)
-        r = self.client.export(strategy="dp=2,tp=1,pp=1,sharding=zero1,mbs=2,ga=2,precision=bf16",
-                               world_size=2, global_batch_size=8, seq_len=16, format="deepspeed",
-                               out_dir=os.path.join(out, "ds"))
-        self.assertEqual(r.format, "deepspeed")
-        self.assertEqual(r.nproc_per_node, 2)
-        ds = json.loads(r.files["ds_config.json"])
-        self.assertEqual(ds["zero_optimization"]["stage"], 1)
-        self.assertEqual(ds["train_micro_batch_size_per_gpu"], 2)
-        with open(os.path.join(out, "ds", "ds_config.json"), encoding="utf-8") as f:
-            self.assertEqual(json.load(f), ds)
-        self.assertIn("deepspeed", r.command)
-        self.assertTrue(all(row.status in ("exact", "approximated", "not_expressible")
-                            for row in r.fidelity), r.fidelity)
-
-    def test_export_refuses_bad_strategy_text(self):
-        with self.assertRaises(errors.InvalidArgumentError) as caught:
-            self.client.export(strategy="mbs=two", world_size=1, global_batch_size=4, seq_len=16,
-                               format="deepspeed")
-        self.assertIn("mbs", str(caught.exception))
-
-
-@unittest.skipUnless((SERVER and WORKER and CLI) or INSTALLED,
-                     "AUTOACCEL_SERVER_BIN, AUTOACCEL_WORKER_BIN and AUTOACCEL_CLI not set")
+@unittest.skipUnless((SERVER and WORKER) or INSTALLED,
+                     "AUTOACCEL_SERVER_BIN and AUTOACCEL_WORKER_BIN not set")
 class LiveClusterTest(unittest.TestCase):
     """A coordinator with TLS and tokens (alice, carol, root the admin), and
     workers w1 and w2 with one CPU slot each."""
@@ -207,10 +143,87 @@ class LiveClusterTest(unittest.TestCase):
         """A client of `user` (their token file), trusting the cluster's CA."""
         if user is not None:
             kwargs["token_file"] = "%s/%s.token" % (cls.dir, user)
-        return Client(cls.address, tls_ca=cls.dir + "/ca.pem", cli=CLI, **kwargs)
+        return Client(cls.address, tls_ca=cls.dir + "/ca.pem", **kwargs)
 
     def logs(self):
         return "\n".join(d.output() for d in self.daemons)
+
+    # export and estimate: computed by the coordinator, no CLI.
+
+    def test_estimate_ranks_strategies_that_fit_a_catalog_device(self):
+        e = self.alice.estimate("gpt2", config=TINY_GPT2, seq_len=16, global_batch_size=8,
+                                 world_size=2, device="h100", top=3)
+        self.assertEqual(e.model["family"], "gpt2")
+        self.assertEqual(e.device["name"], "h100-sxm")
+        self.assertEqual(e.world_size, 2)
+        self.assertTrue(1 <= len(e.strategies) <= 3, e.strategies)
+        self.assertGreaterEqual(e.candidates, e.fitting)
+        speeds = [s.tokens_per_second for s in e.strategies]
+        self.assertEqual(speeds, sorted(speeds, reverse=True))
+        for s in e.strategies:
+            self.assertTrue(s.fits)
+            self.assertGreater(s.memory.total, 0)
+            self.assertEqual(s.strategy_json["data_parallel"] * s.strategy_json["tensor_parallel"]
+                             * s.strategy_json["pipeline_parallel"], 2)
+
+    def test_estimate_of_one_strategy_says_why_it_does_not_fit(self):
+        e = self.alice.estimate("gpt2", config=TINY_GPT2, seq_len=16, global_batch_size=4,
+                                 device="h100", strategy="mbs=4,precision=bf16",
+                                 new_overrides=[], overrides=["n_embd=32"])
+        (s,) = e.strategies
+        self.assertTrue(s.fits, s.why_not)
+        self.assertEqual(s.strategy_json["grad_accum_steps"], 1)
+        self.assertIsNone(e.candidates)
+
+    def test_estimate_names_an_unknown_device(self):
+        with self.assertRaises(errors.InvalidArgumentError) as caught:
+            self.alice.estimate("gpt2", config=TINY_GPT2, seq_len=16, global_batch_size=4,
+                                 device="no-such-gpu", top=1)
+        self.assertIn("no-such-gpu", str(caught.exception))
+
+    def test_export_writes_a_deepspeed_config_for_a_strategy(self):
+        out = tempfile.mkdtemp(prefix="autoaccel-export-")
+        self.addCleanup(shutil.rmtree, out)
+        r = self.alice.export(strategy="dp=2,tp=1,pp=1,sharding=zero1,mbs=2,ga=2,precision=bf16",
+                               world_size=2, global_batch_size=8, seq_len=16, format="deepspeed",
+                               out_dir=os.path.join(out, "ds"))
+        self.assertEqual(r.format, "deepspeed")
+        self.assertEqual(r.nproc_per_node, 2)
+        ds = json.loads(r.files["ds_config.json"])
+        self.assertEqual(ds["zero_optimization"]["stage"], 1)
+        self.assertEqual(ds["train_micro_batch_size_per_gpu"], 2)
+        with open(os.path.join(out, "ds", "ds_config.json"), encoding="utf-8") as f:
+            self.assertEqual(json.load(f), ds)
+        self.assertIn("deepspeed", r.command)
+        self.assertTrue(all(row.status in ("exact", "approximated", "not_expressible")
+                            for row in r.fidelity), r.fidelity)
+
+    def test_export_refuses_bad_strategy_text(self):
+        with self.assertRaises(errors.InvalidArgumentError) as caught:
+            self.alice.export(strategy="mbs=two", world_size=1, global_batch_size=4, seq_len=16,
+                               format="deepspeed")
+        self.assertIn("mbs", str(caught.exception))
+
+    def test_estimate_and_export_need_a_token_as_every_call(self):
+        anonymous = self.client()
+        with self.assertRaises(errors.UnauthenticatedError):
+            anonymous.estimate("gpt2", config=TINY_GPT2, seq_len=16, global_batch_size=4,
+                               device="h100", top=1)
+        with self.assertRaises(errors.UnauthenticatedError):
+            anonymous.export(strategy="mbs=4", world_size=1, global_batch_size=4, seq_len=16,
+                             format="deepspeed")
+
+    def test_export_never_replaces_a_file_in_out_dir(self):
+        out = tempfile.mkdtemp(prefix="autoaccel-export-")
+        self.addCleanup(shutil.rmtree, out)
+        with open(os.path.join(out, "ds_config.json"), "w", encoding="utf-8") as f:
+            f.write("mine")
+        with self.assertRaises(errors.InvalidArgumentError) as caught:
+            self.alice.export(strategy="mbs=4", world_size=1, global_batch_size=4, seq_len=16,
+                              format="deepspeed", out_dir=out)
+        self.assertIn("ds_config.json exists", str(caught.exception))
+        with open(os.path.join(out, "ds_config.json"), encoding="utf-8") as f:
+            self.assertEqual(f.read(), "mine")
 
     def test_a_job_streams_its_trials_to_the_end_and_its_answer_is_recorded(self):
         job = self.alice.tune("gpt2", config=TINY_GPT2, time_limit=120, max_trials=2, force=True,
@@ -261,8 +274,8 @@ class LiveClusterTest(unittest.TestCase):
         self.assertIsNone(self.alice.best("gpt2", config=TINY_GPT2, seq_len=16,
                                           global_batch_size=8))
 
-        # The job's best as DeepSpeed's config, through the CLI with alice's
-        # credentials.
+        # The job's best as DeepSpeed's config, computed by the coordinator
+        # for alice.
         exported = self.alice.export(job, format="deepspeed")
         ds = json.loads(exported.files["ds_config.json"])
         self.assertEqual(ds["train_micro_batch_size_per_gpu"], best.strategy.micro_batch_size)
@@ -287,6 +300,8 @@ class LiveClusterTest(unittest.TestCase):
         self.assertTrue(caught.exception.message)
         with self.assertRaises(errors.PermissionDeniedError):
             carol.job(job.id)
+        with self.assertRaises(errors.PermissionDeniedError):
+            carol.export(job, format="deepspeed")
         self.assertNotIn(job.id, [j.job_id for j in carol.jobs()])
         # The admin sees it.
         self.assertEqual(self.client("root").job(job.id).info.owner, "alice")
