@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -21,14 +22,48 @@ torch::nn::Linear MakeLinear(int64_t in, int64_t out, bool bias) {
 
 torch::nn::Linear NoBiasLinear(int64_t in, int64_t out) { return MakeLinear(in, out, false); }
 
-// The rotary frequencies of `spec` for a rotary size of `dim`, [dim / 2]
-// fp32: theta^(-2i/dim), then the rope type's scaling.
-torch::Tensor InverseFrequencies(const ModelSpec& spec, int64_t dim, const torch::Device& device) {
+// theta^(-2i/dim) for i < dim / 2, [dim / 2] fp32.
+torch::Tensor BaseFrequencies(double theta, int64_t dim, const torch::TensorOptions& options) {
+  return at::pow(theta, torch::arange(0, dim, 2, options) / double(dim)).reciprocal();
+}
+
+// YaRN's dimension that turns `rotations` times over `original` positions
+// (transformers' find_correction_dim).
+double YarnCorrectionDim(double rotations, int64_t dim, double theta, double original) {
+  return dim * std::log(original / (rotations * 2 * M_PI)) / (2 * std::log(theta));
+}
+
+// The rotary frequencies of `spec` for a rotary size of `dim` in a forward
+// of T positions, [dim / 2] fp32: theta^(-2i/dim), scaled by the rope type
+// as transformers 5.23's modeling_rope_utils.py (search/model_spec.h).
+torch::Tensor InverseFrequencies(const ModelSpec& spec, int64_t dim, int64_t T,
+                                 const torch::Device& device) {
   const auto options = torch::TensorOptions().dtype(torch::kFloat).device(device);
-  torch::Tensor inv_freq =
-      at::pow(spec.rope_theta, torch::arange(0, dim, 2, options) / double(dim)).reciprocal();
-  if (spec.rope_type == "linear") return inv_freq / spec.rope_factor;
-  if (spec.rope_type != "llama3") return inv_freq;
+  const std::string& type = spec.rope_type;
+  // theta, or dynamic NTK's base grown with T (past max_position_embeddings).
+  const torch::Tensor inv_freq = BaseFrequencies(spec.RopeBase(T), dim, options);
+  if (type == "linear") return inv_freq / spec.rope_factor;
+  if (type == "longrope") {
+    // Long factors when the forward is longer than the pretraining length.
+    const std::vector<double>& factors =
+        T > spec.rope_original_max_positions ? spec.rope_long_factor : spec.rope_short_factor;
+    return inv_freq / torch::tensor(factors, torch::kDouble).to(options);
+  }
+  if (type == "yarn") {
+    // Dimensions turning more than beta_fast times over the pretraining
+    // length keep theta's frequency, fewer than beta_slow times are divided
+    // by `factor`, a linear ramp between.
+    const double original = spec.rope_original_max_positions;
+    double low = YarnCorrectionDim(spec.rope_beta_fast, dim, spec.rope_theta, original);
+    double high = YarnCorrectionDim(spec.rope_beta_slow, dim, spec.rope_theta, original);
+    if (spec.rope_truncate) low = std::floor(low), high = std::ceil(high);
+    low = std::max(low, 0.0), high = std::min(high, double(dim - 1));
+    if (low == high) high += 0.001;  // as transformers: no zero-width ramp
+    const torch::Tensor kept =
+        1 - torch::clamp((torch::arange(dim / 2, options) - low) / (high - low), 0, 1);
+    return (inv_freq / spec.rope_factor) * (1 - kept) + inv_freq * kept;
+  }
+  if (type != "llama3") return inv_freq;
   // Llama 3.1: wavelengths longer than original / low_freq_factor are
   // stretched by `factor`, shorter than original / high_freq_factor kept,
   // and those between interpolated linearly in original / wavelength.
@@ -44,14 +79,17 @@ torch::Tensor InverseFrequencies(const ModelSpec& spec, int64_t dim, const torch
 }
 
 // cos and sin of the rotary angles, [T, dim] fp32: position t, pair i
-// (dimensions i and i + dim/2) turns by t * inv_freq[i].
+// (dimensions i and i + dim/2) turns by t * inv_freq[i]; both times the
+// rope type's attention factor (yarn, longrope; 1 for the others).
 std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(int64_t T, const ModelSpec& spec, int64_t dim,
                                                      const torch::Device& device) {
-  const torch::Tensor inv_freq = InverseFrequencies(spec, dim, device);
+  const torch::Tensor inv_freq = InverseFrequencies(spec, dim, T, device);
   const torch::Tensor angles =
       torch::arange(T, inv_freq.options()).unsqueeze(1) * inv_freq.unsqueeze(0);
   const torch::Tensor both_halves = torch::cat({angles, angles}, /*dim=*/-1);
-  return {both_halves.cos(), both_halves.sin()};
+  if (spec.rope_attention_factor == 1.0) return {both_halves.cos(), both_halves.sin()};
+  return {both_halves.cos() * spec.rope_attention_factor,
+          both_halves.sin() * spec.rope_attention_factor};
 }
 
 // [x1, x2] -> [-x2, x1] over the last dimension's halves.
@@ -315,7 +353,7 @@ torch::Tensor DecoderImpl::Logits(const torch::Tensor& tokens, const RunOptions&
 }
 
 torch::Tensor DecoderImpl::Embed(const torch::Tensor& tokens, const RunOptions& options) {
-  TORCH_CHECK(tokens.size(1) <= spec().n_positions, "sequence length ", tokens.size(1),
+  TORCH_CHECK(tokens.size(1) <= spec().MaxSeqLen(), "sequence length ", tokens.size(1),
               " exceeds max_position_embeddings ", spec().n_positions);
   torch::Tensor x = VocabParallelEmbedding(tokens, embed_tokens_->weight, options.tp);
   if (spec().Info().gemma_norm) {

@@ -23,7 +23,7 @@
 //   (q_norm, k_norm) before the rotary embedding; rotary position embedding
 //   on q and k with transformers' rotate_half convention over the first
 //   HeadDim() * partial_rotary_factor dimensions (frequencies
-//   rope_theta^(-2i/d), scaled for rope_type linear or llama3); scores scaled
+//   rope_theta^(-2i/d), scaled by rope_type: model_spec.h); scores scaled
 //   by 1/sqrt(query_pre_attn_scalar or head size), soft-capped
 //   (attn_logit_softcapping), causal, and on sliding layers limited to the
 //   last sliding_window positions (AttentionShape).

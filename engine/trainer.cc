@@ -55,7 +55,7 @@ absl::Status ValidateTrialSpec(const TrialSpec& spec) {
   const ModelSpec& m = spec.model;
   RETURN_IF_ERROR(m.Validate());
   if (spec.seq_len <= 0) return absl::InvalidArgumentError("seq_len: must be positive");
-  if (spec.seq_len > m.n_positions) {
+  if (spec.seq_len > m.MaxSeqLen()) {
     return absl::InvalidArgumentError(absl::StrCat("seq_len: ", spec.seq_len,
                                                    " exceeds the model's ", m.MaxPositionsKey(),
                                                    " (", m.n_positions, ")"));

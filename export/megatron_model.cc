@@ -283,6 +283,44 @@ class MegatronModel {
                          "it to GPTModel (seq_len_interpolation_factor): pass it in code"
                        : "Megatron's --rotary-seq-len-interpolation-factor is an integer: pass "
                          "GPTModel seq_len_interpolation_factor in code");
+    } else if (m_.rope_type == "dynamic") {
+      const std::string value = absl::StrCat("dynamic, factor ", Num(f));
+      const double base = m_.RopeBase(seq_len_);
+      if (base == m_.rope_theta) {
+        Row("rope_scaling", value, kExact,
+            absl::StrCat("dynamic NTK scaling starts past max_position_embeddings (",
+                         m_.n_positions, "): at seq_len ", seq_len_,
+                         " the frequencies are rope_theta's, as --rotary-base builds"));
+      } else {
+        Row("rope_scaling", value, kNotExpressible,
+            absl::StrCat("rope_type dynamic: Megatron's RotaryEmbedding has no dynamic NTK "
+                         "scaling; at seq_len ",
+                         seq_len_, " transformers rotates with base ", Num(base),
+                         " (the grown base), which --rotary-base (an integer) cannot carry: set "
+                         "the rotary embedding's base in code"));
+      }
+    } else if (m_.rope_type == "yarn") {
+      Row("rope_scaling",
+          absl::StrCat("yarn, factor ", Num(f), ", beta_fast ", Num(m_.rope_beta_fast),
+                       ", beta_slow ", Num(m_.rope_beta_slow), ", original ",
+                       m_.rope_original_max_positions, ", attention_factor ",
+                       Num(m_.rope_attention_factor), m_.rope_truncate ? "" : ", not truncated"),
+          kNotExpressible,
+          "rope_type yarn: GPTModel builds YarnRotaryEmbedding for position_embedding_type "
+          "'yarn' (non-MLA models too), but reads its settings from yarn_rotary_scaling_factor, "
+          "yarn_original_max_position_embeddings, yarn_beta_fast, yarn_beta_slow, yarn_mscale, "
+          "yarn_mscale_all_dim and yarn_correction_range_round_to_int, attributes "
+          "TransformerConfig does not declare and pretrain_gpt.py flags do not set: set them on "
+          "the config in code (the attention factor is Megatron's mscale ratio)");
+    } else if (m_.rope_type == "longrope") {
+      Row("rope_scaling",
+          absl::StrCat("longrope, original ", m_.rope_original_max_positions, ", attention_factor ",
+                       Num(m_.rope_attention_factor), ", ",
+                       seq_len_ > m_.rope_original_max_positions ? "long" : "short",
+                       " factors at seq_len ", seq_len_),
+          kNotExpressible,
+          "rope_type longrope: Megatron's rotary embeddings have no per-frequency (LongRoPE) "
+          "factors nor an attention factor on cos and sin: divide the frequencies in code");
     }
   }
 

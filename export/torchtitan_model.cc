@@ -207,10 +207,21 @@ class TorchtitanModel {
       Row("partial_rotary", Py(m_.partial_rotary_factor), kNotExpressible,
           "torchtitan rotates every dimension of a head: rotate the first part only in code");
     }
+    // Dynamic NTK scaling changes nothing up to max_position_embeddings.
+    const bool unscaled_dynamic =
+        m_.rope_type == "dynamic" && m_.RopeBase(seq_len_) == m_.rope_theta;
+    const std::string dynamic_note =
+        absl::StrCat("dynamic NTK scaling starts past max_position_embeddings (", m_.n_positions,
+                     "): at seq_len ", seq_len_, " the frequencies are rope_theta's");
     if (qwen3) {
-      if (m_.rope_type != "default") {
+      if (unscaled_dynamic) {
+        Row("rope_scaling", absl::StrCat("dynamic, factor ", Py(m_.rope_factor)), kExact,
+            dynamic_note);
+      } else if (m_.rope_type != "default") {
         Row("rope_scaling", absl::StrCat(m_.rope_type, ", factor ", Py(m_.rope_factor)),
-            kNotExpressible, "torchtitan's qwen3 model has no rope scaling: scale in code");
+            kNotExpressible,
+            absl::StrCat("rope_type ", m_.rope_type,
+                         ": torchtitan's qwen3 model has no rope scaling: scale in code"));
       }
       return;
     }
@@ -234,6 +245,19 @@ class TorchtitanModel {
       Row("rope_scaling", absl::StrCat("linear, factor ", Py(m_.rope_factor)), kNotExpressible,
           "torchtitan's llama3 scales frequencies as Llama 3.1 only (scaling_factor 1 written: "
           "none): divide the frequencies by the factor in code");
+    } else if (unscaled_dynamic) {
+      Row("rope_scaling", absl::StrCat("dynamic, factor ", Py(m_.rope_factor)), kExact,
+          absl::StrCat(dynamic_note, "; rope_scaling_args scaling_factor 1 (none)"));
+    } else if (m_.rope_type != "default") {
+      Row("rope_scaling", absl::StrCat(m_.rope_type, ", factor ", Py(m_.rope_factor)),
+          kNotExpressible,
+          absl::StrCat("rope_type ", m_.rope_type,
+                       m_.rope_type == "dynamic"
+                           ? absl::StrCat(" (at seq_len ", seq_len_, " the base grows to ",
+                                          Py(m_.RopeBase(seq_len_)), ")")
+                           : "",
+                       ": torchtitan's llama3 scales frequencies as Llama 3.1 only "
+                       "(scaling_factor 1 written: none): compute the frequencies in code"));
     } else {
       Row("rope_scaling", "none", kExact,
           "rope_scaling_args scaling_factor 1: llama3's Llama 3.1 scaling (on by default) off");

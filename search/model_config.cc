@@ -20,7 +20,10 @@ namespace autoaccel {
 namespace {
 
 using model_spec_internal::FieldError;
+using model_spec_internal::FindRopeType;
 using model_spec_internal::kOtherArchitectures;
+using model_spec_internal::RopeType;
+using model_spec_internal::RopeTypeNames;
 using model_spec_internal::SupportedFamilies;
 
 // The value of `key`, or nullptr when it is absent or null.
@@ -187,6 +190,130 @@ absl::Status ReadGpt2(const nlohmann::json& config, ModelSpec* m) {
   return absl::OkStatus();
 }
 
+// YaRN's default attention factor for a context stretched `scale` times
+// (transformers' get_mscale).
+double YarnMscale(double scale, double mscale) {
+  return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+// The keys of rope type `type` (kRopeTypes) from `rope` (the config's
+// rope_parameters or rope_scaling object, named `key`), with transformers
+// 5.23's defaults for those left out; the attention factor resolved.
+absl::Status ReadRopeType(const nlohmann::json& config, const nlohmann::json& rope, const char* key,
+                          const RopeType& type, const ModelFamilyInfo& family, ModelSpec* m) {
+  auto field = [&](const char* name) { return absl::StrCat(key, ".", name); };
+  auto number = [&](const char* name, double* out, bool zero_ok = false) -> absl::Status {
+    const nlohmann::json* v = Find(rope, name);
+    if (v == nullptr) return absl::OkStatus();
+    if (!v->is_number() || !std::isfinite(v->get<double>()) ||
+        !(v->get<double>() > 0 || (zero_ok && v->get<double>() == 0))) {
+      return FieldError(field(name),
+                        absl::StrCat("expected a ", zero_ok ? "non-negative" : "positive",
+                                     " number, got ", v->dump()));
+    }
+    *out = v->get<double>();
+    return absl::OkStatus();
+  };
+  const ModelSpec defaults;
+  m->rope_factor = defaults.rope_factor;
+  m->rope_low_freq_factor = m->rope_high_freq_factor = 0;
+  m->rope_original_max_positions = 0;
+  m->rope_beta_fast = defaults.rope_beta_fast;
+  m->rope_beta_slow = defaults.rope_beta_slow;
+  m->rope_truncate = defaults.rope_truncate;
+  m->rope_attention_factor = defaults.rope_attention_factor;
+  m->rope_short_factor.clear();
+  m->rope_long_factor.clear();
+  if (type.original_max) {
+    // As transformers: the pretraining length from the rope dict, else the
+    // model's; phi3's top-level key (with its default) over both.
+    m->rope_original_max_positions = m->n_positions;
+    if (rope.contains("original_max_position_embeddings")) {
+      // Int()'s check, the error naming the rope dict's key.
+      int original = 0;
+      const absl::Status read =
+          Int(rope, "original_max_position_embeddings", &original, /*required=*/true);
+      if (!read.ok()) {
+        return FieldError(field("original_max_position_embeddings"),
+                          absl::StrCat("expected a positive integer, got ",
+                                       rope["original_max_position_embeddings"].dump()));
+      }
+      m->rope_original_max_positions = original;
+    }
+    if (family.phi3_rope_original_max > 0) {
+      m->rope_original_max_positions = family.phi3_rope_original_max;
+      RETURN_IF_ERROR(
+          Int(config, "original_max_position_embeddings", &m->rope_original_max_positions, false));
+    }
+  }
+  const double original = m->rope_original_max_positions;
+  if (type.factor) {
+    m->rope_factor = 0;
+    RETURN_IF_ERROR(number("factor", &m->rope_factor));
+    // yarn: a null factor is the context's stretch (the key itself is
+    // required, as transformers requires it).
+    if (type.yarn_ramp && rope.contains("factor") && rope["factor"].is_null()) {
+      m->rope_factor = m->n_positions / original;
+    }
+    if (m->rope_factor <= 0) return FieldError(field("factor"), "missing");
+  }
+  if (type.llama3_bands) {
+    RETURN_IF_ERROR(number("low_freq_factor", &m->rope_low_freq_factor));
+    RETURN_IF_ERROR(number("high_freq_factor", &m->rope_high_freq_factor));
+    if (m->rope_low_freq_factor <= 0) return FieldError(field("low_freq_factor"), "missing");
+    if (m->rope_high_freq_factor <= 0) return FieldError(field("high_freq_factor"), "missing");
+  }
+  if (type.yarn_ramp) {
+    RETURN_IF_ERROR(number("beta_fast", &m->rope_beta_fast));
+    RETURN_IF_ERROR(number("beta_slow", &m->rope_beta_slow));
+    if (auto it = rope.find("truncate"); it != rope.end()) {
+      if (!it->is_boolean() && !it->is_null()) {
+        return FieldError(field("truncate"),
+                          absl::StrCat("expected true or false, got ", it->dump()));
+      }
+      m->rope_truncate = it->is_boolean() && it->get<bool>();  // null: false, as transformers
+    }
+  }
+  if (type.short_long) {
+    for (const auto& [name, out] : {std::pair{"short_factor", &m->rope_short_factor},
+                                    std::pair{"long_factor", &m->rope_long_factor}}) {
+      const nlohmann::json* list = Find(rope, name);
+      if (list == nullptr) return FieldError(field(name), "missing");
+      if (!list->is_array()) return FieldError(field(name), "expected a list of positive numbers");
+      for (const nlohmann::json& v : *list) {
+        if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>())) {
+          return FieldError(field(name),
+                            absl::StrCat("expected a list of positive numbers, got ", v.dump()));
+        }
+        out->push_back(v.get<double>());
+      }
+    }
+  }
+  if (type.attention_factor) {
+    m->rope_attention_factor = 0;
+    RETURN_IF_ERROR(number("attention_factor", &m->rope_attention_factor));
+    if (m->rope_attention_factor == 0 && type.yarn_ramp) {
+      // transformers' _compute_yarn_parameters: mscale / mscale_all_dim
+      // when both are set (non-zero), else from the factor alone.
+      double mscale = 0, mscale_all_dim = 0;
+      RETURN_IF_ERROR(number("mscale", &mscale, /*zero_ok=*/true));
+      RETURN_IF_ERROR(number("mscale_all_dim", &mscale_all_dim, /*zero_ok=*/true));
+      m->rope_attention_factor =
+          mscale != 0 && mscale_all_dim != 0
+              ? YarnMscale(m->rope_factor, mscale) / YarnMscale(m->rope_factor, mscale_all_dim)
+              : YarnMscale(m->rope_factor, 1);
+    } else if (m->rope_attention_factor == 0) {
+      // transformers' _compute_longrope_parameters: from factor, by default
+      // the context's stretch.
+      double factor = m->n_positions / original;
+      RETURN_IF_ERROR(number("factor", &factor));
+      m->rope_attention_factor =
+          factor <= 1 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(original));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Rotary settings: rope_theta (and phi3's partial_rotary_factor) at the top
 // level (transformers 4) or inside rope_parameters (transformers 5; older
 // configs: rope_scaling), with the scaling types the engine computes.
@@ -197,49 +324,32 @@ absl::Status ReadRope(const nlohmann::json& config, const ModelFamilyInfo& famil
     const nlohmann::json* rope = Find(config, key);
     if (rope == nullptr) continue;
     if (!rope->is_object()) return FieldError(key, "expected an object");
-    auto field = [&](const char* name) { return absl::StrCat(key, ".", name); };
-    auto number = [&](const char* name, double* out) -> absl::Status {
+    for (const char* name : {"rope_theta", "partial_rotary_factor"}) {
       const nlohmann::json* v = Find(*rope, name);
-      if (v == nullptr) return absl::OkStatus();
+      if (v == nullptr) continue;
       if (!v->is_number() || !(v->get<double>() > 0) || !std::isfinite(v->get<double>())) {
-        return FieldError(field(name), absl::StrCat("expected a positive number, got ", v->dump()));
+        return FieldError(absl::StrCat(key, ".", name),
+                          absl::StrCat("expected a positive number, got ", v->dump()));
       }
-      *out = v->get<double>();
-      return absl::OkStatus();
-    };
-    RETURN_IF_ERROR(number("rope_theta", &m->rope_theta));
-    RETURN_IF_ERROR(number("partial_rotary_factor", &m->partial_rotary_factor));
-    std::string type = "default";
+      *(name == std::string("rope_theta") ? &m->rope_theta : &m->partial_rotary_factor) =
+          v->get<double>();
+    }
+    std::string type_name = "default";
     for (const char* type_key : {"type", "rope_type"}) {  // rope_type wins
       const nlohmann::json* t = Find(*rope, type_key);
       if (t == nullptr) continue;
-      if (!t->is_string() ||
-          (t->get<std::string>() != "default" && t->get<std::string>() != "linear" &&
-           t->get<std::string>() != "llama3")) {
+      std::string name = t->is_string() ? t->get<std::string>() : "";
+      // Phi3Config reads "yarn" as longrope (older Phi-3 configs' name).
+      if (family.phi3_rope_original_max > 0 && name == "yarn") name = "longrope";
+      if (FindRopeType(name) == nullptr) {
         return FieldError(
-            field(type_key),
-            absl::StrCat(t->dump(), " is not supported (allowed: default, linear, llama3)"));
+            absl::StrCat(key, ".", type_key),
+            absl::StrCat(t->dump(), " is not supported (allowed: ", RopeTypeNames(), ")"));
       }
-      type = t->get<std::string>();
+      type_name = name;
     }
-    m->rope_type = type;
-    if (type == "default") continue;
-    m->rope_factor = 0;
-    RETURN_IF_ERROR(number("factor", &m->rope_factor));
-    if (m->rope_factor <= 0) return FieldError(field("factor"), "missing");
-    if (type != "llama3") continue;
-    m->rope_low_freq_factor = m->rope_high_freq_factor = 0;
-    RETURN_IF_ERROR(number("low_freq_factor", &m->rope_low_freq_factor));
-    RETURN_IF_ERROR(number("high_freq_factor", &m->rope_high_freq_factor));
-    if (m->rope_low_freq_factor <= 0) return FieldError(field("low_freq_factor"), "missing");
-    if (m->rope_high_freq_factor <= 0) return FieldError(field("high_freq_factor"), "missing");
-    // As transformers: the pretraining length from the rope dict, else the
-    // top level's original_max_position_embeddings, else the model's.
-    m->rope_original_max_positions = m->n_positions;
-    RETURN_IF_ERROR(
-        Int(config, "original_max_position_embeddings", &m->rope_original_max_positions, false));
-    RETURN_IF_ERROR(
-        Int(*rope, "original_max_position_embeddings", &m->rope_original_max_positions, false));
+    m->rope_type = type_name;
+    RETURN_IF_ERROR(ReadRopeType(config, *rope, key, *FindRopeType(type_name), family, m));
   }
   if (m->partial_rotary_factor != 1.0 && !family.partial_rotary) {
     return FieldError("partial_rotary_factor",
@@ -444,12 +554,30 @@ nlohmann::json ModelSpec::ToConfigJson() const {
     if (hidden_act != info.activation_default) j[info.activation_key] = hidden_act;
     if (attention_bias) j["attention_bias"] = true;
     if (mlp_bias) j["mlp_bias"] = true;
-    if (rope_type != "default") {
-      nlohmann::json rope{{"rope_type", rope_type}, {"factor", rope_factor}};
-      if (rope_type == "llama3") {
+    if (const RopeType* t = FindRopeType(rope_type); t != nullptr && rope_type != "default") {
+      // The type's keys (kRopeTypes), the attention factor resolved.
+      nlohmann::json rope{{"rope_type", rope_type}};
+      if (t->factor) rope["factor"] = rope_factor;
+      if (t->llama3_bands) {
         rope["low_freq_factor"] = rope_low_freq_factor;
         rope["high_freq_factor"] = rope_high_freq_factor;
+      }
+      if (t->original_max) {
         rope["original_max_position_embeddings"] = rope_original_max_positions;
+        // phi3 reads its top-level key, not the dict's.
+        if (info.phi3_rope_original_max > 0) {
+          j["original_max_position_embeddings"] = rope_original_max_positions;
+        }
+      }
+      if (t->yarn_ramp) {
+        rope["beta_fast"] = rope_beta_fast;
+        rope["beta_slow"] = rope_beta_slow;
+        rope["truncate"] = rope_truncate;
+      }
+      if (t->attention_factor) rope["attention_factor"] = rope_attention_factor;
+      if (t->short_long) {
+        rope["short_factor"] = rope_short_factor;
+        rope["long_factor"] = rope_long_factor;
       }
       j["rope_parameters"] = rope;
     }

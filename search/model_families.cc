@@ -45,6 +45,7 @@ const ModelFamilyInfo kModelFamilies[] = {
         .Eps(1e-5)
         .Fused()
         .PartialRotary()
+        .Phi3Rope(4096)
         .Sliding(SlidingLayers::kAll, 0)
         .Parallel(),
     Decoder("gemma", "Gemma")
@@ -110,9 +111,8 @@ std::vector<std::string> DecoderFeatureKeys(const ModelFamilyInfo& f) {
     keys.insert(keys.end(),
                 {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"});
   }
-  if (f.partial_rotary) {
-    keys.insert(keys.end(), {"partial_rotary_factor", "original_max_position_embeddings"});
-  }
+  if (f.partial_rotary) keys.push_back("partial_rotary_factor");
+  if (f.phi3_rope_original_max > 0) keys.push_back("original_max_position_embeddings");
   if (f.experts) keys.insert(keys.end(), {"num_local_experts", "num_experts_per_tok"});
   if (f.bidirectional_key) keys.push_back("use_bidirectional_attention");
   switch (f.sliding) {

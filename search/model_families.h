@@ -71,6 +71,11 @@ struct ModelFamilyInfo {
   bool soft_capping = false;
   double attn_softcap_default = 0, final_softcap_default = 0, query_scalar_default = 0;
   bool partial_rotary = false;     // partial_rotary_factor (phi3)
+  // Phi3Config's rope rules, when > 0: rope types default and longrope only
+  // ("yarn" is read as longrope, as transformers does), and longrope's
+  // pretraining length is the top-level original_max_position_embeddings
+  // (absent: this default), over rope_parameters' own.
+  int phi3_rope_original_max = 0;
   bool experts = false;            // sparse mixture-of-experts MLP (mixtral)
   bool bidirectional_key = false;  // use_bidirectional_attention (must not be true)
   SlidingLayers sliding = SlidingLayers::kNone;
@@ -112,6 +117,9 @@ struct ModelFamilyInfo {
         .Set(&F::query_scalar_default, query_scalar);
   }
   constexpr F PartialRotary() const { return Set(&F::partial_rotary, true); }
+  constexpr F Phi3Rope(int original_max_default) const {
+    return Set(&F::phi3_rope_original_max, original_max_default);
+  }
   constexpr F Experts() const { return Set(&F::experts, true); }
   constexpr F Sliding(SlidingLayers s, int window_default) const {
     return Set(&F::sliding, s).Set(&F::sliding_window_default, window_default);

@@ -1,5 +1,6 @@
 #include "search/model_spec.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
@@ -16,6 +17,9 @@ namespace autoaccel {
 namespace {
 
 using model_spec_internal::FieldError;
+using model_spec_internal::FindRopeType;
+using model_spec_internal::RopeType;
+using model_spec_internal::RopeTypeNames;
 
 absl::Status ValidateTorchScript(const ModelSpec& m) {
   // No inputs, file or digest: a model nobody describes, the model of a
@@ -73,6 +77,21 @@ bool ModelSpec::IsDecoder() const {
   return f != nullptr && f->network == Network::kDecoder;
 }
 
+int ModelSpec::MaxSeqLen() const {
+  return IsDecoder() && rope_type == "dynamic" ? kTorchScriptMaxSeqLen : n_positions;
+}
+
+double ModelSpec::RopeBase(int64_t seq_len) const {
+  if (rope_type != "dynamic" || seq_len <= n_positions) return rope_theta;
+  // transformers' _compute_dynamic_ntk_parameters, in fp32 as its forward
+  // computes it (the sequence length is a tensor there).
+  const double d = RotaryDim();
+  const float grown = static_cast<float>(rope_factor) * static_cast<float>(seq_len) /
+                          static_cast<float>(n_positions) -
+                      static_cast<float>(rope_factor - 1);
+  return static_cast<float>(rope_theta) * std::pow(grown, static_cast<float>(d / (d - 2)));
+}
+
 bool ModelSpec::SlidingLayer(int layer) const {
   if (sliding_window <= 0) return false;
   if (layer_types.empty()) return true;
@@ -83,6 +102,83 @@ bool ModelSpec::SlidingLayer(int layer) const {
 absl::string_view ModelSpec::MaxPositionsKey() const {
   return family == "gpt2" ? "n_positions" : "max_position_embeddings";
 }
+
+namespace {
+
+// The rope type's keys (kRopeTypes), named as transformers 5 spells them.
+absl::Status ValidateRope(const ModelSpec& m, const ModelFamilyInfo& info) {
+  const RopeType* type = FindRopeType(m.rope_type);
+  if (type == nullptr) {
+    return FieldError(
+        "rope_parameters.rope_type",
+        absl::StrCat("'", m.rope_type, "' is not supported (allowed: ", RopeTypeNames(), ")"));
+  }
+  if (info.phi3_rope_original_max > 0 && m.rope_type != "default" && m.rope_type != "longrope") {
+    return FieldError("rope_parameters.rope_type",
+                      absl::StrCat("'", m.rope_type, "' is not supported for ", m.family,
+                                   " (allowed: default, longrope; transformers' ",
+                                   info.architecture, "Config refuses the others)"));
+  }
+  auto positive = [](double v) { return v > 0 && std::isfinite(v); };
+  if (type->factor && !positive(m.rope_factor)) {
+    return FieldError("rope_parameters.factor", "expected a positive number");
+  }
+  const int rotary = m.RotaryDim();
+  if (m.rope_type == "dynamic" && rotary <= 2) {
+    return FieldError("rope_parameters.rope_type",
+                      absl::StrCat("dynamic needs a rotary size above 2 (its base is raised to d / "
+                                   "(d - 2)), got ",
+                                   rotary));
+  }
+  if (type->llama3_bands &&
+      (!(m.rope_low_freq_factor > 0) || !(m.rope_high_freq_factor > m.rope_low_freq_factor))) {
+    return FieldError("rope_parameters.high_freq_factor",
+                      absl::StrCat("must be greater than low_freq_factor (", m.rope_low_freq_factor,
+                                   "), got ", m.rope_high_freq_factor));
+  }
+  if (type->original_max && m.rope_original_max_positions <= 0) {
+    return FieldError("rope_parameters.original_max_position_embeddings",
+                      "expected a positive integer");
+  }
+  if (type->yarn_ramp) {
+    if (!positive(m.rope_beta_fast)) {
+      return FieldError("rope_parameters.beta_fast", "expected a positive number");
+    }
+    if (!positive(m.rope_beta_slow)) {
+      return FieldError("rope_parameters.beta_slow", "expected a positive number");
+    }
+  }
+  if (type->attention_factor ? !positive(m.rope_attention_factor)
+                             : m.rope_attention_factor != 1.0) {
+    return FieldError("rope_parameters.attention_factor",
+                      type->attention_factor ? "expected a positive number"
+                                             : absl::StrCat("must be 1 for rope_type ", m.rope_type,
+                                                            ", got ", m.rope_attention_factor));
+  }
+  if (type->short_long) {
+    for (const auto& [key, factors] : {std::pair{"short_factor", &m.rope_short_factor},
+                                       std::pair{"long_factor", &m.rope_long_factor}}) {
+      const std::string field = absl::StrCat("rope_parameters.", key);
+      if (factors->size() != static_cast<size_t>(rotary / 2)) {
+        return FieldError(field,
+                          absl::StrCat("expected one entry per rotary frequency (rotary "
+                                       "size ",
+                                       rotary, " / 2 = ", rotary / 2, "), got ", factors->size()));
+      }
+      for (double v : *factors) {
+        if (!positive(v)) {
+          return FieldError(field, absl::StrCat("expected positive numbers, got ", v));
+        }
+      }
+    }
+  } else if (!m.rope_short_factor.empty() || !m.rope_long_factor.empty()) {
+    return FieldError("rope_parameters.short_factor",
+                      absl::StrCat("is only read for rope_type longrope, not ", m.rope_type));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status ModelSpec::Validate() const {
   ASSIGN_OR_RETURN(const ModelFamilyInfo* f, Family());
@@ -146,33 +242,14 @@ absl::Status ModelSpec::Validate() const {
   if (!(partial_rotary_factor > 0 && partial_rotary_factor <= 1)) {
     return FieldError("partial_rotary_factor", "expected a number in (0, 1]");
   }
-  const int rotary = static_cast<int>(HeadDim() * partial_rotary_factor);
+  const int rotary = RotaryDim();
   if (rotary <= 0 || rotary % 2 != 0) {
     return FieldError(head_dim > 0 ? "head_dim" : "num_attention_heads",
                       absl::StrCat("the rotary size (head size ", HeadDim(),
                                    partial_rotary_factor != 1.0 ? " x partial_rotary_factor" : "",
                                    " = ", rotary, ") must be even for rotary embeddings"));
   }
-  if (rope_type == "linear" || rope_type == "llama3") {
-    if (!(rope_factor > 0))
-      return FieldError("rope_parameters.factor", "expected a positive number");
-  } else if (rope_type != "default") {
-    return FieldError("rope_parameters.rope_type",
-                      absl::StrCat("'", rope_type,
-                                   "' is not supported (allowed: default, linear, "
-                                   "llama3)"));
-  }
-  if (rope_type == "llama3") {
-    if (!(rope_low_freq_factor > 0) || !(rope_high_freq_factor > rope_low_freq_factor)) {
-      return FieldError("rope_parameters.high_freq_factor",
-                        absl::StrCat("must be greater than low_freq_factor (", rope_low_freq_factor,
-                                     "), got ", rope_high_freq_factor));
-    }
-    if (rope_original_max_positions <= 0) {
-      return FieldError("rope_parameters.original_max_position_embeddings",
-                        "expected a positive integer");
-    }
-  }
+  RETURN_IF_ERROR(ValidateRope(*this, *f));
   if (sliding_window < 0) return FieldError("sliding_window", "expected a positive integer");
   if (!layer_types.empty()) {
     if (layer_types.size() != static_cast<size_t>(n_layer)) {

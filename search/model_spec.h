@@ -74,17 +74,38 @@ struct ModelSpec {
   bool attention_bias = false;
   bool mlp_bias = false;
   // Decoders: rotary embedding. Frequencies theta^(-2i/d) over the first
-  // d = HeadDim() * partial_rotary_factor dimensions of each head; rope_type
-  // "default", "linear" (frequencies / rope_factor) or "llama3" (Llama 3.1:
-  // wavelengths above original_max / low_freq_factor divided by rope_factor,
-  // below original_max / high_freq_factor kept, smoothly interpolated
-  // between; rope_original_max_positions is original_max_position_embeddings).
+  // d = HeadDim() * partial_rotary_factor dimensions of each head, scaled by
+  // rope_type as transformers 5.23's modeling_rope_utils.py does (the engine
+  // computes them in engine/llama.cc; the keys each type reads are
+  // model_spec_internal.h's kRopeTypes):
+  //   "default";
+  //   "linear": frequencies / rope_factor;
+  //   "dynamic" (dynamic NTK): a forward of T > n_positions tokens uses theta
+  //     * (rope_factor * T / n_positions - (rope_factor - 1))^(d / (d - 2));
+  //     T <= n_positions the default frequencies (MaxSeqLen());
+  //   "llama3" (Llama 3.1): wavelengths above original_max / low_freq_factor
+  //     divided by rope_factor, below original_max / high_freq_factor kept,
+  //     smoothly interpolated between;
+  //   "yarn": frequencies ramped from extrapolated (theta's) to interpolated
+  //     (/ rope_factor) between the dimensions that turn beta_fast and
+  //     beta_slow times over original_max positions (truncate: the ramp's
+  //     ends rounded out to whole dimensions);
+  //   "longrope" (Phi-3 128k): frequency i divided by rope_long_factor[i]
+  //     when the forward's T > original_max, else by rope_short_factor[i].
+  // rope_original_max_positions is original_max_position_embeddings; yarn
+  // and longrope multiply cos and sin by rope_attention_factor (the
+  // config's attention_factor, or the default transformers derives from
+  // factor, mscale and mscale_all_dim, resolved when the config is read).
   double rope_theta = 10000.0;
   std::string rope_type = "default";
   double rope_factor = 1.0;
   double rope_low_freq_factor = 0;
   double rope_high_freq_factor = 0;
   int rope_original_max_positions = 0;
+  double rope_beta_fast = 32, rope_beta_slow = 1;           // yarn
+  bool rope_truncate = true;                                // yarn
+  double rope_attention_factor = 1.0;                       // yarn, longrope
+  std::vector<double> rope_short_factor, rope_long_factor;  // longrope: d / 2 each
   double partial_rotary_factor = 1.0;  // phi3 only
   // Decoders: LM head shares the token embedding. (gpt2 and bert always
   // tie their output projection to the token embedding.)
@@ -131,6 +152,15 @@ struct ModelSpec {
   bool IsCausal() const { return family != "bert"; }
   bool IsTorchScript() const { return family == "torchscript"; }
 
+  // The longest sequence the network is defined for: n_positions, except a
+  // decoder with rope_type "dynamic", whose scaling is what it computes past
+  // max_position_embeddings (kTorchScriptMaxSeqLen: no limit known).
+  int MaxSeqLen() const;
+  // The base of the rotary frequencies in a forward of `seq_len` tokens:
+  // rope_theta, or dynamic's grown base (see rope_type) past n_positions.
+  double RopeBase(int64_t seq_len) const;
+  // The rotary size d: HeadDim() * partial_rotary_factor.
+  int RotaryDim() const { return static_cast<int>(HeadDim() * partial_rotary_factor); }
   // head_dim, or n_embd / n_head when it is 0.
   int HeadDim() const { return head_dim > 0 ? head_dim : (n_head > 0 ? n_embd / n_head : 0); }
   // Whether layer `layer` uses sliding-window attention (see sliding_window).

@@ -50,6 +50,44 @@ inline CommonKeys KeysOf(Network network) {
   return {};
 }
 
+// The rope types the engine computes (engine/llama.cc turns them into
+// frequencies) and the rope_parameters keys each one reads besides rope_type
+// and rope_theta: the reader reads, Validate() checks and the writer writes
+// exactly these.
+struct RopeType {
+  const char* name;
+  bool factor = false;            // factor
+  bool llama3_bands = false;      // low_freq_factor, high_freq_factor
+  bool original_max = false;      // original_max_position_embeddings
+  bool yarn_ramp = false;         // beta_fast, beta_slow, truncate
+  bool attention_factor = false;  // attention_factor (cos and sin scaled by it)
+  bool short_long = false;        // short_factor, long_factor
+};
+inline constexpr RopeType kRopeTypes[] = {
+    {"default"},
+    {"linear", /*factor=*/true},
+    {"dynamic", /*factor=*/true},
+    {"llama3", /*factor=*/true, /*llama3_bands=*/true, /*original_max=*/true},
+    {"yarn", /*factor=*/true, false, /*original_max=*/true, /*yarn_ramp=*/true,
+     /*attention_factor=*/true},
+    {"longrope", false, false, /*original_max=*/true, false, /*attention_factor=*/true,
+     /*short_long=*/true},
+};
+
+// The row of `name`, or nullptr.
+inline const RopeType* FindRopeType(absl::string_view name) {
+  for (const RopeType& t : kRopeTypes) {
+    if (name == t.name) return &t;
+  }
+  return nullptr;
+}
+
+// "default, linear, ..." for error messages.
+inline std::string RopeTypeNames() {
+  return absl::StrJoin(kRopeTypes, ", ",
+                       [](std::string* out, const RopeType& t) { out->append(t.name); });
+}
+
 inline absl::Status FieldError(absl::string_view key, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat("model_config.", key, ": ", problem));
 }

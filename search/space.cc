@@ -297,9 +297,10 @@ absl::StatusOr<std::vector<CheckpointChoice>> CheckpointCandidates(const SpaceRe
 }
 
 absl::Status ValidateShape(const SpaceRequest& r) {
-  if (r.seq_len <= 0 || r.seq_len > r.model.n_positions) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "seq_len: must be in [1, model n_positions = ", r.model.n_positions, "], got ", r.seq_len));
+  if (r.seq_len <= 0 || r.seq_len > r.model.MaxSeqLen()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("seq_len: must be in [1, ", r.model.MaxSeqLen(), "] (the model's ",
+                     r.model.MaxPositionsKey(), " is ", r.model.n_positions, "), got ", r.seq_len));
   }
   if (r.world_size <= 0) {
     return absl::InvalidArgumentError(

@@ -23,7 +23,7 @@ namespace autoaccel {
 
 struct SpaceRequest {
   ModelSpec model;
-  int seq_len = 0;            // tokens per sample; 0 < seq_len <= model.n_positions
+  int seq_len = 0;            // tokens per sample; 0 < seq_len <= model.MaxSeqLen()
   int global_batch_size = 0;  // samples per optimizer step, summed over data-parallel ranks
   // Ranks of every trial: each strategy's data_parallel * tensor_parallel *
   // pipeline_parallel (the size of the cluster the user will train on).
@@ -88,7 +88,7 @@ struct SpaceRequest {
 
 // Checks the request itself (not any strategy). Returns OK or
 // INVALID_ARGUMENT whose message starts with the offending field:
-//   "seq_len: ..."            seq_len <= 0 or > model.n_positions
+//   "seq_len: ..."            seq_len <= 0 or > model.MaxSeqLen()
 //   "world_size: ..."         world_size <= 0
 //   "tensor_parallel_sizes: ..." / "pipeline_parallel_sizes: ..."
 //                             a given size <= 0, none of the given sizes

@@ -449,6 +449,60 @@ TEST(ExportTest, MegatronScalesRopeAsLlama31AndSaysWhenItCannot) {
   EXPECT_THAT(Feature(llama32, "rope_scaling").note, HasSubstr("factor 8"));
 }
 
+TEST(ExportTest, DynamicYarnAndLongRopeSayWhatMegatronAndTorchtitanBuild) {
+  const std::string kOneRank =
+      "mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none";
+  auto rows = [&](const ModelSpec& m) {
+    return std::pair{Feature(MegatronOf(m), "rope_scaling"),
+                     Feature(ExportOf(kOneRank, "torchtitan", m), "rope_scaling")};
+  };
+  // Dynamic NTK up to max_position_embeddings (the export's seq_len is
+  // 1024): the default frequencies, which both build.
+  ModelSpec dynamic = testing::TinyModelSpec("llama");
+  dynamic.rope_type = "dynamic";
+  dynamic.rope_factor = 2;
+  dynamic.n_positions = 4096;
+  for (const ArchitectureRow& row : {rows(dynamic).first, rows(dynamic).second}) {
+    EXPECT_EQ(row.status, FidelityStatus::kExact) << row.note;
+    EXPECT_THAT(row.note, HasSubstr("starts past max_position_embeddings (4096)"));
+  }
+  // Past it the base grows: neither has that.
+  dynamic.n_positions = 512;
+  for (const ArchitectureRow& row : {rows(dynamic).first, rows(dynamic).second}) {
+    EXPECT_EQ(row.status, FidelityStatus::kNotExpressible) << row.note;
+    EXPECT_THAT(row.note, HasSubstr("rope_type dynamic"));
+  }
+  // YaRN: Megatron's GPTModel has it only through config attributes set in
+  // code; the exported flags keep plain rope.
+  ModelSpec yarn = testing::TinyModelSpec("llama");
+  yarn.rope_type = "yarn";
+  yarn.rope_factor = 4;
+  yarn.rope_original_max_positions = 16;
+  yarn.rope_attention_factor = 1.1;
+  ASSERT_TRUE(yarn.Validate().ok()) << yarn.Validate();
+  const ExportResult megatron_yarn = MegatronOf(yarn);
+  EXPECT_THAT(File(megatron_yarn, "megatron_args.txt"),
+              HasSubstr("--position-embedding-type=rope\n"));
+  EXPECT_EQ(Feature(megatron_yarn, "rope_scaling").status, FidelityStatus::kNotExpressible);
+  EXPECT_THAT(Feature(megatron_yarn, "rope_scaling").note,
+              AllOf(HasSubstr("rope_type yarn"), HasSubstr("yarn_rotary_scaling_factor")));
+  EXPECT_THAT(Feature(megatron_yarn, "rope_scaling").value, HasSubstr("attention_factor 1.1"));
+  EXPECT_EQ(rows(yarn).second.status, FidelityStatus::kNotExpressible);
+  EXPECT_THAT(rows(yarn).second.note, HasSubstr("rope_type yarn"));
+  // LongRoPE: neither.
+  ModelSpec longrope = testing::TinyModelSpec("llama");
+  longrope.rope_type = "longrope";
+  longrope.rope_original_max_positions = 16;
+  longrope.rope_short_factor = {1, 1.5, 2, 3};
+  longrope.rope_long_factor = {2, 3, 4, 5};
+  ASSERT_TRUE(longrope.Validate().ok()) << longrope.Validate();
+  for (const ArchitectureRow& row : {rows(longrope).first, rows(longrope).second}) {
+    EXPECT_EQ(row.status, FidelityStatus::kNotExpressible) << row.note;
+    EXPECT_THAT(row.note, HasSubstr("rope_type longrope"));
+  }
+  EXPECT_THAT(rows(longrope).first.value, HasSubstr("long factors at seq_len 1024"));
+}
+
 TEST(ExportTest, MegatronGivesMixtralItsExperts) {
   ModelSpec m = testing::TinyModelSpec("mixtral");
   m.rope_theta = 1e6;  // MixtralConfig's default

@@ -2,6 +2,7 @@
 // the checks, and the parameter and FLOP counts.
 #include "search/model_spec.h"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -238,9 +239,10 @@ TEST(ModelConfig, FamilyErrorsNameTheField) {
               InvalidArgument(AllOf(HasSubstr("model_config.head_dim"), HasSubstr("even"))));
   EXPECT_THAT(llama({{"attention_bias", 1}}),
               InvalidArgument(HasSubstr("model_config.attention_bias")));
-  EXPECT_THAT(llama({{"rope_parameters", {{"rope_type", "yarn"}, {"factor", 8.0}}}}),
+  EXPECT_THAT(llama({{"rope_parameters", {{"rope_type", "ntk"}, {"factor", 8.0}}}}),
               InvalidArgument(
-                  AllOf(HasSubstr("model_config.rope_parameters.rope_type"), HasSubstr("yarn"))));
+                  AllOf(HasSubstr("model_config.rope_parameters.rope_type"), HasSubstr("ntk"),
+                        HasSubstr("allowed: default, linear, dynamic, llama3, yarn, longrope"))));
   EXPECT_THAT(llama({{"rope_parameters", {{"rope_type", "llama3"}, {"factor", 8.0}}}}),
               InvalidArgument(HasSubstr("model_config.rope_parameters.low_freq_factor: missing")));
   EXPECT_THAT(llama({{"rope_theta", -1}}), InvalidArgument(HasSubstr("model_config.rope_theta")));
@@ -429,12 +431,208 @@ TEST(ModelConfig, Llama31RopeScalingIsReadInBothTransformersForms) {
   EXPECT_EQ(Parsed("llama", Edited(kLlama31_8bConfig, {{"rope_parameters", rope}}))
                 .rope_original_max_positions,
             131072);
+}
+
+// Llama 3.1 8B with `rope` as its rope_parameters (transformers 5) or its
+// rope_scaling beside a top-level rope_theta (transformers 4).
+ModelSpec LlamaWithRope(const nlohmann::json& rope, bool transformers4 = false) {
+  if (transformers4) {
+    return Parsed("llama", Edited(kLlama31_8bConfig, {{"rope_parameters", nullptr},
+                                                      {"rope_theta", 500000.0},
+                                                      {"rope_scaling", rope}}));
+  }
+  nlohmann::json with_theta = rope;
+  with_theta["rope_theta"] = 500000.0;
+  return Parsed("llama", Edited(kLlama31_8bConfig, {{"rope_parameters", with_theta}}));
+}
+
+TEST(ModelConfig, YarnTakesTransformersDefaultsAndItsAttentionFactor) {
+  const ModelSpec yarn = LlamaWithRope(
+      {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}});
+  EXPECT_EQ(yarn.rope_type, "yarn");
+  EXPECT_DOUBLE_EQ(yarn.rope_factor, 4.0);
+  EXPECT_EQ(yarn.rope_original_max_positions, 32768);
+  EXPECT_DOUBLE_EQ(yarn.rope_beta_fast, 32);
+  EXPECT_DOUBLE_EQ(yarn.rope_beta_slow, 1);
+  EXPECT_TRUE(yarn.rope_truncate);
+  EXPECT_DOUBLE_EQ(yarn.rope_attention_factor, 0.1 * std::log(4.0) + 1);  // get_mscale(factor)
+  // transformers 4's spelling ("type") reads the same.
+  EXPECT_EQ(LlamaWithRope(
+                {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}},
+                /*transformers4=*/true)
+                .ToConfigJson(),
+            yarn.ToConfigJson());
+  // mscale and mscale_all_dim (DeepSeek's): their ratio, when both are set.
+  const ModelSpec ratio = LlamaWithRope({{"rope_type", "yarn"},
+                                         {"factor", 40.0},
+                                         {"original_max_position_embeddings", 4096},
+                                         {"beta_fast", 16},
+                                         {"beta_slow", 2},
+                                         {"truncate", false},
+                                         {"mscale", 1.0},
+                                         {"mscale_all_dim", 0.5}});
+  EXPECT_DOUBLE_EQ(ratio.rope_attention_factor,
+                   (0.1 * std::log(40.0) + 1) / (0.05 * std::log(40.0) + 1));
+  EXPECT_DOUBLE_EQ(ratio.rope_beta_fast, 16);
+  EXPECT_DOUBLE_EQ(ratio.rope_beta_slow, 2);
+  EXPECT_FALSE(ratio.rope_truncate);
+  // mscale_all_dim 0 (unset): the factor's alone; an explicit
+  // attention_factor over everything; a null factor: the context's stretch.
+  EXPECT_DOUBLE_EQ(
+      LlamaWithRope(
+          {{"rope_type", "yarn"}, {"factor", 40.0}, {"mscale", 1.0}, {"mscale_all_dim", 0}})
+          .rope_attention_factor,
+      0.1 * std::log(40.0) + 1);
+  EXPECT_DOUBLE_EQ(
+      LlamaWithRope(
+          {{"rope_type", "yarn"}, {"factor", 40.0}, {"mscale", 1.0}, {"attention_factor", 0.75}})
+          .rope_attention_factor,
+      0.75);
+  const ModelSpec stretch = LlamaWithRope(
+      {{"rope_type", "yarn"}, {"factor", nullptr}, {"original_max_position_embeddings", 32768}});
+  EXPECT_DOUBLE_EQ(stretch.rope_factor, 131072.0 / 32768);
+  // Without the pretraining length: max_position_embeddings, as transformers.
+  EXPECT_EQ(LlamaWithRope({{"rope_type", "yarn"}, {"factor", 4.0}}).rope_original_max_positions,
+            131072);
+}
+
+TEST(ModelConfig, DynamicNtkGrowsItsBaseOnlyPastMaxPositionEmbeddings) {
+  const ModelSpec dynamic = LlamaWithRope({{"rope_type", "dynamic"}, {"factor", 2.0}});
+  EXPECT_EQ(dynamic.rope_type, "dynamic");
+  EXPECT_DOUBLE_EQ(dynamic.rope_factor, 2.0);
+  EXPECT_DOUBLE_EQ(dynamic.RopeBase(131072), 500000.0);
+  EXPECT_DOUBLE_EQ(dynamic.RopeBase(4096), 500000.0);
+  // transformers' base * (factor * T / max - (factor - 1))^(d / (d - 2)).
+  // (In fp32, as transformers' forward computes it.)
+  const double grown = 500000.0 * std::pow(3.0, 128.0 / 126.0);
+  EXPECT_NEAR(dynamic.RopeBase(2 * 131072), grown, 1e-6 * grown);
+  // The network is defined past max_position_embeddings: the search and
+  // the trainer take such sequences, as transformers does.
+  EXPECT_GT(dynamic.MaxSeqLen(), 131072);
+  EXPECT_EQ(Parsed("llama", kLlama31_8bConfig).MaxSeqLen(), 131072);
+  EXPECT_THAT(ParseModelConfig("llama", Edited(kLlama31_8bConfig,
+                                               {{"rope_parameters", {{"rope_type", "dynamic"}}}}))
+                  .status(),
+              InvalidArgument(HasSubstr("model_config.rope_parameters.factor: missing")));
+  ModelSpec two_dims = dynamic;  // d / (d - 2) has no value
+  two_dims.head_dim = 2;
+  EXPECT_THAT(two_dims.Validate(),
+              InvalidArgument(AllOf(HasSubstr("model_config.rope_parameters.rope_type"),
+                                    HasSubstr("above 2"))));
+}
+
+// Phi-3 mini 128k's shape: 96-wide heads, so 48 factors of each kind.
+std::string Phi3LongRope(const nlohmann::json& rope, const nlohmann::json& top = nullptr) {
+  nlohmann::json config =
+      nlohmann::json::parse(Edited(kPhi3MiniConfig, {
+                                                        {"max_position_embeddings", 131072},
+                                                        {"rope_parameters", rope},
+                                                    }));
+  if (top.is_null()) {
+    config.erase("original_max_position_embeddings");
+  } else {
+    config["original_max_position_embeddings"] = top;
+  }
+  return config.dump();
+}
+
+TEST(ModelConfig, LongRopeReadsPhi3sFactorsAndItsTopLevelPretrainingLength) {
+  std::vector<double> short_factor(48, 1.05), long_factor(48, 4.0);
+  long_factor[47] = 60.5;
+  const nlohmann::json rope = {{"rope_type", "longrope"},
+                               {"rope_theta", 10000.0},
+                               {"short_factor", short_factor},
+                               {"long_factor", long_factor}};
+  // Phi3Config: original_max_position_embeddings 4096 unless the top level
+  // says otherwise, and over rope_parameters' own; the attention factor
+  // from max / original.
+  const ModelSpec phi3 = Parsed("phi3", Phi3LongRope(rope));
+  EXPECT_EQ(phi3.rope_type, "longrope");
+  EXPECT_EQ(phi3.rope_short_factor, short_factor);
+  EXPECT_EQ(phi3.rope_long_factor, long_factor);
+  EXPECT_EQ(phi3.rope_original_max_positions, 4096);
+  EXPECT_DOUBLE_EQ(phi3.rope_attention_factor,
+                   std::sqrt(1 + std::log(131072.0 / 4096) / std::log(4096.0)));
+  nlohmann::json rope_8192 = rope;
+  rope_8192["original_max_position_embeddings"] = 8192;
+  EXPECT_EQ(Parsed("phi3", Phi3LongRope(rope_8192)).rope_original_max_positions, 4096);
+  EXPECT_EQ(Parsed("phi3", Phi3LongRope(rope_8192, 2048)).rope_original_max_positions, 2048);
+  // An explicit factor or attention_factor.
+  nlohmann::json with_factor = rope;
+  with_factor["factor"] = 8.0;
+  EXPECT_DOUBLE_EQ(Parsed("phi3", Phi3LongRope(with_factor)).rope_attention_factor,
+                   std::sqrt(1 + std::log(8.0) / std::log(4096.0)));
+  with_factor["attention_factor"] = 1.5;
+  EXPECT_DOUBLE_EQ(Parsed("phi3", Phi3LongRope(with_factor)).rope_attention_factor, 1.5);
+  // Older Phi-3 configs' "yarn" is longrope, as Phi3Config reads it.
+  nlohmann::json old = rope;
+  old.erase("rope_type");
+  old["type"] = "yarn";
+  EXPECT_EQ(Parsed("phi3", Phi3LongRope(old)).ToConfigJson(), phi3.ToConfigJson());
+  // A list of the wrong length, a missing list, a bad entry.
+  nlohmann::json short_list = rope;
+  short_list["short_factor"] = std::vector<double>(47, 1.0);
+  EXPECT_THAT(ParseModelConfig("phi3", Phi3LongRope(short_list)).status(),
+              InvalidArgument(AllOf(HasSubstr("model_config.rope_parameters.short_factor"),
+                                    HasSubstr("48"), HasSubstr("got 47"))));
+  nlohmann::json no_long = rope;
+  no_long.erase("long_factor");
+  EXPECT_THAT(ParseModelConfig("phi3", Phi3LongRope(no_long)).status(),
+              InvalidArgument(HasSubstr("model_config.rope_parameters.long_factor: missing")));
+  nlohmann::json bad_entry = rope;
+  bad_entry["long_factor"][3] = "x";
+  EXPECT_THAT(ParseModelConfig("phi3", Phi3LongRope(bad_entry)).status(),
+              InvalidArgument(HasSubstr("model_config.rope_parameters.long_factor")));
+  // Phi3Config refuses the other scalings; Llama's takes longrope.
   EXPECT_THAT(
-      ParseModelConfig(
-          "llama", Edited(kLlama31_8bConfig, {{"rope_parameters", {{"rope_type", "longrope"}}}}))
-          .status(),
+      ParseModelConfig("phi3", Phi3LongRope({{"rope_type", "linear"}, {"factor", 2.0}})).status(),
       InvalidArgument(AllOf(HasSubstr("model_config.rope_parameters.rope_type"),
-                            HasSubstr("longrope"), HasSubstr("allowed: default, linear, llama3"))));
+                            HasSubstr("allowed: default, longrope"))));
+  std::vector<double> llama_factors(64, 2.0);
+  const ModelSpec llama = LlamaWithRope({{"rope_type", "longrope"},
+                                         {"short_factor", llama_factors},
+                                         {"long_factor", llama_factors},
+                                         {"original_max_position_embeddings", 8192}});
+  EXPECT_EQ(llama.rope_original_max_positions, 8192);
+  EXPECT_DOUBLE_EQ(llama.rope_attention_factor,
+                   std::sqrt(1 + std::log(131072.0 / 8192) / std::log(8192.0)));
+}
+
+TEST(ModelConfig, RopeKeysAreCheckedByName) {
+  auto error = [](const nlohmann::json& rope) {
+    return ParseModelConfig("llama", Edited(kLlama31_8bConfig, {{"rope_parameters", rope}}))
+        .status();
+  };
+  const nlohmann::json yarn = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  for (const char* key : {"beta_fast", "beta_slow", "attention_factor", "factor"}) {
+    nlohmann::json bad = yarn;
+    bad[key] = -1;
+    EXPECT_THAT(error(bad), InvalidArgument(HasSubstr(absl::StrCat("model_config.rope_parameters.",
+                                                                   key, ": expected a positive"))))
+        << key;
+  }
+  nlohmann::json bad = yarn;
+  bad["truncate"] = "no";
+  EXPECT_THAT(error(bad),
+              InvalidArgument(HasSubstr("model_config.rope_parameters.truncate: expected true")));
+  bad = yarn;
+  bad["mscale"] = -1;
+  EXPECT_THAT(error(bad), InvalidArgument(HasSubstr("model_config.rope_parameters.mscale")));
+  bad = yarn;
+  bad["original_max_position_embeddings"] = 0;
+  EXPECT_THAT(
+      error(bad),
+      InvalidArgument(HasSubstr("model_config.rope_parameters.original_max_position_embeddings")));
+  // A spec built by hand: factors only with longrope, attention_factor 1
+  // for the types without one.
+  ModelSpec linear = LlamaWithRope({{"rope_type", "linear"}, {"factor", 2.0}});
+  linear.rope_attention_factor = 2;
+  EXPECT_THAT(linear.Validate(),
+              InvalidArgument(HasSubstr("model_config.rope_parameters.attention_factor")));
+  linear.rope_attention_factor = 1;
+  linear.rope_long_factor = {1.0};
+  EXPECT_THAT(linear.Validate(),
+              InvalidArgument(HasSubstr("model_config.rope_parameters.short_factor")));
 }
 
 TEST(ModelConfig, TrainingFlopsUseTheAttentionWidthAndSlidingWindows) {
@@ -488,11 +686,26 @@ TEST(ModelConfig, NewFamiliesRoundTripThroughTheirNormalizedConfig) {
   ModelSpec phi3_partial = Parsed("phi3", kPhi3MiniConfig);
   phi3_partial.partial_rotary_factor = 0.5;
   phi3_partial.sliding_window = 0;
-  for (const ModelSpec& m : {Parsed("qwen2", kQwen2_7bConfig), Parsed("qwen3", kQwen3_8bConfig),
-                             Parsed("mistral", kMistral7bConfig), Parsed("phi3", kPhi3MiniConfig),
-                             Parsed("gemma2", kGemma2_9bConfig), Parsed("gemma", kGemma7bConfig),
-                             Parsed("llama", kLlama31_8bConfig), bias_llama, sliding_qwen,
-                             gemma2_off, qwen3_wide, phi3_partial}) {
+  const ModelSpec yarn = LlamaWithRope({{"rope_type", "yarn"},
+                                        {"factor", 40.0},
+                                        {"original_max_position_embeddings", 4096},
+                                        {"beta_fast", 16},
+                                        {"truncate", false},
+                                        {"mscale", 1.0},
+                                        {"mscale_all_dim", 0.5}});
+  const ModelSpec dynamic = LlamaWithRope({{"rope_type", "dynamic"}, {"factor", 2.5}});
+  std::vector<double> short_factor(48), long_factor(48);
+  for (int i = 0; i < 48; ++i) short_factor[i] = 1 + i / 100.0, long_factor[i] = 2 + i / 7.0;
+  ModelSpec longrope = Parsed("phi3", Phi3LongRope({{"rope_type", "longrope"},
+                                                    {"short_factor", short_factor},
+                                                    {"long_factor", long_factor}},
+                                                   2048));
+  ASSERT_EQ(longrope.rope_original_max_positions, 2048);
+  for (const ModelSpec& m : {yarn, dynamic, longrope, Parsed("qwen2", kQwen2_7bConfig),
+                             Parsed("qwen3", kQwen3_8bConfig), Parsed("mistral", kMistral7bConfig),
+                             Parsed("phi3", kPhi3MiniConfig), Parsed("gemma2", kGemma2_9bConfig),
+                             Parsed("gemma", kGemma7bConfig), Parsed("llama", kLlama31_8bConfig),
+                             bias_llama, sliding_qwen, gemma2_off, qwen3_wide, phi3_partial}) {
     ASSERT_THAT(m.Validate(), IsOk()) << m.family;
     const nlohmann::json j = m.ToConfigJson();
     absl::StatusOr<ModelSpec> again = ModelSpecFromJson(m.family, j);
@@ -507,6 +720,12 @@ TEST(ModelConfig, NewFamiliesRoundTripThroughTheirNormalizedConfig) {
     EXPECT_EQ(again->rope_type, m.rope_type) << j.dump();
     EXPECT_EQ(again->rope_factor, m.rope_factor) << j.dump();
     EXPECT_EQ(again->rope_original_max_positions, m.rope_original_max_positions) << j.dump();
+    EXPECT_EQ(again->rope_beta_fast, m.rope_beta_fast) << j.dump();
+    EXPECT_EQ(again->rope_beta_slow, m.rope_beta_slow) << j.dump();
+    EXPECT_EQ(again->rope_truncate, m.rope_truncate) << j.dump();
+    EXPECT_EQ(again->rope_attention_factor, m.rope_attention_factor) << j.dump();
+    EXPECT_EQ(again->rope_short_factor, m.rope_short_factor) << j.dump();
+    EXPECT_EQ(again->rope_long_factor, m.rope_long_factor) << j.dump();
     EXPECT_EQ(again->partial_rotary_factor, m.partial_rotary_factor) << j.dump();
     EXPECT_EQ(again->sliding_window, m.sliding_window) << j.dump();
     for (int layer = 0; layer < m.n_layer; ++layer) {

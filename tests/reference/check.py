@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks the engine's models against Hugging Face transformers.
 
-For tiny GPT-2, Llama (grouped-query and multi-query/tied variants, and
-Llama 3.1 rope scaling with biases), Mixtral, Mistral, Qwen2, Qwen3, Phi-3,
+For tiny GPT-2, Llama (grouped-query and multi-query/tied variants,
+Llama 3.1 rope scaling with biases, YaRN, dynamic NTK), Mixtral, Mistral,
+Qwen2, Qwen3, Phi-3 (and its LongRoPE, long and short factors),
 Gemma, Gemma 2 and BERT configs made by transformers' own config classes,
 builds the transformers model from the config alone (random
 weights, nothing downloaded), in fp32 with eager attention and no dropout,
@@ -28,7 +29,7 @@ SDPA and full activation checkpointing (RUNS lists the exceptions: Gemma 2's
 soft-capped attention runs on the math kernel only). Negative controls must fail,
 so the comparison is shown to be able to fail: one weight perturbed by 1e-3
 before it goes to C++, and for the sliding window, the attention soft-cap and
-Llama 3.1's rope scaling the engine given the config without the feature
+each rope scaling the engine given the config without the feature
 (FEATURE_CONTROLS).
 
 usage: check.py --runner PATH/autoaccel-reference [--workdir DIR] [--verbose]
@@ -71,12 +72,36 @@ RUNS = {
     "mistral": (("math", "selective"), ("sdpa", "full")),
 }
 
+# Phi-3 128k-style rope (longrope) for a head of 8 with half of it rotary:
+# 2 frequencies, each with its own short and long factor.
+PHI3_SHORT, PHI3_LONG = [1.0, 1.7], [3.0, 9.5]
+PHI3_LONGROPE = {"rope_type": "longrope", "rope_theta": 100.0, "partial_rotary_factor": 0.5,
+                 "short_factor": PHI3_SHORT, "long_factor": PHI3_LONG}
+# YaRN for a head of 12 (6 frequencies): theta, the pretraining length and
+# the betas chosen so that the ramp runs over dimensions 0..4 (kept,
+# ramped, interpolated); DeepSeek's mscale / mscale_all_dim attention factor.
+LLAMA_YARN = {"rope_type": "yarn", "rope_theta": 100.0, "factor": 4.0, "beta_fast": 8.0,
+              "beta_slow": 0.5, "mscale": 2.0, "mscale_all_dim": 0.5,
+              "original_max_position_embeddings": 64}
+
 # Features whose absence must change the answer: the case run with the key
 # set to this value (the feature off) has to fail the comparison.
 FEATURE_CONTROLS = {
-    "mistral": ("sliding_window", None),
-    "gemma2": ("attn_logit_softcapping", None),
-    "llama31-bias": ("rope_parameters", {"rope_type": "default", "rope_theta": 100.0}),
+    "mistral": [("sliding_window", None)],
+    "gemma2": [("attn_logit_softcapping", None)],
+    "llama31-bias": [("rope_parameters", {"rope_type": "default", "rope_theta": 100.0})],
+    # YaRN's frequencies, and its attention factor on cos and sin.
+    "llama-yarn": [("rope_parameters", {"rope_type": "default", "rope_theta": 100.0}),
+                   ("rope_parameters", {**LLAMA_YARN, "attention_factor": 1.0})],
+    # The base left as it is: max_position_embeddings up to the sequence (a
+    # default rope would refuse a sequence past max_position_embeddings).
+    "llama-dynamic": [("max_position_embeddings", SEQ_LEN)],
+    # LongRoPE at all; and that the sequence length picks the factors: the
+    # long ones above the pretraining length, the short ones below it.
+    "phi3-longrope": [("rope_parameters", {"rope_type": "default", "rope_theta": 100.0,
+                                           "partial_rotary_factor": 0.5}),
+                      ("rope_parameters", {**PHI3_LONGROPE, "long_factor": PHI3_SHORT})],
+    "phi3-lrope-short": [("rope_parameters", {**PHI3_LONGROPE, "short_factor": PHI3_LONG})],
 }
 
 # GPT-2's Conv1D layers store [in, out]; the engine uses nn.Linear's [out, in].
@@ -121,6 +146,30 @@ def configs():
                                                    "high_freq_factor": 2.0,
                                                    "original_max_position_embeddings": 16},
                                   **llama_sizes)),
+        # YaRN (LLAMA_YARN), its attention factor on cos and sin.
+        ("llama-yarn", "llama", transformers.LlamaForCausalLM,
+         transformers.LlamaConfig(num_key_value_heads=2, head_dim=12,
+                                  rope_parameters=dict(LLAMA_YARN), **llama_sizes)),
+        # Dynamic NTK: transformers grows the base when the forward is longer
+        # than max_position_embeddings (not original_max_position_embeddings,
+        # which it does not read), so 12 < the 16-token sequence.
+        ("llama-dynamic", "llama", transformers.LlamaForCausalLM,
+         transformers.LlamaConfig(num_key_value_heads=2,
+                                  rope_parameters={"rope_type": "dynamic", "rope_theta": 100.0,
+                                                   "factor": 3.0},
+                                  **dict(llama_sizes, max_position_embeddings=12))),
+        # LongRoPE (Phi-3 128k) on half of each head: the sequence (16) longer
+        # than the pretraining length (8, Phi3Config's top-level key), so the
+        # long factors; then longer than the sequence, the short ones. The
+        # attention factor from max / original positions.
+        ("phi3-longrope", "phi3", transformers.Phi3ForCausalLM,
+         transformers.Phi3Config(num_key_value_heads=2, rope_parameters=dict(PHI3_LONGROPE),
+                                 original_max_position_embeddings=8, resid_pdrop=0.0,
+                                 embd_pdrop=0.0, **llama_sizes)),
+        ("phi3-lrope-short", "phi3", transformers.Phi3ForCausalLM,
+         transformers.Phi3Config(num_key_value_heads=2, rope_parameters=dict(PHI3_LONGROPE),
+                                 original_max_position_embeddings=24, resid_pdrop=0.0,
+                                 embd_pdrop=0.0, **llama_sizes)),
         # Sliding-window attention over every layer, the window (6) shorter
         # than the sequence (16).
         ("mistral", "mistral", transformers.MistralForCausalLM,
@@ -344,10 +393,9 @@ def main():
                 print(f"{tag:<16} {'control':<15} {'':>7} perturbed {perturbed} by 1e-3: "
                       f"{'detected' if noticed else 'NOT DETECTED'}")
                 ok &= noticed
-            if tag in FEATURE_CONTROLS:
+            for key, value in FEATURE_CONTROLS.get(tag, []):
                 # Negative control: the engine built without the feature (the
                 # config's key changed) must disagree, so the case tests it.
-                key, value = FEATURE_CONTROLS[tag]
                 changed = json.loads(config.to_json_string())
                 changed[key] = value
                 with open(os.path.join(workdir, f"{tag}.control.json"), "w") as f:
