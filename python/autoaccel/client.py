@@ -29,7 +29,7 @@ from autoaccel._convert import from_json, from_message
 from autoaccel._proto import autoaccel_pb2 as pb
 from autoaccel._proto import autoaccel_pb2_grpc as pb_grpc
 from autoaccel.results import (Estimate, ExportResult, JobEvent, JobInfo, StrategyAnswer, Trial,
-                               Worker)
+                               TrialLogs, Worker)
 
 __all__ = ["Client", "Job"]
 
@@ -490,6 +490,28 @@ class Client:
             log.warning("autoaccel: the coordinator at %s runs unprotected: %s", self.address,
                         reply.coordinator_insecure)
         return [from_message(Worker, w) for w in reply.workers]
+
+    def logs(self, trial: Union[str, Trial, JobRef], index: Optional[int] = None, *,
+             rank: int = 0, tail: int = 0) -> TrialLogs:
+        """One rank's log files (stderr, stdout, the trial runner's output,
+        metrics lines) from the worker that ran it (`autoaccel logs`): a
+        trial (its id or a `Trial`), or a job and the trial's `index`.
+        `tail`: the last lines of each file (0: 100, at most 10000).
+
+        Raises NotFoundError for an unknown trial, FailedPreconditionError
+        for one that never ran or whose worker left the pool,
+        PermissionDeniedError for another user's job, and the worker's
+        NotFoundError when the rank's directory was removed.
+        """
+        request = pb.GetTrialLogsRequest(rank=rank, tail_lines=tail)
+        if index is not None:
+            request.job_id = _job_id(trial)
+            request.index = index
+        elif isinstance(trial, Trial):
+            request.trial_id = trial.trial_id
+        else:
+            request.trial_id = trial
+        return from_message(TrialLogs, self._call("GetTrialLogs", request))
 
     # ---- Computed by the coordinator, nothing runs ---------------------------
 

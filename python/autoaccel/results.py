@@ -264,6 +264,42 @@ class Worker:
     timing_jitter: float
 
 
+@dataclass(frozen=True)
+class RankLogFile:
+    """One of a rank's log files: its last lines as written (`tail`, bytes;
+    `text` decodes them), the whole file's size, and whether earlier lines
+    were left out."""
+    name: str
+    tail: bytes
+    size_bytes: int
+    truncated: bool
+
+    @property
+    def text(self) -> str:
+        return self.tail.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class RankLogs:
+    """A rank's directory on its worker and the log files in it
+    (stderr.log, stdout.log, trial.log, metrics.jsonl: those that exist);
+    `running`: the rank has not ended yet."""
+    directory: str
+    files: List[RankLogFile]
+    running: bool
+
+
+@dataclass(frozen=True)
+class TrialLogs:
+    """One rank of a trial's last attempt, from the worker that ran it
+    (`autoaccel logs`)."""
+    trial_id: str
+    attempt: int
+    rank: int
+    worker_id: str
+    logs: Optional[RankLogs]
+
+
 # ---- The CLI's documents (export, estimate) ---------------------------------
 
 

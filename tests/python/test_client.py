@@ -81,7 +81,9 @@ class PackageTest(unittest.TestCase):
                  results.StrategyStanding: pb.StrategyStanding,
                  results.StrategyAnswer: pb.StrategyAnswer, results.JobInfo: pb.Job,
                  results.JobEvent: pb.JobEvent, results.PeakTflops: pb.PeakTflops,
-                 results.Device: pb.Device, results.Worker: pb.Worker}
+                 results.Device: pb.Device, results.Worker: pb.Worker,
+                 results.RankLogFile: pb.RankLogFile, results.RankLogs: pb.RankLogs,
+                 results.TrialLogs: pb.TrialLogs}
         for cls, message in pairs.items():
             self.assertEqual({f.name for f in dataclasses.fields(cls)},
                              {f.name for f in message.DESCRIPTOR.fields}, cls.__name__)
@@ -273,6 +275,18 @@ class LiveClusterTest(unittest.TestCase):
         self.assertIn(job.id, [a.job_id for a in self.alice.strategies(model_family="gpt2")])
         self.assertIsNone(self.alice.best("gpt2", config=TINY_GPT2, seq_len=16,
                                           global_batch_size=8))
+
+        # A trial's output, from the worker that ran it: by the job and the
+        # trial's index, or by the trial.
+        first = next(t for t in trials if t.status == "SUCCEEDED")
+        logs = self.alice.logs(job, first.index, tail=5)
+        self.assertEqual(logs.trial_id, first.trial_id)
+        self.assertIn(logs.worker_id, ("w1", "w2"))
+        self.assertFalse(logs.logs.running)
+        self.assertEqual([f.name for f in logs.logs.files], ["trial.log"])
+        self.assertEqual(self.alice.logs(first).logs.directory, logs.logs.directory)
+        with self.assertRaises(errors.PermissionDeniedError):
+            self.client("carol").logs(first)
 
         # The job's best as DeepSpeed's config, computed by the coordinator
         # for alice.
