@@ -4,6 +4,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -111,6 +112,11 @@ constexpr uint8_t kAllocatorPriority = 100;
 std::atomic<bool> g_installed{false};
 
 }  // namespace
+
+void KeepFreedMemoryInTheHeap() {
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+}
 
 absl::Status InstallCountingCpuAllocator() {
   static std::once_flag once;

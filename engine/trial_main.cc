@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "engine/cpu_memory.h"
 #include "engine/distributed.h"
 #include "engine/peak_probe.h"
 #include "engine/trainer.h"
@@ -153,6 +154,7 @@ int main(int argc, char** argv) {
   if (!args.check_collectives.empty()) return CheckCollectivesOn(args.check_collectives);
   const std::string& spec_path = args.spec;
   const std::string& result_path = args.result;
+  autoaccel::KeepFreedMemoryInTheHeap();
 
   autoaccel::TrialResult result;
   absl::StatusOr<nlohmann::json> json = autoaccel::ReadJsonFile(spec_path);
