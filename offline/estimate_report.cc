@@ -9,29 +9,27 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
-#include "common/untrusted_json.h"
-#include "search/model_overrides.h"
+#include "proto/convert.h"
 
 namespace autoaccel {
 namespace {
 
 using nlohmann::json;
 
+// The model to estimate: one a config describes (ModelOfSpec), never
+// TorchScript's, whose shape is unknown.
 absl::StatusOr<ModelSpec> Model(const v1::ModelSpec& m) {
   if (m.family() == "torchscript") {
     return absl::InvalidArgumentError(
         "model.family torchscript: a TorchScript module's shape is unknown, so it cannot be "
         "estimated; give its Hugging Face family and config.json");
   }
-  if (m.config_json().empty()) {
+  ASSIGN_OR_RETURN(std::optional<ModelSpec> model, ModelOfSpec(m));
+  if (!model) {
     return absl::InvalidArgumentError(
         absl::StrCat("model.config_json: the model ", m.family(), " needs its config.json"));
   }
-  ASSIGN_OR_RETURN(json config, ParseUntrustedJson(m.config_json(), "model_config"));
-  return ModelSpecWithOverrides(
-      m.family(), std::move(config),
-      std::vector<std::string>(m.overrides().begin(), m.overrides().end()),
-      std::vector<std::string>(m.new_overrides().begin(), m.new_overrides().end()));
+  return *std::move(model);
 }
 
 // The strategy text; without "ga=", gradient accumulation makes up the

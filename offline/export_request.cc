@@ -6,23 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "common/untrusted_json.h"
 #include "proto/convert.h"
-#include "search/model_overrides.h"
 
 namespace autoaccel {
-
-absl::StatusOr<std::optional<ModelSpec>> ModelOfSpec(const v1::ModelSpec& m) {
-  if (m.family() == "torchscript" || m.config_json().empty()) return std::nullopt;
-  ASSIGN_OR_RETURN(nlohmann::json config, ParseUntrustedJson(m.config_json(), "model_config"));
-  ASSIGN_OR_RETURN(
-      ModelSpec spec,
-      ModelSpecWithOverrides(
-          m.family(), std::move(config),
-          std::vector<std::string>(m.overrides().begin(), m.overrides().end()),
-          std::vector<std::string>(m.new_overrides().begin(), m.new_overrides().end())));
-  return std::optional<ModelSpec>(std::move(spec));
-}
 
 namespace {
 

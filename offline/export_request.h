@@ -3,20 +3,11 @@
 #ifndef AUTOACCEL_OFFLINE_EXPORT_REQUEST_H_
 #define AUTOACCEL_OFFLINE_EXPORT_REQUEST_H_
 
-#include <optional>
-
 #include "absl/status/statusor.h"
 #include "export/exporter.h"
 #include "proto/autoaccel.pb.h"
-#include "search/model_spec.h"
 
 namespace autoaccel {
-
-// The model of a request's spec (its config with the overrides); nullopt
-// for a TorchScript model, whose architecture an export cannot see, or a
-// spec without a config. INVALID_ARGUMENT naming the field for a config
-// that is not JSON or that the family refuses.
-absl::StatusOr<std::optional<ModelSpec>> ModelOfSpec(const v1::ModelSpec& model);
 
 // The input for `request`: the best strategy of `job` (the job the request
 // names, which the caller fetched; null when the request gives a strategy),

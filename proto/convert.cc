@@ -14,6 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/untrusted_json.h"
+#include "search/model_overrides.h"
 #include "search/strategy_fields.h"
 #include "search/trial_metrics_fields.h"
 
@@ -88,6 +90,18 @@ v1::Strategy ToProto(const Strategy& s) {
   });
   p.set_text(StrategyToText(s));
   return p;
+}
+
+absl::StatusOr<std::optional<ModelSpec>> ModelOfSpec(const v1::ModelSpec& m) {
+  if (m.family() == "torchscript" || m.config_json().empty()) return std::nullopt;
+  ASSIGN_OR_RETURN(nlohmann::json config, ParseUntrustedJson(m.config_json(), "model_config"));
+  ASSIGN_OR_RETURN(
+      ModelSpec spec,
+      ModelSpecWithOverrides(
+          m.family(), std::move(config),
+          std::vector<std::string>(m.overrides().begin(), m.overrides().end()),
+          std::vector<std::string>(m.new_overrides().begin(), m.new_overrides().end())));
+  return std::optional<ModelSpec>(std::move(spec));
 }
 
 absl::StatusOr<Strategy> FromProto(const v1::Strategy& p) {

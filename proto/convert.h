@@ -5,11 +5,13 @@
 #define AUTOACCEL_PROTO_CONVERT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/autoaccel.pb.h"
+#include "search/model_spec.h"
 #include "search/strategy.h"
 #include "search/trial.h"
 
@@ -22,6 +24,13 @@ inline constexpr int kMaxMessageBytes = static_cast<int>(kMaxModelFileBytes + (i
 
 v1::Strategy ToProto(const Strategy& s);  // fills `text` with the canonical form
 absl::StatusOr<Strategy> FromProto(const v1::Strategy& s);
+
+// The model of a request's spec: its config with the overrides applied
+// (search/model_overrides.h); nullopt for a TorchScript model, whose
+// architecture its file holds, or a spec without a config.
+// INVALID_ARGUMENT naming the field for a config that is not JSON or that
+// the family refuses.
+absl::StatusOr<std::optional<ModelSpec>> ModelOfSpec(const v1::ModelSpec& model);
 
 v1::TrialMetrics ToProto(const TrialMetrics& m);
 TrialMetrics FromProto(const v1::TrialMetrics& m);

@@ -70,7 +70,7 @@ struct ModelFamilyInfo {
   // (gemma2), with their defaults.
   bool soft_capping = false;
   double attn_softcap_default = 0, final_softcap_default = 0, query_scalar_default = 0;
-  bool partial_rotary = false;     // partial_rotary_factor (phi3)
+  bool partial_rotary = false;  // partial_rotary_factor (phi3)
   // Phi3Config's rope rules, when > 0: rope types default and longrope only
   // ("yarn" is read as longrope, as transformers does), and longrope's
   // pretraining length is the top-level original_max_position_embeddings

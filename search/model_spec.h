@@ -106,7 +106,7 @@ struct ModelSpec {
   bool rope_truncate = true;                                // yarn
   double rope_attention_factor = 1.0;                       // yarn, longrope
   std::vector<double> rope_short_factor, rope_long_factor;  // longrope: d / 2 each
-  double partial_rotary_factor = 1.0;  // phi3 only
+  double partial_rotary_factor = 1.0;                       // phi3 only
   // Decoders: LM head shares the token embedding. (gpt2 and bert always
   // tie their output projection to the token embedding.)
   bool tie_word_embeddings = false;

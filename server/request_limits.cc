@@ -15,7 +15,8 @@ namespace {
 // Fields with a row of their own, left out of the generic walk.
 bool HasOwnRow(absl::string_view name) {
   return name == "model.config_json" || name == "model.script" || name == "model.overrides" ||
-         name == "model.new_overrides" || name == "launcher" || name == "device_type";
+         name == "model.new_overrides" || name == "launcher" || name == "device_type" ||
+         name == "device_catalog_json";
 }
 
 // "value unit" with integers printed as integers.
@@ -220,6 +221,27 @@ absl::Status CheckTuneRequestLimits(const v1::TuneRequest& r) {
                              "device_type"));
   RETURN_IF_ERROR(CheckFieldSizes(r, ""));
   return CheckTuneNumbers(r);
+}
+
+absl::Status CheckExportRequestLimits(const v1::ExportRequest& r) {
+  RETURN_IF_ERROR(CheckModelRequest(r.model()));
+  RETURN_IF_ERROR(CheckFieldSizes(r, ""));
+  RETURN_IF_ERROR(CheckLimit(Limit::kWorldSize, r.world_size()));
+  RETURN_IF_ERROR(CheckLimit(Limit::kWorldSize, r.devices_per_node(), "devices_per_node"));
+  RETURN_IF_ERROR(CheckLimit(Limit::kSeqLen, r.seq_len()));
+  return CheckLimit(Limit::kGlobalBatchSize, r.global_batch_size());
+}
+
+absl::Status CheckEstimateRequestLimits(const v1::EstimateRequest& r) {
+  RETURN_IF_ERROR(CheckModelRequest(r.model()));
+  RETURN_IF_ERROR(
+      CheckJsonText(r.device_catalog_json(), Limit::kModelConfigBytes, "device_catalog_json"));
+  RETURN_IF_ERROR(CheckFieldSizes(r, ""));
+  RETURN_IF_ERROR(CheckLimit(Limit::kWorldSize, r.world_size()));
+  RETURN_IF_ERROR(CheckLimit(Limit::kWorldSize, r.devices_per_node(), "devices_per_node"));
+  RETURN_IF_ERROR(CheckLimit(Limit::kSeqLen, r.seq_len()));
+  RETURN_IF_ERROR(CheckLimit(Limit::kGlobalBatchSize, r.global_batch_size()));
+  return CheckLimit(Limit::kListEntries, r.top(), "top");
 }
 
 absl::Status CheckModelLimits(const ModelSpec& model) {

@@ -232,6 +232,15 @@ absl::Status CheckLimit(Limit limit, double value, absl::string_view field = "")
 // numbers (time limit, steps, world size, sequence length, batch, budget).
 absl::Status CheckTuneRequestLimits(const v1::TuneRequest& request);
 
+// What Export and Estimate (offline/, computed on the coordinator) parse:
+// the model as a tuning request's (config bytes and nesting, overrides),
+// an Estimate's device catalog JSON as a model config, every other string
+// and list (walked by reflection), the sizes (world_size, devices_per_node,
+// seq_len, global_batch_size) and an Estimate's `top` (a list of at most
+// kListEntries strategies).
+absl::Status CheckExportRequestLimits(const v1::ExportRequest& request);
+absl::Status CheckEstimateRequestLimits(const v1::EstimateRequest& request);
+
 // The model's dimensions once its config is read (layers, hidden size,
 // heads, head width, MLP width, vocabulary, positions, experts). The field
 // is named as the family's config names it ("model_config.n_layer" for

@@ -288,12 +288,13 @@ grpc::ServerUnaryReactor* TuningServiceImpl::Export(grpc::CallbackServerContext*
   return ParsedUnary<v1::ExportRequest, v1::ExportAnswer>(
       ctx, in, out,
       [&](const v1::ExportRequest& request, v1::ExportAnswer* response) -> absl::Status {
+        const bool of_job = !request.job_id().empty();
+        RETURN_IF_ERROR(of_job ? JobCaller(ctx, request.job_id()).status()
+                               : auth_->User(*ctx).status());
+        RETURN_IF_ERROR(CheckExportRequestLimits(request));
         std::optional<v1::Job> job;
-        if (!request.job_id().empty()) {
-          RETURN_IF_ERROR(JobCaller(ctx, request.job_id()).status());
+        if (of_job) {
           ASSIGN_OR_RETURN(job, manager_->GetJob(request.job_id()));
-        } else {
-          RETURN_IF_ERROR(auth_->User(*ctx).status());
         }
         ASSIGN_OR_RETURN(const ExportInput input, ExportInputOf(request, job ? &*job : nullptr));
         ASSIGN_OR_RETURN(const ExportResult result, ::autoaccel::Export(input));
@@ -309,6 +310,7 @@ grpc::ServerUnaryReactor* TuningServiceImpl::Estimate(grpc::CallbackServerContex
       ctx, in, out,
       [&](const v1::EstimateRequest& request, v1::EstimateAnswer* response) -> absl::Status {
         RETURN_IF_ERROR(auth_->User(*ctx).status());
+        RETURN_IF_ERROR(CheckEstimateRequestLimits(request));
         ASSIGN_OR_RETURN(const EstimateReport report, ::autoaccel::Estimate(request));
         response->set_result_json(EstimateReportJson(report).dump());
         return absl::OkStatus();

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/subprocess.h"
+#include "worker/child_process.h"
 
 namespace autoaccel {
 namespace {

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/tune_request.h"
@@ -219,6 +220,37 @@ TEST(RequestLimitsTest, NegativeAndNonFiniteNumbersAreInvalidArgumentNamingTheFi
   w.mutable_devices(0)->mutable_peak_tflops()->set_fp16(std::numeric_limits<double>::infinity());
   EXPECT_THAT(Message(CheckRegisterRequestLimits(w)),
               StartsWith("devices[0].peak_tflops.fp16: inf"));
+}
+
+TEST(RequestLimitsTest, ExportAndEstimateRequestsAreBoundedAsATuningRequestsParts) {
+  // The coordinator parses what they carry (offline/), so the same bounds hold.
+  const std::string huge_config(LimitMax(Limit::kModelConfigBytes) + 1, ' ');
+  v1::ExportRequest e;
+  e.set_strategy("mbs=4");
+  EXPECT_OK(CheckExportRequestLimits(e));
+  e.mutable_model()->set_config_json(huge_config);
+  absl::Status s = CheckExportRequestLimits(e);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(Message(s), StartsWith("model_config: 262145 bytes"));
+  e = v1::ExportRequest();
+  e.set_world_size(70000);
+  EXPECT_THAT(Message(CheckExportRequestLimits(e)), StartsWith("world_size: 70000 ranks"));
+  e = v1::ExportRequest();
+  e.set_strategy(std::string(LimitMax(Limit::kTextBytes) + 1, 'x'));
+  EXPECT_THAT(Message(CheckExportRequestLimits(e)), StartsWith("strategy: 16385 bytes"));
+
+  v1::EstimateRequest r;
+  r.set_top(5);
+  r.set_device_catalog_json(std::string(20000, ' '));  // larger than a text field, fine
+  EXPECT_OK(CheckEstimateRequestLimits(r));
+  r.set_device_catalog_json(huge_config);
+  EXPECT_THAT(Message(CheckEstimateRequestLimits(r)), StartsWith("device_catalog_json: 262145"));
+  r = v1::EstimateRequest();
+  r.set_top(100000);
+  EXPECT_THAT(Message(CheckEstimateRequestLimits(r)), StartsWith("top: 100000 entries"));
+  r = v1::EstimateRequest();
+  r.mutable_model()->add_overrides(std::string(LimitMax(Limit::kOverrideBytes) + 1, 'x'));
+  EXPECT_THAT(Message(CheckEstimateRequestLimits(r)), StartsWith("override[0]: "));
 }
 
 TEST(RequestLimitsTest, AModelDimensionIsNamedAsTheFamilysConfigNamesIt) {

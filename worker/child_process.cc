@@ -10,13 +10,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 
 extern char** environ;
@@ -198,15 +198,54 @@ absl::StatusOr<int> RunChildProcess(const std::vector<std::string>& args,
   return status;
 }
 
-std::string TailOfFile(const std::string& path, int max_lines) {
-  std::ifstream in(path);
-  std::deque<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) {
-    lines.push_back(line);
-    if (static_cast<int>(lines.size()) > max_lines) lines.pop_front();
+absl::StatusOr<FileTail> ReadFileTail(const std::string& path, int max_lines, int64_t max_bytes) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return absl::NotFoundError(absl::StrCat(path, ": no such file"));
   }
-  return absl::StrJoin(lines, "\n");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InternalError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
+  FileTail tail;
+  in.seekg(0, std::ios::end);
+  tail.size_bytes = static_cast<int64_t>(in.tellg());
+  const int64_t start = std::max<int64_t>(0, tail.size_bytes - max_bytes);
+  std::string bytes(static_cast<size_t>(tail.size_bytes - start), '\0');
+  in.seekg(start);
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (in.gcount() != static_cast<std::streamsize>(bytes.size())) {
+    return absl::InternalError(absl::StrCat("cannot read ", path, ": short read"));
+  }
+  absl::string_view text = bytes;
+  // A cut through the middle of a line starts at the next whole one.
+  if (start > 0) {
+    const size_t newline = text.find('\n');
+    text.remove_prefix(newline == absl::string_view::npos ? text.size() : newline + 1);
+  }
+  // The last `max_lines` lines; a final newline ends the last line, it does
+  // not start another.
+  size_t begin = text.size();
+  const size_t end = !text.empty() && text.back() == '\n' ? text.size() - 1 : text.size();
+  int lines = 0;
+  for (size_t i = end; i > 0; --i) {
+    if (text[i - 1] == '\n' && ++lines == max_lines) {
+      begin = i;
+      break;
+    }
+  }
+  if (lines < max_lines) begin = 0;
+  tail.truncated = start + static_cast<int64_t>(bytes.size() - text.size() + begin) > 0;
+  tail.text = std::string(text.substr(begin));
+  return tail;
+}
+
+std::string TailOfFile(const std::string& path, int max_lines) {
+  absl::StatusOr<FileTail> tail = ReadFileTail(path, max_lines, int64_t{1} << 20);
+  if (!tail.ok()) return "";
+  absl::string_view text = tail->text;
+  if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  return std::string(text);
 }
 
 bool EndedFromOutside(int wait_status) {

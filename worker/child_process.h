@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,7 +80,19 @@ bool EndedFromOutside(int wait_status);
 // "exited with code N" / "was killed by signal N (Name)".
 std::string HowChildEnded(int wait_status);
 
-// Last `max_lines` lines of a text file ("" if unreadable).
+// The last `max_lines` lines of the file at `path`, read from its end (at
+// most `max_bytes` of it; a line cut by that limit is left out), the whole
+// file's size, and whether anything before the lines returned was left out.
+// NOT_FOUND when the file does not exist; INTERNAL when it cannot be read.
+struct FileTail {
+  std::string text;
+  int64_t size_bytes = 0;
+  bool truncated = false;
+};
+absl::StatusOr<FileTail> ReadFileTail(const std::string& path, int max_lines, int64_t max_bytes);
+
+// Last `max_lines` lines of a text file, without the final newline, from at
+// most its last MiB ("" if unreadable).
 std::string TailOfFile(const std::string& path, int max_lines);
 
 }  // namespace autoaccel

@@ -22,20 +22,10 @@ inline constexpr const char* kRankLogFiles[] = {"stderr.log", "stdout.log", "tri
 // Lines of each file when a request asks for 0, and the most it may ask for.
 inline constexpr int kDefaultRankLogLines = 100;
 inline constexpr int kMaxRankLogLines = 10000;
-// At most this much of each file's end is read (a few files stay far below
-// gRPC's 4 MB answer limit); fewer lines than asked come back when they are
-// longer.
+// At most this much of each file's end is read (ReadFileTail,
+// worker/child_process.h; a few files stay far below gRPC's 4 MB answer
+// limit); fewer lines than asked come back when they are longer.
 inline constexpr int64_t kMaxRankLogBytes = 512 * 1024;
-
-// The last `max_lines` lines of the file at `path` (at most `max_bytes` of
-// its end), its size, and whether anything before them was left out.
-// NOT_FOUND when it does not exist; INTERNAL when it cannot be read.
-struct FileTail {
-  std::string text;
-  int64_t size_bytes = 0;
-  bool truncated = false;
-};
-absl::StatusOr<FileTail> ReadFileTail(const std::string& path, int max_lines, int64_t max_bytes);
 
 // The rank's files that exist. INVALID_ARGUMENT for a trial id that cannot
 // name a file (worker/file_names.h), a negative rank or attempt, or

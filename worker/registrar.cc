@@ -62,7 +62,7 @@ void Registrar::Run() {
   bool registered = false;
   double backoff_s = 0.2;
   bool warned = false;
-  std::string session_token;  // the current registration's
+  std::string session_token;                                // the current registration's
   auto jitter_measured = std::chrono::steady_clock::now();  // main measured it before Start
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
