@@ -189,14 +189,19 @@ def main():
     os.chmod(os.path.join(tmp, "tokens"), 0o600)
     tokens_path = os.path.join(tmp, "tokens.json")
     json.dump(tokens, open(tokens_path, "w"))
+    join_token = os.path.join(tmp, "join-token")
+    with open(os.open(join_token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write(f"load-join-token-{random.getrandbits(64):016x}\n")
     server, address = grpc_bench.start_server(bin_dir, tmp,
-                                              ["--tokens", os.path.join(tmp, "tokens")])
+                                              ["--tokens", os.path.join(tmp, "tokens"),
+                                               "--join-token-file", join_token])
     workers = []
     for i in range(args.workers):
         workers.append(grpc_bench.Daemon(f"worker{i}", [
             grpc_bench.binary(bin_dir, "autoaccel-worker"), "--coordinator", address, "--listen",
             "127.0.0.1:0", "--devices", "cpu:1", "--threads-per-device", "1",
-            "--work-dir", os.path.join(tmp, f"work{i}"), "--log-level", "warn"],
+            "--work-dir", os.path.join(tmp, f"work{i}"), "--log-level", "warn",
+            "--join-token-file", join_token],
             os.path.join(tmp, f"worker{i}.log")))
     channel = grpc.insecure_channel(address)
     stub = pb2_grpc.TuningServiceStub(channel)

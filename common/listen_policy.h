@@ -1,7 +1,8 @@
 // When a daemon may serve without TLS and tokens. On loopback (127.0.0.0/8,
 // ::1, localhost) nothing is required: a laptop needs no certificates. On
 // any other address, autoaccel-server and autoaccel-worker refuse to start
-// without TLS and tokens unless --insecure is given, and an insecure daemon
+// without TLS and tokens unless --insecure is given (the coordinator's HTTP
+// port as its gRPC port: HTTPS and user tokens), and an insecure daemon
 // says so on every log line (and in `autoaccel workers`).
 #ifndef AUTOACCEL_COMMON_LISTEN_POLICY_H_
 #define AUTOACCEL_COMMON_LISTEN_POLICY_H_
@@ -28,6 +29,14 @@ bool IsLoopbackListen(const std::string& listen);
 absl::Status CheckListenPolicy(const std::string& daemon, const std::string& listen,
                                const std::vector<std::string>& missing, bool insecure);
 
+// One port a daemon listens on and the protections it lacks there; `port`
+// names it in messages ("" for the daemon's main port, "HTTP port").
+struct ListenPort {
+  std::string listen;
+  std::vector<std::string> missing;
+  std::string port;
+};
+
 // CheckListenPolicy, then, for a daemon let through unprotected by
 // `insecure`, what it lacks ("no TLS (...), no a join token (...)"), after
 // prefixing every later spdlog line with "[INSECURE: <that>]"; "" for a
@@ -35,6 +44,16 @@ absl::Status CheckListenPolicy(const std::string& daemon, const std::string& lis
 absl::StatusOr<std::string> ApplyListenPolicy(const std::string& daemon, const std::string& listen,
                                               const std::vector<std::string>& missing,
                                               bool insecure);
+// The same for every port of `ports`: the first one that may not run
+// unprotected is the error; what the insecure ones lack is joined ("no TLS
+// (...); HTTP port: no TLS (...)").
+absl::StatusOr<std::string> ApplyListenPolicy(const std::string& daemon,
+                                              const std::vector<ListenPort>& ports, bool insecure);
+
+// Prefixes every later spdlog line with "[INSECURE: <why>]" (what
+// ApplyListenPolicy does for an unprotected port; a daemon unprotected for
+// another reason calls it itself). Call before other threads log.
+void MarkLogsInsecure(const std::string& why);
 
 }  // namespace autoaccel
 

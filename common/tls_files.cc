@@ -8,10 +8,7 @@
 #include "common/status_macros.h"
 
 namespace autoaccel {
-namespace {
-
-// The file's PEM content; `flag` names it in errors.
-absl::StatusOr<std::string> ReadPem(const std::string& path, const std::string& flag) {
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, const std::string& flag) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read '", path, "'"));
   std::ostringstream text;
@@ -23,8 +20,6 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const std::string& 
   }
   return pem;
 }
-
-}  // namespace
 
 absl::Status CheckTlsFiles(const TlsFiles& files) {
   if (files.cert.empty() != files.key.empty()) {
@@ -40,8 +35,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
   if (!files.serves_tls()) return grpc::InsecureServerCredentials();
   grpc::SslServerCredentialsOptions options(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  ASSIGN_OR_RETURN(pair.cert_chain, ReadPem(files.cert, "--tls-cert"));
-  ASSIGN_OR_RETURN(pair.private_key, ReadPem(files.key, "--tls-key"));
+  ASSIGN_OR_RETURN(pair.cert_chain, ReadPemFile(files.cert, "--tls-cert"));
+  ASSIGN_OR_RETURN(pair.private_key, ReadPemFile(files.key, "--tls-key"));
   options.pem_key_cert_pairs.push_back(std::move(pair));
   return grpc::SslServerCredentials(options);
 }
@@ -51,7 +46,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
   RETURN_IF_ERROR(CheckTlsFiles(files));
   if (files.ca.empty()) return grpc::InsecureChannelCredentials();
   grpc::SslCredentialsOptions options;
-  ASSIGN_OR_RETURN(options.pem_root_certs, ReadPem(files.ca, "--tls-ca"));
+  ASSIGN_OR_RETURN(options.pem_root_certs, ReadPemFile(files.ca, "--tls-ca"));
   return grpc::SslCredentials(options);
 }
 

@@ -24,6 +24,10 @@ struct TlsFiles {
   bool serves_tls() const { return !cert.empty(); }
 };
 
+// The PEM content of the file at `path`. INVALID_ARGUMENT naming `flag` for
+// a missing, unreadable or non-PEM file (its content is never echoed).
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, const std::string& flag);
+
 // INVALID_ARGUMENT when only one of cert and key is given.
 absl::Status CheckTlsFiles(const TlsFiles& files);
 

@@ -53,9 +53,18 @@ int main(int argc, char** argv) {
   std::string http_listen;
   app.add_option("--http-listen", http_listen,
                  "HOST:PORT to serve HTTP on (port 0 picks a free one): the dashboard at /, "
-                 "Prometheus metrics at /metrics, /healthz and /readyz (plain HTTP; the "
-                 "dashboard's data needs a user token when --tokens is given: "
-                 "docs/MONITORING.md)");
+                 "Prometheus metrics at /metrics, /healthz and /readyz (the dashboard's data "
+                 "needs a user token when --tokens is given: docs/MONITORING.md). A non-loopback "
+                 "address needs --tokens and --http-tls-cert/--http-tls-key, or --insecure");
+  std::string http_tls_cert, http_tls_key;
+  app.add_option("--http-tls-cert", http_tls_cert,
+                 "PEM certificate chain to serve the HTTP port with (HTTPS)");
+  app.add_option("--http-tls-key", http_tls_key, "PEM private key of --http-tls-cert");
+  std::vector<std::string> http_hosts;
+  app.add_option("--http-host", http_hosts,
+                 "a host name the HTTP port is reached by (repeatable). Without --tokens a "
+                 "request naming any other host (besides IP addresses and localhost) is refused, "
+                 "so no web page can reach the dashboard through DNS rebinding");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   std::string log_format = "text";
   app.add_option("--log-format", log_format,
@@ -85,6 +94,10 @@ int main(int argc, char** argv) {
   app.add_option("--tls-ca", tls.ca,
                  "PEM CA certificates to trust when connecting to workers that serve TLS "
                  "(default: the system's)");
+  bool open_registration = false;
+  app.add_flag("--open-registration", open_registration,
+               "with --tokens but no --join-token-file: let any process that reaches the port "
+               "register as a worker (it receives every user's models; logged as insecure)");
   app.add_flag("--insecure", insecure,
                "serve on a non-loopback address without TLS or tokens (every log line says so)");
   std::string backup;  // --backup: copy the database and exit (server/store_backup.h)
@@ -109,14 +122,34 @@ int main(int argc, char** argv) {
   if (!tls.serves_tls()) missing.push_back("TLS (--tls-cert/--tls-key)");
   if (tokens_file.empty()) missing.push_back("user tokens (--tokens)");
   if (join_token_file.empty()) missing.push_back("a join token (--join-token-file)");
+  std::vector<autoaccel::ListenPort> ports = {{listen, missing, ""}};
+  if (!http_listen.empty()) {
+    std::vector<std::string> http_missing;
+    if (http_tls_cert.empty()) http_missing.push_back("TLS (--http-tls-cert/--http-tls-key)");
+    if (tokens_file.empty()) http_missing.push_back("user tokens (--tokens)");
+    ports.push_back({http_listen, http_missing, "HTTP port"});
+  }
+  if (!tokens_file.empty() && join_token_file.empty() && !open_registration) {
+    std::fprintf(stderr,
+                 "autoaccel-server: --tokens without --join-token-file: any process that reaches "
+                 "the port could register as a worker and receive every user's model configs "
+                 "and files. Give --join-token-file (deploy/tls/make-tokens writes one), or "
+                 "--open-registration to allow that knowingly\n");
+    return 2;
+  }
   absl::StatusOr<std::string> unprotected =
-      autoaccel::ApplyListenPolicy("autoaccel-server", listen, missing, insecure);
+      autoaccel::ApplyListenPolicy("autoaccel-server", ports, insecure);
   if (!unprotected.ok()) {
     std::fprintf(stderr, "autoaccel-server: %s\n",
                  std::string(unprotected.status().message()).c_str());
     return 2;
   }
-  const std::string insecure_why = *unprotected;
+  std::string insecure_why = *unprotected;
+  if (!tokens_file.empty() && join_token_file.empty()) {
+    if (!insecure_why.empty()) insecure_why += "; ";
+    insecure_why += "open registration: any process may register as a worker";
+    autoaccel::MarkLogsInsecure(insecure_why);
+  }
   if (absl::Status s = autoaccel::SetLogFormat(log_format, "autoaccel-server", insecure_why);
       !s.ok()) {
     std::fprintf(stderr, "autoaccel-server: %s\n", std::string(s.message()).c_str());
@@ -198,7 +231,13 @@ int main(int argc, char** argv) {
     std::map<std::string, autoaccel::HttpHandler> routes =
         autoaccel::MonitoringRoutes((*manager).get(), &readiness);
     routes.merge(autoaccel::DashboardRoutes((*manager).get(), &auth));
-    auto started = autoaccel::HttpEndpoint::Start(http_listen, std::move(routes));
+    autoaccel::HttpEndpointOptions http_options;
+    http_options.tls_cert_file = http_tls_cert;
+    http_options.tls_key_file = http_tls_key;
+    http_options.check_host = !auth.users_required();
+    http_options.allowed_hosts = http_hosts;
+    auto started =
+        autoaccel::HttpEndpoint::Start(http_listen, std::move(routes), std::move(http_options));
     if (!started.ok()) {
       std::fprintf(stderr, "autoaccel-server: %s\n",
                    std::string(started.status().message()).c_str());
@@ -207,9 +246,10 @@ int main(int argc, char** argv) {
     }
     http = *std::move(started);
     autoaccel::Announce(absl::StrFormat(
-        "autoaccel-server http listening on %s:%d (dashboard /, /metrics, /healthz, /readyz)",
+        "autoaccel-server http listening on %s:%d (%s; dashboard /, /metrics, /healthz, "
+        "/readyz)",
         http->host().find(':') == std::string::npos ? http->host() : "[" + http->host() + "]",
-        http->port()));
+        http->port(), http->tls() ? "HTTPS" : "plain HTTP"));
   }
   (*manager)->Start();
   readiness.Set(autoaccel::Readiness::kReady);

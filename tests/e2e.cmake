@@ -20,7 +20,11 @@ endif()
 if(AUTOACCEL_BUILD_SERVICES AND AUTOACCEL_BUILD_ENGINE)
   add_executable(security_e2e_test security_e2e_test.cc subprocess.cc)
   target_include_directories(security_e2e_test PRIVATE ${PROJECT_SOURCE_DIR})
-  target_link_libraries(security_e2e_test PRIVATE autoaccel_api SQLite::SQLite3 GTest::gmock_main)
+  # cpp-httplib (built with OpenSSL): the HTTPS client of the HTTP port's checks.
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(CPP_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+  target_link_libraries(security_e2e_test PRIVATE autoaccel_api SQLite::SQLite3 GTest::gmock_main
+                                                  PkgConfig::CPP_HTTPLIB)
   target_compile_definitions(security_e2e_test PRIVATE
     AUTOACCEL_SERVER_BIN="$<TARGET_FILE:autoaccel-server>"
     AUTOACCEL_WORKER_BIN="$<TARGET_FILE:autoaccel-worker>"

@@ -7,8 +7,15 @@ if(AUTOACCEL_BUILD_SERVICES)
   autoaccel_service_test(prometheus_text_test monitoring LIBRARY autoaccel_server_lib
                          SOURCES prometheus_text_test.cc subprocess.cc)
   target_compile_definitions(prometheus_text_test PRIVATE PROMTOOL_BIN="${AUTOACCEL_PROMTOOL}")
+  # The HTTP port itself over real sockets: bodies refused unread, slow
+  # clients, ranges, oversized headers, the Host check, TLS.
+  autoaccel_service_test(http_endpoint_test http LIBRARY autoaccel_http
+                         SOURCES http_endpoint_test.cc)
 endif()
 if(AUTOACCEL_BUILD_SERVICES AND AUTOACCEL_BUILD_ENGINE)
+  # cpp-httplib (Debian's libcpp-httplib-dev): the test's HTTP client.
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(CPP_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
   add_executable(monitoring_e2e_test monitoring_e2e_test.cc subprocess.cc)
   target_include_directories(monitoring_e2e_test PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(monitoring_e2e_test PRIVATE SQLite::SQLite3 GTest::gmock_main

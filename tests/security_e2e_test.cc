@@ -1,8 +1,10 @@
 // The cluster's protections end to end: certificates and tokens issued by
 // deploy/tls/make-certs and make-tokens, a real server and worker over TLS
 // with tokens, and the CLI as three users; a worker's trial service called
-// directly; daemons asked to serve a network address unprotected.
+// directly; daemons asked to serve a network address unprotected; the HTTP
+// port over HTTPS, and its Host check without tokens.
 #include <grpcpp/grpcpp.h>
+#include <httplib.h>
 
 #include <string>
 #include <vector>
@@ -174,6 +176,108 @@ TEST(SecurityEndToEnd, OnANetworkAddressTheDaemonsRefuseToServeUnprotectedUnless
     EXPECT_THAT(log_line, HasSubstr("[INSECURE: no TLS")) << log_line;
   }
   EXPECT_GT(log_lines, 0) << server.Stdout();
+  std::filesystem::remove_all(dir);
+}
+
+// The HTTP port and its host:port as the server printed them.
+std::pair<std::string, int> HttpPortOf(Subprocess* server, std::string* line) {
+  *line = server->WaitForLine("http listening on", absl::Seconds(20));
+  const std::string address = AddressFromLine(*line);
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return {"", 0};
+  return {address.substr(0, colon), std::stoi(address.substr(colon + 1))};
+}
+
+TEST(SecurityEndToEnd, TheHttpPortServesHttpsWithTheClustersCertificate) {
+  Cluster cluster;
+  const std::string d = cluster.dir();
+  ASSERT_TRUE(IssueCredentials(d));
+  std::vector<std::string> flags = ServerFlags(d);
+  for (const char* f : {"--http-listen", "127.0.0.1:0", "--http-tls-cert"}) flags.push_back(f);
+  flags.push_back(d + "/coordinator.pem");
+  flags.push_back("--http-tls-key");
+  flags.push_back(d + "/coordinator.key");
+  ASSERT_TRUE(cluster.StartServer(flags));
+  std::string line;
+  const auto [host, port] = HttpPortOf(cluster.server(), &line);
+  ASSERT_GT(port, 0) << cluster.server()->Stdout();
+  EXPECT_THAT(line, HasSubstr("HTTPS"));
+
+  httplib::SSLClient https(host, port);
+  https.set_ca_cert_path((d + "/ca.pem").c_str());
+  https.enable_server_certificate_verification(true);
+  auto healthz = https.Get("/healthz");
+  ASSERT_TRUE(healthz) << httplib::to_string(healthz.error());
+  EXPECT_EQ(healthz->status, 200);
+  const std::string alice = testing::ReadFile(d + "/alice.token");
+  auto jobs =
+      https.Get("/api/jobs", {{"Authorization", "Bearer " + alice.substr(0, alice.find('\n'))}});
+  ASSERT_TRUE(jobs);
+  EXPECT_EQ(jobs->status, 200) << jobs->body;
+  EXPECT_EQ(https.Get("/api/jobs")->status, 401);
+  // Plain HTTP on the HTTPS port gets no page.
+  httplib::Client plain(host, port);
+  plain.set_read_timeout(3, 0);
+  auto refused = plain.Get("/healthz");
+  EXPECT_TRUE(!refused || refused->status != 200);
+}
+
+TEST(SecurityEndToEnd, WithoutTokensTheDashboardAnswersOnlyItsOwnHostNames) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer({"--http-listen", "127.0.0.1:0", "--http-host", "dash.test"}));
+  std::string line;
+  const auto [host, port] = HttpPortOf(cluster.server(), &line);
+  ASSERT_GT(port, 0);
+  EXPECT_THAT(line, HasSubstr("plain HTTP"));
+  httplib::Client http(host, port);
+  const auto status_with_host = [&http](const std::string& name) {
+    auto r = http.Get("/api/jobs", {{"Host", name}});
+    return r ? r->status : -1;
+  };
+  EXPECT_EQ(status_with_host("rebound.attacker.example"), 403);
+  EXPECT_EQ(status_with_host(absl::StrCat("127.0.0.1:", port)), 200);
+  EXPECT_EQ(status_with_host(absl::StrCat("localhost:", port)), 200);
+  EXPECT_EQ(status_with_host("dash.test"), 200);
+}
+
+TEST(SecurityEndToEnd, UnprotectedHttpPortsAndOpenRegistrationNeedToBeAskedFor) {
+  const std::string dir = MakeTempDir("autoaccel-http-policy-");
+  ASSERT_TRUE(IssueCredentials(dir));
+  std::string out, err;
+  // A network address for the HTTP port: HTTPS and tokens, or --insecure.
+  EXPECT_EQ(RunCommand({AUTOACCEL_SERVER_BIN, "--listen", "127.0.0.1:0", "--db", dir + "/db",
+                        "--http-listen", "0.0.0.0:0"},
+                       dir, &out, &err, absl::Seconds(30)),
+            2);
+  EXPECT_THAT(err, HasSubstr("HTTP port would be reachable at 0.0.0.0:0"));
+  EXPECT_THAT(err, HasSubstr("TLS (--http-tls-cert/--http-tls-key) and user tokens (--tokens)"));
+  std::vector<std::string> protected_grpc = {
+      AUTOACCEL_SERVER_BIN, "--listen",      "127.0.0.1:0", "--db",
+      dir + "/db",          "--http-listen", "0.0.0.0:0"};
+  for (const std::string& f : ServerFlags(dir)) protected_grpc.push_back(f);
+  EXPECT_EQ(RunCommand(protected_grpc, dir, &out, &err, absl::Seconds(30)), 2);
+  EXPECT_THAT(err, HasSubstr("without TLS (--http-tls-cert/--http-tls-key):"));
+
+  // --tokens without a join token: any local process could join as a worker.
+  const std::vector<std::string> open = {AUTOACCEL_SERVER_BIN, "--listen", "127.0.0.1:0",  "--db",
+                                         dir + "/db",          "--tokens", dir + "/tokens"};
+  EXPECT_EQ(RunCommand(open, dir, &out, &err, absl::Seconds(30)), 2);
+  EXPECT_THAT(err, HasSubstr("--tokens without --join-token-file"));
+  EXPECT_THAT(err, HasSubstr("--open-registration"));
+  std::vector<std::string> knowingly = open;
+  knowingly.push_back("--open-registration");
+  Subprocess server(knowingly, dir, "server");
+  const std::string line = server.WaitForLine("listening on", absl::Seconds(20));
+  ASSERT_FALSE(line.empty()) << server.Stderr();
+  const std::string address = AddressFromLine(line);
+  ASSERT_EQ(RunCommand({AUTOACCEL_CLI_BIN, "--server", address, "--token-file",
+                        dir + "/alice.token", "workers"},
+                       dir, &out, &err, absl::Seconds(30)),
+            0)
+      << err;
+  EXPECT_THAT(out, HasSubstr("INSECURE coordinator: open registration"));
+  server.Signal(SIGTERM);
+  EXPECT_THAT(server.Stdout(), HasSubstr("[INSECURE: open registration"));
   std::filesystem::remove_all(dir);
 }
 

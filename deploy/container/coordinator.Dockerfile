@@ -17,7 +17,7 @@ RUN apt-get update -qq \
       build-essential cmake ninja-build pkg-config ccache \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
       libabsl-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev \
-      libeigen3-dev libssl-dev libcpp-httplib-dev \
+      libeigen3-dev libssl-dev libmicrohttpd-dev libcpp-httplib-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Only what the server and the CLI are built from, so an edit elsewhere (docs,
@@ -63,7 +63,7 @@ USER 10001:10001
 WORKDIR /var/lib/autoaccel
 # The SQLite database (jobs, trials, the strategy database): keep it on a volume.
 VOLUME ["/var/lib/autoaccel"]
-# 50051: gRPC (CLI and workers); 8080: HTTP (/metrics, /healthz, /readyz).
+# 50051: gRPC (CLI and workers); 8080: HTTPS (dashboard, /metrics, /healthz, /readyz).
 EXPOSE 50051 8080
 ENTRYPOINT ["autoaccel-server"]
 # TLS and tokens as deploy/tls/make-certs and make-tokens write them, mounted
@@ -74,4 +74,6 @@ CMD ["--listen", "0.0.0.0:50051", "--http-listen", "0.0.0.0:8080", \
      "--tls-key", "/etc/autoaccel/tls/coordinator.key", \
      "--tls-ca", "/etc/autoaccel/tls/ca.pem", \
      "--tokens", "/etc/autoaccel/tokens/tokens", \
-     "--join-token-file", "/etc/autoaccel/tokens/join-token"]
+     "--join-token-file", "/etc/autoaccel/tokens/join-token", \
+     "--http-tls-cert", "/etc/autoaccel/tls/coordinator.pem", \
+     "--http-tls-key", "/etc/autoaccel/tls/coordinator.key"]

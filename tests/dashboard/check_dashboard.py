@@ -140,6 +140,9 @@ def main():
     tokens = os.path.join(work, "tokens")
     with open(os.open(tokens, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
         f.write("%s alice\n%s bob\n" % (ALICE, BOB))
+    join_token = os.path.join(work, "join-token")
+    with open(os.open(join_token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write("dashboard-join-token-0123456789\n")
     config = os.path.join(work, "tiny-gpt2.json")
     with open(config, "w") as f:
         json.dump(TINY_GPT2, f)
@@ -151,6 +154,7 @@ def main():
     try:
         server = Daemon([a.server, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
                          "--db", os.path.join(work, "autoaccel.db"), "--tokens", tokens,
+                         "--join-token-file", join_token,
                          "--heartbeat-interval", "0.5"], work, "server")
         daemons.append(server)
         grpc_address = server.wait_for(r"autoaccel-server listening on (\S+)").group(1)
@@ -161,6 +165,7 @@ def main():
                 [a.worker, "--coordinator", grpc_address, "--listen", "127.0.0.1:0",
                  "--devices", "cpu:1", "--id", name, "--threads-per-device", "1",
                  "--work-dir", work, "--rendezvous-ports", "%d-%d" % (port, port),
+                 "--join-token-file", join_token,
                  "--peak-tflops", "fp32=0.1,bf16=0.4,fp16=0.01"], work, name))
 
         def api(path, token=ALICE):

@@ -153,8 +153,10 @@ class RenderedManifests(unittest.TestCase):
         self.assertIsNotNone(http_listen, "the coordinator serves no --http-listen")
         self.assertEqual(int(http_listen.rsplit(":", 1)[1]), ports["http"])
         self.assertEqual(int(flag_value(c["args"], "--listen").rsplit(":", 1)[1]), ports["grpc"])
-        self.assertEqual(c["livenessProbe"]["httpGet"], {"path": "/healthz", "port": "http"})
-        self.assertEqual(c["readinessProbe"]["httpGet"], {"path": "/readyz", "port": "http"})
+        self.assertEqual(c["livenessProbe"]["httpGet"],
+                         {"path": "/healthz", "port": "http", "scheme": "HTTPS"})
+        self.assertEqual(c["readinessProbe"]["httpGet"],
+                         {"path": "/readyz", "port": "http", "scheme": "HTTPS"})
         annotations = sts["spec"]["template"]["metadata"]["annotations"]
         self.assertEqual(annotations["prometheus.io/scrape"], "true")
         self.assertEqual(int(annotations["prometheus.io/port"]), ports["http"])
@@ -172,6 +174,7 @@ class RenderedManifests(unittest.TestCase):
     def test_every_file_a_flag_names_is_mounted_from_a_secret_or_config_map_that_has_it(self):
         config_maps = {o["metadata"]["name"]: o for o in self.base + self.cli if o["kind"] == "ConfigMap"}
         file_flags = ("--tls-cert", "--tls-key", "--tls-ca", "--tokens", "--join-token-file",
+                      "--http-tls-cert", "--http-tls-key",
                       "--launchers", "--model-config")
         for obj in self.base + self.cli:
             spec = df.pod_spec(obj)
