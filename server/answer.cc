@@ -36,6 +36,10 @@ Answer ChooseAnswer(const std::vector<TrialRecord>& trials, int64_t memory_limit
   for (const TrialRecord* t : all) {
     const double v = t->metrics.tokens_per_second;
     if (std::find(s->kept.begin(), s->kept.end(), v) == s->kept.end()) continue;
+    if (std::find(answer.measured_on.begin(), answer.measured_on.end(), t->worker_id) ==
+        answer.measured_on.end()) {
+      answer.measured_on.push_back(t->worker_id);
+    }
     if (pick == nullptr ||
         std::fabs(v - s->figure) <= std::fabs(pick->metrics.tokens_per_second - s->figure)) {
       pick = t;

@@ -36,6 +36,10 @@ struct Answer {
   // (max - min) / min of the kept measurements; 0 with one.
   double spread = 0;
   int measurements = 0;
+  // The workers (a gang's: comma-joined) of its kept measurements, each
+  // once, in measurement order: two or more means its figure does not rest
+  // on one worker's word.
+  std::vector<std::string> measured_on;
   double first_tokens_per_second = 0;  // the first measurement's
   // A tie: the other strategies of the tie, with their figures, by figure.
   std::vector<std::pair<std::string, double>> tied_with;

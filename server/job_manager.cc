@@ -19,6 +19,7 @@
 #include "server/job_resume.h"
 #include "server/job_view.h"
 #include "server/launcher_job.h"
+#include "server/measurement_trust.h"
 #include "server/rank_request.h"
 #include "server/request_limits.h"
 #include "server/settle.h"
@@ -662,8 +663,11 @@ bool JobManager::DispatchOneLocked(JobRun* job, Outbox* out) {
   }
   if (shutting_down_) return false;
   const std::string trial_id = trial != nullptr ? trial->record.trial_id : NextTrialId(*job);
-  std::optional<Gang> gang = pool_.Place(job->spec.device_type, job->spec.world_size, trial_id,
-                                         attempt, job->spec.request.launcher());
+  // A repeat runs on other workers than the measurement it repeats, where
+  // the pool has them: one worker alone never confirms its own figures.
+  std::optional<Gang> gang = pool_.Place(
+      job->spec.device_type, job->spec.world_size, trial_id, attempt, job->spec.request.launcher(),
+      trial != nullptr ? WorkersToAvoid(*job, *trial) : std::set<std::string>());
   if (!gang) return false;
   if (!job->retries.empty()) {
     job->retries.pop_front();
@@ -829,10 +833,12 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
 void JobManager::OnRankOutcomeLocked(JobRun* job, TrialRun* trial, int rank_index,
                                      RankOutcome outcome, const TrialMetrics& metrics,
                                      Outbox* out) {
-  const AttemptVerdict verdict =
-      ApplyRankAnswer(trial, rank_index, std::move(outcome), metrics,
-                      job->spec.model.TrainingFlopsPerToken(job->spec.seq_len));
+  const AttemptVerdict verdict = ApplyRankAnswer(trial, rank_index, std::move(outcome), metrics,
+                                                 MeasurementLimitsOf(*job, *trial, pool_));
   if (verdict.cancel_others) CancelRanks(*trial, out);
+  if (!verdict.distrusted_worker.empty()) {
+    pool_.Distrust(verdict.distrusted_worker, verdict.reason, options_.distrust_for);
+  }
   switch (verdict.kind) {
     case AttemptVerdict::kWait:
       return;
@@ -892,6 +898,14 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
   if (rec.confirms.empty() && status == TrialStatus::kFailed && job->broken.empty()) {
     job->broken = SameFailureEveryTime(*job);
   }
+  if (std::optional<PeerDistrust> peer = PeerDisagreement(job, trial, pool_)) {
+    // One of two workers measured the same strategy beyond reason apart:
+    // the faster claim is withdrawn and its worker distrusted.
+    pool_.Distrust(peer->worker_id, peer->reason, options_.distrust_for);
+    peer->trial->record.status = TrialStatus::kFailed;
+    peer->trial->record.reason = absl::StrCat("distrusted: ", peer->reason);
+    if (peer->trial != trial) PersistTrialLocked(job, peer->trial);
+  }
   if (status == TrialStatus::kSucceeded) {
     job->record.best_trial_id = AnswerSoFar(*job).trial_id;
     job->record.status_message =
@@ -920,8 +934,9 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
   JobRecord& rec = job->record;
   rec.finished_at = clock_->Now();
   std::vector<TrialRecord> records = TrialRecords(*job);
-  JobOutcome outcome = DecideJobOutcome(rec, job->spec, records, state, message, rec.finished_at,
-                                        store_->GetStrategy(rec.signature));
+  JobOutcome outcome = DecideJobOutcome(
+      rec, job->spec, records, state, message, rec.finished_at, store_->GetStrategy(rec.signature),
+      pool_.CountWorkers(job->spec.device_type, job->spec.request.launcher()));
   rec.state = outcome.state;
   rec.status_message = outcome.status_message;
   rec.best_trial_id = outcome.best_trial_id;

@@ -85,6 +85,9 @@ struct JobManagerOptions {
   // before the deadline to leave them room.
   int confirm_top = 3;
   double confirm_reserve = 0.15;
+  // A worker whose figures cannot be true (server/measurement_check.h), or
+  // that disagrees with a peer beyond reason, gets no trials for this long.
+  absl::Duration distrust_for = absl::Hours(24);
 };
 
 class JobManager {

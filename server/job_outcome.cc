@@ -1,5 +1,6 @@
 #include "server/job_outcome.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -68,7 +69,8 @@ std::string DescribeCertainty(const Answer& a, double tolerance) {
 JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
                             const std::vector<TrialRecord>& trials, JobState state,
                             const std::string& message, absl::Time finished_at,
-                            const absl::StatusOr<std::optional<StrategyRecord>>& stored) {
+                            const absl::StatusOr<std::optional<StrategyRecord>>& stored,
+                            int workers) {
   JobOutcome out;
   const Answer answer = ChooseAnswer(trials, 0, ConfirmTolerance(spec.request));
   out.best_trial_id = answer.trial_id;
@@ -104,7 +106,24 @@ JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
                     " attempt(s) retried after infrastructure failures");
   }
   out.state = state;
-  if (state == JobState::kSucceeded && best != nullptr && (!partial || spec.store_partial)) {
+  // Resting on one gang's word although the pool has workers outside that
+  // gang that could have repeated the measurement.
+  const bool one_workers_word =
+      answer.measured_on.size() < 2 &&
+      workers > (answer.measured_on.empty()
+                     ? 0
+                     : static_cast<int>(std::count(answer.measured_on.front().begin(),
+                                                   answer.measured_on.front().end(), ',')) +
+                           1);
+  if (state == JobState::kSucceeded && best != nullptr && one_workers_word &&
+      (!partial || spec.store_partial)) {
+    absl::StrAppend(
+        &out.status_message, "; not stored in the strategy database: measured on worker ",
+        answer.measured_on.empty() ? std::string("?") : answer.measured_on.front(),
+        " only, and the pool has ", workers, " (an answer is stored once two workers measured it)");
+  }
+  if (state == JobState::kSucceeded && best != nullptr && !one_workers_word &&
+      (!partial || spec.store_partial)) {
     StrategyRecord s;
     s.signature = record.signature;
     // A launcher job's answer measured the user's script: named by its

@@ -39,11 +39,17 @@ struct JobOutcome {
 // The answer offered to the strategy database is measured by this build's
 // engine version; `stored`, the answer the database holds for the signature
 // (an error: not known), lets the message say what the offer will do to it
-// (server/database_answer.h, DescribeAnswerOffer).
+// (server/database_answer.h, DescribeAnswerOffer). `workers` is how many
+// usable workers the pool has for the job's trials now: when some of them
+// are outside the gang that measured the answer, it is offered only if its
+// kept measurements came from two gangs or more (Answer::measured_on), so
+// no single worker's figures become another user's answer; when the pool is
+// that gang, its own confirmation will do.
 JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
                             const std::vector<TrialRecord>& trials, JobState state,
                             const std::string& message, absl::Time finished_at,
-                            const absl::StatusOr<std::optional<StrategyRecord>>& stored);
+                            const absl::StatusOr<std::optional<StrategyRecord>>& stored,
+                            int workers = 1);
 
 }  // namespace autoaccel
 

@@ -281,7 +281,8 @@ std::string WarmStartNote(int trials, const std::string& device_type) {
 }
 
 AttemptVerdict ApplyRankAnswer(TrialRun* trial, int rank_index, RankOutcome outcome,
-                               const TrialMetrics& metrics, double flops_per_token) {
+                               const TrialMetrics& metrics,
+                               const std::vector<MeasurementLimits>& limits) {
   Rank& rank = trial->ranks[rank_index];
   const std::string& worker = rank.placed.worker_id;
   // "rank 1 on worker w2: " for a rank of a multi-rank trial; a single
@@ -334,17 +335,24 @@ AttemptVerdict ApplyRankAnswer(TrialRun* trial, int rank_index, RankOutcome outc
     return verdict;
   }
   verdict.kind = AttemptVerdict::kEnd;
-  const TrialMetrics gang = GangMetrics(*trial);
-  const std::string impossible =
-      ImpossibleMeasurement(gang, flops_per_token, static_cast<int>(trial->ranks.size()));
-  if (!impossible.empty()) {
+  for (size_t r = 0; r < trial->ranks.size(); ++r) {
+    const Rank& each = trial->ranks[r];
+    if (!each.metrics) continue;
+    const std::string impossible = ImpossibleMeasurement(
+        *each.metrics, r < limits.size() ? limits[r] : MeasurementLimits(), r == 0);
+    if (impossible.empty()) continue;
     verdict.status = TrialStatus::kFailed;
-    verdict.reason = impossible;
-  } else {
-    verdict.status = TrialStatus::kSucceeded;
-    verdict.reason = MfuAbovePeak(gang);
-    verdict.metrics = gang;
+    verdict.reason =
+        trial->ranks.size() > 1
+            ? absl::StrCat("rank ", r, " on worker ", each.placed.worker_id, ": ", impossible)
+            : absl::StrCat(impossible, " (worker ", each.placed.worker_id, ")");
+    verdict.distrusted_worker = each.placed.worker_id;
+    return verdict;
   }
+  const TrialMetrics gang = GangMetrics(*trial);
+  verdict.status = TrialStatus::kSucceeded;
+  verdict.reason = MfuAbovePeak(gang);
+  verdict.metrics = gang;
   return verdict;
 }
 

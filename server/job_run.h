@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "search/searcher.h"
 #include "server/answer.h"
+#include "server/measurement_check.h"
 #include "server/rank_outcome.h"
 #include "server/store.h"
 #include "server/tune_request.h"
@@ -193,22 +194,27 @@ struct AttemptVerdict {
   // An infrastructure failure was met first just now: the ranks still
   // running are to be cancelled.
   bool cancel_others = false;
+  // The worker whose figures cannot be true (server/measurement_check.h):
+  // to be distrusted; "" when none.
+  std::string distrusted_worker;
 };
 // Applies rank `rank_index`'s answer (`outcome`, and `metrics` when it
 // SUCCEEDED) to the trial's current attempt; the rank is already marked
 // finished and counted off `ranks_pending`. A strategy outcome ends the
 // trial at once; an infrastructure failure (or a cancelled rank) waits for
 // the other ranks and then retries; the last answer of a gang that all
-// SUCCEEDED ends it with the gang's metrics (FAILED if they cannot be true
-// for a model of `flops_per_token`). Reasons of a multi-rank trial name the
-// rank ("rank 1 on worker w2: ...").
+// SUCCEEDED ends it with the gang's metrics — FAILED, naming the worker to
+// distrust, if one rank's figures cannot be true by `limits` (by rank:
+// what the coordinator knows of each rank's device and model share). Reasons
+// of a multi-rank trial name the rank ("rank 1 on worker w2: ...").
 // What the job record's algorithm text adds for a warm start of `trials`
 // earlier trials on `device_type` devices: "; cost model warmed by 120
 // earlier trials on cpu devices", "" for none.
 std::string WarmStartNote(int trials, const std::string& device_type);
 
 AttemptVerdict ApplyRankAnswer(TrialRun* trial, int rank_index, RankOutcome outcome,
-                               const TrialMetrics& metrics, double flops_per_token);
+                               const TrialMetrics& metrics,
+                               const std::vector<MeasurementLimits>& limits);
 // The trial's metrics from its ranks' (every rank SUCCEEDED): rank 0's
 // throughput and step times, the worst rank's memory and communication time.
 TrialMetrics GangMetrics(const TrialRun& trial);

@@ -1,10 +1,6 @@
 #include "server/rank_outcome.h"
 
-#include <algorithm>
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 
 namespace autoaccel {
 
@@ -49,43 +45,6 @@ RankOutcome RankOutcomeOf(const absl::Status& rpc, const v1::RunTrialResponse& r
       break;
   }
   return out;
-}
-
-std::string ImpossibleMeasurement(const TrialMetrics& m, double flops_per_token, int ranks) {
-  const double figures[] = {m.tokens_per_second,
-                            m.samples_per_second,
-                            m.step_time_median_s,
-                            m.step_time_min_s,
-                            m.step_time_max_s,
-                            m.achieved_tflops,
-                            m.mfu,
-                            m.peak_tflops,
-                            m.comm_time_s};
-  for (double f : figures) {
-    if (!std::isfinite(f) || f < 0) {
-      return "impossible measurement: a figure is negative or not a finite number";
-    }
-  }
-  if (m.peak_memory_bytes < 0 || m.state_memory_bytes < 0) {
-    return "impossible measurement: negative memory";
-  }
-  const double per_device = m.tokens_per_second * flops_per_token / std::max(1, ranks);
-  if (per_device > kMaxPlausibleDeviceFlops) {
-    return absl::StrFormat(
-        "impossible measurement: %.4g tokens/s needs %.3g PFLOP/s per device, more than any "
-        "device computes",
-        m.tokens_per_second, per_device / 1e15);
-  }
-  return "";
-}
-
-std::string MfuAbovePeak(const TrialMetrics& m) {
-  if (!(m.peak_tflops > 0) || !(m.mfu > 1.0)) return "";
-  return absl::StrFormat(
-      "MFU %.1f%% is above 100%% of the devices' peak (%.3g TFLOP/s): the peak is under-measured "
-      "or the measurement is wrong, so this trial is not eligible as the answer (restart the "
-      "worker to probe again, or give it --peak-tflops)",
-      100 * m.mfu, m.peak_tflops);
 }
 
 }  // namespace autoaccel

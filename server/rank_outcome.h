@@ -35,22 +35,7 @@ struct RankOutcome {
 // The reason is the worker's, or the RPC error's message, cut to 4 KiB.
 RankOutcome RankOutcomeOf(const absl::Status& rpc, const v1::RunTrialResponse& response);
 
-// Why a SUCCEEDED trial's figures cannot be true, or "" when they can: a
-// figure that is negative or not finite, or a throughput whose model FLOPs
-// (`flops_per_token`, 0 when unknown) would take more than
-// kMaxPlausibleDeviceFlops on each of its `ranks` devices. Such a trial is
-// recorded FAILED: it is never an answer, whatever peak its worker claims.
-std::string ImpossibleMeasurement(const TrialMetrics& metrics, double flops_per_token, int ranks);
-
-// No device computes faster than this (dense FLOP/s; today's fastest GPUs
-// reach a tenth of it at 8-bit precision).
-inline constexpr double kMaxPlausibleDeviceFlops = 2e16;
-
-// A trial measured above its devices' peak (MFU > 100%): the peak the worker
-// reported is too low, or the measurement is wrong. "" when MFU <= 100% or
-// the peak is unknown; else a warning for the trial's reason. Such a trial is
-// not eligible as the answer (search/searcher.h IsEligible).
-std::string MfuAbovePeak(const TrialMetrics& metrics);
+// Whether the figures of a SUCCEEDED answer can be true: server/measurement_check.h.
 
 }  // namespace autoaccel
 

@@ -272,6 +272,18 @@ void WorkerPool::RecordRankAnswer(const std::string& worker_id, bool infrastruct
                w.quarantine_reason);
 }
 
+void WorkerPool::Distrust(const std::string& worker_id, const std::string& reason,
+                          absl::Duration duration) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return;
+  WorkerState& w = it->second;
+  w.quarantined_until = std::max(w.quarantined_until, clock_->Now() + duration);
+  w.quarantine_reason = absl::StrCat("its figures cannot be true: ", reason);
+  spdlog::warn("worker {} quarantined for {}: {}", worker_id, absl::FormatDuration(duration),
+               w.quarantine_reason);
+}
+
 bool WorkerPool::MarkUnreachable(const std::string& worker_id) {
   absl::MutexLock lock(&mu_);
   auto w = workers_.find(worker_id);
@@ -330,6 +342,17 @@ absl::StatusOr<v1::Launcher> WorkerPool::FindLauncher(const std::string& name) c
       offered.empty() ? std::string("none offers a launcher; start workers with --launchers FILE")
                       : absl::StrCat("offered: ", absl::StrJoin(offered, ", ")),
       ")"));
+}
+
+int WorkerPool::CountWorkers(const std::string& type, const std::string& launcher) const {
+  absl::ReaderMutexLock lock(&mu_);
+  int count = 0;
+  for (const auto& [id, w] : workers_) {
+    if (!UsableLocked(w) || !Offers(w.info, launcher)) continue;
+    count += std::any_of(w.info.devices().begin(), w.info.devices().end(),
+                         [&type](const v1::Device& d) { return d.type() == type; });
+  }
+  return count;
 }
 
 int WorkerPool::CountDevices(const std::string& type, const std::string& launcher) const {
@@ -404,11 +427,15 @@ namespace {
 
 // The catalog's figures of the GPU named `gpu_name` (when it is one), with
 // devices per node = `worker`'s CUDA devices.
-void AddCatalogFigures(const std::string& gpu_name, const v1::Worker& worker, DeviceSpec* device) {
+// The built-in catalog's entry for a GPU a worker registered, or null.
+const CatalogDevice* CatalogGpu(const std::string& gpu_name) {
   static const absl::StatusOr<DeviceCatalog>* const catalog =
       new absl::StatusOr<DeviceCatalog>(DeviceCatalog::BuiltIn());
-  if (!catalog->ok()) return;
-  const CatalogDevice* known = (*catalog)->FindGpu(gpu_name);
+  return catalog->ok() ? (*catalog)->FindGpu(gpu_name) : nullptr;
+}
+
+void AddCatalogFigures(const std::string& gpu_name, const v1::Worker& worker, DeviceSpec* device) {
+  const CatalogDevice* known = CatalogGpu(gpu_name);
   if (known == nullptr) return;
   device->memory_bandwidth_bytes_per_s = known->spec.memory_bandwidth_bytes_per_s;
   device->intra_node = known->spec.intra_node;
@@ -419,6 +446,27 @@ void AddCatalogFigures(const std::string& gpu_name, const v1::Worker& worker, De
 }
 
 }  // namespace
+
+WorkerPool::DeviceCeiling WorkerPool::CeilingOf(const std::string& worker_id,
+                                                int device_index) const {
+  absl::ReaderMutexLock lock(&mu_);
+  DeviceCeiling out;
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || device_index < 0 || device_index >= it->second.info.devices_size()) {
+    return out;
+  }
+  const v1::Worker& w = it->second.info;
+  const v1::Device& d = w.devices(device_index);
+  PeakTflops peak = FromProto(d.peak_tflops());
+  if (d.type() == "cuda") {
+    if (const CatalogDevice* known = CatalogGpu(d.name()); known != nullptr)
+      peak = known->spec.peak;
+  }
+  out.peak_flops = std::max({peak.fp32, peak.bf16, peak.fp16}) * 1e12;
+  out.memory_bytes = d.type() == "cpu" ? std::max<int64_t>(d.memory_bytes(), w.host_memory_bytes())
+                                       : d.memory_bytes();
+  return out;
+}
 
 DeviceSpec WorkerPool::DeviceSpecFor(const std::string& type) const {
   absl::ReaderMutexLock lock(&mu_);
@@ -450,8 +498,19 @@ int WorkerPool::FreePortLocked(const WorkerState& w) const {
 
 std::optional<Gang> WorkerPool::Place(const std::string& type, int count,
                                       const std::string& trial_id, int attempt,
-                                      const std::string& launcher) {
+                                      const std::string& launcher,
+                                      const std::set<std::string>& avoid) {
   absl::MutexLock lock(&mu_);
+  // Elsewhere than `avoid` only when elsewhere can ever hold the gang.
+  bool avoiding = false;
+  if (!avoid.empty()) {
+    int elsewhere = 0;
+    for (const auto& [id, w] : workers_) {
+      if (avoid.count(id) > 0 || !UsableLocked(w) || !Offers(w.info, launcher)) continue;
+      for (const v1::Device& d : w.info.devices()) elsewhere += d.type() == type ? 1 : 0;
+    }
+    avoiding = elsewhere >= count;
+  }
   struct Candidate {
     const std::string* id;
     WorkerState* w;
@@ -461,6 +520,7 @@ std::optional<Gang> WorkerPool::Place(const std::string& type, int count,
   int total = 0;
   for (auto& [id, w] : workers_) {
     if (!UsableLocked(w) || !Offers(w.info, launcher)) continue;
+    if (avoiding && avoid.count(id) > 0) continue;
     Candidate c{&id, &w, {}};
     for (int i = 0; i < w.info.devices_size() && i < static_cast<int>(w.held_by.size()); ++i) {
       if (w.info.devices(i).type() == type && w.held_by[i].empty()) c.free.push_back(i);

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -127,6 +128,23 @@ class WorkerPool {
   void RecordRankAnswer(const std::string& worker_id, bool infrastructure,
                         const std::string& reason, int limit, absl::Duration duration);
 
+  // The worker's figures could not be true (server/measurement_check.h):
+  // quarantined for `duration` from now, whatever it did before, with
+  // `reason` in its List warnings. NOT_FOUND-free: an unknown id is ignored.
+  void Distrust(const std::string& worker_id, const std::string& reason, absl::Duration duration);
+  // What device `device_index` of worker `worker_id` can do at most, as the
+  // coordinator knows it: the fastest precision's peak (FLOP/s; a CUDA
+  // device the device catalog names: the catalog's, else the registered
+  // one) and the memory a rank may use (a cpu device: its host's, when the
+  // worker reported it). Zeros for what is unknown, or an unknown device.
+  struct DeviceCeiling {
+    double peak_flops = 0;
+    int64_t memory_bytes = 0;
+  };
+  DeviceCeiling CeilingOf(const std::string& worker_id, int device_index) const;
+  // Usable workers with devices of `type` (offering `launcher`, when given).
+  int CountWorkers(const std::string& type, const std::string& launcher = "") const;
+
   // Devices of `type` on healthy workers, free or not; with `launcher`,
   // only on the workers that offer it.
   int CountDevices(const std::string& type, const std::string& launcher = "") const;
@@ -153,9 +171,14 @@ class WorkerPool {
   // `attempt` of `trial_id` and holds them: packed onto as few workers as
   // possible, all or nothing; count > 1 also holds a free rendezvous port of
   // rank 0's host. With `launcher`, only on workers that offer it (""
-  // places on any). nullopt when the pool cannot place the gang now.
+  // places on any). With `avoid` (a measurement to be repeated elsewhere:
+  // the workers that measured it), not on those workers as long as the
+  // other usable workers have `count` devices of `type` (free or not); when
+  // they have not, anywhere. nullopt when the pool cannot place the gang
+  // now.
   std::optional<Gang> Place(const std::string& type, int count, const std::string& trial_id,
-                            int attempt, const std::string& launcher = "");
+                            int attempt, const std::string& launcher = "",
+                            const std::set<std::string>& avoid = {});
   // Holds device `device_index` of worker `worker_id` for rank `rank` of
   // the attempt, which already runs there (a coordinator taking up its
   // trials after a restart; RegisterRequest.running_ranks), and for rank 0

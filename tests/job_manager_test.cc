@@ -1155,6 +1155,7 @@ TEST_F(JobManagerTest, WorkersSharingAHostNeverShareARendezvousPort) {
 }
 
 TEST_F(JobManagerTest, GangMetricsTakeRankZerosSpeedAndTheWorstRanksMemory) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
   AddWorker("a", 2);
   const auto [job_id, trial] = StartGang(2);
   ASSERT_FALSE(trial.empty());
@@ -1168,18 +1169,18 @@ TEST_F(JobManagerTest, GangMetricsTakeRankZerosSpeedAndTheWorstRanksMemory) {
     r.mutable_metrics()->set_state_memory_bytes(peak / 2);
     executor_.Answer(trial, rank, absl::OkStatus(), r);
   };
-  answer(1, 1, 300, 5000, 0.2);
+  answer(1, 1, 300 * kMiB, 5000, 0.2);
   EXPECT_EQ(TrialOf(job_id, trial).status(), "RUNNING");
-  answer(0, 500, 100, 7000, 0.1);
+  answer(0, 500, 100 * kMiB, 7000, 0.1);
   const v1::Trial t = TrialOf(job_id, trial);
   EXPECT_EQ(t.status(), "SUCCEEDED");
   EXPECT_EQ(t.metrics().tokens_per_second(), 500);
   EXPECT_EQ(t.metrics().step_time_median_s(), 0.5);
-  EXPECT_THAT(t.metrics().rank_peak_memory_bytes(), ElementsAre(100, 300));
-  EXPECT_EQ(t.metrics().peak_memory_bytes(), 300);
+  EXPECT_THAT(t.metrics().rank_peak_memory_bytes(), ElementsAre(100 * kMiB, 300 * kMiB));
+  EXPECT_EQ(t.metrics().peak_memory_bytes(), 300 * kMiB);
   EXPECT_EQ(t.metrics().peak_rss_bytes(), 7000);
   EXPECT_EQ(t.metrics().comm_time_s(), 0.2);
-  EXPECT_EQ(t.metrics().state_memory_bytes(), 150);
+  EXPECT_EQ(t.metrics().state_memory_bytes(), 150 * kMiB);
 }
 
 TEST_F(JobManagerTest, WorkersAdvertiseRendezvousPorts) {
@@ -1586,6 +1587,146 @@ TEST_F(JobManagerTest, AnImpossibleMeasurementIsNeverTheAnswer) {
   EXPECT_FALSE(done->has_best());
   EXPECT_THAT(manager_->ListTrials(job->job_id())->at(0).reason(),
               HasSubstr("impossible measurement"));
+}
+
+// A worker that registered a 1 TFLOP/s device and answers a throughput
+// that needs thousands of them: its trial FAILED naming the bound, and the
+// worker gets no more trials (quarantined, saying why).
+TEST_F(JobManagerTest, FiguresBeyondTheRegisteredPeakFailTheTrialAndDistrustTheWorker) {
+  for (const char* id : {"forger", "honest"}) {
+    v1::RegisterRequest r = RegisterRequestFor(id, std::string(id) + ":1", 1);
+    r.mutable_devices(0)->mutable_peak_tflops()->set_fp32(1);
+    r.mutable_devices(0)->mutable_peak_tflops()->set_bf16(1);
+    Register(r);
+  }
+  auto job = manager_->SubmitJob(Request(600, 4));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 2u);
+  const auto call_to = [this](const std::string& address) {
+    for (size_t i = 0; i < executor_.calls.size(); ++i) {
+      if (executor_.calls[i].address == address) return i;
+    }
+    return executor_.calls.size();
+  };
+  const size_t forged = call_to("forger:1");
+  ASSERT_LT(forged, executor_.calls.size());
+  const std::string forged_trial = executor_.calls[forged].request.trial_id();
+  v1::RunTrialResponse liar = Answered("SUCCEEDED");
+  liar.mutable_metrics()->set_tokens_per_second(1e9);
+  liar.mutable_metrics()->set_step_time_median_s(1e-6);
+  liar.mutable_metrics()->set_peak_memory_bytes(1 << 20);
+  executor_.Answer(forged_trial, 0, absl::OkStatus(), liar);
+  manager_->Tick();
+  const v1::Trial t = TrialOf(job->job_id(), forged_trial);
+  EXPECT_EQ(t.status(), "FAILED");
+  EXPECT_THAT(t.reason(),
+              AllOf(HasSubstr("impossible measurement"),
+                    HasSubstr("the device's peak of 1 TFLOP/s"), HasSubstr("worker forger")));
+  for (const v1::Worker& w : manager_->ListWorkers()) {
+    if (w.worker_id() != "forger") continue;
+    EXPECT_THAT(w.warnings(), Contains(HasSubstr("its figures cannot be true"))) << w.DebugString();
+  }
+  // Its device is free again, yet nothing more is sent to it.
+  for (int round = 0; round < 3; ++round) {
+    executor_.Succeed(1000);
+    manager_->Tick();
+    for (const FakeExecutor::Call& c : executor_.calls) EXPECT_EQ(c.address, "honest:1");
+  }
+}
+
+TEST_F(JobManagerTest, NegativeMemoryFailsTheTrialAndDistrustsTheWorker) {
+  AddWorker("a", 1);
+  auto job = manager_->SubmitJob(Request(600, 2));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  const std::string trial = executor_.calls.front().request.trial_id();
+  v1::RunTrialResponse r = Answered("SUCCEEDED");
+  r.mutable_metrics()->set_tokens_per_second(1000);
+  r.mutable_metrics()->set_peak_memory_bytes(-(int64_t{1} << 30));
+  executor_.Answer(trial, 0, absl::OkStatus(), r);
+  manager_->Tick();
+  EXPECT_EQ(TrialOf(job->job_id(), trial).status(), "FAILED");
+  EXPECT_THAT(TrialOf(job->job_id(), trial).reason(), HasSubstr("negative memory"));
+  EXPECT_TRUE(executor_.calls.empty()) << "the only worker is distrusted";
+}
+
+// A repeat runs on another worker than the measurement it repeats; an answer
+// measured by one worker of two is not stored, one measured by both is.
+TEST_F(JobManagerTest, ARepeatRunsElsewhereAndOnlyAnAnswerTwoWorkersMeasuredIsStored) {
+  JobManagerOptions options = Options();
+  options.confirm_top = 1;
+  manager_ = std::move(*JobManager::Create(store_.get(), &executor_, &clock_, options));
+  AddWorker("a", 1);
+  AddWorker("b", 1);
+  auto job = manager_->SubmitJob(Request(600, 1));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  const std::string first_at = executor_.calls.front().address;
+  executor_.Succeed(1000);
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u) << "the confirmation";
+  EXPECT_NE(executor_.calls.front().address, first_at);
+  executor_.Succeed(1010);
+  manager_->Tick();
+  auto j = manager_->GetJob(job->job_id());
+  ASSERT_EQ(j->state(), "SUCCEEDED") << j->status_message();
+  EXPECT_THAT(j->status_message(), HasSubstr("stored in the strategy database"));
+}
+
+TEST_F(JobManagerTest, AnAnswerOneWorkerOfTwoMeasuredAloneIsNotStored) {
+  AddWorker("a", 1);
+  AddWorker("b", 1);
+  auto job = manager_->SubmitJob(Request(600, 1));  // no confirmations (Options)
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  const std::string worker = executor_.calls.front().address.substr(0, 1);
+  executor_.Succeed(1000);
+  manager_->Tick();
+  auto j = manager_->GetJob(job->job_id());
+  ASSERT_EQ(j->state(), "SUCCEEDED") << j->status_message();
+  EXPECT_THAT(j->status_message(),
+              HasSubstr("not stored in the strategy database: measured on worker " + worker +
+                        " only, and the pool has 2"));
+  EXPECT_FALSE(store_->GetStrategy(j->signature())->has_value());
+}
+
+// Two workers measure one strategy 10,000x apart: the faster claim is
+// withdrawn (FAILED) and its worker distrusted; the answer is the other's.
+TEST_F(JobManagerTest, OfTwoWorkersFarApartTheFasterIsDistrustedAndTheOtherAnswers) {
+  JobManagerOptions options = Options();
+  options.confirm_top = 1;
+  manager_ = std::move(*JobManager::Create(store_.get(), &executor_, &clock_, options));
+  AddWorker("a", 1);
+  AddWorker("b", 1);
+  auto job = manager_->SubmitJob(Request(600, 1));
+  ASSERT_TRUE(job.ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  const std::string liar = executor_.calls.front().address == "a:1" ? "a" : "b";
+  const std::string first = executor_.calls.front().request.trial_id();
+  executor_.Succeed(1e7);
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  executor_.Succeed(1000);
+  manager_->Tick();
+  EXPECT_EQ(TrialOf(job->job_id(), first).status(), "FAILED");
+  EXPECT_THAT(TrialOf(job->job_id(), first).reason(), HasSubstr("distrusted"));
+  for (const v1::Worker& w : manager_->ListWorkers()) {
+    EXPECT_EQ(w.worker_id() == liar, !w.warnings().empty()) << w.DebugString();
+  }
+  // The honest worker measures it again until the answer settles.
+  for (int i = 0; i < 5 && !executor_.calls.empty(); ++i) {
+    EXPECT_NE(executor_.calls.front().address, liar + ":1");
+    executor_.Succeed(1000 + i);
+    manager_->Tick();
+  }
+  auto j = manager_->GetJob(job->job_id());
+  EXPECT_EQ(j->state(), "SUCCEEDED") << j->status_message();
+  EXPECT_NEAR(j->best_figure(), 1000, 5);
 }
 
 TEST_F(JobManagerTest, AFailedDatabaseWriteEndsTheJobVisiblyAndNeverRewindsIt) {

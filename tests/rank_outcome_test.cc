@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/searcher.h"
+#include "server/measurement_check.h"
 #include "server/rendezvous_ports.h"
 #include "tests/test_matchers.h"
 
@@ -44,20 +45,65 @@ TEST(RankOutcomeTest, TheWorkersVerdictStandsAndAnUnreachableWorkerIsInfrastruct
   EXPECT_FALSE(refused.infrastructure) << "a retry would be refused the same way";
 }
 
-TEST(RankOutcomeTest, ImpossibleFiguresAreCaughtWhateverPeakTheWorkerClaims) {
+TEST(MeasurementCheckTest, ImpossibleFiguresAreCaughtWhateverPeakTheWorkerClaims) {
   TrialMetrics m;
   m.tokens_per_second = 5000;
   m.step_time_median_s = m.step_time_min_s = m.step_time_max_s = 0.1;
-  EXPECT_EQ(ImpossibleMeasurement(m, 6e6, 1), "");
+  const MeasurementLimits unknown_device{6e6, 1};
+  EXPECT_EQ(ImpossibleMeasurement(m, unknown_device), "");
   TrialMetrics liar = m;
   liar.tokens_per_second = 1e12;  // 6e18 FLOP/s on one device
-  EXPECT_THAT(ImpossibleMeasurement(liar, 6e6, 1), HasSubstr("impossible measurement"));
+  EXPECT_THAT(ImpossibleMeasurement(liar, unknown_device), HasSubstr("impossible measurement"));
+  EXPECT_EQ(ImpossibleMeasurement(liar, unknown_device, /*carries_throughput=*/false), "")
+      << "only rank 0 speaks for the gang's throughput";
   TrialMetrics negative = m;
   negative.step_time_median_s = -1;
-  EXPECT_NE(ImpossibleMeasurement(negative, 6e6, 1), "");
+  EXPECT_NE(ImpossibleMeasurement(negative, unknown_device), "");
   TrialMetrics nan = m;
   nan.mfu = std::numeric_limits<double>::quiet_NaN();
-  EXPECT_NE(ImpossibleMeasurement(nan, 6e6, 1), "");
+  EXPECT_NE(ImpossibleMeasurement(nan, unknown_device), "");
+  TrialMetrics no_memory = m;
+  no_memory.peak_memory_bytes = -1;
+  EXPECT_THAT(ImpossibleMeasurement(no_memory, unknown_device), HasSubstr("negative memory"));
+}
+
+// Against the device the coordinator knows: its registered (or catalog)
+// peak, its memory, and the weights the strategy must hold there.
+TEST(MeasurementCheckTest, FiguresBeyondTheDeviceOrBelowTheWeightsAreImpossible) {
+  MeasurementLimits limits;
+  limits.flops_per_token = 6e6;  // a 1M-parameter model
+  limits.ranks = 2;
+  limits.device_peak_flops = 1e12;  // 1 TFLOP/s per device
+  limits.device_memory_bytes = int64_t{8} << 30;
+  limits.weight_bytes = int64_t{1} << 30;
+  TrialMetrics m;
+  m.tokens_per_second = 3e5;  // 0.9 TFLOP/s per device: 90% of the peak
+  m.peak_memory_bytes = int64_t{2} << 30;
+  EXPECT_EQ(ImpossibleMeasurement(m, limits), "");
+  TrialMetrics fast = m;
+  fast.tokens_per_second = 4.5e5;  // 135% of the peak
+  EXPECT_THAT(ImpossibleMeasurement(fast, limits), HasSubstr("the device's peak of 1 TFLOP/s"));
+  fast.tokens_per_second = 4e5;  // 120%: within the margin
+  EXPECT_EQ(ImpossibleMeasurement(fast, limits), "");
+  TrialMetrics big = m;
+  big.peak_memory_bytes = int64_t{11} << 30;
+  EXPECT_THAT(ImpossibleMeasurement(big, limits),
+              HasSubstr("a peak of 11 GiB on a device of 8 GiB"));
+  TrialMetrics small = m;
+  small.peak_memory_bytes = int64_t{256} << 20;
+  EXPECT_THAT(ImpossibleMeasurement(small, limits), HasSubstr("less than the 1 GiB of weights"));
+  small.peak_memory_bytes = 0;  // not measured (a launcher's script may not say)
+  EXPECT_EQ(ImpossibleMeasurement(small, limits), "");
+}
+
+TEST(MeasurementCheckTest, OfTwoWorkersFarApartTheFasterClaimIsDistrusted) {
+  EXPECT_EQ(DistrustedOfPair(1000, 0, 1200, 0), 0);
+  EXPECT_EQ(DistrustedOfPair(1000, 0, 1.2e7, 0), 2);
+  EXPECT_EQ(DistrustedOfPair(1.2e7, 0, 1000, 0), 1);
+  // A faster device is faster: per unit of peak they agree.
+  EXPECT_EQ(DistrustedOfPair(1000, 1e12, 5000, 5e12), 0);
+  EXPECT_EQ(DistrustedOfPair(1000, 1e12, 5000, 1e12), 2);
+  EXPECT_EQ(DistrustedOfPair(0, 0, 5000, 0), 0) << "nothing measured: nothing to compare";
 }
 
 TEST(RankOutcomeTest, MfuAboveThePeakIsFlaggedAndNotEligibleAsTheAnswer) {

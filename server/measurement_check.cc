@@ -1,0 +1,91 @@
+#include "server/measurement_check.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+
+namespace autoaccel {
+namespace {
+
+double GiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 30); }
+
+}  // namespace
+
+std::string ImpossibleMeasurement(const TrialMetrics& m, const MeasurementLimits& limits,
+                                  bool carries_throughput) {
+  const double figures[] = {m.tokens_per_second,
+                            m.samples_per_second,
+                            m.step_time_median_s,
+                            m.step_time_min_s,
+                            m.step_time_max_s,
+                            m.achieved_tflops,
+                            m.mfu,
+                            m.peak_tflops,
+                            m.comm_time_s};
+  for (double f : figures) {
+    if (!std::isfinite(f) || f < 0) {
+      return "impossible measurement: a figure is negative or not a finite number";
+    }
+  }
+  if (m.peak_memory_bytes < 0 || m.state_memory_bytes < 0 || m.peak_rss_bytes < 0) {
+    return "impossible measurement: negative memory";
+  }
+  if (carries_throughput) {
+    const double per_device =
+        m.tokens_per_second * limits.flops_per_token / std::max(1, limits.ranks);
+    const bool peak_known = limits.device_peak_flops > 0;
+    const double bound = peak_known ? std::min(kMaxPlausibleDeviceFlops,
+                                               limits.device_peak_flops * (1 + kPeakMargin))
+                                    : kMaxPlausibleDeviceFlops;
+    if (per_device > bound) {
+      return peak_known
+                 ? absl::StrFormat(
+                       "impossible measurement: %.4g tokens/s needs %.3g TFLOP/s per device, "
+                       "%.0fx the device's peak of %.3g TFLOP/s",
+                       m.tokens_per_second, per_device / 1e12,
+                       per_device / limits.device_peak_flops, limits.device_peak_flops / 1e12)
+                 : absl::StrFormat(
+                       "impossible measurement: %.4g tokens/s needs %.3g PFLOP/s per device, "
+                       "more than any device computes",
+                       m.tokens_per_second, per_device / 1e15);
+    }
+  }
+  if (limits.device_memory_bytes > 0 &&
+      static_cast<double>(m.peak_memory_bytes) >
+          static_cast<double>(limits.device_memory_bytes) * (1 + kMemoryMargin)) {
+    return absl::StrFormat("impossible measurement: a peak of %.3g GiB on a device of %.3g GiB",
+                           GiB(m.peak_memory_bytes), GiB(limits.device_memory_bytes));
+  }
+  if (m.peak_memory_bytes > 0 && limits.weight_bytes > 0 &&
+      static_cast<double>(m.peak_memory_bytes) <
+          static_cast<double>(limits.weight_bytes) * kWeightFloor) {
+    return absl::StrFormat(
+        "impossible measurement: a peak of %.3g GiB, less than the %.3g GiB of weights the "
+        "strategy holds on the device",
+        GiB(m.peak_memory_bytes), GiB(limits.weight_bytes));
+  }
+  return "";
+}
+
+std::string MfuAbovePeak(const TrialMetrics& m) {
+  if (!(m.peak_tflops > 0) || !(m.mfu > 1.0)) return "";
+  return absl::StrFormat(
+      "MFU %.1f%% is above 100%% of the devices' peak (%.3g TFLOP/s): the peak is under-measured "
+      "or the measurement is wrong, so this trial is not eligible as the answer (restart the "
+      "worker to probe again, or give it --peak-tflops)",
+      100 * m.mfu, m.peak_tflops);
+}
+
+int DistrustedOfPair(double first, double first_peak, double second, double second_peak) {
+  if (!(first > 0) || !(second > 0)) return 0;
+  if (first_peak > 0 && second_peak > 0) {
+    first /= first_peak;
+    second /= second_peak;
+  }
+  if (first > second * kPeerDisagreementFactor) return 1;
+  if (second > first * kPeerDisagreementFactor) return 2;
+  return 0;
+}
+
+}  // namespace autoaccel

@@ -1,0 +1,81 @@
+#include "server/measurement_trust.h"
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "search/memory_estimate.h"
+
+namespace autoaccel {
+namespace {
+
+// The peak of the device rank 0 of the trial's attempt ran on (0 unknown).
+double RankZeroPeak(const TrialRun& trial, const WorkerPool& pool) {
+  if (trial.ranks.empty()) return 0;
+  const PlacedRank& r = trial.ranks[0].placed;
+  return pool.CeilingOf(r.worker_id, r.device_index).peak_flops;
+}
+
+}  // namespace
+
+std::vector<MeasurementLimits> MeasurementLimitsOf(const JobRun& job, const TrialRun& trial,
+                                                   const WorkerPool& pool) {
+  MeasurementLimits common;
+  common.flops_per_token = job.spec.model.TrainingFlopsPerToken(job.spec.seq_len);
+  common.ranks = static_cast<int>(trial.ranks.size());
+  if (!job.spec.launcher) {
+    // A launcher's script holds what it likes; the engine holds what the
+    // strategy says.
+    common.weight_bytes =
+        EstimateMemory(job.spec.model, job.spec.seq_len, trial.strategy).parameters;
+  }
+  std::vector<MeasurementLimits> out;
+  for (const Rank& rank : trial.ranks) {
+    MeasurementLimits limits = common;
+    const WorkerPool::DeviceCeiling ceiling =
+        pool.CeilingOf(rank.placed.worker_id, rank.placed.device_index);
+    limits.device_peak_flops = ceiling.peak_flops;
+    limits.device_memory_bytes = ceiling.memory_bytes;
+    out.push_back(limits);
+  }
+  return out;
+}
+
+std::set<std::string> WorkersToAvoid(const JobRun& job, const TrialRun& trial) {
+  std::set<std::string> avoid;
+  if (trial.record.confirms.empty()) return avoid;
+  const TrialRun* first = FindTrial(job, trial.record.confirms);
+  if (first == nullptr) return avoid;
+  for (absl::string_view id : absl::StrSplit(first->record.worker_id, ',', absl::SkipEmpty())) {
+    avoid.insert(std::string(id));
+  }
+  return avoid;
+}
+
+std::optional<PeerDistrust> PeerDisagreement(JobRun* job, TrialRun* ended, const WorkerPool& pool) {
+  if (ended->record.confirms.empty() || ended->record.status != TrialStatus::kSucceeded) {
+    return std::nullopt;
+  }
+  TrialRun* first = FindTrial(*job, ended->record.confirms);
+  if (first == nullptr || first->record.status != TrialStatus::kSucceeded ||
+      first->record.worker_id == ended->record.worker_id) {
+    return std::nullopt;
+  }
+  const double a = first->record.metrics.tokens_per_second;
+  const double b = ended->record.metrics.tokens_per_second;
+  const double peak_a = RankZeroPeak(*first, pool), peak_b = RankZeroPeak(*ended, pool);
+  const int which = DistrustedOfPair(a, peak_a, b, peak_b);
+  if (which == 0) return std::nullopt;
+  PeerDistrust out;
+  TrialRun* liar = which == 1 ? first : ended;
+  const TrialRun& peer = which == 1 ? *ended : *first;
+  out.trial = liar;
+  out.worker_id = liar->record.worker_id;
+  out.reason = absl::StrFormat(
+      "measured %.4g tokens/s where worker %s measured %.4g for the same strategy (trial %d), "
+      "more than %.0fx apart%s",
+      liar->record.metrics.tokens_per_second, peer.record.worker_id,
+      peer.record.metrics.tokens_per_second, peer.record.index, kPeerDisagreementFactor,
+      peak_a > 0 && peak_b > 0 ? " per unit of their devices' peak" : "");
+  return out;
+}
+
+}  // namespace autoaccel
