@@ -6,9 +6,11 @@
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -177,6 +179,112 @@ TEST(SecurityEndToEnd, OnANetworkAddressTheDaemonsRefuseToServeUnprotectedUnless
   }
   EXPECT_GT(log_lines, 0) << server.Stdout();
   std::filesystem::remove_all(dir);
+}
+
+// A trial runner for a worker whose operator forges its figures: it runs the
+// real one, then rewrites the result file the worker reads back —
+// throughput x12,000 ("throughput"), or a negative peak memory ("memory").
+std::string WriteForgingRunner(const std::string& dir, const std::string& mode) {
+  const std::string real =
+      std::string(AUTOACCEL_WORKER_BIN).substr(0, std::string(AUTOACCEL_WORKER_BIN).rfind('/')) +
+      "/autoaccel-trial";
+  const std::string path = dir + "/forge-" + mode;
+  testing::WriteFile(path, absl::StrCat(R"(#!/usr/bin/env python3
+import json, subprocess, sys
+rc = subprocess.call([")",
+                                        real, R"("] + sys.argv[1:])
+path = sys.argv[sys.argv.index("--result") + 1]
+with open(path) as f:
+    result = json.load(f)
+m = result.setdefault("metrics", {})
+if result.get("status") == "SUCCEEDED":
+    if ")",
+                                        mode, R"(" == "throughput":
+        for k in ("tokens_per_second", "samples_per_second", "achieved_tflops", "mfu"):
+            m[k] = m.get(k, 0) * 12000
+        for k in ("step_time_median_s", "step_time_min_s", "step_time_max_s"):
+            m[k] = m.get(k, 0) / 12000
+    else:
+        m["peak_memory_bytes"] = -abs(m.get("peak_memory_bytes", 1))
+with open(path, "w") as f:
+    json.dump(result, f)
+sys.exit(rc)
+)"));
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return path;
+}
+
+// The poisoning scenario: alice's answer is in the strategy database; two
+// workers holding the join token forge their figures (12,000x the real
+// throughput; negative memory) for carol's job, which tunes the same
+// signature again. Each forged trial FAILED, naming the bound; each forger
+// is quarantined; alice's answer is intact and still answers her.
+TEST(SecurityEndToEnd, AJoinedWorkerThatForgesItsFiguresIsCaughtAndPoisonsNothing) {
+  Cluster cluster;
+  const std::string d = cluster.dir();
+  ASSERT_TRUE(IssueCredentials(d));
+  ASSERT_TRUE(cluster.StartServer(ServerFlags(d)));
+  Subprocess* honest = cluster.StartWorker("w1", "cpu:1", "", WorkerFlags(d));
+  cluster.cli_flags = {"--tls-ca", d + "/ca.pem", "--token-file", d + "/alice.token"};
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  const std::vector<std::string> tune =
+      cluster.TuneArgs(4, {"--time-limit", "2m", "--max-trials", "1", "--warmup-steps", "1",
+                           "--measured-steps", "2", "--json"});
+  std::string out, err;
+  ASSERT_EQ(cluster.Cli(tune, &out, &err), 0) << out << err;
+  const json alices = ParseJson(out);
+  ASSERT_EQ(alices["state"], "SUCCEEDED") << out;
+  const double real = alices["best"]["metrics"]["tokens_per_second"].get<double>();
+  ASSERT_GT(real, 0);
+  honest->Signal(SIGTERM);  // only the forgers are left for carol's job
+
+  const std::vector<std::string> forger_flags = {"--tls-ca", d + "/ca.pem", "--join-token-file",
+                                                 d + "/join-token", "--no-sandbox"};
+  for (const char* mode : {"throughput", "memory"}) {
+    std::vector<std::string> flags = forger_flags;
+    flags.push_back("--trial-runner");
+    flags.push_back(WriteForgingRunner(d, mode));
+    cluster.StartWorker(std::string("forger-") + mode, "cpu:1", "", flags);
+  }
+  cluster.cli_flags = {"--tls-ca", d + "/ca.pem", "--token-file", d + "/carol.token"};
+  ASSERT_TRUE(cluster.WaitForWorkers(2));
+  std::vector<std::string> force =
+      cluster.TuneArgs(4, {"--time-limit", "25s", "--max-trials", "2", "--warmup-steps", "1",
+                           "--measured-steps", "2", "--force", "--json"});
+  cluster.Cli(force, &out, &err);
+  const json carols = ParseJson(out);
+  int forged = 0;
+  for (const json& t : carols["trials"]) {
+    if (t["status"] == "PENDING" || t["status"] == "CANCELLED") continue;
+    EXPECT_EQ(t["status"], "FAILED") << t.dump();
+    const std::string reason = t["reason"];
+    EXPECT_THAT(reason, HasSubstr("impossible measurement")) << reason;
+    EXPECT_TRUE(absl::StrContains(reason, "the device's peak of 0.4 TFLOP/s") ||
+                absl::StrContains(reason, "negative memory"))
+        << reason;
+    ++forged;
+  }
+  EXPECT_EQ(forged, 2) << out;
+  EXPECT_NE(carols["state"], "SUCCEEDED") << out;
+
+  // Both forgers are quarantined, saying why.
+  cluster.cli_flags = {"--tls-ca", d + "/ca.pem", "--token-file", d + "/root.token"};
+  ASSERT_EQ(cluster.Cli({"workers", "--json"}, &out, &err), 0) << err;
+  int distrusted = 0;
+  const json pool = ParseJson(out);
+  for (const json& w : pool["workers"]) {
+    for (const json& warning : w["warnings"]) {
+      distrusted += absl::StrContains(warning.get<std::string>(), "its figures cannot be true");
+    }
+  }
+  EXPECT_EQ(distrusted, 2) << out;
+
+  // Alice's answer is intact and answers her next job at once.
+  cluster.cli_flags = {"--tls-ca", d + "/ca.pem", "--token-file", d + "/alice.token"};
+  ASSERT_EQ(cluster.Cli(tune, &out, &err), 0) << out << err;
+  const json again = ParseJson(out);
+  EXPECT_EQ(again["answered_from"]["job_id"], alices["job_id"]) << out;
+  EXPECT_EQ(again["best"]["metrics"]["tokens_per_second"].get<double>(), real) << out;
 }
 
 // The HTTP port and its host:port as the server printed them.
