@@ -258,6 +258,8 @@ absl::Status CheckModelLimits(const ModelSpec& model) {
 absl::Status CheckRegisterRequestLimits(const v1::RegisterRequest& r) {
   RETURN_IF_ERROR(
       CheckLimit(Limit::kWorkerIdBytes, static_cast<double>(r.worker_id().size()), "worker_id"));
+  RETURN_IF_ERROR(CheckLimit(Limit::kIdentityKeyBytes, static_cast<double>(r.identity_key().size()),
+                             "identity_key"));
   RETURN_IF_ERROR(
       CheckLimit(Limit::kAddressBytes, static_cast<double>(r.address().size()), "address"));
   RETURN_IF_ERROR(CheckLimit(Limit::kDevices, r.devices_size()));

@@ -68,6 +68,7 @@ enum class Limit {
   kExperts,
   // A worker's registration.
   kWorkerIdBytes,
+  kIdentityKeyBytes,
   kAddressBytes,
   kDevices,
   kDeviceIndex,
@@ -174,6 +175,8 @@ inline constexpr RequestLimit kRequestLimits[] = {
      "mixture-of-experts models today have up to 384 experts"},
     {Limit::kWorkerIdBytes, "worker_id", 0, 256, "bytes", kTooBig, kByRegister,
      "defaults to the worker's HOST:PORT"},
+    {Limit::kIdentityKeyBytes, "identity_key", 0, 256, "bytes", kTooBig, kByRegister,
+     "the worker's key is 64 hex digits (common/secret_token.h)"},
     {Limit::kAddressBytes, "address", 0, 512, "bytes", kTooBig, kByRegister,
      "HOST:PORT; a DNS name has at most 253 characters"},
     {Limit::kDevices, "devices", 0, 1024, "entries", kTooBig, kByRegister,

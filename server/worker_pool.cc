@@ -70,6 +70,22 @@ absl::StatusOr<std::string> WorkerPool::Register(const v1::RegisterRequest& req)
     }
   }
   absl::MutexLock lock(&mu_);
+  if (auto bound = identities_.find(req.worker_id()); bound != identities_.end()) {
+    if (!SecretTokensEqual(req.identity_key(), bound->second)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "worker_id: '", req.worker_id(),
+          "' belongs to another worker (its identity key, kept in that worker's --work-dir as "
+          "identity-*.key, is not this one's): choose another --id, or run the worker with its "
+          "own work dir"));
+    }
+  } else if (!req.identity_key().empty()) {
+    if (identities_.size() >= kMaxWorkerIdentities) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("worker_id: ", kMaxWorkerIdentities,
+                       " worker ids are bound already; restart the coordinator to forget them"));
+    }
+    identities_[req.worker_id()] = req.identity_key();
+  }
   WorkerState& w = workers_[req.worker_id()];
   const bool known = !w.info.worker_id().empty();
   const bool same_session = known && SecretTokensEqual(req.session_token(), w.session_token);

@@ -72,6 +72,10 @@ struct LostWorker {
   absl::Duration silent;
 };
 
+// Worker ids bound to identity keys at most (a pool of 1,000 workers
+// restarting under new ids for years stays below it).
+inline constexpr size_t kMaxWorkerIdentities = 100000;
+
 class WorkerPool {
  public:
   // `clock` must outlive the pool.
@@ -84,8 +88,13 @@ class WorkerPool {
   // registering again). INVALID_ARGUMENT naming the field for a request
   // without id, address or devices, or with a bad port range;
   // ALREADY_EXISTS for the id of a healthy worker without its session token
-  // (no takeover; once that worker is lost, its id may register anew). Logs
-  // a warning for each way the worker's host is oversubscribed.
+  // (no takeover; once that worker is lost, its id may register anew);
+  // PERMISSION_DENIED for an id bound to another identity key: the first
+  // registration of an id that presents a key (RegisterRequest.identity_key)
+  // binds the id to it for the pool's life, through losses, leaves and
+  // forgetting, so only that worker registers it again; RESOURCE_EXHAUSTED
+  // once kMaxWorkerIdentities ids are bound. Logs a warning for each way the
+  // worker's host is oversubscribed.
   absl::StatusOr<std::string> Register(const v1::RegisterRequest& request);
   // NOT_FOUND for a worker that never registered, was forgotten (it should
   // register again) or left; PERMISSION_DENIED when `session_token` is not
@@ -251,6 +260,8 @@ class WorkerPool {
   mutable absl::Mutex mu_;
   std::map<std::string, WorkerState> workers_ ABSL_GUARDED_BY(mu_);  // by worker id
   std::map<RankKey, RankHold> holds_ ABSL_GUARDED_BY(mu_);
+  // Worker id -> the identity key it registered with first (Register).
+  std::map<std::string, std::string> identities_ ABSL_GUARDED_BY(mu_);
   RendezvousPorts ports_ ABSL_GUARDED_BY(mu_);
 };
 

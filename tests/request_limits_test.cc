@@ -138,6 +138,8 @@ std::map<Limit, Probe> Probes() {
       {Limit::kExperts, {"model_config.num_local_experts", model(&ModelSpec::num_local_experts)}},
       {Limit::kWorkerIdBytes,
        {"worker_id", reg([](auto& r, int64_t v) { r.set_worker_id(std::string(v, 'w')); })}},
+      {Limit::kIdentityKeyBytes,
+       {"identity_key", reg([](auto& r, int64_t v) { r.set_identity_key(std::string(v, 'k')); })}},
       {Limit::kAddressBytes,
        {"address", reg([](auto& r, int64_t v) { r.set_address(std::string(v, 'a')); })}},
       {Limit::kDevices, {"devices", reg([](auto& r, int64_t v) {

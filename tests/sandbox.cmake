@@ -7,6 +7,9 @@ if(AUTOACCEL_BUILD_SERVICES)
   target_compile_definitions(sandbox_test PRIVATE
     AUTOACCEL_WORKER_BIN="$<TARGET_FILE:autoaccel-worker>")
   add_dependencies(sandbox_test autoaccel-worker)
+  # What killed workers leave behind, swept at the next start.
+  autoaccel_service_test(stale_dirs_test sandbox LIBRARY autoaccel_worker_lib
+                         SOURCES stale_dirs_test.cc subprocess.cc)
 endif()
 
 # The probe's TorchScript models (tests/scripted/make_models.py: one reads a

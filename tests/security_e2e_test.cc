@@ -287,6 +287,48 @@ TEST(SecurityEndToEnd, AJoinedWorkerThatForgesItsFiguresIsCaughtAndPoisonsNothin
   EXPECT_EQ(again["best"]["metrics"]["tokens_per_second"].get<double>(), real) << out;
 }
 
+// A worker SIGKILLed is declared lost; a process with another work dir (so
+// another identity key) that registers under its id is refused, and the
+// real worker, restarted on its own work dir, gets its id back.
+TEST(SecurityEndToEnd, ALostWorkersIdCannotBeTakenOver) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  Subprocess* real = cluster.StartWorker("w1");
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  const std::string key = testing::ReadFile(cluster.dir() + "/identity-w1.key");
+  EXPECT_EQ(key.size(), 65u) << "64 hex digits and a newline";
+  EXPECT_EQ(std::filesystem::status(cluster.dir() + "/identity-w1.key").permissions() &
+                std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  real->Signal(SIGKILL);
+  std::string out, err;
+  const absl::Time lost_by = absl::Now() + absl::Seconds(20);
+  bool lost = false;
+  while (!lost && absl::Now() < lost_by) {
+    absl::SleepFor(absl::Milliseconds(300));
+    if (cluster.Cli({"workers", "--json"}, &out, &err) != 0) continue;
+    const json pool = ParseJson(out);
+    lost = !pool["workers"].empty() && !pool["workers"][0]["healthy"].get<bool>();
+  }
+  ASSERT_TRUE(lost) << out;
+
+  const std::string other = MakeTempDir("autoaccel-thief-");
+  Subprocess thief({AUTOACCEL_WORKER_BIN, "--coordinator", cluster.address(), "--listen",
+                    "127.0.0.1:0", "--devices", "cpu:1", "--id", "w1", "--work-dir", other,
+                    "--peak-tflops", "fp32=0.1,bf16=0.4,fp16=0.01"},
+                   other, "thief");
+  EXPECT_THAT(thief.WaitForLine("cannot register", absl::Seconds(20)),
+              HasSubstr("belongs to another worker"))
+      << thief.Stdout() << thief.Stderr();
+  ASSERT_EQ(cluster.Cli({"workers", "--json"}, &out, &err), 0) << err;
+  EXPECT_FALSE(ParseJson(out)["workers"][0]["healthy"].get<bool>()) << out;
+  thief.Signal(SIGTERM);
+
+  cluster.StartWorker("w1");  // the real one, on its work dir
+  EXPECT_TRUE(cluster.WaitForWorkers(1));
+  std::filesystem::remove_all(other);
+}
+
 // The HTTP port and its host:port as the server printed them.
 std::pair<std::string, int> HttpPortOf(Subprocess* server, std::string* line) {
   *line = server->WaitForLine("http listening on", absl::Seconds(20));

@@ -173,5 +173,79 @@ TEST(WorkerPoolTest, AKnownGpuBringsTheCatalogsLinksAndTheWorkerIsItsNode) {
   EXPECT_EQ(pool.DeviceSpecFor("cpu").devices_per_node, 0);
 }
 
+// A worker's id belongs to the key it first registered with: once it is
+// lost (or left, or forgotten), another process holding the join token
+// cannot register that id, and the worker itself, with its key, can.
+TEST(WorkerPoolTest, ALostWorkersIdIsNotTakenOverWithoutItsIdentityKey) {
+  FakeClock clock;
+  WorkerPool pool(&clock);
+  v1::RegisterRequest real = Worker("w1", "h1:1", 1);
+  real.set_identity_key(std::string(64, 'a'));
+  ASSERT_TRUE(pool.Register(real).ok());
+  clock.Advance(absl::Seconds(60));
+  ASSERT_EQ(pool.ExpireSilent(absl::Seconds(10)).size(), 1u);
+  v1::RegisterRequest thief = Worker("w1", "evil:1", 1);
+  thief.set_identity_key(std::string(64, 'b'));
+  absl::StatusOr<std::string> taken = pool.Register(thief);
+  EXPECT_EQ(taken.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(taken.status().message()), HasSubstr("belongs to another worker"));
+  thief.clear_identity_key();
+  EXPECT_EQ(pool.Register(thief).status().code(), absl::StatusCode::kPermissionDenied)
+      << "no key: no takeover either";
+  // Forgotten, it stays bound.
+  clock.Advance(absl::Hours(1));
+  EXPECT_EQ(pool.ForgetSilent(absl::Minutes(10)).size(), 1u);
+  thief.set_identity_key(std::string(64, 'b'));
+  EXPECT_EQ(pool.Register(thief).status().code(), absl::StatusCode::kPermissionDenied);
+  // The real worker comes back.
+  ASSERT_TRUE(pool.Register(real).ok());
+  EXPECT_EQ(pool.List().at(0).address(), "h1:1");
+  // A worker without a key binds nothing (tests, older workers).
+  ASSERT_TRUE(pool.Register(Worker("keyless", "h2:1", 1)).ok());
+  clock.Advance(absl::Seconds(60));
+  pool.ExpireSilent(absl::Seconds(10));
+  v1::RegisterRequest other = Worker("keyless", "h3:1", 1);
+  other.set_identity_key(std::string(64, 'c'));
+  EXPECT_TRUE(pool.Register(other).ok());
+}
+
+TEST(WorkerPoolTest, ADistrustedWorkerIsNeitherPlacedNorCountedAndSaysWhy) {
+  FakeClock clock;
+  WorkerPool pool(&clock);
+  ASSERT_TRUE(pool.Register(Worker("a", "h1:1", 1)).ok());
+  ASSERT_TRUE(pool.Register(Worker("b", "h2:1", 1)).ok());
+  EXPECT_EQ(pool.CountWorkers("cpu"), 2);
+  pool.Distrust("a", "impossible measurement: x", absl::Hours(24));
+  EXPECT_EQ(pool.CountWorkers("cpu"), 1);
+  for (int i = 0; i < 3; ++i) {
+    std::optional<Gang> g = pool.Place("cpu", 1, "t" + std::to_string(i), 1);
+    ASSERT_TRUE(g.has_value());
+    EXPECT_EQ(g->ranks[0].worker_id, "b");
+    pool.Release("t" + std::to_string(i), 1, 0);
+  }
+  for (const v1::Worker& w : pool.List()) {
+    if (w.worker_id() == "a") {
+      EXPECT_THAT(w.warnings(), Contains(HasSubstr("its figures cannot be true: impossible")));
+    }
+  }
+  clock.Advance(absl::Hours(25));
+  EXPECT_EQ(pool.CountWorkers("cpu"), 2) << "the quarantine ends";
+}
+
+TEST(WorkerPoolTest, ARepeatIsPlacedAwayFromTheWorkersItRepeatsWhereThePoolCan) {
+  FakeClock clock;
+  WorkerPool pool(&clock);
+  ASSERT_TRUE(pool.Register(Worker("a", "h1:1", 1)).ok());
+  ASSERT_TRUE(pool.Register(Worker("b", "h2:1", 1)).ok());
+  std::optional<Gang> g = pool.Place("cpu", 1, "t1", 1, "", {"a"});
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->ranks[0].worker_id, "b");
+  // b busy: the repeat waits for b rather than run on a.
+  EXPECT_FALSE(pool.Place("cpu", 1, "t2", 1, "", {"a"}).has_value());
+  // A gang only both can hold goes anywhere.
+  pool.Release("t1", 1, 0);
+  EXPECT_TRUE(pool.Place("cpu", 2, "t3", 1, "", {"a"}).has_value());
+}
+
 }  // namespace
 }  // namespace autoaccel

@@ -28,8 +28,10 @@
 #include "worker/launchers.h"
 #include "worker/registrar.h"
 #include "worker/sandbox_flags.h"
+#include "worker/stale_dirs.h"
 #include "worker/timing_jitter.h"
 #include "worker/worker_flags.h"
+#include "worker/worker_identity.h"
 #include "worker/worker_service.h"
 
 int main(int argc, char** argv) {
@@ -244,6 +246,12 @@ int main(int argc, char** argv) {
                  ec.message().c_str());
     return 2;
   }
+  if (const autoaccel::SweptDirs swept = autoaccel::SweepDeadWorkersDirs(work_dir);
+      swept.sandbox + swept.shm > 0) {
+    spdlog::info(
+        "removed what dead workers left in {}: {} sandbox and {} shared-memory directories",
+        work_dir, swept.sandbox, swept.shm);
+  }
   absl::StatusOr<std::shared_ptr<const autoaccel::Sandbox>> sandbox =
       autoaccel::SandboxFromFlags(sandbox_flags, work_dir, runner, launchers.empty() ? "" : python);
   if (!sandbox.ok()) {
@@ -357,6 +365,14 @@ int main(int argc, char** argv) {
 
   autoaccel::v1::RegisterRequest registration;
   registration.set_worker_id(worker_id);
+  absl::StatusOr<std::string> identity =
+      autoaccel::LoadOrCreateIdentityKey(autoaccel::IdentityKeyPath(work_dir, worker_id));
+  if (!identity.ok()) {
+    std::fprintf(stderr, "autoaccel-worker: %s\n",
+                 std::string(identity.status().message()).c_str());
+    return 2;
+  }
+  registration.set_identity_key(*identity);
   registration.set_address(address);
   for (const auto& d : *devices) *registration.add_devices() = d;
   registration.set_host_cpu_cores(static_cast<int>(std::thread::hardware_concurrency()));

@@ -302,7 +302,16 @@ struct Sandbox::ShmTable {
 Sandbox::Sandbox(SandboxPolicy policy)
     : policy_(std::move(policy)), shm_(std::make_unique<ShmTable>()) {}
 
-Sandbox::~Sandbox() = default;
+Sandbox::~Sandbox() {
+  // Its /etc files and any trial's shared memory still held: nothing of the
+  // worker stays behind (a killed worker's: worker/stale_dirs.h).
+  std::error_code ec;
+  if (!policy_.passwd_file.empty()) fs::remove_all(fs::path(policy_.passwd_file).parent_path(), ec);
+  absl::MutexLock lock(&shm_->mu);
+  for (const auto& [trial_key, users] : shm_->users) {
+    fs::remove_all(absl::StrCat("/dev/shm/autoaccel-", ::getpid(), "-", trial_key), ec);
+  }
+}
 
 absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxOptions& options) {
   const std::string give_up =
