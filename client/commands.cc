@@ -52,7 +52,9 @@ int RpcError(const ClientContext& c, const grpc::Status& s) {
       what = absl::StrCat("permission denied: ", s.error_message());
       break;
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      what = absl::StrCat("request too large: ", s.error_message());
+      // A bound of the request (the message names the field and the bound),
+      // a per-user limit, or the coordinator's full disk: the message says.
+      what = absl::StrCat("refused: ", s.error_message());
       break;
     default:
       what = absl::StrCat(s.error_message(), " (code ", static_cast<int>(s.error_code()), ")");

@@ -228,8 +228,8 @@ int main(int argc, char** argv) {
   autoaccel::Readiness readiness;
   std::unique_ptr<autoaccel::HttpEndpoint> http;
   if (!http_listen.empty()) {
-    std::map<std::string, autoaccel::HttpHandler> routes =
-        autoaccel::MonitoringRoutes((*manager).get(), &readiness);
+    std::map<std::string, autoaccel::HttpHandler> routes = autoaccel::MonitoringRoutes(
+        (*manager).get(), &readiness, [store = store->get()] { return store->Health(); });
     routes.merge(autoaccel::DashboardRoutes((*manager).get(), &auth));
     autoaccel::HttpEndpointOptions http_options;
     http_options.tls_cert_file = http_tls_cert;

@@ -35,9 +35,10 @@ std::string ImpossibleMeasurement(const TrialMetrics& m, const MeasurementLimits
     const double per_device =
         m.tokens_per_second * limits.flops_per_token / std::max(1, limits.ranks);
     const bool peak_known = limits.device_peak_flops > 0;
-    const double bound = peak_known ? std::min(kMaxPlausibleDeviceFlops,
-                                               limits.device_peak_flops * (1 + kPeakMargin))
-                                    : kMaxPlausibleDeviceFlops;
+    const double factor = limits.peak_from_catalog ? 1 + kPeakMargin : kSelfReportedPeakFactor;
+    const double bound = peak_known
+                             ? std::min(kMaxPlausibleDeviceFlops, limits.device_peak_flops * factor)
+                             : kMaxPlausibleDeviceFlops;
     if (per_device > bound) {
       return peak_known
                  ? absl::StrFormat(

@@ -26,8 +26,13 @@ namespace autoaccel {
 // reach a tenth of it at 8-bit precision): the bound when a device's peak
 // is unknown.
 inline constexpr double kMaxPlausibleDeviceFlops = 2e16;
-// Model FLOP/s per device up to (1 + this) times its peak pass.
+// Model FLOP/s per device up to (1 + this) times its peak pass, for a peak
+// the coordinator knows from the device catalog (a GPU's datasheet).
 inline constexpr double kPeakMargin = 0.25;
+// ... and up to this many times a peak the worker registered itself: a
+// cpu's probed peak can be under-measured on a busy host (the worker then
+// raises it: worker/worker_service.h), so only a gross excess is proof.
+inline constexpr double kSelfReportedPeakFactor = 4.0;
 // Peak memory per rank up to (1 + this) times the device's memory passes.
 inline constexpr double kMemoryMargin = 0.25;
 // A measured peak memory (when measured: > 0) of at least this fraction of
@@ -44,6 +49,7 @@ struct MeasurementLimits {
   double flops_per_token = 0;       // the model's training FLOPs per token; 0 unknown
   int ranks = 1;                    // devices the trial ran on
   double device_peak_flops = 0;     // the fastest precision's peak of its device; 0 unknown
+  bool peak_from_catalog = false;   // ... from the device catalog, not the worker
   int64_t device_memory_bytes = 0;  // what its device holds at most; 0 unknown
   int64_t weight_bytes = 0;         // weights the strategy holds on the rank; 0 unknown
 };
@@ -51,8 +57,9 @@ struct MeasurementLimits {
 // Why one rank's figures cannot be true, or "" when they can: a figure that
 // is negative or not finite; with `carries_throughput` (rank 0, which
 // measures the gang's throughput) a throughput whose model FLOP/s per
-// device exceeds the device's peak by more than kPeakMargin (or
-// kMaxPlausibleDeviceFlops when the peak is unknown); a peak memory above
+// device exceeds the device's peak by more than kPeakMargin (a catalog
+// peak) or kSelfReportedPeakFactor times (a registered one), or
+// kMaxPlausibleDeviceFlops when the peak is unknown; a peak memory above
 // the device's memory by more than kMemoryMargin, or, when measured, below
 // kWeightFloor of the weights the rank must hold.
 std::string ImpossibleMeasurement(const TrialMetrics& metrics, const MeasurementLimits& limits,

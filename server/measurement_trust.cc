@@ -33,6 +33,7 @@ std::vector<MeasurementLimits> MeasurementLimitsOf(const JobRun& job, const Tria
     const WorkerPool::DeviceCeiling ceiling =
         pool.CeilingOf(rank.placed.worker_id, rank.placed.device_index);
     limits.device_peak_flops = ceiling.peak_flops;
+    limits.peak_from_catalog = ceiling.peak_from_catalog;
     limits.device_memory_bytes = ceiling.memory_bytes;
     out.push_back(limits);
   }

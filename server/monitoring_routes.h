@@ -2,17 +2,21 @@
 // (server/http_endpoint.h):
 //   GET /metrics  Prometheus's text format (server/coordinator_metrics.h);
 //   GET /healthz  200 "ok" while the process serves HTTP at all (liveness);
-//   GET /readyz   200 "ready" once the store is open and the scheduler runs,
-//                 503 with the reason before that and once shutting down
+//   GET /readyz   200 "ready" once the store is open and the scheduler runs
+//                 and while the store can take writes; 503 with the reason
+//                 before that, once shutting down, and while the database
+//                 file is deleted or replaced or its disk is full
 //                 (readiness: stop sending clients here).
 // docs/MONITORING.md describes them for operators.
 #ifndef AUTOACCEL_SERVER_MONITORING_ROUTES_H_
 #define AUTOACCEL_SERVER_MONITORING_ROUTES_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <string>
 
+#include "absl/status/status.h"
 #include "server/http_endpoint.h"
 #include "server/job_manager.h"
 
@@ -29,10 +33,12 @@ class Readiness {
   std::atomic<State> state_{kStarting};
 };
 
-// The three routes above. `manager` and `readiness` must outlive the
-// endpoint serving them.
-std::map<std::string, HttpHandler> MonitoringRoutes(JobManager* manager,
-                                                    const Readiness* readiness);
+// The three routes above; `store_health` says whether the store can take
+// writes (Store::Health; called on each /readyz). `manager` and `readiness`
+// must outlive the endpoint serving them.
+std::map<std::string, HttpHandler> MonitoringRoutes(
+    JobManager* manager, const Readiness* readiness,
+    std::function<absl::Status()> store_health = [] { return absl::OkStatus(); });
 
 }  // namespace autoaccel
 

@@ -1,9 +1,11 @@
 #include "server/store.h"
 
 #include <sqlite3.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -147,6 +149,24 @@ class Store::WriteTiming {
 void Store::SetWriteTimer(std::function<void(absl::Duration)> timer) {
   absl::MutexLock lock(&timer_mu_);
   write_timer_ = std::move(timer);
+}
+
+absl::Status Store::Health() {
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(watch_.Check());
+  }
+  if (path_.empty() || path_ == ":memory:") return absl::OkStatus();
+  struct statvfs fs;
+  const std::string dir = std::filesystem::path(path_).parent_path().string();
+  if (::statvfs(dir.empty() ? "." : dir.c_str(), &fs) != 0) return absl::OkStatus();
+  const int64_t free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+  if (free_bytes < kMinFreeDiskBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("store: the disk holding '", path_,
+                                                     "' is full (", free_bytes / 1024,
+                                                     " KiB free): free space on it"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Transaction> Store::BeginWriteLocked() {

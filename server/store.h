@@ -276,6 +276,14 @@ class Store {
   // with no lock of the store held. Replaces the timer set before.
   void SetWriteTimer(std::function<void(absl::Duration)> timer);
 
+  // Whether the store can take writes now, cheaply (two stat calls; for
+  // /readyz): FAILED_PRECONDITION once its file (or WAL) was deleted or
+  // replaced (FileWatch); RESOURCE_EXHAUSTED "store: the disk holding 'PATH'
+  // is full (N KiB free)" while its file system has less than
+  // kMinFreeDiskBytes free; OK otherwise (and for ":memory:").
+  absl::Status Health();
+  static constexpr int64_t kMinFreeDiskBytes = 8 << 20;
+
   // Caps the database file at about `max_bytes` (never below its current
   // size), so that writes past it fail as on a full disk. Free pages inside
   // the file (left by a dropped table) are used up first, by a table of

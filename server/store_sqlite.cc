@@ -44,8 +44,10 @@ absl::StatusCode CodeFor(int rc) {
 
 absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
   const char* msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  return absl::Status(CodeFor(rc),
-                      absl::StrCat("store: ", what, ": ", msg, " (sqlite code ", rc, ")"));
+  return absl::Status(
+      CodeFor(rc),
+      absl::StrCat("store: ", what, ": ", msg, " (sqlite code ", rc, ")",
+                   (rc & 0xff) == SQLITE_FULL ? ": the disk holding the database is full" : ""));
 }
 
 absl::Status Annotate(const absl::Status& s, absl::string_view prefix) {

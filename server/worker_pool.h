@@ -148,6 +148,7 @@ class WorkerPool {
   // worker reported it). Zeros for what is unknown, or an unknown device.
   struct DeviceCeiling {
     double peak_flops = 0;
+    bool peak_from_catalog = false;
     int64_t memory_bytes = 0;
   };
   DeviceCeiling CeilingOf(const std::string& worker_id, int device_index) const;

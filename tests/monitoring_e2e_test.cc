@@ -3,6 +3,7 @@
 // (over HTTP, checked by promtool) while the job runs and after it ended.
 #include <httplib.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -170,6 +171,31 @@ TEST(Monitoring, PrometheusScrapesTheCoordinatorWhileAJobRuns) {
     }
   }
   EXPECT_GT(rank_lines, 0) << w1->Stdout();
+}
+
+// /readyz reflects the database: deleted under the running server, the
+// coordinator is not ready (and says why), while /healthz still answers.
+TEST(Monitoring, ReadyzSaysWhenTheDatabaseIsGone) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer({"--http-listen", "127.0.0.1:0"}));
+  const HttpAddress http = HttpAddressOf(cluster.server());
+  ASSERT_GT(http.port, 0);
+  httplib::Client client(http.host, http.port);
+  int ready = 0;
+  for (int i = 0; i < 50 && ready != 200; ++i) {  // ready once the scheduler runs
+    auto got = client.Get("/readyz");
+    ready = got ? got->status : 0;
+    if (ready != 200) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(ready, 200);
+  std::filesystem::remove(cluster.dir() + "/autoaccel.db");
+  auto r = client.Get("/readyz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_THAT(r->body, ::testing::AllOf(HasSubstr("database unusable"), HasSubstr("was deleted")));
+  auto healthz = client.Get("/healthz");
+  ASSERT_TRUE(healthz);
+  EXPECT_EQ(healthz->status, 200);
 }
 
 TEST(Monitoring, ABadOrTakenHttpAddressStopsTheServerWithAClearError) {

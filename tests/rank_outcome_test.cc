@@ -80,7 +80,15 @@ TEST(MeasurementCheckTest, FiguresBeyondTheDeviceOrBelowTheWeightsAreImpossible)
   m.tokens_per_second = 3e5;  // 0.9 TFLOP/s per device: 90% of the peak
   m.peak_memory_bytes = int64_t{2} << 30;
   EXPECT_EQ(ImpossibleMeasurement(m, limits), "");
+  // A peak the worker registered itself (a probe may under-measure it):
+  // only a gross excess is proof.
   TrialMetrics fast = m;
+  fast.tokens_per_second = 1.2e6;  // 3.6x the peak
+  EXPECT_EQ(ImpossibleMeasurement(fast, limits), "");
+  fast.tokens_per_second = 1.5e6;  // 4.5x
+  EXPECT_THAT(ImpossibleMeasurement(fast, limits), HasSubstr("the device's peak of 1 TFLOP/s"));
+  // A datasheet's peak (the device catalog): 25% of margin.
+  limits.peak_from_catalog = true;
   fast.tokens_per_second = 4.5e5;  // 135% of the peak
   EXPECT_THAT(ImpossibleMeasurement(fast, limits), HasSubstr("the device's peak of 1 TFLOP/s"));
   fast.tokens_per_second = 4e5;  // 120%: within the margin

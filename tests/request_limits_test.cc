@@ -10,7 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/grpc_status.h"
 #include "common/status_matchers.h"
+#include "common/utf8.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/tune_request.h"
@@ -358,6 +360,19 @@ TEST(RequestLimitsTest, AControlCharacterInAnyStringOfARegistrationIsRefusedNami
   EXPECT_EQ(pool.Register(RegisterRequestFor("w\tx", "127.0.0.1:1", 1)).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(pool.List(), IsEmpty());
+}
+
+// An error that quotes a caller's 16 KiB of input sends 2 KiB back, cut at
+// a character boundary.
+TEST(StatusMessage, AnEchoOfTheInputIsCut) {
+  const std::string input(16 * 1024, 'x');
+  const grpc::Status s = ToGrpcStatus(absl::InvalidArgumentError("model: '" + input + "'"));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_LE(s.error_message().size(), kMaxStatusMessageBytes + 32);
+  EXPECT_THAT(s.error_message(), ::testing::EndsWith("more bytes)"));
+  EXPECT_EQ(ToGrpcStatus(absl::NotFoundError("short")).error_message(), "short");
+  std::string accents = std::string(kMaxStatusMessageBytes - 1, 'a') + "\xc3\xa9\xc3\xa9";
+  EXPECT_TRUE(IsValidUtf8(BoundedStatusMessage(accents)));
 }
 
 }  // namespace

@@ -10,6 +10,9 @@ if(AUTOACCEL_BUILD_SERVICES)
   # What killed workers leave behind, swept at the next start.
   autoaccel_service_test(stale_dirs_test sandbox LIBRARY autoaccel_worker_lib
                          SOURCES stale_dirs_test.cc subprocess.cc)
+  # What of the worker's environment a rank inherits.
+  autoaccel_service_test(rank_environment_test sandbox LIBRARY autoaccel_worker_lib
+                         SOURCES rank_environment_test.cc)
 endif()
 
 # The probe's TorchScript models (tests/scripted/make_models.py: one reads a

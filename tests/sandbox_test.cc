@@ -270,6 +270,31 @@ TEST_F(SandboxedRankTest, WithoutTheSandboxTheSameRunnerReachesTheHost) {
   EXPECT_EQ(testing::ReadFile(dir_ + "/victim.txt"), "pwned\n");
 }
 
+// The seccomp filter (worker/seccomp_filter.h): calls a rank never needs
+// answer EPERM inside the sandbox; the same runner outside it is traced
+// fine (the test can fail).
+TEST_F(SandboxedRankTest, SystemCallsARankNeverNeedsAreRefused) {
+  const std::string probe = R"SH(cd "$(dirname "$2")"
+python3 -c '
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+def call(f, *a):
+    return "ok" if f(*a) != -1 else os.strerror(ctypes.get_errno())
+print("ptrace", call(libc.ptrace, 0, 0, None, None))
+print("unshare-user", call(libc.unshare, 0x10000000))
+print("add_key", call(libc.syscall, {"x86_64": 248, "aarch64": 217}[os.uname().machine],
+                      b"user", b"k", b"v", 1, -2))
+' > syscalls 2>&1
+exit 3)SH";
+  RunTrialProcess(spec_, Runner(probe, true));
+  const std::string inside = testing::ReadFile(TrialFile("syscalls"));
+  EXPECT_THAT(inside, HasSubstr("ptrace Operation not permitted")) << inside;
+  EXPECT_THAT(inside, HasSubstr("unshare-user Operation not permitted")) << inside;
+  EXPECT_THAT(inside, HasSubstr("add_key Operation not permitted")) << inside;
+  RunTrialProcess(spec_, Runner(probe, false));
+  EXPECT_THAT(testing::ReadFile(TrialFile("syscalls")), HasSubstr("ptrace ok"));
+}
+
 TEST_F(SandboxedRankTest, CancellingStopsTheRankWithSigtermAndNothingOfItSurvives) {
   std::atomic<bool> cancel{false};
   TrialProcessOptions options = Runner(R"SH(cd "$(dirname "$2")"

@@ -188,6 +188,37 @@ TEST(StoreFilesTest, AFileDeletedUnderARunningStoreFailsEveryWriteNamingIt) {
   EXPECT_EQ((*store)->FinishJob(job, std::nullopt).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// Health (what /readyz reports): a deleted file, and a disk with too little
+// room, each say so without a write being tried.
+TEST(StoreFilesTest, HealthSaysWhenTheFileIsGoneOrTheDiskIsFull) {
+  TempDir dir;
+  const std::string path = dir.File("health.db");
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path);
+  ASSERT_TRUE(store.ok());
+  EXPECT_TRUE((*store)->Health().ok());
+  std::filesystem::remove(path);
+  const absl::Status gone = (*store)->Health();
+  EXPECT_EQ(gone.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Message(gone), HasSubstr("was deleted"));
+
+  // A 4 MiB file system: less room than a store needs to go on.
+  const std::string small = dir.File("small");
+  std::filesystem::create_directories(small);
+  if (::geteuid() != 0 ||
+      std::system(
+          absl::StrCat("mount -t tmpfs -o size=4m tmpfs ", small, " 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "mounting a small tmpfs needs root";
+  }
+  {
+    absl::StatusOr<std::unique_ptr<Store>> tight = Store::Open(small + "/tight.db");
+    ASSERT_TRUE(tight.ok()) << tight.status();
+    const absl::Status full = (*tight)->Health();
+    EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(Message(full), AllOf(HasSubstr("tight.db"), HasSubstr("is full")));
+  }
+  EXPECT_EQ(std::system(absl::StrCat("umount ", small).c_str()), 0);
+}
+
 TEST(StoreFilesTest, AFileReplacedUnderARunningStoreFailsTheNextWrite) {
   TempDir dir;
   const std::string path = dir.File("live.db");

@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "worker/rank_environment.h"
 
 extern char** environ;
 
@@ -64,11 +65,12 @@ absl::StatusOr<std::string> FindExecutable(const std::string& name) {
 
 std::vector<std::string> ChildEnvironment(
     const std::vector<std::pair<std::string, std::string>>& set,
-    const std::vector<std::string>& unset) {
+    const std::vector<std::string>& unset, const RankEnvAllowlist* inherit) {
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     absl::string_view entry = *e;
     const absl::string_view name = entry.substr(0, entry.find('='));
+    if (inherit != nullptr && !inherit->Allows(name)) continue;
     bool replaced = std::find(unset.begin(), unset.end(), name) != unset.end();
     for (const auto& [n, v] : set) replaced = replaced || n == name;
     if (!replaced) env.emplace_back(entry);
@@ -98,6 +100,8 @@ absl::StatusOr<pid_t> SpawnChild(std::vector<std::string> args, const SpawnOptio
   const bool same_file = options.stdout_path == options.stderr_path;
   const bool new_session = options.new_session;
   const std::vector<int>& ignored_signals = options.ignored_signals;
+  const char* input_file = options.input_file.empty() ? nullptr : options.input_file.c_str();
+  const int input_fd = options.input_fd;
   // The child writes why it could not exec into this pipe; a successful exec
   // closes it (O_CLOEXEC), so the parent reads nothing.
   int report[2];
@@ -144,6 +148,14 @@ absl::StatusOr<pid_t> SpawnChild(std::vector<std::string> args, const SpawnOptio
     ::dup2(in, STDIN_FILENO);
     ::dup2(out, STDOUT_FILENO);
     ::dup2(err, STDERR_FILENO);
+    if (input_file != nullptr && input_fd > 2) {
+      const int input = ::open(input_file, O_RDONLY);  // no O_CLOEXEC: for the program
+      if (input < 0) fail(5);
+      if (input != input_fd) {
+        if (::dup2(input, input_fd) < 0) fail(5);
+        ::close(input);
+      }
+    }
     if (workdir != nullptr && ::chdir(workdir) != 0) fail(3);
     ::execve(argv[0], argv.data(), child_env);
     fail(4);
@@ -162,13 +174,17 @@ absl::StatusOr<pid_t> SpawnChild(std::vector<std::string> args, const SpawnOptio
   if (got == static_cast<ssize_t>(sizeof(failure))) {
     int status = 0;
     ::waitpid(pid, &status, 0);
-    static constexpr const char* kSteps[] = {
-        "cannot open /dev/null", "cannot open its stdout file", "cannot open its stderr file",
-        "cannot enter its working directory", "cannot execute"};
-    const char* what = failure.step >= 0 && failure.step <= 4 ? kSteps[failure.step] : "?";
+    static constexpr const char* kSteps[] = {"cannot open /dev/null",
+                                             "cannot open its stdout file",
+                                             "cannot open its stderr file",
+                                             "cannot enter its working directory",
+                                             "cannot execute",
+                                             "cannot open its input file"};
+    const char* what = failure.step >= 0 && failure.step <= 5 ? kSteps[failure.step] : "?";
     std::string target = failure.step == 1   ? options.stdout_path
                          : failure.step == 2 ? options.stderr_path
                          : failure.step == 3 ? options.workdir
+                         : failure.step == 5 ? options.input_file
                                              : std::string(argv[0]);
     return absl::FailedPreconditionError(
         absl::StrCat(args[0], ": ", what, " ", target, ": ", std::strerror(failure.err)));

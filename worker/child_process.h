@@ -19,6 +19,8 @@
 
 namespace autoaccel {
 
+class RankEnvAllowlist;
+
 struct SpawnOptions {
   // Where the child's stdout and stderr go (truncated; may be one file).
   std::string stdout_path;
@@ -35,6 +37,10 @@ struct SpawnOptions {
   // inherited by what it starts): the sandbox's bwrap ignores SIGTERM so
   // that it outlives the rank it runs.
   std::vector<int> ignored_signals;
+  // A file the child gets open (read-only) at descriptor `input_fd` (> 2),
+  // e.g. the seccomp filter bwrap reads; "" = none.
+  std::string input_file;
+  int input_fd = -1;
 };
 
 // Starts `args` (args[0]: a path, or a name looked up in $PATH) in a new
@@ -52,11 +58,13 @@ void KillProcessGroup(pid_t pgid, int sig);
 // gone). Returns the child's wait status.
 int StopAndReap(pid_t pid, absl::Duration grace);
 
-// This process's environment with `set` replacing (or adding) variables of
-// those names and `unset` removed, as "NAME=VALUE" strings.
+// This process's environment (only the variables `inherit` allows, when
+// given: a trial rank's, worker/rank_environment.h) with `set` replacing (or
+// adding) variables of those names and `unset` removed, as "NAME=VALUE"
+// strings.
 std::vector<std::string> ChildEnvironment(
     const std::vector<std::pair<std::string, std::string>>& set,
-    const std::vector<std::string>& unset);
+    const std::vector<std::string>& unset, const RankEnvAllowlist* inherit = nullptr);
 
 // `name` itself when it holds a '/', else the first executable of that name
 // in $PATH; NOT_FOUND otherwise.

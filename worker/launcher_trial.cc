@@ -397,7 +397,7 @@ TrialResult RunLauncherRank(const LauncherRank& rank, const LauncherTrialOptions
   for (auto& var : LauncherCacheEnvironment(*cache, options.cache.hf_home, rank.launcher.env)) {
     vars.push_back(std::move(var));
   }
-  const std::vector<std::string> env = ChildEnvironment(vars, unset);
+  const std::vector<std::string> env = ChildEnvironment(vars, unset, options.rank_env);
   SpawnOptions spawn;
   spawn.stdout_path = dir + "/stdout.log";
   spawn.stderr_path = dir + "/stderr.log";

@@ -33,6 +33,7 @@ struct LauncherRank {
   std::vector<int> device_ordinals;
 };
 
+class RankEnvAllowlist;
 class Sandbox;
 
 struct LauncherTrialOptions {
@@ -43,6 +44,9 @@ struct LauncherTrialOptions {
   // needs: the program argv[0] names, {python}'s prefix and venv, the
   // launcher's workdir, the directories of absolute paths in its argv and
   // PYTHONPATH. Null: the script runs as the worker does. Not owned.
+  // The worker's variables the rank inherits (worker/rank_environment.h);
+  // null: all of them. Not owned.
+  const RankEnvAllowlist* rank_env = nullptr;
   const Sandbox* sandbox = nullptr;
   // The launcher's persistent cache (worker/launcher_cache.h): made under
   // cache.root, bound writable and named by the caches' variables.

@@ -26,6 +26,7 @@
 #include "worker/device_discovery.h"
 #include "worker/launcher_paths.h"
 #include "worker/launchers.h"
+#include "worker/rank_environment.h"
 #include "worker/registrar.h"
 #include "worker/sandbox_flags.h"
 #include "worker/stale_dirs.h"
@@ -108,6 +109,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 600.0));
   autoaccel::SandboxFlags sandbox_flags;
   autoaccel::AddSandboxFlags(&app, &sandbox_flags);
+  std::vector<std::string> rank_env;
+  app.add_option("--rank-env", rank_env,
+                 "a variable of this worker's environment that trial ranks inherit (repeatable; "
+                 "NAME, or PREFIX* for all that start so), replacing the default list of what "
+                 "training needs (PATH, locale, CUDA_*, NCCL_*, GLOO_*, TORCH_*, OMP_*, HF_*, ...; "
+                 "docs/SECURITY.md); a name holding TOKEN, SECRET, PASSWORD, CREDENTIAL or KEY "
+                 "passes only when named exactly");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   std::string log_format = "text";
   app.add_option("--log-format", log_format,
@@ -321,6 +329,7 @@ int main(int argc, char** argv) {
   }
   options.reattach_window = absl::Seconds(reattach_window);
   options.sandbox = *sandbox;
+  options.rank_env = autoaccel::RankEnvAllowlist(rank_env);
   // Set once the registrar exists; a raised peak reaches the coordinator.
   std::atomic<autoaccel::Registrar*> registrar_ref{nullptr};
   options.on_devices_changed = [&registrar_ref](const std::vector<autoaccel::v1::Device>& d) {

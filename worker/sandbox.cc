@@ -26,6 +26,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "worker/seccomp_filter.h"
 
 namespace autoaccel {
 namespace {
@@ -158,6 +159,10 @@ std::vector<std::string> BubblewrapArgv(const SandboxPolicy& policy, const RankM
                                 // unless bound below.
                                 "--dev", "/dev", "--proc", "/proc", "--ro-bind", "/sys", "/sys",
                                 "--perms", "1777", "--tmpfs", "/tmp"};
+  if (!policy.seccomp_file.empty()) {
+    a.push_back("--seccomp");
+    a.push_back(std::to_string(kSeccompFd));
+  }
   auto add = [&a](std::initializer_list<std::string> args) {
     a.insert(a.end(), args.begin(), args.end());
   };
@@ -394,6 +399,10 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxOptions& o
   for (const auto& [gid, name] : groups) absl::StrAppend(&group_text, name, ":x:", gid, ":\n");
   policy.passwd_file = dir + "/passwd";
   policy.group_file = dir + "/group";
+  policy.seccomp_file = dir + "/seccomp.bpf";
+  if (absl::Status written = WriteRankSeccompFilter(policy.seccomp_file); !written.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(written.message(), give_up));
+  }
   for (const auto& [path, text] :
        {std::pair{policy.passwd_file, passwd_text}, std::pair{policy.group_file, group_text}}) {
     std::ofstream out(path, std::ios::trunc);
@@ -510,6 +519,10 @@ std::vector<std::string> Sandbox::Wrap(const std::vector<std::string>& command, 
   mounts.devices.insert(mounts.devices.end(), devices.begin(), devices.end());
   spawn->new_session = true;
   spawn->ignored_signals.assign(std::begin(kStopSignals), std::end(kStopSignals));
+  if (!policy_.seccomp_file.empty()) {
+    spawn->input_file = policy_.seccomp_file;
+    spawn->input_fd = kSeccompFd;
+  }
   return BubblewrapArgv(policy_, mounts, argv);
 }
 

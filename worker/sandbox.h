@@ -69,7 +69,13 @@ struct SandboxPolicy {
   // Synthesized files bound at /etc/passwd and /etc/group ("" = none).
   std::string passwd_file;
   std::string group_file;
+  // The ranks' seccomp filter (worker/seccomp_filter.h) as BPF, which bwrap
+  // reads from fd kSeccompFd ("" = none).
+  std::string seccomp_file;
 };
+
+// The descriptor number the seccomp filter reaches bwrap on.
+inline constexpr int kSeccompFd = 10;
 
 // One rank's part of its sandbox. Paths are absolute.
 struct RankMounts {

@@ -56,7 +56,7 @@ TrialResult RunTrialProcess(const TrialSpec& given_spec, const TrialProcessOptio
   } else {
     unset = {"MASTER_ADDR", "MASTER_PORT"};
   }
-  std::vector<std::string> env = ChildEnvironment(vars, unset);
+  std::vector<std::string> env = ChildEnvironment(vars, unset, options.rank_env);
   SpawnOptions spawn;
   spawn.stdout_path = log_path;
   spawn.stderr_path = log_path;

@@ -20,6 +20,7 @@ namespace autoaccel {
 // How long a rank may run when its RunTrialRequest gives no timeout.
 inline constexpr absl::Duration kDefaultTrialTimeout = absl::Minutes(10);
 
+class RankEnvAllowlist;
 class Sandbox;
 
 struct TrialProcessOptions {
@@ -29,6 +30,9 @@ struct TrialProcessOptions {
   // trial directory and read only spec.model_file of the work dir. Null:
   // the runner runs as the worker does. Not owned.
   const Sandbox* sandbox = nullptr;
+  // The worker's variables the rank inherits (worker/rank_environment.h);
+  // null: all of them. Not owned.
+  const RankEnvAllowlist* rank_env = nullptr;
   absl::Duration timeout = kDefaultTrialTimeout;
   // Polled every 100 ms while the child runs; returning true stops the child
   // and the trial ends CANCELLED.

@@ -280,6 +280,7 @@ void WorkerServiceImpl::RunExecution(ExecutionKey key, int device_index, TrialSp
     options.timeout = timeout;
     options.grace = options_.launcher_grace;
     options.sandbox = options_.sandbox.get();
+    options.rank_env = &options_.rank_env;
     options.cache = options_.launcher_cache;
     options.should_cancel = should_cancel;
     result = RunLauncherRank(*launcher, options);
@@ -291,6 +292,7 @@ void WorkerServiceImpl::RunExecution(ExecutionKey key, int device_index, TrialSp
     options.work_dir = options_.work_dir;
     options.timeout = timeout;
     options.sandbox = options_.sandbox.get();
+    options.rank_env = &options_.rank_env;
     options.should_cancel = should_cancel;
     result = RunTrialProcess(spec, options);
     RaisePeakIfBeaten(device_index, spec, &result);

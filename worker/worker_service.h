@@ -27,6 +27,7 @@
 #include "worker/launcher_cache.h"
 #include "worker/launcher_trial.h"
 #include "worker/launchers.h"
+#include "worker/rank_environment.h"
 #include "worker/rank_spec.h"
 #include "worker/sandbox.h"
 #include "worker/trial_dir_janitor.h"
@@ -62,6 +63,8 @@ struct WorkerOptions {
   std::shared_ptr<TrialDirJanitor> trial_dirs;
   // Every rank runs in it (worker/sandbox.h); null: --no-sandbox.
   std::shared_ptr<const Sandbox> sandbox;
+  // The worker's variables every rank inherits (--rank-env).
+  RankEnvAllowlist rank_env;
   // How long a rank whose every caller went away (its coordinator died or
   // restarted) keeps running, and how long the answer of a rank nobody was
   // waiting for is kept, for a coordinator to attach again (0: such a rank

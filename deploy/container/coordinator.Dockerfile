@@ -17,7 +17,7 @@ RUN apt-get update -qq \
       build-essential cmake ninja-build pkg-config ccache \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
       libabsl-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev \
-      libeigen3-dev libssl-dev libmicrohttpd-dev libcpp-httplib-dev \
+      libeigen3-dev libssl-dev libmicrohttpd-dev libseccomp-dev libcpp-httplib-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Only what the server and the CLI are built from, so an edit elsewhere (docs,

@@ -25,7 +25,7 @@ RUN apt-get update -qq \
       build-essential cmake ninja-build pkg-config ccache ca-certificates curl \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
       libabsl-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev \
-      libeigen3-dev libssl-dev libmicrohttpd-dev libcpp-httplib-dev libgloo-dev python3-venv \
+      libeigen3-dev libssl-dev libmicrohttpd-dev libseccomp-dev libcpp-httplib-dev libgloo-dev python3-venv \
  && rm -rf /var/lib/apt/lists/*
 ARG CUDA_REPO=https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64
 ARG CUDA_VERSION=13-0
