@@ -1,5 +1,8 @@
 #include "server/measurement_trust.h"
 
+#include <algorithm>
+#include <map>
+
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "search/memory_estimate.h"
@@ -41,12 +44,23 @@ std::vector<MeasurementLimits> MeasurementLimitsOf(const JobRun& job, const Tria
 }
 
 std::set<std::string> WorkersToAvoid(const JobRun& job, const TrialRun& trial) {
+  if (trial.record.confirms.empty()) return {};
+  // How often each worker measured the strategy so far (this trial's
+  // earlier attempts aside).
+  std::map<std::string, int> measured;
+  for (const auto& other : job.trials) {
+    if (other.get() == &trial || other->record.strategy_text != trial.record.strategy_text) {
+      continue;
+    }
+    for (absl::string_view id : absl::StrSplit(other->record.worker_id, ',', absl::SkipEmpty())) {
+      ++measured[std::string(id)];
+    }
+  }
+  int most = 0;
+  for (const auto& [id, n] : measured) most = std::max(most, n);
   std::set<std::string> avoid;
-  if (trial.record.confirms.empty()) return avoid;
-  const TrialRun* first = FindTrial(job, trial.record.confirms);
-  if (first == nullptr) return avoid;
-  for (absl::string_view id : absl::StrSplit(first->record.worker_id, ',', absl::SkipEmpty())) {
-    avoid.insert(std::string(id));
+  for (const auto& [id, n] : measured) {
+    if (n == most) avoid.insert(id);
   }
   return avoid;
 }

@@ -25,9 +25,11 @@ namespace autoaccel {
 std::vector<MeasurementLimits> MeasurementLimitsOf(const JobRun& job, const TrialRun& trial,
                                                    const WorkerPool& pool);
 
-// The workers that measured what `trial` repeats (a confirmation or a
-// repeat: the trial it confirms), for the pool to place it elsewhere
-// (WorkerPool::Place's `avoid`); empty for a search trial.
+// Where a repeat of a measurement (a confirmation or a measure-again) is not
+// to run: the workers that measured its strategy most often in the job so
+// far, so that repeats alternate among the workers and the kept measurements
+// come from more than one (WorkerPool::Place's `avoid`: ignored when only
+// those workers can hold it); empty for a search trial.
 std::set<std::string> WorkersToAvoid(const JobRun& job, const TrialRun& trial);
 
 // A SUCCEEDED trial that repeats another SUCCEEDED one measured on other

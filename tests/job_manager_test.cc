@@ -120,6 +120,19 @@ class JobManagerTest : public ::testing::Test {
                  int64_t memory_bytes = int64_t{1} << 30) {
     Register(RegisterRequestFor(id, id + ":1", devices, port_min, port_max, memory_bytes));
   }
+  // Confirmations of the best strategy (confirm_top 1), workers a and b of
+  // one device each, and a job of one trial submitted and started: its id.
+  std::string StartWithARepeatOnTwoWorkers() {
+    JobManagerOptions options = Options();
+    options.confirm_top = 1;
+    manager_ = std::move(*JobManager::Create(store_.get(), &executor_, &clock_, options));
+    AddWorker("a", 1);
+    AddWorker("b", 1);
+    auto job = manager_->SubmitJob(Request(600, 1));
+    EXPECT_TRUE(job.ok()) << job.status();
+    manager_->Tick();
+    return job.ok() ? job->job_id() : "";
+  }
   // Registers and keeps the session token for Beat.
   void Register(const v1::RegisterRequest& r) {
     absl::StatusOr<v1::RegisterResponse> resp = manager_->RegisterWorker(r);
@@ -1655,14 +1668,7 @@ TEST_F(JobManagerTest, NegativeMemoryFailsTheTrialAndDistrustsTheWorker) {
 // A repeat runs on another worker than the measurement it repeats; an answer
 // measured by one worker of two is not stored, one measured by both is.
 TEST_F(JobManagerTest, ARepeatRunsElsewhereAndOnlyAnAnswerTwoWorkersMeasuredIsStored) {
-  JobManagerOptions options = Options();
-  options.confirm_top = 1;
-  manager_ = std::move(*JobManager::Create(store_.get(), &executor_, &clock_, options));
-  AddWorker("a", 1);
-  AddWorker("b", 1);
-  auto job = manager_->SubmitJob(Request(600, 1));
-  ASSERT_TRUE(job.ok());
-  manager_->Tick();
+  const std::string job_id = StartWithARepeatOnTwoWorkers();
   ASSERT_EQ(executor_.calls.size(), 1u);
   const std::string first_at = executor_.calls.front().address;
   executor_.Succeed(1000);
@@ -1671,7 +1677,7 @@ TEST_F(JobManagerTest, ARepeatRunsElsewhereAndOnlyAnAnswerTwoWorkersMeasuredIsSt
   EXPECT_NE(executor_.calls.front().address, first_at);
   executor_.Succeed(1010);
   manager_->Tick();
-  auto j = manager_->GetJob(job->job_id());
+  auto j = manager_->GetJob(job_id);
   ASSERT_EQ(j->state(), "SUCCEEDED") << j->status_message();
   EXPECT_THAT(j->status_message(), HasSubstr("stored in the strategy database"));
 }
@@ -1697,14 +1703,7 @@ TEST_F(JobManagerTest, AnAnswerOneWorkerOfTwoMeasuredAloneIsNotStored) {
 // Two workers measure one strategy 10,000x apart: the faster claim is
 // withdrawn (FAILED) and its worker distrusted; the answer is the other's.
 TEST_F(JobManagerTest, OfTwoWorkersFarApartTheFasterIsDistrustedAndTheOtherAnswers) {
-  JobManagerOptions options = Options();
-  options.confirm_top = 1;
-  manager_ = std::move(*JobManager::Create(store_.get(), &executor_, &clock_, options));
-  AddWorker("a", 1);
-  AddWorker("b", 1);
-  auto job = manager_->SubmitJob(Request(600, 1));
-  ASSERT_TRUE(job.ok());
-  manager_->Tick();
+  const std::string job_id = StartWithARepeatOnTwoWorkers();
   ASSERT_EQ(executor_.calls.size(), 1u);
   const std::string liar = executor_.calls.front().address == "a:1" ? "a" : "b";
   const std::string first = executor_.calls.front().request.trial_id();
@@ -1713,8 +1712,8 @@ TEST_F(JobManagerTest, OfTwoWorkersFarApartTheFasterIsDistrustedAndTheOtherAnswe
   ASSERT_EQ(executor_.calls.size(), 1u);
   executor_.Succeed(1000);
   manager_->Tick();
-  EXPECT_EQ(TrialOf(job->job_id(), first).status(), "FAILED");
-  EXPECT_THAT(TrialOf(job->job_id(), first).reason(), HasSubstr("distrusted"));
+  EXPECT_EQ(TrialOf(job_id, first).status(), "FAILED");
+  EXPECT_THAT(TrialOf(job_id, first).reason(), HasSubstr("distrusted"));
   for (const v1::Worker& w : manager_->ListWorkers()) {
     EXPECT_EQ(w.worker_id() == liar, !w.warnings().empty()) << w.DebugString();
   }
@@ -1724,7 +1723,7 @@ TEST_F(JobManagerTest, OfTwoWorkersFarApartTheFasterIsDistrustedAndTheOtherAnswe
     executor_.Succeed(1000 + i);
     manager_->Tick();
   }
-  auto j = manager_->GetJob(job->job_id());
+  auto j = manager_->GetJob(job_id);
   EXPECT_EQ(j->state(), "SUCCEEDED") << j->status_message();
   EXPECT_NEAR(j->best_figure(), 1000, 5);
 }

@@ -269,7 +269,7 @@ class LiveClusterTest(unittest.TestCase):
                          [t.trial_id for t in trials])
 
         answer = self.alice.best("gpt2", config=TINY_GPT2, seq_len=16, global_batch_size=4)
-        self.assertIsNotNone(answer, self.logs())
+        self.assertIsNotNone(answer, final.status_message + "\n" + self.logs())
         self.assertEqual(answer.job_id, job.id)
         self.assertEqual(answer.strategy.text, best.strategy.text)
         self.assertIn(job.id, [a.job_id for a in self.alice.strategies(model_family="gpt2")])
