@@ -74,5 +74,20 @@ TEST(StaleDirsTest, ADeadWorkersDirectoriesGoAndALiveOnesStay) {
   fs::remove_all(dir);
 }
 
+// A stopping worker removes its own, alive as it is.
+TEST(StaleDirsTest, AStoppingWorkerRemovesItsOwnDirectories) {
+  const std::string dir = testing::MakeTempDir("autoaccel-own-");
+  const std::string work = dir + "/work", shm = dir + "/shm";
+  const pid_t me = ::getpid();
+  fs::create_directories(absl::StrCat(work, "/sandbox-", me));
+  fs::create_directories(absl::StrCat(shm, "/autoaccel-", me, "-job-t0001"));
+  fs::create_directories(absl::StrCat(shm, "/autoaccel-", me + 1, "-job-t0001"));
+  const SweptDirs removed = RemoveWorkerDirs(me, work, shm);
+  EXPECT_EQ(removed.sandbox, 1);
+  EXPECT_EQ(removed.shm, 1);
+  EXPECT_TRUE(fs::exists(absl::StrCat(shm, "/autoaccel-", me + 1, "-job-t0001")));
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace autoaccel

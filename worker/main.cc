@@ -410,5 +410,7 @@ int main(int argc, char** argv) {
   registrar.Stop();
   service.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // Its ranks are stopped: nothing of it stays in the work dir or /dev/shm.
+  autoaccel::RemoveWorkerDirs(::getpid(), fs::absolute(work_dir, ec).string());
   return 0;
 }

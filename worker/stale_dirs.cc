@@ -20,6 +20,31 @@ bool IsLiveWorker(pid_t pid) {
          name.size() >= 15;
 }
 
+namespace {
+
+// The shared-memory directories of worker `pid` under `shm_root`.
+int RemoveShmDirs(pid_t pid, const std::string& shm_root) {
+  int removed = 0;
+  std::error_code ec;
+  const std::string prefix = absl::StrCat("autoaccel-", pid, "-");
+  for (const fs::directory_entry& e : fs::directory_iterator(shm_root, ec)) {
+    if (!absl::StartsWith(e.path().filename().native(), prefix)) continue;
+    std::error_code gone;
+    if (fs::remove_all(e.path(), gone) > 0 && !gone) ++removed;
+  }
+  return removed;
+}
+
+}  // namespace
+
+SweptDirs RemoveWorkerDirs(pid_t pid, const std::string& work_dir, const std::string& shm_root) {
+  SweptDirs swept;
+  std::error_code ec;
+  if (fs::remove_all(absl::StrCat(work_dir, "/sandbox-", pid), ec) > 0 && !ec) ++swept.sandbox;
+  swept.shm = RemoveShmDirs(pid, shm_root);
+  return swept;
+}
+
 SweptDirs SweepDeadWorkersDirs(const std::string& work_dir, const std::string& shm_root) {
   SweptDirs swept;
   std::error_code ec;
@@ -34,15 +59,7 @@ SweptDirs SweepDeadWorkersDirs(const std::string& work_dir, const std::string& s
     dead.push_back(pid);
     if (fs::remove_all(e.path(), ec) > 0 && !ec) ++swept.sandbox;
   }
-  if (dead.empty()) return swept;
-  for (const fs::directory_entry& e : fs::directory_iterator(shm_root, ec)) {
-    const std::string name = e.path().filename().native();
-    for (pid_t pid : dead) {
-      if (!absl::StartsWith(name, absl::StrCat("autoaccel-", pid, "-"))) continue;
-      std::error_code removed;
-      if (fs::remove_all(e.path(), removed) > 0 && !removed) ++swept.shm;
-    }
-  }
+  for (pid_t pid : dead) swept.shm += RemoveShmDirs(pid, shm_root);
   return swept;
 }
 

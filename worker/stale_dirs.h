@@ -31,6 +31,13 @@ struct SweptDirs {
 SweptDirs SweepDeadWorkersDirs(const std::string& work_dir,
                                const std::string& shm_root = "/dev/shm");
 
+// Removes worker `pid`'s sandbox directory in `work_dir` and its trials'
+// shared-memory directories: what a stopping worker calls for itself (its
+// ranks are stopped by then; a Sandbox still referenced by a late thread
+// would otherwise leave them).
+SweptDirs RemoveWorkerDirs(pid_t pid, const std::string& work_dir,
+                           const std::string& shm_root = "/dev/shm");
+
 // Whether `pid` is a running autoaccel-worker (its /proc comm).
 bool IsLiveWorker(pid_t pid);
 
