@@ -2,22 +2,14 @@
 
 #include <string>
 
-#include "absl/strings/str_cat.h"
+#include "common/utf8.h"
 
 namespace autoaccel {
-
-std::string BoundedStatusMessage(absl::string_view message) {
-  if (message.size() <= kMaxStatusMessageBytes) return std::string(message);
-  size_t cut = kMaxStatusMessageBytes;
-  // Not inside a UTF-8 character: back off its continuation bytes.
-  while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;
-  return absl::StrCat(message.substr(0, cut), "... (", message.size() - cut, " more bytes)");
-}
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      BoundedStatusMessage(status.message()));
+                      CutText(status.message(), kMaxStatusMessageBytes));
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {

@@ -15,8 +15,6 @@ namespace autoaccel {
 inline constexpr size_t kMaxStatusMessageBytes = 2048;
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
-// `message` cut as above ("" stays "").
-std::string BoundedStatusMessage(absl::string_view message);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
 }  // namespace autoaccel

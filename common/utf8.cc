@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "absl/strings/str_cat.h"
+
 namespace autoaccel {
 
 bool IsValidUtf8(absl::string_view text, size_t* bad_offset) {
@@ -39,6 +41,14 @@ bool IsValidUtf8(absl::string_view text, size_t* bad_offset) {
     i += length;
   }
   return true;
+}
+
+std::string CutText(absl::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  size_t cut = max_bytes;
+  // Not inside a UTF-8 character: back off its continuation bytes.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return absl::StrCat(text.substr(0, cut), "... (", text.size() - cut, " more bytes)");
 }
 
 }  // namespace autoaccel

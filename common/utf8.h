@@ -6,6 +6,7 @@
 #define AUTOACCEL_COMMON_UTF8_H_
 
 #include <cstddef>
+#include <string>
 
 #include "absl/strings/string_view.h"
 
@@ -16,6 +17,12 @@ namespace autoaccel {
 // (when not null) the 0-based byte offset of the first sequence that is not.
 // Pure; any thread.
 bool IsValidUtf8(absl::string_view text, size_t* bad_offset = nullptr);
+
+// `text` as it is when it has at most `max_bytes`; otherwise its first
+// `max_bytes` (fewer when that would cut a UTF-8 character) and
+// "... (N more bytes)": how a stored or sent text quotes what a caller gave.
+// Pure; any thread.
+std::string CutText(absl::string_view text, size_t max_bytes);
 
 }  // namespace autoaccel
 

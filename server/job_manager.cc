@@ -833,8 +833,11 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
 void JobManager::OnRankOutcomeLocked(JobRun* job, TrialRun* trial, int rank_index,
                                      RankOutcome outcome, const TrialMetrics& metrics,
                                      Outbox* out) {
-  const AttemptVerdict verdict = ApplyRankAnswer(trial, rank_index, std::move(outcome), metrics,
-                                                 MeasurementLimitsOf(*job, *trial, pool_));
+  // The limits judge the gang's figures once its last rank answered.
+  const AttemptVerdict verdict =
+      ApplyRankAnswer(trial, rank_index, std::move(outcome), metrics,
+                      trial->ranks_pending == 0 ? MeasurementLimitsOf(*job, *trial, pool_)
+                                                : std::vector<MeasurementLimits>());
   if (verdict.cancel_others) CancelRanks(*trial, out);
   if (!verdict.distrusted_worker.empty()) {
     pool_.Distrust(verdict.distrusted_worker, verdict.reason, options_.distrust_for);

@@ -64,6 +64,13 @@ std::string DescribeCertainty(const Answer& a, double tolerance) {
   }
 }
 
+// How many workers a trial record's worker_id names ("w1,w2": 2; "": 0).
+int GangSize(const std::string& worker_ids) {
+  return worker_ids.empty()
+             ? 0
+             : static_cast<int>(std::count(worker_ids.begin(), worker_ids.end(), ',')) + 1;
+}
+
 }  // namespace
 
 JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
@@ -106,24 +113,18 @@ JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
                     " attempt(s) retried after infrastructure failures");
   }
   out.state = state;
+  const bool offered =
+      state == JobState::kSucceeded && best != nullptr && (!partial || spec.store_partial);
   // Resting on one gang's word although the pool has workers outside that
   // gang that could have repeated the measurement.
-  const bool one_workers_word =
-      answer.measured_on.size() < 2 &&
-      workers > (answer.measured_on.empty()
-                     ? 0
-                     : static_cast<int>(std::count(answer.measured_on.front().begin(),
-                                                   answer.measured_on.front().end(), ',')) +
-                           1);
-  if (state == JobState::kSucceeded && best != nullptr && one_workers_word &&
-      (!partial || spec.store_partial)) {
+  const std::string gang = answer.measured_on.empty() ? "" : answer.measured_on.front();
+  const bool one_workers_word = answer.measured_on.size() < 2 && workers > GangSize(gang);
+  if (offered && one_workers_word) {
     absl::StrAppend(
-        &out.status_message, "; not stored in the strategy database: measured on worker ",
-        answer.measured_on.empty() ? std::string("?") : answer.measured_on.front(),
+        &out.status_message, "; not stored in the strategy database: measured on worker ", gang,
         " only, and the pool has ", workers, " (an answer is stored once two workers measured it)");
   }
-  if (state == JobState::kSucceeded && best != nullptr && !one_workers_word &&
-      (!partial || spec.store_partial)) {
+  if (offered && !one_workers_word) {
     StrategyRecord s;
     s.signature = record.signature;
     // A launcher job's answer measured the user's script: named by its

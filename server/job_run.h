@@ -205,7 +205,8 @@ struct AttemptVerdict {
 // the other ranks and then retries; the last answer of a gang that all
 // SUCCEEDED ends it with the gang's metrics — FAILED, naming the worker to
 // distrust, if one rank's figures cannot be true by `limits` (by rank:
-// what the coordinator knows of each rank's device and model share). Reasons
+// what the coordinator knows of each rank's device and model share; read
+// only once no rank is pending). Reasons
 // of a multi-rank trial name the rank ("rank 1 on worker w2: ...").
 // What the job record's algorithm text adds for a warm start of `trials`
 // earlier trials on `device_type` devices: "; cost model warmed by 120

@@ -49,7 +49,8 @@ std::set<std::string> WorkersToAvoid(const JobRun& job, const TrialRun& trial) {
   // earlier attempts aside).
   std::map<std::string, int> measured;
   for (const auto& other : job.trials) {
-    if (other.get() == &trial || other->record.strategy_text != trial.record.strategy_text) {
+    if (other->record.worker_id.empty() || other.get() == &trial ||
+        other->record.strategy_text != trial.record.strategy_text) {
       continue;
     }
     for (absl::string_view id : absl::StrSplit(other->record.worker_id, ',', absl::SkipEmpty())) {

@@ -1,6 +1,7 @@
 #include "server/rank_outcome.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/utf8.h"
 
 namespace autoaccel {
 
@@ -9,11 +10,7 @@ namespace {
 // A worker's reason is stored and shown: a few lines of log, never a dump.
 constexpr size_t kMaxReasonBytes = 4096;
 
-std::string Bounded(absl::string_view reason) {
-  if (reason.size() <= kMaxReasonBytes) return std::string(reason);
-  return absl::StrCat(reason.substr(0, kMaxReasonBytes), "... (", reason.size() - kMaxReasonBytes,
-                      " more bytes)");
-}
+std::string Bounded(absl::string_view reason) { return CutText(reason, kMaxReasonBytes); }
 
 }  // namespace
 

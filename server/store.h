@@ -184,7 +184,7 @@ bool ReplacesStoredAnswer(const StrategyRecord& candidate, const StrategyRecord&
 struct StrategyFilter {
   // exact; "launcher:NAME" also matches "launcher:NAME:FAMILY"
   std::string model_family;
-  std::string device_type;   // exact: "cpu", "cuda"
+  std::string device_type;  // exact: "cpu", "cuda"
 };
 
 class Store {

@@ -373,9 +373,14 @@ int WorkerPool::CountWorkers(const std::string& type, const std::string& launche
 
 int WorkerPool::CountDevices(const std::string& type, const std::string& launcher) const {
   absl::ReaderMutexLock lock(&mu_);
+  return CountDevicesLocked(type, launcher, {});
+}
+
+int WorkerPool::CountDevicesLocked(const std::string& type, const std::string& launcher,
+                                   const std::set<std::string>& except) const {
   int count = 0;
   for (const auto& [id, w] : workers_) {
-    if (!UsableLocked(w) || !Offers(w.info, launcher)) continue;
+    if (except.count(id) > 0 || !UsableLocked(w) || !Offers(w.info, launcher)) continue;
     for (const v1::Device& d : w.info.devices()) count += d.type() == type ? 1 : 0;
   }
   return count;
@@ -475,8 +480,10 @@ WorkerPool::DeviceCeiling WorkerPool::CeilingOf(const std::string& worker_id,
   const v1::Device& d = w.devices(device_index);
   PeakTflops peak = FromProto(d.peak_tflops());
   if (d.type() == "cuda") {
-    if (const CatalogDevice* known = CatalogGpu(d.name()); known != nullptr)
+    if (const CatalogDevice* known = CatalogGpu(d.name()); known != nullptr) {
       peak = known->spec.peak;
+      out.peak_from_catalog = true;
+    }
   }
   out.peak_flops = std::max({peak.fp32, peak.bf16, peak.fp16}) * 1e12;
   out.memory_bytes = d.type() == "cpu" ? std::max<int64_t>(d.memory_bytes(), w.host_memory_bytes())
@@ -518,15 +525,7 @@ std::optional<Gang> WorkerPool::Place(const std::string& type, int count,
                                       const std::set<std::string>& avoid) {
   absl::MutexLock lock(&mu_);
   // Elsewhere than `avoid` only when elsewhere can ever hold the gang.
-  bool avoiding = false;
-  if (!avoid.empty()) {
-    int elsewhere = 0;
-    for (const auto& [id, w] : workers_) {
-      if (avoid.count(id) > 0 || !UsableLocked(w) || !Offers(w.info, launcher)) continue;
-      for (const v1::Device& d : w.info.devices()) elsewhere += d.type() == type ? 1 : 0;
-    }
-    avoiding = elsewhere >= count;
-  }
+  const bool avoiding = !avoid.empty() && CountDevicesLocked(type, launcher, avoid) >= count;
   struct Candidate {
     const std::string* id;
     WorkerState* w;

@@ -222,6 +222,10 @@ class WorkerPool {
   absl::StatusOr<WorkerState*> SessionLocked(const std::string& worker_id,
                                              const std::string& session_token)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Devices of `type` on usable workers offering `launcher` ("" any), free
+  // or not, those of the workers in `except` aside.
+  int CountDevicesLocked(const std::string& type, const std::string& launcher,
+                         const std::set<std::string>& except) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Some device of `w` is held by a rank in flight.
   static bool HoldsAny(const WorkerState& w);
   // Healthy and not quarantined: may get new trials.

@@ -90,5 +90,14 @@ TEST(TrialReasonTest, KeysOfOneCauseOnOtherRanksAndTrialDirectoriesAreEqual) {
   EXPECT_NE(ReasonKey("script exited: ValueError: bad"), ReasonKey("script exited: KeyError: x"));
 }
 
+TEST(Utf8, CutTextKeepsShortTextAndCutsLongTextAtACharacter) {
+  EXPECT_EQ(CutText("short", 10), "short");
+  EXPECT_EQ(CutText("abcdefghij", 4), "abcd... (6 more bytes)");
+  // "é" is two bytes: a cut inside it backs off to before it.
+  const std::string cut = CutText("abc\xc3\xa9z", 4);
+  EXPECT_EQ(cut, "abc... (3 more bytes)");
+  EXPECT_TRUE(IsValidUtf8(cut));
+}
+
 }  // namespace
 }  // namespace autoaccel

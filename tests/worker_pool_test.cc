@@ -247,5 +247,36 @@ TEST(WorkerPoolTest, ARepeatIsPlacedAwayFromTheWorkersItRepeatsWhereThePoolCan) 
   EXPECT_TRUE(pool.Place("cpu", 2, "t3", 1, "", {"a"}).has_value());
 }
 
+// What the measurement check bounds a rank's figures by: a GPU the catalog
+// names brings the datasheet's peak (whatever the worker claims), a cpu slot
+// its registered peak and its host's memory.
+TEST(WorkerPoolTest, ADevicesCeilingIsTheCatalogsPeakForAKnownGpuElseTheRegisteredOne) {
+  FakeClock clock;
+  WorkerPool pool(&clock);
+  v1::RegisterRequest gpu = Worker("g", "h1:1", 0);
+  v1::Device* d = gpu.add_devices();
+  d->set_type("cuda");
+  d->set_name("NVIDIA H100 80GB HBM3");
+  d->set_memory_bytes(int64_t{80} << 30);
+  d->mutable_peak_tflops()->set_bf16(90000);  // a claim far above any datasheet
+  ASSERT_TRUE(pool.Register(gpu).ok());
+  const WorkerPool::DeviceCeiling h100 = pool.CeilingOf("g", 0);
+  EXPECT_TRUE(h100.peak_from_catalog);
+  EXPECT_GT(h100.peak_flops, 500e12);
+  EXPECT_LT(h100.peak_flops, 5000e12) << "the catalog's, not the claim";
+  EXPECT_EQ(h100.memory_bytes, int64_t{80} << 30);
+
+  v1::RegisterRequest cpu = Worker("c", "h2:1", 1);
+  cpu.mutable_devices(0)->mutable_peak_tflops()->set_fp32(0.1);
+  cpu.mutable_devices(0)->mutable_peak_tflops()->set_bf16(0.4);
+  cpu.set_host_memory_bytes(int64_t{64} << 30);
+  ASSERT_TRUE(pool.Register(cpu).ok());
+  const WorkerPool::DeviceCeiling slot = pool.CeilingOf("c", 0);
+  EXPECT_FALSE(slot.peak_from_catalog);
+  EXPECT_DOUBLE_EQ(slot.peak_flops, 0.4e12);
+  EXPECT_EQ(slot.memory_bytes, int64_t{64} << 30) << "a cpu slot may use its host's memory";
+  EXPECT_EQ(pool.CeilingOf("nobody", 0).peak_flops, 0);
+}
+
 }  // namespace
 }  // namespace autoaccel
