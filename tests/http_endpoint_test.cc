@@ -199,7 +199,14 @@ TEST_F(HttpEndpointTest, SlowClientsDoNotKeepHealthzWaiting) {
     absl::SleepFor(absl::Milliseconds(500));
   }
   for (int fd : slow) ::close(fd);
-  EXPECT_THAT(Healthz(), StartsWith("HTTP/1.1 200"));
+  // Once the server has seen them go (a loaded machine may take a moment),
+  // their address is served again: its per-address slots are free.
+  std::string again;
+  for (int i = 0; i < 40 && !absl::StartsWith(again, "HTTP/1.1 200"); ++i) {
+    if (i > 0) absl::SleepFor(absl::Milliseconds(50));
+    again = Healthz();
+  }
+  EXPECT_THAT(again, StartsWith("HTTP/1.1 200"));
 }
 
 // A Range header that names the whole page a thousand times gets the page
