@@ -27,7 +27,7 @@ namespace {
 // alive until the callback has run.
 template <typename Request, typename Response>
 struct Call {
-  Call(const Request& r, absl::Time deadline, const std::string& token) : request(r) {
+  Call(Request r, absl::Time deadline, const std::string& token) : request(std::move(r)) {
     context.set_deadline(absl::ToChronoTime(deadline));
     AddBearerToken(&context, token);
   }
@@ -54,6 +54,17 @@ void GrpcTrialExecutor::CancelTrial(const WorkerEndpoint& to,
       request, absl::Now() + options_.cancel_timeout, to.session_token);
   StubFor(to)->async()->CancelTrial(&call->context, &call->request, &call->response,
                                     [call](grpc::Status) {});
+}
+
+void GrpcTrialExecutor::StoreModelFile(const WorkerEndpoint& to, v1::StoreModelFileRequest request,
+                                       absl::Duration rpc_timeout, StoreDone done) {
+  auto call = std::make_shared<Call<v1::StoreModelFileRequest, v1::StoreModelFileResponse>>(
+      std::move(request), absl::Now() + rpc_timeout, to.session_token);
+  StubFor(to)->async()->StoreModelFile(&call->context, &call->request, &call->response,
+                                       [call, done = std::move(done)](grpc::Status status) {
+                                         call->request.Clear();  // the bytes, at once
+                                         done(FromGrpcStatus(status));
+                                       });
 }
 
 void GrpcTrialExecutor::ReadRankLogs(const WorkerEndpoint& to,

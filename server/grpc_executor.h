@@ -34,6 +34,8 @@ class GrpcTrialExecutor : public TrialExecutor {
   void RunTrial(const WorkerEndpoint& to, const v1::RunTrialRequest& request,
                 absl::Duration rpc_timeout, Done done) override;
   void CancelTrial(const WorkerEndpoint& to, const v1::CancelTrialRequest& request) override;
+  void StoreModelFile(const WorkerEndpoint& to, v1::StoreModelFileRequest request,
+                      absl::Duration rpc_timeout, StoreDone done) override;
   void ReadRankLogs(const WorkerEndpoint& to, const v1::ReadRankLogsRequest& request,
                     absl::Duration rpc_timeout, LogsDone done) override;
 

@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -51,6 +52,9 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Store* store,
                                                                const Clock* clock,
                                                                JobManagerOptions options) {
   std::unique_ptr<JobManager> m(new JobManager(store, executor, clock, options));
+  ASSIGN_OR_RETURN(m->model_files_,
+                   ModelFileStore::Open(options.model_file_dir, options.model_file_limits));
+  m->model_delivery_ = std::make_unique<ModelFileDelivery>(executor, m->model_files_.get());
   RETURN_IF_ERROR(m->ResumeUnfinished());
   return m;
 }
@@ -60,14 +64,29 @@ absl::Status JobManager::ResumeUnfinished() {
   ASSIGN_OR_RETURN(std::vector<JobRecord> unfinished, store_->ListUnfinishedJobs());
   for (JobRecord& record : unfinished) {
     ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, store_->ListTrials(record.job_id));
+    // A torchscript job's file, as this or an earlier process kept it.
+    absl::StatusOr<ModelFileRef> kept = model_files_->Adopt(record.job_id, record.owner, "");
+    std::optional<std::string> model_file;
+    if (kept.ok()) {
+      absl::StatusOr<std::string> bytes = model_files_->Read(*kept);
+      if (bytes.ok()) model_file = *std::move(bytes);
+    }
     absl::StatusOr<std::unique_ptr<JobRun>> resumed =
-        ResumeJob(record, trials, options_.tune_defaults, now + options_.reattach_window);
+        ResumeJob(record, trials, options_.tune_defaults, now + options_.reattach_window,
+                  std::move(model_file));
     if (!resumed.ok()) {
+      model_files_->Remove(record.job_id);
       RETURN_IF_ERROR(archive_.CloseUnfinished(std::move(record), std::move(trials),
                                                std::string(resumed.status().message()), now));
       continue;
     }
     std::shared_ptr<JobRun> job = *std::move(resumed);
+    if (job->spec.model.IsTorchScript() && kept.ok()) {
+      kept->digest = job->spec.model.script_digest;
+      job->spec.model_file = *kept;
+    } else {
+      model_files_->Remove(record.job_id);
+    }
     const JobSpec& spec = job->spec;
     if (!spec.model.IsTorchScript() && !spec.launcher) {  // as SubmitJob warms it
       absl::StatusOr<EarlierTrials> earlier =
@@ -86,6 +105,15 @@ absl::Status JobManager::ResumeUnfinished() {
     awaiting_reattach_ += job->running;  // every trial it runs awaits its workers
     active_order_.push_back(record.job_id);
     active_.emplace(record.job_id, std::move(job));
+  }
+  // Files of jobs that finished while no process could delete them.
+  std::set<std::string> unfinished_ids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, job] : active_) unfinished_ids.insert(id);
+  }
+  if (const int removed = model_files_->RemoveAllBut(unfinished_ids); removed > 0) {
+    spdlog::info("deleted {} model file(s) of finished jobs from {}", removed, model_files_->dir());
   }
   return absl::OkStatus();
 }
@@ -210,11 +238,15 @@ void JobManager::SendAll(Outbox out) {
   for (Dispatch& d : out.dispatches) {
     std::string job_id = d.job_id, trial_id = d.trial_id;
     const int attempt = d.attempt, rank = d.rank;
-    executor_->RunTrial(
-        d.to, d.request, d.rpc_timeout,
-        [this, job_id, trial_id, attempt, rank](absl::Status s, v1::RunTrialResponse r) {
-          OnRankDone(job_id, trial_id, attempt, rank, std::move(s), std::move(r));
-        });
+    TrialExecutor::Done done = [this, job_id, trial_id, attempt, rank](absl::Status s,
+                                                                       v1::RunTrialResponse r) {
+      OnRankDone(job_id, trial_id, attempt, rank, std::move(s), std::move(r));
+    };
+    if (d.model_file) {
+      model_delivery_->RunTrial(d.to, d.request, *d.model_file, d.rpc_timeout, std::move(done));
+    } else {
+      executor_->RunTrial(d.to, d.request, d.rpc_timeout, std::move(done));
+    }
   }
 }
 
@@ -257,6 +289,17 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request,
                    loaded.status().ToString());
     }
   }
+  // A torchscript job's file goes to disk before the lock, under the job's
+  // id (caps checked there); it is deleted again if the job is not created.
+  std::string job_id = NewJobId();
+  if (spec.script && !verdict.answers) {
+    ASSIGN_OR_RETURN(spec.model_file,
+                     model_files_->Put(job_id, owner, spec.model.script_digest, *spec.script));
+  }
+  spec.script.reset();
+  absl::Cleanup forget_file = [&] {
+    if (spec.model_file) model_files_->Remove(spec.model_file->job_id);
+  };
   absl::MutexLock lock(&mu_);
   if (!owner.empty() && !verdict.answers) {  // per-user bounds need users
     const int64_t unfinished =
@@ -268,7 +311,7 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request,
   auto job = std::make_unique<JobRun>();
   job->earlier_trials = std::move(earlier.trials);
   JobRecord& rec = job->record;
-  rec.job_id = NewJobIdLocked();
+  rec.job_id = job_id;
   rec.state = JobState::kQueued;
   rec.status_message = verdict.why_not.empty() ? "queued" : "queued; " + verdict.why_not;
   rec.request_json = ProtoToJson(spec.request);
@@ -279,13 +322,16 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request,
   rec.trials_total = spec.load && !spec.finetune ? 1 : static_cast<int>(spec.space.size());
   if (spec.launcher) rec.launcher_json = ProtoToJson(*spec.launcher);
   if (verdict.answers) RETURN_IF_ERROR(AnswerJobFromDatabase(*stored, rec.created_at, &rec));
-  job->spec = std::move(spec);
   absl::Status created = store_->CreateJob(rec);
-  for (int retry = 0; absl::IsAlreadyExists(created) && retry < 3; ++retry) {
-    rec.job_id = NewJobIdLocked();
+  // Another id if this one is taken (about one in a billion; a model file
+  // kept under the first id is not renamed: the job cannot be created then).
+  for (int retry = 0; absl::IsAlreadyExists(created) && !spec.model_file && retry < 3; ++retry) {
+    rec.job_id = NewJobId();
     created = store_->CreateJob(rec);
   }
   RETURN_IF_ERROR(created);
+  std::move(forget_file).Cancel();
+  job->spec = std::move(spec);
   const LogContext context(rec.job_id);
   if (verdict.answers) {
     // Finished as it was created: never active, read back from the store.
@@ -435,6 +481,7 @@ void JobManager::QueueRankCallsLocked(const JobRun& job, const TrialRun& trial, 
     d.trial_id = trial.record.trial_id;
     d.attempt = trial.record.attempt;
     d.rank = static_cast<int>(i);
+    d.model_file = job.spec.model_file;
     out->dispatches.push_back(std::move(d));
   }
 }
@@ -949,6 +996,7 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
   // transaction). A failed write is kept by the archive and written again
   // every tick: it is not lost.
   archive_.Finish(rec, std::move(records), !job->store_error.ok(), outcome.answer);
+  if (job->spec.model_file) model_files_->Remove(rec.job_id);
   spdlog::info("job {}: {} — {}", rec.job_id, std::string(JobStateName(rec.state)),
                rec.status_message);
   metrics_.JobFinished(rec.state);
@@ -1030,7 +1078,7 @@ void JobManager::PersistTrialLocked(JobRun* job, TrialRun* trial) {
   }
 }
 
-std::string JobManager::NewJobIdLocked() {
+std::string JobManager::NewJobId() {
   // 48 random bits: a thousand jobs submitted in one second collide with
   // odds of about one in a billion (SubmitJob draws again if they do).
   static thread_local std::mt19937_64 rng(std::random_device{}());

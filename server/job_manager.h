@@ -24,9 +24,11 @@
 #ifndef AUTOACCEL_SERVER_JOB_MANAGER_H_
 #define AUTOACCEL_SERVER_JOB_MANAGER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,6 +42,8 @@
 #include "server/coordinator_metrics.h"
 #include "server/job_archive.h"
 #include "server/job_run.h"
+#include "server/model_file_delivery.h"
+#include "server/model_file_store.h"
 #include "server/search_planner.h"
 #include "server/store.h"
 #include "server/trial_executor.h"
@@ -88,6 +92,12 @@ struct JobManagerOptions {
   // A worker whose figures cannot be true (server/measurement_check.h), or
   // that disagrees with a peer beyond reason, gets no trials for this long.
   absl::Duration distrust_for = absl::Hours(24);
+  // Where torchscript jobs' model files are kept while the jobs are
+  // unfinished (server/model_file_store.h; server/main.cc: beside the
+  // database), and the caps on their bytes. Empty: a private temporary
+  // directory (lost with the process).
+  std::string model_file_dir;
+  ModelFileLimits model_file_limits;
 };
 
 class JobManager {
@@ -129,7 +139,10 @@ class JobManager {
   // nothing; otherwise its status says why the stored answer did not.
   // The job belongs to `owner` (server/auth.h; "" when users are not
   // authenticated); RESOURCE_EXHAUSTED when that user already has
-  // Limit::kJobsPerUser unfinished jobs (server/request_limits.h).
+  // Limit::kJobsPerUser unfinished jobs (server/request_limits.h), or when
+  // a torchscript job's file would pass a cap on the model files held
+  // (JobManagerOptions::model_file_limits); INTERNAL when the file cannot be
+  // written to disk.
   absl::StatusOr<v1::Job> SubmitJob(const v1::TuneRequest& request, const std::string& owner = "");
   // Who submitted the job, without rendering it. NOT_FOUND for an unknown job.
   absl::StatusOr<std::string> JobOwner(const std::string& job_id);
@@ -200,6 +213,7 @@ class JobManager {
     std::string trial_id;
     int attempt = 1;
     int rank = 0;
+    std::optional<ModelFileRef> model_file;  // torchscript jobs: sent when the worker lacks it
   };
   struct Cancel {
     WorkerEndpoint to;
@@ -292,7 +306,7 @@ class JobManager {
   void PersistJobLocked(JobRun* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PersistTrialLocked(JobRun* job, TrialRun* trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<v1::Job> JobToProtoLocked(const JobRun& job) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  std::string NewJobIdLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NewJobId();
 
   Store* const store_;
   TrialExecutor* const executor_;
@@ -303,6 +317,8 @@ class JobManager {
   WorkerPool pool_;
   JobArchive archive_;  // finished jobs
   CoordinatorMetrics metrics_;
+  std::unique_ptr<ModelFileStore> model_files_;  // set by Create
+  std::unique_ptr<ModelFileDelivery> model_delivery_;
 
   mutable absl::Mutex mu_;
   absl::CondVar wake_;  // the scheduler: a job, a worker or a stop
@@ -311,7 +327,7 @@ class JobManager {
   // By job id; shared with the search planner while it plans the job.
   std::map<std::string, std::shared_ptr<JobRun>> active_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> active_order_ ABSL_GUARDED_BY(mu_);  // FIFO of job ids
-  uint64_t job_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> job_counter_{0};
   // RunTrial calls whose answer has not come back.
   int rpcs_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   // Trials awaiting their workers after a restart (TrialRun.awaiting_reattach):

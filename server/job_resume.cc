@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "proto/autoaccel.pb.h"
+#include "server/signature.h"
 
 namespace autoaccel {
 namespace {
@@ -37,11 +38,19 @@ void AwaitReattach(JobRun* job, TrialRun* trial, absl::Time until) {
 absl::StatusOr<std::unique_ptr<JobRun>> ResumeJob(const JobRecord& record,
                                                   std::vector<TrialRecord> trials,
                                                   const TuneDefaults& defaults,
-                                                  absl::Time reattach_until) {
+                                                  absl::Time reattach_until,
+                                                  std::optional<std::string> model_file) {
   v1::TuneRequest request;
   if (auto s = google::protobuf::util::JsonStringToMessage(record.request_json, &request);
       !s.ok()) {
     return CannotResume("its stored request does not parse", s.ToString());
+  }
+  if (request.model().family() == "torchscript") {
+    if (!model_file) {
+      return CannotResume("its model file was not kept",
+                          "submit it again; a coordinator keeps it from this version on");
+    }
+    *request.mutable_model()->mutable_script() = *std::move(model_file);
   }
   std::optional<v1::Launcher> launcher;
   if (!record.launcher_json.empty()) {
@@ -54,6 +63,13 @@ absl::StatusOr<std::unique_ptr<JobRun>> ResumeJob(const JobRecord& record,
   absl::StatusOr<JobSpec> spec =
       ValidateTuneRequest(request, defaults, launcher ? &*launcher : nullptr);
   if (!spec.ok()) return CannotResume("its stored request is refused now", spec.status().message());
+  spec->script.reset();
+  if (ComputeSignature(spec->model, spec->seq_len, spec->global_batch_size, spec->world_size,
+                       spec->device_type,
+                       spec->launcher ? &*spec->launcher : nullptr) != record.signature) {
+    return CannotResume("its model no longer matches the job's signature",
+                        "its model file changed on the coordinator's disk");
+  }
 
   auto job = std::make_unique<JobRun>();
   job->spec = *std::move(spec);

@@ -18,6 +18,8 @@
 #define AUTOACCEL_SERVER_JOB_RESUME_H_
 
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -40,13 +42,17 @@ inline constexpr char kInterruptedByRestart[] = "interrupted by a coordinator re
 // (TrialRun.awaiting_reattach; the job manager runs them again as their
 // next attempt, or gives them up, if they are not reported by then), the
 // PENDING ones back in their queues, and the search marked over when
-// confirmations had begun. INVALID_ARGUMENT when the stored request or
-// launcher no longer parses or validates, or a trial's strategy does not
-// parse: the job cannot go on.
+// confirmations had begun. `model_file`: a torchscript job's file as the
+// coordinator kept it (server/model_file_store.h; the stored request holds
+// none), nullopt when none was kept. INVALID_ARGUMENT when the stored
+// request or launcher no longer parses or validates, a torchscript job's
+// file was not kept or no longer matches the job's signature, or a trial's
+// strategy does not parse: the job cannot go on.
 absl::StatusOr<std::unique_ptr<JobRun>> ResumeJob(const JobRecord& record,
                                                   std::vector<TrialRecord> trials,
                                                   const TuneDefaults& defaults,
-                                                  absl::Time reattach_until);
+                                                  absl::Time reattach_until,
+                                                  std::optional<std::string> model_file);
 
 // The job's trials as its next searcher takes them up (Searcher::Resume):
 // every proposal and pruned candidate, in proposal order, confirmations

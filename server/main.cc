@@ -81,6 +81,19 @@ int main(int argc, char** argv) {
                  "those still running then are cut and run again when the server starts again "
                  "on the same --db (running jobs always go on then)")
       ->check(CLI::NonNegativeNumber);
+  autoaccel::ModelFileLimits model_file_limits;
+  double model_files_per_user_gib =
+      static_cast<double>(model_file_limits.per_user_bytes) / (1 << 30);
+  double model_files_gib = static_cast<double>(model_file_limits.total_bytes) / (1 << 30);
+  app.add_option("--model-files-per-user", model_files_per_user_gib,
+                 "GiB of TorchScript files one user's unfinished jobs may hold (kept on disk "
+                 "beside --db as DB.model-files/, deleted when each job ends)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--model-files-total", model_files_gib,
+                 "GiB of TorchScript files every user's unfinished jobs may hold together")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   std::string tokens_file, join_token_file;
   autoaccel::TlsFiles tls;
   bool insecure = false;
@@ -197,6 +210,11 @@ int main(int argc, char** argv) {
   autoaccel::JobManagerOptions options;
   options.heartbeat_interval = absl::Seconds(heartbeat_s);
   options.worker_timeout = absl::Seconds(worker_timeout_s);
+  options.model_file_dir = db == ":memory:" ? "" : db + ".model-files";
+  options.model_file_limits.per_user_bytes =
+      static_cast<int64_t>(model_files_per_user_gib * (int64_t{1} << 30));
+  options.model_file_limits.total_bytes =
+      static_cast<int64_t>(model_files_gib * (int64_t{1} << 30));
   auto manager =
       autoaccel::JobManager::Create(store->get(), &executor, autoaccel::RealClock(), options);
   if (!manager.ok()) {

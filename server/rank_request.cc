@@ -32,7 +32,6 @@ v1::RunTrialRequest RankRequest(const JobSpec& spec, const TrialRun& trial, int 
   request.set_device_index(placed.device_index);
   request.set_spec_json(TrialSpecToRequestJson(trial_spec).dump());
   request.set_timeout_seconds(absl::ToDoubleSeconds(timeout));
-  if (spec.script) request.set_model_file(*spec.script);
   if (spec.launcher) {
     // The rank's neighbours on its worker, as torchrun tells a rank: how
     // many of the trial's ranks run there, which of the trial's workers it

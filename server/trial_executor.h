@@ -39,6 +39,17 @@ class TrialExecutor {
                         absl::Duration rpc_timeout, Done done) = 0;
   // Best effort; errors are ignored (the worker may be gone).
   virtual void CancelTrial(const WorkerEndpoint& to, const v1::CancelTrialRequest& request) = 0;
+  // Sends a torchscript job's model file to the worker `to`, which keeps it
+  // for the RunTrial calls that name its digest (server/
+  // model_file_delivery.h); `done` runs exactly once, on any thread, with
+  // the worker's answer or the call's error. The default answers
+  // UNIMPLEMENTED (executors of tests that run no torchscript job).
+  using StoreDone = std::function<void(absl::Status)>;
+  virtual void StoreModelFile(const WorkerEndpoint& to, v1::StoreModelFileRequest request,
+                              absl::Duration rpc_timeout, StoreDone done) {
+    (void)to, (void)request, (void)rpc_timeout;
+    done(absl::UnimplementedError("this coordinator cannot send model files"));
+  }
   // A rank's log files from the worker that ran it (`autoaccel logs`);
   // `done` runs exactly once, on any thread, with the worker's answer or
   // its error (UNAVAILABLE, DEADLINE_EXCEEDED after `rpc_timeout`, or the

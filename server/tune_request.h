@@ -18,6 +18,7 @@
 #include "search/partial_strategy.h"
 #include "search/searcher.h"
 #include "search/strategy.h"
+#include "server/model_file_store.h"
 
 namespace autoaccel {
 
@@ -42,9 +43,14 @@ struct JobSpec {
   // what the store keeps and clients are shown.
   v1::TuneRequest request;
   ModelSpec model;
-  // The torchscript file (sent to the workers with each trial, kept out of
-  // the database and of every answer); null for the other families.
+  // The torchscript file as the request brought it (kept out of the
+  // database and of every answer); null for the other families, and once
+  // the job manager has written it to disk (model_file).
   std::shared_ptr<const std::string> script;
+  // Where the coordinator keeps the torchscript file while the job is
+  // unfinished (server/model_file_store.h); the workers are sent it from
+  // there when they lack it (server/model_file_delivery.h).
+  std::optional<ModelFileRef> model_file;
   std::string device_type;  // "cpu" or "cuda"
   int world_size = 1;       // ranks of every trial
   int seq_len = 0;

@@ -454,10 +454,21 @@ TEST(EndToEnd, TorchScriptModelIsTunedFromItsFile) {
     EXPECT_NEAR(t["metrics"]["mfu"].get<double>(),
                 t["metrics"]["achieved_tflops"].get<double>() / peak, 1e-9);
   }
-  // The file itself is not echoed back (nor stored in the jobs table).
+  // The file itself is not echoed back (nor stored in the jobs table); the
+  // coordinator kept it on disk only while the job ran, and the worker
+  // received it once (StoreModelFile), in a directory only it can reach.
   EXPECT_FALSE(job["request"]["model"].contains("script")) << job["request"].dump();
   EXPECT_THAT(cluster.Query("SELECT request_json FROM jobs"),
               ::testing::Each(::testing::Not(HasSubstr("\"script\""))));
+  const std::string kept = cluster.dir() + "/autoaccel.db.model-files";
+  ASSERT_TRUE(std::filesystem::is_directory(kept));
+  EXPECT_TRUE(std::filesystem::is_empty(kept));
+  EXPECT_EQ(std::filesystem::status(kept).permissions(), std::filesystem::perms::owner_all);
+  EXPECT_EQ(std::filesystem::status(cluster.dir() + "/models").permissions(),
+            std::filesystem::perms::owner_all);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(cluster.dir() + "/models"),
+                          std::filesystem::directory_iterator()),
+            1);
 
   // The same file answers `best`; another file (a different digest) does not.
   std::vector<std::string> best_args = {"best"};

@@ -4,6 +4,7 @@
 
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <tuple>
@@ -85,6 +86,16 @@ class FakeExecutor : public TrialExecutor {
   std::vector<std::string> cancelled;     // trial ids
   std::vector<std::string> cancelled_at;  // addresses, in the same order
   std::vector<std::string> tokens;        // session token of every RunTrial, in order
+  // StoreModelFile calls: the request, and its `done` until answered.
+  void StoreModelFile(const WorkerEndpoint& to, v1::StoreModelFileRequest request, absl::Duration,
+                      StoreDone done) override {
+    stored_at.push_back(to.address);
+    stored.push_back(std::move(request));
+    store_done.push_back(std::move(done));
+  }
+  std::vector<std::string> stored_at;
+  std::vector<v1::StoreModelFileRequest> stored;
+  std::vector<StoreDone> store_done;
 };
 
 v1::RunTrialResponse Answered(const std::string& status, const std::string& reason = "") {
@@ -110,10 +121,20 @@ class JobManagerTest : public ::testing::Test {
 
   // Most tests follow the search alone: no confirmation trials at its end
   // (their own tests below turn them on).
-  static JobManagerOptions Options() {
+  JobManagerOptions Options() const {
     JobManagerOptions options;
     options.confirm_top = 0;
+    options.model_file_dir = dir_ + "/db.sqlite.model-files";
     return options;
+  }
+  // The files in the model files' directory.
+  std::vector<std::string> ModelFiles() const {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir_ + "/db.sqlite.model-files", ec)) {
+      names.push_back(e.path().filename().string());
+    }
+    return names;
   }
 
   void AddWorker(const std::string& id, int devices, int port_min = 0, int port_max = 0,
@@ -213,6 +234,18 @@ class JobManagerTest : public ::testing::Test {
     return r;
   }
 
+  // A torchscript request: `file` as the model (the coordinator does not look
+  // inside), micro-batches 4, 2, 1.
+  v1::TuneRequest TorchScriptRequest(const std::string& file) {
+    v1::TuneRequest r = Request();
+    r.mutable_model()->set_family("torchscript");
+    r.mutable_model()->clear_config_json();
+    r.mutable_model()->set_script(file);
+    r.mutable_model()->set_input_spec("ids:int64[B,T]<64; labels=ids");
+    r.add_precisions("fp32");
+    r.add_optimizers("adamw");
+    return r;
+  }
   v1::TuneRequest Request(double time_limit_s = 60, int max_trials = 0) {
     v1::TuneRequest r;
     r.mutable_model()->set_family("gpt2");
@@ -256,15 +289,9 @@ TEST_F(JobManagerTest, BadRequestsNameTheFieldAndStoreNothing) {
   EXPECT_TRUE(store_->ListJobs(0)->empty());
 }
 
-TEST_F(JobManagerTest, TorchScriptFileGoesToEveryTrialButNeverIntoAnswersOrTheStore) {
-  v1::TuneRequest r = Request();
-  r.mutable_model()->set_family("torchscript");
-  r.mutable_model()->clear_config_json();
-  const std::string file(4096, 'x');  // the coordinator does not look inside
-  r.mutable_model()->set_script(file);
-  r.mutable_model()->set_input_spec("ids:int64[B,T]<64; labels=ids");
-  r.add_precisions("fp32");
-  r.add_optimizers("adamw");
+TEST_F(JobManagerTest, TorchScriptFileGoesOnceToEachWorkerButNeverIntoAnswersOrTheStore) {
+  const std::string file(4096, 'x');
+  v1::TuneRequest r = TorchScriptRequest(file);
   auto job = manager_->SubmitJob(r);
   ASSERT_TRUE(job.ok()) << job.status();
   // No layers to checkpoint, no attention choice: micro-batches 4, 2, 1 only.
@@ -272,14 +299,40 @@ TEST_F(JobManagerTest, TorchScriptFileGoesToEveryTrialButNeverIntoAnswersOrTheSt
   EXPECT_EQ(job->request().warmup_steps(), 3);  // the JIT's profiling steps are not measured
   EXPECT_TRUE(job->request().model().script().empty());
   EXPECT_EQ(job->request().model().input_spec(), "ids:int64[B,T]<64; labels=ids");
+  // Kept on disk while the job is unfinished, readable by the coordinator only.
+  ASSERT_EQ(ModelFiles(), std::vector<std::string>{job->job_id() + ".pt"});
+  EXPECT_EQ(std::filesystem::status(dir_ + "/db.sqlite.model-files/" + job->job_id() + ".pt")
+                .permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   AddWorker("a", 1);
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 1u);
-  EXPECT_EQ(executor_.calls.front().request.model_file(), file);
+  EXPECT_TRUE(executor_.calls.front().request.model_file().empty());  // it goes apart
   const nlohmann::json spec = nlohmann::json::parse(executor_.calls.front().request.spec_json());
   EXPECT_EQ(spec["model_family"], "torchscript");
   EXPECT_EQ(spec["model_config"]["script_digest"], ContentDigest(file));
+  // The worker lacks it: it is sent, then the rank asked again.
+  v1::RunTrialResponse missing;
+  missing.set_model_file_missing(true);
+  executor_.Answer(executor_.calls.front().request.trial_id(), 0, absl::OkStatus(), missing);
+  ASSERT_EQ(executor_.stored.size(), 1u);
+  EXPECT_EQ(executor_.stored_at[0], "a:1");
+  EXPECT_EQ(executor_.stored[0].model_file(), file);
+  EXPECT_EQ(executor_.stored[0].digest(), ContentDigest(file));
+  EXPECT_TRUE(executor_.calls.empty());
+  executor_.store_done[0](absl::OkStatus());
+  ASSERT_EQ(executor_.calls.size(), 1u);
   executor_.Succeed(100);
+  // The next trial's worker holds it now: nothing is sent again.
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  executor_.Succeed(90);
+  manager_->Tick();
+  executor_.Succeed(80);
+  manager_->Tick();
+  EXPECT_EQ(executor_.stored.size(), 1u);
+  EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "SUCCEEDED");
+  EXPECT_TRUE(ModelFiles().empty());  // deleted when the job ended
   auto stored = store_->ListJobs(0);
   ASSERT_TRUE(stored.ok() && stored->size() == 1u);
   EXPECT_THAT(stored->front().request_json, Not(HasSubstr("\"script\"")));
@@ -295,6 +348,58 @@ TEST_F(JobManagerTest, TorchScriptFileGoesToEveryTrialButNeverIntoAnswersOrTheSt
   r.mutable_model()->set_input_spec("ids:int64[B,T]<64");
   r.mutable_model()->add_overrides("n_layer=1");
   EXPECT_THAT(manager_->SubmitJob(r).status().message(), HasSubstr("override"));
+  EXPECT_TRUE(ModelFiles().empty());
+}
+
+TEST_F(JobManagerTest, ModelFilesHeldForUnfinishedJobsAreCappedPerUserAndInAll) {
+  JobManagerOptions options = Options();
+  options.model_file_limits.per_user_bytes = 10'000;
+  options.model_file_limits.total_bytes = 15'000;
+  manager_ = std::move(*JobManager::Create(store_.get(), &executor_, &clock_, options));
+  ASSERT_TRUE(manager_->SubmitJob(TorchScriptRequest(std::string(6000, 'a')), "alice").ok());
+  absl::Status refused =
+      manager_->SubmitJob(TorchScriptRequest(std::string(6000, 'b')), "alice").status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.message(), HasSubstr("per-user cap"));
+  ASSERT_TRUE(manager_->SubmitJob(TorchScriptRequest(std::string(6000, 'c')), "bob").ok());
+  refused = manager_->SubmitJob(TorchScriptRequest(std::string(4000, 'd')), "carol").status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.message(), HasSubstr("would pass the cap"));
+  EXPECT_EQ(ModelFiles().size(), 2u);  // the refused ones left nothing
+  EXPECT_EQ(store_->ListJobs(0)->size(), 2u);
+  // A job that ends frees its share.
+  const std::string alices = store_->ListJobs(0)->back().owner == "alice"
+                                 ? store_->ListJobs(0)->back().job_id
+                                 : store_->ListJobs(0)->front().job_id;
+  ASSERT_TRUE(manager_->CancelJob(alices).ok());
+  EXPECT_TRUE(manager_->SubmitJob(TorchScriptRequest(std::string(6000, 'b')), "alice").ok());
+}
+
+TEST_F(JobManagerTest, ARestartedCoordinatorTakesUpATorchScriptJobFromItsKeptFile) {
+  const std::string file(4096, 'x');
+  const std::string job_id = StartJob(TorchScriptRequest(file));
+  Restart();
+  ASSERT_EQ(manager_->GetJob(job_id)->state(), "WAITING_FOR_WORKERS");  // not failed
+  AddWorker("a", 1);
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u) << manager_->GetJob(job_id)->status_message();
+  v1::RunTrialResponse missing;
+  missing.set_model_file_missing(true);
+  executor_.Answer(executor_.calls.front().request.trial_id(), 0, absl::OkStatus(), missing);
+  ASSERT_EQ(executor_.stored.size(), 1u);
+  EXPECT_EQ(executor_.stored[0].model_file(), file);
+
+  // A file changed on disk does not match the job's signature: the job is
+  // closed saying so, and the file deleted.
+  const std::string second = StartJob(TorchScriptRequest(std::string(4096, 'y')));
+  {
+    std::ofstream out(dir_ + "/db.sqlite.model-files/" + second + ".pt", std::ios::trunc);
+    out << std::string(4096, 'z');
+  }
+  Restart();
+  EXPECT_EQ(manager_->GetJob(second)->state(), "FAILED");
+  EXPECT_THAT(manager_->GetJob(second)->status_message(), HasSubstr("signature"));
+  EXPECT_EQ(ModelFiles(), std::vector<std::string>{job_id + ".pt"});
 }
 
 TEST_F(JobManagerTest, BadCandidateListsNameTheRequestField) {

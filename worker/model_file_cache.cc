@@ -1,21 +1,24 @@
 #include "worker/model_file_cache.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <filesystem>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/content_digest.h"
+#include "common/status_macros.h"
 #include "worker/file_names.h"
 
 namespace autoaccel {
 
-absl::StatusOr<std::string> StoreModelFile(const std::string& work_dir, const std::string& digest,
-                                           const std::string& bytes, const std::string& writer) {
-  if (bytes.empty()) {
-    return absl::InvalidArgumentError("model_file: a torchscript trial came without its file");
-  }
+namespace {
+
+// WORK_DIR/models/ALGORITHM-HEX.pt for a well-formed digest.
+absl::StatusOr<std::string> ModelFilePath(const std::string& work_dir, const std::string& digest) {
   // The digest names the file: "algorithm:hex" and nothing else.
   const size_t colon = digest.find(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == digest.size() ||
@@ -24,10 +27,28 @@ absl::StatusOr<std::string> StoreModelFile(const std::string& work_dir, const st
     return absl::InvalidArgumentError(
         absl::StrCat("script_digest: expected ALGORITHM:HEX, got '", digest, "'"));
   }
-  const std::string dir = work_dir + "/models";
   std::string name = digest;
   std::replace(name.begin(), name.end(), ':', '-');
-  const std::string path = absl::StrCat(dir, "/", name, ".pt");
+  return absl::StrCat(work_dir, "/models/", name, ".pt");
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<std::string>> FindModelFile(const std::string& work_dir,
+                                                         const std::string& digest) {
+  ASSIGN_OR_RETURN(const std::string path, ModelFilePath(work_dir, digest));
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  return path;
+}
+
+absl::StatusOr<std::string> StoreModelFile(const std::string& work_dir, const std::string& digest,
+                                           const std::string& bytes, const std::string& writer) {
+  if (bytes.empty()) {
+    return absl::InvalidArgumentError("model_file: a torchscript trial came without its file");
+  }
+  ASSIGN_OR_RETURN(const std::string path, ModelFilePath(work_dir, digest));
+  const std::string dir = std::filesystem::path(path).parent_path().string();
   // Only verified files get this name: a job's later trials reuse it without
   // hashing the bytes again (up to 512 MiB, on the RPC thread).
   std::error_code ec;
@@ -41,13 +62,24 @@ absl::StatusOr<std::string> StoreModelFile(const std::string& work_dir, const st
   }
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
   std::string unique = writer;  // one file name part per writer
   std::replace(unique.begin(), unique.end(), '/', '-');
   const std::string tmp = absl::StrCat(path, ".", unique, ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  // 0644 in a 0700 directory: no other user of the host reaches the file,
+  // and a rank the sandbox runs as another user reads it through its bind.
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    written += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0 || written != bytes.size()) {
+    std::filesystem::remove(tmp, ec);
+    return absl::InternalError(absl::StrCat("cannot write ", tmp));
   }
   std::filesystem::rename(tmp, path, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));

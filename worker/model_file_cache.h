@@ -5,14 +5,18 @@
 #ifndef AUTOACCEL_WORKER_MODEL_FILE_CACHE_H_
 #define AUTOACCEL_WORKER_MODEL_FILE_CACHE_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 
 namespace autoaccel {
 
-// Stores `bytes`, the model file a RunTrialRequest brought, as
-// `work_dir`/models/ALGORITHM-HEX.pt and returns that path. When a file of
+// Stores `bytes`, the model file the coordinator sent (StoreModelFile, or a
+// RunTrialRequest that brought it), as `work_dir`/models/ALGORITHM-HEX.pt
+// (in a 0700 directory: other users of the host cannot reach a user's
+// model; the file is 0644 so that a rank the sandbox runs as another user
+// reads it through its bind) and returns that path. When a file of
 // that name and size is there already (an earlier trial stored it) the
 // bytes are not hashed again and the path is returned.
 //
@@ -28,6 +32,12 @@ namespace autoaccel {
 // disk (and on hashing up to the RPC message limit). Thread-safe.
 absl::StatusOr<std::string> StoreModelFile(const std::string& work_dir, const std::string& digest,
                                            const std::string& bytes, const std::string& writer);
+
+// The path of the file stored for `digest`, or nullopt when none is (the
+// coordinator is then asked for it: RunTrialResponse.model_file_missing).
+// INVALID_ARGUMENT for a malformed digest, as StoreModelFile. Thread-safe.
+absl::StatusOr<std::optional<std::string>> FindModelFile(const std::string& work_dir,
+                                                         const std::string& digest);
 
 }  // namespace autoaccel
 

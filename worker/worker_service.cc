@@ -88,11 +88,24 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
                      " device: only launcher trials run there (the engine runs on cpu and cuda)")));
   }
   if (launcher == nullptr && spec->model.IsTorchScript()) {
-    absl::StatusOr<std::string> path =
-        StoreModelFile(options_.work_dir, spec->model.script_digest, request.model_file(),
-                       RankFileStem(spec->trial_id, spec->attempt, spec->rank));
-    if (!path.ok()) return fail(path.status());
-    spec->model_file = *path;
+    if (request.model_file().empty()) {  // the file comes apart (StoreModelFile)
+      absl::StatusOr<std::optional<std::string>> held =
+          FindModelFile(options_.work_dir, spec->model.script_digest);
+      if (!held.ok()) return fail(held.status());
+      if (!*held) {
+        v1::RunTrialResponse missing;
+        missing.set_model_file_missing(true);
+        Answer({ctx, reactor, response}, missing);
+        return reactor;
+      }
+      spec->model_file = **held;
+    } else {
+      absl::StatusOr<std::string> path = autoaccel::StoreModelFile(
+          options_.work_dir, spec->model.script_digest, request.model_file(),
+          RankFileStem(spec->trial_id, spec->attempt, spec->rank));
+      if (!path.ok()) return fail(path.status());
+      spec->model_file = *path;
+    }
   }
   const absl::Duration timeout = request.timeout_seconds() > 0
                                      ? absl::Seconds(request.timeout_seconds())
@@ -381,6 +394,20 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::CancelTrial(grpc::CallbackServerCon
           it->second->cancel = true;
         }
         return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::StoreModelFile(grpc::CallbackServerContext* ctx,
+                                                            const grpc::ByteBuffer* in,
+                                                            grpc::ByteBuffer* out) {
+  return ParsedUnary<v1::StoreModelFileRequest, v1::StoreModelFileResponse>(
+      ctx, in, out,
+      [&](const v1::StoreModelFileRequest& request, v1::StoreModelFileResponse*) -> absl::Status {
+        RETURN_IF_ERROR(gate_.Check(*ctx));
+        const uint64_t writer = model_file_writers_.fetch_add(1);
+        return autoaccel::StoreModelFile(options_.work_dir, request.digest(), request.model_file(),
+                                         absl::StrCat("push-", writer))
+            .status();
       });
 }
 

@@ -99,14 +99,17 @@ struct WorkerOptions {
 // a trial that ran answers OK with its status (SUCCEEDED, OOM, FAILED, TIMEOUT, CANCELLED) in the
 // response. The handlers are called on gRPC's threads; every method is thread-safe.
 // ReadRankLogs reads a rank's log files (worker/rank_logs.h), running or
-// ended; the same token rule holds for it.
+// ended; StoreModelFile keeps a torchscript job's model file by its digest
+// (worker/model_file_cache.h) for the RunTrial calls that come without it;
+// the same token rule holds for both.
 //
 // Every method registered raw: a request that is not UTF-8 where it must be
 // is INVALID_ARGUMENT naming the field (common/raw_call.h).
 using RawWorkerService =
     RawMethods<v1::WorkerService::Service, v1::WorkerService::WithRawCallbackMethod_RunTrial,
                v1::WorkerService::WithRawCallbackMethod_CancelTrial,
-               v1::WorkerService::WithRawCallbackMethod_ReadRankLogs>;
+               v1::WorkerService::WithRawCallbackMethod_ReadRankLogs,
+               v1::WorkerService::WithRawCallbackMethod_StoreModelFile>;
 
 class WorkerServiceImpl final : public RawWorkerService {
  public:
@@ -128,6 +131,10 @@ class WorkerServiceImpl final : public RawWorkerService {
   grpc::ServerUnaryReactor* ReadRankLogs(grpc::CallbackServerContext* ctx,
                                          const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* response) override;
+  // v1::StoreModelFileRequest -> v1::StoreModelFileResponse.
+  grpc::ServerUnaryReactor* StoreModelFile(grpc::CallbackServerContext* ctx,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
   // Stops every running child and waits for their threads; later RunTrials
   // are refused.
   void Shutdown();
@@ -190,6 +197,8 @@ class WorkerServiceImpl final : public RawWorkerService {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const WorkerOptions options_;
+  std::atomic<uint64_t> model_file_writers_{
+      0};  // StoreModelFile calls, naming their temporary files
   CoordinatorGate gate_;
   absl::Mutex mu_;
   std::vector<v1::Device> devices_ ABSL_GUARDED_BY(mu_);  // peaks may be raised
