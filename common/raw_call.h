@@ -42,8 +42,9 @@ std::optional<std::string> FirstNonUtf8Field(const google::protobuf::Descriptor&
                                              absl::string_view wire);
 
 // A raw unary method's handler for synchronous work: parses the request as
-// Request, calls `handle(const Request&, Response*) -> absl::Status`, and
-// finishes the call with the response or the error.
+// Request, calls `handle(Request&, Response*) -> absl::Status` (or with a
+// const Request&; a handler may move parts out of it), and finishes the call
+// with the response or the error.
 template <typename Request, typename Response, typename Handle>
 grpc::ServerUnaryReactor* ParsedUnary(grpc::CallbackServerContext* ctx,
                                       const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
@@ -51,11 +52,26 @@ grpc::ServerUnaryReactor* ParsedUnary(grpc::CallbackServerContext* ctx,
   Request parsed;
   Response answer;
   absl::Status status = ParseRequest(*request, &parsed);
-  if (status.ok()) status = handle(static_cast<const Request&>(parsed), &answer);
+  if (status.ok()) status = handle(parsed, &answer);
   if (status.ok()) status = SerializeMessage(answer, response);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
+}
+
+// ParsedUnary for a caller `admitted` lets in (OK); any other is answered
+// with that error before its request is parsed: a caller without
+// credentials never costs the copy a parse makes of up to the message limit.
+template <typename Request, typename Response, typename Handle>
+grpc::ServerUnaryReactor* AdmittedUnary(grpc::CallbackServerContext* ctx, absl::Status admitted,
+                                        const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
+                                        Handle handle) {
+  if (!admitted.ok()) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(admitted));
+    return reactor;
+  }
+  return ParsedUnary<Request, Response>(ctx, request, response, std::move(handle));
 }
 
 // A raw unary method's handler for work that answers later (a call to

@@ -250,14 +250,13 @@ void JobManager::SendAll(Outbox out) {
   }
 }
 
-absl::StatusOr<v1::Job> JobManager::SubmitJob(const v1::TuneRequest& request,
-                                              const std::string& owner) {
+absl::StatusOr<v1::Job> JobManager::SubmitJob(v1::TuneRequest request, const std::string& owner) {
   // A launcher job's launcher, as the workers define it (server/launcher_job.h).
   std::optional<v1::Launcher> launcher;
   if (!request.launcher().empty()) {
     ASSIGN_OR_RETURN(launcher, pool_.FindLauncher(request.launcher()));
   }
-  ASSIGN_OR_RETURN(JobSpec spec, ValidateTuneRequest(request, options_.tune_defaults,
+  ASSIGN_OR_RETURN(JobSpec spec, ValidateTuneRequest(std::move(request), options_.tune_defaults,
                                                      launcher ? &*launcher : nullptr));
   const std::string signature =
       ComputeSignature(spec.model, spec.seq_len, spec.global_batch_size, spec.world_size,

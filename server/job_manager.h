@@ -143,7 +143,7 @@ class JobManager {
   // a torchscript job's file would pass a cap on the model files held
   // (JobManagerOptions::model_file_limits); INTERNAL when the file cannot be
   // written to disk.
-  absl::StatusOr<v1::Job> SubmitJob(const v1::TuneRequest& request, const std::string& owner = "");
+  absl::StatusOr<v1::Job> SubmitJob(v1::TuneRequest request, const std::string& owner = "");
   // Who submitted the job, without rendering it. NOT_FOUND for an unknown job.
   absl::StatusOr<std::string> JobOwner(const std::string& job_id);
   // NOT_FOUND for an unknown job; DATA_LOSS for one whose stored records do

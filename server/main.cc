@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/json_log.h"
 #include "common/listen_policy.h"
+#include "common/memory_trim.h"
 #include "common/protobuf_log.h"
 #include "common/signals.h"
 #include "common/tls_files.h"
@@ -271,6 +272,8 @@ int main(int argc, char** argv) {
   }
   (*manager)->Start();
   readiness.Set(autoaccel::Readiness::kReady);
+  // Large requests (TorchScript files) leave freed memory in malloc's heaps.
+  autoaccel::PeriodicMemoryTrim memory_trim(absl::Seconds(5));
 
   int sig = autoaccel::WaitForTerminationSignal();
   spdlog::info(

@@ -151,17 +151,21 @@ absl::StatusOr<Caller> TuningServiceImpl::JobCaller(grpc::CallbackServerContext*
 
 grpc::ServerUnaryReactor* TuningServiceImpl::SubmitJob(grpc::CallbackServerContext* ctx,
                                                        const Raw* in, Raw* out) {
-  return ParsedUnary<v1::SubmitJobRequest, v1::Job>(
-      ctx, in, out, [&](const v1::SubmitJobRequest& request, v1::Job* response) -> absl::Status {
+  return AdmittedUnary<v1::SubmitJobRequest, v1::Job>(
+      ctx, auth_->User(*ctx).status(), in, out,
+      [&](v1::SubmitJobRequest& request, v1::Job* response) -> absl::Status {
         ASSIGN_OR_RETURN(const Caller caller, auth_->User(*ctx));
-        return Respond(manager_->SubmitJob(request.request(), caller.user), response);
+        // Moved, not copied: it may carry a TorchScript file of 512 MiB.
+        return Respond(manager_->SubmitJob(std::move(*request.mutable_request()), caller.user),
+                       response);
       });
 }
 
 grpc::ServerUnaryReactor* TuningServiceImpl::GetJob(grpc::CallbackServerContext* ctx, const Raw* in,
                                                     Raw* out) {
-  return ParsedUnary<v1::GetJobRequest, v1::Job>(
-      ctx, in, out, [&](const v1::GetJobRequest& request, v1::Job* response) -> absl::Status {
+  return AdmittedUnary<v1::GetJobRequest, v1::Job>(
+      ctx, auth_->User(*ctx).status(), in, out,
+      [&](const v1::GetJobRequest& request, v1::Job* response) -> absl::Status {
         RETURN_IF_ERROR(JobCaller(ctx, request.job_id()).status());
         return Respond(manager_->GetJob(request.job_id()), response);
       });
@@ -169,6 +173,9 @@ grpc::ServerUnaryReactor* TuningServiceImpl::GetJob(grpc::CallbackServerContext*
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TuningServiceImpl::WatchJob(
     grpc::CallbackServerContext* ctx, const Raw* in) {
+  if (absl::Status admitted = auth_->User(*ctx).status(); !admitted.ok()) {
+    return new RefusedStream(admitted);  // before parsing, as AdmittedUnary
+  }
   v1::WatchJobRequest request;
   if (absl::Status parsed = ParseRequest(*in, &request); !parsed.ok()) {
     return new RefusedStream(parsed);
@@ -198,8 +205,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TuningServiceImpl::Watch(
 
 grpc::ServerUnaryReactor* TuningServiceImpl::CancelJob(grpc::CallbackServerContext* ctx,
                                                        const Raw* in, Raw* out) {
-  return ParsedUnary<v1::CancelJobRequest, v1::Job>(
-      ctx, in, out, [&](const v1::CancelJobRequest& request, v1::Job* response) -> absl::Status {
+  return AdmittedUnary<v1::CancelJobRequest, v1::Job>(
+      ctx, auth_->User(*ctx).status(), in, out,
+      [&](const v1::CancelJobRequest& request, v1::Job* response) -> absl::Status {
         RETURN_IF_ERROR(JobCaller(ctx, request.job_id()).status());
         return Respond(manager_->CancelJob(request.job_id()), response);
       });
@@ -207,8 +215,8 @@ grpc::ServerUnaryReactor* TuningServiceImpl::CancelJob(grpc::CallbackServerConte
 
 grpc::ServerUnaryReactor* TuningServiceImpl::ListJobs(grpc::CallbackServerContext* ctx,
                                                       const Raw* in, Raw* out) {
-  return ParsedUnary<v1::ListJobsRequest, v1::ListJobsResponse>(
-      ctx, in, out,
+  return AdmittedUnary<v1::ListJobsRequest, v1::ListJobsResponse>(
+      ctx, auth_->User(*ctx).status(), in, out,
       [&](const v1::ListJobsRequest& request, v1::ListJobsResponse* response) -> absl::Status {
         ASSIGN_OR_RETURN(const Caller caller, auth_->User(*ctx));
         std::optional<std::string> owner;
@@ -220,8 +228,8 @@ grpc::ServerUnaryReactor* TuningServiceImpl::ListJobs(grpc::CallbackServerContex
 
 grpc::ServerUnaryReactor* TuningServiceImpl::ListTrials(grpc::CallbackServerContext* ctx,
                                                         const Raw* in, Raw* out) {
-  return ParsedUnary<v1::ListTrialsRequest, v1::ListTrialsResponse>(
-      ctx, in, out,
+  return AdmittedUnary<v1::ListTrialsRequest, v1::ListTrialsResponse>(
+      ctx, auth_->User(*ctx).status(), in, out,
       [&](const v1::ListTrialsRequest& request, v1::ListTrialsResponse* response) -> absl::Status {
         RETURN_IF_ERROR(JobCaller(ctx, request.job_id()).status());
         return Respond(manager_->ListTrialsPage(request), response);
@@ -230,8 +238,8 @@ grpc::ServerUnaryReactor* TuningServiceImpl::ListTrials(grpc::CallbackServerCont
 
 grpc::ServerUnaryReactor* TuningServiceImpl::QueryStrategies(grpc::CallbackServerContext* ctx,
                                                              const Raw* in, Raw* out) {
-  return ParsedUnary<v1::QueryStrategiesRequest, v1::QueryStrategiesResponse>(
-      ctx, in, out,
+  return AdmittedUnary<v1::QueryStrategiesRequest, v1::QueryStrategiesResponse>(
+      ctx, auth_->User(*ctx).status(), in, out,
       [&](const v1::QueryStrategiesRequest& request,
           v1::QueryStrategiesResponse* response) -> absl::Status {
         RETURN_IF_ERROR(auth_->User(*ctx).status());
@@ -242,8 +250,8 @@ grpc::ServerUnaryReactor* TuningServiceImpl::QueryStrategies(grpc::CallbackServe
 
 grpc::ServerUnaryReactor* TuningServiceImpl::ListStrategies(grpc::CallbackServerContext* ctx,
                                                             const Raw* in, Raw* out) {
-  return ParsedUnary<v1::ListStrategiesRequest, v1::ListStrategiesResponse>(
-      ctx, in, out,
+  return AdmittedUnary<v1::ListStrategiesRequest, v1::ListStrategiesResponse>(
+      ctx, auth_->User(*ctx).status(), in, out,
       [&](const v1::ListStrategiesRequest& request,
           v1::ListStrategiesResponse* response) -> absl::Status {
         RETURN_IF_ERROR(auth_->User(*ctx).status());
@@ -254,8 +262,8 @@ grpc::ServerUnaryReactor* TuningServiceImpl::ListStrategies(grpc::CallbackServer
 
 grpc::ServerUnaryReactor* TuningServiceImpl::ListWorkers(grpc::CallbackServerContext* ctx,
                                                          const Raw* in, Raw* out) {
-  return ParsedUnary<v1::ListWorkersRequest, v1::ListWorkersResponse>(
-      ctx, in, out,
+  return AdmittedUnary<v1::ListWorkersRequest, v1::ListWorkersResponse>(
+      ctx, auth_->User(*ctx).status(), in, out,
       [&](const v1::ListWorkersRequest&, v1::ListWorkersResponse* response) -> absl::Status {
         RETURN_IF_ERROR(auth_->User(*ctx).status());
         response->set_coordinator_insecure(insecure_);
@@ -266,6 +274,12 @@ grpc::ServerUnaryReactor* TuningServiceImpl::ListWorkers(grpc::CallbackServerCon
 
 grpc::ServerUnaryReactor* TuningServiceImpl::GetTrialLogs(grpc::CallbackServerContext* ctx,
                                                           const Raw* in, Raw* out) {
+  if (absl::Status admitted = auth_->User(*ctx).status(); !admitted.ok()) {
+    return AdmittedUnary<v1::GetTrialLogsRequest, v1::TrialLogs>(
+        ctx, admitted, in, out, [](const v1::GetTrialLogsRequest&, v1::TrialLogs*) {
+          return absl::OkStatus();  // never called
+        });
+  }
   return ParsedUnaryLater<v1::GetTrialLogsRequest, v1::TrialLogs>(
       ctx, in, out,
       [&](const v1::GetTrialLogsRequest& request,
@@ -285,8 +299,8 @@ grpc::ServerUnaryReactor* TuningServiceImpl::GetTrialLogs(grpc::CallbackServerCo
 
 grpc::ServerUnaryReactor* TuningServiceImpl::Export(grpc::CallbackServerContext* ctx, const Raw* in,
                                                     Raw* out) {
-  return ParsedUnary<v1::ExportRequest, v1::ExportAnswer>(
-      ctx, in, out,
+  return AdmittedUnary<v1::ExportRequest, v1::ExportAnswer>(
+      ctx, auth_->User(*ctx).status(), in, out,
       [&](const v1::ExportRequest& request, v1::ExportAnswer* response) -> absl::Status {
         const bool of_job = !request.job_id().empty();
         RETURN_IF_ERROR(of_job ? JobCaller(ctx, request.job_id()).status()
@@ -306,8 +320,8 @@ grpc::ServerUnaryReactor* TuningServiceImpl::Export(grpc::CallbackServerContext*
 
 grpc::ServerUnaryReactor* TuningServiceImpl::Estimate(grpc::CallbackServerContext* ctx,
                                                       const Raw* in, Raw* out) {
-  return ParsedUnary<v1::EstimateRequest, v1::EstimateAnswer>(
-      ctx, in, out,
+  return AdmittedUnary<v1::EstimateRequest, v1::EstimateAnswer>(
+      ctx, auth_->User(*ctx).status(), in, out,
       [&](const v1::EstimateRequest& request, v1::EstimateAnswer* response) -> absl::Status {
         RETURN_IF_ERROR(auth_->User(*ctx).status());
         RETURN_IF_ERROR(CheckEstimateRequestLimits(request));
@@ -319,8 +333,8 @@ grpc::ServerUnaryReactor* TuningServiceImpl::Estimate(grpc::CallbackServerContex
 
 grpc::ServerUnaryReactor* WorkerRegistryImpl::Register(grpc::CallbackServerContext* ctx,
                                                        const Raw* in, Raw* out) {
-  return ParsedUnary<v1::RegisterRequest, v1::RegisterResponse>(
-      ctx, in, out,
+  return AdmittedUnary<v1::RegisterRequest, v1::RegisterResponse>(
+      ctx, auth_->Worker(*ctx), in, out,
       [&](const v1::RegisterRequest& request, v1::RegisterResponse* response) -> absl::Status {
         RETURN_IF_ERROR(auth_->Worker(*ctx));
         return Respond(manager_->RegisterWorker(request), response);
@@ -329,8 +343,8 @@ grpc::ServerUnaryReactor* WorkerRegistryImpl::Register(grpc::CallbackServerConte
 
 grpc::ServerUnaryReactor* WorkerRegistryImpl::Heartbeat(grpc::CallbackServerContext* ctx,
                                                         const Raw* in, Raw* out) {
-  return ParsedUnary<v1::HeartbeatRequest, v1::HeartbeatResponse>(
-      ctx, in, out,
+  return AdmittedUnary<v1::HeartbeatRequest, v1::HeartbeatResponse>(
+      ctx, auth_->Worker(*ctx), in, out,
       [&](const v1::HeartbeatRequest& request, v1::HeartbeatResponse*) -> absl::Status {
         RETURN_IF_ERROR(auth_->Worker(*ctx));
         RETURN_IF_ERROR(CheckLimit(Limit::kWorkerIdBytes,
@@ -342,8 +356,9 @@ grpc::ServerUnaryReactor* WorkerRegistryImpl::Heartbeat(grpc::CallbackServerCont
 
 grpc::ServerUnaryReactor* WorkerRegistryImpl::Leave(grpc::CallbackServerContext* ctx, const Raw* in,
                                                     Raw* out) {
-  return ParsedUnary<v1::LeaveRequest, v1::LeaveResponse>(
-      ctx, in, out, [&](const v1::LeaveRequest& request, v1::LeaveResponse*) -> absl::Status {
+  return AdmittedUnary<v1::LeaveRequest, v1::LeaveResponse>(
+      ctx, auth_->Worker(*ctx), in, out,
+      [&](const v1::LeaveRequest& request, v1::LeaveResponse*) -> absl::Status {
         RETURN_IF_ERROR(auth_->Worker(*ctx));
         RETURN_IF_ERROR(CheckLimit(Limit::kWorkerIdBytes,
                                    static_cast<double>(request.worker_id().size()), "worker_id"));

@@ -165,11 +165,11 @@ absl::StatusOr<ModelSpec> ModelFromRequest(const v1::ModelSpec& m) {
   return ModelSpecWithOverrides(m.family(), std::move(config), overrides, new_overrides);
 }
 
-absl::StatusOr<JobSpec> ValidateTuneRequest(const v1::TuneRequest& in, const TuneDefaults& defaults,
+absl::StatusOr<JobSpec> ValidateTuneRequest(v1::TuneRequest in, const TuneDefaults& defaults,
                                             const v1::Launcher* launcher) {
   RETURN_IF_ERROR(CheckTuneRequestLimits(in));  // sizes and numbers (server/request_limits.h)
   JobSpec out;
-  out.request = in;
+  out.request = std::move(in);
   v1::TuneRequest& r = out.request;
   if (!r.launcher().empty() && (launcher == nullptr || launcher->name() != r.launcher())) {
     return absl::InternalError(
@@ -332,8 +332,11 @@ absl::StatusOr<JobSpec> ValidateTuneRequest(const v1::TuneRequest& in, const Tun
     out.load = std::move(load);
   }
   if (!r.model().script().empty()) {
-    out.script = std::make_shared<const std::string>(r.model().script());
-    r.mutable_model()->clear_script();
+    // Moved out, not copied and cleared: a cleared string keeps its capacity,
+    // and the request (kept for the job's life) would hold the file's size.
+    out.script =
+        std::make_shared<const std::string>(std::move(*r.mutable_model()->mutable_script()));
+    std::string().swap(*r.mutable_model()->mutable_script());
   }
   out.device_type = r.device_type();
   out.world_size = r.world_size();

@@ -90,8 +90,7 @@ struct JobSpec {
 // script drives the device), and the space is restricted to the launcher
 // (server/launcher_job.h). INTERNAL when request.launcher is set and
 // `launcher` is null or names another.
-absl::StatusOr<JobSpec> ValidateTuneRequest(const v1::TuneRequest& request,
-                                            const TuneDefaults& defaults,
+absl::StatusOr<JobSpec> ValidateTuneRequest(v1::TuneRequest request, const TuneDefaults& defaults,
                                             const v1::Launcher* launcher = nullptr);
 
 // The model a request describes: its config.json with the overrides applied

@@ -154,6 +154,34 @@ TEST_F(ServiceParseTest, EveryMethodRefusesBytesThatAreNoMessage) {
   }
 }
 
+// With tokens required: a caller without credentials is answered before its
+// request is parsed (a parse copies up to the 528 MiB message limit), so
+// bytes that are no message get UNAUTHENTICATED, not INVALID_ARGUMENT.
+class ServiceParseWithTokensTest : public ServiceParseTest {
+ protected:
+  void SetUp() override {
+    auth_ = Authenticator({{"alice-token-0123456789abcdef0123", "alice", false}},
+                          "join-token-0123456789abcdef0123456");
+    ServiceParseTest::SetUp();
+  }
+};
+
+TEST_F(ServiceParseWithTokensTest, AnUnauthenticatedRequestIsRefusedUnparsed) {
+  for (const auto* method : UnaryMethods()) {
+    grpc::Status s = CallRaw(*method, std::string("\x0a\x7f"
+                                                  "ab",
+                                                  4));
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << method->full_name();
+  }
+  v1::WatchJobRequest watch;
+  watch.set_job_id(kNotUtf8);
+  grpc::ClientContext ctx;
+  auto reader = v1::TuningService::NewStub(channel_)->WatchJob(&ctx, watch);
+  v1::JobEvent event;
+  EXPECT_FALSE(reader->Read(&event));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
 TEST_F(ServiceParseTest, WellFormedRequestsAreServedAsBefore) {
   auto stub = v1::TuningService::NewStub(channel_);
   grpc::ClientContext ctx;
