@@ -322,11 +322,25 @@ int StrategiesCommand(const ClientContext& c, const v1::ListStrategiesRequest& r
       [&](std::ostream& out) { PrintStrategyList(out, resp); });
 }
 
+grpc::Status ListAllWorkers(const ClientContext& c, v1::ListWorkersResponse* all) {
+  v1::ListWorkersRequest request;
+  std::vector<v1::Worker> gathered;
+  v1::ListWorkersResponse last;
+  do {
+    last.Clear();
+    if (grpc::Status s = Call(c, &Stub::ListWorkers, request, &last); !s.ok()) return s;
+    request.set_page_token(last.next_page_token());
+    for (v1::Worker& w : *last.mutable_workers()) gathered.push_back(std::move(w));
+  } while (!request.page_token().empty());
+  *all = std::move(last);  // the latest counts
+  all->clear_workers();
+  for (v1::Worker& w : gathered) *all->add_workers() = std::move(w);
+  return grpc::Status::OK;
+}
+
 int WorkersCommand(const ClientContext& c) {
   v1::ListWorkersResponse resp;
-  if (grpc::Status s = Call(c, &Stub::ListWorkers, v1::ListWorkersRequest(), &resp); !s.ok()) {
-    return RpcError(c, s);
-  }
+  if (grpc::Status s = ListAllWorkers(c, &resp); !s.ok()) return RpcError(c, s);
   return Show(
       c, [&] { return WorkerListJson(resp); },
       [&](std::ostream& out) { PrintWorkerList(out, resp); });

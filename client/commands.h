@@ -51,6 +51,10 @@ struct ClientContext {
   absl::Duration reconnect_for = kDefaultReconnectFor;
 };
 
+// Every page of ListWorkers, the workers gathered in `*all` with the last
+// page's counts and insecurity note. The first error.
+grpc::Status ListAllWorkers(const ClientContext& c, v1::ListWorkersResponse* all);
+
 int TuneCommand(const ClientContext& c, const v1::TuneRequest& request, bool watch);
 int WatchCommand(const ClientContext& c, const std::string& job_id);
 int JobsCommand(const ClientContext& c, int limit);

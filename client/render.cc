@@ -255,7 +255,12 @@ json NoStrategyJson(const std::string& what) { return json{{"best", nullptr}, {"
 json WorkerListJson(const v1::ListWorkersResponse& workers) {
   json out = json::array();
   for (const v1::Worker& w : workers.workers()) out.push_back(WorkerJson(w));
-  return json{{"workers", out}, {"coordinator_insecure", workers.coordinator_insecure()}};
+  return json{{"workers", out},
+              {"coordinator_insecure", workers.coordinator_insecure()},
+              {"workers_total", workers.workers_total()},
+              {"workers_healthy", workers.workers_healthy()},
+              {"devices_total", workers.devices_total()},
+              {"devices_free", workers.devices_free()}};
 }
 
 // ---- Text -------------------------------------------------------------------
@@ -431,6 +436,11 @@ void PrintWorkerList(std::ostream& out, const v1::ListWorkersResponse& workers) 
     out << "INSECURE coordinator: " << workers.coordinator_insecure() << "\n";
   }
   if (workers.workers().empty()) out << "no workers registered\n";
+  if (workers.workers_total() > 0) {
+    out << absl::StrFormat("%d worker(s), %d healthy; %d device(s), %d free\n",
+                           workers.workers_total(), workers.workers_healthy(),
+                           workers.devices_total(), workers.devices_free());
+  }
   for (const v1::Worker& w : workers.workers()) {
     out << w.worker_id() << " at " << w.address() << (w.healthy() ? "" : " (LOST)")
         << (w.tls() ? " TLS" : "");

@@ -18,10 +18,8 @@ namespace {
 // why there is none.
 DeviceMemory FetchDeviceMemory(const ClientContext& c, const std::vector<v1::Trial>& trials,
                                const std::string& device_type) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(c.rpc_timeout));
   v1::ListWorkersResponse workers;
-  grpc::Status s = c.stub->ListWorkers(&ctx, v1::ListWorkersRequest(), &workers);
+  grpc::Status s = ListAllWorkers(c, &workers);
   if (!s.ok())
     return {0, absl::StrCat("the server did not list its workers (", s.error_message(), ")")};
   return JobDeviceMemory(workers, trials, device_type);

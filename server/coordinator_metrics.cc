@@ -1,6 +1,10 @@
 #include "server/coordinator_metrics.h"
 
+#include <algorithm>
 #include <functional>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +12,27 @@
 
 namespace autoaccel {
 namespace {
+
+// The device types of the census as series: the kMaxDeviceTypeSeries - 1
+// most numerous, and the rest summed as "other" (workers name their devices'
+// types, so a worker could otherwise make a series per device).
+std::map<std::string, PoolCensus::Devices> BoundedDeviceTypes(
+    const std::map<std::string, PoolCensus::Devices>& devices) {
+  if (static_cast<int>(devices.size()) <= kMaxDeviceTypeSeries) return devices;
+  std::vector<std::pair<std::string, PoolCensus::Devices>> by_count(devices.begin(), devices.end());
+  const auto total = [](const PoolCensus::Devices& d) { return d.free + d.held + d.unavailable; };
+  std::stable_sort(by_count.begin(), by_count.end(),
+                   [&](const auto& a, const auto& b) { return total(a.second) > total(b.second); });
+  std::map<std::string, PoolCensus::Devices> out;
+  for (size_t i = 0; i < by_count.size(); ++i) {
+    const bool kept = i + 1 < static_cast<size_t>(kMaxDeviceTypeSeries);
+    PoolCensus::Devices& d = out[kept ? by_count[i].first : "other"];
+    d.free += by_count[i].second.free;
+    d.held += by_count[i].second.held;
+    d.unavailable += by_count[i].second.unavailable;
+  }
+  return out;
+}
 
 // What one scrape renders from.
 struct MetricSources {
@@ -138,9 +163,10 @@ const std::vector<FamilyRow>& Families() {
        }},
       {"autoaccel_devices", MetricType::kGauge,
        "Devices of the registered workers by type and state (held: by a trial's rank; "
-       "unavailable: on a lost or quarantined worker).",
+       "unavailable: on a lost or quarantined worker); beyond the most numerous types, the "
+       "rest under type=\"other\".",
        [](const MetricSources& s, const char* name, PrometheusText* out) {
-         for (const auto& [type, d] : s.pool.devices) {
+         for (const auto& [type, d] : BoundedDeviceTypes(s.pool.devices)) {
            out->Sample(name, {{"type", type}, {"state", "free"}}, d.free);
            out->Sample(name, {{"type", type}, {"state", "held"}}, d.held);
            out->Sample(name, {{"type", type}, {"state", "unavailable"}}, d.unavailable);

@@ -36,6 +36,10 @@ struct SchedulerCensus {
   int rank_calls_in_flight = 0;             // RunTrial calls not answered yet
 };
 
+// Device types autoaccel_devices has series of (the rest are summed as
+// type="other"): 3 series each, whatever the workers register.
+inline constexpr int kMaxDeviceTypeSeries = 16;
+
 // The worker pool at the moment of a scrape (WorkerPool::Census).
 struct PoolCensus {
   int workers_healthy = 0;  // may get trials

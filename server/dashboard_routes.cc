@@ -171,9 +171,22 @@ HttpResponse Figures(JobManager& manager, const Authenticator& auth, const HttpR
 HttpResponse Workers(JobManager& manager, const Authenticator& auth, const HttpRequest& request) {
   absl::StatusOr<Caller> caller = CallerOf(auth, request);
   if (!caller.ok()) return Error(caller.status());
-  v1::ListWorkersResponse list;
-  for (v1::Worker& w : manager.ListWorkers()) *list.add_workers() = std::move(w);
-  return Json(ProtoToJson(list));
+  // A page of the pool (?page_token=ID&limit=N, as ListWorkers), with the
+  // whole pool's counts: a poll of a large pool stays small.
+  v1::ListWorkersRequest page;
+  if (auto it = request.query.find("page_token"); it != request.query.end()) {
+    page.set_page_token(it->second);
+  }
+  if (auto it = request.query.find("limit"); it != request.query.end()) {
+    int limit = 0;
+    if (!absl::SimpleAtoi(it->second, &limit)) {
+      return Error(absl::InvalidArgumentError("limit: not a number"));
+    }
+    page.set_limit(limit);
+  }
+  absl::StatusOr<v1::ListWorkersResponse> list = manager.ListWorkers(page);
+  if (!list.ok()) return Error(list.status());
+  return Json(ProtoToJson(*list));
 }
 
 }  // namespace

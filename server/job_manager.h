@@ -188,6 +188,10 @@ class JobManager {
   // as Heartbeat's.
   absl::Status LeaveWorker(const std::string& worker_id, const std::string& session_token);
   std::vector<v1::Worker> ListWorkers();
+  // A page of the pool (v1::ListWorkersRequest: at most `limit` workers,
+  // 0: 100, at most 1000, and at most 2 MiB of them) with the whole pool's
+  // counts. INVALID_ARGUMENT for a negative limit.
+  absl::StatusOr<v1::ListWorkersResponse> ListWorkers(const v1::ListWorkersRequest& request);
   // How to reach a registered worker (WorkerPool::Endpoint); NOT_FOUND when
   // it is not in the pool.
   absl::StatusOr<WorkerEndpoint> WorkerEndpointOf(const std::string& worker_id);

@@ -10,6 +10,9 @@ namespace {
 // Answers stay far below gRPC's 4 MB whatever the job's size.
 constexpr int kMaxJobsListed = 500;
 constexpr int kDefaultJobsListed = 50;
+constexpr int kDefaultWorkersListed = 100;
+constexpr int kMaxWorkersListed = 1000;
+constexpr size_t kMaxWorkerPageBytes = size_t{2} << 20;  // the clients' limit is 4 MiB
 
 }  // namespace
 
@@ -135,5 +138,24 @@ SchedulerCensus JobManager::Census() {
 }
 
 std::string JobManager::MetricsText() { return metrics_.Render(Census(), pool_.Census()); }
+
+absl::StatusOr<v1::ListWorkersResponse> JobManager::ListWorkers(
+    const v1::ListWorkersRequest& request) {
+  if (request.limit() < 0) return absl::InvalidArgumentError("limit: must not be negative");
+  const int limit =
+      request.limit() == 0 ? kDefaultWorkersListed : std::min(request.limit(), kMaxWorkersListed);
+  WorkerPool::Page page = pool_.List(request.page_token(), limit, kMaxWorkerPageBytes);
+  v1::ListWorkersResponse out;
+  for (v1::Worker& w : page.workers) *out.add_workers() = std::move(w);
+  out.set_next_page_token(page.next);
+  const PoolCensus census = pool_.Census();
+  out.set_workers_total(census.workers_healthy + census.workers_quarantined + census.workers_lost);
+  out.set_workers_healthy(census.workers_healthy);
+  for (const auto& [type, d] : census.devices) {
+    out.set_devices_total(out.devices_total() + d.free + d.held + d.unavailable);
+    out.set_devices_free(out.devices_free() + d.free);
+  }
+  return out;
+}
 
 }  // namespace autoaccel

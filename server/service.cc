@@ -264,11 +264,12 @@ grpc::ServerUnaryReactor* TuningServiceImpl::ListWorkers(grpc::CallbackServerCon
                                                          const Raw* in, Raw* out) {
   return AdmittedUnary<v1::ListWorkersRequest, v1::ListWorkersResponse>(
       ctx, auth_->User(*ctx).status(), in, out,
-      [&](const v1::ListWorkersRequest&, v1::ListWorkersResponse* response) -> absl::Status {
+      [&](const v1::ListWorkersRequest& request,
+          v1::ListWorkersResponse* response) -> absl::Status {
         RETURN_IF_ERROR(auth_->User(*ctx).status());
+        ASSIGN_OR_RETURN(*response, manager_->ListWorkers(request));
         response->set_coordinator_insecure(insecure_);
-        return RespondList(absl::StatusOr<std::vector<v1::Worker>>(manager_->ListWorkers()),
-                           response, &v1::ListWorkersResponse::add_workers);
+        return absl::OkStatus();
       });
 }
 

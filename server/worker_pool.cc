@@ -185,27 +185,49 @@ absl::Status WorkerPool::Leave(const std::string& worker_id, const std::string& 
   return absl::OkStatus();
 }
 
+v1::Worker WorkerPool::InfoLocked(const WorkerState& w) const {
+  v1::Worker info = w.info;
+  for (const std::string& warning : HostWarningsLocked(w)) info.add_warnings(warning);
+  if (w.quarantined_until > clock_->Now()) {
+    info.add_warnings(absl::StrCat(
+        "quarantined for ",
+        absl::FormatDuration(absl::Trunc(w.quarantined_until - clock_->Now(), absl::Seconds(1))),
+        ": ", w.quarantine_reason));
+  }
+  info.set_healthy(w.healthy);
+  info.set_last_seen(UnixSecondsOrZero(w.last_seen));
+  for (int i = 0; i < info.devices_size() && i < static_cast<int>(w.held_by.size()); ++i) {
+    info.mutable_devices(i)->set_held_by_trial(w.held_by[i]);
+  }
+  return info;
+}
+
 std::vector<v1::Worker> WorkerPool::List() const {
   absl::ReaderMutexLock lock(&mu_);
   std::vector<v1::Worker> out;
   for (const auto& [id, w] : workers_) {
-    if (w.left) continue;
-    v1::Worker info = w.info;
-    for (const std::string& warning : HostWarningsLocked(w)) info.add_warnings(warning);
-    if (w.quarantined_until > clock_->Now()) {
-      info.add_warnings(absl::StrCat(
-          "quarantined for ",
-          absl::FormatDuration(absl::Trunc(w.quarantined_until - clock_->Now(), absl::Seconds(1))),
-          ": ", w.quarantine_reason));
-    }
-    info.set_healthy(w.healthy);
-    info.set_last_seen(UnixSecondsOrZero(w.last_seen));
-    for (int i = 0; i < info.devices_size() && i < static_cast<int>(w.held_by.size()); ++i) {
-      info.mutable_devices(i)->set_held_by_trial(w.held_by[i]);
-    }
-    out.push_back(std::move(info));
+    if (!w.left) out.push_back(InfoLocked(w));
   }
   return out;
+}
+
+WorkerPool::Page WorkerPool::List(const std::string& after, int limit, size_t max_bytes) const {
+  absl::ReaderMutexLock lock(&mu_);
+  Page page;
+  size_t bytes = 0;
+  for (auto it = workers_.upper_bound(after); it != workers_.end(); ++it) {
+    if (it->second.left) continue;
+    v1::Worker info = InfoLocked(it->second);
+    const size_t size = info.ByteSizeLong() + 8;  // the field's tag and length
+    if (!page.workers.empty() &&
+        (static_cast<int>(page.workers.size()) >= limit || bytes + size > max_bytes)) {
+      page.next = page.workers.back().worker_id();
+      break;
+    }
+    bytes += size;
+    page.workers.push_back(std::move(info));
+  }
+  return page;
 }
 
 PoolCensus WorkerPool::Census() const {

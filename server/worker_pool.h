@@ -111,6 +111,15 @@ class WorkerPool {
   // Every worker with its health, warnings and each device's holder; a
   // worker that left is not among them.
   std::vector<v1::Worker> List() const;
+  // A page of List(): the workers after id `after` ("" from the first), at
+  // most `limit` of them and fewer once their encoded size would pass
+  // `max_bytes` (at least one); `next` is the last one's id when more
+  // follow, "" otherwise.
+  struct Page {
+    std::vector<v1::Worker> workers;
+    std::string next;
+  };
+  Page List(const std::string& after, int limit, size_t max_bytes) const;
   // The address, TLS and session token of worker `worker_id`, healthy or
   // not; NOT_FOUND when it never registered, was forgotten or left.
   absl::StatusOr<WorkerEndpoint> Endpoint(const std::string& worker_id) const;
@@ -257,6 +266,8 @@ class WorkerPool {
   // Why the workers on `w`'s host oversubscribe it (empty: they do not).
   std::vector<std::string> HostWarningsLocked(const WorkerState& w) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // `w` as List shows it: health, warnings, each device's holder.
+  v1::Worker InfoLocked(const WorkerState& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Lowest free, unquarantined port of the worker's range on its host; 0
   // when none is free.
   int FreePortLocked(const WorkerState& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_);

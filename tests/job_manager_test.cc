@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/content_digest.h"
 #include "common/engine_version.h"
 #include "common/status_matchers.h"
@@ -400,6 +401,47 @@ TEST_F(JobManagerTest, ARestartedCoordinatorTakesUpATorchScriptJobFromItsKeptFil
   EXPECT_EQ(manager_->GetJob(second)->state(), "FAILED");
   EXPECT_THAT(manager_->GetJob(second)->status_message(), HasSubstr("signature"));
   EXPECT_EQ(ModelFiles(), std::vector<std::string>{job_id + ".pt"});
+}
+
+TEST_F(JobManagerTest, ALargePoolIsListedPageByPageWithTheWholePoolsCounts) {
+  for (int i = 0; i < 100; ++i) {  // each listed in ~120 KiB (devices named at length)
+    const std::string id = absl::StrFormat("w%03d", i);
+    v1::RegisterRequest r = RegisterRequestFor(id, id + ":1", 1024);
+    for (v1::Device& d : *r.mutable_devices()) d.set_name(std::string(100, 'n'));
+    Register(r);
+  }
+  v1::ListWorkersRequest request;
+  std::set<std::string> seen;
+  int pages = 0;
+  do {
+    absl::StatusOr<v1::ListWorkersResponse> page = manager_->ListWorkers(request);
+    ASSERT_TRUE(page.ok()) << page.status();
+    EXPECT_LE(page->ByteSizeLong(), size_t{2} << 20);  // 100 workers at once were ~12 MiB
+    ASSERT_FALSE(page->workers().empty());
+    EXPECT_EQ(page->workers_total(), 100);
+    EXPECT_EQ(page->workers_healthy(), 100);
+    EXPECT_EQ(page->devices_total(), 100 * 1024);
+    EXPECT_EQ(page->devices_free(), 100 * 1024);
+    for (const v1::Worker& w : page->workers()) EXPECT_TRUE(seen.insert(w.worker_id()).second);
+    request.set_page_token(page->next_page_token());
+    ++pages;
+  } while (!request.page_token().empty() && pages < 100);
+  EXPECT_EQ(seen.size(), 100u);
+  EXPECT_GT(pages, 1);
+
+  request.Clear();
+  request.set_limit(7);
+  absl::StatusOr<v1::ListWorkersResponse> page = manager_->ListWorkers(request);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->workers_size(), 7);
+  EXPECT_EQ(page->next_page_token(), "w006");
+  request.set_page_token("w098");
+  page = manager_->ListWorkers(request);
+  ASSERT_EQ(page->workers_size(), 1);
+  EXPECT_EQ(page->workers(0).worker_id(), "w099");
+  EXPECT_EQ(page->next_page_token(), "");
+  request.set_limit(-1);
+  EXPECT_EQ(manager_->ListWorkers(request).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(JobManagerTest, BadCandidateListsNameTheRequestField) {

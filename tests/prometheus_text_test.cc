@@ -7,7 +7,9 @@
 #include <limits>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/coordinator_metrics.h"
@@ -103,6 +105,23 @@ TEST(CoordinatorMetrics, PromtoolFindsNothingWrongWithTheExposition) {
   EXPECT_THAT(text, HasSubstr("autoaccel_workers{state=\"healthy\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("autoaccel_devices{type=\"cpu\",state=\"held\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("autoaccel_trials_running 3\n"));
+}
+
+TEST(CoordinatorMetrics, DeviceTypesWorkersMakeUpCreateABoundedNumberOfSeries) {
+  CoordinatorMetrics metrics;
+  PoolCensus pool;
+  pool.devices["cpu"] = {100, 0, 0};
+  for (int i = 0; i < 1000; ++i) pool.devices[absl::StrCat("made-up-", i)] = {1, 0, 0};
+  const std::string text = metrics.Render(SchedulerCensus(), pool);
+  int series = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    series += absl::StartsWith(line, "autoaccel_devices{") ? 1 : 0;
+  }
+  EXPECT_EQ(series, 3 * kMaxDeviceTypeSeries);
+  EXPECT_THAT(text, HasSubstr("autoaccel_devices{type=\"cpu\",state=\"free\"} 100\n"));
+  // cpu and 14 of the 1000 types of one device each kept (by name, as they
+  // tie), the other 986 summed.
+  EXPECT_THAT(text, HasSubstr("autoaccel_devices{type=\"other\",state=\"free\"} 986\n"));
 }
 
 // The check above can fail: promtool rejects what Prometheus would not read.

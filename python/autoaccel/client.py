@@ -485,11 +485,17 @@ class Client:
     def workers(self) -> List[Worker]:
         """The registered workers, each device with the trial holding it.
         Logs a warning when the coordinator runs unprotected (--insecure)."""
-        reply = self._call("ListWorkers", pb.ListWorkersRequest())
+        workers, token = [], ""
+        while True:  # page after page: a large pool comes in answers of at most 2 MiB
+            reply = self._call("ListWorkers", pb.ListWorkersRequest(page_token=token))
+            workers.extend(from_message(Worker, w) for w in reply.workers)
+            token = reply.next_page_token
+            if not token:
+                break
         if reply.coordinator_insecure:
             log.warning("autoaccel: the coordinator at %s runs unprotected: %s", self.address,
                         reply.coordinator_insecure)
-        return [from_message(Worker, w) for w in reply.workers]
+        return workers
 
     def logs(self, trial: Union[str, Trial, JobRef], index: Optional[int] = None, *,
              rank: int = 0, tail: int = 0) -> TrialLogs:

@@ -110,6 +110,14 @@
     });
     replaceRows(document.querySelector('#worker-table tbody'), rows);
     $('workers-none').hidden = workers.length > 0;
+    // The first page of a large pool, and the whole pool's counts.
+    var total = num(list.workers_total);
+    $('workers-more').hidden = !list.next_page_token;
+    $('workers-more').textContent = list.next_page_token ?
+        'Showing ' + workers.length + ' of ' + total + ' workers (' + num(list.workers_healthy) +
+            ' healthy, ' + num(list.devices_free) + ' of ' + num(list.devices_total) +
+            ' devices free); `autoaccel workers` lists them all.' :
+        '';
   }
 
   function pollWorkers() {
