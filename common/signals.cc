@@ -7,23 +7,24 @@
 namespace autoaccel {
 namespace {
 
-sigset_t TerminationSet() {
+sigset_t TerminationSet(bool reload) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  if (reload) sigaddset(&set, SIGHUP);
   return set;
 }
 
 }  // namespace
 
-void BlockTerminationSignals() {
-  sigset_t set = TerminationSet();
+void BlockTerminationSignals(bool reload) {
+  sigset_t set = TerminationSet(reload);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-int WaitForTerminationSignal() {
-  sigset_t set = TerminationSet();
+int WaitForTerminationSignal(bool reload) {
+  sigset_t set = TerminationSet(reload);
   int sig = 0;
   sigwait(&set, &sig);
   return sig;

@@ -1,7 +1,9 @@
 // Who may call the coordinator. Users present a bearer token
 // (common/bearer_token.h) listed in the --tokens file, one
-// "TOKEN USER [admin]" per line; workers present the --join-token-file's
-// token to register and heartbeat. A user reads and cancels only their own
+// "TOKEN USER [admin] [expires=WHEN]" per line; workers present the
+// --join-token-file's token to register and heartbeat. Both files are read
+// again on SIGHUP (Authenticator::Reload): tokens are added, revoked and
+// renewed without a restart. A user reads and cancels only their own
 // jobs; an admin may do everything. Without a tokens file user
 // authentication is off (every caller is an admin named ""), without a join
 // token any worker may register: the loopback defaults of a laptop
@@ -11,12 +13,16 @@
 
 #include <grpcpp/server_context.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/token_files.h"
 
 namespace autoaccel {
@@ -25,14 +31,16 @@ struct UserToken {
   std::string token;
   std::string user;  // [A-Za-z0-9._@-]+
   bool admin = false;
+  absl::Time expires = absl::InfiniteFuture();  // refused from then on
 };
 
-// The lines of a tokens file: "TOKEN USER [admin]", blank lines and lines
-// starting with '#' ignored. INVALID_ARGUMENT naming `path` and the line for
-// a malformed line, a short token (kMinTokenLength, common/token_files.h),
-// a user name outside
-// [A-Za-z0-9._@-], a third word other than "admin", or a token listed
-// twice. No error message contains a token. Pure.
+// The lines of a tokens file: "TOKEN USER [admin] [expires=WHEN]", WHEN an
+// RFC 3339 time (2027-01-31T18:00:00Z) or a date (2027-01-31: its start,
+// UTC); blank lines and lines starting with '#' ignored. INVALID_ARGUMENT
+// naming `path` and the line for a malformed line, a short token
+// (kMinTokenLength, common/token_files.h), a user name outside
+// [A-Za-z0-9._@-], a word other than "admin" or "expires=WHEN" after the
+// user, or a token listed twice. No error message contains a token. Pure.
 absl::StatusOr<std::vector<UserToken>> ParseTokens(absl::string_view text, const std::string& path);
 // ParseTokens of the file's content (common/token_files.h ReadSecretFile);
 // INVALID_ARGUMENT when it cannot be read or lists no token.
@@ -44,19 +52,28 @@ struct Caller {
   bool admin = false;
 };
 
-// Immutable after construction; thread-safe.
+// Thread-safe: the checks read a snapshot that Reload replaces whole.
 class Authenticator {
  public:
-  // No `users`: user authentication off. Empty `join_token`: workers need none.
-  Authenticator(std::vector<UserToken> users, std::string join_token)
-      : users_(std::move(users)), join_token_(std::move(join_token)) {}
-  Authenticator() = default;
+  // No `users`: user authentication off. Empty `join_token`: workers need
+  // none. `clock` (null: the real one) must outlive the authenticator.
+  Authenticator(std::vector<UserToken> users, std::string join_token, const Clock* clock = nullptr);
+  Authenticator() : Authenticator({}, "") {}
+  Authenticator& operator=(Authenticator&& other) ABSL_LOCKS_EXCLUDED(mu_);
 
-  bool users_required() const { return !users_.empty(); }
-  bool join_token_required() const { return !join_token_.empty(); }
+  // Fixed at construction: a reload neither turns authentication on or off.
+  bool users_required() const { return users_required_; }
+  bool join_token_required() const { return join_token_required_; }
+
+  // Replaces the tokens and the join token (SIGHUP: the files read again);
+  // calls already admitted go on. FAILED_PRECONDITION, changing nothing,
+  // when it would turn user tokens or the join token off or on.
+  absl::Status Reload(std::vector<UserToken> users, std::string join_token)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // The caller whose token the call carries. UNAUTHENTICATED when tokens
-  // are required and the call carries none or an unknown one.
+  // are required and the call carries none, an unknown one, or one whose
+  // expiry has passed (saying when it expired).
   absl::StatusOr<Caller> User(const grpc::ServerContextBase& ctx) const;
   // The same for a token presented outside gRPC (the dashboard's
   // "Authorization: Bearer TOKEN"); "" is no token.
@@ -66,8 +83,17 @@ class Authenticator {
   absl::Status Worker(const grpc::ServerContextBase& ctx) const;
 
  private:
-  std::vector<UserToken> users_;
-  std::string join_token_;
+  struct Tokens {
+    std::vector<UserToken> users;
+    std::string join_token;
+  };
+  std::shared_ptr<const Tokens> Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  const Clock* clock_;
+  bool users_required_;
+  bool join_token_required_;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const Tokens> tokens_ ABSL_GUARDED_BY(mu_);
 };
 
 // OK when `caller` may read or cancel job `job_id` owned by `owner` (its

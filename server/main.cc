@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -18,6 +19,7 @@
 #include "common/memory_trim.h"
 #include "common/protobuf_log.h"
 #include "common/signals.h"
+#include "common/status_macros.h"
 #include "common/tls_files.h"
 #include "proto/convert.h"
 #include "server/auth.h"
@@ -39,10 +41,23 @@ namespace {
 constexpr absl::Duration kRpcShutdownGrace = absl::Seconds(5);
 constexpr absl::Duration kCutAnswerTimeout = absl::Seconds(10);
 
+// The --tokens and --join-token-file files (either may be ""), as at start
+// and on SIGHUP. The first file's error.
+absl::Status ReadTokenFiles(const std::string& tokens_file, const std::string& join_token_file,
+                            std::vector<autoaccel::UserToken>* users, std::string* join_token) {
+  if (!tokens_file.empty()) {
+    ASSIGN_OR_RETURN(*users, autoaccel::ReadTokensFile(tokens_file));
+  }
+  if (!join_token_file.empty()) {
+    ASSIGN_OR_RETURN(*join_token, autoaccel::ReadTokenFile(join_token_file, "--join-token-file"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  autoaccel::BlockTerminationSignals();
+  autoaccel::BlockTerminationSignals(/*reload=*/true);  // SIGHUP reads the token files again
   autoaccel::LogProtobufThroughSpdlog();
   CLI::App app{"autoaccel-server: coordinates tuning jobs and worker daemons"};
   std::string listen = "127.0.0.1:50051";
@@ -171,23 +186,12 @@ int main(int argc, char** argv) {
   }
   std::vector<autoaccel::UserToken> users;
   std::string join_token;
-  if (!tokens_file.empty()) {
-    auto read = autoaccel::ReadTokensFile(tokens_file);
-    if (!read.ok()) {
-      std::fprintf(stderr, "autoaccel-server: %s\n", std::string(read.status().message()).c_str());
-      return 2;
-    }
-    users = *std::move(read);
+  if (absl::Status read = ReadTokenFiles(tokens_file, join_token_file, &users, &join_token);
+      !read.ok()) {
+    std::fprintf(stderr, "autoaccel-server: %s\n", std::string(read.message()).c_str());
+    return 2;
   }
-  if (!join_token_file.empty()) {
-    auto read = autoaccel::ReadTokenFile(join_token_file, "--join-token-file");
-    if (!read.ok()) {
-      std::fprintf(stderr, "autoaccel-server: %s\n", std::string(read.status().message()).c_str());
-      return 2;
-    }
-    join_token = *std::move(read);
-  }
-  const autoaccel::Authenticator auth(std::move(users), std::move(join_token));
+  autoaccel::Authenticator auth(std::move(users), std::move(join_token));
   auto server_credentials = autoaccel::ServerCredentialsFor(tls);
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> worker_credentials = nullptr;
   if (server_credentials.ok() && !tls.ca.empty()) {
@@ -275,7 +279,26 @@ int main(int argc, char** argv) {
   // Large requests (TorchScript files) leave freed memory in malloc's heaps.
   autoaccel::PeriodicMemoryTrim memory_trim(absl::Seconds(5));
 
-  int sig = autoaccel::WaitForTerminationSignal();
+  int sig = 0;
+  while ((sig = autoaccel::WaitForTerminationSignal(/*reload=*/true)) == SIGHUP) {
+    std::vector<autoaccel::UserToken> reloaded_users;
+    std::string reloaded_join_token;
+    absl::Status reloaded =
+        ReadTokenFiles(tokens_file, join_token_file, &reloaded_users, &reloaded_join_token);
+    const size_t count = reloaded_users.size();
+    if (reloaded.ok()) {
+      reloaded = auth.Reload(std::move(reloaded_users), std::move(reloaded_join_token));
+    }
+    if (tokens_file.empty() && join_token_file.empty()) {
+      spdlog::info("SIGHUP: no --tokens or --join-token-file to read again");
+    } else if (reloaded.ok()) {
+      spdlog::info("SIGHUP: token files read again: {} user token(s){}", count,
+                   join_token_file.empty() ? "" : " and the join token");
+    } else {
+      spdlog::error("SIGHUP: the token files were not taken, the earlier tokens stay: {}",
+                    std::string(reloaded.message()));
+    }
+  }
   spdlog::info(
       "signal {}: shutting down: no new trials; running jobs go on when the server "
       "starts again on {}",

@@ -5,6 +5,7 @@
 // port over HTTPS, and its Host check without tokens.
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
+#include <signal.h>
 
 #include <filesystem>
 #include <string>
@@ -122,6 +123,46 @@ TEST(SecurityEndToEnd, ATlsClusterWithTokensTunesForItsUserAndRefusesEveryoneEls
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED)
         << file << ": " << s.error_message();
   }
+}
+
+TEST(SecurityEndToEnd, SighupReadsTheTokensFileAgainRevokingAndAddingTokens) {
+  Cluster cluster;
+  const std::string d = cluster.dir();
+  ASSERT_TRUE(IssueCredentials(d));
+  ASSERT_TRUE(cluster.StartServer(ServerFlags(d)));
+  std::string out, err;
+  cluster.cli_flags = {"--tls-ca", d + "/ca.pem", "--token-file", d + "/carol.token"};
+  ASSERT_EQ(cluster.Cli({"jobs"}, &out, &err), 0) << err;
+
+  // carol's line gone, dave's added with an expiry long past, erin's fresh.
+  std::string tokens = testing::ReadFile(d + "/tokens");
+  const std::string carol = testing::ReadFile(d + "/carol.token");
+  const std::string carols_token = carol.substr(0, carol.find('\n'));
+  std::string kept;
+  for (absl::string_view line : absl::StrSplit(tokens, '\n')) {
+    if (!line.empty() && !absl::StartsWith(line, carols_token)) absl::StrAppend(&kept, line, "\n");
+  }
+  absl::StrAppend(&kept, "dave-token-0123456789abcdef dave expires=2020-01-01\n",
+                  "erin-token-0123456789abcdef erin\n");
+  testing::WriteFile(d + "/tokens", kept);  // keeps the file's 0600
+  ASSERT_EQ(::kill(cluster.server()->pid(), SIGHUP), 0);
+  ASSERT_THAT(cluster.server()->WaitForLine("token files read again", absl::Seconds(10)),
+              HasSubstr("4 user token(s)"));  // alice, root, dave, erin
+
+  EXPECT_EQ(cluster.Cli({"jobs"}, &out, &err), 1);
+  EXPECT_THAT(err, HasSubstr("not one this coordinator knows"));
+  cluster.cli_flags = {"--tls-ca", d + "/ca.pem", "--token", "dave-token-0123456789abcdef"};
+  EXPECT_EQ(cluster.Cli({"jobs"}, &out, &err), 1);
+  EXPECT_THAT(err, HasSubstr("the token of user dave expired at 2020-01-01T00:00:00Z"));
+  cluster.cli_flags = {"--tls-ca", d + "/ca.pem", "--token", "erin-token-0123456789abcdef"};
+  EXPECT_EQ(cluster.Cli({"jobs"}, &out, &err), 0) << err;
+
+  // A file that no longer parses is not taken: the tokens read before stay.
+  testing::WriteFile(d + "/tokens", "short erin\n");
+  ASSERT_EQ(::kill(cluster.server()->pid(), SIGHUP), 0);
+  ASSERT_THAT(cluster.server()->WaitForLine("were not taken", absl::Seconds(10)),
+              HasSubstr("a token must have"));
+  EXPECT_EQ(cluster.Cli({"jobs"}, &out, &err), 0) << err;
 }
 
 TEST(SecurityEndToEnd, AWorkerWithoutTheJoinTokenNeverJoins) {

@@ -308,6 +308,51 @@ TEST(TokensFileTest, MalformedLinesAreRefusedNamingTheLineAndNeverTheToken) {
   ASSERT_EQ(good->size(), 1u);
   EXPECT_EQ((*good)[0].user, "bob");
   EXPECT_TRUE((*good)[0].admin);
+  EXPECT_EQ((*good)[0].expires, absl::InfiniteFuture());
+  EXPECT_THAT(ParseTokens("secret-token-0123456789 bob expires=soon\n", "f"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("f:1: expires='soon'")));
+  EXPECT_THAT(ParseTokens("secret-token-0123456789 bob admin admin\n", "f"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("once each")));
+}
+
+TEST(TokensFileTest, ATokenExpiresWhenItsLineSays) {
+  auto tokens = ParseTokens(
+      "secret-token-0123456789 bob expires=2027-01-31\n"
+      "other-token-0123456789ab carol admin expires=2027-01-31T18:00:00+02:00\n",
+      "f");
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  EXPECT_EQ((*tokens)[0].expires,
+            absl::FromCivil(absl::CivilDay(2027, 1, 31), absl::UTCTimeZone()));
+  EXPECT_EQ((*tokens)[1].expires,
+            absl::FromCivil(absl::CivilSecond(2027, 1, 31, 16, 0, 0), absl::UTCTimeZone()));
+  FakeClock clock;
+  clock.SetTime(absl::FromCivil(absl::CivilSecond(2027, 1, 30, 23, 59, 59), absl::UTCTimeZone()));
+  Authenticator auth(*tokens, "", &clock);
+  EXPECT_OK(auth.UserWithToken("secret-token-0123456789").status());
+  clock.Advance(absl::Seconds(1));
+  EXPECT_THAT(auth.UserWithToken("secret-token-0123456789"),
+              StatusIs(absl::StatusCode::kUnauthenticated,
+                       HasSubstr("the token of user bob expired at 2027-01-31T00:00:00Z")));
+  EXPECT_EQ(auth.UserWithToken("other-token-0123456789ab")->user, "carol");
+}
+
+TEST(TokensFileTest, AReloadRevokesAddsAndRenewsTokensButCannotTurnThemOff) {
+  auto before = ParseTokens("secret-token-0123456789 bob\nother-token-0123456789ab carol\n", "f");
+  ASSERT_TRUE(before.ok());
+  Authenticator auth(*before, "join-token-0123456789ab");
+  auto after = ParseTokens("other-token-0123456789ab carol\nthird-token-0123456789ab dave\n", "f");
+  ASSERT_TRUE(after.ok());
+  EXPECT_OK(auth.Reload(*after, "join-token-9876543210ab"));
+  EXPECT_THAT(auth.UserWithToken("secret-token-0123456789"),
+              StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("not one")));
+  EXPECT_EQ(auth.UserWithToken("other-token-0123456789ab")->user, "carol");
+  EXPECT_EQ(auth.UserWithToken("third-token-0123456789ab")->user, "dave");
+  EXPECT_THAT(auth.Reload({}, "join-token-9876543210ab"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("on or off")));
+  EXPECT_THAT(auth.Reload(*after, ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("on or off")));
+  EXPECT_EQ(auth.UserWithToken("third-token-0123456789ab")->user, "dave");  // unchanged
+  EXPECT_TRUE(auth.users_required());
 }
 
 }  // namespace
