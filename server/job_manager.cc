@@ -231,6 +231,17 @@ void JobManager::Tick() {
 
 void JobManager::SendAll(Outbox out) {
   for (Cancel& c : out.cancels) executor_->CancelTrial(c.to, c.request);
+  for (const std::string& worker : out.distrusted) {
+    absl::StatusOr<std::vector<std::string>> withdrawn =
+        store_->WithdrawAnswersMeasuredOnlyOn(worker);
+    if (!withdrawn.ok()) {
+      spdlog::error("withdrawing the answers distrusted worker {} measured alone failed: {}",
+                    worker, withdrawn.status().ToString());
+    } else if (!withdrawn->empty()) {
+      spdlog::warn("withdrew {} stored answer(s) measured on distrusted worker {} alone: {}",
+                   withdrawn->size(), worker, absl::StrJoin(*withdrawn, ", "));
+    }
+  }
   if (!out.dispatches.empty()) {
     absl::MutexLock lock(&mu_);
     rpcs_in_flight_ += static_cast<int>(out.dispatches.size());
@@ -887,6 +898,7 @@ void JobManager::OnRankOutcomeLocked(JobRun* job, TrialRun* trial, int rank_inde
   if (verdict.cancel_others) CancelRanks(*trial, out);
   if (!verdict.distrusted_worker.empty()) {
     pool_.Distrust(verdict.distrusted_worker, verdict.reason, options_.distrust_for);
+    out->distrusted.push_back(verdict.distrusted_worker);
   }
   switch (verdict.kind) {
     case AttemptVerdict::kWait:
@@ -951,6 +963,7 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
     // One of two workers measured the same strategy beyond reason apart:
     // the faster claim is withdrawn and its worker distrusted.
     pool_.Distrust(peer->worker_id, peer->reason, options_.distrust_for);
+    out->distrusted.push_back(peer->worker_id);
     peer->trial->record.status = TrialStatus::kFailed;
     peer->trial->record.reason = absl::StrCat("distrusted: ", peer->reason);
     if (peer->trial != trial) PersistTrialLocked(job, peer->trial);

@@ -229,6 +229,9 @@ class JobManager {
     std::vector<Dispatch> dispatches;
     std::vector<Cancel> cancels;
     std::vector<SearchPlan> plans;
+    // Workers just distrusted: the stored answers they alone measured are
+    // withdrawn (Store::WithdrawAnswersMeasuredOnlyOn).
+    std::vector<std::string> distrusted;
   };
   JobManager(Store* store, TrialExecutor* executor, const Clock* clock, JobManagerOptions options);
   // Takes up the jobs an earlier server left unfinished (see Create).

@@ -417,6 +417,36 @@ absl::StatusOr<std::optional<StrategyRecord>> Store::GetStrategy(const std::stri
   return GetStrategyLocked(signature);
 }
 
+absl::StatusOr<std::vector<std::string>> Store::WithdrawAnswersMeasuredOnlyOn(
+    const std::string& worker_id) {
+  const WriteTiming timing(this);
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Transaction txn, BeginWriteLocked());
+  std::vector<std::string> withdrawn;
+  {
+    // A trial's worker_id lists a gang's workers joined by commas.
+    ASSIGN_OR_RETURN(Statement stmt, Statement::Prepare(db_, R"sql(
+DELETE FROM strategies AS s
+WHERE EXISTS (SELECT 1 FROM trials AS t
+              WHERE t.job_id = s.job_id AND t.strategy_text = s.strategy_text
+                AND t.status = 'SUCCEEDED')
+  AND NOT EXISTS (SELECT 1 FROM trials AS t
+                  WHERE t.job_id = s.job_id AND t.strategy_text = s.strategy_text
+                    AND t.status = 'SUCCEEDED'
+                    AND instr(',' || t.worker_id || ',', ',' || ?1 || ',') = 0)
+RETURNING signature)sql",
+                                                        "withdraw answers"));
+    stmt.Bind(worker_id);
+    for (;;) {
+      ASSIGN_OR_RETURN(const bool row, stmt.Step());
+      if (!row) break;
+      withdrawn.push_back(stmt.Text(0));
+    }
+  }
+  RETURN_IF_ERROR(txn.Commit());
+  return withdrawn;
+}
+
 absl::StatusOr<std::vector<StrategyRecord>> Store::ListStrategies(const StrategyFilter& filter,
                                                                   int limit) {
   RETURN_IF_ERROR(ValidateLimit(limit));

@@ -265,6 +265,12 @@ class Store {
   absl::Status FinishJob(const JobRecord& job, const std::optional<StrategyRecord>& best);
   // nullopt when nothing is stored for `signature`.
   absl::StatusOr<std::optional<StrategyRecord>> GetStrategy(const std::string& signature);
+  // Deletes the answers whose every SUCCEEDED trial of their strategy, in
+  // the job that stored them, ran on worker `worker_id` (alone or in a
+  // gang): what a worker found untrustworthy measured without a witness.
+  // Returns their signatures.
+  absl::StatusOr<std::vector<std::string>> WithdrawAnswersMeasuredOnlyOn(
+      const std::string& worker_id);
   // The answers `filter` matches, most recently updated first; `limit` as
   // for ListJobs.
   absl::StatusOr<std::vector<StrategyRecord>> ListStrategies(const StrategyFilter& filter,

@@ -1795,6 +1795,37 @@ TEST_F(JobManagerTest, FiguresBeyondTheRegisteredPeakFailTheTrialAndDistrustTheW
   }
 }
 
+// An answer a worker measured alone (the pool had no other) is withdrawn
+// from the strategy database once that worker is caught forging.
+TEST_F(JobManagerTest, ADistrustedWorkersUnwitnessedAnswersAreWithdrawn) {
+  v1::RegisterRequest r = RegisterRequestFor("solo", "solo:1", 1);
+  r.mutable_devices(0)->mutable_peak_tflops()->set_fp32(1);
+  r.mutable_devices(0)->mutable_peak_tflops()->set_bf16(1);
+  Register(r);
+  auto first = manager_->SubmitJob(Request(600, 1));
+  ASSERT_TRUE(first.ok());
+  manager_->Tick();
+  executor_.Succeed(1000);
+  manager_->Tick();
+  ASSERT_EQ(manager_->GetJob(first->job_id())->state(), "SUCCEEDED");
+  const std::string signature = store_->GetJob(first->job_id())->signature;
+  ASSERT_TRUE(store_->GetStrategy(signature)->has_value()) << "stored: no other worker exists";
+
+  v1::TuneRequest again = Request(600, 1);
+  again.set_force(true);
+  auto second = manager_->SubmitJob(again);
+  ASSERT_TRUE(second.ok());
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  v1::RunTrialResponse liar = Answered("SUCCEEDED");
+  liar.mutable_metrics()->set_tokens_per_second(1e9);
+  liar.mutable_metrics()->set_step_time_median_s(1e-6);
+  liar.mutable_metrics()->set_peak_memory_bytes(1 << 20);
+  executor_.Answer(executor_.calls.front().request.trial_id(), 0, absl::OkStatus(), liar);
+  manager_->Tick();
+  EXPECT_FALSE(store_->GetStrategy(signature)->has_value()) << "withdrawn";
+}
+
 TEST_F(JobManagerTest, NegativeMemoryFailsTheTrialAndDistrustsTheWorker) {
   AddWorker("a", 1);
   auto job = manager_->SubmitJob(Request(600, 2));
