@@ -43,7 +43,8 @@ JobManager::JobManager(Store* store, TrialExecutor* executor, const Clock* clock
       clock_(clock),
       options_(options),
       pool_(clock),
-      archive_(store) {
+      archive_(store),
+      earlier_trials_(store, clock) {
   store_->SetWriteTimer([this](absl::Duration took) { metrics_.StoreWrite(took); });
 }
 
@@ -91,7 +92,7 @@ absl::Status JobManager::ResumeUnfinished() {
     if (!spec.model.IsTorchScript() && !spec.launcher) {  // as SubmitJob warms it
       absl::StatusOr<EarlierTrials> earlier =
           LoadEarlierTrials(store_, spec.device_type, kMaxEarlierTrials, record.job_id);
-      if (earlier.ok()) job->earlier_trials = std::move(earlier->trials);
+      if (earlier.ok()) job->earlier = std::make_shared<const EarlierTrials>(*std::move(earlier));
     }
     job->record.status_message = absl::StrCat(
         "resumed after a coordinator restart (", job->trials.size(), " trial(s) recorded",
@@ -286,12 +287,14 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(v1::TuneRequest request, const std
                    found.status().ToString());
     }
   }
-  // The warm start's store read, before the lock (server/warm_start.h); a
-  // job the database answers runs no trial and needs none.
-  EarlierTrials earlier;
+  // The warm start, before the lock (server/warm_start.h: one store read
+  // serves a burst of submissions); a job the database answers runs no trial
+  // and needs none.
+  std::shared_ptr<const EarlierTrials> earlier;
   // A launcher job starts cold: its script's speed is not the engine's.
   if (!verdict.answers && !spec.model.IsTorchScript() && !spec.launcher) {
-    absl::StatusOr<EarlierTrials> loaded = LoadEarlierTrials(store_, spec.device_type);
+    absl::StatusOr<std::shared_ptr<const EarlierTrials>> loaded =
+        earlier_trials_.Get(spec.device_type);
     if (loaded.ok()) {
       earlier = *std::move(loaded);
     } else {
@@ -319,7 +322,7 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(v1::TuneRequest request, const std
         CheckLimit(Limit::kJobsPerUser, unfinished + 1, absl::StrCat("jobs of user ", owner)));
   }
   auto job = std::make_unique<JobRun>();
-  job->earlier_trials = std::move(earlier.trials);
+  job->earlier = std::move(earlier);
   JobRecord& rec = job->record;
   rec.job_id = job_id;
   rec.state = JobState::kQueued;
@@ -357,7 +360,7 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(v1::TuneRequest request, const std
       rec.job_id, s.launcher ? absl::StrCat("launcher ", s.launcher->name(), ", ") : "",
       IsUnknownLauncherModel(s.model) ? "undescribed model," : s.model.family, s.model.n_layer,
       s.seq_len, s.global_batch_size, rec.trials_total, absl::ToDoubleSeconds(s.time_limit),
-      job->earlier_trials.size(), earlier.skipped);
+      job->earlier ? job->earlier->trials.size() : 0, job->earlier ? job->earlier->skipped : 0);
   ASSIGN_OR_RETURN(v1::Job out, JobToProtoLocked(*job));
   active_order_.push_back(rec.job_id);
   active_.emplace(rec.job_id, std::move(job));
@@ -790,8 +793,7 @@ void JobManager::InstallSearchLocked(JobRun* job, const PlannedSearch& planned) 
   const LogContext context(job->record.job_id);
   job->spec.space.clear();
   job->spec.space.shrink_to_fit();
-  job->earlier_trials.clear();
-  job->earlier_trials.shrink_to_fit();
+  job->earlier.reset();
   // Trials that ended while the search was planned (taken up after a
   // restart) are told now.
   for (const auto& t : job->trials) {
@@ -1009,6 +1011,7 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
   // every tick: it is not lost.
   archive_.Finish(rec, std::move(records), !job->store_error.ok(), outcome.answer);
   if (job->spec.model_file) model_files_->Remove(rec.job_id);
+  earlier_trials_.Invalidate();  // its trials may warm the next job
   spdlog::info("job {}: {} — {}", rec.job_id, std::string(JobStateName(rec.state)),
                rec.status_message);
   metrics_.JobFinished(rec.state);

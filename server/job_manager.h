@@ -324,6 +324,7 @@ class JobManager {
   WorkerPool pool_;
   JobArchive archive_;  // finished jobs
   CoordinatorMetrics metrics_;
+  EarlierTrialsCache earlier_trials_;            // the warm start's reads, shared by submissions
   std::unique_ptr<ModelFileStore> model_files_;  // set by Create
   std::unique_ptr<ModelFileDelivery> model_delivery_;
 

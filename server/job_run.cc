@@ -260,7 +260,7 @@ absl::StatusOr<std::string> PrepareSearch(const JobRun& job, const DeviceSpec& d
   const JobSpec& spec = job.spec;
   setup->algorithm = spec.algorithm;
   setup->cost_model.emplace(spec.model, spec.seq_len, spec.global_batch_size, device);
-  setup->cost_model->WarmStart(job.earlier_trials);
+  if (job.earlier) setup->cost_model->WarmStart(job.earlier->trials);
   setup->budget.deadline = job.record.deadline - (job.record.deadline - job.record.created_at) *
                                                      std::clamp(confirm_reserve, 0.0, 1.0);
   setup->budget.max_trials = spec.max_trials;

@@ -25,6 +25,7 @@
 #include "server/rank_outcome.h"
 #include "server/store.h"
 #include "server/tune_request.h"
+#include "server/warm_start.h"
 #include "server/worker_pool.h"
 
 namespace autoaccel {
@@ -75,7 +76,7 @@ struct JobRun {
   // Earlier jobs' measured trials on the job's device type, read at
   // submission (server/warm_start.h); fed to the cost model when the
   // searcher is created (PrepareSearch), then dropped.
-  std::vector<EarlierTrial> earlier_trials;
+  std::shared_ptr<const EarlierTrials> earlier;   // null: starts cold
   std::vector<std::unique_ptr<TrialRun>> trials;  // in proposal order
   // Trials waiting for a new attempt, oldest first; dispatched before any
   // new proposal.

@@ -136,7 +136,8 @@ Store::Store(std::string path, sqlite3* db, int schema_version, int migrations_a
       schema_version_(schema_version),
       migrations_applied_(migrations_applied),
       watch_(path_),
-      db_(db) {}
+      db_(db),
+      statements_(std::make_unique<store_internal::StatementCache>()) {}
 
 Store::~Store() { sqlite3_close_v2(db_); }
 
@@ -188,8 +189,9 @@ absl::Status Store::CreateJob(const JobRecord& job) {
   const WriteTiming timing(this);
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Transaction txn, BeginWriteLocked());
-  ASSIGN_OR_RETURN(Statement stmt,
-                   Statement::Prepare(db_, InsertSql(kJobs, OnConflict::kDoNothing), "insert job"));
+  ASSIGN_OR_RETURN(
+      Statement stmt,
+      statements_->Prepare(db_, InsertSql(kJobs, OnConflict::kDoNothing), "insert job"));
   BindRow(stmt, kJobs, job);
   ASSIGN_OR_RETURN(int changed, stmt.Run());
   if (changed == 0) {
@@ -199,7 +201,7 @@ absl::Status Store::CreateJob(const JobRecord& job) {
 }
 
 absl::Status Store::UpdateJobLocked(const JobRecord& job) {
-  ASSIGN_OR_RETURN(Statement stmt, Statement::Prepare(db_, UpdateSql(kJobs), "update job"));
+  ASSIGN_OR_RETURN(Statement stmt, statements_->Prepare(db_, UpdateSql(kJobs), "update job"));
   BindRow(stmt, kJobs, job);
   ASSIGN_OR_RETURN(int changed, stmt.Run());
   if (changed == 0) {
@@ -220,7 +222,7 @@ absl::Status Store::UpdateJob(const JobRecord& job) {
 absl::StatusOr<JobRecord> Store::GetJob(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement stmt,
-                   Statement::Prepare(db_, SelectSql(kJobs, "WHERE job_id = ?1"), "get job"));
+                   statements_->Prepare(db_, SelectSql(kJobs, "WHERE job_id = ?1"), "get job"));
   stmt.Bind(job_id);
   ASSIGN_OR_RETURN(bool row, stmt.Step());
   if (!row) return absl::NotFoundError(absl::StrCat("store: job '", job_id, "' not found"));
@@ -232,8 +234,8 @@ absl::StatusOr<std::vector<JobRecord>> Store::ListJobs(int limit) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(
       Statement stmt,
-      Statement::Prepare(db_, SelectSql(kJobs, "ORDER BY created_at DESC, rowid DESC LIMIT ?1"),
-                         "list jobs"));
+      statements_->Prepare(db_, SelectSql(kJobs, "ORDER BY created_at DESC, rowid DESC LIMIT ?1"),
+                           "list jobs"));
   stmt.Bind(SqlLimit(limit));
   return ReadRows(stmt, kJobs);
 }
@@ -242,11 +244,11 @@ absl::StatusOr<std::vector<JobRecord>> Store::ListJobsOf(const std::string& owne
   RETURN_IF_ERROR(ValidateLimit(limit));
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement stmt,
-                   Statement::Prepare(db_,
-                                      SelectSql(kJobs,
-                                                "WHERE owner = ?1 ORDER BY created_at DESC, "
-                                                "rowid DESC LIMIT ?2"),
-                                      "list a user's jobs"));
+                   statements_->Prepare(db_,
+                                        SelectSql(kJobs,
+                                                  "WHERE owner = ?1 ORDER BY created_at DESC, "
+                                                  "rowid DESC LIMIT ?2"),
+                                        "list a user's jobs"));
   stmt.Bind(owner).Bind(SqlLimit(limit));
   return ReadRows(stmt, kJobs);
 }
@@ -270,9 +272,10 @@ absl::Status Store::UpsertTrialsLocked(const std::vector<TrialRecord>& trials) {
   // Two statements prepared once and reused: a job's tens of thousands of
   // pruned candidates are written in one call.
   ASSIGN_OR_RETURN(Statement check,
-                   Statement::Prepare(db_, "SELECT 1 FROM jobs WHERE job_id = ?1", "find job"));
-  ASSIGN_OR_RETURN(Statement stmt, Statement::Prepare(db_, InsertSql(kTrials, OnConflict::kReplace),
-                                                      "upsert trial"));
+                   statements_->Prepare(db_, "SELECT 1 FROM jobs WHERE job_id = ?1", "find job"));
+  ASSIGN_OR_RETURN(
+      Statement stmt,
+      statements_->Prepare(db_, InsertSql(kTrials, OnConflict::kReplace), "upsert trial"));
   std::string checked_job;  // the last job found (a call's trials share one)
   for (const TrialRecord& t : trials) {
     RETURN_IF_ERROR(ValidateTrial(t));
@@ -317,12 +320,12 @@ absl::StatusOr<std::vector<TrialRecord>> Store::ListTrialsFrom(const std::string
   if (limit <= 0) return absl::InvalidArgumentError("store: limit must be positive");
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement stmt,
-                   Statement::Prepare(db_,
-                                      SelectSql(kTrials,
-                                                "WHERE job_id = ?1 AND idx >= ?2 AND "
-                                                "(?3 OR status != 'PRUNED') "
-                                                "ORDER BY idx ASC, trial_id ASC LIMIT ?4"),
-                                      "list trials from"));
+                   statements_->Prepare(db_,
+                                        SelectSql(kTrials,
+                                                  "WHERE job_id = ?1 AND idx >= ?2 AND "
+                                                  "(?3 OR status != 'PRUNED') "
+                                                  "ORDER BY idx ASC, trial_id ASC LIMIT ?4"),
+                                        "list trials from"));
   stmt.Bind(job_id).Bind(from_index).Bind(include_pruned ? 1 : 0).Bind(limit);
   return ReadRows(stmt, kTrials);
 }
@@ -335,23 +338,23 @@ absl::StatusOr<std::vector<MeasuredTrialRecord>> Store::ListMeasuredTrials(
     const std::string& device_type, int limit) {
   if (limit <= 0) return absl::InvalidArgumentError("store: limit must be positive");
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(
-      Statement jobs,
-      Statement::Prepare(db_,
-                         "SELECT job_id, request_json FROM jobs "
-                         "WHERE COALESCE(json_extract(request_json, '$.device_type'), 'cpu') = ?1 "
-                         "AND COALESCE(json_extract(request_json, '$.model.family'), '') "
-                         "!= 'torchscript' ORDER BY created_at DESC, rowid DESC",
-                         "list measured trials"));
+  ASSIGN_OR_RETURN(Statement jobs,
+                   statements_->Prepare(
+                       db_,
+                       "SELECT job_id, request_json FROM jobs "
+                       "WHERE COALESCE(json_extract(request_json, '$.device_type'), 'cpu') = ?1 "
+                       "AND COALESCE(json_extract(request_json, '$.model.family'), '') "
+                       "!= 'torchscript' ORDER BY created_at DESC, rowid DESC",
+                       "list measured trials"));
   jobs.Bind(device_type);
   // Prepared once and reset per job: parsing it for each of thousands of
   // jobs was most of a burst of submissions' time.
   ASSIGN_OR_RETURN(Statement trials,
-                   Statement::Prepare(db_,
-                                      SelectSql(kTrials,
-                                                "WHERE job_id = ?1 AND status = 'SUCCEEDED' "
-                                                "ORDER BY idx DESC, trial_id DESC LIMIT ?2"),
-                                      "list measured trials"));
+                   statements_->Prepare(db_,
+                                        SelectSql(kTrials,
+                                                  "WHERE job_id = ?1 AND status = 'SUCCEEDED' "
+                                                  "ORDER BY idx DESC, trial_id DESC LIMIT ?2"),
+                                        "list measured trials"));
   std::vector<MeasuredTrialRecord> out;
   while (static_cast<int>(out.size()) < limit) {
     ASSIGN_OR_RETURN(bool row, jobs.Step());
@@ -390,9 +393,9 @@ absl::Status Store::FinishJob(const JobRecord& job, const std::optional<Strategy
       if (stored.has_value() && stored->created_at != absl::InfinitePast()) {
         row.created_at = stored->created_at;
       }
-      ASSIGN_OR_RETURN(
-          Statement stmt,
-          Statement::Prepare(db_, InsertSql(kStrategies, OnConflict::kReplace), "upsert strategy"));
+      ASSIGN_OR_RETURN(Statement stmt,
+                       statements_->Prepare(db_, InsertSql(kStrategies, OnConflict::kReplace),
+                                            "upsert strategy"));
       BindRow(stmt, kStrategies, row);
       RETURN_IF_ERROR(stmt.Run().status());
     }
@@ -404,7 +407,7 @@ absl::StatusOr<std::optional<StrategyRecord>> Store::GetStrategyLocked(
     const std::string& signature) {
   ASSIGN_OR_RETURN(
       Statement stmt,
-      Statement::Prepare(db_, SelectSql(kStrategies, "WHERE signature = ?1"), "get strategy"));
+      statements_->Prepare(db_, SelectSql(kStrategies, "WHERE signature = ?1"), "get strategy"));
   stmt.Bind(signature);
   ASSIGN_OR_RETURN(bool row, stmt.Step());
   if (!row) return std::optional<StrategyRecord>();
@@ -425,7 +428,7 @@ absl::StatusOr<std::vector<std::string>> Store::WithdrawAnswersMeasuredOnlyOn(
   std::vector<std::string> withdrawn;
   {
     // A trial's worker_id lists a gang's workers joined by commas.
-    ASSIGN_OR_RETURN(Statement stmt, Statement::Prepare(db_, R"sql(
+    ASSIGN_OR_RETURN(Statement stmt, statements_->Prepare(db_, R"sql(
 DELETE FROM strategies AS s
 WHERE EXISTS (SELECT 1 FROM trials AS t
               WHERE t.job_id = s.job_id AND t.strategy_text = s.strategy_text
@@ -435,7 +438,7 @@ WHERE EXISTS (SELECT 1 FROM trials AS t
                     AND t.status = 'SUCCEEDED'
                     AND instr(',' || t.worker_id || ',', ',' || ?1 || ',') = 0)
 RETURNING signature)sql",
-                                                        "withdraw answers"));
+                                                          "withdraw answers"));
     stmt.Bind(worker_id);
     for (;;) {
       ASSIGN_OR_RETURN(const bool row, stmt.Step());
@@ -452,15 +455,15 @@ absl::StatusOr<std::vector<StrategyRecord>> Store::ListStrategies(const Strategy
   RETURN_IF_ERROR(ValidateLimit(limit));
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Statement stmt,
-                   Statement::Prepare(db_,
-                                      SelectSql(kStrategies,
-                                                "WHERE (?1 = '' OR model_family = ?1 OR "
-                                                "(substr(?1, 1, 9) = 'launcher:' AND "
-                                                "substr(model_family, 1, length(?1) + 1) = "
-                                                "?1 || ':')) AND "
-                                                "(?2 = '' OR device_type = ?2) "
-                                                "ORDER BY updated_at DESC, rowid DESC LIMIT ?3"),
-                                      "list strategies"));
+                   statements_->Prepare(db_,
+                                        SelectSql(kStrategies,
+                                                  "WHERE (?1 = '' OR model_family = ?1 OR "
+                                                  "(substr(?1, 1, 9) = 'launcher:' AND "
+                                                  "substr(model_family, 1, length(?1) + 1) = "
+                                                  "?1 || ':')) AND "
+                                                  "(?2 = '' OR device_type = ?2) "
+                                                  "ORDER BY updated_at DESC, rowid DESC LIMIT ?3"),
+                                        "list strategies"));
   stmt.Bind(filter.model_family).Bind(filter.device_type).Bind(SqlLimit(limit));
   return ReadRows(stmt, kStrategies);
 }
@@ -471,7 +474,7 @@ absl::Status Store::LimitSizeForTesting(int64_t max_bytes) {
   int64_t free_pages = 0;
   {
     ASSIGN_OR_RETURN(Statement count,
-                     Statement::Prepare(db_, "PRAGMA freelist_count", "count free pages"));
+                     statements_->Prepare(db_, "PRAGMA freelist_count", "count free pages"));
     ASSIGN_OR_RETURN(bool row, count.Step());
     if (row) free_pages = count.Int64(0);
   }

@@ -58,6 +58,7 @@ struct sqlite3;
 namespace autoaccel {
 namespace store_internal {
 class Transaction;
+class StatementCache;
 }  // namespace store_internal
 
 struct JobRecord {
@@ -318,6 +319,9 @@ class Store {
   absl::Mutex mu_;
   store_internal::FileWatch watch_ ABSL_GUARDED_BY(mu_);
   sqlite3* const db_ ABSL_PT_GUARDED_BY(mu_);  // owned; closed by ~Store
+  // Statements of db_, prepared once (destroyed after ~Store's
+  // sqlite3_close_v2, which waits for them).
+  const std::unique_ptr<store_internal::StatementCache> statements_ ABSL_PT_GUARDED_BY(mu_);
   absl::Mutex timer_mu_;
   std::function<void(absl::Duration)> write_timer_ ABSL_GUARDED_BY(timer_mu_);
 };

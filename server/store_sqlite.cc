@@ -77,10 +77,42 @@ Statement::Statement(Statement&& other) noexcept
     : db_(other.db_),
       stmt_(std::exchange(other.stmt_, nullptr)),
       what_(other.what_),
+      cache_(other.cache_),
       next_param_(other.next_param_),
       bind_rc_(other.bind_rc_) {}
 
-Statement::~Statement() { sqlite3_finalize(stmt_); }
+Statement::~Statement() {
+  if (stmt_ == nullptr) return;
+  if (cache_ != nullptr) {
+    cache_->Return(stmt_);
+  } else {
+    sqlite3_finalize(stmt_);
+  }
+}
+
+// ---- StatementCache ---------------------------------------------------------
+
+StatementCache::~StatementCache() {
+  for (auto& [sql, stmt] : idle_) sqlite3_finalize(stmt);
+}
+
+absl::StatusOr<Statement> StatementCache::Prepare(sqlite3* db, const std::string& sql,
+                                                  const char* what) {
+  if (auto it = idle_.find(sql); it != idle_.end()) {
+    sqlite3_stmt* stmt = it->second;
+    idle_.erase(it);
+    return Statement(db, stmt, what, this);
+  }
+  ASSIGN_OR_RETURN(Statement fresh, Statement::Prepare(db, sql, what));
+  fresh.cache_ = this;
+  return fresh;
+}
+
+void StatementCache::Return(sqlite3_stmt* stmt) {
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  idle_.emplace(sqlite3_sql(stmt), stmt);
+}
 
 Statement& Statement::Bind(absl::string_view text) {
   // SQLITE_TRANSIENT: SQLite copies, so temporaries are fine.

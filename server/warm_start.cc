@@ -55,4 +55,40 @@ absl::StatusOr<EarlierTrials> LoadEarlierTrials(Store* store, const std::string&
   return out;
 }
 
+std::shared_ptr<const EarlierTrials> EarlierTrialsCache::FreshLocked(
+    const std::string& device_type) const {
+  auto it = cached_.find(device_type);
+  if (it == cached_.end() || it->second.generation != generation_ ||
+      clock_->Now() - it->second.read_at > kEarlierTrialsMaxAge) {
+    return nullptr;
+  }
+  return it->second.trials;
+}
+
+absl::StatusOr<std::shared_ptr<const EarlierTrials>> EarlierTrialsCache::Get(
+    const std::string& device_type) {
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (auto fresh = FreshLocked(device_type)) return fresh;
+  }
+  absl::MutexLock load(&load_mu_);
+  uint64_t generation = 0;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (auto fresh = FreshLocked(device_type)) return fresh;  // read while this one waited
+    generation = generation_;
+  }
+  const absl::Time read_at = clock_->Now();
+  ASSIGN_OR_RETURN(EarlierTrials read, LoadEarlierTrials(store_, device_type));
+  auto trials = std::make_shared<const EarlierTrials>(std::move(read));
+  absl::MutexLock lock(&mu_);
+  if (generation == generation_) cached_[device_type] = Entry{generation, read_at, trials};
+  return trials;
+}
+
+void EarlierTrialsCache::Invalidate() {
+  absl::MutexLock lock(&mu_);
+  ++generation_;
+}
+
 }  // namespace autoaccel

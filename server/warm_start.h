@@ -11,21 +11,31 @@
 // succeed (an out-of-memory bound depends on the device memory of that day, which is not stored),
 // and rows whose strategy or request no longer parses (counted in `skipped`).
 //
-// When and where: JobManager::SubmitJob reads them once, after validating
-// the request and before taking the manager's lock (one store read of at
-// most kMaxEarlierTrials rows, each earlier job's request parsed once); the
-// searcher's creation feeds them to the job's cost model and drops them.
+// When and where: JobManager::SubmitJob takes them from an
+// EarlierTrialsCache after validating the request and before taking the
+// manager's lock: one store read of at most kMaxEarlierTrials rows (each
+// earlier job's request parsed once) serves every submission until a job
+// finishes or kEarlierTrialsMaxAge passes, so a burst of submissions reads
+// the store once; the searcher's creation feeds them to the job's cost model
+// and drops its reference.
 // A torchscript job starts cold: its own features (one step, layer passes)
 // are not those of the others.
 //
-// Thread-safe (the store is); no other state.
+// Thread-safe.
 #ifndef AUTOACCEL_SERVER_WARM_START_H_
 #define AUTOACCEL_SERVER_WARM_START_H_
 
+#include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
 #include "search/cost_model.h"
 #include "server/store.h"
 
@@ -43,6 +53,39 @@ struct EarlierTrials {
 absl::StatusOr<EarlierTrials> LoadEarlierTrials(Store* store, const std::string& device_type,
                                                 int limit = kMaxEarlierTrials,
                                                 const std::string& except_job = "");
+
+// How long a cached read serves submissions while no job finishes (trials
+// of jobs still running are recorded meanwhile).
+inline constexpr absl::Duration kEarlierTrialsMaxAge = absl::Seconds(10);
+
+// LoadEarlierTrials per device type, read once and shared until
+// Invalidate() (a job finished: its trials count now) or kEarlierTrialsMaxAge.
+// Concurrent misses wait for one read. `store` and `clock` must outlive it.
+class EarlierTrialsCache {
+ public:
+  EarlierTrialsCache(Store* store, const Clock* clock) : store_(store), clock_(clock) {}
+  // The store's error when the read fails (nothing is cached then).
+  absl::StatusOr<std::shared_ptr<const EarlierTrials>> Get(const std::string& device_type)
+      ABSL_LOCKS_EXCLUDED(mu_, load_mu_);
+  void Invalidate() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Entry {
+    uint64_t generation = 0;
+    absl::Time read_at;
+    std::shared_ptr<const EarlierTrials> trials;
+  };
+  // The cached read for `device_type` if still fresh, else null.
+  std::shared_ptr<const EarlierTrials> FreshLocked(const std::string& device_type) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  Store* const store_;
+  const Clock* const clock_;
+  absl::Mutex load_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // one read at a time
+  mutable absl::Mutex mu_;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, Entry> cached_ ABSL_GUARDED_BY(mu_);
+};
 
 }  // namespace autoaccel
 

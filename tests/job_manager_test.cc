@@ -1608,6 +1608,22 @@ TEST_F(JobManagerTest, EachTrialKeepsItsPredictionAndTheNextJobStartsFromTheEarl
               HasSubstr("; cost model warmed by 1 earlier trial on cpu devices"));
 }
 
+// A burst of submissions shares one read of the earlier trials; a finished
+// job, or time, makes the next submission read again.
+TEST_F(JobManagerTest, TheWarmStartsReadIsSharedUntilAJobFinishesOrItAges) {
+  EarlierTrialsCache cache(store_.get(), &clock_);
+  absl::StatusOr<std::shared_ptr<const EarlierTrials>> a = cache.Get("cpu");
+  absl::StatusOr<std::shared_ptr<const EarlierTrials>> b = cache.Get("cpu");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->get(), b->get()) << "one read";
+  EXPECT_NE(cache.Get("cuda")->get(), a->get()) << "per device type";
+  cache.Invalidate();
+  EXPECT_NE(cache.Get("cpu")->get(), a->get()) << "read again after a job finished";
+  b = cache.Get("cpu");
+  clock_.Advance(kEarlierTrialsMaxAge + absl::Seconds(1));
+  EXPECT_NE(cache.Get("cpu")->get(), b->get()) << "read again once aged";
+}
+
 TEST_F(JobManagerTest, CandidatesPredictedNotToFitAreRecordedAsPrunedWithTheirReason) {
   v1::TuneRequest r = Request(600);
   // A device that holds micro-batch 2 at its most demanding (fp32, math
