@@ -26,6 +26,7 @@
 #include "worker/device_discovery.h"
 #include "worker/launcher_paths.h"
 #include "worker/launchers.h"
+#include "worker/model_file_cache.h"
 #include "worker/rank_environment.h"
 #include "worker/registrar.h"
 #include "worker/sandbox_flags.h"
@@ -34,6 +35,14 @@
 #include "worker/worker_flags.h"
 #include "worker/worker_identity.h"
 #include "worker/worker_service.h"
+
+namespace {
+
+// A model file no trial ran for this long is deleted at the worker's next
+// start (worker/model_file_cache.h RemoveUnusedModelFiles).
+constexpr absl::Duration kKeepModelFilesFor = absl::Hours(24 * 7);
+
+}  // namespace
 
 int main(int argc, char** argv) {
   autoaccel::BlockTerminationSignals();
@@ -253,6 +262,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "autoaccel-worker: cannot create %s: %s\n", work_dir.c_str(),
                  ec.message().c_str());
     return 2;
+  }
+  if (const int removed = autoaccel::RemoveUnusedModelFiles(work_dir, kKeepModelFilesFor);
+      removed > 0) {
+    spdlog::info("removed {} model file(s) unused for {} from {}/models", removed,
+                 absl::FormatDuration(kKeepModelFilesFor), work_dir);
   }
   if (const autoaccel::SweptDirs swept = autoaccel::SweepDeadWorkersDirs(work_dir);
       swept.sandbox + swept.shm > 0) {

@@ -39,7 +39,22 @@ absl::StatusOr<std::optional<std::string>> FindModelFile(const std::string& work
   ASSIGN_OR_RETURN(const std::string path, ModelFilePath(work_dir, digest));
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ec);
   return path;
+}
+
+int RemoveUnusedModelFiles(const std::string& work_dir, absl::Duration unused_for) {
+  namespace fs = std::filesystem;
+  const auto before = fs::file_time_type::clock::now() - absl::ToChronoSeconds(unused_for);
+  int removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(work_dir + "/models", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::error_code entry_ec;
+    const auto written = fs::last_write_time(it->path(), entry_ec);
+    if (!entry_ec && written < before && fs::remove(it->path(), entry_ec)) ++removed;
+  }
+  return removed;
 }
 
 absl::StatusOr<std::string> StoreModelFile(const std::string& work_dir, const std::string& digest,

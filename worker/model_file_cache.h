@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace autoaccel {
 
@@ -35,9 +36,16 @@ absl::StatusOr<std::string> StoreModelFile(const std::string& work_dir, const st
 
 // The path of the file stored for `digest`, or nullopt when none is (the
 // coordinator is then asked for it: RunTrialResponse.model_file_missing).
-// INVALID_ARGUMENT for a malformed digest, as StoreModelFile. Thread-safe.
+// A file found is marked used now (its modification time), for
+// RemoveUnusedModelFiles. INVALID_ARGUMENT for a malformed digest, as
+// StoreModelFile. Thread-safe.
 absl::StatusOr<std::optional<std::string>> FindModelFile(const std::string& work_dir,
                                                          const std::string& digest);
+
+// Deletes the model files (and temporary files left by a killed writer) not
+// used for `unused_for`: a worker started on its work dir calls it, so that
+// its users' models do not stay on its disk forever. Returns how many.
+int RemoveUnusedModelFiles(const std::string& work_dir, absl::Duration unused_for);
 
 }  // namespace autoaccel
 
