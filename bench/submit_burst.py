@@ -9,7 +9,8 @@ autoaccel-worker processes (cpu:1 each); one warm-up submission, then
 client thread: the client's own threads cannot inflate the figures, unlike
 bench/load.py's 250), then 20 submissions one at a time. Every job is the tiny
 GPT-2 of bench/load.py with force (every job tunes). Prints the burst's
-duration and SubmitJob latency percentiles in the burst and alone. --perf FILE
+duration, SubmitJob latency percentiles in the burst and alone, and the
+coordinator's CPU time during the burst. --perf FILE
 records the coordinator with `perf record --call-graph dwarf` during the burst
 (perf must be installed). Not a timed test: docs/BENCHMARKS.md has figures."""
 import argparse
@@ -26,6 +27,13 @@ import grpc_bench  # noqa: E402
 grpc_bench.ensure_venv()
 import grpc  # noqa: E402
 import load  # noqa: E402
+
+
+def cpu_seconds(pid):
+    """The process's user + system CPU time so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def burst(address, pb2, pb2_grpc, n, request, perf, server_pid):
@@ -47,9 +55,13 @@ async def burst(address, pb2, pb2_grpc, n, request, perf, server_pid):
                                         stderr=subprocess.DEVNULL)
             time.sleep(0.5)
         t0 = time.perf_counter()
+        cpu0 = cpu_seconds(server_pid)
         await asyncio.gather(*[submit() for _ in range(n)])
         took = time.perf_counter() - t0
+        cpu = cpu_seconds(server_pid) - cpu0
         print(f"{n} submissions at once in {took:.2f} s; SubmitJob {load.percentiles(latencies)}")
+        print(f"coordinator CPU during the burst: {cpu:.2f} s over {took:.2f} s "
+              f"({100 * cpu / took:.0f}% of one core; this machine has {os.cpu_count()})")
         latencies.clear()
         for _ in range(20):
             await submit()
