@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/file_write.h"
 #include "spdlog/spdlog.h"
 
 namespace autoaccel {
@@ -22,21 +23,6 @@ constexpr char kSuffix[] = ".pt";
 
 std::string Mib(int64_t bytes) {
   return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-}
-
-// Writes `bytes` to a new file `path` (0600), synced. False on any error.
-bool WriteWhole(const std::string& path, const std::string& bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    written += static_cast<size_t>(n);
-  }
-  const bool synced = written == bytes.size() && ::fsync(fd) == 0;
-  return ::close(fd) == 0 && synced;
 }
 
 }  // namespace
@@ -107,7 +93,7 @@ absl::StatusOr<ModelFileRef> ModelFileStore::Put(const std::string& job_id,
   const std::string tmp = path + ".tmp";
   std::error_code ec;
   fs::remove(tmp, ec);
-  if (!WriteWhole(tmp, bytes) || (fs::rename(tmp, path, ec), ec)) {
+  if (!WriteWholeFile(tmp, bytes, 0600, /*sync=*/true) || (fs::rename(tmp, path, ec), ec)) {
     const std::string why = std::strerror(errno);
     fs::remove(tmp, ec);
     Remove(job_id);

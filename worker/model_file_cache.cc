@@ -1,15 +1,12 @@
 #include "worker/model_file_cache.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "common/content_digest.h"
+#include "common/file_write.h"
 #include "common/status_macros.h"
 #include "worker/file_names.h"
 
@@ -83,16 +80,7 @@ absl::StatusOr<std::string> StoreModelFile(const std::string& work_dir, const st
   const std::string tmp = absl::StrCat(path, ".", unique, ".tmp");
   // 0644 in a 0700 directory: no other user of the host reaches the file,
   // and a rank the sandbox runs as another user reads it through its bind.
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    written += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0 || written != bytes.size()) {
+  if (!WriteWholeFile(tmp, bytes, 0644, /*sync=*/false)) {
     std::filesystem::remove(tmp, ec);
     return absl::InternalError(absl::StrCat("cannot write ", tmp));
   }
