@@ -87,6 +87,11 @@ class Fleet final : public v1::WorkerService::CallbackService {
       if (token.rfind("Bearer ", 0) == 0) token = token.substr(7);
     }
     std::unique_lock<std::mutex> lock(mu_);
+    if (stopping_) {  // the timer thread is gone: nothing would answer it
+      lock.unlock();
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "fleet stopping"));
+      return reactor;
+    }
     auto session = sessions_.find(token);
     if (session == sessions_.end()) {
       lock.unlock();

@@ -244,7 +244,14 @@ void CostModel::Observe(const Strategy& s, const TrialMetrics& measured, TrialSt
   if (status != TrialStatus::kSucceeded) return;
   const size_t times = time_observations_.size(), peaks = memory_observations_.size();
   if (!AddMeasured(model_, seq_len_, s, measured, 1.0)) return;
-  if (time_observations_.size() > times) RefitTime();
+  if (time_observations_.size() > times) {
+    ++own_time_observations_;
+    if (own_time_observations_ <= kRefitEveryObservationUpTo ||
+        own_time_observations_ >= time_refit_at_ * (1 + kRefitGrowth)) {
+      RefitTime();
+      time_refit_at_ = own_time_observations_;
+    }
+  }
   if (memory_observations_.size() > peaks) RefitMemory();
   ++observations_;
 }

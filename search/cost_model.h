@@ -71,6 +71,15 @@ inline constexpr double kEarlierTrialsWeight = 4;
 // lock on every reported trial), and 200 already cover a device's layouts
 // and precisions several times over.
 inline constexpr int kMaxEarlierTrials = 200;
+// The time half is refitted at each of the job's first
+// kRefitEveryObservationUpTo measured trials, then whenever they have grown
+// by kRefitGrowth since its last refit. A refit costs O(observations) (60
+// small solves), and the coordinator reports every result under its lock:
+// refitting at each of a long job's results was 77% of the coordinator's
+// time with 160 devices busy (bench/scale.py --perf), and made it the limit
+// on results per second. A tenth more data moves a fit of dozens little.
+inline constexpr int kRefitEveryObservationUpTo = 64;
+inline constexpr double kRefitGrowth = 0.1;
 
 // The whole model for one job: memory and time, with online calibration.
 //
@@ -122,7 +131,8 @@ class CostModel {
   bool Fits(const Strategy& s, double margin, std::string* reason) const;
 
   // Records a measured trial and refits the coefficients of both halves
-  // from all observations. A kSucceeded trial counts with its metrics:
+  // from all observations (the time half on kRefitGrowth's schedule once
+  // the job has many). A kSucceeded trial counts with its metrics:
   // step_time_median_s > 0 feeds the time half and peak_memory_bytes > 0 the
   // memory half (a torchscript model has no memory half). A kOom trial is a
   // lower bound for the memory half when the device's memory is known: the
@@ -187,6 +197,8 @@ class CostModel {
   std::vector<MemoryObservation> oom_observations_;
   int observations_ = 0;
   int earlier_observations_ = 0;
+  int own_time_observations_ = 0;  // the job's own, fed to the time half
+  int time_refit_at_ = 0;          // own_time_observations_ at the last refit
 };
 
 }  // namespace autoaccel

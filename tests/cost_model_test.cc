@@ -710,6 +710,25 @@ TEST(Calibration, TheFirstObservationAlreadyMovesTheTimeModel) {
             CostModel(m, 1024, 32, model.device()).Predict(other).step_time_s);
 }
 
+// Past its first kRefitEveryObservationUpTo trials a job's time fit is
+// refitted when they grew by a tenth, not at every one (a coordinator
+// reports every result under its lock).
+TEST(Calibration, ALongJobRefitsTheTimeModelAsItsTrialsGrowByATenth) {
+  const ModelSpec m = Gpt2Small();
+  CostModel model(m, 1024, 32, DeviceSpec{"cuda", {19.5, 312, 312}, 0});
+  const Strategy s = Layout(1, 1, 1, Sharding::kNone);
+  TrialMetrics metrics;
+  metrics.step_time_median_s = 2 * model.Predict(s).step_time_s;
+  for (int i = 0; i < kRefitEveryObservationUpTo; ++i) model.Observe(s, metrics);
+  const double settled = model.Predict(s).step_time_s;
+  metrics.step_time_median_s = 10 * settled;  // the device got much slower
+  model.Observe(s, metrics);
+  EXPECT_EQ(model.Predict(s).step_time_s, settled) << "not refitted at trial 65";
+  const int next = static_cast<int>(std::ceil(kRefitEveryObservationUpTo * (1 + kRefitGrowth)));
+  for (int i = kRefitEveryObservationUpTo + 1; i < next; ++i) model.Observe(s, metrics);
+  EXPECT_GT(model.Predict(s).step_time_s, settled) << "refitted at trial " << next;
+}
+
 TEST(Calibration, OnlySucceededMeasurementsCount) {
   const ModelSpec m = Gpt2Small();
   // Memory unknown: an out-of-memory trial bounds nothing either (see
