@@ -29,6 +29,11 @@ using google::protobuf::Message;
 using ::testing::HasSubstr;
 
 constexpr char kNotUtf8[] = "abc\xc3\x28";  // a 2-byte lead followed by no continuation byte
+// Field 1, length-delimited, 127 bytes long, with 2 bytes present: no message.
+const std::string kNoMessage(
+    "\x0a\x7f"
+    "ab",
+    4);
 
 // Serialized without the UTF-8 check a parse makes (serializing only logs).
 std::string Wire(const Message& m) {
@@ -144,10 +149,7 @@ TEST_F(ServiceParseTest, EveryMethodNamesTheFieldThatIsNotUtf8) {
 
 TEST_F(ServiceParseTest, EveryMethodRefusesBytesThatAreNoMessage) {
   for (const auto* method : UnaryMethods()) {
-    // Field 1, length-delimited, 127 bytes long, with 2 bytes present.
-    grpc::Status s = CallRaw(*method, std::string("\x0a\x7f"
-                                                  "ab",
-                                                  4));
+    grpc::Status s = CallRaw(*method, kNoMessage);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method->full_name();
     EXPECT_THAT(s.error_message(),
                 HasSubstr("not a well-formed " + method->input_type()->full_name()));
@@ -168,9 +170,7 @@ class ServiceParseWithTokensTest : public ServiceParseTest {
 
 TEST_F(ServiceParseWithTokensTest, AnUnauthenticatedRequestIsRefusedUnparsed) {
   for (const auto* method : UnaryMethods()) {
-    grpc::Status s = CallRaw(*method, std::string("\x0a\x7f"
-                                                  "ab",
-                                                  4));
+    grpc::Status s = CallRaw(*method, kNoMessage);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << method->full_name();
   }
   v1::WatchJobRequest watch;
