@@ -185,7 +185,7 @@ def main():
             raise SystemExit("fake_fleet printed no report:\n" + open(fleet.log_path).read())
         finished = trials_finished(os.path.join(tmp, "server.db"), wall0, wall_end)
         recorded = ", ".join(f"{n} {status}" for status, n in sorted(finished.items()))
-        beats = re.search(r"(\d+) heartbeats failed", open(fleet.log_path).read())
+        beats = re.search(r"(\d+) heartbeats failed of (\d+)", open(fleet.log_path).read())
         with open(os.path.join(tmp, "server.log")) as f:
             lost = sum(" lost: no heartbeat" in line for line in f)
         ideal = args.workers * args.devices / args.trial_seconds
@@ -203,8 +203,8 @@ def main():
             ("trials the store recorded finished",
              f"{finished.get('SUCCEEDED', 0) / wall:.0f} SUCCEEDED/s ({recorded or 'none'} in "
              f"{wall:.0f} s)"),
-            ("heartbeats", f"{beats.group(1) if beats else '?'} of the fleet's failed; "
-             f"{lost} times a worker was declared lost"),
+            ("heartbeats", (f"{beats.group(1)} of the fleet's {beats.group(2)} failed; " if beats
+                            else "") + f"{lost} times a worker was declared lost"),
             ("coordinator CPU", f"{cpu:.1f} s over {wall:.1f} s = {100 * cpu / wall:.0f}% of one "
              f"core ({os.cpu_count()} cores here)"),
             ("fake_fleet CPU (same cores)", f"{fleet_cpu:.1f} s = {100 * fleet_cpu / wall:.0f}%"),
