@@ -278,29 +278,51 @@ int main(int argc, char** argv) {
   const auto start = Clock::now();
   fleet.SetMeasureFrom(
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.warmup)));
-  std::atomic<int> beats_failed{0};
+  // Each worker heartbeats on its own, as worker/registrar.cc does: the
+  // next one `heartbeat_s` after the last one's answer, each with a 5 s
+  // deadline, so a slow answer to one worker delays no other.
+  struct Beat {
+    std::atomic<bool> in_flight{false};
+    std::atomic<int64_t> next_ns{0};  // steady clock
+  };
+  std::vector<Beat> beats(o.workers);
+  std::atomic<int> beats_sent{0}, beats_failed{0};
+  const auto ns_of = [](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  };
+  const int64_t interval_ns = static_cast<int64_t>(heartbeat_s * 1e9);
   while (Clock::now() - start < std::chrono::duration<double>(o.seconds)) {
-    std::atomic<int> pending{o.workers};
+    const int64_t now_ns = ns_of(Clock::now());
     for (int i = 0; i < o.workers; ++i) {
+      Beat& beat = beats[i];
+      if (beat.in_flight || beat.next_ns > now_ns) continue;
+      beat.in_flight = true;
+      ++beats_sent;
       auto ctx = std::make_shared<grpc::ClientContext>();
-      ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
       ctx->AddMetadata("authorization", "Bearer " + tokens[i]);
       auto req = std::make_shared<v1::HeartbeatRequest>();
       req->set_worker_id(absl::StrFormat("fake%04d", i));
       req->set_session_token(tokens[i]);
       auto resp = std::make_shared<v1::HeartbeatResponse>();
-      registry->async()->Heartbeat(ctx.get(), req.get(), resp.get(),
-                                   [ctx, req, resp, &pending, &beats_failed](grpc::Status s) {
-                                     if (!s.ok()) ++beats_failed;
-                                     --pending;
-                                   });
+      registry->async()->Heartbeat(
+          ctx.get(), req.get(), resp.get(),
+          [ctx, req, resp, &beat, &beats_failed, &ns_of, interval_ns](grpc::Status s) {
+            if (!s.ok()) ++beats_failed;
+            beat.next_ns = ns_of(Clock::now()) + interval_ns;
+            beat.in_flight = false;
+          });
     }
-    std::this_thread::sleep_for(std::chrono::duration<double>(heartbeat_s));
-    while (pending > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  while (
+      std::any_of(beats.begin(), beats.end(), [](const Beat& b) { return b.in_flight.load(); })) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   const double window = o.seconds - o.warmup;
   std::printf("%s\n", fleet.Report(window).c_str());
-  std::fprintf(stderr, "fake_fleet: %d heartbeats failed\n", beats_failed.load());
+  std::fprintf(stderr, "fake_fleet: %d heartbeats failed of %d sent\n", beats_failed.load(),
+               beats_sent.load());
   std::fflush(stdout);
   fleet.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
