@@ -10,6 +10,7 @@ real daemons started from a binaries' directory.
   load_stubs(tmp)      grpc_tools.protoc of proto/autoaccel.proto into tmp;
                        returns (autoaccel_pb2, autoaccel_pb2_grpc). Nothing
                        generated is kept in the tree.
+  cpu_seconds(pid)     a process's user + system CPU seconds so far.
   Daemon               a started process with its log file, its RSS and peak
                        RSS (/proc/PID/status), and a graceful stop.
   start_server(...)    an autoaccel-server on 127.0.0.1:0 with its own
@@ -73,6 +74,13 @@ def rss_bytes(pid, key="VmRSS"):
     except OSError:
         pass
     return 0
+
+
+def cpu_seconds(pid):
+    """The process's user + system CPU time so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Daemon:

@@ -78,12 +78,6 @@ def trials_finished(db, since, until):
                               (int(since * 1e6), int(until * 1e6))).fetchall())
 
 
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -153,7 +147,8 @@ def main():
             return text
 
         time.sleep(max(0, t_registered + args.warmup - time.time()))
-        cpu0, fleet_cpu0, wall0 = cpu_seconds(server.pid), cpu_seconds(fleet.pid), time.time()
+        cpu0, wall0 = grpc_bench.cpu_seconds(server.pid), time.time()
+        fleet_cpu0 = grpc_bench.cpu_seconds(fleet.pid)
         readers = [threading.Thread(target=f, daemon=True) for f in (poll_get, poll_watch)]
         for thread in readers:
             thread.start()
@@ -165,7 +160,8 @@ def main():
                                         stderr=subprocess.DEVNULL)
         # The window ends just before the fleet stops.
         time.sleep(max(0, t_registered + args.seconds - 1 - time.time()))
-        cpu, fleet_cpu = cpu_seconds(server.pid) - cpu0, cpu_seconds(fleet.pid) - fleet_cpu0
+        cpu = grpc_bench.cpu_seconds(server.pid) - cpu0
+        fleet_cpu = grpc_bench.cpu_seconds(fleet.pid) - fleet_cpu0
         wall_end, ended = time.time(), time.perf_counter()
         wall = wall_end - wall0
         get_text = latencies(get_latencies, "get", ended)

@@ -29,13 +29,6 @@ import grpc  # noqa: E402
 import load  # noqa: E402
 
 
-def cpu_seconds(pid):
-    """The process's user + system CPU time so far (/proc/PID/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def burst(address, pb2, pb2_grpc, n, request, perf, server_pid):
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb2_grpc.TuningServiceStub(channel)
@@ -55,10 +48,10 @@ async def burst(address, pb2, pb2_grpc, n, request, perf, server_pid):
                                         stderr=subprocess.DEVNULL)
             time.sleep(0.5)
         t0 = time.perf_counter()
-        cpu0 = cpu_seconds(server_pid)
+        cpu0 = grpc_bench.cpu_seconds(server_pid)
         await asyncio.gather(*[submit() for _ in range(n)])
         took = time.perf_counter() - t0
-        cpu = cpu_seconds(server_pid) - cpu0
+        cpu = grpc_bench.cpu_seconds(server_pid) - cpu0
         print(f"{n} submissions at once in {took:.2f} s; SubmitJob {load.percentiles(latencies)}")
         print(f"coordinator CPU during the burst: {cpu:.2f} s over {took:.2f} s "
               f"({100 * cpu / took:.0f}% of one core; this machine has {os.cpu_count()})")
