@@ -52,6 +52,21 @@ HttpAddress HttpAddressOf(Subprocess* server) {
   return out;
 }
 
+// /readyz polled until 200: the HTTP port opens before the scheduler starts,
+// and until then it answers 503 saying so. The last status seen.
+int WaitUntilReady(httplib::Client& client) {
+  int status = 0;
+  const absl::Time end = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < end) {
+    auto got = client.Get("/readyz");
+    status = got ? got->status : 0;
+    if (status == 200) break;
+    if (got) EXPECT_THAT(got->body, HasSubstr("starting: the scheduler is not running yet"));
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return status;
+}
+
 // Every line of a --log-format json log: one JSON object each.
 std::vector<json> JsonLines(const std::string& log) {
   std::vector<json> lines;
@@ -74,9 +89,7 @@ TEST(Monitoring, PrometheusScrapesTheCoordinatorWhileAJobRuns) {
   auto healthz = client.Get("/healthz");
   ASSERT_TRUE(healthz) << "no answer from " << http.host << ":" << http.port;
   EXPECT_EQ(healthz->status, 200);
-  auto readyz = client.Get("/readyz");
-  ASSERT_TRUE(readyz);
-  EXPECT_EQ(readyz->status, 200) << readyz->body;
+  EXPECT_EQ(WaitUntilReady(client), 200);
   EXPECT_EQ(client.Get("/nothing-here")->status, 404);
   EXPECT_EQ(client.Post("/metrics", "", "text/plain")->status, 405);
 
@@ -181,13 +194,7 @@ TEST(Monitoring, ReadyzSaysWhenTheDatabaseIsGone) {
   const HttpAddress http = HttpAddressOf(cluster.server());
   ASSERT_GT(http.port, 0);
   httplib::Client client(http.host, http.port);
-  int ready = 0;
-  for (int i = 0; i < 50 && ready != 200; ++i) {  // ready once the scheduler runs
-    auto got = client.Get("/readyz");
-    ready = got ? got->status : 0;
-    if (ready != 200) absl::SleepFor(absl::Milliseconds(100));
-  }
-  ASSERT_EQ(ready, 200);
+  ASSERT_EQ(WaitUntilReady(client), 200);
   std::filesystem::remove(cluster.dir() + "/autoaccel.db");
   auto r = client.Get("/readyz");
   ASSERT_TRUE(r);
