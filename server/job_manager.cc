@@ -30,6 +30,9 @@
 namespace autoaccel {
 namespace {
 
+// Answers applied per hold of the lock by the scheduler and by a callback.
+constexpr size_t kAnswersPerHold = 256;
+
 // How a job that reached its time limit ends (its running trials are
 // cancelled with "job ended: " and this).
 constexpr char kTimeLimitReached[] = "time limit reached";
@@ -141,8 +144,8 @@ void JobManager::Stop() {
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
-      wake_.SignalAll();
     }
+    inbox_.Wake();
     if (thread_.joinable()) thread_.join();
   }
   planner_.Stop();
@@ -187,30 +190,55 @@ int JobManager::CutRunning() {
 }
 
 bool JobManager::Drain(absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(
-      absl::Condition(
-          +[](int* in_flight) { return *in_flight == 0; }, &rpcs_in_flight_),
-      timeout);
+  // The scheduler may be stopped: the answers left in the inbox are applied
+  // here.
+  const absl::Time end = absl::Now() + timeout;
+  while (true) {
+    Outbox out;
+    bool drained = false;
+    {
+      absl::MutexLock lock(&mu_);
+      ApplyAnswersLocked(SIZE_MAX, &out);
+      drained = rpcs_in_flight_ == 0;
+    }
+    SendAll(std::move(out));
+    if (drained) return true;
+    if (absl::Now() >= end) return false;
+    inbox_.WaitForAnswer(std::min(end, absl::Now() + absl::Milliseconds(100)));
+  }
 }
 
 void JobManager::Run() {
-  absl::MutexLock lock(&mu_);
-  while (!stopping_) {
-    mu_.Unlock();
+  while (true) {
     Tick();
-    mu_.Lock();
-    if (stopping_) break;
-    // Wake at the next tick or the earliest deadline, whichever comes first,
-    // so a job ends at its time limit rather than up to a tick later.
     absl::Duration wait = options_.tick_interval;
-    const absl::Time now = clock_->Now();
-    for (const auto& [id, job] : active_) wait = std::min(wait, job->record.deadline - now);
-    wake_.WaitWithTimeout(&mu_, std::max(wait, absl::ZeroDuration()));
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+      // Wake at the next tick or the earliest deadline, whichever comes
+      // first, so a job ends at its time limit rather than up to a tick later.
+      const absl::Time now = clock_->Now();
+      for (const auto& [id, job] : active_) wait = std::min(wait, job->record.deadline - now);
+    }
+    inbox_.WaitForWake(absl::Now() + std::max(wait, absl::ZeroDuration()));
   }
 }
 
 void JobManager::Tick() {
+  // The answers first, a batch per hold of the lock, so that RPC handlers
+  // waiting for it (GetJob, SubmitJob) get it between batches.
+  // Those waiting now: answers coming faster than they are applied do not
+  // keep the tick from dispatching.
+  for (size_t left = inbox_.pending(); left > 0;) {
+    const size_t batch = std::min(left, kAnswersPerHold);
+    left -= batch;
+    Outbox out;
+    {
+      absl::MutexLock lock(&mu_);
+      ApplyAnswersLocked(batch, &out);
+    }
+    SendAll(std::move(out));
+  }
   Outbox out;
   {
     absl::MutexLock lock(&mu_);
@@ -364,7 +392,7 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(v1::TuneRequest request, const std
   ASSIGN_OR_RETURN(v1::Job out, JobToProtoLocked(*job));
   active_order_.push_back(rec.job_id);
   active_.emplace(rec.job_id, std::move(job));
-  wake_.SignalAll();
+  inbox_.Wake();
   return out;
 }
 
@@ -390,7 +418,7 @@ absl::StatusOr<v1::RegisterResponse> JobManager::RegisterWorker(const v1::Regist
     absl::MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(session_token, pool_.Register(req));
     TakeUpRanksLocked(req, session_token, &out);
-    wake_.SignalAll();
+    inbox_.Wake();
   }
   SendAll(std::move(out));
   v1::RegisterResponse resp;
@@ -402,18 +430,14 @@ absl::StatusOr<v1::RegisterResponse> JobManager::RegisterWorker(const v1::Regist
 absl::Status JobManager::Heartbeat(const std::string& worker_id, const std::string& session_token,
                                    double timing_jitter) {
   ASSIGN_OR_RETURN(const bool back, pool_.Heartbeat(worker_id, session_token, timing_jitter));
-  if (back) {
-    absl::MutexLock lock(&mu_);
-    wake_.SignalAll();
-  }
+  if (back) inbox_.Wake();
   return absl::OkStatus();
 }
 
 absl::Status JobManager::LeaveWorker(const std::string& worker_id,
                                      const std::string& session_token) {
   RETURN_IF_ERROR(pool_.Leave(worker_id, session_token));
-  absl::MutexLock lock(&mu_);
-  wake_.SignalAll();  // jobs waiting on the pool re-check what it has
+  inbox_.Wake();  // jobs waiting on the pool re-check what it has
   return absl::OkStatus();
 }
 
@@ -777,7 +801,7 @@ void JobManager::InstallSearch(PlannedSearch planned) {
     auto it = active_.find(job->record.job_id);
     if (it == active_.end() || it->second != planned.job) return;  // it ended meanwhile
     job->planning = false;
-    wake_.SignalAll();
+    inbox_.Wake();
     if (!planned.searcher.ok()) {
       FinishJobLocked(job, JobState::kFailed, std::string(planned.searcher.status().message()),
                       &out);
@@ -846,47 +870,61 @@ void JobManager::CancelRanks(const TrialRun& trial, Outbox* out) {
 
 void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_id, int attempt,
                             int rank_index, absl::Status status, v1::RunTrialResponse response) {
-  const LogContext context(job_id, trial_id, rank_index);
-  // Whatever became of the trial (or its job), this rank's device is free.
-  pool_.Release(trial_id, attempt, rank_index);
+  inbox_.Push(
+      RankAnswer{job_id, trial_id, attempt, rank_index, std::move(status), std::move(response)});
+  // Applied here when the lock is free (at once, in the order answers came);
+  // otherwise its holder or the scheduler, just woken, applies it.
+  if (!mu_.TryLock()) return;
   Outbox out;
-  {
-    absl::MutexLock lock(&mu_);
-    --rpcs_in_flight_;
-    auto job_it = active_.find(job_id);
-    TrialRun* trial = job_it != active_.end() ? FindTrial(*job_it->second, trial_id) : nullptr;
-    // An answer of an earlier attempt changes nothing but the holds.
-    if (trial != nullptr && trial->record.attempt == attempt &&
-        trial->record.status == TrialStatus::kRunning && rank_index >= 0 &&
-        rank_index < static_cast<int>(trial->ranks.size()) && !trial->ranks[rank_index].finished) {
-      Rank& rank = trial->ranks[rank_index];
-      rank.finished = true;
-      --trial->ranks_pending;
-      // A worker that did not answer at all gets no new trials until it
-      // heartbeats again, rather than trials that fail the same way.
-      if (status.code() == absl::StatusCode::kUnavailable &&
-          pool_.MarkUnreachable(rank.placed.worker_id)) {
-        spdlog::warn("worker {} unreachable ({}); no new trials until it heartbeats",
-                     rank.placed.worker_id, std::string(status.message()));
-      }
-      const RankOutcome outcome = RankOutcomeOf(status, response);
-      if (outcome.status != TrialStatus::kCancelled && outcome.status != TrialStatus::kTimeout) {
-        pool_.RecordRankAnswer(rank.placed.worker_id, outcome.infrastructure, outcome.reason,
-                               options_.quarantine_after, options_.quarantine_for);
-      }
-      JobRun* job = job_it->second.get();
-      if (clock_->Now() >= job->record.deadline) {
-        // The answer came after the time limit: the trial was still running
-        // then, so the job ends now, as the scheduler would have ended it,
-        // and the trial is recorded CANCELLED. `job` and `trial` are gone.
-        FinishJobLocked(job, JobState::kSucceeded, kTimeLimitReached, &out);
-      } else {
-        OnRankOutcomeLocked(job, trial, rank_index, outcome, FromProto(response.metrics()), &out);
-      }
-    }
-    wake_.SignalAll();
-  }
+  ApplyAnswersLocked(kAnswersPerHold, &out);
+  mu_.Unlock();
   SendAll(std::move(out));
+}
+
+void JobManager::ApplyAnswersLocked(size_t max, Outbox* out) {
+  for (RankAnswer& answer : inbox_.Take(max)) ApplyAnswerLocked(std::move(answer), out);
+}
+
+void JobManager::ApplyAnswerLocked(RankAnswer answer, Outbox* out) {
+  const LogContext context(answer.job_id, answer.trial_id, answer.rank);
+  const int rank_index = answer.rank;
+  const absl::Status& status = answer.status;
+  // Whatever became of the trial (or its job), this rank's device is free.
+  pool_.Release(answer.trial_id, answer.attempt, rank_index);
+  --rpcs_in_flight_;
+  inbox_.Wake();  // the device may take the next trial
+  auto job_it = active_.find(answer.job_id);
+  TrialRun* trial = job_it != active_.end() ? FindTrial(*job_it->second, answer.trial_id) : nullptr;
+  // An answer of an earlier attempt changes nothing but the holds.
+  if (trial == nullptr || trial->record.attempt != answer.attempt ||
+      trial->record.status != TrialStatus::kRunning || rank_index < 0 ||
+      rank_index >= static_cast<int>(trial->ranks.size()) || trial->ranks[rank_index].finished) {
+    return;
+  }
+  Rank& rank = trial->ranks[rank_index];
+  rank.finished = true;
+  --trial->ranks_pending;
+  // A worker that did not answer at all gets no new trials until it
+  // heartbeats again, rather than trials that fail the same way.
+  if (status.code() == absl::StatusCode::kUnavailable &&
+      pool_.MarkUnreachable(rank.placed.worker_id)) {
+    spdlog::warn("worker {} unreachable ({}); no new trials until it heartbeats",
+                 rank.placed.worker_id, std::string(status.message()));
+  }
+  const RankOutcome outcome = RankOutcomeOf(status, answer.response);
+  if (outcome.status != TrialStatus::kCancelled && outcome.status != TrialStatus::kTimeout) {
+    pool_.RecordRankAnswer(rank.placed.worker_id, outcome.infrastructure, outcome.reason,
+                           options_.quarantine_after, options_.quarantine_for);
+  }
+  JobRun* job = job_it->second.get();
+  if (clock_->Now() >= job->record.deadline) {
+    // The answer came after the time limit: the trial was still running
+    // then, so the job ends now, as the scheduler would have ended it,
+    // and the trial is recorded CANCELLED. `job` and `trial` are gone.
+    FinishJobLocked(job, JobState::kSucceeded, kTimeLimitReached, out);
+  } else {
+    OnRankOutcomeLocked(job, trial, rank_index, outcome, FromProto(answer.response.metrics()), out);
+  }
 }
 
 void JobManager::OnRankOutcomeLocked(JobRun* job, TrialRun* trial, int rank_index,

@@ -20,7 +20,13 @@
 //
 // Threads: RPC handlers call the public methods from any thread; one
 // scheduler thread (or a test calling Tick()) advances jobs. One mutex
-// guards all job state; calls to the executor are made without it.
+// guards all job state; calls to the executor are made without it. A rank's
+// answer never waits for that mutex (gRPC runs answers on the same few
+// threads as heartbeats): it is applied at once when the mutex is free, and
+// otherwise left in the scheduler's inbox (server/scheduler_inbox.h) for
+// the mutex's holder or the next tick; the rank's device is free once its
+// answer is applied. The scheduler applies answers in batches, letting the
+// mutex go between them.
 #ifndef AUTOACCEL_SERVER_JOB_MANAGER_H_
 #define AUTOACCEL_SERVER_JOB_MANAGER_H_
 
@@ -44,6 +50,7 @@
 #include "server/job_run.h"
 #include "server/model_file_delivery.h"
 #include "server/model_file_store.h"
+#include "server/scheduler_inbox.h"
 #include "server/search_planner.h"
 #include "server/store.h"
 #include "server/trial_executor.h"
@@ -306,8 +313,12 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status, const std::string& reason,
                       const TrialMetrics& metrics, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A rank's answer, from the executor's thread: see "Threads" above.
   void OnRankDone(const std::string& job_id, const std::string& trial_id, int attempt, int rank,
                   absl::Status status, v1::RunTrialResponse response) ABSL_LOCKS_EXCLUDED(mu_);
+  // Applies up to `max` answers waiting in the inbox, oldest first.
+  void ApplyAnswersLocked(size_t max, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyAnswerLocked(RankAnswer answer, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Write the job / trial and bump the job's version; a failed write is kept
   // in job->store_error (the job ends FAILED on the next tick).
   void PersistJobLocked(JobRun* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -328,8 +339,10 @@ class JobManager {
   std::unique_ptr<ModelFileStore> model_files_;  // set by Create
   std::unique_ptr<ModelFileDelivery> model_delivery_;
 
+  // Answers not applied yet, and the scheduler's wake-ups (a job, a worker,
+  // an answer or a stop).
+  SchedulerInbox inbox_;
   mutable absl::Mutex mu_;
-  absl::CondVar wake_;  // the scheduler: a job, a worker or a stop
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;  // Shutdown(): no new trials
   // By job id; shared with the search planner while it plans the job.
