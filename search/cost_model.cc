@@ -252,11 +252,19 @@ void CostModel::Observe(const Strategy& s, const TrialMetrics& measured, TrialSt
       time_refit_at_ = own_time_observations_;
     }
   }
-  if (memory_observations_.size() > peaks) RefitMemory();
+  if (memory_observations_.size() > peaks) {
+    ++own_memory_observations_;
+    if (own_memory_observations_ <= kRefitEveryObservationUpTo ||
+        own_memory_observations_ >= memory_refit_at_ * (1 + kRefitGrowth)) {
+      RefitMemory();
+      memory_refit_at_ = own_memory_observations_;
+    }
+  }
   ++observations_;
 }
 
 void CostModel::RefitTime() {
+  ++fits_;
   // u_k = c_k / p_k over the features the data exercises; the others keep
   // u_k = 1 (their prior).
   std::vector<int> columns;
@@ -289,6 +297,7 @@ void CostModel::RefitTime() {
 }
 
 void CostModel::RefitMemory() {
+  ++fits_;
   memory_ = MemoryCoefficients{};
   // The rows: the measured peaks once there are two (one cannot tell
   // activations from overhead), and the out-of-memory lower bounds the fit

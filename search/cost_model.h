@@ -32,6 +32,7 @@
 #ifndef AUTOACCEL_SEARCH_COST_MODEL_H_
 #define AUTOACCEL_SEARCH_COST_MODEL_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -71,9 +72,10 @@ inline constexpr double kEarlierTrialsWeight = 4;
 // lock on every reported trial), and 200 already cover a device's layouts
 // and precisions several times over.
 inline constexpr int kMaxEarlierTrials = 200;
-// The time half is refitted at each of the job's first
-// kRefitEveryObservationUpTo measured trials, then whenever they have grown
-// by kRefitGrowth since its last refit. A refit costs O(observations) (60
+// Each half is refitted at each of the job's first
+// kRefitEveryObservationUpTo measured trials feeding it, then whenever they
+// have grown by kRefitGrowth since its last refit (an out-of-memory trial
+// refits the memory half at once). A refit costs O(observations) (60
 // small solves), and the coordinator reports every result under its lock:
 // refitting at each of a long job's results was 77% of the coordinator's
 // time with 160 devices busy (bench/scale.py --perf), and made it the limit
@@ -159,6 +161,10 @@ class CostModel {
 
   // Trials Observe() has recorded (those that fed at least one half).
   int observations() const { return observations_; }
+  // Grows at every refit of either half: predictions made at the same
+  // value are the same (the searcher recomputes its candidates' only when
+  // it changed).
+  uint64_t fits() const { return fits_; }
   // Earlier jobs' trials WarmStart() used.
   int earlier_observations() const { return earlier_observations_; }
   const TimeCoefficients& time_coefficients() const { return time_; }
@@ -199,6 +205,9 @@ class CostModel {
   int earlier_observations_ = 0;
   int own_time_observations_ = 0;  // the job's own, fed to the time half
   int time_refit_at_ = 0;          // own_time_observations_ at the last refit
+  int own_memory_observations_ = 0;
+  int memory_refit_at_ = 0;
+  uint64_t fits_ = 0;
 };
 
 }  // namespace autoaccel

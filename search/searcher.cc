@@ -43,6 +43,11 @@ void CandidateSearcher::Prune(int index, std::string reason) {
 void CandidateSearcher::RefreshPredictions() {
   if (!HasModel()) return;
   const CostModel& model = *setup_.cost_model;
+  // Unchanged fit, unchanged predictions: a long job's results mostly leave
+  // the fit as it was (search/cost_model.h kRefitGrowth), and re-predicting
+  // every open candidate at each was most of the coordinator's time.
+  if (refreshed_at_fit_ == model.fits()) return;
+  refreshed_at_fit_ = model.fits();
   for (int i = 0; i < static_cast<int>(candidates_.size()); ++i) {
     Candidate& c = candidates_[i];
     // A measured candidate (halving measures some twice) keeps running.

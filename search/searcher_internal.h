@@ -4,6 +4,7 @@
 #ifndef AUTOACCEL_SEARCH_SEARCHER_INTERNAL_H_
 #define AUTOACCEL_SEARCH_SEARCHER_INTERNAL_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -85,6 +86,8 @@ class CandidateSearcher : public Searcher {
   std::vector<PrunedStrategy> pruned_;
   FailureMemory failures_;
   int proposed_ = 0;
+  // CostModel::fits() when the predictions were last computed.
+  std::optional<uint64_t> refreshed_at_fit_;
 };
 
 // The algorithms (search/searcher.cc, search/bayes.cc).

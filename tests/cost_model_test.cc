@@ -729,6 +729,31 @@ TEST(Calibration, ALongJobRefitsTheTimeModelAsItsTrialsGrowByATenth) {
   EXPECT_GT(model.Predict(s).step_time_s, settled) << "refitted at trial " << next;
 }
 
+// The memory half follows the same schedule, and fits() says when either
+// half changed (the searcher re-predicts its candidates only then); an
+// out-of-memory trial refits the memory half at once.
+TEST(Calibration, ALongJobRefitsTheMemoryModelAsItsTrialsGrowByATenth) {
+  const ModelSpec m = Gpt2Small();
+  CostModel model(m, 1024, 32, DeviceSpec{"cuda", {19.5, 312, 312}, int64_t{80} << 30});
+  const Strategy s = Layout(1, 1, 1, Sharding::kNone);
+  TrialMetrics metrics;
+  metrics.peak_memory_bytes = 2 * model.Predict(s).memory.total();
+  const uint64_t before = model.fits();
+  for (int i = 0; i < kRefitEveryObservationUpTo; ++i) model.Observe(s, metrics);
+  EXPECT_EQ(model.fits(), before + kRefitEveryObservationUpTo);
+  const int64_t settled = model.Predict(s).memory.total();
+  metrics.peak_memory_bytes = 10 * settled;
+  model.Observe(s, metrics);
+  EXPECT_EQ(model.Predict(s).memory.total(), settled) << "not refitted at trial 65";
+  EXPECT_EQ(model.fits(), before + kRefitEveryObservationUpTo);
+  const int next = static_cast<int>(std::ceil(kRefitEveryObservationUpTo * (1 + kRefitGrowth)));
+  for (int i = kRefitEveryObservationUpTo + 1; i < next; ++i) model.Observe(s, metrics);
+  EXPECT_GT(model.Predict(s).memory.total(), settled) << "refitted at trial " << next;
+  EXPECT_EQ(model.fits(), before + kRefitEveryObservationUpTo + 1);
+  model.Observe(Layout(1, 1, 1, Sharding::kNone), TrialMetrics(), TrialStatus::kOom);
+  EXPECT_EQ(model.fits(), before + kRefitEveryObservationUpTo + 2);
+}
+
 TEST(Calibration, OnlySucceededMeasurementsCount) {
   const ModelSpec m = Gpt2Small();
   // Memory unknown: an out-of-memory trial bounds nothing either (see
