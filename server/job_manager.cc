@@ -1006,10 +1006,11 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
     out->distrusted.push_back(peer->worker_id);
     peer->trial->record.status = TrialStatus::kFailed;
     peer->trial->record.reason = absl::StrCat("distrusted: ", peer->reason);
+    job->answer_shortcut.Forget();
     if (peer->trial != trial) PersistTrialLocked(job, peer->trial);
   }
   if (status == TrialStatus::kSucceeded) {
-    job->record.best_trial_id = AnswerSoFar(*job).trial_id;
+    UpdateAnswerSoFar(job, rec);
     job->record.status_message =
         absl::StrFormat("%d trial(s) done", static_cast<int>(job->trials.size()) - job->running);
     PersistJobLocked(job);

@@ -4,9 +4,11 @@
 #include <cmath>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/trial_reason.h"
 #include "search/starting_point.h"
 
@@ -85,6 +87,16 @@ std::vector<TrialRun*> AddRepeats(JobRun* job, const std::vector<std::string>& s
 }
 
 TrialRun* FindTrial(const JobRun& job, const std::string& trial_id) {
+  // The id names the index (NextTrialId): found without a scan, called for
+  // every rank's answer.
+  size_t index = 0;
+  const absl::string_view prefix = job.record.job_id;
+  absl::string_view rest = trial_id;
+  if (absl::ConsumePrefix(&rest, prefix) && absl::ConsumePrefix(&rest, "-t") &&
+      absl::SimpleAtoi(rest, &index) && index < job.trials.size() &&
+      job.trials[index]->record.trial_id == trial_id) {
+    return job.trials[index].get();
+  }
   for (const auto& t : job.trials) {
     if (t->record.trial_id == trial_id) return t.get();
   }
@@ -125,14 +137,17 @@ std::string SameFailureEveryTime(const JobRun& job) {
   return "";
 }
 
-Answer AnswerSoFar(const JobRun& job) {
+void UpdateAnswerSoFar(JobRun* job, const TrialRecord& ended) {
+  if (job->answer_shortcut.NoteIfUnchanged(ended)) return;
   // Only measurements can answer: the (possibly tens of thousands of) pruned
-  // candidates are not copied on every finished trial.
+  // candidates are not copied.
   std::vector<TrialRecord> measured;
-  for (const auto& t : job.trials) {
+  for (const auto& t : job->trials) {
     if (t->record.status == TrialStatus::kSucceeded) measured.push_back(t->record);
   }
-  return ChooseAnswer(measured, 0, ConfirmTolerance(job.spec.request));
+  const Answer answer = ChooseAnswer(measured, 0, ConfirmTolerance(job->spec.request));
+  job->answer_shortcut.Recomputed(answer, measured);
+  job->record.best_trial_id = answer.trial_id;
 }
 
 std::string WhySearchEnded(const JobRun& job) {

@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "search/searcher.h"
 #include "server/answer.h"
+#include "server/answer_so_far.h"
 #include "server/measurement_check.h"
 #include "server/rank_outcome.h"
 #include "server/store.h"
@@ -95,6 +96,8 @@ struct JobRun {
   uint64_t version = 0;  // grows whenever the job or one of its trials changes
   // Its search is being planned (server/search_planner.h) off the lock.
   bool planning = false;
+  // Which results can change its answer so far (UpdateAnswerSoFar).
+  AnswerSoFarShortcut answer_shortcut;
 };
 
 // The id the job's next trial gets: "<job id>-t0007" for index 7.
@@ -132,8 +135,10 @@ std::vector<TrialRecord> TrialRecords(const JobRun& job);
 // The ended trial as its searcher hears of it: a trial lost to
 // infrastructure failures measured nothing and counts as cancelled.
 ScoredTrial ScoredOf(const TrialRun& trial);
-// The job's answer so far, from its SUCCEEDED trials (server/answer.h).
-Answer AnswerSoFar(const JobRun& job);
+// `ended` just ended SUCCEEDED: the job's record names its answer so far,
+// from its SUCCEEDED trials (server/answer.h), recomputed only when `ended`
+// may change it (server/answer_so_far.h).
+void UpdateAnswerSoFar(JobRun* job, const TrialRecord& ended);
 // Why the search is over, once it is: "trial budget spent", "every
 // candidate measured or pruned", "search finished" or "search stopped to
 // leave time for the repeats".

@@ -6,7 +6,7 @@ if(AUTOACCEL_BUILD_SERVICES)
   # ports, the worker pool, how sure an answer is.
   autoaccel_service_test(server_rules_test server LIBRARY autoaccel_server_lib
                          SOURCES tune_request_test.cc rank_outcome_test.cc worker_pool_test.cc
-                                 launcher_job_test.cc settle_test.cc)
+                                 launcher_job_test.cc settle_test.cc answer_so_far_test.cc)
   # Who may call the coordinator: tokens, job owners, the join token, worker
   # sessions, through the real gRPC services.
   autoaccel_service_test(service_auth_test server LIBRARY autoaccel_server_lib
