@@ -557,6 +557,7 @@ void JobManager::GiveUpReattachLocked(JobRun* job, TrialRun* trial, const std::s
 
 void JobManager::TickLocked(Outbox* out) {
   FailRanksOfLostWorkersLocked(out);
+  tick_memo_ = TickMemo{.active = true};
   const absl::Time now = clock_->Now();
   for (const std::string& id : std::vector<std::string>(active_order_)) {
     if (awaiting_reattach_ == 0) break;
@@ -582,6 +583,7 @@ void JobManager::TickLocked(Outbox* out) {
                          [](const JobRun* a, const JobRun* b) { return a->running < b->running; });
     if (!DispatchOneLocked(*next, out)) runnable.erase(next);
   }
+  tick_memo_ = TickMemo();
 }
 
 void JobManager::FailRanksOfLostWorkersLocked(Outbox* out) {
@@ -679,7 +681,7 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
   const std::string& type = job->spec.device_type;
   const int world = job->spec.world_size;
   const std::string& launcher = job->spec.request.launcher();
-  const int pool = pool_.CountDevices(type, launcher);
+  const int pool = PoolDevicesLocked(*job);
   if (pool < world) {
     const std::string with = launcher.empty() ? "" : absl::StrCat(" and launcher ", launcher);
     const std::string until = absl::StrCat(
@@ -1058,10 +1060,26 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
   active_.erase(rec.job_id);  // `job` is gone after this line
 }
 
+int JobManager::PoolDevicesLocked(const JobRun& job) const {
+  const std::pair<std::string, std::string> key(job.spec.device_type, job.spec.request.launcher());
+  if (tick_memo_.active) {
+    if (auto it = tick_memo_.devices.find(key); it != tick_memo_.devices.end()) return it->second;
+  }
+  const int devices = pool_.CountDevices(key.first, key.second);
+  if (tick_memo_.active) tick_memo_.devices.emplace(key, devices);
+  return devices;
+}
+
 bool JobManager::SearchTimeUpLocked(const JobRun& job) const {
-  const int gangs =
-      pool_.CountDevices(job.spec.device_type, job.spec.request.launcher()) / job.spec.world_size;
-  return SearchTimeUp(job, clock_->Now(), gangs, options_.confirm_top);
+  if (tick_memo_.active) {
+    if (auto it = tick_memo_.search_time_up.find(&job); it != tick_memo_.search_time_up.end()) {
+      return it->second;
+    }
+  }
+  const bool up = SearchTimeUp(job, clock_->Now(), PoolDevicesLocked(job) / job.spec.world_size,
+                               options_.confirm_top);
+  if (tick_memo_.active) tick_memo_.search_time_up.emplace(&job, up);
+  return up;
 }
 
 void JobManager::QueueConfirmationsLocked(JobRun* job) {
@@ -1086,8 +1104,7 @@ bool JobManager::QueueRepeatsLocked(JobRun* job) {
   const std::vector<TrialRecord> records = TrialRecords(*job);  // the standings point into it
   const Standings standings = Settle(records, 0, ConfirmTolerance(job->spec.request));
   if (standings.measure_again.empty()) return false;
-  const int gangs = pool_.CountDevices(job->spec.device_type, job->spec.request.launcher()) /
-                    job->spec.world_size;
+  const int gangs = PoolDevicesLocked(*job) / job->spec.world_size;
   if (!RepeatRoundFits(*job, clock_->Now(), gangs,
                        static_cast<int>(standings.measure_again.size()))) {
     return false;

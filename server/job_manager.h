@@ -299,6 +299,8 @@ class JobManager {
   void InstallSearchLocked(JobRun* job, const PlannedSearch& planned)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SearchTimeUpLocked(const JobRun& job) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The pool's devices of the job's type (and launcher), free or not.
+  int PoolDevicesLocked(const JobRun& job) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Creates (PENDING) and queues the confirmation trials of the job's best
   // few strategies.
   void QueueConfirmationsLocked(JobRun* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -354,6 +356,16 @@ class JobManager {
   // Trials awaiting their workers after a restart (TrialRun.awaiting_reattach):
   // while none does, ticks and registrations do not look for them.
   int awaiting_reattach_ ABSL_GUARDED_BY(mu_) = 0;
+  // What one TickLocked computes once rather than at each of its
+  // dispatches (each job's search-time check walks its trials; the pool's
+  // device count walks the pool): nothing they read changes while it runs
+  // but the devices' holds. Active only during TickLocked.
+  struct TickMemo {
+    bool active = false;
+    std::map<std::pair<std::string, std::string>, int> devices;  // (type, launcher)
+    std::map<const JobRun*, bool> search_time_up;
+  };
+  mutable TickMemo tick_memo_ ABSL_GUARDED_BY(mu_);
   // The scheduler thread: started and joined by Start() / Stop(), which
   // never hold mu_ while joining.
   absl::Mutex thread_mu_ ABSL_ACQUIRED_BEFORE(mu_);
