@@ -30,8 +30,11 @@
 namespace autoaccel {
 namespace {
 
-// Answers applied per hold of the lock by the scheduler and by a callback.
+// Answers applied, and trials dispatched, per hold of the lock by the
+// scheduler (and answers by a callback): RPC handlers waiting for the lock
+// get it between batches.
 constexpr size_t kAnswersPerHold = 256;
+constexpr int kDispatchesPerHold = 256;
 
 // How a job that reached its time limit ends (its running trials are
 // cancelled with "job ended: " and this).
@@ -225,10 +228,10 @@ void JobManager::Run() {
 }
 
 void JobManager::Tick() {
-  // The answers first, a batch per hold of the lock, so that RPC handlers
-  // waiting for it (GetJob, SubmitJob) get it between batches.
-  // Those waiting now: answers coming faster than they are applied do not
-  // keep the tick from dispatching.
+  // The answers waiting now first (answers coming faster than they are
+  // applied do not keep the tick from dispatching), a batch per hold of the
+  // lock, so that RPC handlers waiting for it (GetJob, SubmitJob) get it
+  // between batches.
   for (size_t left = inbox_.pending(); left > 0;) {
     const size_t batch = std::min(left, kAnswersPerHold);
     left -= batch;
@@ -239,23 +242,24 @@ void JobManager::Tick() {
     }
     SendAll(std::move(out));
   }
-  Outbox out;
-  {
-    absl::MutexLock lock(&mu_);
-    TickLocked(&out);
-  }
-  if (!out.plans.empty()) {
-    // Planned on the planner's thread once started (InstallSearch wakes the
-    // scheduler); otherwise here, and this tick dispatches the jobs planned.
-    const bool here = !planner_.running();
-    for (SearchPlan& plan : out.plans) planner_.Enqueue(std::move(plan));
-    out.plans.clear();
-    if (here) {
+  // Then the dispatches, a batch per hold of the lock, each batch sent
+  // before the next is placed.
+  for (bool capped = true; capped;) {
+    Outbox out;
+    {
       absl::MutexLock lock(&mu_);
-      TickLocked(&out);
+      capped = TickLocked(kDispatchesPerHold, &out);
     }
+    if (!out.plans.empty()) {
+      // Planned on the planner's thread once started (InstallSearch wakes
+      // the scheduler); otherwise here, and the next round dispatches the
+      // jobs planned.
+      if (!planner_.running()) capped = true;
+      for (SearchPlan& plan : out.plans) planner_.Enqueue(std::move(plan));
+      out.plans.clear();
+    }
+    SendAll(std::move(out));
   }
-  SendAll(std::move(out));
 }
 
 void JobManager::SendAll(Outbox out) {
@@ -555,7 +559,7 @@ void JobManager::GiveUpReattachLocked(JobRun* job, TrialRun* trial, const std::s
   RetryOrGiveUpLocked(job, trial, out);
 }
 
-void JobManager::TickLocked(Outbox* out) {
+bool JobManager::TickLocked(int max_dispatches, Outbox* out) {
   FailRanksOfLostWorkersLocked(out);
   tick_memo_ = TickMemo{.active = true};
   const absl::Time now = clock_->Now();
@@ -577,13 +581,19 @@ void JobManager::TickLocked(Outbox* out) {
   // The pool is shared: each free gang goes to the runnable job with the
   // fewest trials in flight (the earlier job on a tie), so jobs submitted
   // together all make progress instead of the first taking every device.
-  while (!runnable.empty()) {
+  int dispatched = 0;
+  while (!runnable.empty() && dispatched < max_dispatches) {
     auto next =
         std::min_element(runnable.begin(), runnable.end(),
                          [](const JobRun* a, const JobRun* b) { return a->running < b->running; });
-    if (!DispatchOneLocked(*next, out)) runnable.erase(next);
+    if (DispatchOneLocked(*next, out)) {
+      ++dispatched;
+    } else {
+      runnable.erase(next);
+    }
   }
   tick_memo_ = TickMemo();
+  return !runnable.empty();
 }
 
 void JobManager::FailRanksOfLostWorkersLocked(Outbox* out) {

@@ -248,7 +248,9 @@ class JobManager {
 
   void Run();
   void SendAll(Outbox outbox);
-  void TickLocked(Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One scheduling round, dispatching at most `max_dispatches` trials; true
+  // when it stopped there with trials left to place.
+  bool TickLocked(int max_dispatches, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ranks of running trials on workers just declared lost fail as
   // infrastructure failures.
   void FailRanksOfLostWorkersLocked(Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
