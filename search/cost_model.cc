@@ -244,23 +244,16 @@ void CostModel::Observe(const Strategy& s, const TrialMetrics& measured, TrialSt
   if (status != TrialStatus::kSucceeded) return;
   const size_t times = time_observations_.size(), peaks = memory_observations_.size();
   if (!AddMeasured(model_, seq_len_, s, measured, 1.0)) return;
-  if (time_observations_.size() > times) {
-    ++own_time_observations_;
-    if (own_time_observations_ <= kRefitEveryObservationUpTo ||
-        own_time_observations_ >= time_refit_at_ * (1 + kRefitGrowth)) {
-      RefitTime();
-      time_refit_at_ = own_time_observations_;
-    }
-  }
-  if (memory_observations_.size() > peaks) {
-    ++own_memory_observations_;
-    if (own_memory_observations_ <= kRefitEveryObservationUpTo ||
-        own_memory_observations_ >= memory_refit_at_ * (1 + kRefitGrowth)) {
-      RefitMemory();
-      memory_refit_at_ = own_memory_observations_;
-    }
-  }
+  if (time_observations_.size() > times && time_schedule_.CountAndDue()) RefitTime();
+  if (memory_observations_.size() > peaks && memory_schedule_.CountAndDue()) RefitMemory();
   ++observations_;
+}
+
+bool CostModel::RefitSchedule::CountAndDue() {
+  ++seen;
+  if (seen > kRefitEveryObservationUpTo && seen < refit_at * (1 + kRefitGrowth)) return false;
+  refit_at = seen;
+  return true;
 }
 
 void CostModel::RefitTime() {

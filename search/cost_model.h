@@ -203,10 +203,16 @@ class CostModel {
   std::vector<MemoryObservation> oom_observations_;
   int observations_ = 0;
   int earlier_observations_ = 0;
-  int own_time_observations_ = 0;  // the job's own, fed to the time half
-  int time_refit_at_ = 0;          // own_time_observations_ at the last refit
-  int own_memory_observations_ = 0;
-  int memory_refit_at_ = 0;
+  // When a half is refitted (kRefitGrowth): the job's own observations it
+  // was fed, and their count at its last refit.
+  struct RefitSchedule {
+    int seen = 0;
+    int refit_at = 0;
+    // Counts one more; true when the half is to be refitted now.
+    bool CountAndDue();
+  };
+  RefitSchedule time_schedule_;
+  RefitSchedule memory_schedule_;
   uint64_t fits_ = 0;
 };
 
