@@ -401,8 +401,9 @@ int WorkerPool::CountDevices(const std::string& type, const std::string& launche
 int WorkerPool::CountDevicesLocked(const std::string& type, const std::string& launcher,
                                    const std::set<std::string>& except) const {
   int count = 0;
+  const absl::Time now = clock_->Now();
   for (const auto& [id, w] : workers_) {
-    if (except.count(id) > 0 || !UsableLocked(w) || !Offers(w.info, launcher)) continue;
+    if (except.count(id) > 0 || !UsableAt(w, now) || !Offers(w.info, launcher)) continue;
     for (const v1::Device& d : w.info.devices()) count += d.type() == type ? 1 : 0;
   }
   return count;
@@ -548,33 +549,42 @@ std::optional<Gang> WorkerPool::Place(const std::string& type, int count,
   absl::MutexLock lock(&mu_);
   // Elsewhere than `avoid` only when elsewhere can ever hold the gang.
   const bool avoiding = !avoid.empty() && CountDevicesLocked(type, launcher, avoid) >= count;
+  // One pass over the pool counting free devices (called for every trial
+  // placed: no allocation per worker, the clock read once).
   struct Candidate {
     const std::string* id;
     WorkerState* w;
-    std::vector<int> free;  // device positions
+    int free;  // devices of `type` free
   };
   std::vector<Candidate> order;
   int total = 0;
+  const absl::Time now = clock_->Now();
   for (auto& [id, w] : workers_) {
-    if (!UsableLocked(w) || !Offers(w.info, launcher)) continue;
+    if (!UsableAt(w, now) || !Offers(w.info, launcher)) continue;
     if (avoiding && avoid.count(id) > 0) continue;
-    Candidate c{&id, &w, {}};
+    int free = 0;
     for (int i = 0; i < w.info.devices_size() && i < static_cast<int>(w.held_by.size()); ++i) {
-      if (w.info.devices(i).type() == type && w.held_by[i].empty()) c.free.push_back(i);
+      free += w.held_by[i].empty() && w.info.devices(i).type() == type;
     }
-    total += static_cast<int>(c.free.size());
-    if (!c.free.empty()) order.push_back(std::move(c));
+    total += free;
+    if (free > 0) order.push_back(Candidate{&id, &w, free});
   }
   if (count <= 0 || total < count) return std::nullopt;  // all or nothing
   // Packing order: if one worker can hold the whole trial, the one with the
   // fewest free devices that does (bigger holes stay for bigger gangs);
   // otherwise the workers with the most free devices first. Ties by id.
-  std::stable_sort(order.begin(), order.end(), [count](const Candidate& a, const Candidate& b) {
-    const int fa = static_cast<int>(a.free.size()), fb = static_cast<int>(b.free.size());
-    const bool a_fits = fa >= count, b_fits = fb >= count;
+  const auto packs_before = [count](const Candidate& a, const Candidate& b) {
+    const bool a_fits = a.free >= count, b_fits = b.free >= count;
     if (a_fits != b_fits) return a_fits;
-    return a_fits ? fa < fb : fa > fb;
-  });
+    return a_fits ? a.free < b.free : a.free > b.free;
+  };
+  if (count == 1) {
+    // Every candidate fits: the first with the fewest free devices.
+    std::iter_swap(order.begin(), std::min_element(order.begin(), order.end(), packs_before));
+    order.resize(1);
+  } else {
+    std::stable_sort(order.begin(), order.end(), packs_before);
+  }
   Gang gang;
   if (count > 1) {
     // Rank 0 serves the rendezvous store: its worker is the first in packing
@@ -588,14 +598,18 @@ std::optional<Gang> WorkerPool::Place(const std::string& type, int count,
     std::rotate(order.begin(), first, first + 1);
   }
   for (const Candidate& c : order) {
-    for (size_t i = 0; i < c.free.size() && static_cast<int>(gang.ranks.size()) < count; ++i) {
+    int local = 0;
+    for (int i = 0; i < c.w->info.devices_size() && i < static_cast<int>(c.w->held_by.size()) &&
+                    static_cast<int>(gang.ranks.size()) < count;
+         ++i) {
+      if (!c.w->held_by[i].empty() || c.w->info.devices(i).type() != type) continue;
       PlacedRank r;
       r.worker_id = *c.id;
       r.address = c.w->info.address();
       r.session_token = c.w->session_token;
       r.tls = c.w->info.tls();
-      r.device_index = c.free[i];
-      r.local_rank = static_cast<int>(i);
+      r.device_index = i;
+      r.local_rank = local++;
       gang.ranks.push_back(r);
     }
   }

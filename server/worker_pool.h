@@ -239,7 +239,10 @@ class WorkerPool {
   static bool HoldsAny(const WorkerState& w);
   // Healthy and not quarantined: may get new trials.
   bool UsableLocked(const WorkerState& w) const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return w.healthy && clock_->Now() >= w.quarantined_until;
+    return UsableAt(w, clock_->Now());
+  }
+  static bool UsableAt(const WorkerState& w, absl::Time now) {
+    return w.healthy && now >= w.quarantined_until;
   }
   // What a placed rank holds until it is released.
   struct RankHold {
