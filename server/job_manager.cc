@@ -238,7 +238,9 @@ void JobManager::Tick() {
     Outbox out;
     {
       absl::MutexLock lock(&mu_);
+      writes_.Begin();
       ApplyAnswersLocked(batch, &out);
+      EndWritesLocked();
     }
     SendAll(std::move(out));
   }
@@ -248,7 +250,9 @@ void JobManager::Tick() {
     Outbox out;
     {
       absl::MutexLock lock(&mu_);
+      writes_.Begin();
       capped = TickLocked(kDispatchesPerHold, &out);
+      EndWritesLocked();
     }
     if (!out.plans.empty()) {
       // Planned on the planner's thread once started (InstallSearch wakes
@@ -888,7 +892,9 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
   // otherwise its holder or the scheduler, just woken, applies it.
   if (!mu_.TryLock()) return;
   Outbox out;
+  writes_.Begin();
   ApplyAnswersLocked(kAnswersPerHold, &out);
+  EndWritesLocked();
   mu_.Unlock();
   SendAll(std::move(out));
 }
@@ -1060,6 +1066,7 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
   // if it beats the signature's (ReplacesStoredAnswer, in the same
   // transaction). A failed write is kept by the archive and written again
   // every tick: it is not lost.
+  FlushWritesLocked();  // the batch's writes of its trials go before the final one
   archive_.Finish(rec, std::move(records), !job->store_error.ok(), outcome.answer);
   if (job->spec.model_file) model_files_->Remove(rec.job_id);
   earlier_trials_.Invalidate();  // its trials may warm the next job
@@ -1145,6 +1152,10 @@ bool JobManager::QueueRepeatsLocked(JobRun* job) {
 
 void JobManager::PersistJobLocked(JobRun* job) {
   ++job->version;
+  if (writes_.active()) {
+    writes_.Keep(job->record);
+    return;
+  }
   if (absl::Status s = store_->UpdateJob(job->record); !s.ok()) {
     spdlog::error("job {}: store update failed: {}", job->record.job_id, s.ToString());
     if (job->store_error.ok()) job->store_error = s;
@@ -1153,10 +1164,28 @@ void JobManager::PersistJobLocked(JobRun* job) {
 
 void JobManager::PersistTrialLocked(JobRun* job, TrialRun* trial) {
   trial->version = ++job->version;
+  if (writes_.active()) {
+    writes_.Keep(trial->record);
+    return;
+  }
   if (absl::Status s = store_->UpsertTrial(trial->record); !s.ok()) {
     spdlog::error("trial {}: store update failed: {}", trial->record.trial_id, s.ToString());
     if (job->store_error.ok()) job->store_error = s;
   }
+}
+
+void JobManager::EndWritesLocked() {
+  for (const auto& [job_id, status] : writes_.End(store_)) {
+    spdlog::error("job {}: store update failed: {}", job_id, status.ToString());
+    auto it = active_.find(job_id);
+    if (it != active_.end() && it->second->store_error.ok()) it->second->store_error = status;
+  }
+}
+
+void JobManager::FlushWritesLocked() {
+  if (!writes_.active()) return;
+  EndWritesLocked();
+  writes_.Begin();
 }
 
 std::string JobManager::NewJobId() {

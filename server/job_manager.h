@@ -12,7 +12,10 @@
 // Clients see jobs and trials through server/job_view.h.
 //
 // Store: every change to a job or trial is written to the Store when it is
-// made. A write that fails is not retried behind the client's back: the job
+// made, or, in a batch of answers or dispatches the scheduler applies under
+// one hold of the lock, with the batch's others in one transaction before
+// the lock is let go and before any of its RunTrials is sent
+// (server/batched_writes.h). A write that fails is not retried behind the client's back: the job
 // ends FAILED on the next tick, its message naming the store error; a
 // finished job whose final write failed is kept in memory, answered from
 // there and written again every tick until it is stored. A job that cannot
@@ -45,6 +48,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "proto/autoaccel.pb.h"
+#include "server/batched_writes.h"
 #include "server/coordinator_metrics.h"
 #include "server/job_archive.h"
 #include "server/job_run.h"
@@ -324,9 +328,15 @@ class JobManager {
   void ApplyAnswersLocked(size_t max, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyAnswerLocked(RankAnswer answer, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Write the job / trial and bump the job's version; a failed write is kept
-  // in job->store_error (the job ends FAILED on the next tick).
+  // in job->store_error (the job ends FAILED on the next tick). Within a
+  // batch (writes_ active) the write is kept for the batch's end.
   void PersistJobLocked(JobRun* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PersistTrialLocked(JobRun* job, TrialRun* trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the batch of writes: written in one transaction, a failure kept in
+  // its job's store_error.
+  void EndWritesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Within a batch: writes what it kept so far, and goes on keeping.
+  void FlushWritesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<v1::Job> JobToProtoLocked(const JobRun& job) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   std::string NewJobId();
 
@@ -368,6 +378,9 @@ class JobManager {
     std::map<const JobRun*, bool> search_time_up;
   };
   mutable TickMemo tick_memo_ ABSL_GUARDED_BY(mu_);
+  // The job and trial writes of the batch of answers or dispatches now
+  // applied (server/batched_writes.h): written before the lock is let go.
+  BatchedWrites writes_ ABSL_GUARDED_BY(mu_);
   // The scheduler thread: started and joined by Start() / Stop(), which
   // never hold mu_ while joining.
   absl::Mutex thread_mu_ ABSL_ACQUIRED_BEFORE(mu_);

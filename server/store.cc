@@ -314,6 +314,17 @@ absl::Status Store::UpsertTrials(const std::vector<TrialRecord>& trials) {
   return txn.Commit();
 }
 
+absl::Status Store::WriteJobsAndTrials(const std::vector<JobRecord>& jobs,
+                                       const std::vector<TrialRecord>& trials) {
+  for (const JobRecord& job : jobs) RETURN_IF_ERROR(ValidateJob(job));
+  const WriteTiming timing(this);
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Transaction txn, BeginWriteLocked());
+  for (const JobRecord& job : jobs) RETURN_IF_ERROR(UpdateJobLocked(job));
+  RETURN_IF_ERROR(UpsertTrialsLocked(trials));
+  return txn.Commit();
+}
+
 absl::StatusOr<std::vector<TrialRecord>> Store::ListTrialsFrom(const std::string& job_id,
                                                                int from_index, int limit,
                                                                bool include_pruned) {

@@ -235,6 +235,10 @@ class Store {
   // All or nothing, in one transaction: if any record is rejected, none is
   // written and the error names the offending trial.
   absl::Status UpsertTrials(const std::vector<TrialRecord>& trials);
+  // UpdateJob of each job and UpsertTrials of the trials, in one
+  // transaction: all or nothing, with the first error either would give.
+  absl::Status WriteJobsAndTrials(const std::vector<JobRecord>& jobs,
+                                  const std::vector<TrialRecord>& trials);
   // The job's trials by index (ties: by trial_id). An unknown job gives an
   // empty list.
   absl::StatusOr<std::vector<TrialRecord>> ListTrials(const std::string& job_id);

@@ -5,6 +5,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -42,9 +43,12 @@ class FakeExecutor : public TrialExecutor {
   };
   void RunTrial(const WorkerEndpoint& to, const v1::RunTrialRequest& request, absl::Duration,
                 Done done) override {
+    if (on_run) on_run(request);
     calls.push_back({to.address, request, std::move(done)});
     tokens.push_back(to.session_token);
   }
+  // Called with each RunTrial as it is sent, when set.
+  std::function<void(const v1::RunTrialRequest&)> on_run;
   void CancelTrial(const WorkerEndpoint& to, const v1::CancelTrialRequest& request) override {
     cancelled.push_back(request.trial_id());
     cancelled_at.push_back(to.address);
@@ -611,6 +615,47 @@ TEST_F(JobManagerTest, WaitsForWorkersAndStartsWhenOneRegisters) {
   manager_->Tick();
   EXPECT_EQ(executor_.calls.size(), 1u);
   EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "RUNNING");
+}
+
+// A tick's dispatches are written in one transaction, and each trial is
+// RUNNING in the store before its RunTrial leaves (a coordinator killed
+// then finds every trial a worker runs); the answers applied together are
+// written together too.
+TEST_F(JobManagerTest, ATicksTrialsAreStoredInOneWriteBeforeTheirRunTrialsLeave) {
+  AddWorker("a", 4);
+  int writes = 0;
+  store_->SetWriteTimer([&writes](absl::Duration) { ++writes; });
+  std::vector<std::string> stored_when_sent;
+  std::string job_id;
+  executor_.on_run = [&](const v1::RunTrialRequest& request) {
+    absl::StatusOr<std::vector<TrialRecord>> trials = store_->ListTrials(job_id);
+    ASSERT_TRUE(trials.ok()) << trials.status();
+    for (const TrialRecord& t : *trials) {
+      if (t.trial_id == request.trial_id()) {
+        stored_when_sent.push_back(std::string(TrialStatusName(t.status)));
+      }
+    }
+  };
+  auto job = manager_->SubmitJob(Request(600, 8));
+  ASSERT_TRUE(job.ok()) << job.status();
+  job_id = job->job_id();
+  writes = 0;
+  manager_->Tick();
+  ASSERT_EQ(executor_.calls.size(), 4u);
+  EXPECT_THAT(stored_when_sent, ::testing::ElementsAre("RUNNING", "RUNNING", "RUNNING", "RUNNING"));
+  // The job's own record and its pruned candidates may take a write each;
+  // the four trials one between them.
+  EXPECT_LE(writes, 3);
+  const int dispatch_writes = writes;
+  writes = 0;
+  for (int i = 0; i < 4; ++i) executor_.Succeed(1000 + i);
+  EXPECT_EQ(writes, 4) << "each answer applied alone (the lock was free) is its own write";
+  absl::StatusOr<std::vector<TrialRecord>> trials = store_->ListTrials(job->job_id());
+  ASSERT_TRUE(trials.ok());
+  int succeeded = 0;
+  for (const TrialRecord& t : *trials) succeeded += t.status == TrialStatus::kSucceeded;
+  EXPECT_EQ(succeeded, 4);
+  EXPECT_GE(dispatch_writes, 1);
 }
 
 TEST_F(JobManagerTest, AGangLargerThanThePoolWaitsSayingWhatItNeeds) {
