@@ -173,6 +173,7 @@ int JobManager::CutRunning() {
   int cut = 0;
   {
     absl::MutexLock lock(&mu_);
+    ApplyAnswersLocked(SIZE_MAX, &out);  // those that came are recorded, not cut
     for (const auto& [id, job] : active_) {
       for (const auto& t : job->trials) {
         if (t->record.status != TrialStatus::kRunning) continue;
