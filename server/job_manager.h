@@ -338,6 +338,17 @@ class JobManager {
   // Within a batch: writes what it kept so far, and goes on keeping.
   void FlushWritesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<v1::Job> JobToProtoLocked(const JobRun& job) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A running job's records as they are now, copied under the lock, so
+  // that rendering it (settling its measurements, every trial's message)
+  // does not hold the lock: readers of a long job would otherwise stall the
+  // scheduler (bench/scale.py).
+  struct JobSnapshot {
+    JobRecord record;
+    std::vector<TrialRecord> trials;
+    v1::TuneRequest request;
+  };
+  JobSnapshot SnapshotLocked(const JobRun& job) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<v1::Job> Render(const JobSnapshot& job) const;
   std::string NewJobId();
 
   Store* const store_;

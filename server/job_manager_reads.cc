@@ -1,5 +1,9 @@
-// What clients read of jobs: a running job from memory (rendered under the
-// manager's lock), a finished one from the archive (without it).
+// What clients read of jobs: a running job from memory (its records copied
+// under the manager's lock, rendered without it), a finished one from the
+// archive (without it).
+#include <optional>
+#include <vector>
+
 #include "common/status_macros.h"
 #include "server/job_manager.h"
 #include "server/job_view.h"
@@ -17,11 +21,13 @@ constexpr size_t kMaxWorkerPageBytes = size_t{2} << 20;  // the clients' limit i
 }  // namespace
 
 absl::StatusOr<v1::Job> JobManager::GetJob(const std::string& job_id) {
+  std::optional<JobSnapshot> running;
   {
     absl::MutexLock lock(&mu_);
     auto it = active_.find(job_id);
-    if (it != active_.end()) return JobToProtoLocked(*it->second);
+    if (it != active_.end()) running = SnapshotLocked(*it->second);
   }
+  if (running) return Render(*running);
   JobRecord record;
   std::vector<TrialRecord> trials;
   RETURN_IF_ERROR(archive_.Read(job_id, &record, &trials));
@@ -31,23 +37,31 @@ absl::StatusOr<v1::Job> JobManager::GetJob(const std::string& job_id) {
 absl::StatusOr<v1::JobEvent> JobManager::GetJobEvent(const std::string& job_id,
                                                      uint64_t since_version, bool include_pruned,
                                                      uint64_t* version) {
+  std::optional<JobSnapshot> running;
+  std::vector<TrialRecord> changed;
   {
     absl::MutexLock lock(&mu_);
     auto it = active_.find(job_id);
     if (it != active_.end()) {
       const JobRun& job = *it->second;
       *version = job.version;
-      v1::JobEvent event;
-      if (job.version == since_version) return event;  // nothing changed
-      ASSIGN_OR_RETURN(*event.mutable_job(), JobToProtoLocked(job));
+      if (job.version == since_version) return v1::JobEvent();  // nothing changed
+      running = SnapshotLocked(job);
       for (const auto& t : job.trials) {
         if (t->version > since_version &&
             (include_pruned || t->record.status != TrialStatus::kPruned)) {
-          ASSIGN_OR_RETURN(*event.add_trials(), TrialToProto(t->record));
+          changed.push_back(t->record);
         }
       }
-      return event;
     }
+  }
+  if (running) {
+    v1::JobEvent event;
+    ASSIGN_OR_RETURN(*event.mutable_job(), Render(*running));
+    for (const TrialRecord& t : changed) {
+      ASSIGN_OR_RETURN(*event.add_trials(), TrialToProto(t));
+    }
+    return event;
   }
   *version = UINT64_MAX;  // finished: never changes again
   v1::JobEvent event;
@@ -117,12 +131,20 @@ absl::StatusOr<v1::ListTrialsResponse> JobManager::ListTrialsPage(
   return TrialPageToProto(trials, page, request.include_pruned());
 }
 
-absl::StatusOr<v1::Job> JobManager::JobToProtoLocked(const JobRun& job) const {
+JobManager::JobSnapshot JobManager::SnapshotLocked(const JobRun& job) const {
+  return JobSnapshot{job.record, TrialRecords(job), job.spec.request};
+}
+
+absl::StatusOr<v1::Job> JobManager::Render(const JobSnapshot& job) const {
   const absl::Time now = clock_->Now();
-  ASSIGN_OR_RETURN(v1::Job out, JobRecordToProto(job.record, TrialRecords(job), now));
-  *out.mutable_request() = job.spec.request;
+  ASSIGN_OR_RETURN(v1::Job out, JobRecordToProto(job.record, job.trials, now));
+  *out.mutable_request() = job.request;
   out.set_elapsed_seconds(absl::ToDoubleSeconds(now - job.record.created_at));
   return out;
+}
+
+absl::StatusOr<v1::Job> JobManager::JobToProtoLocked(const JobRun& job) const {
+  return Render(SnapshotLocked(job));
 }
 
 SchedulerCensus JobManager::Census() {
