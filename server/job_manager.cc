@@ -239,9 +239,7 @@ void JobManager::Tick() {
     Outbox out;
     {
       absl::MutexLock lock(&mu_);
-      writes_.Begin();
-      ApplyAnswersLocked(batch, &out);
-      EndWritesLocked();
+      ApplyAnswerBatchLocked(batch, &out);
     }
     SendAll(std::move(out));
   }
@@ -893,15 +891,21 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
   // otherwise its holder or the scheduler, just woken, applies it.
   if (!mu_.TryLock()) return;
   Outbox out;
-  writes_.Begin();
-  ApplyAnswersLocked(kAnswersPerHold, &out);
-  EndWritesLocked();
+  ApplyAnswerBatchLocked(kAnswersPerHold, &out);
   mu_.Unlock();
   SendAll(std::move(out));
 }
 
 void JobManager::ApplyAnswersLocked(size_t max, Outbox* out) {
-  for (RankAnswer& answer : inbox_.Take(max)) ApplyAnswerLocked(std::move(answer), out);
+  std::vector<RankAnswer> answers = inbox_.Take(max);
+  for (RankAnswer& answer : answers) ApplyAnswerLocked(std::move(answer), out);
+  if (!answers.empty()) inbox_.Wake();  // their devices may take the next trials
+}
+
+void JobManager::ApplyAnswerBatchLocked(size_t max, Outbox* out) {
+  writes_.Begin();
+  ApplyAnswersLocked(max, out);
+  EndWritesLocked();
 }
 
 void JobManager::ApplyAnswerLocked(RankAnswer answer, Outbox* out) {
@@ -911,7 +915,6 @@ void JobManager::ApplyAnswerLocked(RankAnswer answer, Outbox* out) {
   // Whatever became of the trial (or its job), this rank's device is free.
   pool_.Release(answer.trial_id, answer.attempt, rank_index);
   --rpcs_in_flight_;
-  inbox_.Wake();  // the device may take the next trial
   auto job_it = active_.find(answer.job_id);
   TrialRun* trial = job_it != active_.end() ? FindTrial(*job_it->second, answer.trial_id) : nullptr;
   // An answer of an earlier attempt changes nothing but the holds.

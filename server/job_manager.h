@@ -326,6 +326,8 @@ class JobManager {
                   absl::Status status, v1::RunTrialResponse response) ABSL_LOCKS_EXCLUDED(mu_);
   // Applies up to `max` answers waiting in the inbox, oldest first.
   void ApplyAnswersLocked(size_t max, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same, their writes batched (server/batched_writes.h).
+  void ApplyAnswerBatchLocked(size_t max, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyAnswerLocked(RankAnswer answer, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Write the job / trial and bump the job's version; a failed write is kept
   // in job->store_error (the job ends FAILED on the next tick). Within a
