@@ -80,13 +80,18 @@ std::string MfuAbovePeak(const TrialMetrics& m) {
 
 int DistrustedOfPair(double first, double first_peak, double second, double second_peak) {
   if (!(first > 0) || !(second > 0)) return 0;
-  if (first_peak > 0 && second_peak > 0) {
-    first /= first_peak;
-    second /= second_peak;
-  }
-  if (first > second * kPeerDisagreementFactor) return 1;
-  if (second > first * kPeerDisagreementFactor) return 2;
-  return 0;
+  // 1 or 2 when one figure exceeds the other by more than the factor.
+  const auto faster = [](double a, double b) {
+    if (a > b * kPeerDisagreementFactor) return 1;
+    if (b > a * kPeerDisagreementFactor) return 2;
+    return 0;
+  };
+  const int raw = faster(first, second);
+  if (raw == 0 || !(first_peak > 0) || !(second_peak > 0)) return raw;
+  // Apart per unit of peak as well: a peak probed on a busy host is noise
+  // that would otherwise blame an honest worker on the same hardware, and a
+  // bigger machine's higher figure is explained by its peak.
+  return faster(first / first_peak, second / second_peak) == raw ? raw : 0;
 }
 
 }  // namespace autoaccel

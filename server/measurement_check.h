@@ -39,7 +39,7 @@ inline constexpr double kMemoryMargin = 0.25;
 // the weights the strategy holds per rank (the estimate may be off).
 inline constexpr double kWeightFloor = 0.5;
 // Two workers' measurements of one strategy further apart than this factor
-// (each per unit of its devices' peak, when both peaks are known): the
+// (in tokens/s and, when both peaks are known, per unit of peak too): the
 // faster claim is distrusted. A forger claims faster; an honest busy worker
 // is slower, and rarely by this much.
 inline constexpr double kPeerDisagreementFactor = 3.0;
@@ -75,7 +75,9 @@ std::string MfuAbovePeak(const TrialMetrics& metrics);
 // Of two workers' measurements of one strategy (tokens/s, and the peak
 // FLOP/s of the device each ran on, 0 when unknown): 1 when the first is to
 // be distrusted, 2 the second, 0 when they are within
-// kPeerDisagreementFactor of each other.
+// kPeerDisagreementFactor of each other — in tokens/s, or, when both peaks
+// are known, per unit of peak (a bigger device's higher figure is no lie,
+// and a peak probed on a busy host does not make an honest figure one).
 int DistrustedOfPair(double first_tokens_per_second, double first_peak_flops,
                      double second_tokens_per_second, double second_peak_flops);
 

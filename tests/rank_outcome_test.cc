@@ -111,6 +111,13 @@ TEST(MeasurementCheckTest, OfTwoWorkersFarApartTheFasterClaimIsDistrusted) {
   // A faster device is faster: per unit of peak they agree.
   EXPECT_EQ(DistrustedOfPair(1000, 1e12, 5000, 5e12), 0);
   EXPECT_EQ(DistrustedOfPair(1000, 1e12, 5000, 1e12), 2);
+  EXPECT_EQ(DistrustedOfPair(5000, 1e12, 1000, 1e12), 1);
+  // Two probes of one kind of machine, one taken on a busy host (a fifth of
+  // the other): per unit of peak 5x apart, but the figures agree.
+  EXPECT_EQ(DistrustedOfPair(1000, 2e11, 1100, 1e12), 0);
+  EXPECT_EQ(DistrustedOfPair(1100, 1e12, 1000, 2e11), 0);
+  // A forged figure stays apart whatever the peaks say.
+  EXPECT_EQ(DistrustedOfPair(1000, 1e12, 1.2e7, 2e12), 2);
   EXPECT_EQ(DistrustedOfPair(0, 0, 5000, 0), 0) << "nothing measured: nothing to compare";
 }
 
