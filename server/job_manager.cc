@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <functional>
+#include <queue>
 #include <random>
 #include <set>
 
@@ -348,14 +350,6 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(v1::TuneRequest request, const std
   absl::Cleanup forget_file = [&] {
     if (spec.model_file) model_files_->Remove(spec.model_file->job_id);
   };
-  absl::MutexLock lock(&mu_);
-  if (!owner.empty() && !verdict.answers) {  // per-user bounds need users
-    const int64_t unfinished =
-        std::count_if(active_.begin(), active_.end(),
-                      [&owner](const auto& job) { return job.second->record.owner == owner; });
-    RETURN_IF_ERROR(
-        CheckLimit(Limit::kJobsPerUser, unfinished + 1, absl::StrCat("jobs of user ", owner)));
-  }
   auto job = std::make_unique<JobRun>();
   job->earlier = std::move(earlier);
   JobRecord& rec = job->record;
@@ -370,6 +364,24 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(v1::TuneRequest request, const std
   rec.trials_total = spec.load && !spec.finetune ? 1 : static_cast<int>(spec.space.size());
   if (spec.launcher) rec.launcher_json = ProtoToJson(*spec.launcher);
   if (verdict.answers) RETURN_IF_ERROR(AnswerJobFromDatabase(*stored, rec.created_at, &rec));
+  // The per-user bound counts the owner's unfinished jobs and the
+  // submissions admitted but not yet active: the record is written without
+  // the lock (no one else knows the job until it is active).
+  const bool counted = !owner.empty() && !verdict.answers;  // per-user bounds need users
+  if (counted) {
+    absl::MutexLock lock(&mu_);
+    const int64_t unfinished =
+        std::count_if(active_.begin(), active_.end(),
+                      [&owner](const auto& job) { return job.second->record.owner == owner; });
+    RETURN_IF_ERROR(CheckLimit(Limit::kJobsPerUser, unfinished + admitting_[owner] + 1,
+                               absl::StrCat("jobs of user ", owner)));
+    ++admitting_[owner];
+  }
+  absl::Cleanup admitted = [&] {
+    if (!counted) return;
+    absl::MutexLock lock(&mu_);
+    if (--admitting_[owner] == 0) admitting_.erase(owner);
+  };
   absl::Status created = store_->CreateJob(rec);
   // Another id if this one is taken (about one in a billion; a model file
   // kept under the first id is not renamed: the job cannot be created then).
@@ -396,11 +408,18 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(v1::TuneRequest request, const std
       IsUnknownLauncherModel(s.model) ? "undescribed model," : s.model.family, s.model.n_layer,
       s.seq_len, s.global_batch_size, rec.trials_total, absl::ToDoubleSeconds(s.time_limit),
       job->earlier ? job->earlier->trials.size() : 0, job->earlier ? job->earlier->skipped : 0);
-  ASSIGN_OR_RETURN(v1::Job out, JobToProtoLocked(*job));
-  active_order_.push_back(rec.job_id);
-  active_.emplace(rec.job_id, std::move(job));
-  inbox_.Wake();
-  return out;
+  // Not yet shared: its view needs no lock.
+  const JobSnapshot snapshot{rec, {}, job->spec.request};
+  {
+    absl::MutexLock lock(&mu_);
+    const std::string id = rec.job_id;  // `rec` moves with the job
+    active_order_.push_back(id);
+    active_.emplace(id, std::move(job));
+    if (counted && --admitting_[owner] == 0) admitting_.erase(owner);
+    std::move(admitted).Cancel();
+    inbox_.Wake();
+  }
+  return Render(snapshot);
 }
 
 absl::StatusOr<v1::Job> JobManager::CancelJob(const std::string& job_id) {
@@ -564,7 +583,8 @@ void JobManager::GiveUpReattachLocked(JobRun* job, TrialRun* trial, const std::s
 
 bool JobManager::TickLocked(int max_dispatches, Outbox* out) {
   FailRanksOfLostWorkersLocked(out);
-  tick_memo_ = TickMemo{.active = true};
+  tick_memo_ = TickMemo();
+  tick_memo_.active = true;
   const absl::Time now = clock_->Now();
   for (const std::string& id : std::vector<std::string>(active_order_)) {
     if (awaiting_reattach_ == 0) break;
@@ -584,19 +604,22 @@ bool JobManager::TickLocked(int max_dispatches, Outbox* out) {
   // The pool is shared: each free gang goes to the runnable job with the
   // fewest trials in flight (the earlier job on a tie), so jobs submitted
   // together all make progress instead of the first taking every device.
+  // A heap of (trials in flight, place in the order): a job that cannot
+  // dispatch leaves it, one that did goes back with one more in flight.
+  using Turn = std::pair<int, size_t>;
+  std::priority_queue<Turn, std::vector<Turn>, std::greater<Turn>> turns;
+  for (size_t i = 0; i < runnable.size(); ++i) turns.emplace(runnable[i]->running, i);
   int dispatched = 0;
-  while (!runnable.empty() && dispatched < max_dispatches) {
-    auto next =
-        std::min_element(runnable.begin(), runnable.end(),
-                         [](const JobRun* a, const JobRun* b) { return a->running < b->running; });
-    if (DispatchOneLocked(*next, out)) {
+  while (!turns.empty() && dispatched < max_dispatches) {
+    const size_t i = turns.top().second;
+    turns.pop();
+    if (DispatchOneLocked(runnable[i], out)) {
       ++dispatched;
-    } else {
-      runnable.erase(next);
+      turns.emplace(runnable[i]->running, i);
     }
   }
   tick_memo_ = TickMemo();
-  return !runnable.empty();
+  return !turns.empty();
 }
 
 void JobManager::FailRanksOfLostWorkersLocked(Outbox* out) {
@@ -764,9 +787,9 @@ bool JobManager::DispatchOneLocked(JobRun* job, Outbox* out) {
   const std::string trial_id = trial != nullptr ? trial->record.trial_id : NextTrialId(*job);
   // A repeat runs on other workers than the measurement it repeats, where
   // the pool has them: one worker alone never confirms its own figures.
-  std::optional<Gang> gang = pool_.Place(
-      job->spec.device_type, job->spec.world_size, trial_id, attempt, job->spec.request.launcher(),
-      trial != nullptr ? WorkersToAvoid(*job, *trial) : std::set<std::string>());
+  std::optional<Gang> gang =
+      PlaceLocked(*job, trial_id, attempt,
+                  trial != nullptr ? WorkersToAvoid(*job, *trial) : std::set<std::string>());
   if (!gang) return false;
   if (!job->retries.empty()) {
     job->retries.pop_front();
@@ -779,6 +802,7 @@ bool JobManager::DispatchOneLocked(JobRun* job, Outbox* out) {
       for (int r = 0; r < static_cast<int>(gang->ranks.size()); ++r) {
         pool_.Release(trial_id, attempt, r);
       }
+      tick_memo_.unplaceable.clear();  // its devices are free again
       return false;
     }
     trial = NewTrial(job, proposal->strategy);
@@ -1089,6 +1113,18 @@ int JobManager::PoolDevicesLocked(const JobRun& job) const {
   const int devices = pool_.CountDevices(key.first, key.second);
   if (tick_memo_.active) tick_memo_.devices.emplace(key, devices);
   return devices;
+}
+
+std::optional<Gang> JobManager::PlaceLocked(const JobRun& job, const std::string& trial_id,
+                                            int attempt, const std::set<std::string>& avoid) {
+  const TickMemo::GangShape shape{job.spec.device_type, job.spec.request.launcher(),
+                                  job.spec.world_size};
+  if (tick_memo_.active && tick_memo_.unplaceable.count(shape) > 0) return std::nullopt;
+  std::optional<Gang> gang =
+      pool_.Place(shape.type, shape.world, trial_id, attempt, shape.launcher, avoid);
+  // Avoiding no worker, no gang of this shape fits until devices are freed.
+  if (!gang && avoid.empty() && tick_memo_.active) tick_memo_.unplaceable.insert(shape);
+  return gang;
 }
 
 bool JobManager::SearchTimeUpLocked(const JobRun& job) const {

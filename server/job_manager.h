@@ -38,8 +38,10 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -265,6 +267,11 @@ class JobManager {
   // the searcher's next proposal) on a free gang; false when there is no
   // gang or nothing to run.
   bool DispatchOneLocked(JobRun* job, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A gang for one attempt of `job`'s trial from the pool (nullopt: none
+  // fits now), remembering within a tick which shapes found no room.
+  std::optional<Gang> PlaceLocked(const JobRun& job, const std::string& trial_id, int attempt,
+                                  const std::set<std::string>& avoid)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks the trial's current attempt RUNNING on `gang` and queues one
   // RunTrial per rank.
   void StartAttemptLocked(JobRun* job, TrialRun* trial, Gang gang, Outbox* out)
@@ -375,6 +382,9 @@ class JobManager {
   // By job id; shared with the search planner while it plans the job.
   std::map<std::string, std::shared_ptr<JobRun>> active_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> active_order_ ABSL_GUARDED_BY(mu_);  // FIFO of job ids
+  // Per owner, submissions past the per-user bound's check whose record is
+  // being written (counted by the bound, not yet in active_).
+  std::map<std::string, int> admitting_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> job_counter_{0};
   // RunTrial calls whose answer has not come back.
   int rpcs_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
@@ -389,6 +399,16 @@ class JobManager {
     bool active = false;
     std::map<std::pair<std::string, std::string>, int> devices;  // (type, launcher)
     std::map<const JobRun*, bool> search_time_up;
+    // Gangs the pool had no room for (placed avoiding no worker): every
+    // other job of that shape is skipped until a device is released.
+    struct GangShape {
+      std::string type, launcher;
+      int world = 0;
+      bool operator<(const GangShape& o) const {
+        return std::tie(type, launcher, world) < std::tie(o.type, o.launcher, o.world);
+      }
+    };
+    std::set<GangShape> unplaceable;
   };
   mutable TickMemo tick_memo_ ABSL_GUARDED_BY(mu_);
   // The job and trial writes of the batch of answers or dispatches now

@@ -137,8 +137,7 @@ JobManager::JobSnapshot JobManager::SnapshotLocked(const JobRun& job) const {
 
 absl::StatusOr<v1::Job> JobManager::Render(const JobSnapshot& job) const {
   const absl::Time now = clock_->Now();
-  ASSIGN_OR_RETURN(v1::Job out, JobRecordToProto(job.record, job.trials, now));
-  *out.mutable_request() = job.request;
+  ASSIGN_OR_RETURN(v1::Job out, JobRecordToProto(job.record, job.trials, now, &job.request));
   out.set_elapsed_seconds(absl::ToDoubleSeconds(now - job.record.created_at));
   return out;
 }

@@ -116,14 +116,16 @@ InfrastructureSummary SummariseInfrastructure(const std::vector<TrialRecord>& tr
 }
 
 absl::StatusOr<v1::Job> JobRecordToProto(const JobRecord& r, const std::vector<TrialRecord>& trials,
-                                         absl::Time now) {
+                                         absl::Time now, const v1::TuneRequest* request) {
   v1::Job j;
   j.set_job_id(r.job_id);
   j.set_state(std::string(JobStateName(r.state)));
   j.set_status_message(r.status_message);
-  if (auto parsed =
-          google::protobuf::util::JsonStringToMessage(r.request_json, j.mutable_request());
-      !parsed.ok()) {
+  if (request != nullptr) {
+    *j.mutable_request() = *request;
+  } else if (auto parsed =
+                 google::protobuf::util::JsonStringToMessage(r.request_json, j.mutable_request());
+             !parsed.ok()) {
     return absl::DataLossError(absl::StrCat(
         "job ", r.job_id, ": stored request does not parse: ", std::string(parsed.message())));
   }

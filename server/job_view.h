@@ -34,10 +34,12 @@ InfrastructureSummary SummariseInfrastructure(const std::vector<TrialRecord>& tr
 absl::StatusOr<v1::Trial> TrialToProto(const TrialRecord& record);
 
 // The job with its counts, summaries and best trial, from its record and
-// every trial of it (in proposal order). The request comes from the record's
-// stored JSON; elapsed_seconds runs to `now` while the job has not finished.
+// every trial of it (in proposal order). The request is `request` when given
+// (a running job's, already parsed), else the record's stored JSON parsed;
+// elapsed_seconds runs to `now` while the job has not finished.
 absl::StatusOr<v1::Job> JobRecordToProto(const JobRecord& record,
-                                         const std::vector<TrialRecord>& trials, absl::Time now);
+                                         const std::vector<TrialRecord>& trials, absl::Time now,
+                                         const v1::TuneRequest* request = nullptr);
 
 absl::StatusOr<v1::StrategyAnswer> StrategyAnswerToProto(const StrategyRecord& record);
 

@@ -2,12 +2,14 @@
 // no network, no trial runner, every step taken by hand through Tick().
 #include "server/job_manager.h"
 
+#include <atomic>
 #include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -2849,6 +2851,28 @@ TEST_F(JobManagerTest, AUserHoldsAtMostSixtyFourUnfinishedJobs) {
   ASSERT_TRUE(listed.ok() && !listed->empty());
   ASSERT_TRUE(manager_->CancelJob((*listed)[0].job_id()).ok());
   EXPECT_TRUE(manager_->SubmitJob(Request(30), "alice").ok());
+}
+
+TEST_F(JobManagerTest, SubmissionsArrivingTogetherDoNotPassTheUsersBound) {
+  // Each record is written without the manager's lock: the submissions in
+  // between still count against the bound.
+  std::atomic<int> accepted{0}, refused{0};
+  std::vector<std::thread> submitters;
+  for (int i = 0; i < 8; ++i) {
+    submitters.emplace_back([&] {
+      for (int j = 0; j < 12; ++j) {
+        absl::StatusOr<v1::Job> job = manager_->SubmitJob(Request(30), "alice");
+        if (job.ok()) {
+          ++accepted;
+        } else if (absl::IsResourceExhausted(job.status())) {
+          ++refused;
+        }
+      }
+    });
+  }
+  for (std::thread& t : submitters) t.join();
+  EXPECT_EQ(accepted, 64);
+  EXPECT_EQ(refused, 96 - 64);
 }
 
 }  // namespace
