@@ -35,8 +35,9 @@ It prints: submissions accepted / refused by code and message; watchers that
 saw their job reach a terminal state, streams that broke (by code), streams
 that ended without a terminal state, and any watcher whose last state differs
 from GetJob's after the run; the most streams open at once; jobs by final
-state and trials by status; GetJob latency p50/p90/p99/max idle and under
-load; the coordinator's RSS (start, peak sampled, VmHWM, end). Exit code 1
+state and trials by status; SubmitJob latency in the burst, and the floor
+(the same threads sending GetJob for an unknown job before the load); GetJob
+latency p50/p90/p99/max idle and under load; the coordinator's RSS (start, peak sampled, VmHWM, end). Exit code 1
 when anything was dropped (a submission without a clear answer, a stream
 that broke or ended early, a job not terminal at the end).
 """
@@ -223,6 +224,32 @@ def main():
     run_prober(address, stubs, tokens_path, 5, idle_out).wait()
     idle = json.load(open(idle_out))
 
+    # The floor: the submitters' pattern with a call that does nearly
+    # nothing (GetJob of an unknown job) measures what the client's threads
+    # and the transport cost on this machine.
+    floor = []
+    floor_lock = threading.Lock()
+    floor_barrier = threading.Barrier(args.submitters)
+
+    def floor_submitter(i):
+        floor_barrier.wait()
+        for _ in range(args.jobs_per_submitter):
+            t0 = time.perf_counter()
+            try:
+                stub.GetJob(pb2.GetJobRequest(job_id="no-such-job"),
+                            metadata=bearer(tokens[f"user{i % args.users}"]), timeout=60)
+            except grpc.RpcError:
+                pass
+            with floor_lock:
+                floor.append(time.perf_counter() - t0)
+
+    floor_threads = [threading.Thread(target=floor_submitter, args=(i,))
+                     for i in range(args.submitters)]
+    for t in floor_threads:
+        t.start()
+    for t in floor_threads:
+        t.join()
+
     # 2. Load.
     lock = threading.Lock()
     open_streams = [0, 0]  # now, most at once
@@ -345,6 +372,8 @@ def main():
     for (code, message), n in refusals.most_common():
         print(f"  {code} x{n}: {message}")
     print(f"SubmitJob latency under load: {percentiles(submit_latency)}")
+    print(f"  the floor, GetJob of an unknown job sent the same way before the load: "
+          f"{percentiles(floor)}")
     print("\n== watchers")
     print(f"streams: {len(watched)}; most open at once: {open_streams[1]}; saw a terminal state: "
           f"{terminal}; broke: {sum(broke.values())} {dict(broke)}; ended without a terminal "

@@ -875,7 +875,11 @@ void JobManager::InstallSearchLocked(JobRun* job, const PlannedSearch& planned) 
           ? absl::StrCat("; took up ", planned.resumed, " recorded trial(s) after a restart")
           : "");
   spdlog::info("job {}: {}", job->record.job_id, job->record.algorithm);
-  PersistJobLocked(job);
+  // Seen by readers now; written with the job's next record (the tick this
+  // wakes starts the job running in the same write as its first
+  // dispatches): a crash before it loses only what planning again after the
+  // restart recomputes.
+  ++job->version;
   RecordPrunedLocked(job);
 }
 

@@ -115,6 +115,17 @@ InfrastructureSummary SummariseInfrastructure(const std::vector<TrialRecord>& tr
   return out;
 }
 
+size_t TrialsInNextEvent(const std::vector<v1::Trial>& pending, size_t next, size_t max_trials,
+                         size_t max_bytes) {
+  size_t count = 0, bytes = 0;
+  for (size_t i = next; i < pending.size() && count < max_trials; ++i, ++count) {
+    // Each repeated element also costs its tag and length (a few bytes).
+    bytes += pending[i].ByteSizeLong() + 8;
+    if (count > 0 && bytes > max_bytes) break;
+  }
+  return count;
+}
+
 absl::StatusOr<v1::Job> JobRecordToProto(const JobRecord& r, const std::vector<TrialRecord>& trials,
                                          absl::Time now, const v1::TuneRequest* request) {
   v1::Job j;
@@ -267,13 +278,20 @@ absl::StatusOr<v1::ListTrialsResponse> TrialPageToProto(const std::vector<TrialR
                                                         const TrialPage& page,
                                                         bool include_pruned) {
   v1::ListTrialsResponse response;
+  size_t bytes = 0;
   for (const TrialRecord& t : trials) {
     if (t.index < page.start || (!include_pruned && t.status == TrialStatus::kPruned)) continue;
     if (response.trials_size() == page.size) {
       response.set_next_page_token(absl::StrCat(t.index));
       break;
     }
-    ASSIGN_OR_RETURN(*response.add_trials(), TrialToProto(t));
+    ASSIGN_OR_RETURN(v1::Trial trial, TrialToProto(t));
+    bytes += trial.ByteSizeLong() + 8;  // with its tag and length
+    if (response.trials_size() > 0 && bytes > kMaxTrialBytesPerMessage) {
+      response.set_next_page_token(absl::StrCat(t.index));  // a shorter page
+      break;
+    }
+    *response.add_trials() = std::move(trial);
   }
   return response;
 }

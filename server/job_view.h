@@ -33,6 +33,19 @@ InfrastructureSummary SummariseInfrastructure(const std::vector<TrialRecord>& tr
 
 absl::StatusOr<v1::Trial> TrialToProto(const TrialRecord& record);
 
+// The encoded trials one message carries at most (a WatchJob event, a page
+// of ListTrials), unless a single trial is bigger: a client's default
+// receive limit is 4 MiB, and 2,000 finished trials can pass it.
+inline constexpr size_t kMaxTrialBytesPerMessage = size_t{1} << 20;
+
+// How many of `pending`, from index `next`, go into one WatchJob event: at
+// most `max_trials`, and no more than `max_bytes` of encoded trials unless
+// the first alone is bigger (it then goes alone), so that every event of a
+// long job fits a client's default receive limit (4 MiB in gRPC). At least
+// one when any is left.
+size_t TrialsInNextEvent(const std::vector<v1::Trial>& pending, size_t next, size_t max_trials,
+                         size_t max_bytes);
+
 // The job with its counts, summaries and best trial, from its record and
 // every trial of it (in proposal order). The request is `request` when given
 // (a running job's, already parsed), else the record's stored JSON parsed;
@@ -54,7 +67,8 @@ inline constexpr int kMaxTrialsPerPage = 5000;
 // default) or a token this server did not give.
 absl::StatusOr<TrialPage> ParseTrialPage(const v1::ListTrialsRequest& request);
 // The page of `trials` (in proposal order, those before page.start may be
-// left out) with a token for the next page when more follow.
+// left out) with a token for the next page when more follow: page.size
+// trials, fewer when they pass kMaxTrialBytesPerMessage.
 absl::StatusOr<v1::ListTrialsResponse> TrialPageToProto(const std::vector<TrialRecord>& trials,
                                                         const TrialPage& page, bool include_pruned);
 

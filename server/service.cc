@@ -13,6 +13,7 @@
 #include "export/export_json.h"
 #include "offline/estimate_report.h"
 #include "offline/export_request.h"
+#include "server/job_view.h"
 #include "server/request_limits.h"
 #include "server/strategy_queries.h"
 
@@ -100,7 +101,8 @@ class JobWatcher : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   void WriteNext() {
     event_.Clear();
     *event_.mutable_job() = job_;
-    while (next_ < pending_.size() && event_.trials_size() < kTrialsPerEvent) {
+    for (size_t n = TrialsInNextEvent(pending_, next_, kTrialsPerEvent, kMaxTrialBytesPerMessage);
+         n > 0; --n) {
       *event_.add_trials() = std::move(pending_[next_++]);
     }
     if (next_ == pending_.size()) pending_.clear();
@@ -110,7 +112,7 @@ class JobWatcher : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
     StartWrite(&wire_);
   }
-  static constexpr int kTrialsPerEvent = 2000;
+  static constexpr size_t kTrialsPerEvent = 2000;
   static constexpr std::chrono::milliseconds kPollInterval{200};
   void Wait() {
     alarm_.Set(std::chrono::system_clock::now() + kPollInterval, [this](bool) { Poll(); });
