@@ -17,7 +17,6 @@
 #include "common/status_macros.h"
 #include "proto/convert.h"
 #include "search/cost_model.h"
-#include "server/database_answer.h"
 #include "server/job_outcome.h"
 #include "server/job_resume.h"
 #include "server/job_view.h"
@@ -26,7 +25,6 @@
 #include "server/rank_request.h"
 #include "server/request_limits.h"
 #include "server/settle.h"
-#include "server/signature.h"
 #include "server/warm_start.h"
 
 namespace autoaccel {
@@ -64,6 +62,8 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Store* store,
   ASSIGN_OR_RETURN(m->model_files_,
                    ModelFileStore::Open(options.model_file_dir, options.model_file_limits));
   m->model_delivery_ = std::make_unique<ModelFileDelivery>(executor, m->model_files_.get());
+  m->admission_ = std::make_unique<JobAdmission>(store, &m->pool_, m->model_files_.get(),
+                                                 &m->earlier_trials_, clock, options.tune_defaults);
   RETURN_IF_ERROR(m->ResumeUnfinished());
   return m;
 }
@@ -300,79 +300,24 @@ void JobManager::SendAll(Outbox out) {
 }
 
 absl::StatusOr<v1::Job> JobManager::SubmitJob(v1::TuneRequest request, const std::string& owner) {
-  // A launcher job's launcher, as the workers define it (server/launcher_job.h).
-  std::optional<v1::Launcher> launcher;
-  if (!request.launcher().empty()) {
-    ASSIGN_OR_RETURN(launcher, pool_.FindLauncher(request.launcher()));
-  }
-  ASSIGN_OR_RETURN(JobSpec spec, ValidateTuneRequest(std::move(request), options_.tune_defaults,
-                                                     launcher ? &*launcher : nullptr));
-  const std::string signature =
-      ComputeSignature(spec.model, spec.seq_len, spec.global_batch_size, spec.world_size,
-                       spec.device_type, spec.launcher ? &*spec.launcher : nullptr);
-  // The strategy database may answer at once (server/database_answer.h); a
-  // database that cannot be read leaves the job to tune.
-  std::optional<StrategyRecord> stored;
-  StoredAnswerVerdict verdict;
-  if (!spec.force) {
-    absl::StatusOr<std::optional<StrategyRecord>> found = store_->GetStrategy(signature);
-    if (found.ok()) {
-      stored = *std::move(found);
-      verdict = JudgeStoredAnswer(spec, stored);
-    } else {
-      spdlog::warn("reading the strategy database's answer for {} failed: {}; tuning", signature,
-                   found.status().ToString());
-    }
-  }
-  // The warm start, before the lock (server/warm_start.h: one store read
-  // serves a burst of submissions); a job the database answers runs no trial
-  // and needs none.
-  std::shared_ptr<const EarlierTrials> earlier;
-  // A launcher job starts cold: its script's speed is not the engine's.
-  if (!verdict.answers && !spec.model.IsTorchScript() && !spec.launcher) {
-    absl::StatusOr<std::shared_ptr<const EarlierTrials>> loaded =
-        earlier_trials_.Get(spec.device_type);
-    if (loaded.ok()) {
-      earlier = *std::move(loaded);
-    } else {
-      spdlog::warn("reading earlier trials for a warm start failed, the job starts cold: {}",
-                   loaded.status().ToString());
-    }
-  }
-  // A torchscript job's file goes to disk before the lock, under the job's
-  // id (caps checked there); it is deleted again if the job is not created.
-  std::string job_id = NewJobId();
-  if (spec.script && !verdict.answers) {
-    ASSIGN_OR_RETURN(spec.model_file,
-                     model_files_->Put(job_id, owner, spec.model.script_digest, *spec.script));
-  }
-  spec.script.reset();
+  ASSIGN_OR_RETURN(AdmittedJob admitted_job,
+                   admission_->Admit(std::move(request), owner, NewJobId()));
+  std::unique_ptr<JobRun> job = std::move(admitted_job.job);
+  const bool answered = admitted_job.answered;
+  // A torchscript job's file is deleted again if the job is not created.
   absl::Cleanup forget_file = [&] {
-    if (spec.model_file) model_files_->Remove(spec.model_file->job_id);
+    if (job->spec.model_file) model_files_->Remove(job->spec.model_file->job_id);
   };
-  auto job = std::make_unique<JobRun>();
-  job->earlier = std::move(earlier);
   JobRecord& rec = job->record;
-  rec.job_id = job_id;
-  rec.state = JobState::kQueued;
-  rec.status_message = verdict.why_not.empty() ? "queued" : "queued; " + verdict.why_not;
-  rec.request_json = ProtoToJson(spec.request);
-  rec.owner = owner;
-  rec.signature = signature;
-  rec.created_at = clock_->Now();
-  rec.deadline = rec.created_at + spec.time_limit;
-  rec.trials_total = spec.load && !spec.finetune ? 1 : static_cast<int>(spec.space.size());
-  if (spec.launcher) rec.launcher_json = ProtoToJson(*spec.launcher);
-  if (verdict.answers) RETURN_IF_ERROR(AnswerJobFromDatabase(*stored, rec.created_at, &rec));
   // The per-user bound counts the owner's unfinished jobs and the
   // submissions admitted but not yet active: the record is written without
   // the lock (no one else knows the job until it is active).
-  const bool counted = !owner.empty() && !verdict.answers;  // per-user bounds need users
+  const bool counted = !owner.empty() && !answered;  // per-user bounds need users
   if (counted) {
     absl::MutexLock lock(&mu_);
     const int64_t unfinished =
         std::count_if(active_.begin(), active_.end(),
-                      [&owner](const auto& job) { return job.second->record.owner == owner; });
+                      [&owner](const auto& entry) { return entry.second->record.owner == owner; });
     RETURN_IF_ERROR(CheckLimit(Limit::kJobsPerUser, unfinished + admitting_[owner] + 1,
                                absl::StrCat("jobs of user ", owner)));
     ++admitting_[owner];
@@ -385,15 +330,15 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(v1::TuneRequest request, const std
   absl::Status created = store_->CreateJob(rec);
   // Another id if this one is taken (about one in a billion; a model file
   // kept under the first id is not renamed: the job cannot be created then).
-  for (int retry = 0; absl::IsAlreadyExists(created) && !spec.model_file && retry < 3; ++retry) {
+  for (int retry = 0; absl::IsAlreadyExists(created) && !job->spec.model_file && retry < 3;
+       ++retry) {
     rec.job_id = NewJobId();
     created = store_->CreateJob(rec);
   }
   RETURN_IF_ERROR(created);
   std::move(forget_file).Cancel();
-  job->spec = std::move(spec);
   const LogContext context(rec.job_id);
-  if (verdict.answers) {
+  if (answered) {
     // Finished as it was created: never active, read back from the store.
     spdlog::info("job {}: {}", rec.job_id, rec.status_message);
     metrics_.JobFinished(rec.state);

@@ -52,6 +52,7 @@
 #include "proto/autoaccel.pb.h"
 #include "server/batched_writes.h"
 #include "server/coordinator_metrics.h"
+#include "server/job_admission.h"
 #include "server/job_archive.h"
 #include "server/job_run.h"
 #include "server/model_file_delivery.h"
@@ -372,6 +373,7 @@ class JobManager {
   EarlierTrialsCache earlier_trials_;            // the warm start's reads, shared by submissions
   std::unique_ptr<ModelFileStore> model_files_;  // set by Create
   std::unique_ptr<ModelFileDelivery> model_delivery_;
+  std::unique_ptr<JobAdmission> admission_;  // set by Create: SubmitJob's work before the lock
 
   // Answers not applied yet, and the scheduler's wake-ups (a job, a worker,
   // an answer or a stop).
