@@ -69,60 +69,19 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Store* store,
 }
 
 absl::Status JobManager::ResumeUnfinished() {
-  const absl::Time now = clock_->Now();
-  ASSIGN_OR_RETURN(std::vector<JobRecord> unfinished, store_->ListUnfinishedJobs());
-  for (JobRecord& record : unfinished) {
-    ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, store_->ListTrials(record.job_id));
-    // A torchscript job's file, as this or an earlier process kept it.
-    absl::StatusOr<ModelFileRef> kept = model_files_->Adopt(record.job_id, record.owner, "");
-    std::optional<std::string> model_file;
-    if (kept.ok()) {
-      absl::StatusOr<std::string> bytes = model_files_->Read(*kept);
-      if (bytes.ok()) model_file = *std::move(bytes);
-    }
-    absl::StatusOr<std::unique_ptr<JobRun>> resumed =
-        ResumeJob(record, trials, options_.tune_defaults, now + options_.reattach_window,
-                  std::move(model_file));
-    if (!resumed.ok()) {
-      model_files_->Remove(record.job_id);
-      RETURN_IF_ERROR(archive_.CloseUnfinished(std::move(record), std::move(trials),
-                                               std::string(resumed.status().message()), now));
-      continue;
-    }
-    std::shared_ptr<JobRun> job = *std::move(resumed);
-    if (job->spec.model.IsTorchScript() && kept.ok()) {
-      kept->digest = job->spec.model.script_digest;
-      job->spec.model_file = *kept;
-    } else {
-      model_files_->Remove(record.job_id);
-    }
-    const JobSpec& spec = job->spec;
-    if (!spec.model.IsTorchScript() && !spec.launcher) {  // as SubmitJob warms it
-      absl::StatusOr<EarlierTrials> earlier =
-          LoadEarlierTrials(store_, spec.device_type, kMaxEarlierTrials, record.job_id);
-      if (earlier.ok()) job->earlier = std::make_shared<const EarlierTrials>(*std::move(earlier));
-    }
-    job->record.status_message = absl::StrCat(
-        "resumed after a coordinator restart (", job->trials.size(), " trial(s) recorded",
-        job->running > 0 ? absl::StrCat(", ", job->running, " waiting for their workers") : "",
-        ")");
-    RETURN_IF_ERROR(store_->UpdateJob(job->record));
-    spdlog::warn("job {}: {}; its time limit counts from its submission ({} left)", record.job_id,
-                 job->record.status_message,
-                 absl::FormatDuration(std::max(absl::ZeroDuration(), job->record.deadline - now)));
-    absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<JobRun>> jobs,
+                   LoadUnfinishedJobs(ResumeSources{.store = store_,
+                                                    .model_files = model_files_.get(),
+                                                    .archive = &archive_,
+                                                    .defaults = options_.tune_defaults,
+                                                    .now = clock_->Now(),
+                                                    .reattach_window = options_.reattach_window}));
+  absl::MutexLock lock(&mu_);
+  for (std::unique_ptr<JobRun>& job : jobs) {
+    const std::string id = job->record.job_id;
     awaiting_reattach_ += job->running;  // every trial it runs awaits its workers
-    active_order_.push_back(record.job_id);
-    active_.emplace(record.job_id, std::move(job));
-  }
-  // Files of jobs that finished while no process could delete them.
-  std::set<std::string> unfinished_ids;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [id, job] : active_) unfinished_ids.insert(id);
-  }
-  if (const int removed = model_files_->RemoveAllBut(unfinished_ids); removed > 0) {
-    spdlog::info("deleted {} model file(s) of finished jobs from {}", removed, model_files_->dir());
+    active_order_.push_back(id);
+    active_.emplace(id, std::move(job));
   }
   return absl::OkStatus();
 }

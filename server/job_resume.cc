@@ -1,7 +1,10 @@
 #include "server/job_resume.h"
 
 #include <google/protobuf/util/json_util.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +12,7 @@
 #include "common/status_macros.h"
 #include "proto/autoaccel.pb.h"
 #include "server/signature.h"
+#include "server/warm_start.h"
 
 namespace autoaccel {
 namespace {
@@ -119,6 +123,60 @@ std::vector<ResumedTrial> ResumedTrials(const JobRun& job) {
     r.trial = ScoredOf(*t);
     r.measured_steps = rec.measured_steps;
     out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<JobRun>>> LoadUnfinishedJobs(const ResumeSources& in) {
+  const absl::Time now = in.now;
+  ASSIGN_OR_RETURN(std::vector<JobRecord> unfinished, in.store->ListUnfinishedJobs());
+  std::vector<std::unique_ptr<JobRun>> out;
+  std::set<std::string> resumed_ids;
+  for (JobRecord& record : unfinished) {
+    ASSIGN_OR_RETURN(std::vector<TrialRecord> trials, in.store->ListTrials(record.job_id));
+    // A torchscript job's file, as this or an earlier process kept it.
+    absl::StatusOr<ModelFileRef> kept = in.model_files->Adopt(record.job_id, record.owner, "");
+    std::optional<std::string> model_file;
+    if (kept.ok()) {
+      absl::StatusOr<std::string> bytes = in.model_files->Read(*kept);
+      if (bytes.ok()) model_file = *std::move(bytes);
+    }
+    absl::StatusOr<std::unique_ptr<JobRun>> resumed =
+        ResumeJob(record, trials, in.defaults, now + in.reattach_window, std::move(model_file));
+    if (!resumed.ok()) {
+      in.model_files->Remove(record.job_id);
+      RETURN_IF_ERROR(in.archive->CloseUnfinished(std::move(record), std::move(trials),
+                                                  std::string(resumed.status().message()), now));
+      continue;
+    }
+    std::unique_ptr<JobRun> job = *std::move(resumed);
+    if (job->spec.model.IsTorchScript() && kept.ok()) {
+      kept->digest = job->spec.model.script_digest;
+      job->spec.model_file = *kept;
+    } else {
+      in.model_files->Remove(record.job_id);
+    }
+    const JobSpec& spec = job->spec;
+    if (!spec.model.IsTorchScript() && !spec.launcher) {  // as SubmitJob warms it
+      absl::StatusOr<EarlierTrials> earlier =
+          LoadEarlierTrials(in.store, spec.device_type, kMaxEarlierTrials, record.job_id);
+      if (earlier.ok()) job->earlier = std::make_shared<const EarlierTrials>(*std::move(earlier));
+    }
+    job->record.status_message = absl::StrCat(
+        "resumed after a coordinator restart (", job->trials.size(), " trial(s) recorded",
+        job->running > 0 ? absl::StrCat(", ", job->running, " waiting for their workers") : "",
+        ")");
+    RETURN_IF_ERROR(in.store->UpdateJob(job->record));
+    spdlog::warn("job {}: {}; its time limit counts from its submission ({} left)", record.job_id,
+                 job->record.status_message,
+                 absl::FormatDuration(std::max(absl::ZeroDuration(), job->record.deadline - now)));
+    resumed_ids.insert(record.job_id);
+    out.push_back(std::move(job));
+  }
+  // Files of jobs that finished while no process could delete them.
+  if (const int removed = in.model_files->RemoveAllBut(resumed_ids); removed > 0) {
+    spdlog::info("deleted {} model file(s) of finished jobs from {}", removed,
+                 in.model_files->dir());
   }
   return out;
 }

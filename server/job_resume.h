@@ -13,7 +13,11 @@
 // searcher is created afresh once workers are back, and takes up the recorded trials
 // (ResumedTrials, search/searcher.h Searcher::Resume), so none is counted or measured twice.
 //
-// Plain functions of their arguments; nothing here locks, stores or sends.
+// ResumeJob and ResumedTrials are plain functions of their arguments;
+// LoadUnfinishedJobs reads the store and the kept model files once, at the
+// coordinator's start, and hands the manager every job ready to go on (as
+// Ray's GCS loads its tables once and hands them to each manager). Nothing
+// here locks or sends.
 #ifndef AUTOACCEL_SERVER_JOB_RESUME_H_
 #define AUTOACCEL_SERVER_JOB_RESUME_H_
 
@@ -25,7 +29,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "search/searcher.h"
+#include "server/job_archive.h"
 #include "server/job_run.h"
+#include "server/model_file_store.h"
 #include "server/store.h"
 #include "server/tune_request.h"
 
@@ -53,6 +59,28 @@ absl::StatusOr<std::unique_ptr<JobRun>> ResumeJob(const JobRecord& record,
                                                   const TuneDefaults& defaults,
                                                   absl::Time reattach_until,
                                                   std::optional<std::string> model_file);
+
+// What LoadUnfinishedJobs reads from and writes to; borrowed for the call.
+struct ResumeSources {
+  Store* store = nullptr;
+  ModelFileStore* model_files = nullptr;
+  JobArchive* archive = nullptr;  // closes a job that cannot go on
+  TuneDefaults defaults;
+  absl::Time now;
+  absl::Duration reattach_window;  // how long running trials await their workers
+};
+
+// Every job a previous process left unfinished (Store::ListUnfinishedJobs),
+// made ready to go on (ResumeJob), in the order stored: a torchscript job
+// with the file the coordinator kept for it, an engine job with its warm
+// start read (as SubmitJob's admission reads it), its record's message
+// saying it was resumed and how many trials await their workers (written
+// back). A job that cannot go on is closed FAILED through the archive with
+// ResumeJob's reason and its file deleted; so are the kept files of jobs
+// that finished while no process could delete them. The store's error when
+// reading the jobs, or writing one, fails.
+absl::StatusOr<std::vector<std::unique_ptr<JobRun>>> LoadUnfinishedJobs(
+    const ResumeSources& sources);
 
 // The job's trials as its next searcher takes them up (Searcher::Resume):
 // every proposal and pruned candidate, in proposal order, confirmations
