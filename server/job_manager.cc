@@ -23,6 +23,7 @@
 #include "server/launcher_job.h"
 #include "server/measurement_trust.h"
 #include "server/rank_request.h"
+#include "server/reattach.h"
 #include "server/request_limits.h"
 #include "server/settle.h"
 #include "server/warm_start.h"
@@ -380,58 +381,30 @@ absl::StatusOr<WorkerEndpoint> JobManager::WorkerEndpointOf(const std::string& w
 void JobManager::TakeUpRanksLocked(const v1::RegisterRequest& req, const std::string& session_token,
                                    Outbox* out) {
   const std::string& worker = req.worker_id();
-  std::set<std::pair<std::string, int>> told;  // (trial, attempt) cancelled here
-  for (const v1::RunningRank& r : req.running_ranks()) {
-    TrialRun* trial = nullptr;
-    for (const auto& [id, job] : active_) {
-      if ((trial = FindTrial(*job, r.trial_id())) != nullptr) break;
-    }
-    const bool ours = trial != nullptr && trial->record.status == TrialStatus::kRunning &&
-                      trial->record.attempt == r.attempt() && r.rank() >= 0 &&
-                      r.rank() < static_cast<int>(trial->ranks.size()) &&
-                      trial->ranks[r.rank()].placed.worker_id == worker;
-    if (ours && trial->awaiting_reattach && trial->ranks[r.rank()].placed.address.empty()) {
-      std::optional<PlacedRank> placed = pool_.Hold(worker, r.device_index(), r.trial_id(),
-                                                    r.attempt(), r.rank(), r.rendezvous_port());
-      if (placed) {
-        if (r.rank() == 0 && r.rendezvous_port() > 0) {
-          trial->master_host = HostOfAddress(placed->address);
-          trial->master_port = r.rendezvous_port();
-        }
-        trial->ranks[r.rank()].placed = *std::move(placed);
-        ++trial->ranks_attached;
-      }
-    } else if (!ours && told.insert({r.trial_id(), r.attempt()}).second) {
-      // Nobody here waits for it (its job ended, or it was run again): stop it.
-      Cancel c;
-      c.to = WorkerEndpoint{req.address(), session_token, req.tls()};
-      c.request.set_trial_id(r.trial_id());
-      c.request.set_attempt(r.attempt());
-      out->cancels.push_back(std::move(c));
-      spdlog::info("worker {} reports trial {} attempt {}, which no job runs now; cancelling it",
-                   worker, r.trial_id(), r.attempt());
-    }
+  const ReportedRanks reported = MatchReportedRanks(active_, req);
+  for (const ReportedRanks::Attach& a : reported.attach) {
+    const v1::RunningRank& r = *a.rank;
+    std::optional<PlacedRank> placed = pool_.Hold(worker, r.device_index(), r.trial_id(),
+                                                  r.attempt(), r.rank(), r.rendezvous_port());
+    if (placed) AttachReportedRank(a.trial, r, *std::move(placed));
   }
-  for (const std::string& id : std::vector<std::string>(active_order_)) {
-    if (awaiting_reattach_ == 0) break;
-    JobRun* job = active_[id].get();
-    for (const auto& t : job->trials) {
-      if (!t->awaiting_reattach) continue;
-      bool here = false, missing = false;
-      for (const Rank& rank : t->ranks) {
-        if (rank.placed.worker_id != worker) continue;
-        here = true;
-        missing = missing || rank.placed.address.empty();
-      }
-      if (!here) continue;
-      if (missing) {
-        GiveUpReattachLocked(job, t.get(),
-                             absl::StrCat("worker ", worker, " registered again without it"), out);
-      } else if (t->ranks_attached == static_cast<int>(t->ranks.size())) {
-        ReattachLocked(job, t.get(), out);
-      }
-    }
+  for (const auto& [trial_id, attempt] : reported.cancel) {
+    // Nobody here waits for it (its job ended, or it was run again): stop it.
+    Cancel c;
+    c.to = WorkerEndpoint{req.address(), session_token, req.tls()};
+    c.request.set_trial_id(trial_id);
+    c.request.set_attempt(attempt);
+    out->cancels.push_back(std::move(c));
+    spdlog::info("worker {} reports trial {} attempt {}, which no job runs now; cancelling it",
+                 worker, trial_id, attempt);
   }
+  if (awaiting_reattach_ == 0) return;
+  const AwaitingVerdicts verdicts = JudgeAwaitingTrials(active_, active_order_, worker);
+  for (const auto& [job, trial] : verdicts.missing) {
+    GiveUpReattachLocked(job, trial,
+                         absl::StrCat("worker ", worker, " registered again without it"), out);
+  }
+  for (const auto& [job, trial] : verdicts.complete) ReattachLocked(job, trial, out);
 }
 
 void JobManager::QueueRankCallsLocked(const JobRun& job, const TrialRun& trial, bool attach_only,
