@@ -232,6 +232,16 @@ absl::Status CheckExportRequestLimits(const v1::ExportRequest& r) {
   return CheckLimit(Limit::kGlobalBatchSize, r.global_batch_size());
 }
 
+absl::Status CheckQueryRequestLimits(const v1::QueryStrategiesRequest& r) {
+  RETURN_IF_ERROR(CheckModelRequest(r.model()));
+  RETURN_IF_ERROR(CheckLimit(Limit::kDeviceTypeBytes, static_cast<double>(r.device_type().size()),
+                             "device_type"));
+  RETURN_IF_ERROR(CheckFieldSizes(r, ""));
+  RETURN_IF_ERROR(CheckLimit(Limit::kWorldSize, r.world_size()));
+  RETURN_IF_ERROR(CheckLimit(Limit::kSeqLen, r.seq_len()));
+  return CheckLimit(Limit::kGlobalBatchSize, r.global_batch_size());
+}
+
 absl::Status CheckEstimateRequestLimits(const v1::EstimateRequest& r) {
   RETURN_IF_ERROR(CheckModelRequest(r.model()));
   RETURN_IF_ERROR(

@@ -243,6 +243,10 @@ absl::Status CheckTuneRequestLimits(const v1::TuneRequest& request);
 // kListEntries strategies).
 absl::Status CheckExportRequestLimits(const v1::ExportRequest& request);
 absl::Status CheckEstimateRequestLimits(const v1::EstimateRequest& request);
+// What QueryStrategies parses: the model as a tuning request's, the device
+// type, every other string and list, and the sizes (world_size, seq_len,
+// global_batch_size).
+absl::Status CheckQueryRequestLimits(const v1::QueryStrategiesRequest& request);
 
 // The model's dimensions once its config is read (layers, hidden size,
 // heads, head width, MLP width, vocabulary, positions, experts). The field

@@ -245,6 +245,7 @@ grpc::ServerUnaryReactor* TuningServiceImpl::QueryStrategies(grpc::CallbackServe
       [&](const v1::QueryStrategiesRequest& request,
           v1::QueryStrategiesResponse* response) -> absl::Status {
         RETURN_IF_ERROR(auth_->User(*ctx).status());
+        RETURN_IF_ERROR(CheckQueryRequestLimits(request));
         return RespondList(::autoaccel::QueryStrategies(store_, request), response,
                            &v1::QueryStrategiesResponse::add_answers);
       });

@@ -1,10 +1,6 @@
 #include "server/tune_request.h"
 
-#include <google/protobuf/descriptor.h>
-#include <google/protobuf/message.h>
-
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -25,94 +21,13 @@ namespace {
 // Default warm-up for torchscript jobs (see ValidateTuneRequest).
 constexpr int kTorchScriptWarmupSteps = 3;
 
-// Bounds on a request: whatever passes them is cheap to validate, search and
-// show. A Hugging Face config.json is a few kilobytes.
-constexpr size_t kMaxConfigBytes = LimitMax(Limit::kModelConfigBytes);
-constexpr int kMaxOverrides = LimitMax(Limit::kOverrides);
-constexpr size_t kMaxOverrideBytes = LimitMax(Limit::kOverrideBytes);
-constexpr size_t kMaxTextFieldBytes =
-    LimitMax(Limit::kTextBytes);                                // input_spec, load_strategy, names
-constexpr int kMaxListEntries = LimitMax(Limit::kListEntries);  // each repeated field
-constexpr double kMaxTimeLimitSeconds = LimitMax(Limit::kTimeLimitSeconds);
-constexpr double kMaxTrialTimeoutSeconds = LimitMax(Limit::kTrialTimeoutSeconds);
-constexpr int kMaxSteps = LimitMax(Limit::kSteps);  // warm-up and measured steps each
-constexpr double kMaxMinMeasuredSeconds = LimitMax(Limit::kMinMeasuredSeconds);
-constexpr int kMaxWorldSize = LimitMax(Limit::kWorldSize);
-constexpr int kMaxSeqLen = LimitMax(Limit::kSeqLen);
-constexpr int kMaxGlobalBatchSize = LimitMax(Limit::kGlobalBatchSize);
-constexpr int kMaxTrialBudget = LimitMax(Limit::kMaxTrials);
-// Combinations of dimension values (before compatibility rules) a job may
-// span: a 7B model on 8 ranks spans ~42,000; the coordinator stays responsive
-// (and its answers small) well past this.
-constexpr int64_t kMaxSpaceCombinations = LimitMax(Limit::kSpaceCombinations);
-
-// Every string field of a request (but the model's config and file, bounded
-// on their own) and every repeated field, whatever new fields the message
-// grows: walked by reflection.
-absl::Status CheckFieldSizes(const google::protobuf::Message& m, const std::string& prefix) {
-  const google::protobuf::Descriptor* d = m.GetDescriptor();
-  const google::protobuf::Reflection* reflection = m.GetReflection();
-  for (int i = 0; i < d->field_count(); ++i) {
-    const google::protobuf::FieldDescriptor* f = d->field(i);
-    const std::string name = absl::StrCat(prefix, f->name());
-    if (name == "model.config_json" || name == "model.script") continue;
-    if (f->is_repeated()) {
-      const int n = reflection->FieldSize(m, f);
-      if (n > kMaxListEntries) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name, ": ", n, " entries, at most ", kMaxListEntries));
-      }
-      if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING) {
-        for (int j = 0; j < n; ++j) {
-          if (reflection->GetRepeatedStringReference(m, f, j, nullptr).size() >
-              kMaxTextFieldBytes) {
-            return absl::InvalidArgumentError(
-                absl::StrCat(name, "[", j, "]: longer than ", kMaxTextFieldBytes, " bytes"));
-          }
-        }
-      }
-    } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING) {
-      std::string scratch;
-      if (reflection->GetStringReference(m, f, &scratch).size() > kMaxTextFieldBytes) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name, ": longer than ", kMaxTextFieldBytes, " bytes"));
-      }
-    } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE &&
-               reflection->HasField(m, f)) {
-      RETURN_IF_ERROR(CheckFieldSizes(reflection->GetMessage(m, f), name + "."));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// "field: must be between LO and HI, got V" for a number out of range or not
-// finite.
-absl::Status InRange(absl::string_view field, double value, double lo, double hi,
-                     absl::string_view unit = "") {
-  if (std::isfinite(value) && value >= lo && value <= hi) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(field, ": must be between ", lo, unit, " and ", hi,
-                                                 unit, ", got ", value, unit));
-}
-
-absl::Status CheckNumbers(const v1::TuneRequest& r) {
-  if (!(r.time_limit_seconds() > 0) || !std::isfinite(r.time_limit_seconds())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("time_limit_seconds: must be a positive number of seconds, got ",
-                     r.time_limit_seconds(), "s"));
-  }
-  RETURN_IF_ERROR(
-      InRange("time_limit_seconds", r.time_limit_seconds(), 0, kMaxTimeLimitSeconds, "s"));
-  RETURN_IF_ERROR(
-      InRange("trial_timeout_seconds", r.trial_timeout_seconds(), 0, kMaxTrialTimeoutSeconds, "s"));
-  RETURN_IF_ERROR(InRange("warmup_steps", r.warmup_steps(), 0, kMaxSteps));
-  RETURN_IF_ERROR(InRange("measured_steps", r.measured_steps(), 0, kMaxSteps));
-  RETURN_IF_ERROR(
-      InRange("min_measured_seconds", r.min_measured_seconds(), 0, kMaxMinMeasuredSeconds, "s"));
-  RETURN_IF_ERROR(InRange("max_trials", r.max_trials(), 0, kMaxTrialBudget));
-  RETURN_IF_ERROR(InRange("world_size", r.world_size(), 0, kMaxWorldSize));
-  RETURN_IF_ERROR(InRange("seq_len", r.seq_len(), 0, kMaxSeqLen));
-  RETURN_IF_ERROR(InRange("global_batch_size", r.global_batch_size(), 0, kMaxGlobalBatchSize));
-  return absl::OkStatus();
+// A time limit must leave time for a trial: positive (the bounds' table,
+// server/request_limits.h, allows 0 for the numbers it bounds).
+absl::Status CheckTimeLimitPositive(const v1::TuneRequest& r) {
+  if (r.time_limit_seconds() > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("time_limit_seconds: must be a positive number of seconds, got ",
+                   r.time_limit_seconds(), "s"));
 }
 
 }  // namespace
@@ -136,32 +51,11 @@ absl::StatusOr<ModelSpec> ModelFromRequest(const v1::ModelSpec& m) {
                                 {"script_bytes", static_cast<int64_t>(m.script().size())}};
     return ModelSpecFromJson(m.family(), config);
   }
-  if (m.config_json().size() > kMaxConfigBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("model_config: ", m.config_json().size(),
-                                                   " bytes; a config may have at most ",
-                                                   kMaxConfigBytes, " bytes"));
-  }
-  if (m.overrides_size() + m.new_overrides_size() > kMaxOverrides) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("override: ", m.overrides_size() + m.new_overrides_size(), " given, at most ",
-                     kMaxOverrides));
-  }
   ASSIGN_OR_RETURN(nlohmann::json config, ParseUntrustedJson(m.config_json(), "model_config"));
   // Keys the config has first, then the new ones (override[i] counts
   // through both in this order).
   const std::vector<std::string> overrides(m.overrides().begin(), m.overrides().end());
   const std::vector<std::string> new_overrides(m.new_overrides().begin(), m.new_overrides().end());
-  size_t i = 0;
-  for (const auto* list : {&overrides, &new_overrides}) {
-    for (const std::string& text : *list) {
-      if (text.size() > kMaxOverrideBytes || JsonNestingDepth(text) > kMaxJsonDepth) {
-        return absl::InvalidArgumentError(absl::StrCat("override[", i, "]: longer than ",
-                                                       kMaxOverrideBytes, " bytes or nested ",
-                                                       "deeper than ", kMaxJsonDepth, " levels"));
-      }
-      ++i;
-    }
-  }
   return ModelSpecWithOverrides(m.family(), std::move(config), overrides, new_overrides);
 }
 
@@ -189,8 +83,7 @@ absl::StatusOr<JobSpec> ValidateTuneRequest(v1::TuneRequest in, const TuneDefaul
     return absl::InvalidArgumentError(
         "model.family: missing with the model's config (--model FAMILY --model-config FILE)");
   }
-  RETURN_IF_ERROR(CheckFieldSizes(r, ""));
-  RETURN_IF_ERROR(CheckNumbers(r));
+  RETURN_IF_ERROR(CheckTimeLimitPositive(r));
   if (launcher == nullptr || described) {
     ASSIGN_OR_RETURN(out.model, ModelFromRequest(r.model()));
   } else {
@@ -204,7 +97,8 @@ absl::StatusOr<JobSpec> ValidateTuneRequest(v1::TuneRequest in, const TuneDefaul
   if (launcher != nullptr) {
     // The user's script drives the device: any type a worker registered.
     const std::string& t = r.device_type();
-    if (t.size() > 32 || !absl::ascii_islower(t[0]) || !std::all_of(t.begin(), t.end(), [](char c) {
+    // (Its length is bounded with the request's: Limit::kDeviceTypeBytes.)
+    if (!absl::ascii_islower(t[0]) || !std::all_of(t.begin(), t.end(), [](char c) {
           return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '_';
         })) {
       return absl::InvalidArgumentError(
@@ -275,7 +169,7 @@ absl::StatusOr<JobSpec> ValidateTuneRequest(v1::TuneRequest in, const TuneDefaul
   space.virtual_stages.assign(r.virtual_stages().begin(), r.virtual_stages().end());
   space.checkpoint_percents.assign(r.checkpoint_percents().begin(), r.checkpoint_percents().end());
   space.device_is_accelerator = r.device_type() != "cpu";
-  space.max_combinations = kMaxSpaceCombinations;
+  space.max_combinations = LimitMax(Limit::kSpaceCombinations);
   if (launcher != nullptr) RETURN_IF_ERROR(RestrictSpaceToLauncher(*launcher, r, &space));
   ASSIGN_OR_RETURN(out.space, EnumerateSpace(space));
   if (launcher != nullptr) {

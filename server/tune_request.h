@@ -95,7 +95,8 @@ absl::StatusOr<JobSpec> ValidateTuneRequest(v1::TuneRequest request, const TuneD
 
 // The model a request describes: its config.json with the overrides applied
 // (torchscript: the file's digest and input spec). INVALID_ARGUMENT naming
-// the field.
+// the field. The caller has bounded its sizes (the config's and overrides'
+// bytes and nesting: server/request_limits.h, as every request's check does).
 absl::StatusOr<ModelSpec> ModelFromRequest(const v1::ModelSpec& model);
 
 }  // namespace autoaccel

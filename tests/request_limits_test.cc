@@ -257,6 +257,27 @@ TEST(RequestLimitsTest, ExportAndEstimateRequestsAreBoundedAsATuningRequestsPart
   EXPECT_THAT(Message(CheckEstimateRequestLimits(r)), StartsWith("override[0]: "));
 }
 
+TEST(RequestLimitsTest, AStrategyQueryIsBoundedAsATuningRequestsParts) {
+  // QueryStrategies parses the model's config as a tuning request does.
+  v1::QueryStrategiesRequest q;
+  q.set_seq_len(1024);
+  q.set_global_batch_size(8);
+  EXPECT_OK(CheckQueryRequestLimits(q));
+  q.mutable_model()->set_config_json(std::string(LimitMax(Limit::kModelConfigBytes) + 1, ' '));
+  absl::Status s = CheckQueryRequestLimits(q);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(Message(s), StartsWith("model_config: 262145 bytes"));
+  q = v1::QueryStrategiesRequest();
+  q.set_seq_len(-1);
+  EXPECT_THAT(Message(CheckQueryRequestLimits(q)), StartsWith("seq_len: -1"));
+  q = v1::QueryStrategiesRequest();
+  q.set_device_type(std::string(LimitMax(Limit::kDeviceTypeBytes) + 1, 'x'));
+  EXPECT_THAT(Message(CheckQueryRequestLimits(q)), StartsWith("device_type: 33 bytes"));
+  q = v1::QueryStrategiesRequest();
+  q.mutable_model()->set_family(std::string(LimitMax(Limit::kTextBytes) + 1, 'x'));
+  EXPECT_THAT(Message(CheckQueryRequestLimits(q)), StartsWith("model.family: 16385 bytes"));
+}
+
 TEST(RequestLimitsTest, AModelDimensionIsNamedAsTheFamilysConfigNamesIt) {
   ModelSpec m = Model("llama");
   m.n_layer = 5000;
