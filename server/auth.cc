@@ -165,11 +165,18 @@ absl::Status Authenticator::Worker(const grpc::ServerContextBase& ctx) const {
   return absl::OkStatus();
 }
 
-absl::Status MayAccessJob(const Caller& caller, const std::string& owner,
-                          const std::string& job_id) {
-  if (caller.admin || caller.user == owner) return absl::OkStatus();
+absl::Status MayReadJob(const Caller& caller, const std::string& job_id,
+                        const JobOwnerLookup& owner_of) {
+  if (caller.admin) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const std::string owner, owner_of(job_id));
+  if (caller.user == owner) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(
       "job ", job_id, " belongs to another user; only its owner or an admin may see or cancel it"));
+}
+
+std::optional<std::string> JobsListedFor(const Caller& caller) {
+  if (caller.admin) return std::nullopt;
+  return caller.user;
 }
 
 }  // namespace autoaccel

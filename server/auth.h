@@ -13,7 +13,9 @@
 
 #include <grpcpp/server_context.h>
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,10 +98,19 @@ class Authenticator {
   std::shared_ptr<const Tokens> tokens_ ABSL_GUARDED_BY(mu_);
 };
 
-// OK when `caller` may read or cancel job `job_id` owned by `owner` (its
-// own, or an admin); PERMISSION_DENIED otherwise. Pure.
-absl::Status MayAccessJob(const Caller& caller, const std::string& owner,
-                          const std::string& job_id);
+// Who may read or cancel a job, and whose jobs a caller lists: the one rule
+// the gRPC service and the dashboard both apply (docs/SECURITY.md). Pure but
+// for `owner_of`.
+//
+// OK when `caller` may read or cancel job `job_id`: an admin any job (its
+// owner is not looked up), a user their own (`owner_of(job_id)`, whose
+// error, e.g. NOT_FOUND, is passed on); PERMISSION_DENIED otherwise.
+using JobOwnerLookup = std::function<absl::StatusOr<std::string>(const std::string& job_id)>;
+absl::Status MayReadJob(const Caller& caller, const std::string& job_id,
+                        const JobOwnerLookup& owner_of);
+// The owner whose jobs `caller` lists: their own; nullopt (every job's) for
+// an admin.
+std::optional<std::string> JobsListedFor(const Caller& caller);
 
 }  // namespace autoaccel
 

@@ -88,10 +88,8 @@ absl::StatusOr<std::string> JobIdFor(JobManager& manager, const Authenticator& a
   if (it == request.query.end() || it->second.empty()) {
     return absl::InvalidArgumentError("give the job as ?id=JOB");
   }
-  if (!caller.admin) {
-    ASSIGN_OR_RETURN(const std::string owner, manager.JobOwner(it->second));
-    RETURN_IF_ERROR(MayAccessJob(caller, owner, it->second));
-  }
+  RETURN_IF_ERROR(MayReadJob(caller, it->second,
+                             [&manager](const std::string& id) { return manager.JobOwner(id); }));
   return it->second;
 }
 
@@ -120,9 +118,7 @@ HttpHandler Static(std::string content_type, std::string body) {
 HttpResponse Jobs(JobManager& manager, const Authenticator& auth, const HttpRequest& request) {
   absl::StatusOr<Caller> caller = CallerOf(auth, request);
   if (!caller.ok()) return Error(caller.status());
-  std::optional<std::string> owner;
-  if (!caller->admin) owner = caller->user;
-  absl::StatusOr<std::vector<v1::Job>> jobs = manager.ListJobs(0, owner);
+  absl::StatusOr<std::vector<v1::Job>> jobs = manager.ListJobs(0, JobsListedFor(*caller));
   if (!jobs.ok()) return Error(jobs.status());
   v1::ListJobsResponse list;
   for (v1::Job& job : *jobs) {

@@ -145,9 +145,8 @@ class RefusedStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 absl::StatusOr<Caller> TuningServiceImpl::JobCaller(grpc::CallbackServerContext* ctx,
                                                     const std::string& job_id) {
   ASSIGN_OR_RETURN(Caller caller, auth_->User(*ctx));
-  if (caller.admin) return caller;  // no owner lookup: an admin may see every job
-  ASSIGN_OR_RETURN(const std::string owner, manager_->JobOwner(job_id));
-  RETURN_IF_ERROR(MayAccessJob(caller, owner, job_id));
+  RETURN_IF_ERROR(
+      MayReadJob(caller, job_id, [this](const std::string& id) { return manager_->JobOwner(id); }));
   return caller;
 }
 
@@ -221,9 +220,7 @@ grpc::ServerUnaryReactor* TuningServiceImpl::ListJobs(grpc::CallbackServerContex
       ctx, auth_->User(*ctx).status(), in, out,
       [&](const v1::ListJobsRequest& request, v1::ListJobsResponse* response) -> absl::Status {
         ASSIGN_OR_RETURN(const Caller caller, auth_->User(*ctx));
-        std::optional<std::string> owner;
-        if (!caller.admin) owner = caller.user;
-        return RespondList(manager_->ListJobs(request.limit(), owner), response,
+        return RespondList(manager_->ListJobs(request.limit(), JobsListedFor(caller)), response,
                            &v1::ListJobsResponse::add_jobs);
       });
 }

@@ -290,6 +290,26 @@ TEST_F(ServiceAuthTest, AWorkerNeedsTheJoinTokenAndCannotTakeALiveWorkersId) {
   }
 }
 
+TEST(JobAccessTest, AUserReadsTheirOwnJobsAndAnAdminAnyWithoutALookup) {
+  int lookups = 0;
+  const JobOwnerLookup owner_of = [&lookups](const std::string& id) -> absl::StatusOr<std::string> {
+    ++lookups;
+    if (id == "gone") return absl::NotFoundError("job gone not found");
+    return std::string("alice");
+  };
+  Caller alice{.user = "alice"}, bob{.user = "bob"}, admin{.user = "root", .admin = true};
+  EXPECT_OK(MayReadJob(alice, "j1", owner_of));
+  EXPECT_THAT(MayReadJob(bob, "j1", owner_of),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("belongs to another user")));
+  EXPECT_THAT(MayReadJob(bob, "gone", owner_of),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("not found")));
+  lookups = 0;
+  EXPECT_OK(MayReadJob(admin, "gone", owner_of));
+  EXPECT_EQ(lookups, 0) << "an admin's access needs no owner";
+  EXPECT_EQ(JobsListedFor(alice), std::optional<std::string>("alice"));
+  EXPECT_EQ(JobsListedFor(admin), std::nullopt);
+}
+
 TEST(TokensFileTest, MalformedLinesAreRefusedNamingTheLineAndNeverTheToken) {
   EXPECT_THAT(ParseTokens("short bob\n", "f"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("f:1: a token must have")));
