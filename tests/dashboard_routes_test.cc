@@ -1,8 +1,8 @@
-// The dashboard's routes (server/dashboard_routes.h) on a real store and job
+// The dashboard's routes (server/http/dashboard_routes.h) on a real store and job
 // manager, called as the HTTP endpoint calls them: the API's access rules
 // (as the gRPC API's), its JSON and versions, the figures, and the pages'
 // security headers.
-#include "server/dashboard_routes.h"
+#include "server/http/dashboard_routes.h"
 
 #include <map>
 #include <memory>

@@ -1,9 +1,9 @@
-// The coordinator's HTTP port (server/http_endpoint.h) against the habits of
+// The coordinator's HTTP port (server/http/http_endpoint.h) against the habits of
 // the internet, over real loopback sockets: bodies refused before they are
 // read (chunked or not, and a POST whose body never comes), slow clients that
 // never finish a request, a Range header asking for the same bytes a
 // thousand times, oversized headers, and a Host header naming someone else.
-#include "server/http_endpoint.h"
+#include "server/http/http_endpoint.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

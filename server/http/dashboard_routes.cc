@@ -1,4 +1,4 @@
-#include "server/dashboard_routes.h"
+#include "server/http/dashboard_routes.h"
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -17,7 +17,7 @@
 #include "report/report_data.h"
 #include "report/report_figures.h"
 #include "report/report_html.h"
-#include "server/dashboard_files.h"
+#include "server/http/dashboard_files.h"
 
 namespace autoaccel {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/monitoring_routes.h"
+#include "server/http/monitoring_routes.h"
 
 #include <utility>
 

@@ -1,5 +1,5 @@
 // The coordinator's monitoring endpoints, served on --http-listen
-// (server/http_endpoint.h):
+// (server/http/http_endpoint.h):
 //   GET /metrics  Prometheus's text format (server/coordinator_metrics.h);
 //   GET /healthz  200 "ok" while the process serves HTTP at all (liveness);
 //   GET /readyz   200 "ready" once the store is open and the scheduler runs
@@ -8,8 +8,8 @@
 //                 file is deleted or replaced or its disk is full
 //                 (readiness: stop sending clients here).
 // docs/MONITORING.md describes them for operators.
-#ifndef AUTOACCEL_SERVER_MONITORING_ROUTES_H_
-#define AUTOACCEL_SERVER_MONITORING_ROUTES_H_
+#ifndef AUTOACCEL_SERVER_HTTP_MONITORING_ROUTES_H_
+#define AUTOACCEL_SERVER_HTTP_MONITORING_ROUTES_H_
 
 #include <atomic>
 #include <functional>
@@ -17,7 +17,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "server/http_endpoint.h"
+#include "server/http/http_endpoint.h"
 #include "server/job_manager.h"
 
 namespace autoaccel {
@@ -42,4 +42,4 @@ std::map<std::string, HttpHandler> MonitoringRoutes(
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SERVER_MONITORING_ROUTES_H_
+#endif  // AUTOACCEL_SERVER_HTTP_MONITORING_ROUTES_H_

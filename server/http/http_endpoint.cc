@@ -1,4 +1,4 @@
-#include "server/http_endpoint.h"
+#include "server/http/http_endpoint.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>

@@ -1,11 +1,11 @@
 // The coordinator's read-only web dashboard, served on --http-listen beside
-// the monitoring routes (server/monitoring_routes.h):
+// the monitoring routes (server/http/monitoring_routes.h):
 //   GET /                  the job list and the worker pool (HTML)
 //   GET /job?id=JOB        one job: its progress, live trial table and the
 //                          report's figures (HTML; the id is read by the
 //                          page's script)
 //   GET /dashboard.js, /dashboard.css, /report.css   the pages' files
-//                          (server/dashboard/, embedded at build time; the
+//                          (server/http/dashboard/, embedded at build time; the
 //                          report's style sheet from report/report_html.h)
 // and the JSON and SVG the pages poll (every 2 s):
 //   GET /api/jobs                    {"jobs": [Job...]} newest first (50)
@@ -31,14 +31,14 @@
 //
 // Every page forbids inline scripts and loads from elsewhere
 // (Content-Security-Policy: default-src 'self').
-#ifndef AUTOACCEL_SERVER_DASHBOARD_ROUTES_H_
-#define AUTOACCEL_SERVER_DASHBOARD_ROUTES_H_
+#ifndef AUTOACCEL_SERVER_HTTP_DASHBOARD_ROUTES_H_
+#define AUTOACCEL_SERVER_HTTP_DASHBOARD_ROUTES_H_
 
 #include <map>
 #include <string>
 
 #include "server/auth.h"
-#include "server/http_endpoint.h"
+#include "server/http/http_endpoint.h"
 #include "server/job_manager.h"
 
 namespace autoaccel {
@@ -48,4 +48,4 @@ std::map<std::string, HttpHandler> DashboardRoutes(JobManager* manager, const Au
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SERVER_DASHBOARD_ROUTES_H_
+#endif  // AUTOACCEL_SERVER_HTTP_DASHBOARD_ROUTES_H_

@@ -18,13 +18,13 @@
 //    without user tokens: DNS rebinding must not reach it).
 // The endpoint itself authenticates nothing: a handler that serves what not
 // everyone may see checks the request's headers itself
-// (server/dashboard_routes.h); docs/MONITORING.md and docs/SECURITY.md.
+// (server/http/dashboard_routes.h); docs/MONITORING.md and docs/SECURITY.md.
 //
 // Threads: handlers run on the server's threads, several at once; Stop() (or
 // the destructor) waits for the ones running to return. Start and Stop are
 // called from one thread.
-#ifndef AUTOACCEL_SERVER_HTTP_ENDPOINT_H_
-#define AUTOACCEL_SERVER_HTTP_ENDPOINT_H_
+#ifndef AUTOACCEL_SERVER_HTTP_HTTP_ENDPOINT_H_
+#define AUTOACCEL_SERVER_HTTP_HTTP_ENDPOINT_H_
 
 #include <functional>
 #include <map>
@@ -112,4 +112,4 @@ bool HostHeaderAllowed(const std::string& host_header,
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SERVER_HTTP_ENDPOINT_H_
+#endif  // AUTOACCEL_SERVER_HTTP_HTTP_ENDPOINT_H_
