@@ -4,13 +4,13 @@
 // peak memory are taken, and how each strategy dimension is implemented).
 //
 // Every answer in the strategy database records the version that measured
-// it (server/store.h, StrategyRecord::engine_version), because figures of two
+// it (server/store/store.h, StrategyRecord::engine_version), because figures of two
 // versions do not compare:
 //  - `tune` answers from the database only with an answer of this version
 //    (server/database_answer.h);
 //  - an answer of a newer version replaces an older version's even when it
 //    is slower, and an older version's answer never replaces a newer one's
-//    (server/store.h, ReplacesStoredAnswer).
+//    (server/store/store.h, ReplacesStoredAnswer).
 // Answers stored before versions were recorded read as version 0, older
 // than every version.
 //

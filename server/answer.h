@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "server/settle.h"
-#include "server/store.h"
+#include "server/store/store.h"
 
 namespace autoaccel {
 

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "server/store.h"
+#include "server/store/store.h"
 
 namespace autoaccel {
 

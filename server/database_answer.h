@@ -6,7 +6,7 @@
 //  - it was measured by this build's engine version (common/engine_version.h):
 //    figures of another version answer another question. A request whose
 //    stored answer is older tunes again, and its answer replaces the old one
-//    (server/store.h, ReplacesStoredAnswer);
+//    (server/store/store.h, ReplacesStoredAnswer);
 //  - its strategy is a candidate of the request's space: the candidate lists
 //    (--precisions, --tp-sizes, ...), include/exclude and the layouts of its
 //    world size. A user who restricted the space never gets an answer
@@ -32,7 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "server/store.h"
+#include "server/store/store.h"
 #include "server/tune_request.h"
 
 namespace autoaccel {

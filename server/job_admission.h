@@ -30,7 +30,7 @@
 #include "proto/autoaccel.pb.h"
 #include "server/job_run.h"
 #include "server/model_file_store.h"
-#include "server/store.h"
+#include "server/store/store.h"
 #include "server/tune_request.h"
 #include "server/warm_start.h"
 #include "server/worker_pool.h"

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/store.h"
+#include "server/store/store.h"
 
 namespace autoaccel {
 

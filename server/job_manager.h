@@ -59,7 +59,7 @@
 #include "server/model_file_store.h"
 #include "server/scheduler_inbox.h"
 #include "server/search_planner.h"
-#include "server/store.h"
+#include "server/store/store.h"
 #include "server/trial_executor.h"
 #include "server/tune_request.h"
 #include "server/worker_pool.h"

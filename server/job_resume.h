@@ -32,7 +32,7 @@
 #include "server/job_archive.h"
 #include "server/job_run.h"
 #include "server/model_file_store.h"
-#include "server/store.h"
+#include "server/store/store.h"
 #include "server/tune_request.h"
 
 namespace autoaccel {

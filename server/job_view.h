@@ -1,5 +1,5 @@
 // What clients see of jobs and trials: the records the coordinator keeps
-// (server/store.h) rendered as the API's messages (proto/autoaccel.proto),
+// (server/store/store.h) rendered as the API's messages (proto/autoaccel.proto),
 // with the counts and summaries a job page shows (trials done and running,
 // pruned candidates by kind, infrastructure failures, the answer and how
 // often it was measured).
@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/autoaccel.pb.h"
-#include "server/store.h"
+#include "server/store/store.h"
 
 namespace autoaccel {
 

@@ -29,8 +29,8 @@
 #include "server/http/monitoring_routes.h"
 #include "server/job_manager.h"
 #include "server/service.h"
-#include "server/store.h"
-#include "server/store_backup.h"
+#include "server/store/store.h"
+#include "server/store/store_backup.h"
 #include "server/trial_logs.h"
 
 namespace {
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
                "register as a worker (it receives every user's models; logged as insecure)");
   app.add_flag("--insecure", insecure,
                "serve on a non-loopback address without TLS or tokens (every log line says so)");
-  std::string backup;  // --backup: copy the database and exit (server/store_backup.h)
+  std::string backup;  // --backup: copy the database and exit (server/store/store_backup.h)
   app.add_option("--backup", backup,
                  "copy the database (--db) to FILE and exit; safe while a server uses it");
   CLI11_PARSE(app, argc, argv);

@@ -23,7 +23,7 @@
 #include "proto/autoaccel.grpc.pb.h"
 #include "server/auth.h"
 #include "server/job_manager.h"
-#include "server/store.h"
+#include "server/store/store.h"
 #include "server/trial_logs.h"
 
 namespace autoaccel {

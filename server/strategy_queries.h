@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/autoaccel.pb.h"
-#include "server/store.h"
+#include "server/store/store.h"
 
 namespace autoaccel {
 

@@ -37,7 +37,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "search/cost_model.h"
-#include "server/store.h"
+#include "server/store/store.h"
 
 namespace autoaccel {
 

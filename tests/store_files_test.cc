@@ -19,8 +19,8 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/store.h"
-#include "server/store_backup.h"
+#include "server/store/store.h"
+#include "server/store/store_backup.h"
 #include "tests/test_matchers.h"
 #ifdef AUTOACCEL_SERVER_BIN
 #include "tests/subprocess.h"

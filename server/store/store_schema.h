@@ -3,11 +3,11 @@
 // a file up to Store::kCurrentSchemaVersion. Internal to the store.
 //
 // The SQL here is history: a released migration is never edited; a change
-// (a column added to a table in server/store_columns.h, a table dropped) is
-// a new entry, and kCurrentSchemaVersion in server/store.h moves with it (a
+// (a column added to a table in server/store/store_columns.h, a table dropped) is
+// a new entry, and kCurrentSchemaVersion in server/store/store.h moves with it (a
 // static_assert keeps them together).
-#ifndef AUTOACCEL_SERVER_STORE_SCHEMA_H_
-#define AUTOACCEL_SERVER_STORE_SCHEMA_H_
+#ifndef AUTOACCEL_SERVER_STORE_STORE_SCHEMA_H_
+#define AUTOACCEL_SERVER_STORE_STORE_SCHEMA_H_
 
 #include <string>
 
@@ -36,4 +36,4 @@ absl::StatusOr<int> Migrate(sqlite3* db, const std::string& path, absl::string_v
 
 }  // namespace autoaccel::store_internal
 
-#endif  // AUTOACCEL_SERVER_STORE_SCHEMA_H_
+#endif  // AUTOACCEL_SERVER_STORE_STORE_SCHEMA_H_

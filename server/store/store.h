@@ -3,10 +3,10 @@
 // SQLite file. (Registered workers are not stored: they register again after
 // a coordinator restart.)
 //
-// Where the parts live: this class (server/store.cc); each table's columns
-// and row codecs (server/store_columns.h); the schema and its migrations
-// (server/store_schema.cc); SQLite statements, transactions and error codes
-// (server/store_sqlite.h). A new field of a record is a line in its table in
+// Where the parts live: this class (server/store/store.cc); each table's columns
+// and row codecs (server/store/store_columns.h); the schema and its migrations
+// (server/store/store_schema.cc); SQLite statements, transactions and error codes
+// (server/store/store_sqlite.h). A new field of a record is a line in its table in
 // store_columns.h and a migration that adds the column in store_schema.cc.
 //
 // Contract shared by every method:
@@ -35,8 +35,8 @@
 //      DATA_LOSS           a stored row cannot be decoded or the file is
 //                          corrupt (Open checks every page first)
 //      INTERNAL            anything else SQLite reports
-#ifndef AUTOACCEL_SERVER_STORE_H_
-#define AUTOACCEL_SERVER_STORE_H_
+#ifndef AUTOACCEL_SERVER_STORE_STORE_H_
+#define AUTOACCEL_SERVER_STORE_STORE_H_
 
 #include <functional>
 #include <memory>
@@ -51,7 +51,7 @@
 #include "absl/time/time.h"
 #include "common/job_state.h"  // JobState, JobStateName, IsTerminal
 #include "search/trial.h"
-#include "server/store_integrity.h"
+#include "server/store/store_integrity.h"
 
 struct sqlite3;
 
@@ -198,7 +198,7 @@ class Store {
   // kCurrentSchemaVersion inside one transaction. A missing or empty file
   // becomes a fresh database. A file that is not a database, cannot be
   // opened, belongs to another application (its application_id, or tables
-  // that are not ours: server/store_integrity.h) or carries a schema newer
+  // that are not ours: server/store/store_integrity.h) or carries a schema newer
   // than this build gives FAILED_PRECONDITION with `path` in the message; a
   // damaged one (PRAGMA quick_check, which reads every page: about a second
   // per GB) DATA_LOSS naming it and SQLite's finding. Nothing is changed.
@@ -332,4 +332,4 @@ class Store {
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SERVER_STORE_H_
+#endif  // AUTOACCEL_SERVER_STORE_STORE_H_

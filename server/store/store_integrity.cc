@@ -1,4 +1,4 @@
-#include "server/store_integrity.h"
+#include "server/store/store_integrity.h"
 
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -13,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
-#include "server/store_sqlite.h"
+#include "server/store/store_sqlite.h"
 
 namespace autoaccel::store_internal {
 namespace {

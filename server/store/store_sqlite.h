@@ -1,16 +1,16 @@
 // The store's SQLite plumbing: SQLite result codes -> canonical absl codes,
 // and RAII wrappers for a connection, a prepared statement and a write
-// transaction. Internal to the store (server/store*.cc); nothing here knows
+// transaction. Internal to the store (server/store/store*.cc); nothing here knows
 // the schema.
 //
 // Contract:
 //  - Errors are absl::Status with the code chosen by CodeFor (the table in
-//    server/store.h) and the message "store: <what>: <SQLite's message>
+//    server/store/store.h) and the message "store: <what>: <SQLite's message>
 //    (sqlite code N)".
 //  - None of these types locks anything: the caller serialises use of one
 //    connection (Store does so with its mutex).
-#ifndef AUTOACCEL_SERVER_STORE_SQLITE_H_
-#define AUTOACCEL_SERVER_STORE_SQLITE_H_
+#ifndef AUTOACCEL_SERVER_STORE_STORE_SQLITE_H_
+#define AUTOACCEL_SERVER_STORE_STORE_SQLITE_H_
 
 #include <cstdint>
 #include <memory>
@@ -136,4 +136,4 @@ class Transaction {
 
 }  // namespace autoaccel::store_internal
 
-#endif  // AUTOACCEL_SERVER_STORE_SQLITE_H_
+#endif  // AUTOACCEL_SERVER_STORE_STORE_SQLITE_H_

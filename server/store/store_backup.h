@@ -5,8 +5,8 @@
 // writes do not wait for readers) neither waits nor ends up half in it.
 //
 // Any thread; opens its own connections (no Store needed, none disturbed).
-#ifndef AUTOACCEL_SERVER_STORE_BACKUP_H_
-#define AUTOACCEL_SERVER_STORE_BACKUP_H_
+#ifndef AUTOACCEL_SERVER_STORE_STORE_BACKUP_H_
+#define AUTOACCEL_SERVER_STORE_STORE_BACKUP_H_
 
 #include <cstdint>
 #include <string>
@@ -35,4 +35,4 @@ absl::StatusOr<BackupSummary> BackupDatabase(const std::string& source, const st
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SERVER_STORE_BACKUP_H_
+#endif  // AUTOACCEL_SERVER_STORE_STORE_BACKUP_H_

@@ -1,4 +1,4 @@
-#include "server/store_backup.h"
+#include "server/store/store_backup.h"
 
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -10,9 +10,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/status_macros.h"
-#include "server/store_integrity.h"
-#include "server/store_schema.h"
-#include "server/store_sqlite.h"
+#include "server/store/store_integrity.h"
+#include "server/store/store_schema.h"
+#include "server/store/store_sqlite.h"
 
 namespace autoaccel {
 

@@ -1,12 +1,12 @@
-#include "server/store_schema.h"
+#include "server/store/store_schema.h"
 
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "server/store.h"
-#include "server/store_integrity.h"
-#include "server/store_sqlite.h"
+#include "server/store/store.h"
+#include "server/store/store_integrity.h"
+#include "server/store/store_sqlite.h"
 
 namespace autoaccel::store_internal {
 namespace {

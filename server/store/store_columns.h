@@ -3,7 +3,7 @@
 // holds; that list drives the SQL column lists (SELECT, INSERT, upsert,
 // UPDATE) and the code that binds a record and reads a row back. Adding a
 // column is one line in a list below plus the migration that adds it to the
-// file (server/store_schema.cc). Internal to the store.
+// file (server/store/store_schema.cc). Internal to the store.
 //
 // Contract:
 //  - columns[0] of every table is its TEXT primary key.
@@ -12,8 +12,8 @@
 //  - ReadRow reads the columns of a statement built by SelectSql; a value
 //    that cannot be decoded gives DATA_LOSS "store: <noun> '<key>': <why>".
 //  - Pure functions of their arguments; any thread.
-#ifndef AUTOACCEL_SERVER_STORE_COLUMNS_H_
-#define AUTOACCEL_SERVER_STORE_COLUMNS_H_
+#ifndef AUTOACCEL_SERVER_STORE_STORE_COLUMNS_H_
+#define AUTOACCEL_SERVER_STORE_STORE_COLUMNS_H_
 
 #include <cstddef>
 #include <iterator>
@@ -30,8 +30,8 @@
 #include "common/job_state.h"
 #include "common/status_macros.h"
 #include "search/trial.h"
-#include "server/store.h"
-#include "server/store_sqlite.h"
+#include "server/store/store.h"
+#include "server/store/store_sqlite.h"
 
 namespace autoaccel::store_internal {
 
@@ -307,4 +307,4 @@ absl::StatusOr<std::vector<Record>> ReadRows(Statement& s, const Table<Record>& 
 
 }  // namespace autoaccel::store_internal
 
-#endif  // AUTOACCEL_SERVER_STORE_COLUMNS_H_
+#endif  // AUTOACCEL_SERVER_STORE_STORE_COLUMNS_H_

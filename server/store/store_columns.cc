@@ -1,4 +1,4 @@
-#include "server/store_columns.h"
+#include "server/store/store_columns.h"
 
 #include "nlohmann/json.hpp"
 

@@ -1,4 +1,4 @@
-#include "server/store_sqlite.h"
+#include "server/store/store_sqlite.h"
 
 #include <sqlite3.h>
 

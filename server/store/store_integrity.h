@@ -3,15 +3,15 @@
 // writes anything, and the check before every write that catches a file
 // deleted or replaced under a running server (SQLite would go on writing
 // to the unlinked inode, and the history would be gone after a restart).
-// Internal to the store (server/store*.cc).
+// Internal to the store (server/store/store*.cc).
 //
 // Errors name the file and say what to do:
 //   FAILED_PRECONDITION  another application's file; the file was deleted
 //                        or replaced while open
 //   DATA_LOSS            PRAGMA quick_check finds the file damaged
 // Not thread-safe: the caller serialises use (Store does with its mutex).
-#ifndef AUTOACCEL_SERVER_STORE_INTEGRITY_H_
-#define AUTOACCEL_SERVER_STORE_INTEGRITY_H_
+#ifndef AUTOACCEL_SERVER_STORE_STORE_INTEGRITY_H_
+#define AUTOACCEL_SERVER_STORE_STORE_INTEGRITY_H_
 
 #include <sys/types.h>
 
@@ -75,4 +75,4 @@ class FileWatch {
 
 }  // namespace autoaccel::store_internal
 
-#endif  // AUTOACCEL_SERVER_STORE_INTEGRITY_H_
+#endif  // AUTOACCEL_SERVER_STORE_STORE_INTEGRITY_H_

@@ -1,4 +1,4 @@
-#include "server/store.h"
+#include "server/store/store.h"
 
 #include <sqlite3.h>
 #include <sys/statvfs.h>
@@ -12,10 +12,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "server/store_columns.h"
-#include "server/store_integrity.h"
-#include "server/store_schema.h"
-#include "server/store_sqlite.h"
+#include "server/store/store_columns.h"
+#include "server/store/store_integrity.h"
+#include "server/store/store_schema.h"
+#include "server/store/store_sqlite.h"
 
 namespace autoaccel {
 
