@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "server/settle.h"
-#include "server/store/store.h"
+#include "server/store/records.h"
 
 namespace autoaccel {
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "server/answer.h"
-#include "server/store/store.h"
+#include "server/store/records.h"
 
 namespace autoaccel {
 

@@ -10,6 +10,7 @@
 #include "search/strategy.h"
 #include "server/job_view.h"
 #include "server/settle.h"
+#include "server/store/store.h"  // ReplacesStoredAnswer
 
 namespace autoaccel {
 namespace {

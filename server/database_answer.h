@@ -32,7 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "server/store/store.h"
+#include "server/store/records.h"
 #include "server/tune_request.h"
 
 namespace autoaccel {

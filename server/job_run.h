@@ -24,7 +24,7 @@
 #include "server/answer_so_far.h"
 #include "server/measurement_check.h"
 #include "server/rank_outcome.h"
-#include "server/store/store.h"
+#include "server/store/records.h"
 #include "server/tune_request.h"
 #include "server/warm_start.h"
 #include "server/worker_pool.h"

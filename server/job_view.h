@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/autoaccel.pb.h"
-#include "server/store/store.h"
+#include "server/store/records.h"
 
 namespace autoaccel {
 

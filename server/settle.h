@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "search/strategy.h"
-#include "server/store/store.h"
+#include "server/store/records.h"
 
 namespace autoaccel {
 
