@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "server/store/store.h"
 #include "server/store/store_backup.h"
+#include "server/store/store_schema.h"  // kCurrentSchemaVersion
 #include "tests/test_matchers.h"
 #ifdef AUTOACCEL_SERVER_BIN
 #include "tests/subprocess.h"
@@ -268,7 +269,7 @@ TEST(StoreFilesTest, ABackupTakenWhileAnotherConnectionWritesHoldsEveryJobCommit
     ASSERT_TRUE(summary.ok()) << summary.status();
     EXPECT_GE(summary->jobs, before);
     EXPECT_LE(summary->jobs, after + 1);  // at most the one committing as it ended
-    EXPECT_EQ(summary->schema_version, Store::kCurrentSchemaVersion);
+    EXPECT_EQ(summary->schema_version, store_internal::kCurrentSchemaVersion);
     EXPECT_FALSE(std::filesystem::exists(copy + "-wal"));
     EXPECT_FALSE(std::filesystem::exists(copy + ".tmp"));
     // The copy opens as a database of its own, with the first jobs whole.

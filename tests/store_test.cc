@@ -18,6 +18,7 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/store/store_schema.h"  // kCurrentSchemaVersion
 #include "tests/test_matchers.h"
 
 namespace autoaccel {
@@ -279,11 +280,12 @@ TEST(StoreTest, MigratesANewFileAndDoesNotMigrateTwice) {
   {
     std::unique_ptr<Store> store = OpenOrDie(path);
     ASSERT_NE(store, nullptr);
-    EXPECT_EQ(store->schema_version(), Store::kCurrentSchemaVersion);
-    EXPECT_EQ(store->migrations_applied(), Store::kCurrentSchemaVersion);
+    EXPECT_EQ(store->schema_version(), store_internal::kCurrentSchemaVersion);
+    EXPECT_EQ(store->migrations_applied(), store_internal::kCurrentSchemaVersion);
     ASSERT_OK(store->CreateJob(MakeJob("kept", kBase)));
   }
-  EXPECT_EQ(RawSql(path, "PRAGMA user_version"), std::to_string(Store::kCurrentSchemaVersion));
+  EXPECT_EQ(RawSql(path, "PRAGMA user_version"),
+            std::to_string(store_internal::kCurrentSchemaVersion));
   EXPECT_EQ(RawSql(path, "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(RawSql(path,
                    "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
@@ -293,7 +295,7 @@ TEST(StoreTest, MigratesANewFileAndDoesNotMigrateTwice) {
 
   std::unique_ptr<Store> again = OpenOrDie(path);
   ASSERT_NE(again, nullptr);
-  EXPECT_EQ(again->schema_version(), Store::kCurrentSchemaVersion);
+  EXPECT_EQ(again->schema_version(), store_internal::kCurrentSchemaVersion);
   EXPECT_EQ(again->migrations_applied(), 0);
   EXPECT_TRUE(again->GetJob("kept").ok());
 }
@@ -316,7 +318,7 @@ TEST(StoreTest, AVersionOneFileGainsTheJobsAlgorithmAndKeepsItsJobs) {
   RawSql(path, "PRAGMA user_version = 1");
   std::unique_ptr<Store> store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->migrations_applied(), Store::kCurrentSchemaVersion - 1);
+  EXPECT_EQ(store->migrations_applied(), store_internal::kCurrentSchemaVersion - 1);
   absl::StatusOr<JobRecord> old = store->GetJob("old");
   ASSERT_TRUE(old.ok()) << old.status();
   EXPECT_EQ(old->algorithm, "");
@@ -352,8 +354,8 @@ TEST(StoreTest, AVersionThreeFileLosesItsWorkersTableAndKeepsEverythingElse) {
 
   std::unique_ptr<Store> store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->schema_version(), Store::kCurrentSchemaVersion);
-  EXPECT_EQ(store->migrations_applied(), Store::kCurrentSchemaVersion - 3);
+  EXPECT_EQ(store->schema_version(), store_internal::kCurrentSchemaVersion);
+  EXPECT_EQ(store->migrations_applied(), store_internal::kCurrentSchemaVersion - 3);
   EXPECT_EQ(RawSql(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'workers'"), "0");
   absl::StatusOr<JobRecord> job = store->GetJob("old");
   ASSERT_TRUE(job.ok()) << job.status();
@@ -382,7 +384,7 @@ TEST(StoreTest, AVersionFourFileGainsTrialPredictionsAndItsTrialsHaveNone) {
   RawSql(path, "PRAGMA user_version = 4");
   std::unique_ptr<Store> store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->migrations_applied(), Store::kCurrentSchemaVersion - 4);
+  EXPECT_EQ(store->migrations_applied(), store_internal::kCurrentSchemaVersion - 4);
   absl::StatusOr<std::vector<TrialRecord>> trials = store->ListTrials("old");
   ASSERT_TRUE(trials.ok()) << trials.status();
   ASSERT_EQ(trials->size(), 1u);
@@ -446,8 +448,8 @@ TEST(StoreTest, MigratesAnEmptyFile) {
   ASSERT_EQ(std::filesystem::file_size(path), 0u);
   std::unique_ptr<Store> store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->schema_version(), Store::kCurrentSchemaVersion);
-  EXPECT_EQ(store->migrations_applied(), Store::kCurrentSchemaVersion);
+  EXPECT_EQ(store->schema_version(), store_internal::kCurrentSchemaVersion);
+  EXPECT_EQ(store->migrations_applied(), store_internal::kCurrentSchemaVersion);
   EXPECT_OK(store->CreateJob(MakeJob("a", kBase)));
 }
 
@@ -455,7 +457,7 @@ TEST(StoreTest, RefusesASchemaNewerThanThisBuild) {
   TempDir dir;
   const std::string path = dir.File("future.db");
   { ASSERT_NE(OpenOrDie(path), nullptr); }
-  const int newer = Store::kCurrentSchemaVersion + 1;
+  const int newer = store_internal::kCurrentSchemaVersion + 1;
   RawSql(path, absl::StrCat("PRAGMA user_version = ", newer));
 
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path);
@@ -473,7 +475,7 @@ TEST(StoreTest, RefusesANewerSchemaBeforeChangingTheFile) {
   const std::string path = dir.File("foreign.db");
   // Written by "a newer build" that never used WAL.
   RawSql(path, "CREATE TABLE future (x INTEGER)");
-  RawSql(path, absl::StrCat("PRAGMA user_version = ", Store::kCurrentSchemaVersion + 5));
+  RawSql(path, absl::StrCat("PRAGMA user_version = ", store_internal::kCurrentSchemaVersion + 5));
   ASSERT_EQ(RawSql(path, "PRAGMA journal_mode"), "delete");
 
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path);
@@ -742,7 +744,7 @@ TEST(StoreTest, AVersionFourFileKeepsItsAnswersAsUnversionedAndListableByDevice)
 
   std::unique_ptr<Store> store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->migrations_applied(), Store::kCurrentSchemaVersion - 4);
+  EXPECT_EQ(store->migrations_applied(), store_internal::kCurrentSchemaVersion - 4);
   absl::StatusOr<std::optional<StrategyRecord>> s = store->GetStrategy("sig");
   ASSERT_TRUE(s.ok() && s->has_value()) << s.status();
   EXPECT_EQ((*s)->engine_version, 0) << "older than every engine version";

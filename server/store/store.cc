@@ -106,7 +106,8 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   // Another application's file (its own application_id or tables) is
   // refused before anything is written to it; so is a damaged one.
   RETURN_IF_ERROR(store_internal::CheckOwnDatabase(db.get(), path, *version));
-  if (*version > kCurrentSchemaVersion) return store_internal::RefuseNewer(path, *version);
+  if (*version > store_internal::kCurrentSchemaVersion)
+    return store_internal::RefuseNewer(path, *version);
   RETURN_IF_ERROR(store_internal::CheckNotDamaged(db.get(), path));
   if (sqlite3_db_readonly(db.get(), "main") == 1) {
     return absl::FailedPreconditionError(
@@ -128,7 +129,8 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
       Annotate(Exec(db.get(), "PRAGMA foreign_keys = ON", "enable foreign keys"), where));
 
   ASSIGN_OR_RETURN(int applied, store_internal::Migrate(db.get(), path, where));
-  return std::unique_ptr<Store>(new Store(path, db.release(), kCurrentSchemaVersion, applied));
+  return std::unique_ptr<Store>(
+      new Store(path, db.release(), store_internal::kCurrentSchemaVersion, applied));
 }
 
 Store::Store(std::string path, sqlite3* db, int schema_version, int migrations_applied)

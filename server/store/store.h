@@ -81,12 +81,10 @@ struct StrategyFilter {
 
 class Store {
  public:
-  // The schema version this build writes; Open migrates older files to it.
-  static constexpr int kCurrentSchemaVersion = 10;
-
   // Opens (creating if needed) the database at `path`, enables WAL and
-  // foreign keys, sets a busy timeout, and migrates the schema to
-  // kCurrentSchemaVersion inside one transaction. A missing or empty file
+  // foreign keys, sets a busy timeout, and migrates the schema to the
+  // version this build writes (server/store/store_schema.h) inside one
+  // transaction. A missing or empty file
   // becomes a fresh database. A file that is not a database, cannot be
   // opened, belongs to another application (its application_id, or tables
   // that are not ours: server/store/store_integrity.h) or carries a schema newer

@@ -134,7 +134,7 @@ ALTER TABLE trials ADD COLUMN measured_steps INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE strategies ADD COLUMN certainty_json TEXT NOT NULL DEFAULT '';
 )sql"},
 };
-static_assert(kMigrations[std::size(kMigrations) - 1].version == Store::kCurrentSchemaVersion,
+static_assert(kMigrations[std::size(kMigrations) - 1].version == kCurrentSchemaVersion,
               "the last migration must produce kCurrentSchemaVersion");
 
 }  // namespace
@@ -150,7 +150,7 @@ absl::StatusOr<int> ReadUserVersion(sqlite3* db) {
 absl::Status RefuseNewer(const std::string& path, int version) {
   return absl::FailedPreconditionError(
       absl::StrCat("store: database '", path, "' has schema version ", version,
-                   ", newer than this build supports (", Store::kCurrentSchemaVersion,
+                   ", newer than this build supports (", kCurrentSchemaVersion,
                    "); use a newer autoaccel-server or another database file"));
 }
 
@@ -160,7 +160,7 @@ absl::StatusOr<int> Migrate(sqlite3* db, const std::string& path, absl::string_v
   // Read again under the write lock: another process may have migrated.
   absl::StatusOr<int> version = ReadUserVersion(db);
   if (!version.ok()) return Annotate(version.status(), where);
-  if (*version > Store::kCurrentSchemaVersion) return RefuseNewer(path, *version);
+  if (*version > kCurrentSchemaVersion) return RefuseNewer(path, *version);
   int applied = 0;
   for (const Migration& m : kMigrations) {
     if (m.version <= *version) continue;
@@ -170,7 +170,7 @@ absl::StatusOr<int> Migrate(sqlite3* db, const std::string& path, absl::string_v
   }
   if (applied == 0) return 0;  // nothing written; the transaction rolls back harmlessly
   // PRAGMA takes no bound parameters; the value is our own constant.
-  std::string set_version = absl::StrCat("PRAGMA user_version = ", Store::kCurrentSchemaVersion);
+  std::string set_version = absl::StrCat("PRAGMA user_version = ", kCurrentSchemaVersion);
   RETURN_IF_ERROR(Annotate(Exec(db, set_version.c_str(), "write schema version"), where));
   // Marks the file as autoaccel's for CheckOwnDatabase (store_integrity.h).
   const std::string set_id = absl::StrCat("PRAGMA application_id = ", kApplicationId);

@@ -1,10 +1,10 @@
 // The store's schema over time: the ordered, append-only list of migrations
 // that builds the current tables from an empty file, and the code that brings
-// a file up to Store::kCurrentSchemaVersion. Internal to the store.
+// a file up to kCurrentSchemaVersion. Internal to the store.
 //
 // The SQL here is history: a released migration is never edited; a change
 // (a column added to a table in server/store/store_columns.h, a table dropped) is
-// a new entry, and kCurrentSchemaVersion in server/store/store.h moves with it (a
+// a new entry, and kCurrentSchemaVersion below moves with it (a
 // static_assert keeps them together).
 #ifndef AUTOACCEL_SERVER_STORE_STORE_SCHEMA_H_
 #define AUTOACCEL_SERVER_STORE_STORE_SCHEMA_H_
@@ -18,6 +18,10 @@
 struct sqlite3;
 
 namespace autoaccel::store_internal {
+
+// The schema version this build writes; Store::Open migrates older files to
+// it and refuses newer ones.
+inline constexpr int kCurrentSchemaVersion = 10;
 
 // PRAGMA user_version: the schema version the file carries (0 when new).
 absl::StatusOr<int> ReadUserVersion(sqlite3* db);
