@@ -281,10 +281,14 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(v1::TuneRequest request, const std
                                absl::StrCat("jobs of user ", owner)));
     ++admitting_[owner];
   }
+  // Counted until the job is active, or refused.
+  const auto done_admitting = [this, &owner]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (--admitting_[owner] == 0) admitting_.erase(owner);
+  };
   absl::Cleanup admitted = [&] {
     if (!counted) return;
     absl::MutexLock lock(&mu_);
-    if (--admitting_[owner] == 0) admitting_.erase(owner);
+    done_admitting();
   };
   absl::Status created = store_->CreateJob(rec);
   // Another id if this one is taken (about one in a billion; a model file
@@ -319,7 +323,7 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(v1::TuneRequest request, const std
     const std::string id = rec.job_id;  // `rec` moves with the job
     active_order_.push_back(id);
     active_.emplace(id, std::move(job));
-    if (counted && --admitting_[owner] == 0) admitting_.erase(owner);
+    if (counted) done_admitting();
     std::move(admitted).Cancel();
     inbox_.Wake();
   }
@@ -624,10 +628,10 @@ void JobManager::InstallSearchLocked(JobRun* job, const PlannedSearch& planned) 
           ? absl::StrCat("; took up ", planned.resumed, " recorded trial(s) after a restart")
           : "");
   spdlog::info("job {}: {}", job->record.job_id, job->record.algorithm);
-  // Seen by readers now; written with the job's next record (the tick this
-  // wakes starts the job running in the same write as its first
-  // dispatches): a crash before it loses only what planning again after the
-  // restart recomputes.
+  // Seen by readers now; written with the job's next record (a new job's:
+  // the tick this wakes, which starts it running in the same write as its
+  // first dispatches; a resumed one's: its next result or its end). A crash
+  // before loses only what planning again after the restart recomputes.
   ++job->version;
   RecordPrunedLocked(job);
 }

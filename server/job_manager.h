@@ -15,7 +15,9 @@
 // made, or, in a batch of answers or dispatches the scheduler applies under
 // one hold of the lock, with the batch's others in one transaction before
 // the lock is let go and before any of its RunTrials is sent
-// (server/batched_writes.h). A write that fails is not retried behind the client's back: the job
+// (server/batched_writes.h); a newly planned search (its algorithm and
+// candidate count) is written with the job's next record. A write that
+// fails is not retried behind the client's back: the job
 // ends FAILED on the next tick, its message naming the store error; a
 // finished job whose final write failed is kept in memory, answered from
 // there and written again every tick until it is stored. A job that cannot
@@ -347,7 +349,6 @@ class JobManager {
   void EndWritesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Within a batch: writes what it kept so far, and goes on keeping.
   void FlushWritesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<v1::Job> JobToProtoLocked(const JobRun& job) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // A running job's records as they are now, copied under the lock, so
   // that rendering it (settling its measurements, every trial's message)
   // does not hold the lock: readers of a long job would otherwise stall the

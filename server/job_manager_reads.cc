@@ -142,10 +142,6 @@ absl::StatusOr<v1::Job> JobManager::Render(const JobSnapshot& job) const {
   return out;
 }
 
-absl::StatusOr<v1::Job> JobManager::JobToProtoLocked(const JobRun& job) const {
-  return Render(SnapshotLocked(job));
-}
-
 SchedulerCensus JobManager::Census() {
   absl::ReaderMutexLock lock(&mu_);
   SchedulerCensus census;

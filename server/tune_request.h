@@ -61,7 +61,7 @@ struct JobSpec {
   int measured_steps = 0;
   double min_measured_seconds = 0;
   absl::Duration trial_timeout;
-  bool store_partial = false;   // store an answer that rests on partial evidence
+  bool store_partial = false;  // store an answer that rests on partial evidence
   // How far two measurements of a strategy may differ and agree (> 0;
   // server/settle.h).
   double confirm_tolerance = 0;
