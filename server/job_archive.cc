@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "common/status_macros.h"
 
 namespace autoaccel {
@@ -28,22 +30,41 @@ absl::Status JobArchive::CloseUnfinished(JobRecord job, std::vector<TrialRecord>
 }
 
 void JobArchive::Finish(const JobRecord& record, std::vector<TrialRecord> trials,
-                        bool rewrite_trials, const std::optional<StrategyRecord>& answer) {
-  absl::Status stored = rewrite_trials ? store_->UpsertTrials(trials) : absl::OkStatus();
-  if (stored.ok()) stored = store_->FinishJob(record, answer);
-  if (stored.ok()) return;
-  spdlog::error("job {}: storing the result failed ({}); keeping it in memory and retrying",
-                record.job_id, stored.ToString());
+                        const std::optional<StrategyRecord>& answer) {
   absl::MutexLock lock(&mu_);
   unstored_[record.job_id] = Unstored{record, std::move(trials), answer};
+}
+
+absl::Status JobArchive::StoreJob(const Unstored& job, bool rewrite_trials) const {
+  absl::Status stored = rewrite_trials ? store_->UpsertTrials(job.trials) : absl::OkStatus();
+  if (stored.ok()) stored = store_->FinishJob(job.record, job.answer);
+  return stored;
+}
+
+void JobArchive::Write(const std::string& job_id, bool rewrite_trials) {
+  absl::MutexLock lock(&mu_);
+  auto it = unstored_.find(job_id);
+  if (it == unstored_.end() || it->second.failed) return;
+  const absl::Status stored = StoreJob(it->second, rewrite_trials);
+  if (stored.ok()) {
+    unstored_.erase(it);
+    return;
+  }
+  spdlog::error("job {}: storing the result failed ({}); keeping it in memory and retrying", job_id,
+                stored.ToString());
+  it->second.failed = true;
+}
+
+bool JobArchive::HasFailed() const {
+  absl::MutexLock lock(&mu_);
+  return std::any_of(unstored_.begin(), unstored_.end(),
+                     [](const auto& entry) { return entry.second.failed; });
 }
 
 void JobArchive::Retry() {
   absl::MutexLock lock(&mu_);
   for (auto it = unstored_.begin(); it != unstored_.end();) {
-    absl::Status s = store_->UpsertTrials(it->second.trials);
-    if (s.ok()) s = store_->FinishJob(it->second.record, it->second.answer);
-    if (!s.ok()) {
+    if (!it->second.failed || !StoreJob(it->second, /*rewrite_trials=*/true).ok()) {
       ++it;
       continue;
     }

@@ -1,9 +1,12 @@
 // Finished jobs: their final write to the store, and reads of them.
 //
-// A job ends once; its record and trials are written together with the
-// strategy-database answer it offers. If that write fails the job is kept
-// here in memory, answered from here (clients never see it go back to
-// RUNNING) and written again by Retry() until the store takes it. A job an
+// A job ends once: it is kept here in memory as it ends (Finish, under the
+// job manager's lock) and answered from here until its final write
+// (Write, made by the manager's writer after the lock is let go,
+// server/job_writer.h) stores its record and, where asked, its trials
+// together with the strategy-database answer it offers. If that write
+// fails the job stays here (clients never see it go back to RUNNING) and
+// is written again by Retry() until the store takes it. A job an
 // earlier server process left unfinished that cannot go on
 // (server/job_resume.h) is closed FAILED at start.
 //
@@ -34,15 +37,22 @@ class JobArchive {
   absl::Status CloseUnfinished(JobRecord job, std::vector<TrialRecord> trials,
                                const std::string& why, absl::Time now);
 
-  // Writes the finished job (REQUIRES: IsTerminal(record.state)) with its
-  // trials when `rewrite_trials` (their earlier writes failed) and the
-  // answer it offers the strategy database. On a store error (logged) the
-  // job is kept in memory, answered from there and written again by Retry():
-  // nothing is lost, so there is nothing for the caller to handle.
-  void Finish(const JobRecord& record, std::vector<TrialRecord> trials, bool rewrite_trials,
+  // Keeps the finished job (REQUIRES: IsTerminal(record.state)) with its
+  // trials and the answer it offers the strategy database, answered from
+  // memory until Write(job_id) stores it. Writes nothing.
+  void Finish(const JobRecord& record, std::vector<TrialRecord> trials,
               const std::optional<StrategyRecord>& answer);
+  // Writes the job Finish kept: its record and answer, and its trials first
+  // when `rewrite_trials` (their earlier writes failed). On a store error
+  // (logged) the job stays in memory, answered from there and written again
+  // by Retry(): nothing is lost, so there is nothing for the caller to
+  // handle. A job not kept (or already written) is ignored.
+  void Write(const std::string& job_id, bool rewrite_trials);
+  // True when some job's final write failed and waits for Retry().
+  bool HasFailed() const;
   // Writes again every job whose final write failed, with its trials and
-  // answer; keeps those that fail again.
+  // answer; keeps those that fail again. Jobs not yet written once are left
+  // to their Write.
   void Retry();
 
   // The finished job and all its trials (in proposal order). NOT_FOUND for
@@ -61,7 +71,10 @@ class JobArchive {
     JobRecord record;
     std::vector<TrialRecord> trials;
     std::optional<StrategyRecord> answer;
+    bool failed = false;  // written once, and that failed: Retry() writes it
   };
+  // Writes the job, its trials first when `rewrite_trials`.
+  absl::Status StoreJob(const Unstored& job, bool rewrite_trials) const;
 
   Store* const store_;
   mutable absl::Mutex mu_;

@@ -54,6 +54,15 @@ JobManager::JobManager(Store* store, TrialExecutor* executor, const Clock* clock
   store_->SetWriteTimer([this](absl::Duration took) { metrics_.StoreWrite(took); });
 }
 
+JobManager::Hold::Hold(JobManager* manager, Outbox* out) : manager_(manager), out_(out) {
+  manager_->mu_.Lock();
+}
+
+JobManager::Hold::~Hold() {
+  out_->writes = manager_->writer_.Take();
+  manager_->mu_.Unlock();
+}
+
 absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Store* store,
                                                                TrialExecutor* executor,
                                                                const Clock* clock,
@@ -116,9 +125,13 @@ void JobManager::Stop() {
 }
 
 void JobManager::Shutdown() {
-  absl::MutexLock lock(&mu_);
-  shutting_down_ = true;
-  SayStoppedLocked();
+  Outbox out;
+  {
+    Hold hold(this, &out);
+    shutting_down_ = true;
+    SayStoppedLocked();
+  }
+  SendAll(std::move(out));
 }
 
 void JobManager::SayStoppedLocked() {
@@ -133,7 +146,7 @@ int JobManager::CutRunning() {
   Outbox out;
   int cut = 0;
   {
-    absl::MutexLock lock(&mu_);
+    Hold hold(this, &out);
     ApplyAnswersLocked(SIZE_MAX, &out);  // those that came are recorded, not cut
     for (const auto& [id, job] : active_) {
       for (const auto& t : job->trials) {
@@ -162,7 +175,7 @@ bool JobManager::Drain(absl::Duration timeout) {
     Outbox out;
     bool drained = false;
     {
-      absl::MutexLock lock(&mu_);
+      Hold hold(this, &out);
       ApplyAnswersLocked(SIZE_MAX, &out);
       drained = rpcs_in_flight_ == 0;
     }
@@ -199,8 +212,8 @@ void JobManager::Tick() {
     left -= batch;
     Outbox out;
     {
-      absl::MutexLock lock(&mu_);
-      ApplyAnswerBatchLocked(batch, &out);
+      Hold hold(this, &out);
+      ApplyAnswersLocked(batch, &out);
     }
     SendAll(std::move(out));
   }
@@ -209,10 +222,8 @@ void JobManager::Tick() {
   for (bool capped = true; capped;) {
     Outbox out;
     {
-      absl::MutexLock lock(&mu_);
-      writes_.Begin();
+      Hold hold(this, &out);
       capped = TickLocked(kDispatchesPerHold, &out);
-      EndWritesLocked();
     }
     if (!out.plans.empty()) {
       // Planned on the planner's thread once started (InstallSearch wakes
@@ -227,6 +238,7 @@ void JobManager::Tick() {
 }
 
 void JobManager::SendAll(Outbox out) {
+  writer_.Write(std::move(out.writes));  // before any worker hears of it
   for (Cancel& c : out.cancels) executor_->CancelTrial(c.to, c.request);
   for (const std::string& worker : out.distrusted) {
     absl::StatusOr<std::vector<std::string>> withdrawn =
@@ -333,7 +345,7 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(v1::TuneRequest request, const std
 absl::StatusOr<v1::Job> JobManager::CancelJob(const std::string& job_id) {
   Outbox out;
   {
-    absl::MutexLock lock(&mu_);
+    Hold hold(this, &out);
     auto it = active_.find(job_id);
     if (it != active_.end()) {
       FinishJobLocked(it->second.get(), JobState::kCancelled, "cancelled by the user", &out);
@@ -363,6 +375,7 @@ void JobManager::QueueRankCallsLocked(const JobRun& job, const TrialRun& trial, 
 }
 
 bool JobManager::TickLocked(int max_dispatches, Outbox* out) {
+  TakeWriteFailuresLocked();
   FailRanksOfLostWorkersLocked(out);
   tick_memo_ = TickMemo();
   tick_memo_.active = true;
@@ -376,7 +389,6 @@ bool JobManager::TickLocked(int max_dispatches, Outbox* out) {
       }
     }
   }
-  archive_.Retry();
   std::vector<JobRun*> runnable;
   for (const std::string& id : std::vector<std::string>(active_order_)) {
     JobRun* job = active_[id].get();
@@ -588,7 +600,7 @@ void JobManager::StartAttemptLocked(JobRun* job, TrialRun* trial, Gang gang, Out
 void JobManager::InstallSearch(PlannedSearch planned) {
   Outbox out;
   {
-    absl::MutexLock lock(&mu_);
+    Hold hold(this, &out);
     JobRun* job = planned.job.get();
     auto it = active_.find(job->record.job_id);
     if (it == active_.end() || it->second != planned.job) return;  // it ended meanwhile
@@ -641,11 +653,7 @@ void JobManager::RecordPrunedLocked(JobRun* job) {
       AddPrunedTrials(job, job->searcher->TakePruned(), clock_->Now());
   if (records.empty()) return;
   metrics_.TrialFinished(TrialStatus::kPruned, false, static_cast<int>(records.size()));
-  if (absl::Status s = store_->UpsertTrials(records); !s.ok()) {
-    spdlog::error("job {}: storing {} pruned candidates failed: {}", job->record.job_id,
-                  records.size(), s.ToString());
-    if (job->store_error.ok()) job->store_error = s;
-  }
+  for (const TrialRecord& record : records) writer_.Keep(record);
   spdlog::info("job {}: pruned {} candidate(s), e.g. {}: {}", job->record.job_id, records.size(),
                records.front().strategy_text, records.front().reason);
 }
@@ -672,7 +680,8 @@ void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_
   // otherwise its holder or the scheduler, just woken, applies it.
   if (!mu_.TryLock()) return;
   Outbox out;
-  ApplyAnswerBatchLocked(kAnswersPerHold, &out);
+  ApplyAnswersLocked(kAnswersPerHold, &out);
+  out.writes = writer_.Take();  // as Hold does
   mu_.Unlock();
   SendAll(std::move(out));
 }
@@ -681,12 +690,6 @@ void JobManager::ApplyAnswersLocked(size_t max, Outbox* out) {
   std::vector<RankAnswer> answers = inbox_.Take(max);
   for (RankAnswer& answer : answers) ApplyAnswerLocked(std::move(answer), out);
   if (!answers.empty()) inbox_.Wake();  // their devices may take the next trials
-}
-
-void JobManager::ApplyAnswerBatchLocked(size_t max, Outbox* out) {
-  writes_.Begin();
-  ApplyAnswersLocked(max, out);
-  EndWritesLocked();
 }
 
 void JobManager::ApplyAnswerLocked(RankAnswer answer, Outbox* out) {
@@ -846,13 +849,13 @@ void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string&
   rec.state = outcome.state;
   rec.status_message = outcome.status_message;
   rec.best_trial_id = outcome.best_trial_id;
-  // After a failed write, what the store holds of the trials may be stale:
-  // they are all written again with the job. The store keeps the answer only
-  // if it beats the signature's (ReplacesStoredAnswer, in the same
-  // transaction). A failed write is kept by the archive and written again
-  // every tick: it is not lost.
-  FlushWritesLocked();  // the batch's writes of its trials go before the final one
-  archive_.Finish(rec, std::move(records), !job->store_error.ok(), outcome.answer);
+  // Answered from the archive's memory until the writer writes it, after
+  // the hold's writes of its trials. After a failed write, what the store
+  // holds of the trials may be stale: they are all written again with the
+  // job. The store keeps the answer only if it beats the signature's
+  // (ReplacesStoredAnswer, in the same transaction).
+  archive_.Finish(rec, std::move(records), outcome.answer);
+  writer_.KeepFinished(rec.job_id, !job->store_error.ok());
   if (job->spec.model_file) model_files_->Remove(rec.job_id);
   earlier_trials_.Invalidate();  // its trials may warm the next job
   spdlog::info("job {}: {} — {}", rec.job_id, std::string(JobStateName(rec.state)),
@@ -949,40 +952,19 @@ bool JobManager::QueueRepeatsLocked(JobRun* job) {
 
 void JobManager::PersistJobLocked(JobRun* job) {
   ++job->version;
-  if (writes_.active()) {
-    writes_.Keep(job->record);
-    return;
-  }
-  if (absl::Status s = store_->UpdateJob(job->record); !s.ok()) {
-    spdlog::error("job {}: store update failed: {}", job->record.job_id, s.ToString());
-    if (job->store_error.ok()) job->store_error = s;
-  }
+  writer_.Keep(job->record);
 }
 
 void JobManager::PersistTrialLocked(JobRun* job, TrialRun* trial) {
   trial->version = ++job->version;
-  if (writes_.active()) {
-    writes_.Keep(trial->record);
-    return;
-  }
-  if (absl::Status s = store_->UpsertTrial(trial->record); !s.ok()) {
-    spdlog::error("trial {}: store update failed: {}", trial->record.trial_id, s.ToString());
-    if (job->store_error.ok()) job->store_error = s;
-  }
+  writer_.Keep(trial->record);
 }
 
-void JobManager::EndWritesLocked() {
-  for (const auto& [job_id, status] : writes_.End(store_)) {
-    spdlog::error("job {}: store update failed: {}", job_id, status.ToString());
+void JobManager::TakeWriteFailuresLocked() {
+  for (auto& [job_id, status] : writer_.TakeFailures()) {
     auto it = active_.find(job_id);
     if (it != active_.end() && it->second->store_error.ok()) it->second->store_error = status;
   }
-}
-
-void JobManager::FlushWritesLocked() {
-  if (!writes_.active()) return;
-  EndWritesLocked();
-  writes_.Begin();
 }
 
 std::string JobManager::NewJobId() {

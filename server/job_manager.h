@@ -11,21 +11,23 @@
 // outcome (server/job_outcome.h) that may update the strategy database.
 // Clients see jobs and trials through server/job_view.h.
 //
-// Store: every change to a job or trial is written to the Store when it is
-// made, or, in a batch of answers or dispatches the scheduler applies under
-// one hold of the lock, with the batch's others in one transaction before
-// the lock is let go and before any of its RunTrials is sent
-// (server/batched_writes.h); a newly planned search (its algorithm and
-// candidate count) is written with the job's next record. A write that
-// fails is not retried behind the client's back: the job
-// ends FAILED on the next tick, its message naming the store error; a
+// Store: every change to a job or trial is kept, with the lock held, for
+// the job manager's writer (server/job_writer.h), which writes what one hold
+// of the lock changed in one transaction after the lock is let go and
+// before any RunTrial or cancel of that hold is sent, in the order of the
+// holds; readers see running jobs from memory meanwhile. A newly planned
+// search (its algorithm and candidate count) is written with the job's next
+// record. A write that fails is not retried behind the client's back: the
+// job ends FAILED at the next tick, its message naming the store error; a
 // finished job whose final write failed is kept in memory, answered from
-// there and written again every tick until it is stored. A job that cannot
-// be created in the store is refused with the store's error.
+// there and written again until it is stored (server/job_archive.h). A job
+// that cannot be created in the store is refused with the store's error
+// (written before the job is active, without the lock).
 //
 // Threads: RPC handlers call the public methods from any thread; one
 // scheduler thread (or a test calling Tick()) advances jobs. One mutex
-// guards all job state; calls to the executor are made without it. A rank's
+// guards all job state; calls to the executor and writes to the store are
+// made without it (SubmitJob's and the writer's). A rank's
 // answer never waits for that mutex (gRPC runs answers on the same few
 // threads as heartbeats): it is applied at once when the mutex is free, and
 // otherwise left in the scheduler's inbox (server/scheduler_inbox.h) for
@@ -52,11 +54,11 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "proto/autoaccel.pb.h"
-#include "server/batched_writes.h"
 #include "server/coordinator_metrics.h"
 #include "server/job_admission.h"
 #include "server/job_archive.h"
 #include "server/job_run.h"
+#include "server/job_writer.h"
 #include "server/model_file_delivery.h"
 #include "server/model_file_store.h"
 #include "server/scheduler_inbox.h"
@@ -239,9 +241,11 @@ class JobManager {
     WorkerEndpoint to;
     v1::CancelTrialRequest request;
   };
-  // What a tick or an answer decided to send, and the searches to plan
-  // (server/search_planner.h), all once the mutex is released.
+  // What a tick or an answer decided to write and to send, and the searches
+  // to plan (server/search_planner.h), all once the mutex is released.
   struct Outbox {
+    // The hold's writes (set by Hold), written before anything is sent.
+    JobWriter::Batch writes;
     std::vector<Dispatch> dispatches;
     std::vector<Cancel> cancels;
     std::vector<SearchPlan> plans;
@@ -249,6 +253,21 @@ class JobManager {
     // withdrawn (Store::WithdrawAnswersMeasuredOnlyOn).
     std::vector<std::string> distrusted;
   };
+  // The lock, held for one piece of work that may change jobs: as it is
+  // let go, the writes kept meanwhile go into `out` (SendAll writes them
+  // before it sends anything).
+  class ABSL_SCOPED_LOCKABLE Hold {
+   public:
+    Hold(JobManager* manager, Outbox* out) ABSL_EXCLUSIVE_LOCK_FUNCTION(manager->mu_);
+    ~Hold() ABSL_UNLOCK_FUNCTION();
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    JobManager* const manager_;
+    Outbox* const out_;
+  };
+
   JobManager(Store* store, TrialExecutor* executor, const Clock* clock, JobManagerOptions options);
   // Takes up the jobs an earlier server left unfinished (see Create).
   absl::Status ResumeUnfinished() ABSL_LOCKS_EXCLUDED(mu_);
@@ -336,19 +355,13 @@ class JobManager {
                   absl::Status status, v1::RunTrialResponse response) ABSL_LOCKS_EXCLUDED(mu_);
   // Applies up to `max` answers waiting in the inbox, oldest first.
   void ApplyAnswersLocked(size_t max, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The same, their writes batched (server/batched_writes.h).
-  void ApplyAnswerBatchLocked(size_t max, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyAnswerLocked(RankAnswer answer, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Write the job / trial and bump the job's version; a failed write is kept
-  // in job->store_error (the job ends FAILED on the next tick). Within a
-  // batch (writes_ active) the write is kept for the batch's end.
+  // Keep the job / trial for the writer and bump the job's version.
   void PersistJobLocked(JobRun* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PersistTrialLocked(JobRun* job, TrialRun* trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends the batch of writes: written in one transaction, a failure kept in
-  // its job's store_error.
-  void EndWritesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Within a batch: writes what it kept so far, and goes on keeping.
-  void FlushWritesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The writer's failures since the last look go to their jobs' store_error
+  // (each such job ends FAILED when the scheduler advances it).
+  void TakeWriteFailuresLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A running job's records as they are now, copied under the lock, so
   // that rendering it (settling its measurements, every trial's message)
   // does not hold the lock: readers of a long job would otherwise stall the
@@ -414,9 +427,8 @@ class JobManager {
     std::set<GangShape> unplaceable;
   };
   mutable TickMemo tick_memo_ ABSL_GUARDED_BY(mu_);
-  // The job and trial writes of the batch of answers or dispatches now
-  // applied (server/batched_writes.h): written before the lock is let go.
-  BatchedWrites writes_ ABSL_GUARDED_BY(mu_);
+  // Writes to the store what each hold of mu_ changed, once it is let go.
+  JobWriter writer_{store_, &archive_};
   // The scheduler thread: started and joined by Start() / Stop(), which
   // never hold mu_ while joining.
   absl::Mutex thread_mu_ ABSL_ACQUIRED_BEFORE(mu_);

@@ -27,7 +27,7 @@ absl::StatusOr<v1::RegisterResponse> JobManager::RegisterWorker(const v1::Regist
   {
     // Registered and its ranks held in one step: no tick places a new
     // trial on a device a reported rank runs on.
-    absl::MutexLock lock(&mu_);
+    Hold hold(this, &out);
     ASSIGN_OR_RETURN(session_token, pool_.Register(req));
     TakeUpRanksLocked(req, session_token, &out);
     inbox_.Wake();

@@ -2,6 +2,8 @@
 // no network, no trial runner, every step taken by hand through Tick().
 #include "server/job_manager.h"
 
+#include <sqlite3.h>
+
 #include <atomic>
 #include <deque>
 #include <filesystem>
@@ -1967,6 +1969,69 @@ TEST_F(JobManagerTest, OfTwoWorkersFarApartTheFasterIsDistrustedAndTheOtherAnswe
   auto j = manager_->GetJob(job_id);
   EXPECT_EQ(j->state(), "SUCCEEDED") << j->status_message();
   EXPECT_NEAR(j->best_figure(), 1000, 5);
+}
+
+TEST_F(JobManagerTest, ReadersAreAnsweredWhileTheDatabaseIsSlowToWrite) {
+  AddWorker("a", 1);
+  const std::string job_id = StartJob(Request(600, 3));
+  ASSERT_EQ(executor_.calls.size(), 1u);
+  // Another process holds the database's write lock: the coordinator's
+  // write of the answer below waits for it (up to the store's busy timeout,
+  // after which the write would fail and end the job).
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ + "/db.sqlite").c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::thread answer([this] { executor_.Succeed(1000); });
+  // The answer is seen while its write waits: no reader waits for the disk.
+  bool seen = false;
+  for (int i = 0; i < 200 && !seen; ++i) {
+    absl::StatusOr<v1::Job> job = manager_->GetJob(job_id);
+    ASSERT_TRUE(job.ok()) << job.status();
+    seen = job->trials_done() == 1;
+    if (!seen) absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_TRUE(seen);
+  ASSERT_EQ(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(other);
+  answer.join();
+  // The lock let go in time: the write went through, and the job goes on.
+  manager_->Tick();
+  absl::StatusOr<v1::Job> job = manager_->GetJob(job_id);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state(), "RUNNING") << job->status_message();
+  absl::StatusOr<std::vector<TrialRecord>> trials = store_->ListTrials(job_id);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  EXPECT_EQ(trials->front().status, TrialStatus::kSucceeded);
+}
+
+TEST_F(JobManagerTest, WritesAreStoredInTheOrderTheyWereTakenWhoeverWritesFirst) {
+  AddWorker("a", 1);
+  const std::string job_id = StartJob(Request(600, 3));
+  absl::StatusOr<std::vector<TrialRecord>> trials = store_->ListTrials(job_id);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  ASSERT_FALSE(trials->empty());
+  const std::string before = trials->front().reason;
+  TrialRecord trial = trials->front();
+  JobArchive archive(store_.get());
+  JobWriter writer(store_.get(), &archive);
+  trial.reason = "first hold";
+  writer.Keep(trial);
+  JobWriter::Batch first = writer.Take();
+  trial.reason = "second hold";
+  writer.Keep(trial);
+  JobWriter::Batch second = writer.Take();
+  const auto stored_reason = [&] { return store_->ListTrials(job_id)->front().reason; };
+  std::thread late([&] { writer.Write(std::move(second)); });
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(stored_reason(), before) << "the second hold's write waits for the first's";
+  writer.Write(std::move(first));
+  late.join();
+  EXPECT_EQ(stored_reason(), "second hold") << "never rewound to an older version";
+  // A batch dropped unwritten is written as it goes, never lost.
+  trial.reason = "dropped";
+  writer.Keep(trial);
+  { JobWriter::Batch dropped = writer.Take(); }
+  EXPECT_EQ(stored_reason(), "dropped");
 }
 
 TEST_F(JobManagerTest, AFailedDatabaseWriteEndsTheJobVisiblyAndNeverRewindsIt) {
