@@ -3,17 +3,23 @@
 #include <spdlog/spdlog.h>
 
 #include <optional>
+#include <random>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "common/json_log.h"
 #include "common/status_macros.h"
 #include "proto/convert.h"
 #include "server/database_answer.h"
+#include "server/launcher_job.h"
 #include "server/signature.h"
 
 namespace autoaccel {
 
-absl::StatusOr<AdmittedJob> JobAdmission::Admit(v1::TuneRequest request, const std::string& owner,
-                                                const std::string& job_id) const {
+absl::StatusOr<AdmittedJob> JobAdmission::Admit(v1::TuneRequest request, const std::string& owner) {
+  const std::string job_id = NewJobId();
   // A launcher job's launcher, as the workers define it (server/launcher_job.h).
   std::optional<v1::Launcher> launcher;
   if (!request.launcher().empty()) {
@@ -76,6 +82,40 @@ absl::StatusOr<AdmittedJob> JobAdmission::Admit(v1::TuneRequest request, const s
   if (verdict.answers) RETURN_IF_ERROR(AnswerJobFromDatabase(*stored, rec.created_at, &rec));
   job.spec = std::move(spec);
   return out;
+}
+
+absl::Status JobAdmission::Create(JobRun* job, bool answered) {
+  JobRecord& rec = job->record;
+  absl::Status created = store_->CreateJob(rec);
+  // Another id if this one is taken (about one in a billion; a model file
+  // kept under the first id is not renamed: the job cannot be created then).
+  for (int retry = 0; absl::IsAlreadyExists(created) && !job->spec.model_file && retry < 3;
+       ++retry) {
+    rec.job_id = NewJobId();
+    created = store_->CreateJob(rec);
+  }
+  RETURN_IF_ERROR(created);
+  const LogContext context(rec.job_id);
+  if (answered) {
+    spdlog::info("job {}: {}", rec.job_id, rec.status_message);
+    return absl::OkStatus();
+  }
+  const JobSpec& s = job->spec;
+  spdlog::info(
+      "job {}: submitted ({}{} {} layers, seq {}, batch {}, {} candidates, limit {}s; {} earlier "
+      "trials to warm its cost model, {} unreadable)",
+      rec.job_id, s.launcher ? absl::StrCat("launcher ", s.launcher->name(), ", ") : "",
+      IsUnknownLauncherModel(s.model) ? "undescribed model," : s.model.family, s.model.n_layer,
+      s.seq_len, s.global_batch_size, rec.trials_total, absl::ToDoubleSeconds(s.time_limit),
+      job->earlier ? job->earlier->trials.size() : 0, job->earlier ? job->earlier->skipped : 0);
+  return absl::OkStatus();
+}
+
+std::string JobAdmission::NewJobId() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return absl::StrFormat("job-%s-%012x",
+                         absl::FormatTime("%Y%m%d-%H%M%S", clock_->Now(), absl::UTCTimeZone()),
+                         (rng() ^ ++job_counter_) & 0xffffffffffffULL);
 }
 
 }  // namespace autoaccel

@@ -4,9 +4,10 @@
 // (server/tune_request.h), its signature, the strategy database's verdict
 // (server/database_answer.h: an answer at once, or why not), the warm
 // start's earlier trials (server/warm_start.h), a TorchScript file put to
-// disk under the job's id (server/model_file_store.h), and the job's record.
-// What needs the manager's state (the per-user bound, writing the record,
-// making the job active) stays in JobManager::SubmitJob.
+// disk under the job's id (server/model_file_store.h), and the job's record;
+// then the record written (Create). What needs the manager's state (making
+// the job active) stays in JobManager::SubmitJob, with the per-user bound
+// (server/user_job_bound.h) checked between the two.
 //
 // Errors: NOT_FOUND for a launcher no worker offers; INVALID_ARGUMENT
 // naming the field (ValidateTuneRequest); RESOURCE_EXHAUSTED when a model
@@ -16,11 +17,13 @@
 // warning in the log.
 //
 // Ownership: the collaborators are borrowed and must outlive the admission.
-// Thread-safe: it keeps no state of its own, and every collaborator it
-// calls is thread-safe.
+// Thread-safe: it keeps no state of its own but a counter for job ids, and
+// every collaborator it calls is thread-safe.
 #ifndef AUTOACCEL_SERVER_JOB_ADMISSION_H_
 #define AUTOACCEL_SERVER_JOB_ADMISSION_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -59,9 +62,16 @@ class JobAdmission {
         clock_(clock),
         defaults_(std::move(defaults)) {}
 
-  // `request` from `owner` ("" without tokens) as job `job_id`.
-  absl::StatusOr<AdmittedJob> Admit(v1::TuneRequest request, const std::string& owner,
-                                    const std::string& job_id) const;
+  // `request` from `owner` ("" without tokens) as a new job (NewJobId).
+  absl::StatusOr<AdmittedJob> Admit(v1::TuneRequest request, const std::string& owner);
+  // Writes the admitted job's record (Store::CreateJob), under another id
+  // when its id is taken (not for a TorchScript job, whose file is kept
+  // under the id), and logs it. The store's error when it cannot.
+  absl::Status Create(JobRun* job, bool answered);
+  // "job-<UTC time>-<48 random bits>": a thousand jobs submitted in one
+  // second collide with odds of about one in a billion (Create draws again
+  // if they do).
+  std::string NewJobId();
 
  private:
   Store* const store_;
@@ -70,6 +80,7 @@ class JobAdmission {
   EarlierTrialsCache* const earlier_trials_;
   const Clock* const clock_;
   const TuneDefaults defaults_;
+  std::atomic<uint64_t> job_counter_{0};
 };
 
 }  // namespace autoaccel

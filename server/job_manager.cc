@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "proto/convert.h"
 #include "search/cost_model.h"
+#include "server/job_messages.h"
 #include "server/job_outcome.h"
 #include "server/job_resume.h"
 #include "server/job_view.h"
@@ -28,19 +29,6 @@
 #include "server/warm_start.h"
 
 namespace autoaccel {
-namespace {
-
-// Answers applied, and trials dispatched, per hold of the lock by the
-// scheduler (and answers by a callback): RPC handlers waiting for the lock
-// get it between batches.
-constexpr size_t kAnswersPerHold = 256;
-constexpr int kDispatchesPerHold = 256;
-
-// How a job that reached its time limit ends (its running trials are
-// cancelled with "job ended: " and this).
-constexpr char kTimeLimitReached[] = "time limit reached";
-
-}  // namespace
 
 JobManager::JobManager(Store* store, TrialExecutor* executor, const Clock* clock,
                        JobManagerOptions options)
@@ -89,6 +77,7 @@ absl::Status JobManager::ResumeUnfinished() {
   for (std::unique_ptr<JobRun>& job : jobs) {
     const std::string id = job->record.job_id;
     awaiting_reattach_ += job->running;  // every trial it runs awaits its workers
+    user_jobs_.Count(job->record.owner);
     active_order_.push_back(id);
     active_.emplace(id, std::move(job));
   }
@@ -271,63 +260,29 @@ void JobManager::SendAll(Outbox out) {
 }
 
 absl::StatusOr<v1::Job> JobManager::SubmitJob(v1::TuneRequest request, const std::string& owner) {
-  ASSIGN_OR_RETURN(AdmittedJob admitted_job,
-                   admission_->Admit(std::move(request), owner, NewJobId()));
-  std::unique_ptr<JobRun> job = std::move(admitted_job.job);
-  const bool answered = admitted_job.answered;
+  ASSIGN_OR_RETURN(AdmittedJob admitted, admission_->Admit(std::move(request), owner));
+  std::unique_ptr<JobRun> job = std::move(admitted.job);
   // A torchscript job's file is deleted again if the job is not created.
   absl::Cleanup forget_file = [&] {
     if (job->spec.model_file) model_files_->Remove(job->spec.model_file->job_id);
   };
-  JobRecord& rec = job->record;
-  // The per-user bound counts the owner's unfinished jobs and the
-  // submissions admitted but not yet active: the record is written without
-  // the lock (no one else knows the job until it is active).
-  const bool counted = !owner.empty() && !answered;  // per-user bounds need users
-  if (counted) {
-    absl::MutexLock lock(&mu_);
-    const int64_t unfinished =
-        std::count_if(active_.begin(), active_.end(),
-                      [&owner](const auto& entry) { return entry.second->record.owner == owner; });
-    RETURN_IF_ERROR(CheckLimit(Limit::kJobsPerUser, unfinished + admitting_[owner] + 1,
-                               absl::StrCat("jobs of user ", owner)));
-    ++admitting_[owner];
-  }
-  // Counted until the job is active, or refused.
-  const auto done_admitting = [this, &owner]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (--admitting_[owner] == 0) admitting_.erase(owner);
+  // Counted from here (before its record is written, without the lock) to
+  // its end; a job the database answered is never unfinished.
+  const bool counted = !admitted.answered;
+  if (counted) RETURN_IF_ERROR(user_jobs_.Admit(owner));
+  absl::Cleanup uncount = [&] {
+    if (counted) user_jobs_.Release(owner);
   };
-  absl::Cleanup admitted = [&] {
-    if (!counted) return;
-    absl::MutexLock lock(&mu_);
-    done_admitting();
-  };
-  absl::Status created = store_->CreateJob(rec);
-  // Another id if this one is taken (about one in a billion; a model file
-  // kept under the first id is not renamed: the job cannot be created then).
-  for (int retry = 0; absl::IsAlreadyExists(created) && !job->spec.model_file && retry < 3;
-       ++retry) {
-    rec.job_id = NewJobId();
-    created = store_->CreateJob(rec);
-  }
-  RETURN_IF_ERROR(created);
+  RETURN_IF_ERROR(admission_->Create(job.get(), admitted.answered));
   std::move(forget_file).Cancel();
-  const LogContext context(rec.job_id);
-  if (answered) {
+  const JobRecord& rec = job->record;
+  if (admitted.answered) {
     // Finished as it was created: never active, read back from the store.
-    spdlog::info("job {}: {}", rec.job_id, rec.status_message);
     metrics_.JobFinished(rec.state);
     return JobRecordToProto(rec, {}, rec.created_at);
   }
+  std::move(uncount).Cancel();
   job->version = 1;
-  const JobSpec& s = job->spec;
-  spdlog::info(
-      "job {}: submitted ({}{} {} layers, seq {}, batch {}, {} candidates, limit {}s; {} earlier "
-      "trials to warm its cost model, {} unreadable)",
-      rec.job_id, s.launcher ? absl::StrCat("launcher ", s.launcher->name(), ", ") : "",
-      IsUnknownLauncherModel(s.model) ? "undescribed model," : s.model.family, s.model.n_layer,
-      s.seq_len, s.global_batch_size, rec.trials_total, absl::ToDoubleSeconds(s.time_limit),
-      job->earlier ? job->earlier->trials.size() : 0, job->earlier ? job->earlier->skipped : 0);
   // Not yet shared: its view needs no lock.
   const JobSnapshot snapshot{rec, {}, job->spec.request};
   {
@@ -335,8 +290,6 @@ absl::StatusOr<v1::Job> JobManager::SubmitJob(v1::TuneRequest request, const std
     const std::string id = rec.job_id;  // `rec` moves with the job
     active_order_.push_back(id);
     active_.emplace(id, std::move(job));
-    if (counted) done_admitting();
-    std::move(admitted).Cancel();
     inbox_.Wake();
   }
   return Render(snapshot);
@@ -435,20 +388,7 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
     return false;
   }
   if (!job->broken.empty()) {
-    FinishJobLocked(
-        job, JobState::kFailed,
-        absl::StrCat("stopped early: its first ", kTrialsToCallItBroken,
-                     " trials, each a different strategy, all failed the same way before their "
-                     "first step (",
-                     job->broken, "): the ",
-                     job->spec.launcher ? "script or its launcher" : "model or its input",
-                     " is broken, not a strategy; fix it (`autoaccel logs ", job->record.job_id,
-                     " 0` shows the first trial's output; ",
-                     job->spec.launcher ? "run the launcher's command by hand on a worker, "
-                                          "docs/LAUNCHERS.md"
-                                        : "see the reason",
-                     ") and tune again"),
-        out);
+    FinishJobLocked(job, JobState::kFailed, BrokenJobMessage(*job), out);
     return false;
   }
   // A search stopped only for the time its repeats need goes on when,
@@ -459,9 +399,7 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
       !job->searcher->Finished() && WhySearchEnded(*job) == kSearchStoppedForRepeats &&
       !SearchTimeUpLocked(*job)) {
     job->search_ended.clear();
-    job->record.status_message =
-        absl::StrFormat("search resumed: trials now take about %.0f s, which leaves room for more",
-                        RecentTrialSeconds(*job));
+    job->record.status_message = SearchResumedMessage(RecentTrialSeconds(*job));
     spdlog::info("job {}: {}", job->record.job_id, job->record.status_message);
     PersistJobLocked(job);
   }
@@ -484,15 +422,8 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
   const std::string& launcher = job->spec.request.launcher();
   const int pool = PoolDevicesLocked(*job);
   if (pool < world) {
-    const std::string with = launcher.empty() ? "" : absl::StrCat(" and launcher ", launcher);
-    const std::string until = absl::StrCat(
-        " (until the time limit, ",
-        absl::FormatTime("%H:%M:%S UTC", job->record.deadline, absl::UTCTimeZone()), ")");
     const std::string message =
-        pool == 0 ? absl::StrCat("waiting for a worker with ", type, " devices", with,
-                                 " to register", until)
-                  : absl::StrCat("waiting for workers: every trial needs ", world, " ", type,
-                                 " devices", with, ", the healthy pool has ", pool, until);
+        WaitingForWorkersMessage(type, launcher, world, pool, job->record.deadline);
     if (job->running == 0 && (job->record.state != JobState::kWaitingForWorkers ||
                               job->record.status_message != message)) {
       job->record.state = JobState::kWaitingForWorkers;
@@ -524,11 +455,7 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
     // by less than its noise: said once, as the job starts.
     const auto [jitter, noisiest] = pool_.TimingJitter(type, launcher);
     if (jitter > ConfirmTolerance(job->spec.request)) {
-      absl::StrAppend(&job->record.status_message,
-                      absl::StrFormat("; measurements on this pool vary by ±%.0f%% run to run "
-                                      "(worker %s's timing jitter): answers closer than that are "
-                                      "ties",
-                                      100 * jitter, noisiest));
+      absl::StrAppend(&job->record.status_message, NoisyPoolNote(jitter, noisiest));
       spdlog::warn("job {}: {}", job->record.job_id, job->record.status_message);
     }
     PersistJobLocked(job);
@@ -658,213 +585,6 @@ void JobManager::RecordPrunedLocked(JobRun* job) {
                records.front().strategy_text, records.front().reason);
 }
 
-void JobManager::CancelRanks(const TrialRun& trial, Outbox* out) {
-  std::set<std::string> told;
-  for (const Rank& rank : trial.ranks) {
-    if (rank.finished || rank.placed.address.empty() || !told.insert(rank.placed.address).second) {
-      continue;  // answered, or not placed (awaiting re-attachment)
-    }
-    Cancel c;
-    c.to = rank.placed.endpoint();
-    c.request.set_trial_id(trial.record.trial_id);
-    c.request.set_attempt(trial.record.attempt);
-    out->cancels.push_back(std::move(c));
-  }
-}
-
-void JobManager::OnRankDone(const std::string& job_id, const std::string& trial_id, int attempt,
-                            int rank_index, absl::Status status, v1::RunTrialResponse response) {
-  inbox_.Push(
-      RankAnswer{job_id, trial_id, attempt, rank_index, std::move(status), std::move(response)});
-  // Applied here when the lock is free (at once, in the order answers came);
-  // otherwise its holder or the scheduler, just woken, applies it.
-  if (!mu_.TryLock()) return;
-  Outbox out;
-  ApplyAnswersLocked(kAnswersPerHold, &out);
-  out.writes = writer_.Take();  // as Hold does
-  mu_.Unlock();
-  SendAll(std::move(out));
-}
-
-void JobManager::ApplyAnswersLocked(size_t max, Outbox* out) {
-  std::vector<RankAnswer> answers = inbox_.Take(max);
-  for (RankAnswer& answer : answers) ApplyAnswerLocked(std::move(answer), out);
-  if (!answers.empty()) inbox_.Wake();  // their devices may take the next trials
-}
-
-void JobManager::ApplyAnswerLocked(RankAnswer answer, Outbox* out) {
-  const LogContext context(answer.job_id, answer.trial_id, answer.rank);
-  const int rank_index = answer.rank;
-  const absl::Status& status = answer.status;
-  // Whatever became of the trial (or its job), this rank's device is free.
-  pool_.Release(answer.trial_id, answer.attempt, rank_index);
-  --rpcs_in_flight_;
-  auto job_it = active_.find(answer.job_id);
-  TrialRun* trial = job_it != active_.end() ? FindTrial(*job_it->second, answer.trial_id) : nullptr;
-  // An answer of an earlier attempt changes nothing but the holds.
-  if (trial == nullptr || trial->record.attempt != answer.attempt ||
-      trial->record.status != TrialStatus::kRunning || rank_index < 0 ||
-      rank_index >= static_cast<int>(trial->ranks.size()) || trial->ranks[rank_index].finished) {
-    return;
-  }
-  Rank& rank = trial->ranks[rank_index];
-  rank.finished = true;
-  --trial->ranks_pending;
-  // A worker that did not answer at all gets no new trials until it
-  // heartbeats again, rather than trials that fail the same way.
-  if (status.code() == absl::StatusCode::kUnavailable &&
-      pool_.MarkUnreachable(rank.placed.worker_id)) {
-    spdlog::warn("worker {} unreachable ({}); no new trials until it heartbeats",
-                 rank.placed.worker_id, std::string(status.message()));
-  }
-  const RankOutcome outcome = RankOutcomeOf(status, answer.response);
-  if (outcome.status != TrialStatus::kCancelled && outcome.status != TrialStatus::kTimeout) {
-    pool_.RecordRankAnswer(rank.placed.worker_id, outcome.infrastructure, outcome.reason,
-                           options_.quarantine_after, options_.quarantine_for);
-  }
-  JobRun* job = job_it->second.get();
-  if (clock_->Now() >= job->record.deadline) {
-    // The answer came after the time limit: the trial was still running
-    // then, so the job ends now, as the scheduler would have ended it,
-    // and the trial is recorded CANCELLED. `job` and `trial` are gone.
-    FinishJobLocked(job, JobState::kSucceeded, kTimeLimitReached, out);
-  } else {
-    OnRankOutcomeLocked(job, trial, rank_index, outcome, FromProto(answer.response.metrics()), out);
-  }
-}
-
-void JobManager::OnRankOutcomeLocked(JobRun* job, TrialRun* trial, int rank_index,
-                                     RankOutcome outcome, const TrialMetrics& metrics,
-                                     Outbox* out) {
-  // The limits judge the gang's figures once its last rank answered.
-  const AttemptVerdict verdict =
-      ApplyRankAnswer(trial, rank_index, std::move(outcome), metrics,
-                      trial->ranks_pending == 0 ? MeasurementLimitsOf(*job, *trial, pool_)
-                                                : std::vector<MeasurementLimits>());
-  if (verdict.cancel_others) CancelRanks(*trial, out);
-  if (!verdict.distrusted_worker.empty()) {
-    pool_.Distrust(verdict.distrusted_worker, verdict.reason, options_.distrust_for);
-    out->distrusted.push_back(verdict.distrusted_worker);
-  }
-  switch (verdict.kind) {
-    case AttemptVerdict::kWait:
-      return;
-    case AttemptVerdict::kRetry:
-      RetryOrGiveUpLocked(job, trial, out);
-      return;
-    case AttemptVerdict::kEnd:
-      EndTrialLocked(job, trial, verdict.status, verdict.reason, verdict.metrics, out);
-      return;
-  }
-}
-
-void JobManager::RetryOrGiveUpLocked(JobRun* job, TrialRun* trial, Outbox* out) {
-  const LogContext context(job->record.job_id, trial->record.trial_id);
-  const std::string why = trial->infrastructure_failure->reason;
-  metrics_.AttemptFailedOutsideStrategy();
-  if (trial->master_port > 0) {
-    // The port may be what failed (another process bound it): the next
-    // attempt, and every other trial, gets another one for a while.
-    pool_.QuarantinePort(trial->master_host, trial->master_port,
-                         clock_->Now() + options_.port_quarantine);
-  }
-  if (QueueRetry(job, trial, options_.max_attempts, clock_->Now())) {
-    spdlog::warn("job {}: trial {} attempt {} failed outside the strategy: {}; retrying",
-                 job->record.job_id, trial->record.index, trial->record.attempt, why);
-    PersistTrialLocked(job, trial);
-    return;
-  }
-  EndTrialLocked(job, trial, TrialStatus::kFailed,
-                 absl::StrCat("failed outside the strategy on all ", trial->record.attempt,
-                              " attempt(s), not a measurement (last: ", why, ")"),
-                 TrialMetrics(), out);
-}
-
-void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status,
-                                const std::string& reason, const TrialMetrics& metrics,
-                                Outbox* out) {
-  const LogContext context(job->record.job_id, trial->record.trial_id);
-  StopAwaitingLocked(trial);
-  CloseTrial(job, trial, status, reason, metrics, clock_->Now());
-  const TrialRecord& rec = trial->record;
-  metrics_.TrialFinished(status, rec.infrastructure);
-  if (rec.started_at != absl::InfinitePast() && rec.finished_at >= rec.started_at) {
-    metrics_.TrialRan(rec.finished_at - rec.started_at);
-  }
-  // One CancelTrial per worker stops all of the trial's ranks there.
-  if (status != TrialStatus::kSucceeded) CancelRanks(*trial, out);
-  // The searcher's proposal (it never sees confirmations); a resumed job
-  // ending before its searcher was created again has none to tell.
-  if (rec.confirms.empty() && job->searcher) {
-    // A trial lost to infrastructure failures measured nothing: the searcher
-    // hears of it as cancelled, never as the strategy failing.
-    job->searcher->Report(ScoredOf(*trial));
-    trial->told_searcher = true;
-    RecordPrunedLocked(job);
-  }
-  if (rec.confirms.empty() && status == TrialStatus::kFailed && job->broken.empty()) {
-    job->broken = SameFailureEveryTime(*job);
-  }
-  if (std::optional<PeerDistrust> peer = PeerDisagreement(job, trial, pool_)) {
-    // One of two workers measured the same strategy beyond reason apart:
-    // the faster claim is withdrawn and its worker distrusted.
-    pool_.Distrust(peer->worker_id, peer->reason, options_.distrust_for);
-    out->distrusted.push_back(peer->worker_id);
-    peer->trial->record.status = TrialStatus::kFailed;
-    peer->trial->record.reason = absl::StrCat("distrusted: ", peer->reason);
-    job->answer_shortcut.Forget();
-    if (peer->trial != trial) PersistTrialLocked(job, peer->trial);
-  }
-  if (status == TrialStatus::kSucceeded) {
-    UpdateAnswerSoFar(job, rec);
-    job->record.status_message =
-        absl::StrFormat("%d trial(s) done", static_cast<int>(job->trials.size()) - job->running);
-    PersistJobLocked(job);
-  }
-  spdlog::info("job {}: trial {} {} {}{}", job->record.job_id, rec.index,
-               std::string(TrialStatusName(status)),
-               status == TrialStatus::kSucceeded
-                   ? absl::StrFormat("%.0f tokens/s", metrics.tokens_per_second)
-                   : "",
-               reason);
-  PersistTrialLocked(job, trial);
-}
-
-void JobManager::FinishJobLocked(JobRun* job, JobState state, const std::string& message,
-                                 Outbox* out) {
-  const LogContext context(job->record.job_id);
-  const std::string reason =
-      state == JobState::kCancelled ? message : absl::StrCat("job ended: ", message);
-  for (auto& t : job->trials) {
-    if (!IsTerminal(t->record.status)) {
-      EndTrialLocked(job, t.get(), TrialStatus::kCancelled, reason, TrialMetrics(), out);
-    }
-  }
-  JobRecord& rec = job->record;
-  rec.finished_at = clock_->Now();
-  std::vector<TrialRecord> records = TrialRecords(*job);
-  JobOutcome outcome = DecideJobOutcome(
-      rec, job->spec, records, state, message, rec.finished_at, store_->GetStrategy(rec.signature),
-      pool_.CountWorkers(job->spec.device_type, job->spec.request.launcher()));
-  rec.state = outcome.state;
-  rec.status_message = outcome.status_message;
-  rec.best_trial_id = outcome.best_trial_id;
-  // Answered from the archive's memory until the writer writes it, after
-  // the hold's writes of its trials. After a failed write, what the store
-  // holds of the trials may be stale: they are all written again with the
-  // job. The store keeps the answer only if it beats the signature's
-  // (ReplacesStoredAnswer, in the same transaction).
-  archive_.Finish(rec, std::move(records), outcome.answer);
-  writer_.KeepFinished(rec.job_id, !job->store_error.ok());
-  if (job->spec.model_file) model_files_->Remove(rec.job_id);
-  earlier_trials_.Invalidate();  // its trials may warm the next job
-  spdlog::info("job {}: {} — {}", rec.job_id, std::string(JobStateName(rec.state)),
-               rec.status_message);
-  metrics_.JobFinished(rec.state);
-  active_order_.erase(std::find(active_order_.begin(), active_order_.end(), rec.job_id));
-  active_.erase(rec.job_id);  // `job` is gone after this line
-}
-
 int JobManager::PoolDevicesLocked(const JobRun& job) const {
   const std::pair<std::string, std::string> key(job.spec.device_type, job.spec.request.launcher());
   if (tick_memo_.active) {
@@ -899,57 +619,6 @@ bool JobManager::SearchTimeUpLocked(const JobRun& job) const {
   return up;
 }
 
-void JobManager::QueueConfirmationsLocked(JobRun* job) {
-  const LogContext context(job->record.job_id);
-  const std::vector<TrialRun*> confirmations = AddConfirmations(job, options_.confirm_top);
-  if (confirmations.empty()) return;
-  std::vector<std::string> names;
-  for (TrialRun* confirm : confirmations) {
-    confirm->ready_since = clock_->Now();
-    names.push_back(absl::StrCat(FindTrial(*job, confirm->record.confirms)->record.index));
-    PersistTrialLocked(job, confirm);
-  }
-  job->record.status_message =
-      absl::StrCat(job->search_ended, "; measuring the best ", confirmations.size(),
-                   " again (trials ", absl::StrJoin(names, ", "), ")");
-  spdlog::info("job {}: {}", job->record.job_id, job->record.status_message);
-  PersistJobLocked(job);
-}
-
-bool JobManager::QueueRepeatsLocked(JobRun* job) {
-  if (options_.confirm_top <= 0) return false;
-  const std::vector<TrialRecord> records = TrialRecords(*job);  // the standings point into it
-  const Standings standings = Settle(records, 0, ConfirmTolerance(job->spec.request));
-  if (standings.measure_again.empty()) return false;
-  const int gangs = PoolDevicesLocked(*job) / job->spec.world_size;
-  if (!RepeatRoundFits(*job, clock_->Now(), gangs,
-                       static_cast<int>(standings.measure_again.size()))) {
-    return false;
-  }
-  const std::vector<TrialRun*> repeats = AddRepeats(job, standings.measure_again);
-  if (repeats.empty()) return false;
-  const LogContext context(job->record.job_id);
-  std::vector<std::string> names;
-  for (TrialRun* repeat : repeats) {
-    repeat->ready_since = clock_->Now();
-    names.push_back(absl::StrCat(FindTrial(*job, repeat->record.confirms)->record.index));
-    PersistTrialLocked(job, repeat);
-  }
-  const Standing& leader = standings.ranked.front();
-  job->record.status_message = absl::StrCat(
-      job->search_ended, "; not settled yet (",
-      standings.certainty == Certainty::kTie
-          ? absl::StrFormat("%.0f tokens/s, 95%% interval %.0f-%.0f, overlaps %d other(s)",
-                            leader.figure, leader.interval.low, leader.interval.high,
-                            static_cast<int>(standings.tie.size()) - 1)
-          : absl::StrFormat("the fastest's %d measurement(s) spread %.0f%%", leader.measurements(),
-                            100 * leader.spread),
-      "): measuring trials ", absl::StrJoin(names, ", "), " again");
-  spdlog::info("job {}: {}", job->record.job_id, job->record.status_message);
-  PersistJobLocked(job);
-  return true;
-}
-
 void JobManager::PersistJobLocked(JobRun* job) {
   ++job->version;
   writer_.Keep(job->record);
@@ -965,15 +634,6 @@ void JobManager::TakeWriteFailuresLocked() {
     auto it = active_.find(job_id);
     if (it != active_.end() && it->second->store_error.ok()) it->second->store_error = status;
   }
-}
-
-std::string JobManager::NewJobId() {
-  // 48 random bits: a thousand jobs submitted in one second collide with
-  // odds of about one in a billion (SubmitJob draws again if they do).
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  return absl::StrFormat("job-%s-%012x",
-                         absl::FormatTime("%Y%m%d-%H%M%S", clock_->Now(), absl::UTCTimeZone()),
-                         (rng() ^ ++job_counter_) & 0xffffffffffffULL);
 }
 
 }  // namespace autoaccel

@@ -11,6 +11,16 @@
 // outcome (server/job_outcome.h) that may update the strategy database.
 // Clients see jobs and trials through server/job_view.h.
 //
+// The class's methods are in four files by concern: job_manager.cc (the
+// scheduler: ticks, jobs advanced, trials placed and started, searches
+// installed, the stop sequence), job_manager_answers.cc (what ranks' answers
+// do, up to a trial's and a job's end), job_manager_workers.cc (the pool's
+// side, re-attach after a restart) and job_manager_reads.cc (what clients
+// read). They share one lock and one state; what needs neither is in its
+// collaborators: admission (job_admission.h), the per-user bound
+// (user_job_bound.h), the writer (job_writer.h), trial transitions
+// (job_run.h), re-attach matching (reattach.h), messages (job_messages.h).
+//
 // Store: every change to a job or trial is kept, with the lock held, for
 // the job manager's writer (server/job_writer.h), which writes what one hold
 // of the lock changed in one transaction after the lock is let go and
@@ -66,6 +76,7 @@
 #include "server/store/store.h"
 #include "server/trial_executor.h"
 #include "server/tune_request.h"
+#include "server/user_job_bound.h"
 #include "server/worker_pool.h"
 
 namespace autoaccel {
@@ -226,6 +237,12 @@ class JobManager {
   void Tick();
 
  private:
+  // Answers applied, and trials dispatched, per hold of the lock by the
+  // scheduler (and answers by a callback): RPC handlers waiting for the lock
+  // get it between batches.
+  static constexpr size_t kAnswersPerHold = 256;
+  static constexpr int kDispatchesPerHold = 256;
+
   // A RunTrial to send once the mutex is released.
   struct Dispatch {
     WorkerEndpoint to;
@@ -373,7 +390,6 @@ class JobManager {
   };
   JobSnapshot SnapshotLocked(const JobRun& job) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::StatusOr<v1::Job> Render(const JobSnapshot& job) const;
-  std::string NewJobId();
 
   Store* const store_;
   TrialExecutor* const executor_;
@@ -388,6 +404,7 @@ class JobManager {
   std::unique_ptr<ModelFileStore> model_files_;  // set by Create
   std::unique_ptr<ModelFileDelivery> model_delivery_;
   std::unique_ptr<JobAdmission> admission_;  // set by Create: SubmitJob's work before the lock
+  UserJobBound user_jobs_;                   // the per-user bound on unfinished jobs
 
   // Answers not applied yet, and the scheduler's wake-ups (a job, a worker,
   // an answer or a stop).
@@ -398,10 +415,6 @@ class JobManager {
   // By job id; shared with the search planner while it plans the job.
   std::map<std::string, std::shared_ptr<JobRun>> active_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> active_order_ ABSL_GUARDED_BY(mu_);  // FIFO of job ids
-  // Per owner, submissions past the per-user bound's check whose record is
-  // being written (counted by the bound, not yet in active_).
-  std::map<std::string, int> admitting_ ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> job_counter_{0};
   // RunTrial calls whose answer has not come back.
   int rpcs_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   // Trials awaiting their workers after a restart (TrialRun.awaiting_reattach):

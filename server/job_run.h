@@ -214,14 +214,13 @@ struct AttemptVerdict {
 // what the coordinator knows of each rank's device and model share; read
 // only once no rank is pending). Reasons
 // of a multi-rank trial name the rank ("rank 1 on worker w2: ...").
+AttemptVerdict ApplyRankAnswer(TrialRun* trial, int rank_index, RankOutcome outcome,
+                               const TrialMetrics& metrics,
+                               const std::vector<MeasurementLimits>& limits);
 // What the job record's algorithm text adds for a warm start of `trials`
 // earlier trials on `device_type` devices: "; cost model warmed by 120
 // earlier trials on cpu devices", "" for none.
 std::string WarmStartNote(int trials, const std::string& device_type);
-
-AttemptVerdict ApplyRankAnswer(TrialRun* trial, int rank_index, RankOutcome outcome,
-                               const TrialMetrics& metrics,
-                               const std::vector<MeasurementLimits>& limits);
 // The trial's metrics from its ranks' (every rank SUCCEEDED): rank 0's
 // throughput and step times, the worst rank's memory and communication time.
 TrialMetrics GangMetrics(const TrialRun& trial);

@@ -2916,6 +2916,10 @@ TEST_F(JobManagerTest, AUserHoldsAtMostSixtyFourUnfinishedJobs) {
   ASSERT_TRUE(listed.ok() && !listed->empty());
   ASSERT_TRUE(manager_->CancelJob((*listed)[0].job_id()).ok());
   EXPECT_TRUE(manager_->SubmitJob(Request(30), "alice").ok());
+  // The jobs a restarted coordinator goes on with still count.
+  Restart();
+  EXPECT_THAT(manager_->SubmitJob(Request(30), "alice"),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("jobs of user alice")));
 }
 
 TEST_F(JobManagerTest, SubmissionsArrivingTogetherDoNotPassTheUsersBound) {
