@@ -1,7 +1,8 @@
 if(AUTOACCEL_BUILD_SERVICES)
   # The job manager with a fake executor and clock.
   autoaccel_service_test(job_manager_test server LIBRARY autoaccel_server_lib
-                         SOURCES job_manager_test.cc subprocess.cc)
+                         SOURCES job_manager_test.cc job_manager_restart_test.cc job_manager_pool_test.cc
+                                 job_manager_answers_test.cc job_manager_store_test.cc subprocess.cc)
   # The coordinator's pure rules: request bounds, rank outcomes, rendezvous
   # ports, the worker pool, how sure an answer is, how a watched job is cut
   # into events.
