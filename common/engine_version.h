@@ -10,7 +10,7 @@
 //    (server/database_answer.h);
 //  - an answer of a newer version replaces an older version's even when it
 //    is slower, and an older version's answer never replaces a newer one's
-//    (server/store/store.h, ReplacesStoredAnswer).
+//    (server/database_answer.h, ReplacesStoredAnswer).
 // Answers stored before versions were recorded read as version 0, older
 // than every version.
 //

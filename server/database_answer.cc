@@ -10,7 +10,6 @@
 #include "search/strategy.h"
 #include "server/job_view.h"
 #include "server/settle.h"
-#include "server/store/store.h"  // ReplacesStoredAnswer
 
 namespace autoaccel {
 namespace {
@@ -116,6 +115,14 @@ std::string DescribeAnswerOffer(const StrategyRecord& candidate,
                         ", newer than this server's ", EngineVersionName(candidate.engine_version));
   }
   return absl::StrCat("; the strategy database keeps its answer (", Provenance(*stored), ")");
+}
+
+bool ReplacesStoredAnswer(const StrategyRecord& candidate, const StrategyRecord& stored) {
+  if (candidate.engine_version != stored.engine_version) {
+    return candidate.engine_version > stored.engine_version;
+  }
+  if (candidate.confirmed != stored.confirmed) return candidate.confirmed;
+  return stored.metrics.tokens_per_second <= candidate.metrics.tokens_per_second;
 }
 
 }  // namespace autoaccel

@@ -6,7 +6,7 @@
 //  - it was measured by this build's engine version (common/engine_version.h):
 //    figures of another version answer another question. A request whose
 //    stored answer is older tunes again, and its answer replaces the old one
-//    (server/store/store.h, ReplacesStoredAnswer);
+//    (ReplacesStoredAnswer below);
 //  - its strategy is a candidate of the request's space: the candidate lists
 //    (--precisions, --tp-sizes, ...), include/exclude and the layouts of its
 //    world size. A user who restricted the space never gets an answer
@@ -68,6 +68,16 @@ std::string EngineVersionName(int version);
 // v0 (job J, 1200 tokens/s) although slower: ...", "; not stored: ...".
 std::string DescribeAnswerOffer(const StrategyRecord& candidate,
                                 const std::optional<StrategyRecord>& stored);
+
+// Whether `candidate` takes the place of `stored` as the answer for their
+// signature (Store::FinishJob executes it in the transaction that finishes
+// the job). Figures of two engine versions do not compare: a newer
+// version's answer replaces an older one's even when slower, and an older
+// version's never replaces a newer one's. Within one version: a confirmed
+// answer replaces one measured once (an outlier must not stay forever), one
+// measured once never replaces a confirmed one, and between two of the same
+// kind the faster stays (on a tie, the candidate).
+bool ReplacesStoredAnswer(const StrategyRecord& candidate, const StrategyRecord& stored);
 
 }  // namespace autoaccel
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/status_macros.h"
+#include "server/database_answer.h"
 
 namespace autoaccel {
 
@@ -37,7 +38,7 @@ void JobArchive::Finish(const JobRecord& record, std::vector<TrialRecord> trials
 
 absl::Status JobArchive::StoreJob(const Unstored& job, bool rewrite_trials) const {
   absl::Status stored = rewrite_trials ? store_->UpsertTrials(job.trials) : absl::OkStatus();
-  if (stored.ok()) stored = store_->FinishJob(job.record, job.answer);
+  if (stored.ok()) stored = store_->FinishJob(job.record, job.answer, &ReplacesStoredAnswer);
   return stored;
 }
 

@@ -3,6 +3,7 @@
 // strategy database answering a tune or taking its answer.
 #include <optional>
 
+#include "server/database_answer.h"
 #include "tests/job_manager_fixture.h"
 
 namespace autoaccel {
@@ -300,7 +301,7 @@ TEST_F(JobManagerTest, AConfirmedAnswerReplacesAnOutlierInTheDatabase) {
   old_job.state = JobState::kSucceeded;
   old_job.created_at = clock_.Now();
   ASSERT_TRUE(store_->CreateJob(old_job).ok());
-  ASSERT_TRUE(store_->FinishJob(old_job, outlier).ok());
+  ASSERT_TRUE(store_->FinishJob(old_job, outlier, &ReplacesStoredAnswer).ok());
 
   auto job = manager_->SubmitJob(Request(600, 1));
   ASSERT_TRUE(job.ok());
@@ -367,7 +368,7 @@ StrategyRecord StoreTinyAnswer(
   job.state = JobState::kSucceeded;
   job.created_at = at;
   EXPECT_TRUE(store->CreateJob(job).ok());
-  EXPECT_TRUE(store->FinishJob(job, s).ok());
+  EXPECT_TRUE(store->FinishJob(job, s, &ReplacesStoredAnswer).ok());
   return s;
 }
 

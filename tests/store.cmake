@@ -1,7 +1,9 @@
 if(TARGET autoaccel_store)
   add_executable(store_test ${CMAKE_CURRENT_LIST_DIR}/store_test.cc)
   # SQLite directly too: tests forge files (newer schema, garbage) by hand.
-  target_link_libraries(store_test PRIVATE autoaccel_store SQLite::SQLite3 GTest::gmock_main)
+  # The server library for the coordinator's answer precedence the store executes.
+  target_link_libraries(store_test PRIVATE autoaccel_store autoaccel_server_lib SQLite::SQLite3
+                        GTest::gmock_main)
   gtest_discover_tests(store_test TEST_PREFIX "store.")
 endif()
 if(TARGET autoaccel_store)

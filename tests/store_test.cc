@@ -18,6 +18,7 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/database_answer.h"
 #include "server/store/store_schema.h"  // kCurrentSchemaVersion
 #include "tests/test_matchers.h"
 
@@ -213,7 +214,7 @@ TEST(StoreTest, EverythingSurvivesCloseAndReopen) {
     ASSERT_OK(store->CreateJob(job));
     ASSERT_OK(store->CreateJob(fresh));
     ASSERT_OK(store->UpsertTrials({t1, t0, t2}));
-    ASSERT_OK(store->FinishJob(done, best));
+    ASSERT_OK(store->FinishJob(done, best, &ReplacesStoredAnswer));
   }
 
   std::unique_ptr<Store> store = OpenOrDie(path);
@@ -340,7 +341,7 @@ TEST(StoreTest, AVersionThreeFileLosesItsWorkersTableAndKeepsEverythingElse) {
     ASSERT_OK(store->CreateJob(done));
     ASSERT_OK(store->UpsertTrial(MakeTrial("old", 0)));
     done.state = JobState::kSucceeded;
-    ASSERT_OK(store->FinishJob(done, MakeStrategy(sig, "old", "mbs=2")));
+    ASSERT_OK(store->FinishJob(done, MakeStrategy(sig, "old", "mbs=2"), &ReplacesStoredAnswer));
   }
   // As a version 3 build left it: with the workers table it wrote on every
   // registration.
@@ -523,7 +524,7 @@ TEST(StoreTest, FinishJobWritesJobAndStrategyAndLaterOnesReplaceIt) {
   ASSERT_OK(store->CreateJob(first));
   first.state = JobState::kSucceeded;
   first.best_trial_id = "j1-t3";
-  ASSERT_OK(store->FinishJob(first, MakeStrategy(sig, "j1", "mbs=4")));
+  ASSERT_OK(store->FinishJob(first, MakeStrategy(sig, "j1", "mbs=4"), &ReplacesStoredAnswer));
 
   absl::StatusOr<JobRecord> job = store->GetJob("j1");
   ASSERT_TRUE(job.ok()) << job.status();
@@ -541,7 +542,7 @@ TEST(StoreTest, FinishJobWritesJobAndStrategyAndLaterOnesReplaceIt) {
   second.state = JobState::kSucceeded;
   StrategyRecord better = MakeStrategy(sig, "j2", "mbs=8 zero1");
   better.updated_at = T(kBase + 1000);
-  ASSERT_OK(store->FinishJob(second, better));
+  ASSERT_OK(store->FinishJob(second, better, &ReplacesStoredAnswer));
 
   s = store->GetStrategy(sig);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -572,7 +573,8 @@ TEST(StoreTest, FinishJobIsAtomic) {
 
   // Unknown job: the strategy must not be written either.
   JobRecord ghost = MakeJob("ghost", kBase, JobState::kSucceeded);
-  absl::Status st = store->FinishJob(ghost, MakeStrategy("sig", "ghost", "mbs=1"));
+  absl::Status st =
+      store->FinishJob(ghost, MakeStrategy("sig", "ghost", "mbs=1"), &ReplacesStoredAnswer);
   EXPECT_EQ(st.code(), absl::StatusCode::kNotFound) << st;
   absl::StatusOr<std::optional<StrategyRecord>> s = store->GetStrategy("sig");
   ASSERT_TRUE(s.ok());
@@ -581,11 +583,16 @@ TEST(StoreTest, FinishJobIsAtomic) {
   // Bad strategy: the job must not be marked finished.
   ASSERT_OK(store->CreateJob(MakeJob("j", kBase, JobState::kRunning)));
   JobRecord done = MakeJob("j", kBase, JobState::kSucceeded);
-  st = store->FinishJob(done, MakeStrategy("", "j", "mbs=1"));
+  st = store->FinishJob(done, MakeStrategy("", "j", "mbs=1"), &ReplacesStoredAnswer);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   absl::StatusOr<JobRecord> job = store->GetJob("j");
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(job->state, JobState::kRunning);
+
+  // An answer offered without the precedence that weighs it.
+  st = store->FinishJob(done, MakeStrategy("sig", "j", "mbs=1"));
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_EQ(store->GetJob("j")->state, JobState::kRunning);
 
   // Not a terminal state.
   st = store->FinishJob(MakeJob("j", kBase, JobState::kWaitingForWorkers), std::nullopt);
@@ -601,7 +608,7 @@ absl::Status FinishWith(Store& store, const std::string& job_id, const StrategyR
   job.signature = answer.signature;
   if (absl::Status s = store.CreateJob(job); !s.ok()) return s;
   job.state = JobState::kSucceeded;
-  return store.FinishJob(job, answer);
+  return store.FinishJob(job, answer, &ReplacesStoredAnswer);
 }
 
 StrategyRecord Answer(const std::string& job_id, double tokens_per_second, bool confirmed) {
@@ -901,7 +908,7 @@ TEST(StoreTest, ARowThatCannotBeDecodedIsDataLossNamingIt) {
   ASSERT_OK(store->CreateJob(MakeJob("j", kBase)));
   ASSERT_OK(store->UpsertTrial(MakeTrial("j", 0)));
   JobRecord done = MakeJob("j", kBase, JobState::kSucceeded);
-  ASSERT_OK(store->FinishJob(done, MakeStrategy("sig", "j", "mbs=1")));
+  ASSERT_OK(store->FinishJob(done, MakeStrategy("sig", "j", "mbs=1"), &ReplacesStoredAnswer));
 
   RawSql(path, "UPDATE trials SET failed_attempts = '{}'");
   absl::StatusOr<std::vector<TrialRecord>> trials = store->ListTrials("j");
@@ -1017,7 +1024,8 @@ TEST(StoreTest, ConcurrentWritersDoNotFail) {
       check(store.UpdateJob(job));
       check(store.ListJobs(5).status());
       job.state = JobState::kSucceeded;
-      check(store.FinishJob(job, MakeStrategy(absl::StrCat("sig", n % 3), id, "mbs=1")));
+      check(store.FinishJob(job, MakeStrategy(absl::StrCat("sig", n % 3), id, "mbs=1"),
+                            &ReplacesStoredAnswer));
     }
   });
 

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "search/model_spec.h"
+#include "server/database_answer.h"
 #include "server/job_manager.h"
 #include "server/service.h"
 #include "server/signature.h"
@@ -72,7 +73,7 @@ class StrategyDatabaseTest : public ::testing::Test {
     job.job_id = "job-old";
     job.state = JobState::kSucceeded;
     ASSERT_TRUE(store_->CreateJob(job).ok());
-    ASSERT_TRUE(store_->FinishJob(job, s).ok());
+    ASSERT_TRUE(store_->FinishJob(job, s, &ReplacesStoredAnswer).ok());
   }
 
   static v1::TuneRequest Request() {
@@ -186,7 +187,7 @@ TEST_F(StrategyDatabaseTest, StrategiesListsStoredAnswersWithTheirProvenance) {
   job.job_id = "job-launched";
   job.state = JobState::kSucceeded;
   ASSERT_TRUE(store_->CreateJob(job).ok());
-  ASSERT_TRUE(store_->FinishJob(job, launched).ok());
+  ASSERT_TRUE(store_->FinishJob(job, launched, &ReplacesStoredAnswer).ok());
   v1::ListStrategiesRequest by_launcher;
   by_launcher.set_model_family("launcher:hf-llama");
   EXPECT_EQ(StrategiesCommand(Cli(true), by_launcher), 0) << err_.str();

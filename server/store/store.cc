@@ -74,14 +74,6 @@ int64_t SqlLimit(int limit) { return limit == 0 ? -1 : limit; }
 
 }  // namespace
 
-bool ReplacesStoredAnswer(const StrategyRecord& candidate, const StrategyRecord& stored) {
-  if (candidate.engine_version != stored.engine_version) {
-    return candidate.engine_version > stored.engine_version;
-  }
-  if (candidate.confirmed != stored.confirmed) return candidate.confirmed;
-  return stored.metrics.tokens_per_second <= candidate.metrics.tokens_per_second;
-}
-
 // ---- Opening ----------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
@@ -383,8 +375,13 @@ absl::StatusOr<std::vector<MeasuredTrialRecord>> Store::ListMeasuredTrials(
 
 // ---- Finishing a job and the strategy database ------------------------------
 
-absl::Status Store::FinishJob(const JobRecord& job, const std::optional<StrategyRecord>& best) {
+absl::Status Store::FinishJob(const JobRecord& job, const std::optional<StrategyRecord>& best,
+                              AnswerPrecedence replaces) {
   RETURN_IF_ERROR(ValidateJob(job));
+  if (best.has_value() && replaces == nullptr) {
+    return absl::InvalidArgumentError(
+        "store: FinishJob: an answer offered needs the precedence that weighs it");
+  }
   if (!IsTerminal(job.state)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "store: FinishJob('", job.job_id, "'): state must be SUCCEEDED, FAILED or CANCELLED, got ",
@@ -401,7 +398,7 @@ absl::Status Store::FinishJob(const JobRecord& job, const std::optional<Strategy
       return absl::InvalidArgumentError("store: strategy.signature must not be empty");
     }
     ASSIGN_OR_RETURN(std::optional<StrategyRecord> stored, GetStrategyLocked(best->signature));
-    if (!stored.has_value() || ReplacesStoredAnswer(*best, *stored)) {
+    if (!stored.has_value() || replaces(*best, *stored)) {
       StrategyRecord row = *best;
       if (stored.has_value() && stored->created_at != absl::InfinitePast()) {
         row.created_at = stored->created_at;

@@ -63,14 +63,11 @@ class Transaction;
 class StatementCache;
 }  // namespace store_internal
 
-// Whether `candidate` takes the place of `stored` as the answer for their
-// signature. Figures of two engine versions do not compare: a newer
-// version's answer replaces an older one's even when slower, and an older
-// version's never replaces a newer one's. Within one version: a confirmed
-// answer replaces one measured once (an outlier must not stay forever), one
-// measured once never replaces a confirmed one, and between two of the same
-// kind the faster stays (on a tie, the candidate).
-bool ReplacesStoredAnswer(const StrategyRecord& candidate, const StrategyRecord& stored);
+// Whether an answer offered for a signature (`candidate`) takes the place
+// of the one stored: policy, not storage. The coordinator's is
+// server/database_answer.h's ReplacesStoredAnswer; the store executes it
+// (Store::FinishJob).
+using AnswerPrecedence = bool (*)(const StrategyRecord& candidate, const StrategyRecord& stored);
 
 // Which stored answers ListStrategies returns; an empty field matches all.
 struct StrategyFilter {
@@ -148,15 +145,17 @@ class Store {
 
   // Finishes a job atomically: replaces the job row (NOT_FOUND if missing)
   // and, if `best` is set, makes it the answer for best->signature when
-  // nothing is stored for it or ReplacesStoredAnswer(*best, stored) — read,
+  // nothing is stored for it or `replaces(*best, stored)` — read,
   // compared and written in one BEGIN IMMEDIATE transaction, so that of two
   // coordinators finishing jobs on one file the better answer stays. A
   // replacing answer keeps the stored one's created_at (a first answer
   // keeps its own). A `best` that does not replace the stored answer is not
   // an error.
-  // INVALID_ARGUMENT for an empty best->signature.
+  // INVALID_ARGUMENT for an empty best->signature, or a `best` without
+  // `replaces`.
   // REQUIRES: IsTerminal(job.state), else INVALID_ARGUMENT.
-  absl::Status FinishJob(const JobRecord& job, const std::optional<StrategyRecord>& best);
+  absl::Status FinishJob(const JobRecord& job, const std::optional<StrategyRecord>& best,
+                         AnswerPrecedence replaces = nullptr);
   // nullopt when nothing is stored for `signature`.
   absl::StatusOr<std::optional<StrategyRecord>> GetStrategy(const std::string& signature);
   // Deletes the answers whose every SUCCEEDED trial of their strategy, in
