@@ -2,8 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
 
 #include "absl/strings/str_format.h"
+#include "search/field_table.h"
+#include "search/trial_metrics_fields.h"
 
 namespace autoaccel {
 namespace {
@@ -14,23 +19,23 @@ double GiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 30); }
 
 std::string ImpossibleMeasurement(const TrialMetrics& m, const MeasurementLimits& limits,
                                   bool carries_throughput) {
-  const double figures[] = {m.tokens_per_second,
-                            m.samples_per_second,
-                            m.step_time_median_s,
-                            m.step_time_min_s,
-                            m.step_time_max_s,
-                            m.achieved_tflops,
-                            m.mfu,
-                            m.peak_tflops,
-                            m.comm_time_s};
-  for (double f : figures) {
-    if (!std::isfinite(f) || f < 0) {
-      return "impossible measurement: a figure is negative or not a finite number";
+  // Every figure of the metrics table: rates, times and fractions finite and
+  // not negative (the loss is the model's, judged elsewhere), bytes not
+  // negative.
+  bool bad_figure = false, bad_memory = false;
+  ForEachRow(kTrialMetricsFields, [&](const auto& field) {
+    using T = typename std::decay_t<decltype(field)>::Value;
+    const T& value = m.*field.member;
+    if constexpr (std::is_same_v<T, double>) {
+      bad_figure |= field.name != "final_loss" && (!std::isfinite(value) || value < 0);
+    } else if constexpr (std::is_same_v<T, int64_t>) {
+      bad_memory |= value < 0;
+    } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+      bad_memory |= std::any_of(value.begin(), value.end(), [](int64_t b) { return b < 0; });
     }
-  }
-  if (m.peak_memory_bytes < 0 || m.state_memory_bytes < 0 || m.peak_rss_bytes < 0) {
-    return "impossible measurement: negative memory";
-  }
+  });
+  if (bad_figure) return "impossible measurement: a figure is negative or not a finite number";
+  if (bad_memory) return "impossible measurement: negative memory";
   if (carries_throughput) {
     const double per_device =
         m.tokens_per_second * limits.flops_per_token / std::max(1, limits.ranks);

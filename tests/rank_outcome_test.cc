@@ -3,10 +3,14 @@
 #include "server/rank_outcome.h"
 
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "search/field_table.h"
 #include "search/searcher.h"
+#include "search/trial_metrics_fields.h"
 #include "server/measurement_check.h"
 #include "server/rendezvous_ports.h"
 #include "tests/test_matchers.h"
@@ -65,6 +69,28 @@ TEST(MeasurementCheckTest, ImpossibleFiguresAreCaughtWhateverPeakTheWorkerClaims
   TrialMetrics no_memory = m;
   no_memory.peak_memory_bytes = -1;
   EXPECT_THAT(ImpossibleMeasurement(no_memory, unknown_device), HasSubstr("negative memory"));
+  // Every row of the metrics table is judged: each figure negative or not a
+  // number, each byte count negative (the loss is the model's own).
+  ForEachRow(kTrialMetricsFields, [&](const auto& field) {
+    using T = typename std::decay_t<decltype(field)>::Value;
+    TrialMetrics bad = m;
+    if constexpr (std::is_same_v<T, double>) {
+      if (field.name == "final_loss") return;
+      bad.*field.member = -1;
+      EXPECT_THAT(ImpossibleMeasurement(bad, unknown_device), HasSubstr("not a finite number"))
+          << field.name;
+      bad.*field.member = std::numeric_limits<double>::infinity();
+      EXPECT_NE(ImpossibleMeasurement(bad, unknown_device), "") << field.name;
+    } else if constexpr (std::is_same_v<T, int64_t>) {
+      bad.*field.member = -1;
+      EXPECT_THAT(ImpossibleMeasurement(bad, unknown_device), HasSubstr("negative memory"))
+          << field.name;
+    } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+      bad.*field.member = {1 << 20, -1};
+      EXPECT_THAT(ImpossibleMeasurement(bad, unknown_device), HasSubstr("negative memory"))
+          << field.name;
+    }
+  });
 }
 
 // Against the device the coordinator knows: its registered (or catalog)
