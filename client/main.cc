@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <iostream>
+#include <type_traits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,9 @@
 #include "client/report_command.h"
 #include "common/duration.h"
 #include "proto/convert.h"
+#include "proto/request_space.h"
+#include "search/field_table.h"
+#include "search/space_dimensions.h"
 
 namespace {
 
@@ -162,7 +166,6 @@ int main(int argc, char** argv) {
   ModelFlags tune_model;
   std::string time_limit = "10m";
   int max_trials = 0, warmup = 0, measured = 0;
-  std::vector<int> micro_batch_sizes;
   std::string trial_timeout;
   bool detach = false;
   CLI::App* tune = app.add_subcommand("tune", "submit a tuning job and watch it to the end");
@@ -174,53 +177,21 @@ int main(int argc, char** argv) {
                    "itself (docs/LAUNCHERS.md); --model and --model-config are then optional");
   tune->add_option("--time-limit", time_limit, "hard limit for the whole job: 90s, 10m, 1h");
   tune->add_option("--max-trials", max_trials, "stop after this many trials (0 = no limit)");
-  tune->add_option("--micro-batch-sizes", micro_batch_sizes,
-                   "micro-batch sizes to try (default: powers of two)")
-      ->delimiter(',');
-  // Candidate values per strategy dimension; empty = every value the device
-  // supports. The server validates the names.
-  std::vector<std::string> precisions, checkpointings, attentions, optimizers, offloads;
-  std::vector<int> checkpoint_percents;
-  tune->add_option("--precisions", precisions,
-                   "precisions to try: bf16,pure_bf16,fp16,fp32 (default: all the device runs)")
-      ->delimiter(',');
-  tune->add_option("--checkpointings", checkpointings,
-                   "activation checkpointing to try: none,selective,full (default: all)")
-      ->delimiter(',');
-  tune->add_option("--checkpoint-percents", checkpoint_percents,
-                   "share of layers, 1..100, that selective/full checkpoint (default: 50,100)")
-      ->delimiter(',');
-  tune->add_option("--attentions", attentions, "attention kernels to try: sdpa,math (default: all)")
-      ->delimiter(',');
-  tune->add_option("--optimizers", optimizers,
-                   "optimizers to try: fused_adamw,adamw (default: all)")
-      ->delimiter(',');
-  tune->add_option("--offloads", offloads,
-                   "optimizer state placement to try: none,cpu (default: none on a cpu device, "
-                   "both on cuda)")
-      ->delimiter(',');
-  // Parallel layouts of --world-size ranks (docs/CLI.md); empty = every one
-  // that applies.
-  std::vector<int> tp_sizes, pp_sizes, virtual_stages;
-  std::vector<std::string> shardings, pipeline_schedules, sequence_parallel;
-  tune->add_option("--tp-sizes", tp_sizes,
-                   "tensor-parallel sizes to try (default: every divisor of --world-size)")
-      ->delimiter(',');
-  tune->add_option("--pp-sizes", pp_sizes,
-                   "pipeline-parallel sizes to try (default: every divisor of --world-size)")
-      ->delimiter(',');
-  tune->add_option("--shardings", shardings,
-                   "data-parallel sharding to try: none,zero1,zero2,fsdp (default: all)")
-      ->delimiter(',');
-  tune->add_option("--pipeline-schedules", pipeline_schedules,
-                   "pipeline schedules to try: 1f1b,interleaved (default: both)")
-      ->delimiter(',');
-  tune->add_option("--virtual-stages", virtual_stages,
-                   "model chunks per rank for interleaved, each >= 2 (default: 2)")
-      ->delimiter(',');
-  tune->add_option("--sequence-parallel", sequence_parallel,
-                   "sequence parallelism with tensor parallelism: off,on (default: both)")
-      ->delimiter(',');
+  // Candidate values per searched dimension, one flag per row of
+  // search/space_dimensions.h; empty = every value that applies and the
+  // device supports (docs/CLI.md). The server validates the names.
+  std::vector<std::vector<std::string>> candidates(autoaccel::kNumSpaceDimensions);
+  {
+    size_t i = 0;
+    autoaccel::ForEachRow(autoaccel::kSpaceDimensions, [&](const auto& row) {
+      CLI::Option* option =
+          tune->add_option(std::string(row.flag), candidates[i++], std::string(row.help))
+              ->delimiter(',');
+      if constexpr (std::is_same_v<autoaccel::RowValue<decltype(row)>, int>) {
+        option->check(CLI::Number);
+      }
+    });
+  }
   // How to search (docs/CLI.md, "Search").
   std::string algorithm = "auto", load_strategy;
   std::vector<std::string> include, exclude;
@@ -378,19 +349,20 @@ int main(int argc, char** argv) {
     request.set_max_trials(max_trials);
     request.set_warmup_steps(warmup);
     request.set_measured_steps(measured);
-    for (int m : micro_batch_sizes) request.add_micro_batch_sizes(m);
-    for (const std::string& p : precisions) request.add_precisions(p);
-    for (const std::string& c : checkpointings) request.add_checkpointings(c);
-    for (int p : checkpoint_percents) request.add_checkpoint_percents(p);
-    for (const std::string& a : attentions) request.add_attentions(a);
-    for (const std::string& o : optimizers) request.add_optimizers(o);
-    for (const std::string& o : offloads) request.add_offloads(o);
-    for (int t : tp_sizes) request.add_tensor_parallel_sizes(t);
-    for (int p : pp_sizes) request.add_pipeline_parallel_sizes(p);
-    for (const std::string& s : shardings) request.add_shardings(s);
-    for (const std::string& p : pipeline_schedules) request.add_pipeline_schedules(p);
-    for (int v : virtual_stages) request.add_virtual_stages(v);
-    for (const std::string& s : sequence_parallel) request.add_sequence_parallel(s);
+    {
+      size_t i = 0;
+      absl::Status added;
+      autoaccel::ForEachRow(autoaccel::kSpaceDimensions, [&](const auto& row) {
+        for (const std::string& value : candidates[i]) {
+          if (added.ok()) added = autoaccel::AddCandidate(row.request_field, value, &request);
+        }
+        ++i;
+      });
+      if (!added.ok()) {
+        std::cerr << "autoaccel: " << added.message() << "\n";
+        return 1;
+      }
+    }
     request.set_algorithm(algorithm);
     for (const std::string& m : include) request.add_include(m);
     for (const std::string& m : exclude) request.add_exclude(m);

@@ -9,67 +9,13 @@
 #include "common/status_macros.h"
 #include "export/exporter.h"
 #include "export/format_registry.h"
+#include "proto/request_space.h"
 #include "search/field_table.h"
+#include "search/space_dimensions.h"
 #include "search/strategy_fields.h"
 
 namespace autoaccel {
 namespace {
-
-// One strategy dimension as a launcher restricts it: the request field that
-// gives its candidates (empty when none does: it is derived), how many it
-// gives, and how the space keeps only the default value.
-struct LauncherDimension {
-  absl::string_view key;            // kStrategyFields' JSON key
-  absl::string_view request_field;  // TuneRequest field of its candidates; "" = derived
-  int (*given)(const v1::TuneRequest&);
-  void (*keep_default)(SpaceRequest*);
-};
-
-int None(const v1::TuneRequest&) { return 0; }
-void Nothing(SpaceRequest*) {}
-
-// Every row of kStrategyFields has one here (launcher_job_test checks it).
-constexpr LauncherDimension kLauncherDimensions[] = {
-    // world_size / (tensor * pipeline): follows the layout.
-    {"data_parallel", "", &None, &Nothing},
-    {"tensor_parallel", "tensor_parallel_sizes",
-     [](const v1::TuneRequest& r) { return r.tensor_parallel_sizes_size(); },
-     [](SpaceRequest* s) { s->tensor_parallel_sizes = {1}; }},
-    {"pipeline_parallel", "pipeline_parallel_sizes",
-     [](const v1::TuneRequest& r) { return r.pipeline_parallel_sizes_size(); },
-     [](SpaceRequest* s) { s->pipeline_parallel_sizes = {1}; }},
-    {"sharding", "shardings", [](const v1::TuneRequest& r) { return r.shardings_size(); },
-     [](SpaceRequest* s) { s->shardings = {Sharding::kNone}; }},
-    {"sequence_parallel", "sequence_parallel",
-     [](const v1::TuneRequest& r) { return r.sequence_parallel_size(); },
-     [](SpaceRequest* s) { s->sequence_parallel_modes = {false}; }},
-    {"pipeline_schedule", "pipeline_schedules",
-     [](const v1::TuneRequest& r) { return r.pipeline_schedules_size(); },
-     [](SpaceRequest* s) { s->pipeline_schedules = {PipelineSchedule::k1F1B}; }},
-    // Model chunks exist only for the interleaved schedule: a script that
-    // cannot be told their number runs 1f1b.
-    {"virtual_stages", "virtual_stages",
-     [](const v1::TuneRequest& r) { return r.virtual_stages_size(); },
-     [](SpaceRequest* s) { s->pipeline_schedules = {PipelineSchedule::k1F1B}; }},
-    // One choice with grad_accum_steps (LauncherFixesMicroBatch).
-    {"micro_batch_size", "micro_batch_sizes",
-     [](const v1::TuneRequest& r) { return r.micro_batch_sizes_size(); }, &Nothing},
-    {"grad_accum_steps", "", &None, &Nothing},
-    {"precision", "precisions", [](const v1::TuneRequest& r) { return r.precisions_size(); },
-     [](SpaceRequest* s) { s->precisions = {Precision::kFp32}; }},
-    {"checkpointing", "checkpointings",
-     [](const v1::TuneRequest& r) { return r.checkpointings_size(); },
-     [](SpaceRequest* s) { s->checkpointings = {Checkpointing::kNone}; }},
-    {"checkpoint_percent", "checkpoint_percents",
-     [](const v1::TuneRequest& r) { return r.checkpoint_percents_size(); },
-     [](SpaceRequest* s) { s->checkpoint_percents = {100}; }},
-    {"attention", "attentions", [](const v1::TuneRequest& r) { return r.attentions_size(); },
-     [](SpaceRequest* s) { s->attentions = {Attention::kMath}; }},
-    {"optimizer", "optimizers", [](const v1::TuneRequest& r) { return r.optimizers_size(); },
-     [](SpaceRequest* s) { s->optimizers = {Optimizer::kAdamW}; }},
-    {"offload", "offloads", [](const v1::TuneRequest& r) { return r.offloads_size(); },
-     [](SpaceRequest* s) { s->offloads = {Offload::kNone}; }},
-};
 
 bool Honours(const v1::Launcher& launcher, absl::string_view key) {
   return launcher.dimensions().empty() ||
@@ -103,13 +49,6 @@ bool LauncherFixesMicroBatch(const v1::Launcher& launcher) {
 absl::Status RestrictSpaceToLauncher(const v1::Launcher& launcher, const v1::TuneRequest& request,
                                      SpaceRequest* space) {
   const std::vector<std::string> keys = LauncherDimensionKeys();
-  for (const std::string& key : keys) {  // a new strategy field needs its row above
-    if (std::none_of(std::begin(kLauncherDimensions), std::end(kLauncherDimensions),
-                     [&](const LauncherDimension& d) { return d.key == key; })) {
-      return absl::InternalError(
-          absl::StrCat("strategy field '", key, "' has no row in kLauncherDimensions"));
-    }
-  }
   for (const std::string& d : launcher.dimensions()) {
     if (std::find(keys.begin(), keys.end(), d) == keys.end()) {
       return absl::InvalidArgumentError(
@@ -120,16 +59,26 @@ absl::Status RestrictSpaceToLauncher(const v1::Launcher& launcher, const v1::Tun
   const std::string honoured = launcher.dimensions().empty()
                                    ? std::string("every dimension")
                                    : absl::StrJoin(launcher.dimensions(), ", ");
-  for (const LauncherDimension& d : kLauncherDimensions) {
-    const bool tied_batch = d.key == "micro_batch_size" && !LauncherFixesMicroBatch(launcher);
-    if (Honours(launcher, d.key) || tied_batch) continue;
-    if (d.given(request) > 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(d.request_field, ": launcher '", launcher.name(), "' does not honour ",
-                       d.key, " (it honours: ", honoured, "); leave the candidates out"));
+  // Each searched dimension the script cannot be told keeps its default
+  // (search/space_dimensions.h); the derived ones (data_parallel,
+  // grad_accum_steps) follow the others.
+  absl::Status refused;
+  AnyRow(kSpaceDimensions, [&](const auto& row) {
+    const bool tied_batch = row.key == "micro_batch_size" && !LauncherFixesMicroBatch(launcher);
+    if (Honours(launcher, row.key) || tied_batch) return false;
+    if (CandidatesGiven(request, row.request_field) > 0) {
+      refused = absl::InvalidArgumentError(
+          absl::StrCat(row.request_field, ": launcher '", launcher.name(), "' does not honour ",
+                       row.key, " (it honours: ", honoured, "); leave the candidates out"));
+      return true;
     }
-    d.keep_default(space);
-  }
+    if (row.launcher_default.has_value()) space->*row.member = {*row.launcher_default};
+    return false;
+  });
+  RETURN_IF_ERROR(refused);
+  // Model chunks exist only for the interleaved schedule: a script that
+  // cannot be told their number runs 1f1b.
+  if (!Honours(launcher, "virtual_stages")) space->pipeline_schedules = {PipelineSchedule::k1F1B};
   if (LauncherFixesMicroBatch(launcher)) {
     // The per-rank batch of every data-parallel degree the layouts may
     // have, as one micro-batch (the caller drops the others).

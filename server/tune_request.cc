@@ -8,6 +8,7 @@
 #include "common/content_digest.h"
 #include "common/status_macros.h"
 #include "common/untrusted_json.h"
+#include "proto/request_space.h"
 #include "search/load_strategy.h"
 #include "search/method_filter.h"
 #include "search/model_overrides.h"
@@ -128,46 +129,7 @@ absl::StatusOr<JobSpec> ValidateTuneRequest(v1::TuneRequest in, const TuneDefaul
   space.seq_len = r.seq_len();
   space.global_batch_size = r.global_batch_size();
   space.world_size = r.world_size();
-  space.micro_batch_sizes.assign(r.micro_batch_sizes().begin(), r.micro_batch_sizes().end());
-  // Candidate names as in Strategy; a bad one is reported under the request
-  // field: "precisions: unknown value 'fp8' (allowed: ...)".
-  const auto parse_names = [](absl::string_view field, const auto& names, auto parse,
-                              auto* values) -> absl::Status {
-    for (const std::string& name : names) {
-      auto value = parse(name);
-      if (!value.ok()) {
-        absl::string_view why = value.status().message();  // "strategy.<key>: <why>"
-        if (size_t colon = why.find(": "); colon != absl::string_view::npos) {
-          why.remove_prefix(colon + 2);
-        }
-        return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
-      }
-      values->push_back(*value);
-    }
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR(parse_names("precisions", r.precisions(), &ParsePrecision, &space.precisions));
-  RETURN_IF_ERROR(parse_names("checkpointings", r.checkpointings(), &ParseCheckpointing,
-                              &space.checkpointings));
-  RETURN_IF_ERROR(parse_names("attentions", r.attentions(), &ParseAttention, &space.attentions));
-  RETURN_IF_ERROR(parse_names("optimizers", r.optimizers(), &ParseOptimizer, &space.optimizers));
-  RETURN_IF_ERROR(parse_names("offloads", r.offloads(), &ParseOffload, &space.offloads));
-  RETURN_IF_ERROR(parse_names("shardings", r.shardings(), &ParseSharding, &space.shardings));
-  RETURN_IF_ERROR(parse_names("pipeline_schedules", r.pipeline_schedules(), &ParsePipelineSchedule,
-                              &space.pipeline_schedules));
-  const auto parse_sp_mode = [](const std::string& name) -> absl::StatusOr<bool> {
-    if (name == "off" || name == "on") return name == "on";
-    return absl::InvalidArgumentError(
-        absl::StrCat("strategy.sequence_parallel: unknown value '", name, "' (allowed: off, on)"));
-  };
-  RETURN_IF_ERROR(parse_names("sequence_parallel", r.sequence_parallel(), parse_sp_mode,
-                              &space.sequence_parallel_modes));
-  space.tensor_parallel_sizes.assign(r.tensor_parallel_sizes().begin(),
-                                     r.tensor_parallel_sizes().end());
-  space.pipeline_parallel_sizes.assign(r.pipeline_parallel_sizes().begin(),
-                                       r.pipeline_parallel_sizes().end());
-  space.virtual_stages.assign(r.virtual_stages().begin(), r.virtual_stages().end());
-  space.checkpoint_percents.assign(r.checkpoint_percents().begin(), r.checkpoint_percents().end());
+  RETURN_IF_ERROR(SpaceListsFromRequest(r, &space));  // search/space_dimensions.h
   space.device_is_accelerator = r.device_type() != "cpu";
   space.max_combinations = LimitMax(Limit::kSpaceCombinations);
   if (launcher != nullptr) RETURN_IF_ERROR(RestrictSpaceToLauncher(*launcher, r, &space));

@@ -161,8 +161,7 @@ TEST(LauncherJobTest, EveryStrategyFieldIsADimensionALauncherMayList) {
   std::vector<std::string> keys;
   ForEachRow(kStrategyFields, [&](const auto& field) { keys.emplace_back(field.name); });
   EXPECT_EQ(LauncherDimensionKeys(), keys);
-  // And restricting to each alone gives a valid, non-empty space (a field
-  // without its row in kLauncherDimensions is an INTERNAL error).
+  // And restricting to each alone gives a valid, non-empty space.
   for (const std::string& key : keys) {
     const v1::Launcher launcher = MakeLauncher("one", "", {key});
     absl::StatusOr<JobSpec> spec =

@@ -24,9 +24,12 @@ target_link_libraries(search_replay_test PRIVATE autoaccel_replay GTest::gmock_m
 gtest_discover_tests(search_replay_test TEST_PREFIX "search.")
 
 # The wire form of the search's value types (proto/convert.h): the field tables
-# against the messages' descriptors.
+# against the messages' descriptors; the searched dimensions' table against
+# TuneRequest and the Python client.
 if(AUTOACCEL_BUILD_SERVICES)
-  add_executable(proto_convert_test ${CMAKE_CURRENT_LIST_DIR}/proto_convert_test.cc)
+  add_executable(proto_convert_test ${CMAKE_CURRENT_LIST_DIR}/proto_convert_test.cc
+                                    ${CMAKE_CURRENT_LIST_DIR}/space_dimensions_test.cc)
   target_link_libraries(proto_convert_test PRIVATE autoaccel_api GTest::gmock_main)
+  target_compile_definitions(proto_convert_test PRIVATE AUTOACCEL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   gtest_discover_tests(proto_convert_test TEST_PREFIX "search.")
 endif()

@@ -71,6 +71,42 @@ def _strings(values: Union[str, Sequence[str]]) -> List[str]:
     return [str(v) for v in values]
 
 
+# The searched dimensions' candidate lists: (Client.tune's keyword, the
+# TuneRequest field, how a value is read), one per row of the coordinator's
+# table (search/space_dimensions.h; search.SpaceDimensionsTest checks that
+# the two agree), so that a new dimension is a row here too.
+SPACE_DIMENSIONS = (
+    ("tp_sizes", "tensor_parallel_sizes", "ints"),
+    ("pp_sizes", "pipeline_parallel_sizes", "ints"),
+    ("shardings", "shardings", "strings"),
+    ("sequence_parallel", "sequence_parallel", "strings"),
+    ("pipeline_schedules", "pipeline_schedules", "strings"),
+    ("virtual_stages", "virtual_stages", "ints"),
+    ("micro_batch_sizes", "micro_batch_sizes", "ints"),
+    ("precisions", "precisions", "strings"),
+    ("checkpointings", "checkpointings", "strings"),
+    ("checkpoint_percents", "checkpoint_percents", "ints"),
+    ("attentions", "attentions", "strings"),
+    ("optimizers", "optimizers", "strings"),
+    ("offloads", "offloads", "strings"),
+)
+
+
+def _candidate_lists(candidates: Dict[str, Any]) -> Dict[str, list]:
+    """Client.tune's candidate keywords as TuneRequest fields; TypeError
+    for a keyword that is no dimension, as Python raises for a keyword a
+    function does not take."""
+    known = {keyword: (field, kind) for keyword, field, kind in SPACE_DIMENSIONS}
+    fields = {}
+    for keyword, values in candidates.items():
+        if keyword not in known:
+            raise TypeError(f"tune() got an unexpected keyword argument '{keyword}' "
+                            f"(search dimensions: {', '.join(known)})")
+        field, kind = known[keyword]
+        fields[field] = _ints(values) if kind == "ints" else _strings(values)
+    return fields
+
+
 def _ints(values: Union[str, int, Sequence[int]]) -> List[int]:
     """As _strings, for numbers ("1,2,4", 4 or [1, 2, 4]); a value that is
     not a whole number raises InvalidArgumentError naming it."""
@@ -376,18 +412,12 @@ class Client:
              world_size: int = 1, device: str = "cpu", max_trials: int = 0,
              overrides: Sequence[str] = (), new_overrides: Sequence[str] = (),
              model_file: Optional[PathLike] = None, input_spec: str = "",
-             launcher: str = "", micro_batch_sizes: Ints = (),
-             precisions: Strings = (), checkpointings: Strings = (),
-             checkpoint_percents: Ints = (), attentions: Strings = (),
-             optimizers: Strings = (), offloads: Strings = (),
-             tp_sizes: Ints = (), pp_sizes: Ints = (),
-             shardings: Strings = (), pipeline_schedules: Strings = (),
-             virtual_stages: Ints = (), sequence_parallel: Strings = (),
-             algorithm: str = "auto", include: Strings = (), exclude: Strings = (),
+             launcher: str = "", algorithm: str = "auto", include: Strings = (), exclude: Strings = (),
              load_strategy: str = "", finetune: bool = False, warmup_steps: int = 0,
              measured_steps: int = 0, trial_timeout: Optional[Seconds] = None,
              min_measured_time: Optional[Seconds] = None, store_partial: bool = False,
-             force: bool = False, confirm_tolerance: float = 0) -> Job:
+             force: bool = False, confirm_tolerance: float = 0,
+             **candidates: Union[Ints, Strings]) -> Job:
         """Submits a tuning job and returns it at once (`Job.watch` or
         `Job.wait` follow it); as `autoaccel tune --detach`, each argument
         its flag (docs/CLI.md).
@@ -397,9 +427,12 @@ class Client:
         `overrides` / `new_overrides`: "KEY=VALUE" edits of it;
         `model_file` and `input_spec` for torchscript. With `launcher` (a
         launcher of the workers: your own training script) the model is
-        optional. Durations in seconds or as timedelta; candidate lists
-        (and include/exclude) as sequences or comma-separated strings
-        ("bf16,fp32"), empty meaning every value the device supports;
+        optional. Durations in seconds or as timedelta; `candidates`: the
+        searched dimensions' lists, one keyword per SPACE_DIMENSIONS row
+        (`tp_sizes`, `precisions`, `micro_batch_sizes`, ...; a keyword that
+        is none raises TypeError naming them), given (like include/exclude)
+        as sequences or comma-separated strings ("bf16,fp32"), an absent or
+        empty list meaning every value the device supports;
         `confirm_tolerance` a fraction (0.03), as --confirm-tolerance; 0
         means the server's default. A job the strategy database already answers comes back
         SUCCEEDED at once with `info.answered_from` set (`force=True` tunes
@@ -410,16 +443,9 @@ class Client:
             seq_len=seq_len, global_batch_size=global_batch_size,
             time_limit_seconds=_seconds(time_limit), max_trials=max_trials,
             world_size=world_size, device_type=device,
-            micro_batch_sizes=_ints(micro_batch_sizes),
             warmup_steps=warmup_steps, measured_steps=measured_steps,
-            trial_timeout_seconds=_seconds(trial_timeout), precisions=_strings(precisions),
-            checkpointings=_strings(checkpointings),
-            checkpoint_percents=_ints(checkpoint_percents), attentions=_strings(attentions),
-            optimizers=_strings(optimizers), offloads=_strings(offloads),
-            tensor_parallel_sizes=_ints(tp_sizes), pipeline_parallel_sizes=_ints(pp_sizes),
-            shardings=_strings(shardings), pipeline_schedules=_strings(pipeline_schedules),
-            virtual_stages=_ints(virtual_stages), sequence_parallel=_strings(sequence_parallel),
-            algorithm=algorithm, include=_strings(include), exclude=_strings(exclude),
+            trial_timeout_seconds=_seconds(trial_timeout),
+            **_candidate_lists(candidates), algorithm=algorithm, include=_strings(include), exclude=_strings(exclude),
             load_strategy=load_strategy, finetune=finetune, store_partial=store_partial,
             min_measured_seconds=_seconds(min_measured_time), force=force, launcher=launcher,
             confirm_tolerance=confirm_tolerance)

@@ -347,6 +347,9 @@ class LiveClusterTest(unittest.TestCase):
         with self.assertRaises(errors.InvalidArgumentError) as caught:
             self.alice.tune("gpt2", config=TINY_GPT2, micro_batch_sizes="1,two", **QUICK)
         self.assertIn("'two'", str(caught.exception))
+        with self.assertRaises(TypeError) as caught:
+            self.alice.tune("gpt2", config=TINY_GPT2, tp_size="2", **QUICK)
+        self.assertIn("tp_sizes", str(caught.exception))
 
     def test_a_wrong_token_or_none_is_refused_as_unauthenticated(self):
         wrong = self.client(token="not-a-token-of-this-coordinator")
