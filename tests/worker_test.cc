@@ -2,8 +2,10 @@
 // for the trial runner: whatever the child does, the daemon gets a result.
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -22,6 +24,7 @@
 #include "tests/subprocess.h"
 #include "tests/test_matchers.h"
 #include "trial_contract/json_file.h"
+#include "worker/child_process.h"
 #include "worker/device_discovery.h"
 #include "worker/file_names.h"
 #include "worker/rank_spec.h"
@@ -174,6 +177,31 @@ TEST_F(TrialProcessTest, TheRunnersInfrastructureVerdictReachesTheWorker) {
 JSON)"));
   EXPECT_EQ(r.status, TrialStatus::kFailed);
   EXPECT_TRUE(r.infrastructure);
+}
+
+TEST(WatchChildTest, AnExitKeepsItsStatusAndAStopEndsARunningChild) {
+  const std::string dir = testing::MakeTempDir("autoaccel-watch-");
+  SpawnOptions spawn;
+  spawn.stdout_path = spawn.stderr_path = dir + "/log";
+  absl::StatusOr<pid_t> pid = SpawnChild({"sh", "-c", "exit 3"}, spawn);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ChildEnd end = WatchChild(*pid, ChildWatch{absl::Now() + absl::Seconds(30)});
+  EXPECT_EQ(end.why, ChildEnd::kExited);
+  EXPECT_TRUE(WIFEXITED(end.wait_status) && WEXITSTATUS(end.wait_status) == 3);
+
+  pid = SpawnChild({"sleep", "30"}, spawn);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  int polls = 0;
+  ChildWatch watch;
+  watch.poll_interval = absl::Milliseconds(10);
+  watch.stop = [&polls](bool exited) { return !exited && ++polls == 3; };
+  const absl::Time start = absl::Now();
+  end = WatchChild(*pid, watch);
+  EXPECT_EQ(end.why, ChildEnd::kStopped);
+  EXPECT_EQ(polls, 3);
+  EXPECT_TRUE(WIFSIGNALED(end.wait_status) && WTERMSIG(end.wait_status) == SIGTERM);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "stopped at once, not at the deadline";
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CheckFileNamePartTest, OnlySafeNamesMayBecomeFileNames) {

@@ -53,6 +53,29 @@ int StopAndReap(pid_t pid, absl::Duration grace) {
   return status;
 }
 
+ChildEnd WatchChild(pid_t pid, const ChildWatch& watch) {
+  ChildEnd end;
+  while (true) {
+    const bool exited = ::waitpid(pid, &end.wait_status, WNOHANG) == pid;
+    if (watch.stop && watch.stop(exited)) {
+      end.why = ChildEnd::kStopped;
+    } else if (exited) {
+      end.why = ChildEnd::kExited;
+    } else if (absl::Now() >= watch.deadline) {
+      end.why = ChildEnd::kTimedOut;
+    } else if (watch.cancel && watch.cancel()) {
+      end.why = ChildEnd::kCancelled;
+    } else {
+      absl::SleepFor(watch.poll_interval);
+      continue;
+    }
+    if (!exited) end.wait_status = StopAndReap(pid, watch.grace);
+    break;
+  }
+  KillProcessGroup(pid, SIGKILL);  // nothing it started outlives it
+  return end;
+}
+
 absl::StatusOr<std::string> FindExecutable(const std::string& name) {
   if (name.find('/') != std::string::npos) return name;
   const char* path = std::getenv("PATH");
@@ -200,18 +223,15 @@ absl::StatusOr<int> RunChildProcess(const std::vector<std::string>& args,
   options.stdout_path = stdout_path;
   options.stderr_path = stderr_path;
   ASSIGN_OR_RETURN(const pid_t pid, SpawnChild(args, options));
-  const absl::Time deadline = absl::Now() + timeout;
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) != pid) {
-    if (absl::Now() >= deadline) {
-      StopAndReap(pid, absl::Seconds(3));
-      return absl::DeadlineExceededError(absl::StrCat(
-          args[0], " did not finish within ", absl::FormatDuration(timeout), "; stopped it"));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ChildWatch watch;
+  watch.deadline = absl::Now() + timeout;
+  watch.poll_interval = absl::Milliseconds(20);
+  const ChildEnd end = WatchChild(pid, watch);
+  if (end.why == ChildEnd::kTimedOut) {
+    return absl::DeadlineExceededError(absl::StrCat(args[0], " did not finish within ",
+                                                    absl::FormatDuration(timeout), "; stopped it"));
   }
-  KillProcessGroup(pid, SIGKILL);  // nothing it started outlives it
-  return status;
+  return end.wait_status;
 }
 
 absl::StatusOr<FileTail> ReadFileTail(const std::string& path, int max_lines, int64_t max_bytes) {

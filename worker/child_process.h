@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,6 +58,36 @@ void KillProcessGroup(pid_t pgid, int sig);
 // if the child lingers (and SIGKILL to the group's stragglers once it is
 // gone). Returns the child's wait status.
 int StopAndReap(pid_t pid, absl::Duration grace);
+
+// How to watch a running child (WatchChild).
+struct ChildWatch {
+  // When it is stopped for running too long.
+  absl::Time deadline = absl::InfiniteFuture();
+  absl::Duration poll_interval = absl::Milliseconds(100);
+  // Between SIGTERM and SIGKILL when it is stopped (StopAndReap).
+  absl::Duration grace = absl::Seconds(3);
+  // Asked at every poll, with whether the child has exited (its wait status
+  // is then final), before the deadline is looked at: true ends the watch
+  // (ChildEnd::kStopped), stopping the child if it still runs. Null: never.
+  std::function<bool(bool exited)> stop;
+  // Asked at every poll while the child runs, after the deadline: true
+  // cancels it (ChildEnd::kCancelled). Null: never.
+  std::function<bool()> cancel;
+};
+
+// How a watched child's watch ended, and the child's wait status.
+struct ChildEnd {
+  enum Why { kExited, kStopped, kTimedOut, kCancelled };
+  Why why = kExited;
+  int wait_status = 0;
+};
+
+// Watches the child `pid` (SpawnChild's) until it exits, `watch.stop` says
+// so, its deadline passes or `watch.cancel` says so; a child still running
+// then is stopped (StopAndReap with the grace). Either way the child is
+// reaped and its whole group SIGKILLed: nothing it started outlives it.
+// Blocks the calling thread; the callbacks run on it.
+ChildEnd WatchChild(pid_t pid, const ChildWatch& watch);
 
 // This process's environment (only the variables `inherit` allows, when
 // given: a trial rank's, worker/rank_environment.h) with `set` replacing (or

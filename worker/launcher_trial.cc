@@ -280,10 +280,13 @@ Watched WatchRank(pid_t pid, const LauncherRank& rank, const LauncherTrialOption
   const bool limit_rss = rank.device_type == "cpu" && spec.memory_limit_bytes > 0;
   MetricsFileReader metrics(metrics_path);
   ProcessTreeMemory memory(pid);
-  const absl::Time deadline = absl::Now() + options.timeout;
   Watched w;
-  while (true) {
-    const bool exited = ::waitpid(pid, &w.wait_status, WNOHANG) == pid;
+  ChildWatch watch;
+  watch.deadline = absl::Now() + options.timeout;
+  watch.poll_interval = options.poll_interval;
+  watch.grace = options.grace;
+  watch.cancel = options.should_cancel;
+  watch.stop = [&](bool exited) {
     w.metrics_error = metrics.Poll();  // after waitpid: an exited script's last lines count
     const int64_t rss = exited ? 0 : memory.Poll();
     if (!w.metrics_error.ok()) {
@@ -292,23 +295,19 @@ Watched WatchRank(pid_t pid, const LauncherRank& rank, const LauncherTrialOption
       w.stop = Stop::kOomEvent;
     } else if (static_cast<int>(metrics.log().steps.size()) >= wanted) {
       w.stop = Stop::kDone;
-    } else if (exited) {
-      w.stop = Stop::kExited;
-    } else if (limit_rss && rss > spec.memory_limit_bytes) {
+    } else if (!exited && limit_rss && rss > spec.memory_limit_bytes) {
       w.stop = Stop::kRss;
       w.rss_at_stop = rss;
-    } else if (absl::Now() >= deadline) {
-      w.stop = Stop::kTimeout;
-    } else if (options.should_cancel && options.should_cancel()) {
-      w.stop = Stop::kCancel;
     } else {
-      absl::SleepFor(options.poll_interval);
-      continue;
+      return false;
     }
-    if (!exited) w.wait_status = StopAndReap(pid, options.grace);
-    break;
-  }
-  KillProcessGroup(pid, SIGKILL);  // nothing of the rank outlives it
+    return true;
+  };
+  const ChildEnd end = WatchChild(pid, watch);
+  w.wait_status = end.wait_status;
+  if (end.why == ChildEnd::kExited) w.stop = Stop::kExited;
+  if (end.why == ChildEnd::kTimedOut) w.stop = Stop::kTimeout;
+  if (end.why == ChildEnd::kCancelled) w.stop = Stop::kCancel;
   w.log = metrics.log();
   w.peak_rss_bytes = memory.peak();
   return w;

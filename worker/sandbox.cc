@@ -456,15 +456,11 @@ absl::Status Sandbox::Check(const std::vector<std::string>& command) const {
   absl::StatusOr<pid_t> pid = SpawnChild(argv, spawn);
   int status = 0;
   if (pid.ok()) {
-    const absl::Time deadline = absl::Now() + kCheckTimeout;
-    while (::waitpid(*pid, &status, WNOHANG) != *pid) {
-      if (absl::Now() > deadline) {
-        status = StopAndReap(*pid, absl::Seconds(1));
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    KillProcessGroup(*pid, SIGKILL);
+    ChildWatch watch;
+    watch.deadline = absl::Now() + kCheckTimeout;
+    watch.poll_interval = absl::Milliseconds(10);
+    watch.grace = absl::Seconds(1);
+    status = WatchChild(*pid, watch).wait_status;
   }
   fs::remove_all(trial_dir, ec);
   // The loader's trace (LD_TRACE_LOADED_OBJECTS) exits 0 with "not found".

@@ -81,25 +81,13 @@ TrialResult RunTrialProcess(const TrialSpec& given_spec, const TrialProcessOptio
   }
   const pid_t pid = *started;
 
-  const absl::Time deadline = absl::Now() + options.timeout;
-  int status = 0;
-  bool timed_out = false, cancelled = false;
-  while (true) {
-    pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (absl::Now() >= deadline) {
-      timed_out = true;
-      status = StopAndReap(pid, absl::Seconds(3));
-      break;
-    }
-    if (options.should_cancel && options.should_cancel()) {
-      cancelled = true;
-      status = StopAndReap(pid, absl::Seconds(3));
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  KillProcessGroup(pid, SIGKILL);  // nothing of the trial outlives it
+  ChildWatch watch;
+  watch.deadline = absl::Now() + options.timeout;
+  watch.cancel = options.should_cancel;
+  const ChildEnd end = WatchChild(pid, watch);
+  int status = end.wait_status;
+  const bool timed_out = end.why == ChildEnd::kTimedOut;
+  const bool cancelled = end.why == ChildEnd::kCancelled;
   if (options.sandbox != nullptr) {
     options.sandbox->ReleaseShm(shm_key);
     status = RankWaitStatus(status);
