@@ -27,13 +27,8 @@ absl::StatusOr<v1::EstimateRequest> RequestOf(const EstimateFlags& f) {
     r.set_device_catalog_name(f.catalog_file);
   }
   r.set_list_devices(f.list_devices);
-  r.mutable_model()->set_family(f.family);
-  if (!f.config_file.empty() && f.family != "torchscript") {
-    ASSIGN_OR_RETURN(*r.mutable_model()->mutable_config_json(),
-                     ReadInput("--model-config", f.config_file));
-  }
-  for (const std::string& o : f.overrides) r.mutable_model()->add_overrides(o);
-  for (const std::string& o : f.new_overrides) r.mutable_model()->add_new_overrides(o);
+  // --list-devices needs no model.
+  RETURN_IF_ERROR(f.model.Fill(r.mutable_model(), /*optional=*/f.list_devices));
   r.set_seq_len(f.seq_len);
   r.set_global_batch_size(f.global_batch_size);
   r.set_world_size(f.world_size);
@@ -90,14 +85,7 @@ CLI::App* AddEstimateCommand(CLI::App* app, EstimateFlags* f) {
       "estimate",
       "predict memory, step time, tokens/s and MFU of a strategy (or the best K) on a cluster "
       "from the device catalog, offline (runs nothing, needs no server)");
-  cmd->add_option("--model", f->family,
-                  "model family: gpt2, llama, bert, mixtral, mistral, qwen2, qwen3, phi3, gemma, "
-                  "gemma2 (docs/MODELS.md)");
-  cmd->add_option("--model-config", f->config_file, "Hugging Face style config.json");
-  cmd->add_option("--override", f->overrides,
-                  "KEY=VALUE change to a key the config has (repeatable)");
-  cmd->add_option("--override-new", f->new_overrides,
-                  "KEY=VALUE adding a key the config does not have (repeatable)");
+  f->model.Add(cmd, ModelFlags::Use());
   cmd->add_option("--seq-len", f->seq_len, "sequence length");
   cmd->add_option("--global-batch-size", f->global_batch_size, "samples per optimizer step");
   cmd->add_option("--world-size", f->world_size, "devices of the cluster (default 1)");

@@ -15,13 +15,12 @@
 #include <vector>
 
 #include "client/commands.h"
+#include "client/model_flags.h"
 
 namespace autoaccel {
 
 struct EstimateFlags {
-  std::string family;
-  std::string config_file;
-  std::vector<std::string> overrides, new_overrides;
+  ModelFlags model;
   int seq_len = 0;
   int global_batch_size = 0;
   int world_size = 1;

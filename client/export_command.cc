@@ -105,11 +105,10 @@ CLI::App* AddExportCommand(CLI::App* app, ExportFlags* f) {
   cmd->add_option("--global-batch-size", f->global_batch_size,
                   "with --strategy: samples per optimizer step (mbs*ga*dp)");
   cmd->add_option("--seq-len", f->seq_len, "with --strategy: sequence length");
-  cmd->add_option("--model", f->model_family,
-                  "with --strategy, optional: the model family, for model flags (Megatron) and "
-                  "layer counts");
-  cmd->add_option("--model-config", f->model_config, "with --model: its config.json");
-  cmd->add_option("--override", f->overrides, "with --model: KEY=VALUE edit of the config");
+  ModelFlags::Use use;
+  use.when = "with --strategy, optional: ";
+  use.family_note = ", for model flags (Megatron) and layer counts";
+  f->model.Add(cmd, use);
   cmd->add_option("--devices-per-node", f->devices_per_node,
                   "GPUs per node of the cluster (default: min(world size, 8))");
   std::string formats;
@@ -135,17 +134,10 @@ int ExportCommand(const ClientContext& c, const ExportFlags& f) {
   request.set_seq_len(f.seq_len);
   request.set_format(f.format);
   request.set_devices_per_node(f.devices_per_node);
-  if (!f.model_family.empty()) {
-    v1::ModelSpec* m = request.mutable_model();
-    m->set_family(f.model_family);
-    if (!f.model_config.empty()) {
-      absl::StatusOr<std::string> text =
-          ReadFlagFile("--model-config", f.model_config, int64_t{64} << 20);
-      if (!text.ok()) return Fail(c, std::string(text.status().message()), kExitBadInput);
-      m->set_config_json(*std::move(text));
-    }
-    for (const std::string& o : f.overrides) m->add_overrides(o);
+  if (absl::Status s = f.model.Fill(request.mutable_model(), /*optional=*/true); !s.ok()) {
+    return Fail(c, std::string(s.message()), kExitBadInput);
   }
+  if (f.model.family.empty()) request.clear_model();
   std::optional<v1::Job> job;
   if (!f.job_id.empty()) {
     grpc::ClientContext ctx;

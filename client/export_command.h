@@ -11,6 +11,7 @@
 #include <string>
 
 #include "client/commands.h"
+#include "client/model_flags.h"
 
 namespace CLI {
 class App;
@@ -24,9 +25,7 @@ struct ExportFlags {
   int world_size = 0;
   int global_batch_size = 0;
   int seq_len = 0;
-  std::string model_family;  // optional with --strategy
-  std::string model_config;  // config.json path, with --model
-  std::vector<std::string> overrides;
+  ModelFlags model;          // optional with --strategy
   int devices_per_node = 0;  // 0: min(world size, 8)
   std::string format;
   std::string out_dir;  // "" : print the files

@@ -15,6 +15,7 @@
 #include "client/estimate_command.h"
 #include "client/export_command.h"
 #include "client/flag_file.h"
+#include "client/model_flags.h"
 #include "client/report_command.h"
 #include "common/duration.h"
 #include "proto/convert.h"
@@ -24,34 +25,20 @@
 
 namespace {
 
-struct ModelFlags {
-  std::string family;
-  std::string config_file;
-  std::string model_file;  // torchscript
-  std::string input_spec;  // torchscript
+// What tune and best describe: the model (client/model_flags.h) and the
+// cluster's shape.
+struct JobShapeFlags {
+  autoaccel::ModelFlags model;
   int seq_len = 0;
   int global_batch_size = 0;
   int world_size = 1;
   std::string device = "cpu";
-  std::vector<std::string> overrides, new_overrides;
 
-  void Add(CLI::App* cmd) {
-    cmd->add_option("--model", family,
-                    "model family: gpt2, llama, bert, mixtral, mistral, qwen2, qwen3, phi3, gemma, "
-                    "gemma2 (docs/MODELS.md), or torchscript (optional with --launcher)");
-    cmd->add_option("--override", overrides,
-                    "KEY=VALUE change to a key the config has (repeatable; dotted keys reach "
-                    "nested ones), e.g. --override num_hidden_layers=2");
-    cmd->add_option("--override-new", new_overrides,
-                    "KEY=VALUE adding a key the config does not have (repeatable; applied after "
-                    "--override)");
-    cmd->add_option("--model-config", config_file,
-                    "Hugging Face style config.json (every family but torchscript)");
-    cmd->add_option("--model-file", model_file,
-                    "torchscript: torch.jit.save file of a module whose forward returns the loss");
-    cmd->add_option("--input-spec", input_spec,
-                    "torchscript: the forward's inputs, e.g. "
-                    "\"input_ids:int64[B,T]<50257; labels=input_ids\" (docs/CLI.md)");
+  void Add(CLI::App* cmd, const std::string& family_note = "") {
+    autoaccel::ModelFlags::Use use;
+    use.torchscript = true;
+    use.family_note = family_note;
+    model.Add(cmd, use);
     cmd->add_option("--seq-len", seq_len, "sequence length")->required();
     cmd->add_option("--global-batch-size", global_batch_size, "samples per optimizer step")
         ->required();
@@ -59,55 +46,13 @@ struct ModelFlags {
                     "ranks per trial = the size of the cluster you will train on (default 1)");
     cmd->add_option("--device", device, "device type the trials run on: cpu or cuda");
   }
-  // Reads the config file (or the torchscript file); prints one line and
-  // returns false if it cannot.
-  // `launcher`: the job runs a launcher's script (tune --launcher), whose
-  // model needs no description.
-  bool Fill(autoaccel::v1::ModelSpec* model, bool launcher = false) const {
-    if (family.empty()) {
-      if (launcher && config_file.empty() && overrides.empty() && new_overrides.empty()) {
-        return true;
-      }
-      std::cerr << "autoaccel: --model FAMILY is required"
-                << (launcher ? " with --model-config" : "") << "\n";
-      return false;
-    }
-    model->set_family(family);
-    for (const std::string& o : overrides) model->add_overrides(o);
-    for (const std::string& o : new_overrides) model->add_new_overrides(o);
-    if (family == "torchscript") {
-      if (model_file.empty() || input_spec.empty()) {
-        std::cerr << "autoaccel: --model torchscript needs --model-file FILE.pt and "
-                     "--input-spec SPEC\n";
-        return false;
-      }
-      std::string bytes;
-      if (!ReadFile("--model-file", model_file, autoaccel::kMaxModelFileBytes, &bytes)) {
-        return false;
-      }
-      model->set_script(std::move(bytes));
-      model->set_input_spec(input_spec);
-      return true;
-    }
-    if (config_file.empty()) {
-      std::cerr << "autoaccel: --model " << family << " needs --model-config FILE\n";
-      return false;
-    }
-    std::string text;
-    if (!ReadFile("--model-config", config_file, int64_t{64} << 20, &text)) return false;
-    model->set_config_json(std::move(text));
-    return true;
-  }
-
-  static bool ReadFile(const char* flag, const std::string& path, int64_t max_bytes,
-                       std::string* out) {
-    absl::StatusOr<std::string> text = autoaccel::ReadFlagFile(flag, path, max_bytes);
-    if (!text.ok()) {
-      std::cerr << "autoaccel: " << text.status().message() << "\n";
-      return false;
-    }
-    *out = *std::move(text);
-    return true;
+  // The model the flags name; prints one line and returns false if it
+  // cannot be read. `launcher`: the job runs a launcher's script (tune
+  // --launcher), whose model needs no description.
+  bool Fill(autoaccel::v1::ModelSpec* spec, bool launcher = false) const {
+    const absl::Status filled = model.Fill(spec, /*optional=*/launcher);
+    if (!filled.ok()) std::cerr << "autoaccel: " << filled.message() << "\n";
+    return filled.ok();
   }
 };
 
@@ -163,13 +108,13 @@ int main(int argc, char** argv) {
       "how long to keep reconnecting when the server is lost while following a job "
       "(backoff 0.5s doubling to 10s; 0 = give up at once)";
 
-  ModelFlags tune_model;
+  JobShapeFlags tune_model;
   std::string time_limit = "10m";
   int max_trials = 0, warmup = 0, measured = 0;
   std::string trial_timeout;
   bool detach = false;
   CLI::App* tune = app.add_subcommand("tune", "submit a tuning job and watch it to the end");
-  tune_model.Add(tune);
+  tune_model.Add(tune, " (optional with --launcher)");
   std::string launcher;
   tune->add_option("--launcher", launcher,
                    "run each trial with this launcher of the workers (their --launchers file; "
@@ -247,7 +192,7 @@ int main(int argc, char** argv) {
   bool include_pruned = false;
   trials->add_flag("--include-pruned", include_pruned,
                    "list every PRUNED candidate too (by default they are counted by kind)");
-  ModelFlags best_model;
+  JobShapeFlags best_model;
   CLI::App* best = app.add_subcommand("best", "look up the best recorded strategy (runs nothing)");
   best_model.Add(best);
   autoaccel::v1::ListStrategiesRequest strategies_request;

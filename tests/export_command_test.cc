@@ -144,8 +144,8 @@ TEST_F(ExportCommandTest, MegatronPrintsTheArchitectureAfterTheFidelityTable) {
   f.global_batch_size = 1;
   f.seq_len = 64;
   f.format = "megatron";
-  f.model_family = "qwen2";
-  f.model_config = config;
+  f.model.family = "qwen2";
+  f.model.config_file = config;
   c_.stub = nullptr;
   ASSERT_EQ(ExportCommand(c_, f), 0) << err_.str();
   const std::string text = out_.str();
@@ -165,8 +165,8 @@ TEST_F(ExportCommandTest, MegatronPrintsTheArchitectureAfterTheFidelityTable) {
   ASSERT_FALSE(doc["architecture"].empty());
   EXPECT_EQ(doc["architecture"][0]["feature"], "network");
   // Without a model: no section, no heading.
-  f.model_family.clear();
-  f.model_config.clear();
+  f.model.family.clear();
+  f.model.config_file.clear();
   c_.json = false;
   out_.str("");
   ASSERT_EQ(ExportCommand(c_, f), 0) << err_.str();

@@ -185,7 +185,9 @@ TEST(WatchChildTest, AnExitKeepsItsStatusAndAStopEndsARunningChild) {
   spawn.stdout_path = spawn.stderr_path = dir + "/log";
   absl::StatusOr<pid_t> pid = SpawnChild({"sh", "-c", "exit 3"}, spawn);
   ASSERT_TRUE(pid.ok()) << pid.status();
-  ChildEnd end = WatchChild(*pid, ChildWatch{absl::Now() + absl::Seconds(30)});
+  ChildWatch until_exit;
+  until_exit.deadline = absl::Now() + absl::Seconds(30);
+  ChildEnd end = WatchChild(*pid, until_exit);
   EXPECT_EQ(end.why, ChildEnd::kExited);
   EXPECT_TRUE(WIFEXITED(end.wait_status) && WEXITSTATUS(end.wait_status) == 3);
 
