@@ -40,12 +40,6 @@ absl::Status CheckListenPolicy(const std::string& daemon, const std::string& lis
   return CheckPort(daemon, ListenPort{listen, missing, ""}, insecure);
 }
 
-absl::StatusOr<std::string> ApplyListenPolicy(const std::string& daemon, const std::string& listen,
-                                              const std::vector<std::string>& missing,
-                                              bool insecure) {
-  return ApplyListenPolicy(daemon, {ListenPort{listen, missing, ""}}, insecure);
-}
-
 absl::StatusOr<std::string> ApplyListenPolicy(const std::string& daemon,
                                               const std::vector<ListenPort>& ports, bool insecure) {
   std::vector<std::string> lacks;

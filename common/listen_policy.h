@@ -37,16 +37,12 @@ struct ListenPort {
   std::string port;
 };
 
-// CheckListenPolicy, then, for a daemon let through unprotected by
-// `insecure`, what it lacks ("no TLS (...), no a join token (...)"), after
-// prefixing every later spdlog line with "[INSECURE: <that>]"; "" for a
-// protected daemon. Call once at start, before other threads log.
-absl::StatusOr<std::string> ApplyListenPolicy(const std::string& daemon, const std::string& listen,
-                                              const std::vector<std::string>& missing,
-                                              bool insecure);
-// The same for every port of `ports`: the first one that may not run
-// unprotected is the error; what the insecure ones lack is joined ("no TLS
-// (...); HTTP port: no TLS (...)").
+// CheckListenPolicy for every port of `ports` (the first one that may not
+// run unprotected is the error); then, for a daemon let through unprotected
+// by `insecure`, what it lacks ("no TLS (...), no a join token (...); HTTP
+// port: no TLS (...)"), after prefixing every later spdlog line with
+// "[INSECURE: <that>]"; "" for a protected daemon. Call once at start
+// (common/daemon_start.h does), before other threads log.
 absl::StatusOr<std::string> ApplyListenPolicy(const std::string& daemon,
                                               const std::vector<ListenPort>& ports, bool insecure);
 

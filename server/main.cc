@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
+#include "common/daemon_start.h"
 #include "common/json_log.h"
 #include "common/listen_policy.h"
 #include "common/memory_trim.h"
@@ -145,18 +146,21 @@ int main(int argc, char** argv) {
         static_cast<long long>(copied->jobs), static_cast<long long>(copied->trials));
     return 0;
   }
-  spdlog::set_level(spdlog::level::from_str(log_level));
-
-  std::vector<std::string> missing;
-  if (!tls.serves_tls()) missing.push_back("TLS (--tls-cert/--tls-key)");
-  if (tokens_file.empty()) missing.push_back("user tokens (--tokens)");
-  if (join_token_file.empty()) missing.push_back("a join token (--join-token-file)");
-  std::vector<autoaccel::ListenPort> ports = {{listen, missing, ""}};
+  std::vector<std::string> missing = autoaccel::MissingProtections(tls, !join_token_file.empty());
+  if (tokens_file.empty()) {  // after TLS, before the join token
+    missing.insert(missing.begin() + (tls.serves_tls() ? 0 : 1), "user tokens (--tokens)");
+  }
+  autoaccel::DaemonStart start;
+  start.daemon = "autoaccel-server";
+  start.log_level = log_level;
+  start.log_format = log_format;
+  start.insecure = insecure;
+  start.ports = {{listen, missing, ""}};
   if (!http_listen.empty()) {
     std::vector<std::string> http_missing;
     if (http_tls_cert.empty()) http_missing.push_back("TLS (--http-tls-cert/--http-tls-key)");
     if (tokens_file.empty()) http_missing.push_back("user tokens (--tokens)");
-    ports.push_back({http_listen, http_missing, "HTTP port"});
+    start.ports.push_back({http_listen, http_missing, "HTTP port"});
   }
   if (!tokens_file.empty() && join_token_file.empty() && !open_registration) {
     std::fprintf(stderr,
@@ -166,24 +170,16 @@ int main(int argc, char** argv) {
                  "--open-registration to allow that knowingly\n");
     return 2;
   }
-  absl::StatusOr<std::string> unprotected =
-      autoaccel::ApplyListenPolicy("autoaccel-server", ports, insecure);
+  if (!tokens_file.empty() && join_token_file.empty()) {
+    start.also_insecure = "open registration: any process may register as a worker";
+  }
+  absl::StatusOr<std::string> unprotected = autoaccel::StartDaemon(start);
   if (!unprotected.ok()) {
     std::fprintf(stderr, "autoaccel-server: %s\n",
                  std::string(unprotected.status().message()).c_str());
     return 2;
   }
-  std::string insecure_why = *unprotected;
-  if (!tokens_file.empty() && join_token_file.empty()) {
-    if (!insecure_why.empty()) insecure_why += "; ";
-    insecure_why += "open registration: any process may register as a worker";
-    autoaccel::MarkLogsInsecure(insecure_why);
-  }
-  if (absl::Status s = autoaccel::SetLogFormat(log_format, "autoaccel-server", insecure_why);
-      !s.ok()) {
-    std::fprintf(stderr, "autoaccel-server: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
+  const std::string insecure_why = *unprotected;
   std::vector<autoaccel::UserToken> users;
   std::string join_token;
   if (absl::Status read = ReadTokenFiles(tokens_file, join_token_file, &users, &join_token);

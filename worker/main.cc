@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/client_channel.h"
+#include "common/daemon_start.h"
 #include "common/json_log.h"
 #include "common/listen_policy.h"
 #include "common/protobuf_log.h"
@@ -149,29 +150,24 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  spdlog::set_level(spdlog::level::from_str(log_level));
-
-  std::vector<std::string> missing;
-  if (!tls.serves_tls()) missing.push_back("TLS (--tls-cert/--tls-key)");
-  if (join_token_file.empty()) missing.push_back("a join token (--join-token-file)");
+  std::vector<std::string> missing = autoaccel::MissingProtections(tls, !join_token_file.empty());
   if (tls.ca.empty() && !autoaccel::IsLoopbackListen(coordinator)) {
     missing.push_back("TLS to the coordinator (--tls-ca)");
   }
+  autoaccel::DaemonStart start;
+  start.daemon = "autoaccel-worker";
+  start.log_level = log_level;
+  start.log_format = log_format;
+  start.insecure = insecure;
   // What others reach: its own port, or (listening on loopback) the coordinator's.
-  const std::string exposed = autoaccel::IsLoopbackListen(listen) ? coordinator : listen;
-  absl::StatusOr<std::string> unprotected =
-      autoaccel::ApplyListenPolicy("autoaccel-worker", exposed, missing, insecure);
+  start.ports = {{autoaccel::IsLoopbackListen(listen) ? coordinator : listen, missing, ""}};
+  absl::StatusOr<std::string> unprotected = autoaccel::StartDaemon(start);
   if (!unprotected.ok()) {
     std::fprintf(stderr, "autoaccel-worker: %s\n",
                  std::string(unprotected.status().message()).c_str());
     return 2;
   }
   const std::string insecure_why = *unprotected;
-  if (absl::Status s = autoaccel::SetLogFormat(log_format, "autoaccel-worker", insecure_why);
-      !s.ok()) {
-    std::fprintf(stderr, "autoaccel-worker: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
   std::string join_token;
   if (!join_token_file.empty()) {
     auto read = autoaccel::ReadTokenFile(join_token_file, "--join-token-file");
