@@ -657,28 +657,6 @@ StrategyRecord Versioned(const std::string& job_id, double tokens_per_second, bo
   return s;
 }
 
-TEST(StoreTest, ANewerEngineVersionsAnswerReplacesAnOlderOneEvenWhenSlower) {
-  const StrategyRecord old_fast = Versioned("old", 5000, /*confirmed=*/true, 1);
-  const StrategyRecord new_slow = Versioned("new", 100, /*confirmed=*/false, 2);
-  EXPECT_TRUE(ReplacesStoredAnswer(new_slow, old_fast));
-  // Answers stored before versions were recorded (0) are older than any.
-  EXPECT_TRUE(ReplacesStoredAnswer(new_slow, Versioned("legacy", 9000, true, 0)));
-}
-
-TEST(StoreTest, AnOlderEngineVersionsAnswerNeverReplacesANewerOne) {
-  const StrategyRecord new_slow = Versioned("new", 100, /*confirmed=*/false, 2);
-  EXPECT_FALSE(ReplacesStoredAnswer(Versioned("old", 5000, true, 1), new_slow));
-  EXPECT_FALSE(ReplacesStoredAnswer(Versioned("legacy", 9000, true, 0), new_slow));
-}
-
-TEST(StoreTest, WithinOneEngineVersionTheConfirmedThenTheFasterAnswerStays) {
-  EXPECT_TRUE(ReplacesStoredAnswer(Versioned("b", 500, true, 2), Versioned("a", 900, false, 2)));
-  EXPECT_FALSE(ReplacesStoredAnswer(Versioned("b", 900, false, 2), Versioned("a", 500, true, 2)));
-  EXPECT_TRUE(ReplacesStoredAnswer(Versioned("b", 600, true, 2), Versioned("a", 500, true, 2)));
-  EXPECT_FALSE(ReplacesStoredAnswer(Versioned("b", 400, true, 2), Versioned("a", 500, true, 2)));
-  EXPECT_TRUE(ReplacesStoredAnswer(Versioned("b", 500, true, 2), Versioned("a", 500, true, 2)));
-}
-
 TEST(StoreTest, FinishJobAppliesTheEngineVersionRuleAndKeepsTheFirstStoredDate) {
   TempDir dir;
   std::unique_ptr<Store> store = OpenOrDie(dir.File("s.db"));
