@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "common/status_macros.h"
 #include "server/database_answer.h"
@@ -32,8 +34,9 @@ absl::Status JobArchive::CloseUnfinished(JobRecord job, std::vector<TrialRecord>
 
 void JobArchive::Finish(const JobRecord& record, std::vector<TrialRecord> trials,
                         const std::optional<StrategyRecord>& answer) {
+  auto job = std::make_shared<const Unstored>(Unstored{record, std::move(trials), answer});
   absl::MutexLock lock(&mu_);
-  unstored_[record.job_id] = Unstored{record, std::move(trials), answer};
+  unstored_[record.job_id] = Entry{std::move(job), false};
 }
 
 absl::Status JobArchive::StoreJob(const Unstored& job, bool rewrite_trials) const {
@@ -43,10 +46,17 @@ absl::Status JobArchive::StoreJob(const Unstored& job, bool rewrite_trials) cons
 }
 
 void JobArchive::Write(const std::string& job_id, bool rewrite_trials) {
+  std::shared_ptr<const Unstored> job;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = unstored_.find(job_id);
+    if (it == unstored_.end() || it->second.failed) return;
+    job = it->second.job;
+  }
+  const absl::Status stored = StoreJob(*job, rewrite_trials);
   absl::MutexLock lock(&mu_);
   auto it = unstored_.find(job_id);
-  if (it == unstored_.end() || it->second.failed) return;
-  const absl::Status stored = StoreJob(it->second, rewrite_trials);
+  if (it == unstored_.end()) return;
   if (stored.ok()) {
     unstored_.erase(it);
     return;
@@ -54,23 +64,27 @@ void JobArchive::Write(const std::string& job_id, bool rewrite_trials) {
   spdlog::error("job {}: storing the result failed ({}); keeping it in memory and retrying", job_id,
                 stored.ToString());
   it->second.failed = true;
+  ++failed_;
 }
 
 bool JobArchive::HasFailed() const {
   absl::MutexLock lock(&mu_);
-  return std::any_of(unstored_.begin(), unstored_.end(),
-                     [](const auto& entry) { return entry.second.failed; });
+  return failed_ > 0;
 }
 
 void JobArchive::Retry() {
-  absl::MutexLock lock(&mu_);
-  for (auto it = unstored_.begin(); it != unstored_.end();) {
-    if (!it->second.failed || !StoreJob(it->second, /*rewrite_trials=*/true).ok()) {
-      ++it;
-      continue;
+  std::vector<std::pair<std::string, std::shared_ptr<const Unstored>>> failed;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, entry] : unstored_) {
+      if (entry.failed) failed.emplace_back(id, entry.job);
     }
-    spdlog::info("job {}: stored at last", it->first);
-    it = unstored_.erase(it);
+  }
+  for (const auto& [id, job] : failed) {
+    if (!StoreJob(*job, /*rewrite_trials=*/true).ok()) continue;
+    spdlog::info("job {}: stored at last", id);
+    absl::MutexLock lock(&mu_);
+    if (unstored_.erase(id) > 0) --failed_;
   }
 }
 
@@ -80,8 +94,8 @@ absl::Status JobArchive::Read(const std::string& job_id, JobRecord* record,
     absl::MutexLock lock(&mu_);
     auto unstored = unstored_.find(job_id);
     if (unstored != unstored_.end()) {
-      *record = unstored->second.record;
-      *trials = unstored->second.trials;
+      *record = unstored->second.job->record;
+      *trials = unstored->second.job->trials;
       return absl::OkStatus();
     }
   }
@@ -96,7 +110,7 @@ absl::StatusOr<std::vector<TrialRecord>> JobArchive::ReadTrials(const std::strin
   {
     absl::MutexLock lock(&mu_);
     auto unstored = unstored_.find(job_id);
-    if (unstored != unstored_.end()) return unstored->second.trials;
+    if (unstored != unstored_.end()) return unstored->second.job->trials;
   }
   RETURN_IF_ERROR(store_->GetJob(job_id).status());  // NOT_FOUND
   return store_->ListTrialsFrom(job_id, start, count, include_pruned);
