@@ -30,10 +30,4 @@ void UserJobBound::Release(const std::string& owner) {
   if (--it->second <= 0) unfinished_.erase(it);
 }
 
-int UserJobBound::Unfinished(const std::string& owner) const {
-  absl::MutexLock lock(&mu_);
-  auto it = unfinished_.find(owner);
-  return it == unfinished_.end() ? 0 : it->second;
-}
-
 }  // namespace autoaccel

@@ -30,11 +30,9 @@ class UserJobBound {
   // A job counted for `owner` ended, or its submission was refused after
   // Admit.
   void Release(const std::string& owner);
-  // `owner`'s unfinished jobs now.
-  int Unfinished(const std::string& owner) const;
 
  private:
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   std::map<std::string, int> unfinished_ ABSL_GUARDED_BY(mu_);  // by owner, only those > 0
 };
 
