@@ -2,9 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <memory>
-#include <utility>
-#include <vector>
+#include <algorithm>
 
 #include "common/status_macros.h"
 #include "server/database_answer.h"
@@ -34,9 +32,8 @@ absl::Status JobArchive::CloseUnfinished(JobRecord job, std::vector<TrialRecord>
 
 void JobArchive::Finish(const JobRecord& record, std::vector<TrialRecord> trials,
                         const std::optional<StrategyRecord>& answer) {
-  auto job = std::make_shared<const Unstored>(Unstored{record, std::move(trials), answer});
   absl::MutexLock lock(&mu_);
-  unstored_[record.job_id] = Entry{std::move(job), false};
+  unstored_[record.job_id] = Unstored{record, std::move(trials), answer};
 }
 
 absl::Status JobArchive::StoreJob(const Unstored& job, bool rewrite_trials) const {
@@ -46,17 +43,10 @@ absl::Status JobArchive::StoreJob(const Unstored& job, bool rewrite_trials) cons
 }
 
 void JobArchive::Write(const std::string& job_id, bool rewrite_trials) {
-  std::shared_ptr<const Unstored> job;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = unstored_.find(job_id);
-    if (it == unstored_.end() || it->second.failed) return;
-    job = it->second.job;
-  }
-  const absl::Status stored = StoreJob(*job, rewrite_trials);
   absl::MutexLock lock(&mu_);
   auto it = unstored_.find(job_id);
-  if (it == unstored_.end()) return;
+  if (it == unstored_.end() || it->second.failed) return;
+  const absl::Status stored = StoreJob(it->second, rewrite_trials);
   if (stored.ok()) {
     unstored_.erase(it);
     return;
@@ -64,27 +54,23 @@ void JobArchive::Write(const std::string& job_id, bool rewrite_trials) {
   spdlog::error("job {}: storing the result failed ({}); keeping it in memory and retrying", job_id,
                 stored.ToString());
   it->second.failed = true;
-  ++failed_;
 }
 
 bool JobArchive::HasFailed() const {
   absl::MutexLock lock(&mu_);
-  return failed_ > 0;
+  return std::any_of(unstored_.begin(), unstored_.end(),
+                     [](const auto& entry) { return entry.second.failed; });
 }
 
 void JobArchive::Retry() {
-  std::vector<std::pair<std::string, std::shared_ptr<const Unstored>>> failed;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [id, entry] : unstored_) {
-      if (entry.failed) failed.emplace_back(id, entry.job);
+  absl::MutexLock lock(&mu_);
+  for (auto it = unstored_.begin(); it != unstored_.end();) {
+    if (!it->second.failed || !StoreJob(it->second, /*rewrite_trials=*/true).ok()) {
+      ++it;
+      continue;
     }
-  }
-  for (const auto& [id, job] : failed) {
-    if (!StoreJob(*job, /*rewrite_trials=*/true).ok()) continue;
-    spdlog::info("job {}: stored at last", id);
-    absl::MutexLock lock(&mu_);
-    if (unstored_.erase(id) > 0) --failed_;
+    spdlog::info("job {}: stored at last", it->first);
+    it = unstored_.erase(it);
   }
 }
 
@@ -94,8 +80,8 @@ absl::Status JobArchive::Read(const std::string& job_id, JobRecord* record,
     absl::MutexLock lock(&mu_);
     auto unstored = unstored_.find(job_id);
     if (unstored != unstored_.end()) {
-      *record = unstored->second.job->record;
-      *trials = unstored->second.job->trials;
+      *record = unstored->second.record;
+      *trials = unstored->second.trials;
       return absl::OkStatus();
     }
   }
@@ -110,7 +96,7 @@ absl::StatusOr<std::vector<TrialRecord>> JobArchive::ReadTrials(const std::strin
   {
     absl::MutexLock lock(&mu_);
     auto unstored = unstored_.find(job_id);
-    if (unstored != unstored_.end()) return unstored->second.job->trials;
+    if (unstored != unstored_.end()) return unstored->second.trials;
   }
   RETURN_IF_ERROR(store_->GetJob(job_id).status());  // NOT_FOUND
   return store_->ListTrialsFrom(job_id, start, count, include_pruned);

@@ -10,14 +10,11 @@
 // earlier server process left unfinished that cannot go on
 // (server/job_resume.h) is closed FAILED at start.
 //
-// Thread-safe; never calls out but to the store, and never holds its lock
-// while it writes there (Write and Retry are called by one writer at a time,
-// server/job_writer.h).
+// Thread-safe; never calls out but to the store.
 #ifndef AUTOACCEL_SERVER_JOB_ARCHIVE_H_
 #define AUTOACCEL_SERVER_JOB_ARCHIVE_H_
 
 #include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,11 +71,6 @@ class JobArchive {
     JobRecord record;
     std::vector<TrialRecord> trials;
     std::optional<StrategyRecord> answer;
-  };
-  struct Entry {
-    // Shared with a write in progress, which runs without mu_ (readers of
-    // other jobs never wait for the disk).
-    std::shared_ptr<const Unstored> job;
     bool failed = false;  // written once, and that failed: Retry() writes it
   };
   // Writes the job, its trials first when `rewrite_trials`.
@@ -86,8 +78,7 @@ class JobArchive {
 
   Store* const store_;
   mutable absl::Mutex mu_;
-  std::map<std::string, Entry> unstored_ ABSL_GUARDED_BY(mu_);  // by job id
-  int failed_ ABSL_GUARDED_BY(mu_) = 0;                         // entries with `failed`
+  std::map<std::string, Unstored> unstored_ ABSL_GUARDED_BY(mu_);  // by job id
 };
 
 }  // namespace autoaccel
