@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "search/model_spec.h"
 #include "search/step_time.h"
-#include "search/strategy.h"
+#include "spec/model_spec.h"
+#include "spec/strategy.h"
 
 namespace autoaccel::bench {
 

@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
-#include "search/config_override.h"
-#include "search/step_statistics.h"
+#include "spec/config_override.h"
+#include "spec/step_statistics.h"
 
 namespace autoaccel::bench {
 namespace {

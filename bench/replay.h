@@ -11,10 +11,10 @@
 
 #include "absl/status/statusor.h"
 #include "search/cost_model.h"
-#include "search/model_spec.h"
 #include "search/searcher.h"
-#include "search/strategy.h"
-#include "search/trial.h"
+#include "spec/model_spec.h"
+#include "spec/strategy.h"
+#include "spec/trial.h"
 
 namespace autoaccel::bench {
 

@@ -21,7 +21,7 @@ namespace autoaccel {
 
 struct ExportFlags {
   std::string job_id;
-  std::string strategy;  // canonical text (search/strategy.h)
+  std::string strategy;  // canonical text (spec/strategy.h)
   int world_size = 0;
   int global_batch_size = 0;
   int seq_len = 0;

@@ -20,8 +20,8 @@
 #include "common/duration.h"
 #include "proto/convert.h"
 #include "proto/request_space.h"
-#include "search/field_table.h"
 #include "search/space_dimensions.h"
+#include "spec/field_table.h"
 
 namespace {
 

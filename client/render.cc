@@ -13,7 +13,7 @@
 #include "common/trial_reason.h"
 #include "common/untrusted_json.h"
 #include "proto/convert.h"
-#include "search/trial.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 namespace {

@@ -33,7 +33,7 @@
 #include <cstdint>
 
 #include "engine/model.h"
-#include "search/model_spec.h"
+#include "spec/model_spec.h"
 
 namespace autoaccel {
 

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model.h"
-#include "search/model_spec.h"
+#include "spec/model_spec.h"
 
 namespace autoaccel {
 

@@ -39,7 +39,7 @@
 #include "engine/distributed.h"
 #include "engine/model.h"
 #include "engine/optim.h"
-#include "search/strategy.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 

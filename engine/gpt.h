@@ -21,8 +21,8 @@
 #include <cstdint>
 
 #include "engine/model.h"
-#include "search/model_spec.h"
-#include "search/strategy.h"
+#include "spec/model_spec.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 

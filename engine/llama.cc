@@ -35,7 +35,7 @@ double YarnCorrectionDim(double rotations, int64_t dim, double theta, double ori
 
 // The rotary frequencies of `spec` for a rotary size of `dim` in a forward
 // of T positions, [dim / 2] fp32: theta^(-2i/dim), scaled by the rope type
-// as transformers 5.23's modeling_rope_utils.py (search/model_spec.h).
+// as transformers 5.23's modeling_rope_utils.py (spec/model_spec.h).
 torch::Tensor InverseFrequencies(const ModelSpec& spec, int64_t dim, int64_t T,
                                  const torch::Device& device) {
   const auto options = torch::TensorOptions().dtype(torch::kFloat).device(device);

@@ -1,5 +1,5 @@
 // The Llama-style decoder in LibTorch: one network for every family whose
-// row in search/model_families.h says Network::kDecoder (llama, mistral,
+// row in spec/model_families.h says Network::kDecoder (llama, mistral,
 // mixtral, qwen2, qwen3, phi3, gemma, gemma2), parameterised by the row's
 // features and the ModelSpec's fields, computed as transformers'
 // *ForCausalLM does (eager attention, no dropout):
@@ -57,7 +57,7 @@
 #include <cstdint>
 
 #include "engine/model.h"
-#include "search/model_spec.h"
+#include "spec/model_spec.h"
 
 namespace autoaccel {
 

@@ -5,7 +5,7 @@
 // Networks: gpt2 (gpt.h), the Llama-style decoder of every Network::kDecoder
 // family — llama, mistral, mixtral, qwen2, qwen3, phi3, gemma, gemma2 —
 // (llama.h), bert (bert.h). BuildModel() (build_model.h) picks one from a
-// ModelSpec's family row (search/model_families.h). Parameter names are those of the matching
+// ModelSpec's family row (spec/model_families.h). Parameter names are those of the matching
 // transformers model (GPT2Model, LlamaForCausalLM, Qwen3ForCausalLM, ...,
 // BertForMaskedLM) so that weights load by name (weights.h).
 //
@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "search/model_spec.h"
-#include "search/strategy.h"
+#include "spec/model_spec.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 

@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "search/strategy.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 

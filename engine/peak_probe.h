@@ -6,7 +6,7 @@
 #ifndef AUTOACCEL_ENGINE_PEAK_PROBE_H_
 #define AUTOACCEL_ENGINE_PEAK_PROBE_H_
 
-#include "search/trial.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 

@@ -27,7 +27,7 @@
 #include "engine/distributed.h"
 #include "engine/model.h"
 #include "engine/tensor_parallel.h"
-#include "search/strategy.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 

@@ -33,8 +33,8 @@
 #include "engine/build_model.h"
 #include "engine/model.h"
 #include "engine/weights.h"
-#include "search/model_spec.h"
-#include "search/strategy.h"
+#include "spec/model_spec.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 namespace {

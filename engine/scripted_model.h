@@ -1,6 +1,6 @@
 // A user's own architecture, trained as TorchScript: the file is
 // `torch.jit.save(torch.jit.script(module))` of a module whose forward takes
-// the inputs described by an InputSpec (search/input_spec.h), in order, and
+// the inputs described by an InputSpec (spec/input_spec.h), in order, and
 // returns the loss.
 //
 // Load() returns a Status for everything a user can get wrong before the
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "search/input_spec.h"
+#include "spec/input_spec.h"
 
 namespace autoaccel {
 

@@ -24,8 +24,8 @@
 #include "common/status_macros.h"
 #include "engine/build_model.h"
 #include "engine/cpu_memory.h"
-#include "search/space.h"
-#include "search/step_statistics.h"
+#include "spec/compatibility.h"
+#include "spec/step_statistics.h"
 
 namespace autoaccel {
 namespace {
@@ -68,18 +68,18 @@ absl::Status ValidateTrialSpec(const TrialSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank/world_size: rank ", spec.rank, " of world_size ", spec.world_size));
   }
-  // Whether the strategy can run on this model at all is the search space's
+  // Whether the strategy can run on this model at all is the compatibility
   // rules (sizes, layout, batch and world products, families and shapes for
   // tensor, pipeline and sequence parallelism), with the runner's
   // capabilities: it computes in bf16 and offloads on any device.
-  SpaceRequest request;
-  request.model = m;
-  request.seq_len = spec.seq_len;
-  request.global_batch_size = spec.global_batch_size;
-  request.world_size = spec.world_size;
-  request.device_supports_bf16 = true;
-  request.device_is_accelerator = true;
-  RETURN_IF_ERROR(CheckCompatible(request, spec.strategy));
+  TrainingSetup setup;
+  setup.model = m;
+  setup.seq_len = spec.seq_len;
+  setup.global_batch_size = spec.global_batch_size;
+  setup.world_size = spec.world_size;
+  setup.device_supports_bf16 = true;
+  setup.device_is_accelerator = true;
+  RETURN_IF_ERROR(CheckCompatible(setup, spec.strategy));
   if (spec.num_threads < 1) return absl::InvalidArgumentError("num_threads: must be >= 1");
   if (spec.memory_limit_bytes < 0) {
     return absl::InvalidArgumentError("memory_limit_bytes: must be >= 0 (0 means no limit)");

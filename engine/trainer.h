@@ -37,10 +37,10 @@ namespace autoaccel {
 // Checks what running `spec` needs beyond what TrialSpecFromJson checks:
 // a valid model (ModelSpec::Validate), seq_len <= the model's maximum
 // positions (n_positions / max_position_embeddings), steps, rank <
-// world_size, num_threads >= 1, a memory limit >= 0, and the search space's
-// compatibility rules (search/space.h: positive sizes, the layout, dp * tp
-// * pp == world_size, mbs * ga * dp == global_batch_size, which families and
-// shapes allow tensor, pipeline and sequence parallelism, zero1 at most with
+// world_size, num_threads >= 1, a memory limit >= 0, and the compatibility
+// rules (spec/compatibility.h: positive sizes, the layout, dp * tp * pp ==
+// world_size, mbs * ga * dp == global_batch_size, which families and shapes
+// allow tensor, pipeline and sequence parallelism, zero1 at most with
 // pipelines), except the device preferences: the runner computes in bf16 and
 // offloads on any device. Returns INVALID_ARGUMENT naming the field, else OK.
 absl::Status ValidateTrialSpec(const TrialSpec& spec);

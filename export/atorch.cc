@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "export/formats.h"
-#include "search/model_families.h"
+#include "spec/model_families.h"
 
 namespace autoaccel {
 namespace {

@@ -3,7 +3,7 @@
 // Lightning, ATorch, autoaccel.torch, ColossalAI, FlagAI, torchrun), with a
 // fidelity report saying, for every dimension of the strategy (one row per row
 // of kStrategyFields,
-// search/strategy_fields.h), whether the framework expresses it exactly,
+// spec/strategy_fields.h), whether the framework expresses it exactly,
 // approximately, not at all (the user must do it in code), or rejects it;
 // and, for a format that builds the network from flags of its own (megatron),
 // an architecture section saying the same of each feature of the model.
@@ -20,8 +20,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "search/model_spec.h"
-#include "search/strategy.h"
+#include "spec/model_spec.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 

@@ -1,6 +1,6 @@
 // Collects a format's fidelity rows, one per strategy dimension, and checks
 // that none is missing: the rows are keyed by the strategy's field table
-// (search/strategy_fields.h), so a new dimension makes every format that
+// (spec/strategy_fields.h), so a new dimension makes every format that
 // does not say what it does with it fail (Finish, and export_test).
 // One thread's at a time.
 #ifndef AUTOACCEL_EXPORT_FIDELITY_H_
@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "export/exporter.h"
-#include "search/strategy_fields.h"
+#include "spec/strategy_fields.h"
 
 namespace autoaccel {
 

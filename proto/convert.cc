@@ -15,9 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/untrusted_json.h"
-#include "search/model_overrides.h"
-#include "search/strategy_fields.h"
-#include "search/trial_metrics_fields.h"
+#include "spec/model_overrides.h"
+#include "spec/strategy_fields.h"
+#include "spec/trial_metrics_fields.h"
 
 namespace autoaccel {
 

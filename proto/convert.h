@@ -11,9 +11,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/autoaccel.pb.h"
-#include "search/model_spec.h"
-#include "search/strategy.h"
-#include "search/trial.h"
+#include "spec/model_spec.h"
+#include "spec/strategy.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 
@@ -26,7 +26,7 @@ v1::Strategy ToProto(const Strategy& s);  // fills `text` with the canonical for
 absl::StatusOr<Strategy> FromProto(const v1::Strategy& s);
 
 // The model of a request's spec: its config with the overrides applied
-// (search/model_overrides.h); nullopt for a TorchScript model, whose
+// (spec/model_overrides.h); nullopt for a TorchScript model, whose
 // architecture its file holds, or a spec without a config.
 // INVALID_ARGUMENT naming the field for a config that is not JSON or that
 // the family refuses.

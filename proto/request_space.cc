@@ -5,8 +5,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "search/field_table.h"
 #include "search/space_dimensions.h"
+#include "spec/field_table.h"
 
 namespace autoaccel {
 namespace {

@@ -13,9 +13,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "proto/convert.h"
-#include "search/field_table.h"
-#include "search/step_statistics.h"
-#include "search/strategy_fields.h"
+#include "spec/field_table.h"
+#include "spec/step_statistics.h"
+#include "spec/strategy_fields.h"
 
 namespace autoaccel {
 namespace {

@@ -93,7 +93,7 @@ struct DimensionEffect {
   std::string dimension;            // the strategy field's name ("precision")
   std::vector<ValueEffect> values;  // in the dimension's own order (numbers ascending)
 };
-// One entry per row of kStrategyFields (search/strategy_fields.h), in the
+// One entry per row of kStrategyFields (spec/strategy_fields.h), in the
 // table's order, so a new dimension appears without a change here. Trials
 // whose strategy does not convert are left out.
 std::vector<DimensionEffect> DimensionEffects(const v1::Job& job,

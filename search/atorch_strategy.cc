@@ -10,7 +10,7 @@
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "search/python_literal.h"
-#include "search/strategy.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 namespace {

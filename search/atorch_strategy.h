@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "search/partial_strategy.h"
+#include "spec/partial_strategy.h"
 
 namespace autoaccel {
 

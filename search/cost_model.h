@@ -37,10 +37,10 @@
 #include <vector>
 
 #include "search/memory_estimate.h"
-#include "search/model_spec.h"
 #include "search/step_time.h"
-#include "search/strategy.h"
-#include "search/trial.h"
+#include "spec/model_spec.h"
+#include "spec/strategy.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 

@@ -21,8 +21,8 @@
 #include "absl/status/statusor.h"
 #include "search/device_catalog.h"
 #include "search/memory_estimate.h"
-#include "search/model_spec.h"
-#include "search/strategy.h"
+#include "spec/model_spec.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 

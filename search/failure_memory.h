@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "common/trial_reason.h"
-#include "search/strategy.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 

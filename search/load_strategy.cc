@@ -13,7 +13,7 @@
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "search/atorch_strategy.h"
-#include "search/strategy_fields.h"
+#include "spec/strategy_fields.h"
 
 namespace autoaccel {
 namespace {

@@ -52,8 +52,8 @@
 
 #include <cstdint>
 
-#include "search/model_spec.h"
-#include "search/strategy.h"
+#include "spec/model_spec.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "search/strategy.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 

@@ -39,8 +39,8 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "search/cost_model.h"
-#include "search/strategy.h"
-#include "search/trial.h"
+#include "spec/strategy.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 

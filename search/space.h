@@ -3,8 +3,8 @@
 // EnumerateSpace() takes the cross product of the requested dimension values,
 // drops the combinations that a compatibility rule rejects, and returns the
 // rest in a fixed order of promise. Compatibility rules are data (a table of
-// named checks, see CompatibilityRules()), so a new dimension adds rules
-// rather than branches.
+// named checks, spec/compatibility.h's CompatibilityRules()), so a new
+// dimension adds rules rather than branches.
 //
 // Pure functions: no I/O, no global state; safe to call from any thread.
 #ifndef AUTOACCEL_SEARCH_SPACE_H_
@@ -16,18 +16,17 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "search/model_spec.h"
-#include "search/strategy.h"
+#include "spec/compatibility.h"
+#include "spec/model_spec.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 
-struct SpaceRequest {
-  ModelSpec model;
-  int seq_len = 0;            // tokens per sample; 0 < seq_len <= model.MaxSeqLen()
-  int global_batch_size = 0;  // samples per optimizer step, summed over data-parallel ranks
-  // Ranks of every trial: each strategy's data_parallel * tensor_parallel *
-  // pipeline_parallel (the size of the cluster the user will train on).
-  int world_size = 1;
+// A search: the setup every strategy must fit (TrainingSetup: model, batch,
+// cluster, device), with the candidate values of each dimension. Of the
+// setup's device facts, bf16 and pure_bf16 are dropped from the space without
+// device_supports_bf16, offload=cpu without device_is_accelerator.
+struct SpaceRequest : TrainingSetup {
   // Candidate values per dimension. Empty means every value that applies and
   // the device can run:
   //   tensor_parallel_sizes,
@@ -67,19 +66,6 @@ struct SpaceRequest {
   std::vector<Attention> attentions;
   std::vector<Optimizer> optimizers;
   std::vector<Offload> offloads;
-  // bf16 and pure_bf16 are dropped from the space when false.
-  bool device_supports_bf16 = true;
-  // True for an accelerator (cuda), false for a CPU device. offload=cpu is
-  // dropped from the space when false: on a CPU device the optimizer state
-  // already lives in host memory.
-  bool device_is_accelerator = false;
-  // True when autoaccel's engine runs the trials; false for a launcher's
-  // (the user's own training script, TuneRequest.launcher): then the rules
-  // about what the engine can build ("fixed_graph", "parallel_family") do
-  // not apply (the user's framework decides, and the export format says
-  // what it refuses), and a model whose layers are unknown (no config
-  // given) has no layer count to check ("pipeline_layers").
-  bool engine_runs_trials = true;
   // When > 0: the most combinations (the cross product of the dimension
   // values, before compatibility rules) EnumerateSpace will look at; a bigger
   // space is refused before it is built.
@@ -108,63 +94,6 @@ struct SpaceRequest {
 //                             device_supports_bf16; offloads: only cpu
 //                             without device_is_accelerator)
 absl::Status ValidateSpaceRequest(const SpaceRequest& request);
-
-// One compatibility rule. `check` returns OK when the strategy may run under
-// the request, else INVALID_ARGUMENT whose message starts with
-// "strategy.<field>: " and says why. Rules assume nothing of each other.
-struct CompatibilityRule {
-  absl::string_view name;  // stable id, e.g. "batch_product"
-  absl::Status (*check)(const SpaceRequest& request, const Strategy& strategy);
-};
-
-// The rules CheckCompatible() applies, in order:
-//   "positive_sizes"      micro_batch_size and grad_accum_steps are positive;
-//   "known_values"        precision, checkpointing, attention, optimizer,
-//                         offload, sharding and pipeline_schedule are
-//                         enumerators;
-//   "checkpoint_percent"  checkpoint_percent is in 1..100, and 100 when
-//                         checkpointing is none;
-//   "layout"              CheckLayout(): degrees >= 1, sharding only with
-//                         data_parallel > 1, sequence_parallel only with
-//                         tensor_parallel > 1, the schedule and
-//                         virtual_stages consistent with pipeline_parallel;
-//   "layout_product"      data_parallel * tensor_parallel *
-//                         pipeline_parallel == world_size;
-//   "batch_product"       micro_batch_size * grad_accum_steps *
-//                         data_parallel == global_batch_size;
-//   "bf16_device"         bf16 and pure_bf16 need device_supports_bf16;
-//   "offload_device"      offload=cpu needs device_is_accelerator;
-//   "fixed_graph"         a torchscript model allows checkpointing none and
-//                         attention math only (its forward is the user's
-//                         code: no layers to checkpoint, its own attention);
-//                         not for a launcher's trials (engine_runs_trials);
-//   "parallel_family"     tensor_parallel > 1 or pipeline_parallel > 1 only
-//                         for gpt2 and llama (torchscript, bert and mixtral
-//                         run data parallel only, with any sharding); not
-//                         for a launcher's trials;
-//   "tensor_parallel_model" tensor_parallel divides the attention heads
-//                         (n_head), the key-value heads (n_kv_head, llama
-//                         and mixtral) and the MLP inner size (n_inner); the
-//                         vocabulary need not divide (the engine pads it);
-//   "pipeline_layers"     (when the model's layers are known) with
-//                         pipeline_parallel > 1: pipeline_parallel *
-//                         virtual_stages <= n_layer; interleaved also needs
-//                         n_layer divisible by pipeline_parallel *
-//                         virtual_stages and grad_accum_steps divisible by
-//                         pipeline_parallel;
-//   "pipeline_sharding"   with pipeline_parallel > 1 the sharding is none or
-//                         zero1 (zero2 and fsdp reduce gradients per
-//                         micro-batch, which pipeline stages interleave; as
-//                         DeepSpeed, which allows only ZeRO-1 with pipelines);
-//   "sequence_parallel"   sequence parallelism needs seq_len divisible by
-//                         tensor_parallel (each rank keeps a slice of it).
-// The per-dimension candidate lists of the request are a choice of the user,
-// not a compatibility rule: a strategy outside them can still be compatible.
-absl::Span<const CompatibilityRule> CompatibilityRules();
-
-// OK, or the first failing rule's INVALID_ARGUMENT. Does not validate the
-// request itself (see ValidateSpaceRequest).
-absl::Status CheckCompatible(const SpaceRequest& request, const Strategy& strategy);
 
 // Every compatible strategy of the request, each once, with
 // grad_accum_steps = global_batch_size / (data_parallel * micro_batch_size).

@@ -12,7 +12,7 @@
 //     test checks them against `autoaccel tune --help`).
 //
 // Adding a searched dimension (context parallelism, say) is: its
-// StrategyField (search/strategy_fields.h), its SpaceRequest list, a row
+// StrategyField (spec/strategy_fields.h), its SpaceRequest list, a row
 // here, the TuneRequest field, and its rules (space.cc). Nothing here is
 // mutable; any thread.
 #ifndef AUTOACCEL_SEARCH_SPACE_DIMENSIONS_H_
@@ -26,7 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "search/space.h"
-#include "search/strategy_fields.h"
+#include "spec/strategy_fields.h"
 
 namespace autoaccel {
 

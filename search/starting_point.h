@@ -17,9 +17,9 @@
 
 #include "absl/status/statusor.h"
 #include "search/cost_model.h"
-#include "search/partial_strategy.h"
 #include "search/searcher.h"
-#include "search/strategy.h"
+#include "spec/partial_strategy.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 

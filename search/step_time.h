@@ -16,9 +16,9 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "search/model_spec.h"
-#include "search/strategy.h"
-#include "search/trial.h"
+#include "spec/model_spec.h"
+#include "spec/strategy.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 

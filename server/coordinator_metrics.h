@@ -24,7 +24,7 @@
 #include "absl/time/time.h"
 #include "common/job_state.h"
 #include "common/prometheus_text.h"
-#include "search/trial.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 

@@ -7,9 +7,9 @@
 #include "common/engine_version.h"
 #include "common/status_macros.h"
 #include "proto/convert.h"
-#include "search/strategy.h"
 #include "server/job_view.h"
 #include "server/settle.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 namespace {

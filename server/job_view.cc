@@ -11,9 +11,9 @@
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "proto/convert.h"
-#include "search/model_spec.h"
 #include "server/answer.h"
 #include "server/tune_request.h"
+#include "spec/model_spec.h"
 
 namespace autoaccel {
 namespace {

@@ -10,9 +10,9 @@
 #include "export/exporter.h"
 #include "export/format_registry.h"
 #include "proto/request_space.h"
-#include "search/field_table.h"
 #include "search/space_dimensions.h"
-#include "search/strategy_fields.h"
+#include "spec/field_table.h"
+#include "spec/strategy_fields.h"
 
 namespace autoaccel {
 namespace {

@@ -17,9 +17,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/autoaccel.pb.h"
-#include "search/model_spec.h"
 #include "search/space.h"
-#include "search/strategy.h"
+#include "spec/model_spec.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 

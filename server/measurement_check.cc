@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "search/field_table.h"
-#include "search/trial_metrics_fields.h"
+#include "spec/field_table.h"
+#include "spec/trial_metrics_fields.h"
 
 namespace autoaccel {
 namespace {

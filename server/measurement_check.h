@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-#include "search/trial.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 

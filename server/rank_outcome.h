@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 #include "proto/autoaccel.pb.h"
-#include "search/trial.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 

@@ -29,7 +29,7 @@
 #include "common/untrusted_json.h"
 #include "proto/autoaccel.pb.h"
 #include "proto/convert.h"
-#include "search/model_spec.h"
+#include "spec/model_spec.h"
 
 namespace autoaccel {
 
@@ -200,7 +200,7 @@ inline constexpr RequestLimit kRequestLimits[] = {
     {Limit::kLauncherFormatBytes, "launchers[i].format, launchers[i].dimensions[j]", 0, 64,
      "bytes", kTooBig, kByRegister, "an export format or strategy key name"},
     {Limit::kLauncherDimensions, "launchers[i].dimensions", 0, 64, "entries", kTooBig,
-     kByRegister, "the strategy has ~15 dimensions (search/strategy_fields.h)"},
+     kByRegister, "the strategy has ~15 dimensions (spec/strategy_fields.h)"},
     {Limit::kJobsPerUser, "jobs per user", 0, 64, "jobs", kTooBig,
      "JobManager::SubmitJob (users authenticated)",
      "unfinished jobs one user may have at once; each holds its space (kSpaceCombinations)"},

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "search/searcher.h"
-#include "search/step_statistics.h"
+#include "spec/step_statistics.h"
 
 namespace autoaccel {
 namespace {

@@ -40,8 +40,8 @@
 #include <string>
 #include <vector>
 
-#include "search/strategy.h"
 #include "server/store/records.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 

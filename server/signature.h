@@ -4,7 +4,7 @@
 #include <string>
 
 #include "proto/autoaccel.pb.h"
-#include "search/model_spec.h"
+#include "spec/model_spec.h"
 
 namespace autoaccel {
 

@@ -11,10 +11,10 @@
 #include "proto/request_space.h"
 #include "search/load_strategy.h"
 #include "search/method_filter.h"
-#include "search/model_overrides.h"
 #include "search/space.h"
 #include "server/launcher_job.h"
 #include "server/request_limits.h"
+#include "spec/model_overrides.h"
 
 namespace autoaccel {
 namespace {

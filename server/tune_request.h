@@ -14,11 +14,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/autoaccel.pb.h"
-#include "search/model_spec.h"
-#include "search/partial_strategy.h"
 #include "search/searcher.h"
-#include "search/strategy.h"
 #include "server/model_file_store.h"
+#include "spec/model_spec.h"
+#include "spec/partial_strategy.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 

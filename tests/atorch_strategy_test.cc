@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/load_strategy.h"
-#include "search/partial_strategy.h"
+#include "spec/partial_strategy.h"
 #include "tests/search_test_util.h"
 #include "tests/test_matchers.h"
 

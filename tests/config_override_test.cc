@@ -1,6 +1,6 @@
-// --override and --override-new (search/config_override.h): edits of a
+// --override and --override-new (spec/config_override.h): edits of a
 // config.json before it is read.
-#include "search/config_override.h"
+#include "spec/config_override.h"
 
 #include <string>
 #include <utility>

@@ -21,7 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "search/strategy.h"
+#include "spec/strategy.h"
 #include "tests/e2e_cluster.h"
 #include "tests/subprocess.h"
 #include "tests/test_matchers.h"

@@ -18,8 +18,8 @@
 #include "search/failure_memory.h"
 #include "search/searcher.h"
 #include "search/space.h"
-#include "search/strategy.h"
-#include "search/trial.h"
+#include "spec/strategy.h"
+#include "spec/trial.h"
 #include "tests/search_test_util.h"
 #include "tests/test_matchers.h"
 

@@ -16,7 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "search/atorch_strategy.h"
 #include "search/python_literal.h"
-#include "search/strategy_fields.h"
+#include "spec/strategy_fields.h"
 #include "tests/model_test_util.h"
 
 namespace autoaccel {

@@ -10,7 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "search/model_spec.h"
+#include "spec/model_spec.h"
 
 namespace autoaccel {
 

@@ -1,6 +1,6 @@
 // The --input-spec text a user writes for a TorchScript model: parsing, the
 // canonical form, shapes and the errors a user sees.
-#include "search/input_spec.h"
+#include "spec/input_spec.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -10,11 +10,11 @@
 #include <set>
 
 #include "common/status_matchers.h"
-#include "search/strategy_fields.h"
 #include "server/rank_request.h"
 #include "server/signature.h"
 #include "server/tune_request.h"
 #include "server/worker_pool.h"
+#include "spec/strategy_fields.h"
 #include "tests/register_request.h"
 #include "tests/test_matchers.h"
 #include "trial_contract/trial_spec.h"

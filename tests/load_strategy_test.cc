@@ -6,8 +6,8 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "search/partial_strategy.h"
-#include "search/strategy.h"
+#include "spec/partial_strategy.h"
+#include "spec/strategy.h"
 #include "tests/search_test_util.h"
 #include "tests/test_matchers.h"
 

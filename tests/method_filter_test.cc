@@ -10,7 +10,7 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "search/strategy.h"
+#include "spec/strategy.h"
 #include "tests/search_test_util.h"
 #include "tests/test_matchers.h"
 

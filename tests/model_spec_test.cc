@@ -1,6 +1,6 @@
-// Model specs (search/model_spec.h): reading each family's config.json,
+// Model specs (spec/model_spec.h): reading each family's config.json,
 // the checks, and the parameter and FLOP counts.
-#include "search/model_spec.h"
+#include "spec/model_spec.h"
 
 #include <cmath>
 #include <cstdint>
@@ -13,9 +13,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "search/config_override.h"
 #include "search/cost_model.h"
-#include "search/model_families.h"
+#include "spec/config_override.h"
+#include "spec/model_families.h"
 #include "tests/hub_configs.h"
 #include "tests/search_test_util.h"
 #include "tests/test_matchers.h"

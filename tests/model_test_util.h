@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "search/model_spec.h"
+#include "spec/model_spec.h"
 #include "trial_contract/trial_spec.h"
 
 namespace autoaccel::testing {

@@ -1,9 +1,9 @@
-// Partial strategies (search/partial_strategy.h): which strategies they
+// Partial strategies (spec/partial_strategy.h): which strategies they
 // match, and their canonical text.
-#include "search/partial_strategy.h"
+#include "spec/partial_strategy.h"
 
 #include "gtest/gtest.h"
-#include "search/strategy.h"
+#include "spec/strategy.h"
 #include "tests/search_test_util.h"
 
 namespace autoaccel {

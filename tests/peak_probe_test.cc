@@ -13,7 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "search/trial.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 namespace {

@@ -1,6 +1,6 @@
 // The wire form of the search's value types (proto/convert.h): the field
-// tables of Strategy (search/strategy_fields.h) and TrialMetrics
-// (search/trial_metrics_fields.h) against the messages' descriptors, and
+// tables of Strategy (spec/strategy_fields.h) and TrialMetrics
+// (spec/trial_metrics_fields.h) against the messages' descriptors, and
 // every field through the wire.
 #include <google/protobuf/descriptor.h>
 
@@ -15,10 +15,10 @@
 #include "gtest/gtest.h"
 #include "proto/autoaccel.pb.h"
 #include "proto/convert.h"
-#include "search/strategy.h"
-#include "search/strategy_fields.h"
-#include "search/trial.h"
-#include "search/trial_metrics_fields.h"
+#include "spec/strategy.h"
+#include "spec/strategy_fields.h"
+#include "spec/trial.h"
+#include "spec/trial_metrics_fields.h"
 #include "tests/search_test_util.h"
 #include "tests/test_matchers.h"
 

@@ -8,11 +8,11 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "search/field_table.h"
 #include "search/searcher.h"
-#include "search/trial_metrics_fields.h"
 #include "server/measurement_check.h"
 #include "server/rendezvous_ports.h"
+#include "spec/field_table.h"
+#include "spec/trial_metrics_fields.h"
 #include "tests/test_matchers.h"
 
 namespace autoaccel {

@@ -10,8 +10,8 @@
 #include "report/report_data.h"
 #include "report/report_html.h"
 #include "report/svg_chart.h"
-#include "search/field_table.h"
-#include "search/strategy_fields.h"
+#include "spec/field_table.h"
+#include "spec/strategy_fields.h"
 #include "tests/report/report_fixture.h"
 #include "tests/test_matchers.h"
 

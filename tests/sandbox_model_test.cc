@@ -19,7 +19,7 @@
 #include "common/content_digest.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "search/strategy.h"
+#include "spec/strategy.h"
 #include "tests/subprocess.h"
 #include "worker/model_file_cache.h"
 #include "worker/sandbox.h"

@@ -16,7 +16,7 @@
 
 #include "common/status_matchers.h"
 #include "engine/model.h"
-#include "search/input_spec.h"
+#include "spec/input_spec.h"
 #include "tests/test_matchers.h"
 
 namespace autoaccel {

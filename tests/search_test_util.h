@@ -17,13 +17,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/load_strategy.h"
-#include "search/model_spec.h"
-#include "search/partial_strategy.h"
 #include "search/space.h"
-#include "search/strategy.h"
-#include "search/strategy_fields.h"
-#include "search/trial.h"
-#include "search/trial_metrics_fields.h"
+#include "spec/model_spec.h"
+#include "spec/partial_strategy.h"
+#include "spec/strategy.h"
+#include "spec/strategy_fields.h"
+#include "spec/trial.h"
+#include "spec/trial_metrics_fields.h"
 
 namespace autoaccel {
 

@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/request_space.h"
-#include "search/field_table.h"
+#include "spec/field_table.h"
 
 namespace autoaccel {
 namespace {

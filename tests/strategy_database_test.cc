@@ -12,11 +12,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "search/model_spec.h"
 #include "server/database_answer.h"
 #include "server/job_manager.h"
 #include "server/service.h"
 #include "server/signature.h"
+#include "spec/model_spec.h"
 #include "tests/in_process_coordinator.h"
 #include "tests/test_matchers.h"
 

@@ -1,8 +1,8 @@
-// The strategy's field table (search/strategy_fields.h): every field, at
+// The strategy's field table (spec/strategy_fields.h): every field, at
 // every value, survives the canonical text, the JSON form and the partial
 // strategy's forms, under its row's keys. (proto_convert_test walks the same
 // table through the wire form.)
-#include "search/strategy_fields.h"
+#include "spec/strategy_fields.h"
 
 #include <set>
 #include <string>
@@ -15,8 +15,8 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "search/load_strategy.h"
-#include "search/partial_strategy.h"
-#include "search/strategy.h"
+#include "spec/partial_strategy.h"
+#include "spec/strategy.h"
 #include "tests/search_test_util.h"
 #include "tests/test_matchers.h"
 

@@ -1,6 +1,6 @@
-// The strategy value type (search/strategy.h): its canonical text, its JSON
+// The strategy value type (spec/strategy.h): its canonical text, its JSON
 // form and the layout rules.
-#include "search/strategy.h"
+#include "spec/strategy.h"
 
 #include <limits>
 #include <random>
@@ -152,7 +152,7 @@ TEST(StrategyJson, MalformedJsonNamesTheKey) {
   EXPECT_THAT(from("[1, 2]"), InvalidArgument(HasSubstr("object")));
 }
 
-// Contract bug (search/strategy.cc, StrategyFromJson): sizes are checked as
+// Contract bug (spec/strategy.cc, StrategyFromJson): sizes are checked as
 // int64 but stored with get<int>(), so 2^32 + 1 is accepted and becomes 1.
 // Enable once StrategyFromJson rejects values above INT_MAX.
 TEST(StrategyJson, SizeAboveIntMaxIsRejected) {

@@ -1,6 +1,6 @@
-// Trial records (search/trial.h): the metrics' noise rule, and the metrics'
-// field table (search/trial_metrics_fields.h) through the JSON form.
-#include "search/trial.h"
+// Trial records (spec/trial.h): the metrics' noise rule, and the metrics'
+// field table (spec/trial_metrics_fields.h) through the JSON form.
+#include "spec/trial.h"
 
 #include <set>
 #include <string>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "search/trial_metrics_fields.h"
+#include "spec/trial_metrics_fields.h"
 #include "tests/search_test_util.h"
 
 namespace autoaccel {

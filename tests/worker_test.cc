@@ -19,7 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/convert.h"
-#include "search/trial.h"
+#include "spec/trial.h"
 #include "tests/local_server.h"
 #include "tests/subprocess.h"
 #include "tests/test_matchers.h"

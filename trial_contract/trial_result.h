@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
-#include "search/trial.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 

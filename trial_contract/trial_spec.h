@@ -25,9 +25,9 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
-#include "search/model_spec.h"
-#include "search/strategy.h"
-#include "search/trial.h"
+#include "spec/model_spec.h"
+#include "spec/strategy.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 

@@ -12,7 +12,7 @@
 
 #include "absl/time/time.h"
 #include "proto/autoaccel.pb.h"
-#include "search/trial.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 

@@ -8,7 +8,7 @@
 #define AUTOACCEL_WORKER_DEVICE_PEAK_H_
 
 #include "absl/strings/string_view.h"
-#include "search/trial.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 

@@ -14,7 +14,7 @@
 #include "common/status_macros.h"
 #include "common/untrusted_json.h"
 #include "export/format_registry.h"
-#include "search/strategy_fields.h"
+#include "spec/strategy_fields.h"
 #include "worker/accelerators.h"
 
 namespace autoaccel {

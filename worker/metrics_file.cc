@@ -7,7 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/untrusted_json.h"
-#include "search/step_statistics.h"
+#include "spec/step_statistics.h"
 
 namespace autoaccel {
 namespace {

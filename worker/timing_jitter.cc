@@ -5,7 +5,7 @@
 #include <chrono>
 #include <vector>
 
-#include "search/step_statistics.h"
+#include "spec/step_statistics.h"
 
 namespace autoaccel {
 namespace {

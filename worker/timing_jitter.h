@@ -23,7 +23,7 @@ struct TimingJitterOptions {
 };
 
 // (p90 - p10) / median of `runs` timings of the kernel (the step-time
-// spread of search/step_statistics.h, so the two compare), the smallest of
+// spread of spec/step_statistics.h, so the two compare), the smallest of
 // `batches` such batches: a burst (another worker's start-up probe) passes,
 // noise that lasts shows in every batch. 0.05 means runs of one piece of
 // work differ by about 5%.

@@ -5,11 +5,11 @@ autoaccel writes a strategy as a JSON object (strategy.json, the API's
 ("dp=2,tp=1,pp=1,sharding=zero2,mbs=4,ga=2,precision=bf16,..."). `parse()`
 reads either, or a file holding either, or the objects of this package that
 carry one, into a dict with every key of FIELDS, and applies the rules every
-parser of the C++ side applies (search/strategy.cc: ParseStrategyText,
+parser of the C++ side applies (spec/strategy.cc: ParseStrategyText,
 StrategyFromJson, CheckLayout, CheckCheckpointPercent). Anything else raises
 ValueError naming the key.
 
-FIELDS mirrors the field table search/strategy_fields.h (JSON key, text key,
+FIELDS mirrors the field table spec/strategy_fields.h (JSON key, text key,
 default, allowed values); tests/python/test_torch_apply.py reads that header
 and fails when the two disagree. Standard library only.
 """
@@ -33,7 +33,7 @@ class Field:
         return "Field(%r)" % self.name
 
 
-# In the canonical text's key order (search/strategy_fields.h, kStrategyFields).
+# In the canonical text's key order (spec/strategy_fields.h, kStrategyFields).
 FIELDS = (
     Field("data_parallel", "dp", "count", 1),
     Field("tensor_parallel", "tp", "count", 1),
@@ -94,7 +94,7 @@ def parse(strategy):
 
 
 def to_text(strategy):
-    """The canonical text of a parsed strategy (search/strategy.h,
+    """The canonical text of a parsed strategy (spec/strategy.h,
     StrategyToText): the layout keys only for a multi-rank layout, sp only
     when set, the pipeline keys only with a pipeline, ckpt_pct only when not
     100."""
@@ -193,7 +193,7 @@ def _from_text(text):
 
 
 def _check(s, key):
-    """CheckCheckpointPercent and CheckLayout (search/strategy.cc)."""
+    """CheckCheckpointPercent and CheckLayout (spec/strategy.cc)."""
     k = lambda name: key(_BY_NAME[name])  # noqa: E731
     if not 1 <= s["checkpoint_percent"] <= 100:
         raise ValueError("strategy.%s: must be 1..100, got %d"

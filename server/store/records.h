@@ -12,7 +12,7 @@
 
 #include "absl/time/time.h"
 #include "common/job_state.h"  // JobState, JobStateName, IsTerminal
-#include "search/trial.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 

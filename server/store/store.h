@@ -51,9 +51,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/job_state.h"  // JobState, JobStateName, IsTerminal
-#include "search/trial.h"
 #include "server/store/records.h"
 #include "server/store/store_integrity.h"
+#include "spec/trial.h"
 
 struct sqlite3;
 

@@ -29,9 +29,9 @@
 #include "absl/time/time.h"
 #include "common/job_state.h"
 #include "common/status_macros.h"
-#include "search/trial.h"
 #include "server/store/store.h"
 #include "server/store/store_sqlite.h"
+#include "spec/trial.h"
 
 namespace autoaccel::store_internal {
 

@@ -1,6 +1,6 @@
-// ParseInputSpec (search/input_spec.h): a spec that parses writes a
+// ParseInputSpec (spec/input_spec.h): a spec that parses writes a
 // canonical text that parses back to it (the header's promise).
-#include "search/input_spec.h"
+#include "spec/input_spec.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

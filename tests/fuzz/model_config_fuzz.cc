@@ -1,10 +1,10 @@
-// ParseModelConfig (search/model_spec.h): a config.json for a family. The
+// ParseModelConfig (spec/model_spec.h): a config.json for a family. The
 // first byte picks the family, the rest is the config's text. A config that
 // parses gives a valid spec whose normalized config reads back to the same
 // spec, and whose counts are finite.
 #include <cmath>
 
-#include "search/model_spec.h"
+#include "spec/model_spec.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

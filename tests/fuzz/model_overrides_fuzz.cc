@@ -1,12 +1,12 @@
-// ModelSpecWithOverrides (search/model_overrides.h): a config.json edited by
+// ModelSpecWithOverrides (spec/model_overrides.h): a config.json edited by
 // --override / --override-new "key=value" texts. The first byte picks the
 // family; then the config's text up to the first newline, then one override
 // per line ("+key=value" for --override-new). A model that reads gives a
 // valid spec; a failed override leaves the config unchanged.
 #include "absl/strings/str_split.h"
 #include "common/untrusted_json.h"
-#include "search/config_override.h"
-#include "search/model_overrides.h"
+#include "spec/config_override.h"
+#include "spec/model_overrides.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,7 +1,7 @@
-// StrategyFromJson (search/strategy.h) of untrusted JSON: a strategy that
+// StrategyFromJson (spec/strategy.h) of untrusted JSON: a strategy that
 // parses writes JSON and canonical text that both parse back to it.
 #include "common/untrusted_json.h"
-#include "search/strategy.h"
+#include "spec/strategy.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

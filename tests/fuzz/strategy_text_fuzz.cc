@@ -1,6 +1,6 @@
-// ParseStrategyText (search/strategy.h): a strategy that parses writes a
+// ParseStrategyText (spec/strategy.h): a strategy that parses writes a
 // canonical text that parses back to it, and its JSON form does too.
-#include "search/strategy.h"
+#include "spec/strategy.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

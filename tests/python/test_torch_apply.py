@@ -1,7 +1,7 @@
 """autoaccel.strategy and autoaccel.torch.
 
 - Every form of a strategy reads into the same dict, and the Python field
-  table is the C++ one (search/strategy_fields.h, search/strategy.h).
+  table is the C++ one (spec/strategy_fields.h, spec/strategy.h).
 - apply() refuses what it cannot apply, naming the key, before it changes
   anything; it applies checkpointing and attention to a model of the user's.
 - With AUTOACCEL_TRIAL_BIN (autoaccel-trial): the engine's GPT-2 trial and

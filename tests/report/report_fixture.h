@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/convert.h"
 #include "report/report_html.h"
-#include "search/strategy.h"
+#include "spec/strategy.h"
 
 namespace autoaccel::testing {
 

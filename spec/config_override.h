@@ -1,8 +1,8 @@
 // Edits of a model's config.json before it is read (--override,
 // --override-new): like transformers' overrides of a config, fewer layers,
 // dropout off. Pure functions of their inputs; any thread.
-#ifndef AUTOACCEL_SEARCH_CONFIG_OVERRIDE_H_
-#define AUTOACCEL_SEARCH_CONFIG_OVERRIDE_H_
+#ifndef AUTOACCEL_SPEC_CONFIG_OVERRIDE_H_
+#define AUTOACCEL_SPEC_CONFIG_OVERRIDE_H_
 
 #include <string>
 #include <utility>
@@ -56,4 +56,4 @@ absl::Status ApplyOverrides(const std::vector<std::pair<std::string, std::string
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SEARCH_CONFIG_OVERRIDE_H_
+#endif  // AUTOACCEL_SPEC_CONFIG_OVERRIDE_H_

@@ -1,4 +1,4 @@
-#include "search/strategy.h"
+#include "spec/strategy.h"
 
 #include <cstdint>
 #include <limits>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "common/enum_names.h"
 #include "common/status_macros.h"
-#include "search/strategy_fields.h"
+#include "spec/strategy_fields.h"
 
 namespace autoaccel {
 namespace {

@@ -7,8 +7,8 @@
 // (ParseModelConfig, ModelSpecFromJson, ToConfigJson). Edits of a config
 // before it is read are config_override.h's. Pure functions and values; any
 // thread.
-#ifndef AUTOACCEL_SEARCH_MODEL_SPEC_H_
-#define AUTOACCEL_SEARCH_MODEL_SPEC_H_
+#ifndef AUTOACCEL_SPEC_MODEL_SPEC_H_
+#define AUTOACCEL_SPEC_MODEL_SPEC_H_
 
 #include <cstdint>
 #include <string>
@@ -18,13 +18,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
-#include "search/model_families.h"
+#include "spec/model_families.h"
 
 namespace autoaccel {
 
 // The family of `name` (a model_type: "gpt2", "llama", "mistral", "qwen2",
 // ...; KnownModelFamilies() lists them), its row of the family table
-// (search/model_families.h). INVALID_ARGUMENT
+// (spec/model_families.h). INVALID_ARGUMENT
 //   "model: unknown family 'falcon' (supported: gpt2, llama, ...); use a
 //    TorchScript module (--model torchscript) for other architectures".
 absl::StatusOr<const ModelFamilyInfo*> ParseModelFamily(absl::string_view name);
@@ -254,4 +254,4 @@ absl::StatusOr<ModelSpec> ModelSpecFromJson(absl::string_view family, const nloh
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SEARCH_MODEL_SPEC_H_
+#endif  // AUTOACCEL_SPEC_MODEL_SPEC_H_

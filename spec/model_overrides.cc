@@ -1,9 +1,9 @@
-#include "search/model_overrides.h"
+#include "spec/model_overrides.h"
 
 #include <utility>
 
 #include "common/status_macros.h"
-#include "search/config_override.h"
+#include "spec/config_override.h"
 
 namespace autoaccel {
 

@@ -1,4 +1,4 @@
-#include "search/model_families.h"
+#include "spec/model_families.h"
 
 #include <algorithm>
 

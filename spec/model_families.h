@@ -10,8 +10,8 @@
 // Adding a Llama-style family whose differences are features already listed
 // here is one row. A feature the engine does not have yet is a field here,
 // read in model_config.cc and built in engine/llama.cc.
-#ifndef AUTOACCEL_SEARCH_MODEL_FAMILIES_H_
-#define AUTOACCEL_SEARCH_MODEL_FAMILIES_H_
+#ifndef AUTOACCEL_SPEC_MODEL_FAMILIES_H_
+#define AUTOACCEL_SPEC_MODEL_FAMILIES_H_
 
 #include <string>
 #include <vector>
@@ -26,7 +26,7 @@ enum class Network {
   kBert,         // BERT encoder with its masked-LM head
   kDecoder,      // Llama-style decoder: RMSNorm, rotary positions, gated MLP,
                  // grouped-query attention, and the features of the row
-  kTorchScript,  // the user's own module (search/input_spec.h)
+  kTorchScript,  // the user's own module (spec/input_spec.h)
 };
 
 // Which layers of a decoder use sliding-window attention, and how the config
@@ -148,4 +148,4 @@ std::vector<std::string> DecoderFeatureKeys(const ModelFamilyInfo& family);
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SEARCH_MODEL_FAMILIES_H_
+#endif  // AUTOACCEL_SPEC_MODEL_FAMILIES_H_

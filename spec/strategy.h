@@ -6,11 +6,11 @@
 // sequence parallelism) and the per-rank training choices. Field names in the
 // JSON form are a stable, user-visible contract: add keys, never rename them.
 // The forms are written and read by walking the field table of
-// search/strategy_fields.h (a row per field: its keys, its kind, when the
+// spec/strategy_fields.h (a row per field: its keys, its kind, when the
 // canonical text writes it); a new field is a row there. Values only: any
 // thread.
-#ifndef AUTOACCEL_SEARCH_STRATEGY_H_
-#define AUTOACCEL_SEARCH_STRATEGY_H_
+#ifndef AUTOACCEL_SPEC_STRATEGY_H_
+#define AUTOACCEL_SPEC_STRATEGY_H_
 
 #include <string>
 #include <vector>
@@ -120,7 +120,7 @@ struct Strategy {
   Optimizer optimizer = Optimizer::kAdamW;
   Offload offload = Offload::kNone;
 
-  // Every field equal (the rows of search/strategy_fields.h).
+  // Every field equal (the rows of spec/strategy_fields.h).
   friend bool operator==(const Strategy& a, const Strategy& b);
   friend bool operator!=(const Strategy& a, const Strategy& b) { return !(a == b); }
 
@@ -189,4 +189,4 @@ absl::StatusOr<Strategy> StrategyFromJson(const nlohmann::json& j);
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SEARCH_STRATEGY_H_
+#endif  // AUTOACCEL_SPEC_STRATEGY_H_

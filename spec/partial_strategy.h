@@ -1,11 +1,11 @@
 // A partial strategy: some of a strategy's fields, the others left to the
 // search (--load-strategy, ATorch's load_strategy). Its fields follow the
-// table of search/strategy_fields.h. PartialStrategyBuilder collects one from
+// table of spec/strategy_fields.h. PartialStrategyBuilder collects one from
 // the pieces of an input, refusing a field set twice to different values.
 // Values only: no I/O, and any thread may use them (a builder is one
 // thread's at a time).
-#ifndef AUTOACCEL_SEARCH_PARTIAL_STRATEGY_H_
-#define AUTOACCEL_SEARCH_PARTIAL_STRATEGY_H_
+#ifndef AUTOACCEL_SPEC_PARTIAL_STRATEGY_H_
+#define AUTOACCEL_SPEC_PARTIAL_STRATEGY_H_
 
 #include <cstdint>
 #include <map>
@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "search/strategy.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 
@@ -84,4 +84,4 @@ class PartialStrategyBuilder {
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SEARCH_PARTIAL_STRATEGY_H_
+#endif  // AUTOACCEL_SPEC_PARTIAL_STRATEGY_H_

@@ -1,4 +1,4 @@
-#include "search/input_spec.h"
+#include "spec/input_spec.h"
 
 #include <cassert>
 #include <optional>

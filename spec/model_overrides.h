@@ -3,8 +3,8 @@
 // read. One path for every reader of such a request: the coordinator
 // (server/tune_request.cc, after bounding the sizes), `estimate` and
 // `export`. Pure; any thread.
-#ifndef AUTOACCEL_SEARCH_MODEL_OVERRIDES_H_
-#define AUTOACCEL_SEARCH_MODEL_OVERRIDES_H_
+#ifndef AUTOACCEL_SPEC_MODEL_OVERRIDES_H_
+#define AUTOACCEL_SPEC_MODEL_OVERRIDES_H_
 
 #include <string>
 #include <vector>
@@ -12,13 +12,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
-#include "search/model_spec.h"
+#include "spec/model_spec.h"
 
 namespace autoaccel {
 
 // ModelSpecFromJson(family, config) after ApplyConfigOverrides of the
 // overrides (keys the config has) then the new_overrides (keys it may lack),
-// each "key=value" (search/config_override.h), so override[i] counts through
+// each "key=value" (spec/config_override.h), so override[i] counts through
 // both lists in that order. Errors: INVALID_ARGUMENT from either step.
 absl::StatusOr<ModelSpec> ModelSpecWithOverrides(absl::string_view family, nlohmann::json config,
                                                  const std::vector<std::string>& overrides,
@@ -26,4 +26,4 @@ absl::StatusOr<ModelSpec> ModelSpecWithOverrides(absl::string_view family, nlohm
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SEARCH_MODEL_OVERRIDES_H_
+#endif  // AUTOACCEL_SPEC_MODEL_OVERRIDES_H_

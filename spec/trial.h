@@ -1,7 +1,7 @@
 // What one dry run (a trial) reports, shared by the coordinator, the worker
 // and the trial runner. JSON keys are a stable contract.
-#ifndef AUTOACCEL_SEARCH_TRIAL_H_
-#define AUTOACCEL_SEARCH_TRIAL_H_
+#ifndef AUTOACCEL_SPEC_TRIAL_H_
+#define AUTOACCEL_SPEC_TRIAL_H_
 
 #include <cstdint>
 #include <string>
@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
-#include "search/strategy.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 
@@ -130,4 +130,4 @@ absl::StatusOr<TrialMetrics> TrialMetricsFromJson(const nlohmann::json& j);
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SEARCH_TRIAL_H_
+#endif  // AUTOACCEL_SPEC_TRIAL_H_

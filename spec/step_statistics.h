@@ -2,12 +2,12 @@
 // timings into figures: the trial runner and the worker's launcher ranks
 // (TrialMetrics' step-time fields), the coordinator's answer, the report,
 // the replay benchmark. Pure functions; any thread.
-#ifndef AUTOACCEL_SEARCH_STEP_STATISTICS_H_
-#define AUTOACCEL_SEARCH_STEP_STATISTICS_H_
+#ifndef AUTOACCEL_SPEC_STEP_STATISTICS_H_
+#define AUTOACCEL_SPEC_STEP_STATISTICS_H_
 
 #include <vector>
 
-#include "search/trial.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 
@@ -21,4 +21,4 @@ void SetStepTimeFigures(const std::vector<double>& times, TrialMetrics* m);
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SEARCH_STEP_STATISTICS_H_
+#endif  // AUTOACCEL_SPEC_STEP_STATISTICS_H_

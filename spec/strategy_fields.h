@@ -12,8 +12,8 @@
 // in PartialStrategy, the field in autoaccel.proto, a row here, and its rules
 // (CheckLayout in strategy.cc, the search space's rules in space.cc). Nothing
 // here is mutable; everything may be used from any thread.
-#ifndef AUTOACCEL_SEARCH_STRATEGY_FIELDS_H_
-#define AUTOACCEL_SEARCH_STRATEGY_FIELDS_H_
+#ifndef AUTOACCEL_SPEC_STRATEGY_FIELDS_H_
+#define AUTOACCEL_SPEC_STRATEGY_FIELDS_H_
 
 #include <optional>
 #include <string>
@@ -26,9 +26,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "search/field_table.h"
-#include "search/partial_strategy.h"
-#include "search/strategy.h"
+#include "spec/field_table.h"
+#include "spec/partial_strategy.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 
@@ -210,4 +210,4 @@ absl::StatusOr<T> ParseChoice(const StrategyField<T>& field, absl::string_view k
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SEARCH_STRATEGY_FIELDS_H_
+#endif  // AUTOACCEL_SPEC_STRATEGY_FIELDS_H_

@@ -1,4 +1,4 @@
-#include "search/trial.h"
+#include "spec/trial.h"
 
 #include <cmath>
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/enum_names.h"
 #include "common/untrusted_json.h"
-#include "search/trial_metrics_fields.h"
+#include "spec/trial_metrics_fields.h"
 
 namespace autoaccel {
 namespace {

@@ -1,4 +1,4 @@
-#include "search/step_statistics.h"
+#include "spec/step_statistics.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "search/config_override.h"
+#include "spec/config_override.h"
 
 #include <algorithm>
 #include <limits>

@@ -4,8 +4,8 @@
 // of TrialMetrics, a field in autoaccel.proto and a row here; trial_test
 // round-trips every row through JSON and proto_convert_test through the
 // wire. Nothing here is mutable; any thread.
-#ifndef AUTOACCEL_SEARCH_TRIAL_METRICS_FIELDS_H_
-#define AUTOACCEL_SEARCH_TRIAL_METRICS_FIELDS_H_
+#ifndef AUTOACCEL_SPEC_TRIAL_METRICS_FIELDS_H_
+#define AUTOACCEL_SPEC_TRIAL_METRICS_FIELDS_H_
 
 #include <cstdint>
 #include <tuple>
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "search/field_table.h"
-#include "search/trial.h"
+#include "spec/field_table.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 
@@ -52,4 +52,4 @@ inline constexpr size_t kNumTrialMetricsFields = std::tuple_size_v<decltype(kTri
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SEARCH_TRIAL_METRICS_FIELDS_H_
+#endif  // AUTOACCEL_SPEC_TRIAL_METRICS_FIELDS_H_

@@ -12,8 +12,8 @@
 //
 // Pure value type: no I/O, no LibTorch (engine/scripted_model.h makes the
 // tensors).
-#ifndef AUTOACCEL_SEARCH_INPUT_SPEC_H_
-#define AUTOACCEL_SEARCH_INPUT_SPEC_H_
+#ifndef AUTOACCEL_SPEC_INPUT_SPEC_H_
+#define AUTOACCEL_SPEC_INPUT_SPEC_H_
 
 #include <cstdint>
 #include <string>
@@ -102,4 +102,4 @@ int64_t TokensPerSample(const InputSpec& spec, int64_t seq_len);
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SEARCH_INPUT_SPEC_H_
+#endif  // AUTOACCEL_SPEC_INPUT_SPEC_H_

@@ -11,10 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "search/input_spec.h"
-#include "search/model_families.h"
-#include "search/model_spec.h"
-#include "search/model_spec_internal.h"
+#include "spec/input_spec.h"
+#include "spec/model_families.h"
+#include "spec/model_spec.h"
+#include "spec/model_spec_internal.h"
 
 namespace autoaccel {
 namespace {

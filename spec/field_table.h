@@ -1,9 +1,9 @@
 // Walking a field table: a std::tuple of rows, one per field of a value type,
-// each row a struct with a `Value` type and a `name` (search/strategy_fields.h,
-// search/trial_metrics_fields.h). Codecs call a generic lambda for each row
+// each row a struct with a `Value` type and a `name` (spec/strategy_fields.h,
+// spec/trial_metrics_fields.h). Codecs call a generic lambda for each row
 // and branch on the row's value type with `if constexpr`.
-#ifndef AUTOACCEL_SEARCH_FIELD_TABLE_H_
-#define AUTOACCEL_SEARCH_FIELD_TABLE_H_
+#ifndef AUTOACCEL_SPEC_FIELD_TABLE_H_
+#define AUTOACCEL_SPEC_FIELD_TABLE_H_
 
 #include <tuple>
 #include <type_traits>
@@ -30,4 +30,4 @@ bool AnyRow(const Table& table, F&& f) {
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_SEARCH_FIELD_TABLE_H_
+#endif  // AUTOACCEL_SPEC_FIELD_TABLE_H_

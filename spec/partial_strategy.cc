@@ -1,4 +1,4 @@
-#include "search/partial_strategy.h"
+#include "spec/partial_strategy.h"
 
 #include <limits>
 #include <map>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "search/strategy_fields.h"
+#include "spec/strategy_fields.h"
 
 namespace autoaccel {
 namespace {

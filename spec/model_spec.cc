@@ -1,4 +1,4 @@
-#include "search/model_spec.h"
+#include "spec/model_spec.h"
 
 #include <cmath>
 #include <cstdint>
@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "search/input_spec.h"
-#include "search/model_spec_internal.h"
+#include "spec/input_spec.h"
+#include "spec/model_spec_internal.h"
 
 namespace autoaccel {
 namespace {

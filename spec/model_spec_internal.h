@@ -2,8 +2,8 @@
 // (reading and writing a Hugging Face config.json) share: the config keys of
 // the fields every family has, and how their errors are worded. Not for
 // other users.
-#ifndef AUTOACCEL_SEARCH_MODEL_SPEC_INTERNAL_H_
-#define AUTOACCEL_SEARCH_MODEL_SPEC_INTERNAL_H_
+#ifndef AUTOACCEL_SPEC_MODEL_SPEC_INTERNAL_H_
+#define AUTOACCEL_SPEC_MODEL_SPEC_INTERNAL_H_
 
 #include <string>
 
@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "search/model_families.h"
-#include "search/model_spec.h"
+#include "spec/model_families.h"
+#include "spec/model_spec.h"
 
 namespace autoaccel::model_spec_internal {
 
@@ -94,4 +94,4 @@ inline absl::Status FieldError(absl::string_view key, absl::string_view problem)
 
 }  // namespace autoaccel::model_spec_internal
 
-#endif  // AUTOACCEL_SEARCH_MODEL_SPEC_INTERNAL_H_
+#endif  // AUTOACCEL_SPEC_MODEL_SPEC_INTERNAL_H_
