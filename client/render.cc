@@ -60,7 +60,8 @@ json DeviceJson(const v1::Device& d) {
            {{"fp32", d.peak_tflops().fp32()},
             {"bf16", d.peak_tflops().bf16()},
             {"fp16", d.peak_tflops().fp16()}}},
-          {"held_by_trial", d.held_by_trial()}};
+          {"held_by_trial", d.held_by_trial()},
+          {"ordinal", d.ordinal()}};
 }
 
 // {"name", "format", "dimensions"} of each launcher; a launcher without

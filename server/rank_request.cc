@@ -12,6 +12,19 @@ v1::RunTrialRequest RankRequest(const JobSpec& spec, const TrialRun& trial, int 
   trial_spec.world_size = static_cast<int>(trial.ranks.size());
   trial_spec.rank = rank;
   trial_spec.local_rank = placed.local_rank;
+  // The rank's neighbours on its worker (a worker's ranks are adjacent in
+  // rank order): which of the trial's workers it is, and their devices.
+  for (int i = 1; i <= rank; ++i) {
+    if (trial.ranks[i].placed.worker_id != trial.ranks[i - 1].placed.worker_id) {
+      ++trial_spec.group_rank;
+    }
+  }
+  for (const Rank& other : trial.ranks) {
+    if (other.placed.worker_id == placed.worker_id) {
+      trial_spec.local_device_indices.push_back(other.placed.device_index);
+    }
+  }
+  trial_spec.local_world_size = static_cast<int>(trial_spec.local_device_indices.size());
   if (trial.master_port > 0) {
     trial_spec.master_addr = trial.master_host;
     trial_spec.master_port = trial.master_port;
@@ -32,24 +45,7 @@ v1::RunTrialRequest RankRequest(const JobSpec& spec, const TrialRun& trial, int 
   request.set_device_index(placed.device_index);
   request.set_spec_json(TrialSpecToRequestJson(trial_spec).dump());
   request.set_timeout_seconds(absl::ToDoubleSeconds(timeout));
-  if (spec.launcher) {
-    // The rank's neighbours on its worker, as torchrun tells a rank: how
-    // many of the trial's ranks run there, which of the trial's workers it
-    // is (counted in rank order; a worker's ranks are adjacent) and their
-    // devices by local rank.
-    request.set_launcher(spec.launcher->name());
-    int group = 0;
-    for (int i = 1; i <= rank; ++i) {
-      if (trial.ranks[i].placed.worker_id != trial.ranks[i - 1].placed.worker_id) ++group;
-    }
-    request.set_group_rank(group);
-    for (const Rank& other : trial.ranks) {
-      if (other.placed.worker_id == placed.worker_id) {
-        request.add_local_device_indices(other.placed.device_index);
-      }
-    }
-    request.set_local_world_size(request.local_device_indices_size());
-  }
+  if (spec.launcher) request.set_launcher(spec.launcher->name());
   return request;
 }
 

@@ -1,10 +1,10 @@
 // What a worker is sent to run one rank of a trial attempt: the RunTrial
 // request (trial id, attempt, device, timeout; never the user's model file,
 // which server/model_file_delivery.h sends apart when needed; for a
-// launcher job the launcher and the rank's neighbours on its worker) with
-// the part of the trial spec the coordinator owns (trial_contract/
-// trial_spec.h: the gang's size, rank and rendezvous, the model, batch,
-// strategy and step counts).
+// launcher job the launcher) with the part of the trial spec the
+// coordinator owns (trial_contract/trial_spec.h: the gang's size, rank,
+// rendezvous and the rank's neighbours on its worker, the model, batch,
+// strategy and step counts). The only place the gang's geometry is derived.
 //
 // Pure: no I/O; any thread.
 #ifndef AUTOACCEL_SERVER_RANK_REQUEST_H_

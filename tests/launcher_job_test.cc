@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 
 #include "common/status_matchers.h"
 #include "server/rank_request.h"
@@ -279,28 +280,41 @@ TEST(LauncherJobTest, EachRankLearnsItsNeighboursOnItsWorkerAsTorchrunWouldTellI
   trial.record.attempt = 1;
   trial.strategy = spec->space.front();
   // Ranks 0-2 on worker a (devices 5, 2, 7), rank 3 on worker b (device 1).
-  const std::pair<const char*, int> where[] = {{"a", 5}, {"a", 2}, {"a", 7}, {"b", 1}};
-  for (const auto& [worker, device] : where) {
+  const std::tuple<const char*, int, int> where[] = {
+      {"a", 5, 0}, {"a", 2, 1}, {"a", 7, 2}, {"b", 1, 0}};
+  for (const auto& [worker, device, local_rank] : where) {
     Rank r;
     r.placed.worker_id = worker;
     r.placed.device_index = device;
+    r.placed.local_rank = local_rank;
     trial.ranks.push_back(r);
   }
+  // What the worker reads: the spec, through its own parser.
+  const auto spec_of = [&](const v1::RunTrialRequest& request) {
+    absl::StatusOr<TrialSpec> parsed =
+        TrialSpecFromJson(nlohmann::json::parse(request.spec_json()));
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    return parsed.value_or(TrialSpec{});
+  };
   const v1::RunTrialRequest r1 = RankRequest(*spec, trial, 1, absl::Seconds(60));
   EXPECT_EQ(r1.launcher(), "fsdp");
-  EXPECT_EQ(r1.group_rank(), 0);
-  EXPECT_EQ(r1.local_world_size(), 3);
-  EXPECT_THAT(r1.local_device_indices(), ElementsAre(5, 2, 7));
-  const v1::RunTrialRequest r3 = RankRequest(*spec, trial, 3, absl::Seconds(60));
-  EXPECT_EQ(r3.group_rank(), 1);
-  EXPECT_EQ(r3.local_world_size(), 1);
-  EXPECT_THAT(r3.local_device_indices(), ElementsAre(1));
-  // The engine's trials carry none of it.
+  EXPECT_EQ(r1.device_index(), 2);
+  const TrialSpec s1 = spec_of(r1);
+  EXPECT_EQ(s1.local_rank, 1);
+  EXPECT_EQ(s1.group_rank, 0);
+  EXPECT_EQ(s1.local_world_size, 3);
+  EXPECT_THAT(s1.local_device_indices, ElementsAre(5, 2, 7));
+  const TrialSpec s3 = spec_of(RankRequest(*spec, trial, 3, absl::Seconds(60)));
+  EXPECT_EQ(s3.local_rank, 0);
+  EXPECT_EQ(s3.group_rank, 1);
+  EXPECT_EQ(s3.local_world_size, 1);
+  EXPECT_THAT(s3.local_device_indices, ElementsAre(1));
+  // The engine's trials get the same place (one derivation for both).
   JobSpec engine = *spec;
   engine.launcher.reset();
   const v1::RunTrialRequest plain = RankRequest(engine, trial, 1, absl::Seconds(60));
   EXPECT_TRUE(plain.launcher().empty());
-  EXPECT_EQ(plain.local_device_indices_size(), 0);
+  EXPECT_THAT(spec_of(plain).local_device_indices, ElementsAre(5, 2, 7));
 }
 
 }  // namespace

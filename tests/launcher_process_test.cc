@@ -324,8 +324,9 @@ TEST_F(LauncherRankTest, TheScriptSeesTheContractsEnvironmentArgvAndFiles) {
   rank.spec.local_rank = 1;
   rank.spec.master_addr = "10.0.0.7";
   rank.spec.master_port = 29517;
-  rank.local_world_size = 2;
-  rank.group_rank = 0;
+  rank.spec.local_world_size = 2;
+  rank.spec.group_rank = 0;
+  rank.spec.local_device_indices = {4, 6};
   rank.device_type = "musa";
   rank.device_ordinals = {4, 6};
   rank.launcher.name = "hf";
@@ -482,15 +483,13 @@ with open(os.environ["AUTOACCEL_METRICS_FILE"], "a") as f:
 // Through the worker's RPC: a worker with launchers and no trial runner.
 class LauncherServiceTest : public LauncherRankTest {
  protected:
-  void Start(const std::string& devices_text, std::vector<std::string> runner_devices,
-             const std::string& runner_path = "") {
+  void Start(const std::string& devices_text, const std::string& runner_path = "") {
     WorkerOptions options;
     options.runner_path = runner_path;
     options.work_dir = options_.work_dir;
     absl::StatusOr<std::vector<v1::Device>> devices = ParseDevices(devices_text, int64_t{8} << 30);
     ASSERT_TRUE(devices.ok()) << devices.status();
     options.devices = *devices;
-    options.runner_devices = std::move(runner_devices);
     options.python = Python();
     options.launcher_grace = absl::Seconds(1);
     for (const char* mode : {"forever", "hang", "env"}) {
@@ -535,7 +534,7 @@ class LauncherServiceTest : public LauncherRankTest {
 };
 
 TEST_F(LauncherServiceTest, ALauncherTrialRunsAndAnswersWithItsMetrics) {
-  Start("cpu:1", {"cpu"});
+  Start("cpu:1");
   v1::RunTrialResponse resp;
   grpc::Status s = Call(Request("forever", Spec(kOneRank, 2)), &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
@@ -545,7 +544,7 @@ TEST_F(LauncherServiceTest, ALauncherTrialRunsAndAnswersWithItsMetrics) {
 }
 
 TEST_F(LauncherServiceTest, AnUnknownLauncherOrATrialWithoutOneIsRefused) {
-  Start("cpu:1", {"cpu"});
+  Start("cpu:1");
   v1::RunTrialResponse resp;
   grpc::Status s = Call(Request("nope", Spec(kOneRank, 2)), &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
@@ -556,7 +555,7 @@ TEST_F(LauncherServiceTest, AnUnknownLauncherOrATrialWithoutOneIsRefused) {
 }
 
 TEST_F(LauncherServiceTest, CancelTrialStopsALauncherRank) {
-  Start("cpu:1", {"cpu"});
+  Start("cpu:1");
   TrialSpec spec = Spec(kOneRank, 2);
   std::thread canceller([&] {
     absl::SleepFor(absl::Milliseconds(500));
@@ -577,7 +576,7 @@ TEST_F(LauncherServiceTest, CancelTrialStopsALauncherRank) {
 }
 
 TEST_F(LauncherServiceTest, TwoRanksOfATrialRunSideBySideEachInItsOwnDirectory) {
-  Start("cpu:2", {"cpu", "cpu"});
+  Start("cpu:2");
   v1::RunTrialResponse responses[2];
   grpc::Status statuses[2];
   std::vector<std::thread> ranks;
@@ -587,11 +586,10 @@ TEST_F(LauncherServiceTest, TwoRanksOfATrialRunSideBySideEachInItsOwnDirectory) 
       spec.rank = r;
       spec.local_rank = r;
       spec.master_port = 29611;
+      spec.local_world_size = 2;
+      spec.local_device_indices = {0, 1};
       v1::RunTrialRequest req = Request("env", spec);
       req.set_device_index(r);
-      req.set_local_world_size(2);
-      req.add_local_device_indices(0);
-      req.add_local_device_indices(1);
       statuses[r] = Call(req, &responses[r]);
     });
   }
@@ -614,17 +612,16 @@ TEST_F(LauncherServiceTest, TwoRanksOfATrialRunSideBySideEachInItsOwnDirectory) 
 }
 
 TEST_F(LauncherServiceTest, OnAMusaWorkerTheRankSeesItsDevicesInLocalRankOrder) {
-  Start("musa:2,3", {"musa:2", "musa:3"}, "/bin/true");
+  Start("musa:2,3", "/bin/true");
   TrialSpec spec = Spec(kTwoRanksFsdp, 4);
   spec.rank = 1;
   spec.local_rank = 1;
   spec.master_port = 29600;
+  spec.local_world_size = 2;
+  spec.group_rank = 0;
+  spec.local_device_indices = {0, 1};
   v1::RunTrialRequest req = Request("env", spec);
   req.set_device_index(1);
-  req.set_local_world_size(2);
-  req.set_group_rank(0);
-  req.add_local_device_indices(0);
-  req.add_local_device_indices(1);
   v1::RunTrialResponse resp;
   ASSERT_TRUE(Call(req, &resp).ok());
   ASSERT_EQ(resp.status(), "SUCCEEDED") << resp.reason();

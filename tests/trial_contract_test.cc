@@ -22,6 +22,9 @@ TrialSpec FullSpec() {
   spec.rank = 1;
   spec.world_size = 2;
   spec.local_rank = 1;
+  spec.local_world_size = 2;
+  spec.group_rank = 0;
+  spec.local_device_indices = {3, 1};
   spec.master_addr = "10.0.0.7";
   spec.master_port = 29501;
   spec.model = testing::TinyModelSpec("gpt2");
@@ -49,6 +52,10 @@ TEST(TrialSpecTest, TheCoordinatorSendsItsFieldsAndNoneOfTheWorkers) {
   EXPECT_EQ(got->world_size, 2);
   EXPECT_EQ(got->master_addr, "10.0.0.7");
   EXPECT_EQ(got->master_port, 29501);
+  EXPECT_EQ(got->local_rank, 1);
+  EXPECT_EQ(got->local_world_size, 2);
+  EXPECT_EQ(got->group_rank, 0);
+  EXPECT_THAT(got->local_device_indices, ::testing::ElementsAre(3, 1));
   EXPECT_EQ(got->measured_steps, 3);
   EXPECT_EQ(got->memory_limit_bytes, 1 << 30);
   EXPECT_EQ(got->peak_tflops, (PeakTflops{1, 2, 3}));
@@ -94,6 +101,36 @@ TEST(TrialContract, SpecIntegersMustBeIntegersInRange) {
   j["seed"] = uint64_t{18446744073709551615u};
   ASSERT_THAT(TrialSpecFromJson(j).status(), IsOk());
   EXPECT_EQ(TrialSpecFromJson(j)->seed, uint64_t{18446744073709551615u});
+}
+
+// The rank's place on its worker must be one a gang can have: a worker hosts
+// at most the whole gang, and the rank sits among its worker's devices.
+TEST(TrialContract, ARanksPlaceOnItsWorkerMustFitTheGang) {
+  const auto with = [](const char* key, nlohmann::json value) {
+    nlohmann::json j = TrialSpecToJson(FullSpec());
+    j[key] = std::move(value);
+    return TrialSpecFromJson(j).status();
+  };
+  EXPECT_THAT(with("local_world_size", 3),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("local_world_size 3")));
+  EXPECT_THAT(with("local_world_size", 0), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(with("group_rank", 2),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("group_rank 2")));
+  EXPECT_THAT(with("local_device_indices", nlohmann::json::array({3})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("1 local_device_indices")));
+  EXPECT_THAT(with("local_device_indices", nlohmann::json::array({3, -1})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("local_device_indices")));
+  EXPECT_THAT(with("local_device_indices", "3,1"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("local_device_indices")));
+  // Placed on a worker, the rank's local_rank indexes its neighbours.
+  nlohmann::json j = TrialSpecToJson(FullSpec());
+  j["local_rank"] = 2;
+  EXPECT_THAT(TrialSpecFromJson(j).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  // A hand-written spec without neighbours keeps what it says.
+  j.erase("local_device_indices");
+  j["local_world_size"] = 1;
+  j["local_rank"] = 1;
+  EXPECT_THAT(TrialSpecFromJson(j).status(), IsOk());
 }
 
 }  // namespace

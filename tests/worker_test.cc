@@ -24,6 +24,7 @@
 #include "tests/subprocess.h"
 #include "tests/test_matchers.h"
 #include "trial_contract/json_file.h"
+#include "worker/accelerators.h"
 #include "worker/child_process.h"
 #include "worker/device_discovery.h"
 #include "worker/file_names.h"
@@ -375,6 +376,13 @@ TEST(ParsePeakTflopsTest, BadTextNamesTheFlag) {
 }
 
 // Stand-in runners and nvidia-smi for the worker's start-up probes.
+// What each device's ranks are told to run on.
+std::vector<std::string> RunnerDevices(const std::vector<v1::Device>& devices) {
+  std::vector<std::string> out;
+  for (const v1::Device& d : devices) out.push_back(RunnerDevice(d));
+  return out;
+}
+
 class DescribeDevicesTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -418,7 +426,8 @@ echo 'loading' >&2
 echo '{"bf16": 0.4, "fp16": 0.002, "fp32": 0.1}')");
   auto devices = ParseDevices("cpu:2", int64_t{1} << 30);
   ASSERT_TRUE(devices.ok());
-  EXPECT_THAT(DescribeDevices(options_, &*devices), ElementsAre("cpu", "cpu"));
+  DescribeDevices(options_, &*devices);
+  EXPECT_THAT(RunnerDevices(*devices), ElementsAre("cpu", "cpu"));
   for (const v1::Device& d : *devices) {
     EXPECT_EQ(FromProto(d.peak_tflops()), (PeakTflops{0.1, 0.4, 0.002}));
   }
@@ -431,7 +440,8 @@ TEST_F(DescribeDevicesTest, AFailedProbeLeavesThePeakUnknownAndTheWorkerStarts) 
     options_.timeout = absl::Seconds(1);
     auto devices = ParseDevices("cpu:1", int64_t{1} << 30);
     ASSERT_TRUE(devices.ok());
-    EXPECT_THAT(DescribeDevices(options_, &*devices), ElementsAre("cpu")) << body;
+    DescribeDevices(options_, &*devices);
+    EXPECT_THAT(RunnerDevices(*devices), ElementsAre("cpu")) << body;
     EXPECT_EQ(FromProto((*devices)[0].peak_tflops()), PeakTflops{}) << body;
   }
 }
@@ -456,7 +466,8 @@ TEST_F(DescribeDevicesTest, CudaDevicesTakeNameMemoryAndPeakFromNvidiaSmi) {
   options_.nvidia_smi = FakeNvidiaSmi();
   auto devices = ParseDevices("cuda:1,0", 0);
   ASSERT_TRUE(devices.ok());
-  EXPECT_THAT(DescribeDevices(options_, &*devices), ElementsAre("cuda:1", "cuda:0"));
+  DescribeDevices(options_, &*devices);
+  EXPECT_THAT(RunnerDevices(*devices), ElementsAre("cuda:1", "cuda:0"));
   EXPECT_EQ((*devices)[0].name(), "NVIDIA H100 PCIe");
   EXPECT_EQ((*devices)[0].memory_bytes(), int64_t{81559} << 20);
   EXPECT_EQ(FromProto((*devices)[0].peak_tflops()), (PeakTflops{51, 756, 756}));
@@ -468,7 +479,8 @@ TEST_F(DescribeDevicesTest, CudaDevicesTakeNameMemoryAndPeakFromNvidiaSmi) {
   ::setenv("CUDA_VISIBLE_DEVICES", "1", 1);
   devices = ParseDevices("cuda:0", int64_t{40} << 30);
   ASSERT_TRUE(devices.ok());
-  EXPECT_THAT(DescribeDevices(options_, &*devices), ElementsAre("cuda:0"));
+  DescribeDevices(options_, &*devices);
+  EXPECT_THAT(RunnerDevices(*devices), ElementsAre("cuda:0"));
   EXPECT_EQ((*devices)[0].name(), "NVIDIA H100 PCIe");
   EXPECT_EQ((*devices)[0].memory_bytes(), int64_t{40} << 30);
 }
@@ -480,7 +492,8 @@ TEST_F(DescribeDevicesTest, WithoutNvidiaSmiCudaDevicesStayAsTheyWere) {
     options_.nvidia_smi = smi;
     auto devices = ParseDevices("cuda:0", 0);
     ASSERT_TRUE(devices.ok());
-    EXPECT_THAT(DescribeDevices(options_, &*devices), ElementsAre("cuda:0")) << smi;
+    DescribeDevices(options_, &*devices);
+    EXPECT_THAT(RunnerDevices(*devices), ElementsAre("cuda:0")) << smi;
     EXPECT_EQ((*devices)[0].name(), "cuda:0") << smi;
     EXPECT_EQ((*devices)[0].memory_bytes(), 0) << smi;
     EXPECT_EQ(FromProto((*devices)[0].peak_tflops()), PeakTflops{}) << smi;
@@ -492,8 +505,7 @@ class WorkerServiceTest : public DescribeDevicesTest {
  protected:
   // `runner`: the stand-in trial runner's path; "" for one that keeps the
   // spec it got and succeeds.
-  void Start(std::vector<v1::Device> devices, std::vector<std::string> runner_devices,
-             std::string runner = "") {
+  void Start(std::vector<v1::Device> devices, std::string runner = "") {
     WorkerOptions options;
     options.runner_path =
         !runner.empty() ? runner : Script(absl::StrCat(R"(cp "$2" )", dir_, R"(/seen-spec.json
@@ -502,7 +514,6 @@ cat > "$4" <<'JSON'
 JSON)"));
     options.work_dir = dir_;
     options.devices = std::move(devices);
-    options.runner_devices = std::move(runner_devices);
     service_ = std::make_unique<WorkerServiceImpl>(options);
     service_->gate()->Accept(testing::kTestSessionToken);
     testing::LocalServer local = testing::ServeLocally(service_.get(), testing::kTestSessionToken);
@@ -560,7 +571,7 @@ JSON)"));
 TEST_F(WorkerServiceTest, TrialIdsAndDigestsThatCouldNameOtherPathsAreRefused) {
   auto devices = ParseDevices("cpu:1", int64_t{1} << 30);
   ASSERT_TRUE(devices.ok());
-  Start(*devices, {"cpu"});
+  Start(*devices);
   auto run = [&](const std::string& trial_id, const TrialSpec& spec,
                  const std::string& model_file = "") {
     v1::RunTrialRequest req;
@@ -631,7 +642,6 @@ TEST_F(WorkerServiceTest, ATrialFasterThanTheProbedPeakRaisesItAndTheCoordinator
 JSON)");
   options.work_dir = dir_;
   options.devices = *devices;
-  options.runner_devices = {"cpu", "cpu"};
   options.cpu_peaks_measured = true;
   std::vector<v1::Device> announced;
   options.on_devices_changed = [&](const std::vector<v1::Device>& d) { announced = d; };
@@ -663,8 +673,8 @@ TEST_F(WorkerServiceTest, TheRunnerGetsTheDevicesPeakUnlessTheSpecBringsOne) {
   options_.peak = PeakTflops{0.5, 1.25, 0.01};  // as --peak-tflops fp32=0.5,bf16=1.25,fp16=0.01
   auto devices = ParseDevices("cpu:1", int64_t{1} << 30);
   ASSERT_TRUE(devices.ok());
-  std::vector<std::string> runner_devices = DescribeDevices(options_, &*devices);
-  Start(*devices, runner_devices);
+  DescribeDevices(options_, &*devices);
+  Start(*devices);
 
   TrialSpec seen = RunAndReadSpec(TinySpec());
   EXPECT_EQ(seen.peak_tflops, (PeakTflops{0.5, 1.25, 0.01}));
@@ -679,8 +689,8 @@ TEST_F(WorkerServiceTest, AGpuNamedAfterItsModelStillRunsOnItsOrdinal) {
   options_.nvidia_smi = FakeNvidiaSmi();
   auto devices = ParseDevices("cuda:1", 0);
   ASSERT_TRUE(devices.ok());
-  std::vector<std::string> runner_devices = DescribeDevices(options_, &*devices);
-  Start(*devices, runner_devices);
+  DescribeDevices(options_, &*devices);
+  Start(*devices);
 
   TrialSpec seen = RunAndReadSpec(TinySpec());
   EXPECT_EQ(seen.device, "cuda:1");
@@ -697,7 +707,7 @@ TEST_F(WorkerServiceTest, TwoRanksOfATrialRunSideBySideAndOneCancelStopsBoth) {
       "/started-$RANK\n", "sleep 30"));
   auto devices = ParseDevices("cpu:2", int64_t{1} << 30);
   ASSERT_TRUE(devices.ok());
-  Start(*devices, {"cpu", "cpu"}, runner);
+  Start(*devices, runner);
 
   std::vector<v1::RunTrialResponse> responses(2);
   std::vector<grpc::Status> statuses(2);
@@ -766,7 +776,7 @@ TEST_F(WorkerServiceTest, TwoRanksOfATrialRunSideBySideAndOneCancelStopsBoth) {
 TEST_F(WorkerServiceTest, ARankWhoseCoordinatorWentAwayRunsOnAndItsAnswerWaitsForAnAttach) {
   auto devices = ParseDevices("cpu:1", int64_t{1} << 30);
   ASSERT_TRUE(devices.ok());
-  Start(*devices, {"cpu"}, Script(R"(sleep 1.5
+  Start(*devices, Script(R"(sleep 1.5
 cat > "$4" <<'JSON'
 {"status": "SUCCEEDED", "error": "", "metrics": {"tokens_per_second": 42}}
 JSON)"));
@@ -823,7 +833,7 @@ JSON)"));
 TEST_F(WorkerServiceTest, OnlyTheCoordinatorsSessionTokenRunsTrialsOneRankPerDevice) {
   auto devices = ParseDevices("cpu:1", int64_t{1} << 30);
   ASSERT_TRUE(devices.ok());
-  Start(*devices, {"cpu"}, Script(R"(sleep 2
+  Start(*devices, Script(R"(sleep 2
 cat > "$4" <<'JSON'
 {"status": "SUCCEEDED", "error": "", "metrics": {"tokens_per_second": 1}}
 JSON)"));
@@ -868,7 +878,7 @@ JSON)"));
 TEST_F(WorkerServiceTest, ACallWithTheNextSessionTokenWaitsForTheRegistrationUnderWay) {
   auto devices = ParseDevices("cpu:1", int64_t{1} << 30);
   ASSERT_TRUE(devices.ok());
-  Start(*devices, {"cpu"}, Script(R"(cat > "$4" <<'JSON'
+  Start(*devices, Script(R"(cat > "$4" <<'JSON'
 {"status": "SUCCEEDED", "error": "", "metrics": {"tokens_per_second": 1}}
 JSON)"));
   const std::string next = "next-session-token-0123456789";

@@ -12,6 +12,9 @@ nlohmann::json TrialSpecToJson(const TrialSpec& s) {
                         {"rank", s.rank},
                         {"world_size", s.world_size},
                         {"local_rank", s.local_rank},
+                        {"local_world_size", s.local_world_size},
+                        {"group_rank", s.group_rank},
+                        {"local_device_indices", s.local_device_indices},
                         {"master_addr", s.master_addr},
                         {"master_port", s.master_port},
                         {"model_family", s.model.family},
@@ -68,6 +71,23 @@ absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
     RETURN_IF_ERROR(ReadInteger(j, "rank", /*required=*/false, &s.rank));
     RETURN_IF_ERROR(ReadInteger(j, "world_size", /*required=*/false, &s.world_size));
     RETURN_IF_ERROR(ReadInteger(j, "local_rank", /*required=*/false, &s.local_rank));
+    RETURN_IF_ERROR(ReadInteger(j, "local_world_size", /*required=*/false, &s.local_world_size));
+    RETURN_IF_ERROR(ReadInteger(j, "group_rank", /*required=*/false, &s.group_rank));
+    if (auto it = j.find("local_device_indices"); it != j.end()) {
+      if (!it->is_array() || it->size() > kMaxLocalRanks) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("trial spec: local_device_indices: expected an array of at most ",
+                         kMaxLocalRanks, " device indices, got ", it->dump()));
+      }
+      for (const nlohmann::json& index : *it) {
+        int value = 0;
+        if (!JsonToInteger(index, &value) || value < 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "trial spec: local_device_indices: expected device indices >= 0, got ", it->dump()));
+        }
+        s.local_device_indices.push_back(value);
+      }
+    }
     s.master_addr = j.value("master_addr", "127.0.0.1");
     RETURN_IF_ERROR(ReadInteger(j, "master_port", /*required=*/false, &s.master_port));
     RETURN_IF_ERROR(ReadInteger(j, "seq_len", /*required=*/true, &s.seq_len));
@@ -102,6 +122,20 @@ absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j) {
                      "measured_steps 1..",
                      kMaxTrialSteps, ", warmup_steps 0..", kMaxTrialSteps,
                      ", 0 <= rank < world_size, min_measured_seconds 0..3600)"));
+  }
+  const bool placed = !s.local_device_indices.empty();
+  if (s.local_world_size < 1 || s.local_world_size > s.world_size || s.local_rank < 0 ||
+      s.local_rank >= (placed ? s.local_world_size : s.world_size) || s.group_rank < 0 ||
+      s.group_rank > s.rank ||
+      (placed && static_cast<int>(s.local_device_indices.size()) != s.local_world_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trial spec: the rank's place on its worker is out of range (local_rank ", s.local_rank,
+        ", local_world_size ", s.local_world_size, ", group_rank ", s.group_rank, ", ",
+        s.local_device_indices.size(), " local_device_indices; rank ", s.rank, " of world_size ",
+        s.world_size,
+        "): 1 <= local_world_size <= world_size, 0 <= group_rank <= rank, and "
+        "local_device_indices empty (0 <= local_rank < world_size) or one per local rank "
+        "(0 <= local_rank < local_world_size)"));
   }
   return s;
 }

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
@@ -37,8 +38,19 @@ struct TrialSpec {
   // Gang position; a single-rank trial has rank 0 of world_size 1.
   int rank = 0;
   int world_size = 1;
-  // This rank's index among the trial's ranks on its worker (0-based).
+  // This rank's neighbours on its worker, as torchrun tells a rank:
+  // local_rank is its index among the trial's ranks there (0-based),
+  // local_world_size how many of the trial's ranks run there, group_rank
+  // which of the trial's workers it is (counted in rank order; a worker's
+  // ranks are adjacent), and local_device_indices the worker's device index
+  // of each of them by local rank (local_device_indices[local_rank] is this
+  // rank's RunTrialRequest.device_index). Computed once, by the coordinator
+  // (server/rank_request.cc); empty local_device_indices (a spec written by
+  // hand) means the rank is alone on its worker.
   int local_rank = 0;
+  int local_world_size = 1;
+  int group_rank = 0;
+  std::vector<int> local_device_indices;
   // Rendezvous of a multi-rank trial: rank 0 serves a c10d TCPStore on
   // master_port of its host, the others connect to master_addr:master_port.
   // Unused when world_size is 1.
@@ -86,6 +98,9 @@ struct TrialSpec {
 
 // The most warm-up or measured steps a spec may ask for.
 inline constexpr int kMaxTrialSteps = 100000;
+// The most ranks of one trial on one worker (a worker has at most 1024
+// devices: worker/worker_flags.h).
+inline constexpr int kMaxLocalRanks = 1024;
 
 // The JSON keys of the fields the worker fills (see above).
 inline constexpr const char* kWorkerFilledTrialSpecKeys[] = {"trial_id", "attempt", "device",
@@ -98,7 +113,10 @@ nlohmann::json TrialSpecToJson(const TrialSpec& spec);
 nlohmann::json TrialSpecToRequestJson(const TrialSpec& spec);
 // Reads either form; a key left out keeps the field's default.
 // INVALID_ARGUMENT for a missing or mistyped key, or sizes out of range
-// (measured_steps 1..kMaxTrialSteps, warmup_steps 0..kMaxTrialSteps, ...).
+// (measured_steps 1..kMaxTrialSteps, warmup_steps 0..kMaxTrialSteps,
+// 0 <= rank < world_size, 1 <= local_world_size <= world_size,
+// 0 <= group_rank <= rank, local_device_indices empty or one per local rank
+// with local_rank < local_world_size, ...).
 absl::StatusOr<TrialSpec> TrialSpecFromJson(const nlohmann::json& j);
 
 }  // namespace autoaccel

@@ -34,6 +34,11 @@ std::string AcceleratorTypeList() {
   });
 }
 
+std::string RunnerDevice(const v1::Device& device) {
+  if (device.type() == "cpu") return "cpu";
+  return absl::StrCat(device.type(), ":", device.ordinal());
+}
+
 std::string VisibleDevicesValue(const std::vector<int>& ordinals, const char* inherited) {
   std::vector<std::string> entries;
   if (inherited != nullptr) {

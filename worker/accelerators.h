@@ -11,6 +11,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "proto/autoaccel.pb.h"
 
 namespace autoaccel {
 
@@ -36,6 +37,10 @@ std::string AcceleratorTypeList();
 // entry (so CUDA_VISIBLE_DEVICES=2,3 and ordinal 1 give "3"; UUIDs pass
 // through); an ordinal past its entries stays a number. Pure.
 std::string VisibleDevicesValue(const std::vector<int>& ordinals, const char* inherited);
+
+// What a rank's spec is told to run on (TrialSpec::device): "cpu" for a cpu
+// device, else "TYPE:ORDINAL" ("cuda:3"). Pure.
+std::string RunnerDevice(const v1::Device& device);
 
 }  // namespace autoaccel
 

@@ -16,6 +16,7 @@
 #include "common/status_macros.h"
 #include "common/untrusted_json.h"
 #include "proto/convert.h"
+#include "worker/accelerators.h"
 #include "worker/device_peak.h"
 #include "worker/trial_process.h"
 
@@ -73,8 +74,8 @@ std::optional<int> NvidiaSmiIndex(int ordinal) {
   return index;
 }
 
-void DescribeGpus(const DeviceProbeOptions& options, const std::vector<std::string>& runner_devices,
-                  std::vector<v1::Device>* devices, std::vector<std::string>* unidentified) {
+void DescribeGpus(const DeviceProbeOptions& options, std::vector<v1::Device>* devices,
+                  std::vector<std::string>* unidentified) {
   const std::string out = options.work_dir + "/nvidia-smi.out";
   const std::string log = options.work_dir + "/nvidia-smi.log";
   absl::StatusOr<int> status = RunChildProcess(
@@ -91,17 +92,15 @@ void DescribeGpus(const DeviceProbeOptions& options, const std::vector<std::stri
         "cannot query the GPUs ({}): cuda devices keep their names and memory, and "
         "their peak TFLOP/s is unknown (MFU 0) unless --peak-tflops gives it",
         std::string(gpus.status().message()));
-    for (size_t i = 0; i < devices->size(); ++i) {
-      if ((*devices)[i].type() == "cuda") unidentified->push_back(runner_devices[i]);
+    for (const v1::Device& d : *devices) {
+      if (d.type() == "cuda") unidentified->push_back(RunnerDevice(d));
     }
     return;
   }
-  for (size_t i = 0; i < devices->size(); ++i) {
-    v1::Device& d = (*devices)[i];
+  for (v1::Device& d : *devices) {
     if (d.type() != "cuda") continue;
-    int ordinal = -1;
-    absl::SimpleAtoi(absl::StripPrefix(runner_devices[i], "cuda:"), &ordinal);
-    std::optional<int> index = NvidiaSmiIndex(ordinal);
+    const std::string runner_device = RunnerDevice(d);
+    std::optional<int> index = NvidiaSmiIndex(d.ordinal());
     const GpuInfo* gpu = nullptr;
     for (const GpuInfo& g : *gpus) {
       if (index && g.index == *index) gpu = &g;
@@ -111,21 +110,21 @@ void DescribeGpus(const DeviceProbeOptions& options, const std::vector<std::stri
       spdlog::warn(
           "{}: not among the GPUs nvidia-smi lists (CUDA_VISIBLE_DEVICES {}); its "
           "name, memory and peak stay unknown",
-          runner_devices[i], visible ? absl::StrCat("'", visible, "'") : "unset");
-      unidentified->push_back(runner_devices[i]);
+          runner_device, visible ? absl::StrCat("'", visible, "'") : "unset");
+      unidentified->push_back(runner_device);
       continue;
     }
     d.set_name(gpu->name);
     if (!options.keep_memory && gpu->memory_bytes > 0) d.set_memory_bytes(gpu->memory_bytes);
-    spdlog::info("{}: {}, {} MiB", runner_devices[i], gpu->name, d.memory_bytes() >> 20);
+    spdlog::info("{}: {}, {} MiB", runner_device, gpu->name, d.memory_bytes() >> 20);
     if (options.peak) continue;
     const PeakTflops peak = PeakTflopsForGpuName(gpu->name);
     *d.mutable_peak_tflops() = ToProto(peak);
     if (peak == PeakTflops{}) {
       spdlog::warn("{}: no peak TFLOP/s known for '{}' (MFU reads 0); --peak-tflops sets it",
-                   runner_devices[i], gpu->name);
+                   runner_device, gpu->name);
     } else {
-      spdlog::info("{}: datasheet peak {}", runner_devices[i], PeakText(peak));
+      spdlog::info("{}: datasheet peak {}", runner_device, PeakText(peak));
     }
   }
 }
@@ -177,19 +176,16 @@ absl::StatusOr<PeakTflops> ProbeCpuPeak(const DeviceProbeOptions& options) {
 
 }  // namespace
 
-std::vector<std::string> DescribeDevices(const DeviceProbeOptions& options,
-                                         std::vector<v1::Device>* devices,
-                                         std::vector<std::string>* unidentified) {
+void DescribeDevices(const DeviceProbeOptions& options, std::vector<v1::Device>* devices,
+                     std::vector<std::string>* unidentified) {
   std::vector<std::string> ignored;
   if (unidentified == nullptr) unidentified = &ignored;
-  std::vector<std::string> runner_devices;
   bool any_cpu = false, any_cuda = false;
   for (const v1::Device& d : *devices) {
-    runner_devices.push_back(d.type() == "cpu" ? "cpu" : d.name());
     any_cpu = any_cpu || d.type() == "cpu";
     any_cuda = any_cuda || d.type() == "cuda";  // other types: nothing to ask
   }
-  if (any_cuda) DescribeGpus(options, runner_devices, devices, unidentified);
+  if (any_cuda) DescribeGpus(options, devices, unidentified);
   if (options.peak) {
     for (v1::Device& d : *devices) *d.mutable_peak_tflops() = ToProto(*options.peak);
     spdlog::info("peak of every device (--peak-tflops): {}", PeakText(*options.peak));
@@ -212,7 +208,6 @@ std::vector<std::string> DescribeDevices(const DeviceProbeOptions& options,
                    PeakText(*peak));
     }
   }
-  return runner_devices;
 }
 
 }  // namespace autoaccel

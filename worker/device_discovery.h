@@ -42,17 +42,15 @@ struct DeviceProbeOptions {
 // without a runner). Other accelerator types (musa, xpu, ...): nothing is
 // asked. An explicit `peak` replaces every peak source. Never fails: what cannot be learnt (no
 // nvidia-smi, a probe that fails) stays as it was, peak 0 = unknown, and a
-// warning is logged. Returns the devices' runner_devices (what each rank's
-// spec is told to run on: "cpu" or "cuda:N"; WorkerOptions).
+// warning is logged.
 // Blocks while the probes run (a few seconds, most of it loading LibTorch);
 // writes its probes' output and logs to work_dir. Call from one thread at a
 // time (it reads CUDA_VISIBLE_DEVICES); `devices` is the caller's.
 // `unidentified`, when given, receives the cuda devices ("cuda:N") that
 // nvidia-smi did not list (or all of them when it cannot be run): on such a
 // machine a trial could not run there.
-std::vector<std::string> DescribeDevices(const DeviceProbeOptions& options,
-                                         std::vector<v1::Device>* devices,
-                                         std::vector<std::string>* unidentified = nullptr);
+void DescribeDevices(const DeviceProbeOptions& options, std::vector<v1::Device>* devices,
+                     std::vector<std::string>* unidentified = nullptr);
 
 }  // namespace autoaccel
 

@@ -72,9 +72,7 @@ absl::StatusOr<std::vector<ExportedFile>> ExportFiles(const LauncherRank& rank,
   in.global_batch_size = spec.global_batch_size;
   in.seq_len = spec.seq_len;
   if (HasModelConfig(spec)) in.model = spec.model;
-  in.devices_per_node = rank.local_world_size > 0 && spec.world_size % rank.local_world_size == 0
-                            ? rank.local_world_size
-                            : 0;
+  in.devices_per_node = spec.world_size % spec.local_world_size == 0 ? spec.local_world_size : 0;
   in.format = rank.launcher.format;
   in.file_dir = dir;
   absl::StatusOr<ExportResult> exported = Export(in);
@@ -107,8 +105,8 @@ nlohmann::json StrategyFileJson(const LauncherRank& rank, const std::vector<Expo
   j["rank"] = spec.rank;
   j["local_rank"] = spec.local_rank;
   j["world_size"] = spec.world_size;
-  j["local_world_size"] = rank.local_world_size;
-  j["group_rank"] = rank.group_rank;
+  j["local_world_size"] = spec.local_world_size;
+  j["group_rank"] = spec.group_rank;
   j["seq_len"] = spec.seq_len;
   j["global_batch_size"] = spec.global_batch_size;
   j["warmup_steps"] = spec.warmup_steps;
@@ -179,8 +177,8 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment(const LauncherR
       {"RANK", absl::StrCat(spec.rank)},
       {"LOCAL_RANK", absl::StrCat(spec.local_rank)},
       {"WORLD_SIZE", absl::StrCat(spec.world_size)},
-      {"LOCAL_WORLD_SIZE", absl::StrCat(rank.local_world_size)},
-      {"GROUP_RANK", absl::StrCat(rank.group_rank)},
+      {"LOCAL_WORLD_SIZE", absl::StrCat(spec.local_world_size)},
+      {"GROUP_RANK", absl::StrCat(spec.group_rank)},
       {"ROLE_RANK", absl::StrCat(spec.rank)},
       {"ROLE_WORLD_SIZE", absl::StrCat(spec.world_size)},
       {"AUTOACCEL_STRATEGY_FILE", dir + "/strategy.json"},

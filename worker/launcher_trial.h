@@ -19,17 +19,16 @@ namespace autoaccel {
 
 // One rank of a launcher trial, as the worker knows it.
 struct LauncherRank {
-  // RankSpecFromRequest's spec (trial, attempt, rank, sizes, strategy,
-  // model, memory limit, peak). A torchscript-family model means the job
-  // gave no model config.
+  // RankSpecFromRequest's spec (trial, attempt, rank and its neighbours on
+  // this worker, sizes, strategy, model, memory limit, peak). A
+  // torchscript-family model means the job gave no model config.
   TrialSpec spec;
   LauncherDef launcher;
-  int local_world_size = 1;
-  int group_rank = 0;
   std::string device_type = "cpu";  // "cpu", "cuda", "musa", ...
   // The ordinals of the trial's devices on this worker in local-rank order
-  // (the visible-devices variable lists them, through the worker's own
-  // value of it: VisibleDevicesValue); unused for cpu.
+  // (spec.local_device_indices' devices; the visible-devices variable lists
+  // them, through the worker's own value of it: VisibleDevicesValue); unused
+  // for cpu.
   std::vector<int> device_ordinals;
 };
 

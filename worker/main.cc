@@ -299,7 +299,7 @@ int main(int argc, char** argv) {
   options.runner_path = runner;
   options.work_dir = work_dir;
   std::vector<std::string> unidentified;
-  options.runner_devices = autoaccel::DescribeDevices(probe, &*devices, &unidentified);
+  autoaccel::DescribeDevices(probe, &*devices, &unidentified);
   if (!unidentified.empty() && !simulate_gpus) {
     std::fprintf(stderr,
                  "autoaccel-worker: --devices names %s, which nvidia-smi does not list on this "

@@ -20,7 +20,7 @@ inline constexpr int kMaxTrialAttempt = 1000;
 // The device a rank runs on, as the worker knows it.
 struct RankDevice {
   v1::Device device;          // as registered: memory and peak included
-  std::string runner_device;  // "cpu" or "cuda:N" (WorkerOptions::runner_devices)
+  std::string runner_device;  // "cpu" or "cuda:N" (RunnerDevice, worker/accelerators.h)
   int num_threads = 1;        // WorkerOptions::threads_per_device
 };
 

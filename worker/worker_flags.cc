@@ -60,6 +60,7 @@ absl::StatusOr<std::vector<v1::Device>> ParseDevices(const std::string& text,
       d.set_index(static_cast<int>(devices.size()));
       d.set_memory_bytes(memory_bytes);
       d.set_name(absl::StrCat(kv.first, ":", ordinal));
+      d.set_ordinal(ordinal);
       devices.push_back(d);
     }
   } else {

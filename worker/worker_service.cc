@@ -14,6 +14,7 @@
 #include "common/json_log.h"
 #include "common/status_macros.h"
 #include "proto/convert.h"
+#include "worker/accelerators.h"
 #include "worker/file_names.h"
 #include "worker/model_file_cache.h"
 #include "worker/rank_logs.h"
@@ -66,10 +67,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::RunTrial(grpc::CallbackServerContex
     absl::MutexLock lock(&mu_);
     device.device = devices_[index];
   }
-  device.runner_device = index < static_cast<int>(options_.runner_devices.size())
-                             ? options_.runner_devices[index]
-                         : device.device.type() == "cpu" ? "cpu"
-                                                         : device.device.name();
+  device.runner_device = RunnerDevice(device.device);
   device.num_threads = options_.threads_per_device;
   absl::StatusOr<TrialSpec> spec = RankSpecFromRequest(request, device);
   if (!spec.ok()) return fail(spec.status());
@@ -222,11 +220,12 @@ absl::StatusOr<std::shared_ptr<const LauncherRank>> WorkerServiceImpl::LauncherR
   rank->spec = spec;
   rank->launcher = it->second;
   rank->device_type = device.device.type();
-  rank->group_rank = std::max(0, request.group_rank());
+  // The rank's neighbours here, as the coordinator placed them; a spec
+  // without them (written by hand) has the rank alone on this worker.
+  std::vector<int> indices = spec.local_device_indices;
+  if (indices.empty()) indices.push_back(request.device_index());
+  const int local_rank = spec.local_device_indices.empty() ? 0 : spec.local_rank;
   const int num_devices = static_cast<int>(options_.devices.size());
-  std::vector<int> indices(request.local_device_indices().begin(),
-                           request.local_device_indices().end());
-  if (indices.empty()) indices.push_back(request.device_index());  // alone on this worker
   for (int index : indices) {
     if (index < 0 || index >= num_devices) {
       return absl::InvalidArgumentError(absl::StrCat("local_device_indices: ", index,
@@ -234,25 +233,12 @@ absl::StatusOr<std::shared_ptr<const LauncherRank>> WorkerServiceImpl::LauncherR
                                                      " devices)"));
     }
   }
-  const int local_rank = request.local_device_indices().empty() ? 0 : spec.local_rank;
-  if (local_rank < 0 || local_rank >= static_cast<int>(indices.size()) ||
-      indices[local_rank] != request.device_index()) {
+  if (indices[local_rank] != request.device_index()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "local_device_indices: [", absl::StrJoin(indices, ","), "] does not hold device_index ",
         request.device_index(), " at local_rank ", spec.local_rank));
   }
-  rank->local_world_size = request.local_world_size() > 0 ? request.local_world_size()
-                                                          : static_cast<int>(indices.size());
-  for (int index : indices) {
-    // A device's ordinal: the N of its runner device "TYPE:N".
-    const std::string& name = index < static_cast<int>(options_.runner_devices.size())
-                                  ? options_.runner_devices[index]
-                                  : options_.devices[index].name();
-    int ordinal = index;
-    const size_t colon = name.rfind(':');
-    if (colon != std::string::npos) absl::SimpleAtoi(name.substr(colon + 1), &ordinal);
-    rank->device_ordinals.push_back(ordinal);
-  }
+  for (int index : indices) rank->device_ordinals.push_back(options_.devices[index].ordinal());
   return std::shared_ptr<const LauncherRank>(std::move(rank));
 }
 

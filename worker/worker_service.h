@@ -40,10 +40,6 @@ struct WorkerOptions {
   std::string work_dir;
   std::vector<v1::Device> devices;
   int threads_per_device = 1;
-  // What each rank's spec is told to run on, by device index ("cpu",
-  // "cuda:N"), as DescribeDevices returns it. Empty: "cpu" for cpu devices,
-  // the device's name for the others (ParseDevices names them "cuda:N").
-  std::vector<std::string> runner_devices;
   // The cpu devices' peaks were measured by the probe (not given): a trial
   // that computes faster proves the probe under-measured, and raises them.
   bool cpu_peaks_measured = false;
@@ -91,8 +87,8 @@ struct WorkerOptions {
 // coordinator's session token (gate(), worker/coordinator_gate.h). RunTrial
 // answers RESOURCE_EXHAUSTED for a device that runs another rank (one rank
 // per device), INVALID_ARGUMENT for a device_index this worker does not
-// have, for local_device_indices that are not this worker's devices or do
-// not hold device_index at local_rank, and for what RankSpecFromRequest and
+// have, for a spec whose local_device_indices are not this worker's devices
+// or do not hold device_index at local_rank, and for what RankSpecFromRequest and
 // StoreModelFile refuse; FAILED_PRECONDITION for a launcher this worker does
 // not have, or a trial without a launcher on a worker without a trial
 // runner or on a device of another type than cpu and cuda; and UNAVAILABLE once Shutdown has begun;

@@ -240,6 +240,7 @@ class Device:
     name: str
     held_by_trial: str
     peak_tflops: Optional[PeakTflops]
+    ordinal: int
 
 
 @dataclass(frozen=True)
