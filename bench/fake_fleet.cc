@@ -176,7 +176,7 @@ class Fleet final : public v1::WorkerService::CallbackService {
       freed_at_[p.device] = now;
       lock.unlock();
       const double step = p.seconds / 5;
-      p.response->set_status("SUCCEEDED");
+      p.response->set_status(v1::TRIAL_STATUS_SUCCEEDED);
       v1::TrialMetrics* m = p.response->mutable_metrics();
       m->set_measured_steps(5);
       m->set_step_time_median_s(step);

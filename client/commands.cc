@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,8 @@
 #include "client/strategy_render.h"
 #include "client/watch_retry.h"
 #include "common/job_state.h"
+#include "proto/convert.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 namespace {
@@ -109,8 +112,9 @@ grpc::Status WatchStream(const ClientContext& c, const std::string& job_id, absl
       seen = p.count();
     }
     for (const v1::Trial& t : event.trials()) {
-      if (t.status() == "RUNNING" || t.status() == "PENDING" || t.status() == "PRUNED" ||
-          shown.count(t.trial_id())) {
+      const std::optional<TrialStatus> status = TrialStatusOf(t);
+      if (status == TrialStatus::kRunning || status == TrialStatus::kPending ||
+          status == TrialStatus::kPruned || shown.count(t.trial_id())) {
         continue;
       }
       if (!header) {

@@ -288,7 +288,7 @@ std::string TrialRow(const v1::Trial& t) {
       repeat = absl::StrCat("  repeat of #", index);
     }
   }
-  if (t.status() == "SUCCEEDED") {
+  if (TrialStatusOf(t) == TrialStatus::kSucceeded) {
     return absl::StrFormat("%4d  %-9s %10.0f %9.1f %9s %7.1f %9s %9s %6s %7.3f  %s%s%s", t.index(),
                            t.status(), m.tokens_per_second(), m.step_time_median_s() * 1000,
                            PredictedMs(t), m.comm_time_s() * 1000, Mib(m.peak_memory_bytes()),
@@ -307,8 +307,9 @@ void PrintTrialTable(std::ostream& out, const std::vector<v1::Trial>& trials, co
   out << TrialTableHeader() << "\n";
   const v1::Trial* failed = nullptr;  // the first that failed by itself
   for (const v1::Trial& t : trials) {
-    if (t.status() != "PRUNED") out << TrialRow(t) << "\n";
-    const bool own_failure = t.status() == "FAILED" || t.status() == "TIMEOUT";
+    const std::optional<TrialStatus> status = TrialStatusOf(t);
+    if (status != TrialStatus::kPruned) out << TrialRow(t) << "\n";
+    const bool own_failure = status == TrialStatus::kFailed || status == TrialStatus::kTimeout;
     if (failed == nullptr && own_failure && !t.infrastructure()) failed = &t;
   }
   if (failed != nullptr) {

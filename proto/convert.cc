@@ -143,6 +143,42 @@ absl::StatusOr<Strategy> FromProto(const v1::Strategy& p) {
   return s;
 }
 
+namespace {
+
+// Each status and its wire value.
+constexpr std::pair<TrialStatus, v1::TrialStatus> kTrialStatusWire[] = {
+    {TrialStatus::kPending, v1::TRIAL_STATUS_PENDING},
+    {TrialStatus::kRunning, v1::TRIAL_STATUS_RUNNING},
+    {TrialStatus::kSucceeded, v1::TRIAL_STATUS_SUCCEEDED},
+    {TrialStatus::kOom, v1::TRIAL_STATUS_OOM},
+    {TrialStatus::kFailed, v1::TRIAL_STATUS_FAILED},
+    {TrialStatus::kTimeout, v1::TRIAL_STATUS_TIMEOUT},
+    {TrialStatus::kPruned, v1::TRIAL_STATUS_PRUNED},
+    {TrialStatus::kCancelled, v1::TRIAL_STATUS_CANCELLED},
+};
+
+}  // namespace
+
+v1::TrialStatus ToProto(TrialStatus s) {
+  for (const auto& [status, wire] : kTrialStatusWire) {
+    if (status == s) return wire;
+  }
+  return v1::TRIAL_STATUS_UNSPECIFIED;
+}
+
+absl::StatusOr<TrialStatus> FromProto(v1::TrialStatus s) {
+  for (const auto& [status, wire] : kTrialStatusWire) {
+    if (wire == s) return status;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("status: unknown trial status ", s));
+}
+
+std::optional<TrialStatus> TrialStatusOf(const v1::Trial& t) {
+  absl::StatusOr<TrialStatus> status = ParseTrialStatus(t.status());
+  if (!status.ok()) return std::nullopt;
+  return *status;
+}
+
 v1::TrialMetrics ToProto(const TrialMetrics& m) {
   v1::TrialMetrics p;
   ForEachRow(kTrialMetricsFields,

@@ -1,6 +1,6 @@
 // Conversions between the wire messages (autoaccel.v1) and the C++ value
-// types of search/. The wire form carries enum values as their names, so
-// FromProto validates them.
+// types of spec/. The public messages carry enum values as their names, so
+// FromProto validates them; the internal wire's trial status is a proto enum.
 #ifndef AUTOACCEL_PROTO_CONVERT_H_
 #define AUTOACCEL_PROTO_CONVERT_H_
 
@@ -31,6 +31,15 @@ absl::StatusOr<Strategy> FromProto(const v1::Strategy& s);
 // INVALID_ARGUMENT naming the field for a config that is not JSON or that
 // the family refuses.
 absl::StatusOr<std::optional<ModelSpec>> ModelOfSpec(const v1::ModelSpec& model);
+
+// The internal wire's status (RunTrialResponse). FromProto: INVALID_ARGUMENT
+// naming the value for TRIAL_STATUS_UNSPECIFIED or a value this build does
+// not know.
+v1::TrialStatus ToProto(TrialStatus s);
+absl::StatusOr<TrialStatus> FromProto(v1::TrialStatus s);
+// A public Trial's status (its name, Trial.status); nullopt for a name this
+// build does not know (a newer server's).
+std::optional<TrialStatus> TrialStatusOf(const v1::Trial& t);
 
 v1::TrialMetrics ToProto(const TrialMetrics& m);
 TrialMetrics FromProto(const v1::TrialMetrics& m);

@@ -21,7 +21,7 @@ namespace autoaccel {
 namespace {
 
 bool Measured(const v1::Trial& t) {
-  return t.status() == "SUCCEEDED" && t.metrics().tokens_per_second() > 0;
+  return TrialStatusOf(t) == TrialStatus::kSucceeded && t.metrics().tokens_per_second() > 0;
 }
 
 double JobStart(const v1::Job& job) {
@@ -142,7 +142,7 @@ const v1::Trial* FasterUnconfirmed(const v1::Job& job, const std::vector<v1::Tri
 std::vector<PredictedMeasured> PredictionPairs(const std::vector<v1::Trial>& trials) {
   std::vector<PredictedMeasured> out;
   for (const v1::Trial& t : trials) {
-    if (t.status() != "SUCCEEDED" || !t.has_predicted()) continue;
+    if (TrialStatusOf(t) != TrialStatus::kSucceeded || !t.has_predicted()) continue;
     const v1::Prediction& p = t.predicted();
     if (p.step_time_s() <= 0 && p.peak_memory_bytes() <= 0) continue;
     out.push_back({t.index(), t.strategy().text(), p.step_time_s(),
@@ -166,7 +166,7 @@ std::vector<DimensionEffect> DimensionEffects(const v1::Job& job,
                                               const std::vector<v1::Trial>& trials) {
   std::vector<std::pair<const v1::Trial*, Strategy>> runs;
   for (const v1::Trial& t : trials) {
-    if (t.status() == "PRUNED" || !t.confirms().empty()) continue;
+    if (TrialStatusOf(t) == TrialStatus::kPruned || !t.confirms().empty()) continue;
     absl::StatusOr<Strategy> s = FromProto(t.strategy());
     if (s.ok()) runs.emplace_back(&t, *s);
   }
@@ -187,7 +187,7 @@ std::vector<DimensionEffect> DimensionEffects(const v1::Job& job,
       effect.value = FieldText(field, value);
       effect.answer = answer.has_value() && (*answer).*field.member == value;
       ++effect.trials;
-      if (t->status() == "OOM") ++effect.out_of_memory;
+      if (TrialStatusOf(*t) == TrialStatus::kOom) ++effect.out_of_memory;
       if (Measured(*t)) {
         ++effect.succeeded;
         measured.push_back(t->metrics().tokens_per_second());

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "proto/convert.h"
 #include "report/svg_chart.h"
 
 namespace autoaccel {
@@ -125,8 +126,9 @@ std::string ThroughputMemorySection(const FigureInput& in) {
   }
   int oom = 0, failed = 0;
   for (const v1::Trial& t : in.trials) {
-    if (t.status() == "OOM") ++oom;
-    if (t.status() == "FAILED" || t.status() == "TIMEOUT") ++failed;
+    if (TrialStatusOf(t) == TrialStatus::kOom) ++oom;
+    if (TrialStatusOf(t) == TrialStatus::kFailed || TrialStatusOf(t) == TrialStatus::kTimeout)
+      ++failed;
   }
   std::string out = absl::StrCat(
       "<section id=\"throughput-memory\"><h2>Throughput against peak memory</h2>\n",
@@ -151,7 +153,8 @@ std::string BestOverTimeSection(const FigureInput& in) {
   chart.y_label = "tokens/s";
   ChartSeries each{"trial", kGrey, ChartSeries::Style::kDots, {}};
   for (const v1::Trial& t : in.trials) {
-    if (t.status() != "SUCCEEDED" || t.metrics().tokens_per_second() <= 0) continue;
+    if (TrialStatusOf(t) != TrialStatus::kSucceeded || t.metrics().tokens_per_second() <= 0)
+      continue;
     each.points.push_back({SecondsIntoJob(in.job, t), t.metrics().tokens_per_second(),
                            absl::StrFormat("#%d %s: %.0f tokens/s", t.index(), t.strategy().text(),
                                            t.metrics().tokens_per_second())});

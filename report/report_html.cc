@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -10,6 +11,7 @@
 #include "absl/time/time.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
+#include "proto/convert.h"
 #include "report/report_figures.h"
 #include "report/svg_chart.h"
 
@@ -260,11 +262,11 @@ std::string StandingCell(const std::map<int, const v1::StrategyStanding*>& stand
           : absl::StrFormat("%.0f (once)%s", s.figure(), s.answer() ? " answer" : ""));
 }
 
-std::string StatusClass(const std::string& status) {
-  for (const char* known : {"SUCCEEDED", "OOM", "FAILED", "TIMEOUT", "CANCELLED"}) {
-    if (status == known) return absl::StrCat("st-", known);
-  }
-  return "st-other";
+// The row's style: one per way a trial that ran can end.
+std::string StatusClass(const v1::Trial& t) {
+  const std::optional<TrialStatus> status = TrialStatusOf(t);
+  if (!status || !IsTerminal(*status) || *status == TrialStatus::kPruned) return "st-other";
+  return absl::StrCat("st-", TrialStatusName(*status));
 }
 
 std::string Trials(const ReportInput& in) {
@@ -286,9 +288,9 @@ std::string Trials(const ReportInput& in) {
   for (const v1::Trial& t : in.trials) index_of[t.trial_id()] = t.index();
   const std::map<int, const v1::StrategyStanding*> standing_of = StandingsByTrial(in.job);
   for (const v1::Trial& t : in.trials) {
-    if (t.status() == "PRUNED") continue;
+    if (TrialStatusOf(t) == TrialStatus::kPruned) continue;
     const v1::TrialMetrics& m = t.metrics();
-    const bool ok = t.status() == "SUCCEEDED";
+    const bool ok = TrialStatusOf(t) == TrialStatus::kSucceeded;
     const bool pred = t.has_predicted() && t.predicted().step_time_s() > 0;
     std::string note = t.reason();
     if (!t.confirms().empty()) {
@@ -298,8 +300,8 @@ std::string Trials(const ReportInput& in) {
                           note.empty() ? "" : "; ", note);
     }
     absl::StrAppend(
-        &out, "<tr>", NumCell(t.index(), absl::StrCat(t.index())), "<td class=\"",
-        StatusClass(t.status()), "\">", E(t.status()), "</td>",
+        &out, "<tr>", NumCell(t.index(), absl::StrCat(t.index())), "<td class=\"", StatusClass(t),
+        "\">", E(t.status()), "</td>",
         NumCell(ok ? m.tokens_per_second() : -1,
                 ok ? absl::StrFormat("%.0f", m.tokens_per_second()) : "-"),
         NumCell(

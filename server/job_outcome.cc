@@ -19,14 +19,15 @@ namespace {
 // "; no trial succeeded (3 FAILED, 1 OOM)" and the like.
 std::string WhyNoAnswer(const std::vector<TrialRecord>& trials) {
   std::map<std::string, int> counts;
-  int noisy = 0;
+  int noisy = 0, succeeded = 0;
   for (const TrialRecord& t : trials) {
     counts[std::string(TrialStatusName(t.status))]++;
+    succeeded += t.status == TrialStatus::kSucceeded;
     noisy += t.status == TrialStatus::kSucceeded && t.metrics.IsNoisy();
   }
   std::vector<std::string> parts;
   for (const auto& [name, n] : counts) parts.push_back(absl::StrCat(n, " ", name));
-  return absl::StrCat(noisy > 0 && noisy == counts["SUCCEEDED"]
+  return absl::StrCat(noisy > 0 && noisy == succeeded
                           ? "; every measurement was noisy and none could be repeated in time"
                           : "; no trial succeeded",
                       parts.empty() ? std::string(" (no trial ran)")

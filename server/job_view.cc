@@ -42,7 +42,7 @@ absl::Status AnsweredFromToProto(const JobRecord& r, v1::Job* j) {
   best->set_job_id(a->job_id());
   *best->mutable_strategy() = a->strategy();
   best->set_strategy_json(a->strategy_json());
-  best->set_status("SUCCEEDED");
+  best->set_status(std::string(TrialStatusName(TrialStatus::kSucceeded)));
   best->set_reason(
       absl::StrCat("answered from the strategy database (measured by job ", a->job_id(), ")"));
   *best->mutable_metrics() = a->metrics();

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/utf8.h"
+#include "proto/convert.h"
 
 namespace autoaccel {
 
@@ -17,9 +18,10 @@ std::string Bounded(absl::string_view reason) { return CutText(reason, kMaxReaso
 RankOutcome RankOutcomeOf(const absl::Status& rpc, const v1::RunTrialResponse& response) {
   RankOutcome out;
   if (rpc.ok()) {
-    absl::StatusOr<TrialStatus> status = ParseTrialStatus(response.status());
+    absl::StatusOr<TrialStatus> status = FromProto(response.status());
     if (!status.ok()) {
-      out.reason = absl::StrCat("worker answered an unknown status: ", response.status());
+      out.reason =
+          absl::StrCat("worker answered an unknown status: ", static_cast<int>(response.status()));
       return out;
     }
     out.status = *status;

@@ -14,7 +14,7 @@ TEST_F(JobManagerTest, AnImpossibleMeasurementIsNeverTheAnswer) {
   auto job = manager_->SubmitJob(Request(600, 1));
   ASSERT_TRUE(job.ok());
   manager_->Tick();
-  v1::RunTrialResponse liar = Answered("SUCCEEDED");
+  v1::RunTrialResponse liar = Answered(TrialStatus::kSucceeded);
   liar.mutable_metrics()->set_tokens_per_second(1e12);
   liar.mutable_metrics()->set_step_time_median_s(1e-6);
   executor_.Answer(executor_.calls.front().request.trial_id(), 0, absl::OkStatus(), liar);
@@ -49,7 +49,7 @@ TEST_F(JobManagerTest, FiguresBeyondTheRegisteredPeakFailTheTrialAndDistrustTheW
   const size_t forged = call_to("forger:1");
   ASSERT_LT(forged, executor_.calls.size());
   const std::string forged_trial = executor_.calls[forged].request.trial_id();
-  v1::RunTrialResponse liar = Answered("SUCCEEDED");
+  v1::RunTrialResponse liar = Answered(TrialStatus::kSucceeded);
   liar.mutable_metrics()->set_tokens_per_second(1e9);
   liar.mutable_metrics()->set_step_time_median_s(1e-6);
   liar.mutable_metrics()->set_peak_memory_bytes(1 << 20);
@@ -94,7 +94,7 @@ TEST_F(JobManagerTest, ADistrustedWorkersUnwitnessedAnswersAreWithdrawn) {
   ASSERT_TRUE(second.ok());
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 1u);
-  v1::RunTrialResponse liar = Answered("SUCCEEDED");
+  v1::RunTrialResponse liar = Answered(TrialStatus::kSucceeded);
   liar.mutable_metrics()->set_tokens_per_second(1e9);
   liar.mutable_metrics()->set_step_time_median_s(1e-6);
   liar.mutable_metrics()->set_peak_memory_bytes(1 << 20);
@@ -110,7 +110,7 @@ TEST_F(JobManagerTest, NegativeMemoryFailsTheTrialAndDistrustsTheWorker) {
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 1u);
   const std::string trial = executor_.calls.front().request.trial_id();
-  v1::RunTrialResponse r = Answered("SUCCEEDED");
+  v1::RunTrialResponse r = Answered(TrialStatus::kSucceeded);
   r.mutable_metrics()->set_tokens_per_second(1000);
   r.mutable_metrics()->set_peak_memory_bytes(-(int64_t{1} << 30));
   executor_.Answer(trial, 0, absl::OkStatus(), r);
@@ -573,7 +573,7 @@ TEST_F(JobManagerTest, AFailedJobNeverTouchesTheDatabasesAnswer) {
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 1u);
   executor_.Answer(executor_.calls.front().request.trial_id(), 0, absl::OkStatus(),
-                   Answered("FAILED", "boom"));
+                   Answered(TrialStatus::kFailed, "boom"));
   manager_->Tick();
   EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "FAILED");
   EXPECT_EQ(StoredAnswer(store_.get())->job_id, first.job_id());

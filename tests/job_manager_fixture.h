@@ -82,7 +82,7 @@ class FakeExecutor : public TrialExecutor {
     Call c = std::move(calls.front());
     calls.pop_front();
     v1::RunTrialResponse r;
-    r.set_status("SUCCEEDED");
+    r.set_status(v1::TRIAL_STATUS_SUCCEEDED);
     r.mutable_metrics()->set_tokens_per_second(tokens_per_second);
     r.mutable_metrics()->set_peak_memory_bytes(1 << 20);
     c.done(absl::OkStatus(), r);
@@ -108,9 +108,9 @@ class FakeExecutor : public TrialExecutor {
   std::vector<StoreDone> store_done;
 };
 
-inline v1::RunTrialResponse Answered(const std::string& status, const std::string& reason = "") {
+inline v1::RunTrialResponse Answered(TrialStatus status, const std::string& reason = "") {
   v1::RunTrialResponse r;
-  r.set_status(status);
+  r.set_status(ToProto(status));
   r.set_reason(reason);
   return r;
 }

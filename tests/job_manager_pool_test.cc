@@ -101,11 +101,13 @@ TEST_F(JobManagerTest, RankErrorsBecomeTrialStatusesAndAnUnreachableWorkerIsRetr
   ASSERT_EQ(executor_.calls.size(), 1u);
   EXPECT_EQ(executor_.calls.front().request.trial_id(), first);
   EXPECT_EQ(executor_.calls.front().request.attempt(), 2);
-  executor_.Answer(first, 0, absl::OkStatus(), Answered("OOM", "tried to allocate 1 GiB"));
+  executor_.Answer(first, 0, absl::OkStatus(),
+                   Answered(TrialStatus::kOom, "tried to allocate 1 GiB"));
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 1u);
   const std::string second = executor_.calls.front().request.trial_id();
-  executor_.Answer(second, 0, absl::OkStatus(), Answered("FAILED", "loss is not finite"));
+  executor_.Answer(second, 0, absl::OkStatus(),
+                   Answered(TrialStatus::kFailed, "loss is not finite"));
   manager_->Tick();
   auto trials = manager_->ListTrials(job->job_id());
   ASSERT_EQ(trials->size(), 2u);
@@ -171,10 +173,10 @@ TEST_F(JobManagerTest, GangTrialsOnOneWorkerGetDistinctPortsReusedAfterRelease) 
   for (const auto& [id, specs] : by_trial) {
     if (specs[0].master_port == 29500) first = id;
   }
-  executor_.Answer(first, 1, absl::OkStatus(), Answered("SUCCEEDED"));
+  executor_.Answer(first, 1, absl::OkStatus(), Answered(TrialStatus::kSucceeded));
   manager_->Tick();
   EXPECT_EQ(executor_.calls.size(), 3u);
-  executor_.Answer(first, 0, absl::OkStatus(), Answered("SUCCEEDED"));
+  executor_.Answer(first, 0, absl::OkStatus(), Answered(TrialStatus::kSucceeded));
   manager_->Tick();
   ASSERT_EQ(executor_.calls.size(), 4u);
   const FakeExecutor::Call& third = executor_.calls.back();
@@ -257,12 +259,12 @@ TEST_F(JobManagerTest, AFailingRankEndsTheTrialCancelsItsSiblingsAndNamesItself)
     std::string status, reason;
   };
   const std::vector<Case> cases = {
-      {absl::OkStatus(), Answered("FAILED", "NCCL error: boom"), "FAILED",
+      {absl::OkStatus(), Answered(TrialStatus::kFailed, "NCCL error: boom"), "FAILED",
        "rank 1 on worker b: NCCL error: boom"},
-      {absl::OkStatus(), Answered("OOM", "tried to allocate 1 GiB"), "OOM",
+      {absl::OkStatus(), Answered(TrialStatus::kOom, "tried to allocate 1 GiB"), "OOM",
        "rank 1 on worker b: tried to allocate 1 GiB"},
-      {absl::OkStatus(), Answered("TIMEOUT", "trial exceeded its 1m timeout"), "TIMEOUT",
-       "rank 1 on worker b: trial exceeded its 1m timeout"},
+      {absl::OkStatus(), Answered(TrialStatus::kTimeout, "trial exceeded its 1m timeout"),
+       "TIMEOUT", "rank 1 on worker b: trial exceeded its 1m timeout"},
   };
   for (const Case& c : cases) {
     manager_->Tick();
@@ -281,7 +283,7 @@ TEST_F(JobManagerTest, AFailingRankEndsTheTrialCancelsItsSiblingsAndNamesItself)
     EXPECT_TRUE(executor_.calls.size() == 1u) << "no new trial while rank 0 holds a";
     // Rank 0 then fails because its peer went away: the first reason stands.
     executor_.Answer(trial, 0, absl::OkStatus(),
-                     Answered("FAILED", "Connection reset by peer (gloo)"));
+                     Answered(TrialStatus::kFailed, "Connection reset by peer (gloo)"));
     t = TrialOf(job->job_id(), trial);
     EXPECT_EQ(t.status(), c.status);
     EXPECT_EQ(t.reason(), c.reason);
@@ -300,7 +302,7 @@ TEST_F(JobManagerTest, ARanksFailedRpcCancelsItsSiblingsAndRetriesTheTrialOnAnot
   executor_.Answer(trial, 0, absl::UnavailableError("connection refused"));
   EXPECT_EQ(TrialOf(job_id, trial).status(), "RUNNING") << "rank 1 has not answered yet";
   EXPECT_THAT(executor_.cancelled_at, ElementsAre("b:1"));
-  executor_.Answer(trial, 1, absl::OkStatus(), Answered("CANCELLED", "cancelled"));
+  executor_.Answer(trial, 1, absl::OkStatus(), Answered(TrialStatus::kCancelled, "cancelled"));
   v1::Trial t = TrialOf(job_id, trial);
   EXPECT_EQ(t.status(), "PENDING");
   EXPECT_THAT(t.failed_attempts(),
@@ -336,7 +338,7 @@ TEST_F(JobManagerTest, ALostWorkerCancelsTheGangsOtherRanksAndTheTrialIsRetried)
   // the surviving rank's answer before it is retried.
   EXPECT_THAT(Holders(alive), ElementsAre(trial));
   EXPECT_EQ(TrialOf(job_id, trial).status(), "RUNNING");
-  executor_.Answer(trial, 0, absl::OkStatus(), Answered("CANCELLED", "cancelled"));
+  executor_.Answer(trial, 0, absl::OkStatus(), Answered(TrialStatus::kCancelled, "cancelled"));
   v1::Trial t = TrialOf(job_id, trial);
   EXPECT_EQ(t.status(), "PENDING");
   EXPECT_THAT(t.failed_attempts(),
@@ -358,10 +360,11 @@ TEST_F(JobManagerTest, AStrategyFailureOfOneRankWinsOverItsPeersLossOfConnection
   const auto [job_id, trial] = StartGang(2);
   ASSERT_FALSE(trial.empty());
   // Rank 0 sees its peer vanish first; rank 1's own answer says why.
-  v1::RunTrialResponse lost = Answered("FAILED", "Connection reset by peer (gloo)");
+  v1::RunTrialResponse lost = Answered(TrialStatus::kFailed, "Connection reset by peer (gloo)");
   lost.set_infrastructure(true);
   executor_.Answer(trial, 0, absl::OkStatus(), lost);
-  executor_.Answer(trial, 1, absl::OkStatus(), Answered("OOM", "tried to allocate 1 GiB"));
+  executor_.Answer(trial, 1, absl::OkStatus(),
+                   Answered(TrialStatus::kOom, "tried to allocate 1 GiB"));
   v1::Trial t = TrialOf(job_id, trial);
   EXPECT_EQ(t.status(), "OOM");
   EXPECT_EQ(t.reason(), "rank 1 on worker b: tried to allocate 1 GiB");
@@ -380,13 +383,14 @@ TEST_F(JobManagerTest, ATrialFailingOutsideTheStrategyEveryTimeIsLostAndTheAnswe
     manager_->Tick();
     ASSERT_EQ(executor_.calls.size(), 2u);
     const std::string doomed = executor_.calls[0].request.trial_id();
-    v1::RunTrialResponse rendezvous = Answered("FAILED", "rendezvous at a:29500 failed");
+    v1::RunTrialResponse rendezvous =
+        Answered(TrialStatus::kFailed, "rendezvous at a:29500 failed");
     rendezvous.set_infrastructure(true);
     for (int attempt = 1; attempt <= 3; ++attempt) {
       ASSERT_EQ(executor_.calls.size(), 2u) << "attempt " << attempt;
       EXPECT_EQ(executor_.calls[0].request.attempt(), attempt);
       executor_.Answer(doomed, 0, absl::OkStatus(), rendezvous);
-      executor_.Answer(doomed, 1, absl::OkStatus(), Answered("CANCELLED", "cancelled"));
+      executor_.Answer(doomed, 1, absl::OkStatus(), Answered(TrialStatus::kCancelled, "cancelled"));
       manager_->Tick();
     }
     v1::Trial t = TrialOf(job->job_id(), doomed);
@@ -400,8 +404,8 @@ TEST_F(JobManagerTest, ATrialFailingOutsideTheStrategyEveryTimeIsLostAndTheAnswe
     ASSERT_EQ(executor_.calls.size(), 2u);
     const std::string good = executor_.calls[0].request.trial_id();
     EXPECT_NE(good, doomed);
-    executor_.Answer(good, 1, absl::OkStatus(), Answered("SUCCEEDED"));
-    v1::RunTrialResponse ok = Answered("SUCCEEDED");
+    executor_.Answer(good, 1, absl::OkStatus(), Answered(TrialStatus::kSucceeded));
+    v1::RunTrialResponse ok = Answered(TrialStatus::kSucceeded);
     ok.mutable_metrics()->set_tokens_per_second(100);
     executor_.Answer(good, 0, absl::OkStatus(), ok);
     manager_->Tick();
@@ -465,7 +469,7 @@ TEST_F(JobManagerTest, GangMetricsTakeRankZerosSpeedAndTheWorstRanksMemory) {
   const auto [job_id, trial] = StartGang(2);
   ASSERT_FALSE(trial.empty());
   const auto answer = [&](int rank, double tokens, int64_t peak, int64_t rss, double comm) {
-    v1::RunTrialResponse r = Answered("SUCCEEDED");
+    v1::RunTrialResponse r = Answered(TrialStatus::kSucceeded);
     r.mutable_metrics()->set_tokens_per_second(tokens);
     r.mutable_metrics()->set_step_time_median_s(rank == 0 ? 0.5 : 0.4);
     r.mutable_metrics()->set_peak_memory_bytes(peak);
@@ -570,7 +574,8 @@ TEST_F(JobManagerTest, LostWorkersAreForgottenOnceTheyHoldNothing) {
 TEST_F(JobManagerTest, AWorkerWhoseRanksKeepFailingOutsideTheStrategyIsQuarantined) {
   AddWorker("a", 1);
   ASSERT_TRUE(manager_->SubmitJob(Request(3000)).ok());
-  v1::RunTrialResponse broken = Answered("FAILED", "NCCL error: unhandled system error");
+  v1::RunTrialResponse broken =
+      Answered(TrialStatus::kFailed, "NCCL error: unhandled system error");
   broken.set_infrastructure(true);
   for (int i = 0; i < 5; ++i) {  // the first trial's 3 attempts, the next one's 2
     manager_->Tick();

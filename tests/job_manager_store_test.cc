@@ -122,7 +122,8 @@ TEST_F(JobManagerTest, AFailedDatabaseWriteEndsTheJobVisiblyAndNeverRewindsIt) {
   const std::string trial = executor_.calls.front().request.trial_id();
   // The disk fills up: the trial's result (a long reason) cannot be written.
   ASSERT_TRUE(store_->LimitSizeForTesting(0).ok());
-  executor_.Answer(trial, 0, absl::OkStatus(), Answered("FAILED", std::string(4000, 'x')));
+  executor_.Answer(trial, 0, absl::OkStatus(),
+                   Answered(TrialStatus::kFailed, std::string(4000, 'x')));
   manager_->Tick();
   for (int i = 0; i < 3; ++i) {
     auto j = manager_->GetJob(job->job_id());
@@ -150,7 +151,7 @@ TEST_F(JobManagerTest, ADatabaseDeletedUnderTheServerFailsTheJobAndRefusesNewOne
   ASSERT_EQ(executor_.calls.size(), 1u);
   const std::string trial = executor_.calls.front().request.trial_id();
   std::filesystem::remove(dir_ + "/db.sqlite");
-  executor_.Answer(trial, 0, absl::OkStatus(), Answered("FAILED", "oom"));
+  executor_.Answer(trial, 0, absl::OkStatus(), Answered(TrialStatus::kFailed, "oom"));
   manager_->Tick();
   auto j = manager_->GetJob(job->job_id());
   ASSERT_TRUE(j.ok()) << j.status();

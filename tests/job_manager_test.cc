@@ -523,7 +523,7 @@ TEST_F(JobManagerTest, EachTrialKeepsItsPredictionAndTheNextJobStartsFromTheEarl
   EXPECT_GT(cold.peak_memory_bytes(), 0);
   EXPECT_NEAR(cold.tokens_per_second(), 4 * 16 / cold.step_time_s(), 1e-6);
   // The device turns out ten times slower than the model's priors.
-  v1::RunTrialResponse r = Answered("SUCCEEDED");
+  v1::RunTrialResponse r = Answered(TrialStatus::kSucceeded);
   r.mutable_metrics()->set_step_time_median_s(10 * cold.step_time_s());
   r.mutable_metrics()->set_tokens_per_second(4 * 16 / (10 * cold.step_time_s()));
   r.mutable_metrics()->set_peak_memory_bytes(3 * cold.peak_memory_bytes());
@@ -753,10 +753,11 @@ TEST_F(JobManagerTest, AJobWhoseEveryTrialFailsTheSameWayBeforeItsFirstStepStops
     manager_->Tick();
     ASSERT_EQ(executor_.calls.size(), 1u) << "trial " << i;
     const std::string id = executor_.calls.front().request.trial_id();
-    executor_.Answer(id, 0, absl::OkStatus(),
-                     Answered("FAILED", absl::StrCat("rank 0 on worker a:", i,
-                                                     ": ModuleNotFoundError: No module named "
-                                                     "'trl'")));
+    executor_.Answer(
+        id, 0, absl::OkStatus(),
+        Answered(TrialStatus::kFailed, absl::StrCat("rank 0 on worker a:", i,
+                                                    ": ModuleNotFoundError: No module named "
+                                                    "'trl'")));
   }
   manager_->Tick();
   EXPECT_TRUE(executor_.calls.empty()) << "no fourth trial";
@@ -778,7 +779,7 @@ TEST_F(JobManagerTest, DifferentFailuresOrAnySuccessKeepTheJobGoing) {
     manager_->Tick();
     ASSERT_EQ(executor_.calls.size(), 1u);
     executor_.Answer(executor_.calls.front().request.trial_id(), 0, absl::OkStatus(),
-                     Answered("FAILED", reason));
+                     Answered(TrialStatus::kFailed, reason));
   }
   manager_->Tick();
   EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "RUNNING");
@@ -804,7 +805,7 @@ TEST_F(JobManagerTest, AnOutOfMemoryTrialPrunesTheStrategiesThatNeedMore) {
   ASSERT_EQ(StrategyToText(first.strategy),
             "mbs=1,ga=4,precision=fp32,checkpoint=full,attention=math,optimizer=adamw,"
             "offload=none");
-  executor_.Answer(first_id, 0, absl::OkStatus(), Answered("OOM", "out of memory"));
+  executor_.Answer(first_id, 0, absl::OkStatus(), Answered(TrialStatus::kOom, "out of memory"));
   manager_->Tick();
   auto trials = manager_->ListTrials(job->job_id());
   ASSERT_TRUE(trials.ok());
@@ -875,8 +876,8 @@ TEST_F(JobManagerTest, ALoadedStrategyRunsOnceWithItsMissingDimensionsFilledIn) 
   EXPECT_EQ(spec.strategy.precision, Precision::kBf16);
   EXPECT_EQ(spec.strategy.checkpointing, Checkpointing::kFull);
   EXPECT_THAT(manager_->GetJob(job->job_id())->algorithm(), StartsWith("load_strategy: runs"));
-  executor_.Answer(trial_id, 0, absl::OkStatus(), Answered("SUCCEEDED"));
-  executor_.Answer(trial_id, 1, absl::OkStatus(), Answered("SUCCEEDED"));
+  executor_.Answer(trial_id, 0, absl::OkStatus(), Answered(TrialStatus::kSucceeded));
+  executor_.Answer(trial_id, 1, absl::OkStatus(), Answered(TrialStatus::kSucceeded));
   manager_->Tick();
   EXPECT_EQ(manager_->GetJob(job->job_id())->state(), "SUCCEEDED");
   EXPECT_TRUE(executor_.calls.empty());

@@ -538,7 +538,7 @@ TEST_F(LauncherServiceTest, ALauncherTrialRunsAndAnswersWithItsMetrics) {
   v1::RunTrialResponse resp;
   grpc::Status s = Call(Request("forever", Spec(kOneRank, 2)), &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_EQ(resp.status(), "SUCCEEDED") << resp.reason();
+  EXPECT_EQ(resp.status(), v1::TRIAL_STATUS_SUCCEEDED) << resp.reason();
   EXPECT_EQ(resp.metrics().measured_steps(), 5);
   EXPECT_DOUBLE_EQ(resp.metrics().tokens_per_second(), 64 / 0.05);
 }
@@ -571,7 +571,7 @@ TEST_F(LauncherServiceTest, CancelTrialStopsALauncherRank) {
   const absl::Time start = absl::Now();
   ASSERT_TRUE(Call(Request("hang", spec), &resp).ok());
   canceller.join();
-  EXPECT_EQ(resp.status(), "CANCELLED");
+  EXPECT_EQ(resp.status(), v1::TRIAL_STATUS_CANCELLED);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
@@ -596,7 +596,7 @@ TEST_F(LauncherServiceTest, TwoRanksOfATrialRunSideBySideEachInItsOwnDirectory) 
   for (std::thread& t : ranks) t.join();
   for (int r = 0; r < 2; ++r) {
     ASSERT_TRUE(statuses[r].ok()) << statuses[r].error_message();
-    EXPECT_EQ(responses[r].status(), "SUCCEEDED") << responses[r].reason();
+    EXPECT_EQ(responses[r].status(), v1::TRIAL_STATUS_SUCCEEDED) << responses[r].reason();
     LauncherRank rank;
     rank.spec = Spec(kTwoRanksFsdp, 4);
     rank.spec.rank = r;
@@ -624,7 +624,7 @@ TEST_F(LauncherServiceTest, OnAMusaWorkerTheRankSeesItsDevicesInLocalRankOrder) 
   req.set_device_index(1);
   v1::RunTrialResponse resp;
   ASSERT_TRUE(Call(req, &resp).ok());
-  ASSERT_EQ(resp.status(), "SUCCEEDED") << resp.reason();
+  ASSERT_EQ(resp.status(), v1::TRIAL_STATUS_SUCCEEDED) << resp.reason();
   LauncherRank rank;
   rank.spec = spec;
   const nlohmann::json env = Seen(rank)["env"];

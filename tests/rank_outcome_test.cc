@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/convert.h"
 #include "search/searcher.h"
 #include "server/measurement_check.h"
 #include "server/rendezvous_ports.h"
@@ -18,24 +19,29 @@
 namespace autoaccel {
 namespace {
 
-v1::RunTrialResponse Answer(const std::string& status, bool infrastructure = false) {
+v1::RunTrialResponse Answer(TrialStatus status, bool infrastructure = false) {
   v1::RunTrialResponse r;
-  r.set_status(status);
+  r.set_status(ToProto(status));
   r.set_reason("why");
   r.set_infrastructure(infrastructure);
   return r;
 }
 
 TEST(RankOutcomeTest, TheWorkersVerdictStandsAndAnUnreachableWorkerIsInfrastructure) {
-  RankOutcome oom = RankOutcomeOf(absl::OkStatus(), Answer("OOM"));
+  RankOutcome oom = RankOutcomeOf(absl::OkStatus(), Answer(TrialStatus::kOom));
   EXPECT_EQ(oom.status, TrialStatus::kOom);
   EXPECT_FALSE(oom.infrastructure);
   EXPECT_EQ(oom.reason, "why");
-  EXPECT_TRUE(RankOutcomeOf(absl::OkStatus(), Answer("FAILED", true)).infrastructure);
-  EXPECT_FALSE(RankOutcomeOf(absl::OkStatus(), Answer("FAILED", false)).infrastructure);
+  EXPECT_TRUE(RankOutcomeOf(absl::OkStatus(), Answer(TrialStatus::kFailed, true)).infrastructure);
+  EXPECT_FALSE(RankOutcomeOf(absl::OkStatus(), Answer(TrialStatus::kFailed, false)).infrastructure);
   // Only a failure can be the infrastructure's.
-  EXPECT_FALSE(RankOutcomeOf(absl::OkStatus(), Answer("OOM", true)).infrastructure);
-  EXPECT_EQ(RankOutcomeOf(absl::OkStatus(), Answer("WEIRD")).status, TrialStatus::kFailed);
+  EXPECT_FALSE(RankOutcomeOf(absl::OkStatus(), Answer(TrialStatus::kOom, true)).infrastructure);
+  // A status this build does not know (or none) is the worker's failure.
+  v1::RunTrialResponse weird;
+  weird.set_status(static_cast<v1::TrialStatus>(99));
+  EXPECT_EQ(RankOutcomeOf(absl::OkStatus(), weird).status, TrialStatus::kFailed);
+  EXPECT_THAT(RankOutcomeOf(absl::OkStatus(), weird).reason, HasSubstr("unknown status: 99"));
+  EXPECT_EQ(RankOutcomeOf(absl::OkStatus(), v1::RunTrialResponse()).status, TrialStatus::kFailed);
 
   for (const absl::Status& s : {absl::UnavailableError("connection refused"),
                                 absl::InternalError("stream reset"), absl::CancelledError("x")}) {

@@ -553,7 +553,7 @@ JSON)"));
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     grpc::Status s = stub_->RunTrial(&ctx, req, &resp);
     EXPECT_TRUE(s.ok()) << s.error_message();
-    EXPECT_EQ(resp.status(), "SUCCEEDED") << resp.reason();
+    EXPECT_EQ(resp.status(), v1::TRIAL_STATUS_SUCCEEDED) << resp.reason();
     absl::StatusOr<nlohmann::json> j = ReadJsonFile(dir_ + "/seen-spec.json");
     EXPECT_TRUE(j.ok()) << j.status();
     absl::StatusOr<TrialSpec> seen = j.ok() ? TrialSpecFromJson(*j) : j.status();
@@ -660,7 +660,7 @@ JSON)");
   v1::RunTrialResponse resp;
   grpc::ClientContext ctx;
   ASSERT_TRUE(stub_->RunTrial(&ctx, req, &resp).ok());
-  EXPECT_EQ(resp.status(), "SUCCEEDED");
+  EXPECT_EQ(resp.status(), v1::TRIAL_STATUS_SUCCEEDED);
   EXPECT_DOUBLE_EQ(resp.metrics().mfu(), 1.0) << "restated against the raised peak";
   EXPECT_DOUBLE_EQ(resp.metrics().peak_tflops(), 3.0);
   ASSERT_EQ(announced.size(), 2u);
@@ -760,7 +760,7 @@ TEST_F(WorkerServiceTest, TwoRanksOfATrialRunSideBySideAndOneCancelStopsBoth) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(15));
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_TRUE(statuses[rank].ok()) << statuses[rank].error_message();
-    EXPECT_EQ(responses[rank].status(), "CANCELLED") << "rank " << rank;
+    EXPECT_EQ(responses[rank].status(), v1::TRIAL_STATUS_CANCELLED) << "rank " << rank;
   }
   absl::SleepFor(absl::Milliseconds(2500));
   for (int rank = 0; rank < 2; ++rank) {
@@ -822,7 +822,7 @@ JSON)"));
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   grpc::Status s = stub_->RunTrial(&ctx, attach, &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_EQ(resp.status(), "SUCCEEDED") << resp.reason();
+  EXPECT_EQ(resp.status(), v1::TRIAL_STATUS_SUCCEEDED) << resp.reason();
   EXPECT_EQ(resp.metrics().tokens_per_second(), 42);
   EXPECT_TRUE(service_->RunningRanks().empty()) << "collected once";
 }
@@ -860,7 +860,7 @@ JSON)"));
     grpc::ClientContext ctx;
     v1::RunTrialResponse resp;
     EXPECT_TRUE(stub_->RunTrial(&ctx, RequestFor("t1", TinySpec()), &resp).ok());
-    EXPECT_EQ(resp.status(), "SUCCEEDED");
+    EXPECT_EQ(resp.status(), v1::TRIAL_STATUS_SUCCEEDED);
   });
   absl::SleepFor(absl::Milliseconds(500));
   grpc::ClientContext ctx;
@@ -894,7 +894,7 @@ JSON)"));
   grpc::Status s = next_stub->RunTrial(&ctx, RequestFor("t1", TinySpec()), &resp);
   registrar.join();
   EXPECT_TRUE(s.ok()) << s.error_message();
-  EXPECT_EQ(resp.status(), "SUCCEEDED");
+  EXPECT_EQ(resp.status(), v1::TRIAL_STATUS_SUCCEEDED);
 
   // A registration that fails refuses the waiting call with the token it had.
   service_->gate()->RegistrationStarted();

@@ -308,7 +308,7 @@ void WorkerServiceImpl::RunExecution(ExecutionKey key, int device_index, TrialSp
   }
 
   v1::RunTrialResponse answer;
-  answer.set_status(std::string(TrialStatusName(result.status)));
+  answer.set_status(ToProto(result.status));
   answer.set_reason(result.error);
   answer.set_infrastructure(result.infrastructure);
   *answer.mutable_metrics() = ToProto(result.metrics);
