@@ -2,7 +2,8 @@
 # strategy dimension, rejected combinations written nowhere, the ATorch round
 # trip.
 add_executable(export_test ${CMAKE_CURRENT_LIST_DIR}/export_test.cc)
-target_link_libraries(export_test PRIVATE autoaccel_export GTest::gmock_main)
+# (The ATorch format is checked against search/atorch_strategy.h, which reads it back.)
+target_link_libraries(export_test PRIVATE autoaccel_export autoaccel_search GTest::gmock_main)
 gtest_discover_tests(export_test TEST_PREFIX "export.")
 
 # The real frameworks read what the CLI exports (tests/export/check_*.py run
