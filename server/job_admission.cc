@@ -73,6 +73,7 @@ absl::StatusOr<AdmittedJob> JobAdmission::Admit(v1::TuneRequest request, const s
   rec.state = JobState::kQueued;
   rec.status_message = verdict.why_not.empty() ? "queued" : "queued; " + verdict.why_not;
   rec.request_json = ProtoToJson(spec.request);
+  rec.model_json = MeasuredModelJson(spec);
   rec.owner = owner;
   rec.signature = signature;
   rec.created_at = clock_->Now();

@@ -2,6 +2,7 @@
 // under the manager's lock, rendered without it), a finished one from the
 // archive (without it).
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "common/status_macros.h"
@@ -38,7 +39,7 @@ absl::StatusOr<v1::JobEvent> JobManager::GetJobEvent(const std::string& job_id,
                                                      uint64_t since_version, bool include_pruned,
                                                      uint64_t* version) {
   std::optional<JobSnapshot> running;
-  std::vector<TrialRecord> changed;
+  std::vector<std::pair<TrialRecord, Strategy>> changed;  // rendered from their typed strategy
   {
     absl::MutexLock lock(&mu_);
     auto it = active_.find(job_id);
@@ -50,7 +51,7 @@ absl::StatusOr<v1::JobEvent> JobManager::GetJobEvent(const std::string& job_id,
       for (const auto& t : job.trials) {
         if (t->version > since_version &&
             (include_pruned || t->record.status != TrialStatus::kPruned)) {
-          changed.push_back(t->record);
+          changed.emplace_back(t->record, t->strategy);
         }
       }
     }
@@ -58,8 +59,8 @@ absl::StatusOr<v1::JobEvent> JobManager::GetJobEvent(const std::string& job_id,
   if (running) {
     v1::JobEvent event;
     ASSIGN_OR_RETURN(*event.mutable_job(), Render(*running));
-    for (const TrialRecord& t : changed) {
-      ASSIGN_OR_RETURN(*event.add_trials(), TrialToProto(t));
+    for (const auto& [record, strategy] : changed) {
+      ASSIGN_OR_RETURN(*event.add_trials(), TrialToProto(record, &strategy));
     }
     return event;
   }

@@ -67,14 +67,18 @@ void StandingToProto(const Standing& s, bool answer, v1::StrategyStanding* out) 
 
 }  // namespace
 
-absl::StatusOr<v1::Trial> TrialToProto(const TrialRecord& r) {
+absl::StatusOr<v1::Trial> TrialToProto(const TrialRecord& r, const Strategy* typed) {
   v1::Trial t;
   t.set_trial_id(r.trial_id);
   t.set_job_id(r.job_id);
   t.set_index(r.index);
   t.set_attempt(r.attempt);
-  ASSIGN_OR_RETURN(*t.mutable_strategy(),
-                   StoredStrategy(r.strategy_text, absl::StrCat("trial ", r.trial_id)));
+  if (typed != nullptr) {
+    *t.mutable_strategy() = ToProto(*typed);
+  } else {
+    ASSIGN_OR_RETURN(*t.mutable_strategy(),
+                     StoredStrategy(r.strategy_text, absl::StrCat("trial ", r.trial_id)));
+  }
   t.set_strategy_json(r.strategy_json);
   t.set_status(std::string(TrialStatusName(r.status)));
   t.set_reason(r.reason);

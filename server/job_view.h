@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "proto/autoaccel.pb.h"
 #include "server/store/records.h"
+#include "spec/strategy.h"
 
 namespace autoaccel {
 
@@ -31,7 +32,9 @@ struct InfrastructureSummary {
 };
 InfrastructureSummary SummariseInfrastructure(const std::vector<TrialRecord>& trials);
 
-absl::StatusOr<v1::Trial> TrialToProto(const TrialRecord& record);
+// `typed`: the trial's strategy when the caller holds it (a running job's
+// trial), rendered as it is; null: parsed from the record's text.
+absl::StatusOr<v1::Trial> TrialToProto(const TrialRecord& record, const Strategy* typed = nullptr);
 
 // The encoded trials one message carries at most (a WatchJob event, a page
 // of ListTrials), unless a single trial is bigger: a client's default

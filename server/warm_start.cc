@@ -18,9 +18,10 @@ struct JobShape {
   int seq_len = 0;
 };
 
-// The model and sequence length of a stored request; nullopt when it does
-// not parse any more (or is a torchscript model's, or a launcher job's).
-std::optional<JobShape> ShapeOf(const std::string& request_json) {
+// The model and sequence length of a job stored before schema 11, from its
+// request; nullopt when it does not parse any more (or is a torchscript
+// model's, or a launcher job's).
+std::optional<JobShape> ShapeOfRequest(const std::string& request_json) {
   v1::TuneRequest request;
   if (!google::protobuf::util::JsonStringToMessage(request_json, &request).ok()) {
     return std::nullopt;
@@ -32,7 +33,32 @@ std::optional<JobShape> ShapeOf(const std::string& request_json) {
   return JobShape{*std::move(model), request.seq_len()};
 }
 
+// What a job measured: its stored model, or for an older job its request's.
+std::optional<JobShape> ShapeOf(const MeasuredTrialRecord& row) {
+  if (row.model_json.empty()) return ShapeOfRequest(row.request_json);
+  const nlohmann::json j =
+      nlohmann::json::parse(row.model_json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("family") || !j["family"].is_string() ||
+      !j.contains("config") || !j.contains("seq_len") || !j["seq_len"].is_number_integer()) {
+    return std::nullopt;
+  }
+  absl::StatusOr<ModelSpec> model = ModelSpecFromJson(j["family"].get<std::string>(), j["config"]);
+  const int seq_len = j["seq_len"].get<int>();
+  if (!model.ok() || seq_len <= 0) return std::nullopt;
+  return JobShape{*std::move(model), seq_len};
+}
+
 }  // namespace
+
+std::string MeasuredModelJson(const JobSpec& spec) {
+  // A launcher job measured the user's script; a torchscript model has no
+  // shape to compute features from.
+  if (spec.launcher || spec.model.IsTorchScript()) return "";
+  return nlohmann::json{{"family", spec.model.family},
+                        {"config", spec.model.ToConfigJson()},
+                        {"seq_len", spec.seq_len}}
+      .dump();
+}
 
 absl::StatusOr<EarlierTrials> LoadEarlierTrials(Store* store, const std::string& device_type,
                                                 int limit, const std::string& except_job) {
@@ -43,7 +69,7 @@ absl::StatusOr<EarlierTrials> LoadEarlierTrials(Store* store, const std::string&
   for (const MeasuredTrialRecord& row : rows) {
     if (row.trial.job_id == except_job) continue;
     auto it = shapes.find(row.trial.job_id);
-    if (it == shapes.end()) it = shapes.emplace(row.trial.job_id, ShapeOf(row.request_json)).first;
+    if (it == shapes.end()) it = shapes.emplace(row.trial.job_id, ShapeOf(row)).first;
     absl::StatusOr<Strategy> strategy = ParseStrategyText(row.trial.strategy_text);
     if (!it->second || !strategy.ok()) {
       ++out.skipped;

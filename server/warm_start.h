@@ -5,7 +5,9 @@
 // Which trials: the newest SUCCEEDED trials of the newest jobs whose request
 // names the same device_type ("cpu" or "cuda"), at most kMaxEarlierTrials
 // (search/cost_model.h: the bound keeps each later refit cheap), each with
-// the model and sequence length of its own job's stored request. Left out:
+// the model and sequence length its own job measured (stored with the job at
+// admission: MeasuredModelJson; a job stored before schema 11 has its
+// request read instead). Left out:
 // torchscript models (their trials carry no shape to compute features
 // from), launcher jobs (they measured the user's script, not the engine), trials that did not
 // succeed (an out-of-memory bound depends on the device memory of that day, which is not stored),
@@ -14,7 +16,7 @@
 // When and where: JobManager::SubmitJob takes them from an
 // EarlierTrialsCache after validating the request and before taking the
 // manager's lock: one store read of at most kMaxEarlierTrials rows (each
-// earlier job's request parsed once) serves every submission until a job
+// earlier job's model read once) serves every submission until a job
 // finishes or kEarlierTrialsMaxAge passes, so a burst of submissions reads
 // the store once; the searcher's creation feeds them to the job's cost model
 // and drops its reference.
@@ -38,8 +40,15 @@
 #include "common/clock.h"
 #include "search/cost_model.h"
 #include "server/store/store.h"
+#include "server/tune_request.h"
 
 namespace autoaccel {
+
+// What an engine job measures, as stored with it (JobRecord::model_json):
+// its validated model's family and canonical config (ModelSpec::
+// ToConfigJson) and its sequence length, as JSON; "" for a launcher job or a
+// torchscript model, whose trials feed no warm start. Pure.
+std::string MeasuredModelJson(const JobSpec& spec);
 
 struct EarlierTrials {
   std::vector<EarlierTrial> trials;  // newest job first

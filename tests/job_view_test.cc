@@ -81,5 +81,20 @@ TEST(JobViewTest, APageOfBigTrialsIsCutShortAndTheNextPageGoesOn) {
   EXPECT_GE(pages, 6);
 }
 
+// A running job's trial renders from the strategy the manager holds; a
+// stored one from its text, which must parse.
+TEST(JobViewTest, ARunningTrialRendersFromItsTypedStrategy) {
+  TrialRecord r;
+  r.trial_id = "job-1-t0000";
+  r.strategy_text = "not a strategy";
+  absl::StatusOr<Strategy> typed = ParseStrategyText(
+      "mbs=2,ga=1,precision=fp32,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none");
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  absl::StatusOr<v1::Trial> running = TrialToProto(r, &*typed);
+  ASSERT_TRUE(running.ok()) << running.status();
+  EXPECT_EQ(running->strategy().text(), StrategyToText(*typed));
+  EXPECT_EQ(TrialToProto(r).status().code(), absl::StatusCode::kDataLoss);
+}
+
 }  // namespace
 }  // namespace autoaccel

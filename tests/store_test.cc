@@ -411,6 +411,8 @@ TEST(StoreTest, MeasuredTrialsAreTheNewestSucceededOnesOfTheDeviceTypeWithTheirR
   for (size_t j = 0; j < jobs.size(); ++j) {
     JobRecord job = MakeJob(jobs[j].first, kBase + static_cast<int64_t>(j));
     job.request_json = jobs[j].second;
+    // The newest job keeps what it measured: its request is not needed.
+    if (job.job_id == "cpu-new") job.model_json = R"({"family":"bert"})";
     ASSERT_OK(store->CreateJob(job));
     for (int i = 0; i < 3; ++i) {
       TrialRecord t = MakeTrial(job.job_id, i);
@@ -425,6 +427,12 @@ TEST(StoreTest, MeasuredTrialsAreTheNewestSucceededOnesOfTheDeviceTypeWithTheirR
   for (const MeasuredTrialRecord& r : *all) {
     ids.push_back(r.trial.trial_id);
     EXPECT_EQ(r.trial.status, TrialStatus::kSucceeded);
+    if (r.trial.job_id == "cpu-new") {
+      EXPECT_EQ(r.model_json, R"({"family":"bert"})");
+      EXPECT_EQ(r.request_json, "");
+      continue;
+    }
+    EXPECT_EQ(r.model_json, "");
     EXPECT_EQ(r.request_json, std::find_if(jobs.begin(), jobs.end(), [&](const auto& j) {
                                 return j.first == r.trial.job_id;
                               })->second);

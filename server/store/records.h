@@ -41,6 +41,11 @@ struct JobRecord {
   // The user who submitted it (server/auth.h); "" when users are not
   // authenticated.
   std::string owner;
+  // What an engine job measures, validated at admission
+  // (server/warm_start.h's MeasuredModelJson: the model's family and
+  // canonical config, and the sequence length); "" for a launcher job, a
+  // torchscript model, and a job stored before schema 11.
+  std::string model_json;
 };
 
 struct TrialRecord {
@@ -82,6 +87,9 @@ struct TrialRecord {
 // cost model's warm start reads: server/warm_start.h).
 struct MeasuredTrialRecord {
   TrialRecord trial;
+  // Its job's: what it measured (JobRecord::model_json), and its request
+  // for a job stored before that was kept ("" when model_json is set).
+  std::string model_json;
   std::string request_json;
 };
 

@@ -346,7 +346,8 @@ absl::StatusOr<std::vector<MeasuredTrialRecord>> Store::ListMeasuredTrials(
   ASSIGN_OR_RETURN(Statement jobs,
                    statements_->Prepare(
                        db_,
-                       "SELECT job_id, request_json FROM jobs "
+                       "SELECT job_id, model_json, "
+                       "CASE WHEN model_json = '' THEN request_json ELSE '' END FROM jobs "
                        "WHERE COALESCE(json_extract(request_json, '$.device_type'), 'cpu') = ?1 "
                        "AND COALESCE(json_extract(request_json, '$.model.family'), '') "
                        "!= 'torchscript' ORDER BY created_at DESC, rowid DESC",
@@ -364,11 +365,11 @@ absl::StatusOr<std::vector<MeasuredTrialRecord>> Store::ListMeasuredTrials(
   while (static_cast<int>(out.size()) < limit) {
     ASSIGN_OR_RETURN(bool row, jobs.Step());
     if (!row) break;
-    const std::string job_id = jobs.Text(0), request_json = jobs.Text(1);
+    const std::string job_id = jobs.Text(0), model_json = jobs.Text(1), request_json = jobs.Text(2);
     trials.Reset();
     trials.Bind(job_id).Bind(limit - static_cast<int>(out.size()));
     ASSIGN_OR_RETURN(std::vector<TrialRecord> records, ReadRows(trials, kTrials));
-    for (TrialRecord& r : records) out.push_back({std::move(r), request_json});
+    for (TrialRecord& r : records) out.push_back({std::move(r), model_json, request_json});
   }
   return out;
 }

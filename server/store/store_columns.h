@@ -179,6 +179,7 @@ inline constexpr Column<JobRecord> kJobColumns[] = {
     Field<&JobRecord::answered_from>("answered_from"),  // schema 5
     Field<&JobRecord::launcher_json>("launcher_json"),  // schema 7
     Field<&JobRecord::owner>("owner"),                  // schema 8
+    Field<&JobRecord::model_json>("model_json"),        // schema 11
 };
 inline constexpr Table<JobRecord> kJobs{"jobs", "job", kJobColumns, std::size(kJobColumns)};
 

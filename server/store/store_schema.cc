@@ -133,6 +133,12 @@ ALTER TABLE trials ADD COLUMN measured_steps INTEGER NOT NULL DEFAULT 0;
     {10, R"sql(
 ALTER TABLE strategies ADD COLUMN certainty_json TEXT NOT NULL DEFAULT '';
 )sql"},
+    // The model an engine job measured, validated at admission (JSON; ''
+    // for launcher jobs, torchscript models and older jobs: warm start reads
+    // their requests).
+    {11, R"sql(
+ALTER TABLE jobs ADD COLUMN model_json TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 static_assert(kMigrations[std::size(kMigrations) - 1].version == kCurrentSchemaVersion,
               "the last migration must produce kCurrentSchemaVersion");
