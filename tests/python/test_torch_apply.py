@@ -193,9 +193,9 @@ class StrategyFormsTest(unittest.TestCase):
             self.assertIn(says, str(e.exception))
 
     def test_the_field_table_is_the_cpp_one(self):
-        with open(os.path.join(ROOT, "search", "strategy_fields.h"), encoding="utf-8") as f:
+        with open(os.path.join(ROOT, "spec", "strategy_fields.h"), encoding="utf-8") as f:
             fields_h = f.read()
-        with open(os.path.join(ROOT, "search", "strategy.h"), encoding="utf-8") as f:
+        with open(os.path.join(ROOT, "spec", "strategy.h"), encoding="utf-8") as f:
             strategy_h = f.read()
         rows = re.findall(r'StrategyField<(\w+)>\{"(\w+)",\s*"(\w+)"', fields_h)
         self.assertEqual([(name, key) for _, name, key in rows],
