@@ -258,10 +258,11 @@ TEST(StoreTest, TimesBeforeTheEpochAndSubMicrosecondsAreHandled) {
 }
 
 // Drops what schemas 5 (strategy provenance), 6 (trial predictions), 7
-// (a job's launcher), 8 (a job's owner), 9 (a trial's measured steps) and
-// 10 (an answer's certainty) added, as a file written before them (the
-// caller sets user_version).
+// (a job's launcher), 8 (a job's owner), 9 (a trial's measured steps), 10
+// (an answer's certainty) and 11 (a job's measured model) added, as a file
+// written before them (the caller sets user_version).
 void BackToSchemaFour(const std::string& path) {
+  RawSql(path, "ALTER TABLE jobs DROP COLUMN model_json");
   RawSql(path, "ALTER TABLE strategies DROP COLUMN certainty_json");
   RawSql(path, "ALTER TABLE trials DROP COLUMN measured_steps");
   RawSql(path, "DROP INDEX jobs_by_owner");
@@ -323,6 +324,7 @@ TEST(StoreTest, AVersionOneFileGainsTheJobsAlgorithmAndKeepsItsJobs) {
   absl::StatusOr<JobRecord> old = store->GetJob("old");
   ASSERT_TRUE(old.ok()) << old.status();
   EXPECT_EQ(old->algorithm, "");
+  EXPECT_EQ(old->model_json, "") << "an older job's model is its request's";
   JobRecord job = *old;
   job.algorithm = "auto: bayes (2311 candidates, room for about 90 trials)";
   ASSERT_OK(store->UpdateJob(job));

@@ -64,12 +64,13 @@ TEST(WarmStartTest, EarlierJobsCountWithTheModelValidatedAtTheirAdmission) {
   const JobSpec spec = Validated(Request(32));
   const std::string model_json = MeasuredModelJson(spec);
   ASSERT_FALSE(model_json.empty());
-  // Stored with its model: its request is not read (here it no longer parses).
-  AddJob(**store, "new", 30, "{not json", model_json);
+  // Stored with its model: its request is not read (here it names no model,
+  // and another sequence length).
+  AddJob(**store, "new", 30, R"({"seq_len": 999})", model_json);
   // Stored before models were kept: its request is read.
   AddJob(**store, "old", 20, ProtoToJson(Request(16)), "");
-  // Neither: skipped.
-  AddJob(**store, "lost", 10, "{not json", "");
+  // Neither (its request no longer makes a model): skipped.
+  AddJob(**store, "lost", 10, R"({"seq_len": 16})", "");
   absl::StatusOr<EarlierTrials> earlier = LoadEarlierTrials(store->get(), "cpu");
   ASSERT_TRUE(earlier.ok()) << earlier.status();
   ASSERT_EQ(earlier->trials.size(), 2u);
