@@ -2,14 +2,16 @@
 """Each folder includes only the folders below it (docs/ARCHITECTURE.md).
 
 LAYERS names, for every folder of the project's C++ code, the project
-folders its files may include. Prints each `#include "folder/..."` of a .h,
-.cc or .cc.in file that its folder may not include, and each folder of C++
-code that the table lacks, and exits 1 if there is one.
+folders its files may include. Prints each `#include "folder/..."` of a
+tracked .h, .cc or .cc.in file that its folder may not include, and each
+top-level folder of tracked C++ code that the table lacks, and exits 1 if
+there is one. (Build folders, tracked or not, are not the project's code.)
 
 Usage: check_layers.py REPO_ROOT
 """
 import pathlib
 import re
+import subprocess
 import sys
 
 # folder -> the project folders it may include (besides itself).
@@ -36,13 +38,15 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/', re.MULTILINE)
 
 def main() -> int:
     root = pathlib.Path(sys.argv[1])
+    tracked = subprocess.run(["git", "-C", str(root), "ls-files", "*.h", "*.cc", "*.cc.in"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    by_folder = {}
+    for name in tracked:
+        if "/" in name:
+            by_folder.setdefault(name.split("/", 1)[0], []).append(root / name)
     problems = []
-    for folder in sorted(p.name for p in root.iterdir() if p.is_dir()):
-        if folder in ("tests", "build", "python", "deploy", "docs") or folder.startswith("."):
-            continue
-        files = [f for f in (root / folder).rglob("*")
-                 if f.suffix in (".h", ".cc") or f.name.endswith(".cc.in")]
-        if not files:
+    for folder, files in sorted(by_folder.items()):
+        if folder in ("tests", "python") or folder.startswith("."):
             continue
         if folder not in LAYERS:
             problems.append(f"{folder}/: C++ code in a folder check_layers.py's LAYERS lacks")
