@@ -17,6 +17,10 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from autoaccel.strategy import FIELDS  # noqa: E402  (standard library only)
+
+FIELD_KINDS = {f.name: f.kind for f in FIELDS}
 LAUNCHERS_FILE = os.path.join(ROOT, "deploy", "examples", "launchers.json")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 STEP_KEYS = {"step": int, "step_time_s": (int, float), "tokens": int, "samples": int,
@@ -74,9 +78,10 @@ def export(strategy_text, fmt, world_size, global_batch, seq_len, out=None):
     strategy = {}
     for row in doc["fidelity"]:
         value = row["value"]
-        if row["dimension"] == "sequence_parallel":
+        kind = FIELD_KINDS[row["dimension"]]
+        if kind == "flag":
             value = value not in ("0", "false")
-        elif re.fullmatch(r"-?\d+", value):
+        elif kind == "count":
             value = int(value)
         strategy[row["dimension"]] = value
     return doc, strategy
