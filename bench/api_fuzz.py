@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
 """API fuzz of the real daemons from Python (hypothesis + grpcio; no mocks).
+(One file of ~800 lines so that it runs as one command with no package to
+install beside it.)
 
 One command (the first run creates build/bench-venv from bench/requirements.txt):
   python3 bench/api_fuzz.py [--bin build/bin] [--submit 3000] [--register 1500]

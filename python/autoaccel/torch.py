@@ -96,6 +96,9 @@ default process group (gloo on cpu, nccl on cuda) unless it exists, and its
 world size must be data_parallel x tensor_parallel. A group apply() started
 is destroyed at exit, after the garbage collector has freed the DDP / FSDP
 wrappers that hold it.
+
+(One module of ~800 lines: a user reads it as the one place that says what
+each strategy value does to their model; its wrappers are private to apply.)
 """
 
 import atexit
