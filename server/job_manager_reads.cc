@@ -118,17 +118,22 @@ absl::StatusOr<v1::ListTrialsResponse> JobManager::ListTrialsPage(
     const v1::ListTrialsRequest& request) {
   ASSIGN_OR_RETURN(const TrialPage page, ParseTrialPage(request));
   std::vector<TrialRecord> trials;
+  std::vector<Strategy> strategies;  // a running job's, rendered as they are
   {
     absl::MutexLock lock(&mu_);
     auto it = active_.find(request.job_id());
-    if (it != active_.end()) trials = TrialRecords(*it->second);
+    if (it != active_.end()) {
+      trials = TrialRecords(*it->second);
+      for (const auto& t : it->second->trials) strategies.push_back(t->strategy);
+    }
   }
-  if (trials.empty()) {
-    // A finished job: this page only (one more trial tells whether another
-    // page follows).
-    ASSIGN_OR_RETURN(trials, archive_.ReadTrials(request.job_id(), page.start, page.size + 1,
-                                                 request.include_pruned()));
+  if (!trials.empty()) {
+    return TrialPageToProto(trials, page, request.include_pruned(), &strategies);
   }
+  // A finished job: this page only (one more trial tells whether another
+  // page follows).
+  ASSIGN_OR_RETURN(trials, archive_.ReadTrials(request.job_id(), page.start, page.size + 1,
+                                               request.include_pruned()));
   return TrialPageToProto(trials, page, request.include_pruned());
 }
 

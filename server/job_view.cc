@@ -279,17 +279,21 @@ absl::StatusOr<TrialPage> ParseTrialPage(const v1::ListTrialsRequest& request) {
 }
 
 absl::StatusOr<v1::ListTrialsResponse> TrialPageToProto(const std::vector<TrialRecord>& trials,
-                                                        const TrialPage& page,
-                                                        bool include_pruned) {
+                                                        const TrialPage& page, bool include_pruned,
+                                                        const std::vector<Strategy>* typed) {
+  if (typed != nullptr && typed->size() != trials.size()) {
+    return absl::InternalError("trial page: one strategy per trial expected");
+  }
   v1::ListTrialsResponse response;
   size_t bytes = 0;
-  for (const TrialRecord& t : trials) {
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const TrialRecord& t = trials[i];
     if (t.index < page.start || (!include_pruned && t.status == TrialStatus::kPruned)) continue;
     if (response.trials_size() == page.size) {
       response.set_next_page_token(absl::StrCat(t.index));
       break;
     }
-    ASSIGN_OR_RETURN(v1::Trial trial, TrialToProto(t));
+    ASSIGN_OR_RETURN(v1::Trial trial, TrialToProto(t, typed != nullptr ? &(*typed)[i] : nullptr));
     bytes += trial.ByteSizeLong() + 8;  // with its tag and length
     if (response.trials_size() > 0 && bytes > kMaxTrialBytesPerMessage) {
       response.set_next_page_token(absl::StrCat(t.index));  // a shorter page

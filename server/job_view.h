@@ -71,9 +71,12 @@ inline constexpr int kMaxTrialsPerPage = 5000;
 absl::StatusOr<TrialPage> ParseTrialPage(const v1::ListTrialsRequest& request);
 // The page of `trials` (in proposal order, those before page.start may be
 // left out) with a token for the next page when more follow: page.size
-// trials, fewer when they pass kMaxTrialBytesPerMessage.
-absl::StatusOr<v1::ListTrialsResponse> TrialPageToProto(const std::vector<TrialRecord>& trials,
-                                                        const TrialPage& page, bool include_pruned);
+// trials, fewer when they pass kMaxTrialBytesPerMessage. `typed`: a
+// running job's strategies, one per trial in the same order, rendered as
+// they are (null: parsed from each record's text).
+absl::StatusOr<v1::ListTrialsResponse> TrialPageToProto(
+    const std::vector<TrialRecord>& trials, const TrialPage& page, bool include_pruned,
+    const std::vector<Strategy>* typed = nullptr);
 
 }  // namespace autoaccel
 

@@ -94,6 +94,16 @@ TEST(JobViewTest, ARunningTrialRendersFromItsTypedStrategy) {
   ASSERT_TRUE(running.ok()) << running.status();
   EXPECT_EQ(running->strategy().text(), StrategyToText(*typed));
   EXPECT_EQ(TrialToProto(r).status().code(), absl::StatusCode::kDataLoss);
+  // A page of a running job's trials, likewise.
+  const std::vector<TrialRecord> trials = {r};
+  const std::vector<Strategy> strategies = {*typed};
+  absl::StatusOr<v1::ListTrialsResponse> page =
+      TrialPageToProto(trials, TrialPage{0, 10}, /*include_pruned=*/true, &strategies);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->trials_size(), 1);
+  EXPECT_EQ(page->trials(0).strategy().text(), StrategyToText(*typed));
+  EXPECT_EQ(TrialPageToProto(trials, TrialPage{0, 10}, true).status().code(),
+            absl::StatusCode::kDataLoss);
 }
 
 }  // namespace
