@@ -75,6 +75,9 @@ struct CompatibilityRule {
 //                         for gpt2 and llama (torchscript, bert and mixtral
 //                         run data parallel only, with any sharding); not
 //                         for a launcher's trials;
+//   "attention_kernel"    sdpa only for a model that does not soft-cap its
+//                         attention scores (attn_logit_softcapping, gemma2):
+//                         the fused kernel cannot;
 //   "tensor_parallel_model" tensor_parallel divides the attention heads
 //                         (n_head), the key-value heads (n_kv_head, llama
 //                         and mixtral) and the MLP inner size (n_inner); the
