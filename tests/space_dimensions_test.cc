@@ -4,6 +4,7 @@
 #include "search/space_dimensions.h"
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -14,6 +15,8 @@
 #include "gtest/gtest.h"
 #include "proto/request_space.h"
 #include "spec/field_table.h"
+#include "spec/strategy_fields.h"
+#include "tests/model_test_util.h"
 
 namespace autoaccel {
 namespace {
@@ -84,6 +87,86 @@ TEST(SpaceDimensionsTest, EveryRowsCandidatesReachTheSpaceAndBadNamesNameTheFiel
     }
   });
   EXPECT_EQ(AddCandidate("seq_len", "1", &request).code(), absl::StatusCode::kNotFound);
+}
+
+// One value per dimension under which every other dimension applies: a
+// layout with data, tensor and pipeline parallelism, interleaved, with
+// sequence parallelism and checkpointing.
+const std::map<std::string, std::string> kOneValue = {{"tensor_parallel", "2"},
+                                                      {"pipeline_parallel", "2"},
+                                                      {"sharding", "none"},
+                                                      {"sequence_parallel", "on"},
+                                                      {"pipeline_schedule", "interleaved"},
+                                                      {"virtual_stages", "2"},
+                                                      {"micro_batch_size", "1"},
+                                                      {"precision", "fp32"},
+                                                      {"checkpointing", "full"},
+                                                      {"checkpoint_percent", "100"},
+                                                      {"attention", "math"},
+                                                      {"optimizer", "adamw"},
+                                                      {"offload", "none"}};
+// A second value of each count dimension.
+const std::map<std::string, int> kOtherCount = {{"tensor_parallel", 1},
+                                                {"pipeline_parallel", 1},
+                                                {"virtual_stages", 4},
+                                                {"micro_batch_size", 2},
+                                                {"checkpoint_percent", 50}};
+
+// The value of the strategy field `key` of `s`, as text.
+std::string FieldText(const Strategy& s, absl::string_view key) {
+  std::string out;
+  ForEachRow(kStrategyFields, [&](const auto& field) {
+    if (field.name == key) out = absl::StrCat(s.*field.member);
+  });
+  return out;
+}
+
+// A dimension's candidates must reach the strategies the space enumerates:
+// given two values (the others one each), the space holds both. A row whose
+// list the enumeration in search/space.cc ignores fails here.
+TEST(SpaceDimensionsTest, TwoValuesOfEveryRowBothReachTheEnumeratedSpace) {
+  ForEachRow(kSpaceDimensions, [&](const auto& tested) {
+    using Tested = RowValue<decltype(tested)>;
+    SpaceRequest r;
+    r.model = testing::TinyModelSpec("llama");
+    r.model.n_layer = 8;
+    r.model.n_kv_head = 4;
+    r.seq_len = 16;
+    r.global_batch_size = 16;
+    r.world_size = 8;
+    r.device_supports_bf16 = true;
+    r.device_is_accelerator = true;
+    ForEachRow(kSpaceDimensions, [&](const auto& row) {
+      using T = RowValue<decltype(row)>;
+      auto it = kOneValue.find(std::string(row.key));
+      ASSERT_NE(it, kOneValue.end()) << row.key << ": give the row a value in kOneValue";
+      if constexpr (std::is_same_v<T, int>) {
+        r.*row.member = {std::stoi(it->second)};
+      } else {
+        for (const auto& [value, name] : row.names) {
+          if (name == it->second) r.*row.member = {value};
+        }
+        ASSERT_EQ((r.*row.member).size(), 1u) << row.key << ": no value " << it->second;
+      }
+    });
+    std::vector<Tested>& list = r.*tested.member;
+    if constexpr (std::is_same_v<Tested, int>) {
+      auto other = kOtherCount.find(std::string(tested.key));
+      ASSERT_NE(other, kOtherCount.end()) << tested.key << ": give it a second value";
+      list.push_back(other->second);
+    } else {
+      list.clear();
+      for (const auto& [value, name] : tested.names) list.push_back(value);
+    }
+    absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
+    ASSERT_TRUE(space.ok()) << tested.key << ": " << space.status();
+    std::set<std::string> seen;
+    for (const Strategy& s : *space) seen.insert(FieldText(s, tested.key));
+    EXPECT_GE(seen.size(), 2u) << tested.key << ": of two candidates the space holds "
+                               << (seen.empty() ? "none"
+                                                : absl::StrCat("one (", *seen.begin(), ")"))
+                               << ": does search/space.cc enumerate its list?";
+  });
 }
 
 TEST(SpaceDimensionsTest, ThePythonClientHasTheSameRows) {
