@@ -113,7 +113,8 @@ TEST(TrialContract, ARanksPlaceOnItsWorkerMustFitTheGang) {
   };
   EXPECT_THAT(with("local_world_size", 3),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("local_world_size 3")));
-  EXPECT_THAT(with("local_world_size", 0), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_THAT(with("local_world_size", 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
   EXPECT_THAT(with("group_rank", 2),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("group_rank 2")));
   EXPECT_THAT(with("local_device_indices", nlohmann::json::array({3})),
@@ -125,7 +126,8 @@ TEST(TrialContract, ARanksPlaceOnItsWorkerMustFitTheGang) {
   // Placed on a worker, the rank's local_rank indexes its neighbours.
   nlohmann::json j = TrialSpecToJson(FullSpec());
   j["local_rank"] = 2;
-  EXPECT_THAT(TrialSpecFromJson(j).status(), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_THAT(TrialSpecFromJson(j).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
   // A hand-written spec without neighbours keeps what it says.
   j.erase("local_device_indices");
   j["local_world_size"] = 1;
