@@ -7,9 +7,12 @@
 
 namespace autoaccel {
 
-std::vector<std::string> MissingProtections(const TlsFiles& tls, bool has_join_token) {
+std::vector<std::string> MissingProtections(const TlsFiles& tls,
+                                            std::optional<bool> has_user_tokens,
+                                            bool has_join_token) {
   std::vector<std::string> missing;
   if (!tls.serves_tls()) missing.push_back("TLS (--tls-cert/--tls-key)");
+  if (has_user_tokens == false) missing.push_back("user tokens (--tokens)");
   if (!has_join_token) missing.push_back("a join token (--join-token-file)");
   return missing;
 }

@@ -8,6 +8,7 @@
 #ifndef AUTOACCEL_COMMON_DAEMON_START_H_
 #define AUTOACCEL_COMMON_DAEMON_START_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,10 +18,13 @@
 
 namespace autoaccel {
 
-// The protections every daemon's main port lacks, named as their flags:
-// "TLS (--tls-cert/--tls-key)" without a certificate to serve, "a join
-// token (--join-token-file)" without one.
-std::vector<std::string> MissingProtections(const TlsFiles& tls, bool has_join_token);
+// The protections a daemon's main port lacks, named as their flags, in this
+// order: "TLS (--tls-cert/--tls-key)" without a certificate to serve, "user
+// tokens (--tokens)" without them (`has_user_tokens`; nullopt for a daemon
+// without users, the worker), "a join token (--join-token-file)" without one.
+std::vector<std::string> MissingProtections(const TlsFiles& tls,
+                                            std::optional<bool> has_user_tokens,
+                                            bool has_join_token);
 
 struct DaemonStart {
   std::string daemon;      // "autoaccel-server": names it in messages and JSON logs

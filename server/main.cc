@@ -146,10 +146,8 @@ int main(int argc, char** argv) {
         static_cast<long long>(copied->jobs), static_cast<long long>(copied->trials));
     return 0;
   }
-  std::vector<std::string> missing = autoaccel::MissingProtections(tls, !join_token_file.empty());
-  if (tokens_file.empty()) {  // after TLS, before the join token
-    missing.insert(missing.begin() + (tls.serves_tls() ? 0 : 1), "user tokens (--tokens)");
-  }
+  std::vector<std::string> missing =
+      autoaccel::MissingProtections(tls, !tokens_file.empty(), !join_token_file.empty());
   autoaccel::DaemonStart start;
   start.daemon = "autoaccel-server";
   start.log_level = log_level;

@@ -19,14 +19,18 @@ DaemonStart Start(const std::string& listen, bool insecure) {
   start.log_level = "info";
   start.log_format = "text";
   start.insecure = insecure;
-  start.ports = {{listen, MissingProtections(TlsFiles(), /*has_join_token=*/false), ""}};
+  start.ports = {{listen, MissingProtections(TlsFiles(), std::nullopt, /*has_join_token=*/false),
+                  ""}};
   return start;
 }
 
 TEST(DaemonStartTest, WhatAPortLacksIsNamedByItsFlags) {
-  EXPECT_THAT(MissingProtections(TlsFiles(), false),
+  EXPECT_THAT(MissingProtections(TlsFiles(), std::nullopt, false),
               ElementsAre("TLS (--tls-cert/--tls-key)", "a join token (--join-token-file)"));
-  EXPECT_THAT(MissingProtections(TlsFiles{"cert.pem", "key.pem", ""}, true), ElementsAre());
+  EXPECT_THAT(MissingProtections(TlsFiles(), false, false),
+              ElementsAre("TLS (--tls-cert/--tls-key)", "user tokens (--tokens)",
+                          "a join token (--join-token-file)"));
+  EXPECT_THAT(MissingProtections(TlsFiles{"cert.pem", "key.pem", ""}, true, true), ElementsAre());
 }
 
 TEST(DaemonStartTest, ANetworkAddressWithoutProtectionNeedsInsecureAndSaysSoEverywhere) {
