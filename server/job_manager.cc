@@ -312,10 +312,11 @@ void JobManager::QueueRankCallsLocked(const JobRun& job, const TrialRun& trial, 
                                       Outbox* out) const {
   const absl::Duration timeout = std::min(
       job.spec.trial_timeout, job.record.deadline - clock_->Now() + options_.deadline_slack);
+  std::vector<v1::RunTrialRequest> requests = RankRequests(job.spec, trial, timeout);
   for (size_t i = 0; i < trial.ranks.size(); ++i) {
     Dispatch d;
     d.to = trial.ranks[i].placed.endpoint();
-    d.request = RankRequest(job.spec, trial, static_cast<int>(i), timeout);
+    d.request = std::move(requests[i]);
     d.request.set_attach_only(attach_only);
     d.rpc_timeout = timeout + options_.rpc_grace;
     d.job_id = job.record.job_id;

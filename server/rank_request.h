@@ -10,6 +10,8 @@
 #ifndef AUTOACCEL_SERVER_RANK_REQUEST_H_
 #define AUTOACCEL_SERVER_RANK_REQUEST_H_
 
+#include <vector>
+
 #include "absl/time/time.h"
 #include "proto/autoaccel.pb.h"
 #include "server/job_run.h"
@@ -17,10 +19,12 @@
 
 namespace autoaccel {
 
-// The request for rank `rank` of `trial`'s current attempt (its ranks and
-// rendezvous set) of a job of `spec`, which must answer within `timeout`.
-v1::RunTrialRequest RankRequest(const JobSpec& spec, const TrialRun& trial, int rank,
-                                absl::Duration timeout);
+// The requests for every rank of `trial`'s current attempt (its ranks and
+// rendezvous set; a worker's ranks adjacent in rank order, as placement
+// gives them) of a job of `spec`, by rank, each to answer within `timeout`.
+// Linear in the gang's size (it runs under the job manager's lock).
+std::vector<v1::RunTrialRequest> RankRequests(const JobSpec& spec, const TrialRun& trial,
+                                              absl::Duration timeout);
 
 }  // namespace autoaccel
 

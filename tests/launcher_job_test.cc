@@ -296,7 +296,9 @@ TEST(LauncherJobTest, EachRankLearnsItsNeighboursOnItsWorkerAsTorchrunWouldTellI
     EXPECT_TRUE(parsed.ok()) << parsed.status();
     return parsed.value_or(TrialSpec{});
   };
-  const v1::RunTrialRequest r1 = RankRequest(*spec, trial, 1, absl::Seconds(60));
+  const std::vector<v1::RunTrialRequest> requests = RankRequests(*spec, trial, absl::Seconds(60));
+  ASSERT_EQ(requests.size(), 4u);
+  const v1::RunTrialRequest& r1 = requests[1];
   EXPECT_EQ(r1.launcher(), "fsdp");
   EXPECT_EQ(r1.device_index(), 2);
   const TrialSpec s1 = spec_of(r1);
@@ -304,7 +306,7 @@ TEST(LauncherJobTest, EachRankLearnsItsNeighboursOnItsWorkerAsTorchrunWouldTellI
   EXPECT_EQ(s1.group_rank, 0);
   EXPECT_EQ(s1.local_world_size, 3);
   EXPECT_THAT(s1.local_device_indices, ElementsAre(5, 2, 7));
-  const TrialSpec s3 = spec_of(RankRequest(*spec, trial, 3, absl::Seconds(60)));
+  const TrialSpec s3 = spec_of(requests[3]);
   EXPECT_EQ(s3.local_rank, 0);
   EXPECT_EQ(s3.group_rank, 1);
   EXPECT_EQ(s3.local_world_size, 1);
@@ -312,7 +314,7 @@ TEST(LauncherJobTest, EachRankLearnsItsNeighboursOnItsWorkerAsTorchrunWouldTellI
   // The engine's trials get the same place (one derivation for both).
   JobSpec engine = *spec;
   engine.launcher.reset();
-  const v1::RunTrialRequest plain = RankRequest(engine, trial, 1, absl::Seconds(60));
+  const v1::RunTrialRequest plain = RankRequests(engine, trial, absl::Seconds(60))[1];
   EXPECT_TRUE(plain.launcher().empty());
   EXPECT_THAT(spec_of(plain).local_device_indices, ElementsAre(5, 2, 7));
 }
