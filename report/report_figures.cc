@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -126,9 +127,9 @@ std::string ThroughputMemorySection(const FigureInput& in) {
   }
   int oom = 0, failed = 0;
   for (const v1::Trial& t : in.trials) {
-    if (TrialStatusOf(t) == TrialStatus::kOom) ++oom;
-    if (TrialStatusOf(t) == TrialStatus::kFailed || TrialStatusOf(t) == TrialStatus::kTimeout)
-      ++failed;
+    const std::optional<TrialStatus> status = TrialStatusOf(t);
+    if (status == TrialStatus::kOom) ++oom;
+    if (status == TrialStatus::kFailed || status == TrialStatus::kTimeout) ++failed;
   }
   std::string out = absl::StrCat(
       "<section id=\"throughput-memory\"><h2>Throughput against peak memory</h2>\n",

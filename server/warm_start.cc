@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/status_macros.h"
+#include "common/untrusted_json.h"
 #include "proto/autoaccel.pb.h"
 #include "server/tune_request.h"
 
@@ -38,13 +39,14 @@ std::optional<JobShape> ShapeOf(const MeasuredTrialRecord& row) {
   if (row.model_json.empty()) return ShapeOfRequest(row.request_json);
   const nlohmann::json j =
       nlohmann::json::parse(row.model_json, nullptr, /*allow_exceptions=*/false);
+  int seq_len = 0;
   if (!j.is_object() || !j.contains("family") || !j["family"].is_string() ||
-      !j.contains("config") || !j.contains("seq_len") || !j["seq_len"].is_number_integer()) {
+      !j.contains("config") || !j.contains("seq_len") || !JsonToInteger(j["seq_len"], &seq_len) ||
+      seq_len <= 0) {
     return std::nullopt;
   }
   absl::StatusOr<ModelSpec> model = ModelSpecFromJson(j["family"].get<std::string>(), j["config"]);
-  const int seq_len = j["seq_len"].get<int>();
-  if (!model.ok() || seq_len <= 0) return std::nullopt;
+  if (!model.ok()) return std::nullopt;
   return JobShape{*std::move(model), seq_len};
 }
 
