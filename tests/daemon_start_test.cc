@@ -19,8 +19,8 @@ DaemonStart Start(const std::string& listen, bool insecure) {
   start.log_level = "info";
   start.log_format = "text";
   start.insecure = insecure;
-  start.ports = {{listen, MissingProtections(TlsFiles(), std::nullopt, /*has_join_token=*/false),
-                  ""}};
+  start.ports = {
+      {listen, MissingProtections(TlsFiles(), std::nullopt, /*has_join_token=*/false), ""}};
   return start;
 }
 

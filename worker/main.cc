@@ -150,8 +150,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  std::vector<std::string> missing =
-      autoaccel::MissingProtections(tls, /*has_user_tokens=*/std::nullopt, !join_token_file.empty());
+  std::vector<std::string> missing = autoaccel::MissingProtections(
+      tls, /*has_user_tokens=*/std::nullopt, !join_token_file.empty());
   if (tls.ca.empty() && !autoaccel::IsLoopbackListen(coordinator)) {
     missing.push_back("TLS to the coordinator (--tls-ca)");
   }
