@@ -101,7 +101,7 @@ CLI::App* AddExportCommand(CLI::App* app, ExportFlags* f) {
       "a strategy's canonical text, e.g. dp=2,tp=2,pp=1,sharding=zero1,mbs=4,ga=2,... (no "
       "server)");
   job->excludes(strategy);
-  cmd->add_option("--world-size", f->world_size, "with --strategy: ranks (dp*tp*pp)");
+  cmd->add_option("--world-size", f->world_size, "with --strategy: ranks (dp*cp*tp*pp)");
   cmd->add_option("--global-batch-size", f->global_batch_size,
                   "with --strategy: samples per optimizer step (mbs*ga*dp)");
   cmd->add_option("--seq-len", f->seq_len, "with --strategy: sequence length");

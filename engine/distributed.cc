@@ -106,16 +106,18 @@ c10::intrusive_ptr<c10d::Backend> MakeBackend(const c10::intrusive_ptr<c10d::Sto
 
 }  // namespace
 
-RankLayout LayoutOf(int rank, int data_parallel, int tensor_parallel, int pipeline_parallel) {
+RankLayout LayoutOf(int rank, const Strategy& strategy) {
   RankLayout l;
   l.rank = rank;
-  l.dp = data_parallel;
-  l.tp = tensor_parallel;
-  l.pp = pipeline_parallel;
-  l.world = l.dp * l.tp * l.pp;
+  l.dp = strategy.data_parallel;
+  l.cp = strategy.context_parallel;
+  l.tp = strategy.tensor_parallel;
+  l.pp = strategy.pipeline_parallel;
+  l.world = strategy.world_size();
   l.tp_rank = rank % l.tp;
-  l.dp_rank = (rank / l.tp) % l.dp;
-  l.pp_rank = rank / (l.tp * l.dp);
+  l.cp_rank = (rank / l.tp) % l.cp;
+  l.dp_rank = (rank / (l.tp * l.cp)) % l.dp;
+  l.pp_rank = rank / (l.tp * l.cp * l.dp);
   return l;
 }
 
@@ -188,6 +190,13 @@ void Group::Recv(torch::Tensor& t, int src_rank, int tag) {
   backend_->recv(ts, src_rank, tag)->wait();
 }
 
+c10::intrusive_ptr<c10d::Work> Group::RecvAsync(torch::Tensor& t, int src_rank, int tag) {
+  TORCH_CHECK(backend_, "recv within a group of one rank");
+  CommTimer timer(comm_seconds_);
+  std::vector<torch::Tensor> ts{t};
+  return backend_->recv(ts, src_rank, tag);
+}
+
 void Group::Wait(const c10::intrusive_ptr<c10d::Work>& work) {
   if (!work) return;
   CommTimer timer(comm_seconds_);
@@ -228,7 +237,7 @@ absl::StatusOr<std::string> CheckCollectives(const torch::Device& device) {
 std::unique_ptr<Groups> Groups::Single() {
   std::unique_ptr<Groups> g(new Groups());
   g->world_ = Group(nullptr, 0, 1, &g->comm_seconds_);
-  g->data_ = g->tensor_ = g->pipeline_ = g->embedding_ = g->world_;
+  g->data_ = g->context_ = g->data_context_ = g->tensor_ = g->pipeline_ = g->embedding_ = g->world_;
   return g;
 }
 
@@ -237,7 +246,7 @@ absl::StatusOr<std::unique_ptr<Groups>> Groups::Connect(const TrialSpec& spec,
                                                         std::chrono::milliseconds timeout) {
   const Strategy& s = spec.strategy;
   std::unique_ptr<Groups> g = Single();
-  g->layout_ = LayoutOf(spec.rank, s.data_parallel, s.tensor_parallel, s.pipeline_parallel);
+  g->layout_ = LayoutOf(spec.rank, s);
   if (spec.world_size == 1) return g;
   if (device.is_cuda() && !HaveNccl()) {
     return absl::FailedPreconditionError(
@@ -260,8 +269,9 @@ absl::StatusOr<std::unique_ptr<Groups>> Groups::Connect(const TrialSpec& spec,
     if (!place.ok()) return place.status();
     gloo = *std::move(place);
   }
-  // Each group lives under its own key prefix; every rank creates its groups
-  // in the same order (world, data, tensor, pipeline), so no two ranks wait
+  // Each group lives under its own key prefix, named by the ranks its
+  // members share; every rank creates its groups in the same order (world,
+  // data, context, data-and-context, tensor, pipeline), so no two ranks wait
   // on each other in different groups.
   auto make = [&](const std::string& name, int rank, int size) {
     if (size == 1) return Group(nullptr, 0, 1, &g->comm_seconds_);
@@ -271,12 +281,21 @@ absl::StatusOr<std::unique_ptr<Groups>> Groups::Connect(const TrialSpec& spec,
   };
   try {
     g->world_ = make("world", l.rank, l.world);
-    g->data_ = make(absl::StrCat("dp/pp", l.pp_rank, "/tp", l.tp_rank), l.dp_rank, l.dp);
-    g->tensor_ = make(absl::StrCat("tp/pp", l.pp_rank, "/dp", l.dp_rank), l.tp_rank, l.tp);
-    g->pipeline_ = make(absl::StrCat("pp/dp", l.dp_rank, "/tp", l.tp_rank), l.pp_rank, l.pp);
+    g->data_ =
+        make(absl::StrCat("dp/pp", l.pp_rank, "/cp", l.cp_rank, "/tp", l.tp_rank), l.dp_rank, l.dp);
+    g->context_ =
+        make(absl::StrCat("cp/pp", l.pp_rank, "/dp", l.dp_rank, "/tp", l.tp_rank), l.cp_rank, l.cp);
+    g->data_context_ = l.cp == 1   ? g->data_
+                       : l.dp == 1 ? g->context_
+                                   : make(absl::StrCat("dpcp/pp", l.pp_rank, "/tp", l.tp_rank),
+                                          l.dp_rank * l.cp + l.cp_rank, l.dp * l.cp);
+    g->tensor_ =
+        make(absl::StrCat("tp/pp", l.pp_rank, "/dp", l.dp_rank, "/cp", l.cp_rank), l.tp_rank, l.tp);
+    g->pipeline_ =
+        make(absl::StrCat("pp/dp", l.dp_rank, "/cp", l.cp_rank, "/tp", l.tp_rank), l.pp_rank, l.pp);
     if (l.pp > 1 && (l.pp_rank == 0 || l.pp_rank == l.pp - 1)) {
-      g->embedding_ =
-          make(absl::StrCat("emb/dp", l.dp_rank, "/tp", l.tp_rank), l.pp_rank == 0 ? 0 : 1, 2);
+      g->embedding_ = make(absl::StrCat("emb/dp", l.dp_rank, "/cp", l.cp_rank, "/tp", l.tp_rank),
+                           l.pp_rank == 0 ? 0 : 1, 2);
     }
   } catch (const std::exception& e) {
     return absl::UnavailableError(

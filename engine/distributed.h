@@ -11,11 +11,13 @@
 // resolves to (often an address other hosts cannot reach).
 //
 // The layout of strategy.h numbers ranks tensor-parallel fastest, then
-// data-parallel, then pipeline stage:
-//   rank = (pp_rank * dp + dp_rank) * tp + tp_rank
-// so a rank's data-parallel group is the ranks with its pp_rank and tp_rank,
-// its tensor-parallel group the ranks with its pp_rank and dp_rank, and its
-// pipeline group the ranks with its dp_rank and tp_rank.
+// context-parallel, then data-parallel, then pipeline stage:
+//   rank = ((pp_rank * dp + dp_rank) * cp + cp_rank) * tp + tp_rank
+// so a rank's data-parallel group is the ranks that differ from it in
+// dp_rank only, its context-parallel group those that differ in cp_rank
+// only, and so on; its data-and-context group (the ranks that hold the same
+// weights and reduce their gradients together) those that differ in dp_rank
+// or cp_rank.
 //
 // Collectives are timed: Groups::comm_seconds() is the wall time this rank
 // spent inside collectives and waits for asynchronous ones, which the trial
@@ -72,6 +74,8 @@ class Group {
   // Starts a send; `t` must stay alive until the work is waited for.
   c10::intrusive_ptr<c10d::Work> SendAsync(torch::Tensor& t, int dst_rank, int tag);
   void Recv(torch::Tensor& t, int src_rank, int tag);
+  // Starts a receive into `t`; Wait() before reading it.
+  c10::intrusive_ptr<c10d::Work> RecvAsync(torch::Tensor& t, int src_rank, int tag);
 
   // Blocks until `work` is done; the wait counts as communication time.
   void Wait(const c10::intrusive_ptr<c10d::Work>& work);
@@ -95,16 +99,18 @@ absl::StatusOr<std::string> CheckCollectives(const torch::Device& device);
 struct RankLayout {
   int rank = 0, world = 1;
   int dp_rank = 0, dp = 1;
+  int cp_rank = 0, cp = 1;
   int tp_rank = 0, tp = 1;
   int pp_rank = 0, pp = 1;
 };
-RankLayout LayoutOf(int rank, int data_parallel, int tensor_parallel, int pipeline_parallel);
+RankLayout LayoutOf(int rank, const Strategy& strategy);
 
 class Groups {
  public:
   // Connects this rank to the trial's other ranks (spec.rank of
   // spec.world_size, rendezvous spec.master_addr:master_port) and creates
-  // its world, data-, tensor- and pipeline-parallel groups. Every rank must
+  // its world, data-, context-, data-and-context-, tensor- and
+  // pipeline-parallel groups. Every rank must
   // call it; it returns once all have. `timeout` bounds the rendezvous and
   // every later collective. FAILED_PRECONDITION when the device type has no
   // backend in this build; UNAVAILABLE when the peers do not all show up.
@@ -117,6 +123,11 @@ class Groups {
   const RankLayout& layout() const { return layout_; }
   Group& world() { return world_; }
   Group& data() { return data_; }
+  Group& context() { return context_; }
+  // The data- and context-parallel ranks together (rank dp_rank * cp +
+  // cp_rank): they hold the same weights, and their gradients are reduced
+  // (and ZeRO/FSDP state sharded) over this group.
+  Group& data_context() { return data_context_; }
   Group& tensor() { return tensor_; }
   Group& pipeline() { return pipeline_; }
   // With pipeline stages: the first and the last stage of this rank's
@@ -134,7 +145,7 @@ class Groups {
   RankLayout layout_;
   c10::intrusive_ptr<c10d::Store> store_;
   double comm_seconds_ = 0;
-  Group world_, data_, tensor_, pipeline_, embedding_;
+  Group world_, data_, context_, data_context_, tensor_, pipeline_, embedding_;
 };
 
 }  // namespace autoaccel

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/context_parallel.h"
 #include "engine/tensor_parallel.h"
 
 namespace autoaccel {
@@ -104,8 +105,9 @@ torch::Tensor GptImpl::Embed(const torch::Tensor& tokens, const RunOptions& opti
   const int64_t T = tokens.size(1);
   TORCH_CHECK(T <= spec().n_positions, "sequence length ", T, " exceeds n_positions ",
               spec().n_positions);
-  const torch::Tensor positions = torch::arange(T, tokens.options().dtype(torch::kLong));
-  // Under sequence parallelism: this rank's slice of the sequence.
+  // Under context parallelism this rank's tokens sit at their places in the
+  // whole sequence; under sequence parallelism: this rank's slice of them.
+  const torch::Tensor positions = ContextParallelPositions(options.cp, T, tokens.device());
   return VocabParallelEmbedding(tokens, wte_->weight, options.tp) +
          SequenceSlice(wpe_->forward(positions), 0, options.tp);
 }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/context_parallel.h"
 #include "engine/tensor_parallel.h"
 
 namespace autoaccel {
@@ -78,14 +79,15 @@ torch::Tensor InverseFrequencies(const ModelSpec& spec, int64_t dim, int64_t T,
   return torch::where(medium, between, stretched);
 }
 
-// cos and sin of the rotary angles, [T, dim] fp32: position t, pair i
-// (dimensions i and i + dim/2) turns by t * inv_freq[i]; both times the
-// rope type's attention factor (yarn, longrope; 1 for the others).
-std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(int64_t T, const ModelSpec& spec, int64_t dim,
-                                                     const torch::Device& device) {
-  const torch::Tensor inv_freq = InverseFrequencies(spec, dim, T, device);
+// cos and sin of the rotary angles of the tokens at `positions` [t] in a
+// sequence of T, [t, dim] fp32: position p, pair i (dimensions i and i +
+// dim/2) turns by p * inv_freq[i]; both times the rope type's attention
+// factor (yarn, longrope; 1 for the others).
+std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(const torch::Tensor& positions, int64_t T,
+                                                     const ModelSpec& spec, int64_t dim) {
+  const torch::Tensor inv_freq = InverseFrequencies(spec, dim, T, positions.device());
   const torch::Tensor angles =
-      torch::arange(T, inv_freq.options()).unsqueeze(1) * inv_freq.unsqueeze(0);
+      positions.to(inv_freq.options()).unsqueeze(1) * inv_freq.unsqueeze(0);
   const torch::Tensor both_halves = torch::cat({angles, angles}, /*dim=*/-1);
   if (spec.rope_attention_factor == 1.0) return {both_halves.cos(), both_halves.sin()};
   return {both_halves.cos() * spec.rope_attention_factor,
@@ -143,8 +145,10 @@ class DecoderAttentionImpl : public torch::nn::Module {
     const int64_t B = input.size(0), T = input.size(1);
     // Recomputed per layer rather than passed in, so that a checkpointed
     // layer is a function of x alone; [T, rotary_dim] is cheap next to the
-    // layer's matrix products.
-    const auto [cos, sin] = RotaryCosSin(T, spec_, rotary_dim_, input.device());
+    // layer's matrix products. Under context parallelism the rank's tokens
+    // sit at their places in the whole sequence.
+    const auto [cos, sin] = RotaryCosSin(ContextParallelPositions(options.cp, T, input.device()),
+                                         WholeSequenceLength(options.cp, T), spec_, rotary_dim_);
     torch::Tensor q, k, v;
     if (qkv_proj_) {
       // [q; k; v] rows, all heads or this rank's share of each.

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "engine/context_parallel.h"
 #include "engine/tensor_parallel.h"
 
 namespace autoaccel {
@@ -43,6 +44,7 @@ RunOptions InnerOptions(const RunOptions& options) {
   RunOptions inner;
   inner.attention = options.attention;
   inner.tp = options.tp;
+  inner.cp = options.cp;
   return inner;
 }
 
@@ -64,6 +66,7 @@ class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
     ctx->saved_data["block"] = reinterpret_cast<int64_t>(block);
     ctx->saved_data["attention"] = static_cast<int64_t>(options->attention);
     ctx->saved_data["tp"] = reinterpret_cast<int64_t>(options->tp);
+    ctx->saved_data["cp"] = reinterpret_cast<int64_t>(options->cp);
     SaveAutocast(ctx, x.device().type());
     ctx->save_for_backward({x});
     return block->Forward(x, InnerOptions(*options));
@@ -74,6 +77,7 @@ class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
     RunOptions options;
     options.attention = static_cast<Attention>(ctx->saved_data["attention"].toInt());
     options.tp = reinterpret_cast<const TensorParallelShard*>(ctx->saved_data["tp"].toInt());
+    options.cp = reinterpret_cast<const ContextParallelShard*>(ctx->saved_data["cp"].toInt());
     const torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
     torch::Tensor y;
     {
@@ -105,6 +109,8 @@ class CheckpointedAttention : public torch::autograd::Function<CheckpointedAtten
     ctx->saved_data["scale"] = shape->scale;
     ctx->saved_data["softcap"] = shape->softcap;
     ctx->saved_data["window"] = shape->window;
+    ctx->saved_data["query_positions"] = shape->query_positions;
+    ctx->saved_data["key_positions"] = shape->key_positions;
     ctx->saved_data["attention"] = static_cast<int64_t>(attention);
     SaveAutocast(ctx, q.device().type());
     ctx->save_for_backward({q, k, v});
@@ -120,6 +126,11 @@ class CheckpointedAttention : public torch::autograd::Function<CheckpointedAtten
     shape.scale = ctx->saved_data["scale"].toDouble();
     shape.softcap = ctx->saved_data["softcap"].toDouble();
     shape.window = ctx->saved_data["window"].toInt();
+    for (auto [key, positions] : {std::pair{"query_positions", &shape.query_positions},
+                                  std::pair{"key_positions", &shape.key_positions}}) {
+      const c10::IValue& saved = ctx->saved_data[key];
+      if (saved.isTensor()) *positions = saved.toTensor();
+    }
     torch::Tensor y;
     {
       torch::AutoGradMode grad_mode(true);
@@ -144,13 +155,18 @@ torch::Tensor TrainableModel::Loss(const torch::Tensor& input, const torch::Tens
 
 torch::Tensor TrainableModel::LossOfLogits(const torch::Tensor& logits, const torch::Tensor& target,
                                            const RunOptions& options) const {
+  torch::Tensor mean;
   if (options.tp != nullptr && options.tp->size > 1) {
-    return VocabParallelCrossEntropy(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}),
+    mean = VocabParallelCrossEntropy(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}),
                                      kIgnoreIndex, *options.tp);
+  } else {
+    mean = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
+                                  target.reshape({-1}), /*weight=*/{}, at::Reduction::Mean,
+                                  /*ignore_index=*/kIgnoreIndex);
   }
-  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
-                                target.reshape({-1}), /*weight=*/{}, at::Reduction::Mean,
-                                /*ignore_index=*/kIgnoreIndex);
+  if (!ContextParallel(options.cp)) return mean;
+  // This rank's share of the whole sequence's mean.
+  return mean * ContextParallelLossScale(target != kIgnoreIndex, options.cp);
 }
 
 torch::Tensor TrainableModel::Embed(const torch::Tensor&, const RunOptions&) {
@@ -225,41 +241,47 @@ torch::Tensor RunBlock(CheckpointableBlock& block, const torch::Tensor& x,
 torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      const AttentionShape& shape, Attention attention) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
-  const int64_t kv_heads = k.size(1);
+  const int64_t kv_heads = k.size(1), T_k = k.size(2);
   torch::Tensor keys = k, values = v;
   if (kv_heads != H) {
-    // [B, H_kv, T, D] -> [B, H_kv, H / H_kv, T, D] -> [B, H, T, D]: key/value
-    // head j serves query heads j * rep ... j * rep + rep - 1.
+    // [B, H_kv, T_k, D] -> [B, H_kv, H / H_kv, T_k, D] -> [B, H, T_k, D]:
+    // key/value head j serves query heads j * rep ... j * rep + rep - 1.
     const int64_t rep = H / kv_heads;
     auto repeat = [&](const torch::Tensor& t) {
-      return t.unsqueeze(2).expand({B, kv_heads, rep, T, D}).reshape({B, H, T, D});
+      return t.unsqueeze(2).expand({B, kv_heads, rep, T_k, D}).reshape({B, H, T_k, D});
     };
     keys = repeat(k);
     values = repeat(v);
   }
-  // A window shorter than the sequence masks more than causality does.
-  const bool windowed = shape.causal && shape.window > 0 && shape.window < T;
-  torch::Tensor allowed;  // [T, T], query rows, key columns: may attend
-  if (windowed) {
+  // Positions other than 0 .. T - 1, or a window shorter than the sequence,
+  // mask by an explicit table rather than by causality alone.
+  const bool positioned = shape.query_positions.defined();
+  const bool windowed = shape.causal && shape.window > 0 && (positioned || shape.window < T);
+  torch::Tensor allowed;  // [T, T_k], query rows, key columns: may attend
+  if (windowed || positioned) {
+    TORCH_CHECK(shape.causal, "attention with given positions must be causal");
     const torch::Tensor pos = torch::arange(T, q.options().dtype(torch::kLong));
-    const torch::Tensor query = pos.unsqueeze(1), key = pos.unsqueeze(0);
-    allowed = (key <= query) & (key > query - shape.window);
+    const torch::Tensor query = (positioned ? shape.query_positions : pos).unsqueeze(1);
+    const torch::Tensor key = (positioned ? shape.key_positions : pos).unsqueeze(0);
+    allowed = key <= query;
+    if (windowed) allowed = allowed & (key > query - shape.window);
   }
+  const bool masked = allowed.defined();
   torch::Tensor y;
   if (attention == Attention::kSdpa) {
     TORCH_CHECK(shape.softcap == 0,
                 "attention logit soft-capping needs the math attention kernel (sdpa has none)");
     const std::optional<double> scale =
         shape.scale > 0 ? std::optional<double>(shape.scale) : std::nullopt;
-    y = at::scaled_dot_product_attention(
-        q, keys, values, windowed ? std::optional<at::Tensor>(allowed) : std::nullopt,
-        /*dropout_p=*/0.0,
-        /*is_causal=*/shape.causal && !windowed, scale);
+    y = at::scaled_dot_product_attention(q, keys, values,
+                                         masked ? std::optional<at::Tensor>(allowed) : std::nullopt,
+                                         /*dropout_p=*/0.0,
+                                         /*is_causal=*/shape.causal && !masked, scale);
   } else {
     torch::Tensor scores = q.matmul(keys.transpose(-2, -1))
                                .mul(shape.scale > 0 ? shape.scale : 1.0 / std::sqrt(double(D)));
     if (shape.softcap > 0) scores = (scores / shape.softcap).tanh() * shape.softcap;
-    if (windowed) {
+    if (masked) {
       scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
     } else if (shape.causal) {
       const torch::Tensor future =
@@ -273,6 +295,18 @@ torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch
 
 torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      const AttentionShape& shape, const RunOptions& options) {
+  if (ContextParallel(options.cp)) {
+    // The ring keeps no scores: it recomputes them in backward whatever the
+    // checkpointing. all_gather attends like one device, over gathered keys.
+    if (options.cp->comm == ContextParallelComm::kP2p)
+      return RingAttend(q, k, v, shape, *options.cp);
+    torch::Tensor all_k, all_v;
+    AttentionShape positioned;
+    GatherKeyValues(k, v, shape, *options.cp, &all_k, &all_v, &positioned);
+    RunOptions local = options;
+    local.cp = nullptr;
+    return Attend(q, all_k, all_v, positioned, local);
+  }
   if (options.checkpointing == Checkpointing::kSelective) {
     return CheckpointedAttention::apply(q, k, v, &shape, options.attention);
   }

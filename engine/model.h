@@ -31,6 +31,7 @@ namespace autoaccel {
 
 class LayerHooks;
 struct TensorParallelShard;
+struct ContextParallelShard;
 
 // How the forward pass runs; the weights do not depend on it.
 struct RunOptions {
@@ -50,6 +51,10 @@ struct RunOptions {
   // rank's slices (TrainableModel::ShardTensorParallel) and its layers
   // exchange partial results over the group. Null: one device.
   const TensorParallelShard* tp = nullptr;
+  // Context parallelism (context_parallel.h): the model runs on this rank's
+  // share of each sequence, its attention spans the whole sequence. Null:
+  // the whole sequence is here.
+  const ContextParallelShard* cp = nullptr;
 };
 using GptRunOptions = RunOptions;  // the name from when GPT-2 was the only family
 
@@ -183,10 +188,16 @@ struct AttentionShape {
   // t (sliding-window attention, transformers' convention). A window of at
   // least T is plain causal attention.
   int64_t window = 0;
+  // When defined (causal only; int64, on q's device): the positions in the
+  // sequence of the queries [T_q] and of the keys [T_k], which need not be
+  // 0 .. T - 1 nor in order (context parallelism's shares of a sequence);
+  // the mask compares them. Undefined: both are 0 .. T - 1.
+  torch::Tensor query_positions, key_positions;
 };
 
-// Scaled dot-product attention of q [B, H, T, D] with k, v [B, H_kv, T, D]
-// (H_kv divides H: grouped-query attention; each key/value head serves
+// Scaled dot-product attention of q [B, H, T, D] with k, v [B, H_kv, T_k, D]
+// (T_k == T unless shape has positions; H_kv divides H: grouped-query
+// attention; each key/value head serves
 // H / H_kv consecutive query heads, as transformers' repeat_kv). kMath spells
 // it out as transformers' eager attention does (scores in q's dtype, then
 // the soft-cap, the mask, softmax in fp32); kSdpa calls
@@ -198,7 +209,9 @@ torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch
 
 // Attend(q, k, v, shape, options.attention), checkpointed when
 // options.checkpointing is kSelective: only q, k and v are kept for backward,
-// which recomputes the attention core. What attention modules call.
+// which recomputes the attention core. Under context parallelism
+// (options.cp) attention spans the whole sequence (context_parallel.h). What
+// attention modules call.
 torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      const AttentionShape& shape, const RunOptions& options);
 

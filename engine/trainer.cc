@@ -166,6 +166,15 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
       RETURN_IF_ERROR(t->model_->ShardTensorParallel(tp));
       t->run_options_.tp = &tp;
     }
+    if (strategy.context_parallel > 1) {
+      ContextParallelShard& cp = t->context_parallel_;
+      cp.group = &t->groups_->context();
+      cp.rank = cp.group->rank();
+      cp.size = cp.group->size();
+      cp.seq_len = spec.seq_len;
+      cp.comm = strategy.context_parallel_comm;
+      t->run_options_.cp = &cp;
+    }
     if (strategy.pipeline_parallel > 1) RETURN_IF_ERROR(t->KeepStageParameters());
     t->model_->to(device);
     if (pure_bf16) t->model_->to(torch::kBFloat16);
@@ -183,7 +192,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
   const bool offload = strategy.offload == Offload::kCpu;
   const bool master_copies = strategy.precision == Precision::kPureBf16 || offload;
   const torch::Device master_device = offload ? torch::Device(torch::kCPU) : device;
-  if (strategy.data_parallel > 1) {
+  if (strategy.data_parallel * strategy.context_parallel > 1) {
+    // The context-parallel ranks hold the same weights as the data-parallel
+    // ones: their gradients are reduced (and their state sharded) together.
     DataParallelOptions options;
     options.sharding = strategy.sharding;
     if (spec.bucket_bytes > 0) options.bucket_bytes = spec.bucket_bytes;
@@ -194,8 +205,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
     if (t->model_ && strategy.sharding == Sharding::kFsdp) {
       for (torch::nn::Module* layer : t->model_->Layers()) layers.push_back(layer->parameters());
     }
-    t->data_parallel_ =
-        std::make_unique<DataParallel>(&t->groups_->data(), t->parameters_, layers, options);
+    t->data_parallel_ = std::make_unique<DataParallel>(&t->groups_->data_context(), t->parameters_,
+                                                       layers, options);
     t->run_options_.hooks = t->data_parallel_->hooks();
   } else {
     t->optimizer_ = std::make_unique<TrainingOptimizer>(t->parameters_, strategy.optimizer,
@@ -230,8 +241,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
     }
     return t;
   }
-  // The same global batch on every rank (seeded), each rank takes its rows;
-  // seq_len + 1 tokens give seq_len inputs and seq_len targets.
+  // The same global batch on every rank (seeded), each rank takes its rows
+  // (and under context parallelism its share of their positions); seq_len +
+  // 1 tokens give seq_len inputs and seq_len targets.
   const int per_rank = spec.strategy.micro_batch_size * spec.strategy.grad_accum_steps;
   const Example batch =
       t->model_->MakeExample(SyntheticTokens(spec.model.vocab_size, spec.global_batch_size,
@@ -241,7 +253,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
   for (int i = 0; i < spec.strategy.grad_accum_steps; ++i) {
     const int64_t first = int64_t{dp_rank} * per_rank + int64_t{i} * spec.strategy.micro_batch_size;
     auto rows = [&](const torch::Tensor& all) {
-      return all.narrow(0, first, spec.strategy.micro_batch_size).contiguous().to(device);
+      return ContextShardOf(all.narrow(0, first, spec.strategy.micro_batch_size), 1,
+                            t->run_options_.cp)
+          .contiguous()
+          .to(device);
     };
     t->inputs_.push_back(rows(batch.input));
     t->targets_.push_back(rows(batch.target));
@@ -318,7 +333,9 @@ double Trainer::ForwardBackward() {
     if (data_parallel_) data_parallel_->EndBackward();
     total += loss.detach();
   }
-  Group& data = groups_->data();
+  // Averaged like the gradients: each context-parallel rank's loss is its
+  // share of its sequences' mean times context_parallel.
+  Group& data = groups_->data_context();
   if (data.size() > 1) {
     data.AllReduce(total);
     total.div_(data.size());
@@ -336,9 +353,10 @@ double Trainer::PipelineForwardBackward() {
       if (grad.defined()) groups_->embedding().AllReduce(grad);
     }
   }
-  // The last stage has the loss; the data-parallel ranks average theirs.
+  // The last stage has the loss; the data- and context-parallel ranks
+  // average theirs.
   groups_->pipeline().AllReduce(total);
-  Group& data = groups_->data();
+  Group& data = groups_->data_context();
   if (data.size() > 1) {
     data.AllReduce(total);
     total.div_(data.size());

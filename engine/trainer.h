@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/context_parallel.h"
 #include "engine/data_parallel.h"
 #include "engine/distributed.h"
 #include "engine/model.h"
@@ -66,8 +67,10 @@ class Trainer {
   // task by TrainableModel::MakeExample: next-token prediction, or bert's
   // masked LM), split into grad_accum_steps micro-batches.
   // A multi-rank spec first connects to the trial's other ranks
-  // (Groups::Connect) and with data_parallel > 1 hands gradient
-  // synchronisation and the sharding stage to DataParallel.
+  // (Groups::Connect) and with data_parallel * context_parallel > 1 hands
+  // gradient synchronisation and the sharding stage to DataParallel over the
+  // data- and context-parallel ranks; under context parallelism each rank
+  // keeps its share of every sequence (context_parallel.h).
   // Returns the ValidateTrialSpec / ParseDevice / Groups::Connect error.
   // Throws c10::Error (c10::OutOfMemoryError when it does not fit).
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrialSpec& spec);
@@ -122,10 +125,11 @@ class Trainer {
   TrialSpec spec_;
   torch::Device device_;
   std::unique_ptr<Groups> groups_;
-  std::unique_ptr<DataParallel> data_parallel_;  // data_parallel > 1
+  std::unique_ptr<DataParallel> data_parallel_;  // data_parallel * context_parallel > 1
   std::unique_ptr<PipelineStage> pipeline_;      // pipeline_parallel > 1
   std::vector<torch::Tensor> tied_;              // pipeline: weights the first and last stage share
   TensorParallelShard tensor_parallel_;          // tensor_parallel > 1
+  ContextParallelShard context_parallel_;        // context_parallel > 1
   RunOptions run_options_;
   std::shared_ptr<TrainableModel> model_;
   std::unique_ptr<ScriptedModel> scripted_;

@@ -59,6 +59,7 @@ FormatOutput ExportAccelerate(const FormatContext& c, FidelityBuilder& rows) {
   NoPipelineRows(s, rows, FidelityStatus::kRejected,
                  "accelerate has no pipeline parallelism for training (prepare_pippy is "
                  "inference only)");
+  bool parallelism = false;  // a parallelism_config section
   if (s.tensor_parallel == 1) {
     rows.Exact(&Strategy::tensor_parallel);
   } else if (s.data_parallel > 1 && !fsdp) {
@@ -71,14 +72,53 @@ FormatOutput ExportAccelerate(const FormatContext& c, FidelityBuilder& rows) {
                   "accelerate's parallelism_config tensor parallelism composes with FSDP2, not "
                   "with a DeepSpeed ZeRO optimizer; use sharding fsdp");
   } else {
-    cfg["parallelism_config"] = {{"parallelism_config_dp_replicate_size", 1},
-                                 {"parallelism_config_dp_shard_size", s.data_parallel},
-                                 {"parallelism_config_tp_size", s.tensor_parallel},
-                                 {"parallelism_config_cp_size", 1}};
+    parallelism = true;
     rows.Approximated(&Strategy::tensor_parallel,
                       absl::StrCat("parallelism_config_tp_size ", s.tensor_parallel,
                                    ": the model's own tp_plan (load it with tp_plan=\"auto\"), "
                                    "which shards the layers its authors listed"));
+  }
+  // Context parallelism: torch's, under FSDP2 only (`accelerate launch`
+  // refuses a parallelism_config without fsdp_version 2). FSDP2 shards over
+  // dp_shard * cp, the data loader gives the cp ranks the same samples, and
+  // maybe_context_parallel splits the buffers with torch's head-tail balancer.
+  const bool cp = s.context_parallel > 1;
+  bool cp_applied = false;
+  std::string comm_strategy;  // parallelism_config_cp_comm_strategy, when cp_applied
+  if (!cp) {
+    rows.Exact(&Strategy::context_parallel);
+    rows.Exact(&Strategy::context_parallel_comm);
+  } else if (!fsdp || (c.in.model && !c.in.model->IsCausal())) {
+    rows.Rejected(&Strategy::context_parallel,
+                  !fsdp ? "accelerate's context parallelism (parallelism_config_cp_size) runs "
+                          "under FSDP2 only, and accelerate launch refuses a parallelism_config "
+                          "without it; use sharding fsdp"
+                        : "torch's context parallelism under accelerate runs causal attention "
+                          "only (its hooks drop the mask for is_causal=True), and this model "
+                          "attends both ways");
+    rows.Rejected(&Strategy::context_parallel_comm,
+                  "no context parallelism here (see context_parallel)");
+  } else {
+    parallelism = cp_applied = true;
+    rows.Exact(&Strategy::context_parallel,
+               absl::StrCat("parallelism_config_cp_size ", s.context_parallel,
+                            ": run each step inside accelerator.maybe_context_parallel(buffers=["
+                            "input_ids, shift_labels, position_ids], buffer_seq_dims=[1, 1, 1]), "
+                            "which gives rank c sequence chunks c and 2*cp-1-c, and load the "
+                            "model with attn_implementation=\"sdpa\""));
+    comm_strategy = TorchCommStrategy(s, rows, [](const char* value) {
+      return absl::StrCat("parallelism_config_cp_comm_strategy \"", value, "\"");
+    });
+  }
+  if (parallelism) {
+    cfg["parallelism_config"] = {
+        {"parallelism_config_dp_replicate_size", 1},
+        {"parallelism_config_dp_shard_size", s.data_parallel},
+        {"parallelism_config_tp_size", s.tensor_parallel},
+        {"parallelism_config_cp_size", cp_applied ? s.context_parallel : 1}};
+    if (cp_applied) {
+      cfg["parallelism_config"]["parallelism_config_cp_comm_strategy"] = comm_strategy;
+    }
   }
   if (s.sequence_parallel) {
     rows.NotExpressible(&Strategy::sequence_parallel,
@@ -177,6 +217,13 @@ FormatOutput ExportAccelerate(const FormatContext& c, FidelityBuilder& rows) {
     rows.NotExpressible(&Strategy::checkpoint_percent, "decided in your script");
   }
   AttentionAtLoadRow(s, rows, "accelerate");
+  if (cp_applied && s.attention != Attention::kSdpa) {
+    rows.NotExpressible(&Strategy::attention,
+                        "torch's context parallelism replaces F.scaled_dot_product_attention "
+                        "(its flash, memory-efficient and cuDNN kernels) and no other attention: "
+                        "load the model with attn_implementation=\"sdpa\", the same attention "
+                        "fused");
+  }
 
   const std::string config_file = FileRef(c, "accelerate_config.yaml");
   std::string yaml = absl::StrCat("# accelerate launch --config_file ", config_file, " train.py\n");

@@ -4,7 +4,7 @@
 // carries (micro-batch, accumulation, autocast, checkpointing, attention) as
 // constants for the training loop. Which plugin:
 //   sharding fsdp                          GeminiPlugin (ZeRO-3 in chunks)
-//   tp > 1 or pp > 1 (sequence parallel)   HybridParallelPlugin
+//   tp, pp or cp > 1 (sequence parallel)   HybridParallelPlugin (cp: ring_attn)
 //   zero1 / zero2, or offload              LowLevelZeroPlugin
 //   pure_bf16, nothing else                HybridParallelPlugin(tp_size=1, pp_size=1)
 //   otherwise                              TorchDDPPlugin
@@ -54,10 +54,11 @@ FormatOutput ExportColossalAI(const FormatContext& c, FidelityBuilder& rows) {
   FormatOutput out;
   const bool pipelined = s.pipeline_parallel > 1;
 
+  const bool cp = s.context_parallel > 1;
   Plugin plugin = Plugin::kTorchDdp;
   if (s.sharding == Sharding::kFsdp) {
     plugin = Plugin::kGemini;
-  } else if (s.tensor_parallel > 1 || pipelined) {
+  } else if (s.tensor_parallel > 1 || pipelined || cp) {
     plugin = Plugin::kHybrid;
   } else if (s.sharding != Sharding::kNone || s.offload == Offload::kCpu) {
     plugin = Plugin::kLowLevelZero;
@@ -69,8 +70,10 @@ FormatOutput ExportColossalAI(const FormatContext& c, FidelityBuilder& rows) {
 
   // Layout.
   rows.Exact(&Strategy::data_parallel,
-             "data-parallel size = world size / (tp x pp): the plugin derives it from the ranks "
-             "torchrun starts");
+             cp ? "data-parallel size = world size / (tp x pp x sp_size): the plugin derives it "
+                  "from the ranks torchrun starts"
+                : "data-parallel size = world size / (tp x pp): the plugin derives it from the "
+                  "ranks torchrun starts");
   if (plugin == Plugin::kHybrid) {
     args.push_back(absl::StrCat("tp_size=", s.tensor_parallel));
     args.push_back(absl::StrCat("pp_size=", s.pipeline_parallel));
@@ -109,8 +112,55 @@ FormatOutput ExportColossalAI(const FormatContext& c, FidelityBuilder& rows) {
       rows.Exact(&Strategy::virtual_stages, "num_model_chunks");
     }
   }
+  // Context parallelism: HybridParallelPlugin's zig-zag ring attention
+  // (sequence_parallelism_mode "ring_attn"), its mesh (dp, pp, sp, tp) with
+  // ZeRO and gradient reduction over dp x sp. It takes the plugin's one
+  // sequence-parallelism mode.
+  const ModelSpec* model = c.in.model ? &*c.in.model : nullptr;
+  if (!cp) {
+    rows.Exact(&Strategy::context_parallel);
+    rows.Exact(&Strategy::context_parallel_comm);
+  } else if (plugin == Plugin::kGemini) {
+    rows.Rejected(&Strategy::context_parallel,
+                  "GeminiPlugin (ZeRO-3) has no ring attention, only HybridParallelPlugin "
+                  "(ZeRO 0-2) has; use sharding none, zero1 or zero2");
+    rows.Rejected(&Strategy::context_parallel_comm,
+                  "no context parallelism here (see context_parallel)");
+  } else {
+    args.push_back("enable_sequence_parallelism=True");
+    args.push_back("sequence_parallelism_mode=\"ring_attn\"");
+    args.push_back(absl::StrCat("sp_size=", s.context_parallel));
+    rows.Exact(&Strategy::context_parallel,
+               absl::StrCat("sequence_parallelism_mode=\"ring_attn\", sp_size=", s.context_parallel,
+                            ": Shardformer's Llama and GPT-2 models split each sequence zig-zag "
+                            "(rank c holds chunks c and 2*cp-1-c) and run flash-attn's kernels "
+                            "(the flash-attn package) around the ring"));
+    if (s.context_parallel_comm == ContextParallelComm::kP2p) {
+      rows.Exact(&Strategy::context_parallel_comm,
+                 "ring_attn passes K/V to the next rank point-to-point, overlapped with "
+                 "attention");
+    } else {
+      rows.Approximated(&Strategy::context_parallel_comm,
+                        "ColossalAI's context parallelism is a ring only: ring_attn passes K/V "
+                        "point-to-point around it rather than all-gathering them");
+    }
+    if (model != nullptr && model->family != "llama" && model->family != "gpt2") {
+      rows.Rejected(&Strategy::context_parallel,
+                    absl::StrCat("Shardformer runs ring_attn in Llama and GPT-2 models (and "
+                                 "Cohere's), not ",
+                                 model->family));
+    } else if (s.precision == Precision::kFp32) {
+      rows.Rejected(&Strategy::context_parallel,
+                    "ring_attn runs flash-attn's kernels, which take fp16/bf16, not fp32");
+    }
+  }
   if (!s.sequence_parallel) {
     rows.Exact(&Strategy::sequence_parallel);
+  } else if (cp && plugin == Plugin::kHybrid) {
+    rows.Approximated(&Strategy::sequence_parallel,
+                      "the plugin's one sequence_parallelism_mode is ring_attn, so the "
+                      "tensor-parallel ranks do not split the norms along the sequence: the "
+                      "same results, more activation memory");
   } else if (plugin == Plugin::kHybrid) {
     args.push_back("enable_sequence_parallelism=True");
     args.push_back("sequence_parallelism_mode=\"split_gather\"");
@@ -354,6 +404,11 @@ FormatOutput ExportColossalAI(const FormatContext& c, FidelityBuilder& rows) {
     AllLayersCheckpointRow(s, rows, "gradient_checkpointing_enable()");
   }
   AttentionAtLoadRow(s, rows, "ColossalAI plugin");
+  if (cp && plugin == Plugin::kHybrid) {
+    rows.Approximated(&Strategy::attention,
+                      "ring_attn turns on enable_flash_attention: flash-attn's kernels whatever "
+                      "attn_implementation the model is loaded with");
+  }
 
   const std::string fused = s.optimizer == Optimizer::kFusedAdamW ? "fused=True" : "foreach=False";
   if (plugin == Plugin::kGemini) {

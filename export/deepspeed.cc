@@ -166,6 +166,11 @@ FormatOutput ExportDeepSpeed(const FormatContext& c, FidelityBuilder& rows) {
   FormatOutput out;
   OJson ds = DeepSpeedConfigJson(c, rows, DeepSpeedOptimizerSource::kScriptBuildsIt,
                                  "deepspeed.initialize(model=model, optimizer=optimizer, ...)");
+  // Context parallelism: DeepSpeed's closest is Ulysses. With
+  // sequence_parallel_size its config counts world size / N data-parallel
+  // ranks for train_batch_size, and ZeRO reduces over the sequence ranks too.
+  const bool cp = s.context_parallel > 1;
+  if (cp) ds["sequence_parallel_size"] = s.context_parallel;
   out.files.emplace_back("ds_config.json", JsonFile(ds));
   out.entry =
       absl::StrCat("train.py --deepspeed --deepspeed_config ", FileRef(c, "ds_config.json"));
@@ -173,7 +178,43 @@ FormatOutput ExportDeepSpeed(const FormatContext& c, FidelityBuilder& rows) {
                              c.nnodes > 1 ? " --hostfile=hostfile" : "", " ", out.entry);
 
   rows.Exact(&Strategy::data_parallel,
-             "data-parallel size = world size / autotp_size (DeepSpeed derives it)");
+             cp ? "data-parallel size = world size / sequence_parallel_size (DeepSpeed derives "
+                  "it)"
+                : "data-parallel size = world size / autotp_size (DeepSpeed derives it)");
+  if (!cp) {
+    rows.Exact(&Strategy::context_parallel);
+    rows.Exact(&Strategy::context_parallel_comm);
+  } else {
+    rows.Approximated(
+        &Strategy::context_parallel,
+        absl::StrCat("sequence_parallel_size ", s.context_parallel,
+                     ": DeepSpeed-Ulysses, contiguous sequence shards and attention over whole "
+                     "sequences for a share of the heads; your script registers it (mpu = "
+                     "UlyssesSPAttentionHF.register_with_transformers(model, \"sdpa\", "
+                     "sequence_parallel_size=",
+                     s.context_parallel, ", micro_batch_size=", s.micro_batch_size,
+                     ", seq_length=", c.in.seq_len,
+                     "), deepspeed.initialize(..., mpu=mpu)) and wraps its DataLoader in "
+                     "UlyssesSPDataLoaderAdapter"));
+    rows.Approximated(&Strategy::context_parallel_comm,
+                      "Ulysses exchanges q, k, v and the output by all-to-all over the attention "
+                      "heads, neither a K/V ring nor a K/V all-gather");
+    const ModelSpec* m = c.in.model ? &*c.in.model : nullptr;
+    const int kv_heads = m != nullptr && m->n_kv_head > 0 ? m->n_kv_head : (m ? m->n_head : 0);
+    if (s.tensor_parallel > 1) {
+      rows.Rejected(&Strategy::context_parallel,
+                    "DeepSpeed's Ulysses groups (parallel_state_sp) take every other rank as "
+                    "data-parallel, leaving none for AutoTP; use tensor_parallel 1");
+    } else if (m != nullptr &&
+               (m->n_head % s.context_parallel != 0 ||
+                (kv_heads % s.context_parallel != 0 && s.context_parallel % kv_heads != 0))) {
+      rows.Rejected(
+          &Strategy::context_parallel,
+          absl::StrCat("Ulysses splits the attention heads over the ", s.context_parallel,
+                       " sequence ranks: they must divide the ", m->n_head,
+                       " heads, and divide or be divided by the ", kv_heads, " key-value heads"));
+    }
+  }
   if (s.tensor_parallel == 1) {
     rows.Exact(&Strategy::tensor_parallel);
   } else {
@@ -208,6 +249,11 @@ FormatOutput ExportDeepSpeed(const FormatContext& c, FidelityBuilder& rows) {
                         "which layers recompute is decided in the model's code");
   }
   AttentionAtLoadRow(s, rows, "DeepSpeed");
+  if (cp && s.attention != Attention::kSdpa) {
+    rows.NotExpressible(&Strategy::attention,
+                        "Ulysses refuses eager attention (UlyssesSPAttentionHF): load the model "
+                        "with attn_implementation=\"sdpa\", the same attention fused");
+  }
   return out;
 }
 

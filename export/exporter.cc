@@ -17,8 +17,9 @@ absl::Status CheckInput(const ExportInput& in) {
   RETURN_IF_ERROR(CheckCheckpointPercent(s, "ckpt_pct"));
   if (in.world_size < 1 || in.world_size != s.world_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--world-size ", in.world_size, " does not match the strategy's dp*tp*pp = ",
-        s.data_parallel, "*", s.tensor_parallel, "*", s.pipeline_parallel, " = ", s.world_size()));
+        "--world-size ", in.world_size,
+        " does not match the strategy's dp*cp*tp*pp = ", s.data_parallel, "*", s.context_parallel,
+        "*", s.tensor_parallel, "*", s.pipeline_parallel, " = ", s.world_size()));
   }
   const int64_t per_step = int64_t{s.micro_batch_size} * s.grad_accum_steps * s.data_parallel;
   if (in.global_batch_size != per_step) {

@@ -32,6 +32,24 @@ void NoPipelineRows(const Strategy& s, FidelityBuilder& rows, FidelityStatus sta
   rows.Set(&Strategy::virtual_stages, status, "no pipeline parallelism (see pipeline_parallel)");
 }
 
+std::string TorchCommStrategy(const Strategy& s, FidelityBuilder& rows,
+                              const std::function<std::string(const char*)>& spelled) {
+  if (s.context_parallel_comm == ContextParallelComm::kP2p) {
+    rows.Approximated(&Strategy::context_parallel_comm,
+                      absl::StrCat(spelled("alltoall"),
+                                   ": torch's ring, each K/V block passed to the next rank while "
+                                   "the one in hand is attended, by an all-to-all collective "
+                                   "rather than point-to-point sends"));
+    return "alltoall";
+  }
+  rows.Approximated(&Strategy::context_parallel_comm,
+                    absl::StrCat(spelled("allgather"),
+                                 ": K/V all-gathered once, but attended block by block (merged "
+                                 "by log-sum-exp) and their gradients passed around a ring in "
+                                 "backward"));
+  return "allgather";
+}
+
 void AllLayersCheckpointRow(const Strategy& s, FidelityBuilder& rows, const std::string& how) {
   if (s.checkpointing == Checkpointing::kNone || s.checkpoint_percent == 100) {
     rows.Exact(&Strategy::checkpoint_percent);

@@ -4,6 +4,7 @@
 #ifndef AUTOACCEL_EXPORT_FORMATS_H_
 #define AUTOACCEL_EXPORT_FORMATS_H_
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -111,6 +112,14 @@ std::string TorchrunCommand(const FormatContext& c, const std::string& entry);
 // schedule), else as pipeline_parallel.
 void NoPipelineRows(const Strategy& s, FidelityBuilder& rows, FidelityStatus status,
                     const std::string& note);
+
+// The context-parallel exchange under accelerate (torch's context_parallel,
+// its cp_comm_strategy): all_gather is "allgather", p2p comes closest as
+// "alltoall" (torch's ring passing K/V with all-to-all collectives). Sets
+// the context_parallel_comm row, naming the setting as `spelled(value)`,
+// and returns the value to write. REQUIRES: context_parallel > 1.
+std::string TorchCommStrategy(const Strategy& s, FidelityBuilder& rows,
+                              const std::function<std::string(const char*)>& spelled);
 
 // checkpoint_percent when the framework checkpoints whole models only: 100
 // exact, else approximated (every layer) or, with checkpointing none,

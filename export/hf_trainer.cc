@@ -49,6 +49,51 @@ FormatOutput ExportHfTrainer(const FormatContext& c, FidelityBuilder& rows) {
                                      s.tensor_parallel, ", dp_shard_size=", s.data_parallel, "))"));
   }
   NoPipelineRows(s, rows, FidelityStatus::kRejected, "the Trainer has no pipeline parallelism");
+  // Context parallelism: accelerate's (torch's), which the Trainer runs under
+  // FSDP2 (it shards input_ids, labels, shift_labels and position_ids with
+  // maybe_context_parallel). The Accelerator it builds reads the
+  // ParallelismConfig from the environment `accelerate launch` would set.
+  const bool cp = s.context_parallel > 1;
+  std::string cp_refused;  // why the Trainer cannot, if it cannot
+  if (cp && s.tensor_parallel > 1) {
+    cp_refused =
+        "the Trainer builds the ParallelismConfig of a tp_plan model from its DistributedConfig, "
+        "which has no context-parallel size; use tensor_parallel 1";
+  } else if (cp && deepspeed) {
+    cp_refused =
+        "the Trainer checks DeepSpeed's train_batch_size against every rank as data-parallel, "
+        "so context-parallel ranks cannot go through it; use sharding fsdp";
+  } else if (cp && !fsdp) {
+    cp_refused =
+        "the Trainer's context parallelism (accelerate's cp_size) runs under FSDP2 only, which "
+        "plain DDP is not; use sharding fsdp";
+  } else if (cp && c.in.model && !c.in.model->IsCausal()) {
+    cp_refused =
+        "torch's context parallelism under accelerate runs causal attention only (its hooks "
+        "drop the mask for is_causal=True), and this model attends both ways";
+  }
+  if (!cp) {
+    rows.Exact(&Strategy::context_parallel);
+    rows.Exact(&Strategy::context_parallel_comm);
+  } else if (!cp_refused.empty()) {
+    rows.Rejected(&Strategy::context_parallel, cp_refused);
+    rows.Rejected(&Strategy::context_parallel_comm,
+                  "no context parallelism here (see context_parallel)");
+  } else {
+    const std::string comm = TorchCommStrategy(s, rows, [](const char* value) {
+      return absl::StrCat("PARALLELISM_CONFIG_CP_COMM_STRATEGY=", value);
+    });
+    out.environment = absl::StrCat(
+        "ACCELERATE_USE_PARALLELISM_CONFIG=true PARALLELISM_CONFIG_DP_SHARD_SIZE=", s.data_parallel,
+        " PARALLELISM_CONFIG_CP_SIZE=", s.context_parallel,
+        " PARALLELISM_CONFIG_CP_COMM_STRATEGY=", comm, " ");
+    model_kwargs["attn_implementation"] = "sdpa";  // the Trainer refuses another under cp
+    rows.Exact(&Strategy::context_parallel,
+               "PARALLELISM_CONFIG_CP_SIZE (with ACCELERATE_USE_PARALLELISM_CONFIG=true and "
+               "PARALLELISM_CONFIG_DP_SHARD_SIZE in the environment; the command sets them): "
+               "the Trainer splits each sequence with torch's head-tail balancer, rank c "
+               "holding chunks c and 2*cp-1-c, and FSDP2 shards over dp x cp");
+  }
   if (s.sequence_parallel) {
     rows.NotExpressible(&Strategy::sequence_parallel,
                         "no flag: a tp_plan with sequence-parallel styles in code");
@@ -156,16 +201,23 @@ FormatOutput ExportHfTrainer(const FormatContext& c, FidelityBuilder& rows) {
                        s.checkpoint_percent, "%"));
     }
   }
-  rows.Exact(&Strategy::attention,
-             absl::StrCat("from_pretrained(attn_implementation=\"",
-                          model_kwargs["attn_implementation"].get<std::string>(), "\")"));
+  if (cp && cp_refused.empty() && s.attention != Attention::kSdpa) {
+    rows.Approximated(&Strategy::attention,
+                      "from_pretrained(attn_implementation=\"sdpa\"): the Trainer's context "
+                      "parallelism runs SDPA only (torch's flash, memory-efficient or cuDNN "
+                      "kernels), the same attention fused");
+  } else {
+    rows.Exact(&Strategy::attention,
+               absl::StrCat("from_pretrained(attn_implementation=\"",
+                            model_kwargs["attn_implementation"].get<std::string>(), "\")"));
+  }
 
   if (fsdp) out.files.emplace_back("fsdp_config.json", JsonFile(fsdp_config));
   out.files.insert(out.files.begin(),
                    {"training_args.txt", absl::StrCat(absl::StrJoin(args, "\n"), "\n")});
   out.files.emplace_back("from_pretrained_kwargs.json", JsonFile(model_kwargs));
   out.entry = absl::StrCat("train.py $(cat ", FileRef(c, "training_args.txt"), ")");
-  out.command = TorchrunCommand(c, out.entry);
+  out.command = absl::StrCat(out.environment, TorchrunCommand(c, out.entry));
   return out;
 }
 

@@ -21,7 +21,9 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
   };
   flag("--tensor-model-parallel-size", s.tensor_parallel);
   flag("--pipeline-model-parallel-size", s.pipeline_parallel);
-  rows.Exact(&Strategy::data_parallel, "world size / (tensor * pipeline)");
+  rows.Exact(&Strategy::data_parallel, s.context_parallel > 1
+                                           ? "world size / (tensor * pipeline * context)"
+                                           : "world size / (tensor * pipeline)");
   rows.Exact(&Strategy::tensor_parallel, "--tensor-model-parallel-size");
   rows.Exact(&Strategy::pipeline_parallel, "--pipeline-model-parallel-size");
   if (s.pipeline_parallel == 1) {
@@ -40,6 +42,27 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
     rows.Exact(&Strategy::sequence_parallel, "--sequence-parallel");
   } else {
     rows.Exact(&Strategy::sequence_parallel);
+  }
+  // Context parallelism: get_batch_on_this_cp_rank gives rank c chunks c and
+  // 2*cp-1-c, as ours; Transformer Engine's attention exchanges K/V
+  // (TransformerConfig.cp_comm_type: "p2p", "all_gather", ...).
+  const bool cp = s.context_parallel > 1;
+  if (cp) {
+    flag("--context-parallel-size", s.context_parallel);
+    if (s.context_parallel_comm == ContextParallelComm::kP2p) {
+      flag("--cp-comm-type", "p2p");
+      rows.Exact(&Strategy::context_parallel_comm,
+                 "--cp-comm-type p2p: a ring of point-to-point K/V passes overlapped with "
+                 "attention");
+    } else {
+      flag("--cp-comm-type", "all_gather");
+      rows.Exact(&Strategy::context_parallel_comm,
+                 "--cp-comm-type all_gather: the whole sequence's K/V all-gathered, then "
+                 "attention");
+    }
+  } else {
+    rows.Exact(&Strategy::context_parallel);
+    rows.Exact(&Strategy::context_parallel_comm);
   }
   switch (s.sharding) {
     case Sharding::kNone:
@@ -151,6 +174,13 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
     rows.Approximated(&Strategy::attention,
                       "--attention-backend flash: Transformer Engine's flash attention, the "
                       "same fused algorithm as torch SDPA's flash kernel");
+  } else if (cp) {
+    // Transformer Engine disables its unfused attention under context parallelism.
+    flag("--attention-backend", "flash");
+    rows.Approximated(&Strategy::attention,
+                      "--attention-backend flash: Transformer Engine's context parallelism "
+                      "runs its flash and fused kernels only, not the unfused attention; flash "
+                      "computes the same attention fused");
   } else {
     flag("--attention-backend", "unfused");
     rows.Exact(&Strategy::attention, "--attention-backend unfused: attention spelled out");
@@ -196,14 +226,32 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
                     "and this model's output layer is its token embedding");
     }
   }
-  // Megatron's tensor parallelism (before Blackwell, without FSDP) needs one
-  // CUDA connection, so that its communication is ordered with compute.
-  if (s.tensor_parallel > 1 && s.sharding != Sharding::kFsdp) {
-    out.environment = "CUDA_DEVICE_MAX_CONNECTIONS=1 ";
+  // Megatron's tensor and context parallelism (before Blackwell, without
+  // FSDP) need one CUDA connection, so that communication is ordered with
+  // compute.
+  const bool one_connection = (s.tensor_parallel > 1 || cp) && s.sharding != Sharding::kFsdp;
+  const std::string connections =
+      ", with CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment (the command sets it; Megatron "
+      "refuses to start without it before Blackwell)";
+  if (one_connection) out.environment = "CUDA_DEVICE_MAX_CONNECTIONS=1 ";
+  if (one_connection && s.tensor_parallel > 1) {
     rows.Exact(&Strategy::tensor_parallel,
-               "--tensor-model-parallel-size, with CUDA_DEVICE_MAX_CONNECTIONS=1 in the "
-               "environment (the command sets it; Megatron refuses to start without it before "
-               "Blackwell)");
+               absl::StrCat("--tensor-model-parallel-size", connections));
+  }
+  if (cp) {
+    rows.Exact(&Strategy::context_parallel,
+               absl::StrCat("--context-parallel-size: rank c holds sequence chunks c and "
+                            "2*cp-1-c (get_batch_on_this_cp_rank)",
+                            one_connection ? connections : ""));
+    if (s.precision == Precision::kFp32) {
+      rows.Rejected(&Strategy::context_parallel,
+                    "Transformer Engine's context-parallel attention runs only its flash and "
+                    "fused kernels, which take fp16/bf16, not fp32");
+    } else if (c.in.model && !c.in.model->IsCausal()) {
+      rows.Rejected(&Strategy::context_parallel,
+                    "pretrain_bert.py does not split its batch over the context-parallel ranks "
+                    "(only pretrain_gpt.py calls get_batch_on_this_cp_rank)");
+    }
   }
   flag("--seq-length", c.in.seq_len);
   std::string script = "pretrain_gpt.py";

@@ -18,9 +18,10 @@ FormatOutput ExportTorchrun(const FormatContext& c, FidelityBuilder& rows) {
                    ".\n# Strategy: ", StrategyToText(c.s), "\n", out.command, " \"$@\"\n"));
   const std::string yours = "torchrun only starts the ranks: your script applies it";
   ForEachRow(kStrategyFields, [&](const auto& field) { rows.NotExpressible(field.member, yours); });
-  rows.Exact(&Strategy::data_parallel,
-             absl::StrCat("the launch starts dp*tp*pp = ", c.in.world_size,
-                          " ranks; how they split is your script's"));
+  rows.Exact(
+      &Strategy::data_parallel,
+      absl::StrCat("the launch starts ", c.s.context_parallel > 1 ? "dp*cp*tp*pp" : "dp*tp*pp",
+                   " = ", c.in.world_size, " ranks; how they split is your script's"));
   return out;
 }
 

@@ -8,6 +8,7 @@
 // trainer does not import. Field names and what they do are 0.2.2's
 // (torchtitan/config/job_config.py, train.py, models/llama3/infra/
 // parallelize.py); tests/export/run_export.py trains with the file.
+#include <cstdint>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -64,15 +65,27 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
   set("training", "global_batch_size", absl::StrCat(c.in.global_batch_size));
   set("training", "seq_len", absl::StrCat(c.in.seq_len));
 
-  // Data parallelism: replicate (DDP) or shard (FSDP2).
+  // Data parallelism: replicate (DDP) or shard (FSDP2). With context
+  // parallelism torchtitan always applies FSDP2, over dp_shard * cp
+  // (ParallelDims.fsdp_enabled), so the model is sharded even for "none".
   const bool fsdp = s.sharding == Sharding::kFsdp;
+  const bool cp = s.context_parallel > 1;
+  const bool fully_sharded = fsdp || cp;  // FSDP2 applied, mixed precision through it
   set("parallelism", "data_parallel_replicate_degree", absl::StrCat(fsdp ? 1 : s.data_parallel));
   set("parallelism", "data_parallel_shard_degree", absl::StrCat(fsdp ? s.data_parallel : 1));
   rows.Exact(&Strategy::data_parallel,
              fsdp ? "data_parallel_shard_degree" : "data_parallel_replicate_degree");
   switch (s.sharding) {
     case Sharding::kNone:
-      if (s.data_parallel > 1 && (s.tensor_parallel > 1 || s.pipeline_parallel > 1)) {
+      if (cp) {
+        // Closest to replicated: keep the gathered parameters from forward to backward.
+        set("parallelism", "fsdp_reshard_after_forward", Quoted("never"));
+        rows.Approximated(&Strategy::sharding,
+                          "torchtitan applies FSDP2 over the context-parallel ranks whenever "
+                          "context_parallel_degree > 1 (HSDP with data_parallel_replicate_degree): "
+                          "parameters, gradients and optimizer state sharded over the cp ranks, "
+                          "fsdp_reshard_after_forward \"never\"");
+      } else if (s.data_parallel > 1 && (s.tensor_parallel > 1 || s.pipeline_parallel > 1)) {
         rows.Rejected(&Strategy::sharding,
                       "torchtitan's DDP is for data parallelism alone (\"DDP has not supported "
                       "> 1D parallelism\"): with tensor or pipeline parallelism use sharding fsdp");
@@ -92,8 +105,45 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
       break;
     case Sharding::kFsdp:
       set("parallelism", "fsdp_reshard_after_forward", Quoted("always"));
-      rows.Exact(&Strategy::sharding, "FSDP2 (data_parallel_shard_degree), reshard after forward");
+      rows.Exact(&Strategy::sharding,
+                 cp ? "FSDP2 over data_parallel_shard_degree * context_parallel_degree ranks, "
+                      "reshard after forward"
+                    : "FSDP2 (data_parallel_shard_degree), reshard after forward");
       break;
+  }
+  if (!cp) {
+    rows.Exact(&Strategy::context_parallel);
+    rows.Exact(&Strategy::context_parallel_comm);
+  } else {
+    set("parallelism", "context_parallel_degree", absl::StrCat(s.context_parallel));
+    set("parallelism", "context_parallel_load_balancer", Quoted("headtail"));
+    // torchtitan 0.2.2's trainer never applies context_parallel_rotate_method:
+    // only its validator calls set_rotate_method, so training all-gathers K/V
+    // (torch's default). The key is written "allgather" so that both agree.
+    set("parallelism", "context_parallel_rotate_method", Quoted("allgather"));
+    rows.Exact(&Strategy::context_parallel,
+               "context_parallel_degree with context_parallel_load_balancer \"headtail\": rank "
+               "c holds sequence chunks c and 2*cp-1-c; torch's context parallelism runs the "
+               "model's SDPA over the whole sequence");
+    const int64_t divisor = int64_t{2} * s.context_parallel * s.tensor_parallel;
+    if (c.in.seq_len % divisor != 0) {
+      rows.Rejected(&Strategy::context_parallel,
+                    absl::StrCat("torchtitan asserts seq_len divisible by tensor_parallel_degree "
+                                 "* 2 * context_parallel_degree (",
+                                 divisor, ")"));
+    }
+    if (s.context_parallel_comm == ContextParallelComm::kAllGather) {
+      rows.Approximated(&Strategy::context_parallel_comm,
+                        "context_parallel_rotate_method \"allgather\": K/V all-gathered once, "
+                        "but attended block by block (merged by log-sum-exp) and their "
+                        "gradients passed around a ring in backward");
+    } else {
+      rows.Approximated(&Strategy::context_parallel_comm,
+                        "torchtitan 0.2.2's trainer never applies context_parallel_rotate_method "
+                        "(only its validator does), so it all-gathers K/V (torch's default) "
+                        "rather than passing them around a ring; the key is written "
+                        "\"allgather\" to match");
+    }
   }
   set("parallelism", "tensor_parallel_degree", absl::StrCat(s.tensor_parallel));
   rows.Exact(&Strategy::tensor_parallel, "tensor_parallel_degree");
@@ -147,7 +197,7 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
       break;
     case Precision::kBf16:
       set("training", "mixed_precision_param", Quoted("bfloat16"));
-      if (fsdp) {
+      if (fully_sharded) {
         rows.Approximated(&Strategy::precision,
                           "FSDP2 mixed precision: computes with bf16 copies of the fp32 "
                           "parameters (reductions in fp32) rather than autocasting op by op");
@@ -214,6 +264,11 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
     rows.Exact(&Strategy::attention,
                "the models' attn_type \"sdpa\" (the flavor's default): "
                "F.scaled_dot_product_attention, cuDNN or flash kernels first");
+  } else if (cp) {
+    rows.NotExpressible(&Strategy::attention,
+                        "torch's context parallelism dispatches SDPA's flash, memory-efficient "
+                        "and cuDNN kernels only, not the math kernel: the model's SDPA computes "
+                        "the same attention fused");
   } else {
     rows.NotExpressible(&Strategy::attention,
                         "torchtitan's attention is SDPA, flex or varlen; for the math kernel set "
@@ -233,7 +288,7 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
                    "(--optimizer.lr, ...; torchtitan's defaults where you set none)");
   if (s.offload == Offload::kCpu) {
     set("training", "enable_cpu_offload", TomlBool(true));
-    if (fsdp) {
+    if (fully_sharded) {
       rows.Approximated(&Strategy::offload,
                         "enable_cpu_offload (FSDP2 CPUOffloadPolicy) keeps parameters and "
                         "gradients on the host too and steps there");

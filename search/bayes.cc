@@ -36,7 +36,7 @@ class Encoder {
     }
   }
 
-  static constexpr int kDims = 3 + 4 + 4 + 3 + 1 + 1 + 1 + 1 + 1 + 1 + 1;
+  static constexpr int kDims = 3 + 4 + 4 + 3 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 2;
 
   Eigen::VectorXd Encode(const Strategy& s) const {
     Eigen::VectorXd x = Eigen::VectorXd::Zero(kDims);
@@ -62,6 +62,8 @@ class Encoder {
     x[k++] = scaled(Log2(s.virtual_stages), max_log_vpp_);
     x[k++] = s.sequence_parallel;
     x[k++] = scaled(Log2(s.micro_batch_size), max_log_mbs_);
+    x[k++] = scaled(Log2(s.context_parallel), max_log_world_);
+    x[k++] = s.context_parallel_comm == ContextParallelComm::kAllGather;
     return x;
   }
 

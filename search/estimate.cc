@@ -23,6 +23,15 @@ SpaceRequest SpaceFor(const EstimateRequest& r) {
   const bool cuda = r.device.spec.type == "cuda";
   space.device_is_accelerator = cuda;
   space.device_supports_bf16 = !cuda || r.device.spec.peak.bf16 > 0;
+  // Context parallelism is ranked too (a tuning job tries it only when
+  // asked): every degree that divides the cluster and splits the sequence
+  // into two chunks per rank.
+  for (int cp = 1; cp <= r.world_size; ++cp) {
+    if (r.world_size % cp == 0 && r.seq_len % (2 * cp) == 0) {
+      space.context_parallel_sizes.push_back(cp);
+    }
+  }
+  if (space.context_parallel_sizes.empty()) space.context_parallel_sizes = {1};
   return space;
 }
 

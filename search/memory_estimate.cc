@@ -30,15 +30,21 @@ MlpActivations MlpActivationUnits(const ModelSpec& m) {
   return {8.0 * f_over_h, 0.0};  // gated: gate, up, act(gate), their product
 }
 
-// Korthikanti et al.'s bytes for one layer and micro-batch (16-bit).
+// Korthikanti et al.'s bytes for one layer and micro-batch (16-bit), for
+// this rank's seq_len / cp tokens of each sequence.
 double LayerActivationBytes(const ModelSpec& m, int seq_len, const Strategy& s,
                             Checkpointing checkpointing) {
-  const double sbh = double(seq_len) * s.micro_batch_size * m.n_embd;
+  const int64_t cp = std::max(1, s.context_parallel);
+  const double sbh = double(seq_len) / cp * s.micro_batch_size * m.n_embd;
   const double t = s.tensor_parallel;
   const bool sp = s.sequence_parallel && s.tensor_parallel > 1;
   if (checkpointing == Checkpointing::kFull) return 2.0 * sbh / (sp ? t : 1.0);
+  // The scores of the rank's queries against the whole sequence's keys; the
+  // context-parallel ring keeps none (it recomputes its blocks in backward).
+  const bool ring = cp > 1 && s.context_parallel_comm == ContextParallelComm::kP2p;
   const double attention_core = 5.0 * m.n_head * seq_len / (double(m.n_embd) * t);
-  const bool keeps_core = checkpointing == Checkpointing::kNone && s.attention == Attention::kMath;
+  const bool keeps_core =
+      checkpointing == Checkpointing::kNone && s.attention == Attention::kMath && !ring;
   // 10: norms' inputs 4, the attention's and the MLP's replicated inputs 2 + 2,
   // two dropout masks; 8/t: Q, K, V and the attention projection's input, at
   // the attention width n_head * head_dim (h unless head_dim says otherwise).
@@ -47,6 +53,11 @@ double LayerActivationBytes(const ModelSpec& m, int seq_len, const Strategy& s,
   double narrow = 10.0 + mlp.narrow, wide = 8.0 * width + mlp.wide;
   if (m.IsDecoder() && m.Info().sandwich_norm) narrow += 4.0;  // two more norms' inputs
   if (m.IsDecoder() && m.Info().qk_norm) wide += 4.0 * width;  // the q and k norms' inputs
+  if (cp > 1 && !ring) {
+    // all_gather keeps the other ranks' keys and values for backward.
+    const double kv_width = m.IsDecoder() ? double(m.n_kv_head) * m.HeadDim() / m.n_embd : 1.0;
+    wide += 4.0 * kv_width * (cp - 1);
+  }
   const double rest = sp ? (narrow + wide) / t : narrow + wide / t;
   return sbh * (rest + (keeps_core ? attention_core : 0.0));
 }
@@ -59,7 +70,9 @@ MemoryEstimate EstimateMemory(const ModelSpec& m, int seq_len, const Strategy& s
   if (m.IsTorchScript() || m.n_layer <= 0) return e;
   const int64_t L = m.n_layer;
   const int64_t pp = std::max(1, s.pipeline_parallel), tp = std::max(1, s.tensor_parallel);
-  const int64_t dp = std::max(1, s.data_parallel);
+  // Sharding divides the model state over the data- and context-parallel
+  // ranks, which hold the same weights.
+  const int64_t dp = int64_t{std::max(1, s.data_parallel)} * std::max(1, s.context_parallel);
   const int64_t vpp = pp > 1 ? std::max(1, s.virtual_stages) : 1;
 
   // Parameters of the worst rank: its stage's layers (the chunking of
@@ -106,8 +119,9 @@ MemoryEstimate EstimateMemory(const ModelSpec& m, int seq_len, const Strategy& s
   }
   e.activations = static_cast<int64_t>(std::llround(
       per_micro_batch * in_flight * ActivationBytes(s.precision) * c.activation_factor));
-  // Logits [b, s, V / tp] in fp32 for the loss, and their gradient.
-  e.logits = int64_t{s.micro_batch_size} * seq_len * CeilDiv(m.vocab_size, tp) * 4 * 2;
+  // Logits [b, s / cp, V / tp] in fp32 for the loss, and their gradient.
+  e.logits = int64_t{s.micro_batch_size} * (seq_len / std::max(1, s.context_parallel)) *
+             CeilDiv(m.vocab_size, tp) * 4 * 2;
   e.overhead = c.overhead_bytes;
   return e;
 }

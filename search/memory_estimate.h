@@ -7,7 +7,8 @@
 // Model state (Rajbhandari et al., ZeRO): per parameter on the device, fp32
 // and autocast (bf16, fp16) keep 4 bytes of weights, 4 of gradients and 8 of
 // AdamW moments (16); pure_bf16 keeps 2 + 2 + 12 (moments and the fp32
-// master copy). With data-parallel degree N, zero1 divides the optimizer
+// master copy). With N = data-parallel times context-parallel degree (the
+// ranks that hold the same weights), zero1 divides the optimizer
 // part by N, zero2 also the gradients, fsdp everything (plus one gathered
 // layer at a time); offload=cpu moves the optimizer part to host memory.
 // Tensor parallelism divides the parameters by tp, pipeline stages take
@@ -40,6 +41,13 @@
 //                           gathered input and its output before the routing
 //                           weight (h each); the router keeps its logits
 //                           (16-bit) and fp32 probabilities over the E experts.
+// Context parallelism (cp ranks share each sequence): every rank keeps the
+// activations of s/cp tokens, so s·b·h above counts s/cp, while the
+// attention core's scores still span the whole sequence's keys (5·a·s/(h·t)
+// with the whole s) unless p2p, whose ring keeps no scores (it recomputes
+// its blocks in backward); all_gather also keeps the other ranks' keys and
+// values, 4·(cp - 1)·K/(h·t) with K = n_kv_head·head_dim. The logits are
+// the rank's s/cp positions'.
 // Activations are doubled for fp32 and scaled by the calibrated activation
 // factor. A pipeline stage keeps min(ga, pp) micro-batches in flight under
 // 1F1B (interleaved: min(ga, pp + ceil((pp - 1) / vpp))), one without

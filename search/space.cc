@@ -26,6 +26,9 @@ constexpr Sharding kShardingOrder[] = {Sharding::kNone, Sharding::kZero1, Shardi
                                        Sharding::kFsdp};
 constexpr PipelineSchedule kScheduleOrder[] = {PipelineSchedule::k1F1B,
                                                PipelineSchedule::kInterleaved};
+// p2p first: it overlaps the exchange with attention.
+constexpr ContextParallelComm kContextParallelCommOrder[] = {ContextParallelComm::kP2p,
+                                                             ContextParallelComm::kAllGather};
 constexpr int kDefaultCheckpointPercents[] = {50, 100};
 constexpr int kDefaultVirtualStages[] = {2};
 
@@ -106,7 +109,14 @@ struct Layout {
   int data_parallel;
   int tensor_parallel;
   int pipeline_parallel;
+  int context_parallel;
   std::vector<int> micro_batches;  // largest first
+
+  int64_t model_ranks() const {
+    return int64_t{tensor_parallel} * pipeline_parallel * context_parallel;
+  }
+  // Ranks that hold the same weights, which sharding divides the state over.
+  bool shards() const { return data_parallel * context_parallel > 1; }
 };
 
 // Sizes to try for one parallel degree, ascending: the given ones
@@ -145,6 +155,11 @@ absl::StatusOr<std::vector<Layout>> LayoutCandidates(const SpaceRequest& r) {
   ASSIGN_OR_RETURN(
       const std::vector<int> pps,
       DegreeCandidates("pipeline_parallel_sizes", r.pipeline_parallel_sizes, r.world_size));
+  ASSIGN_OR_RETURN(const std::vector<int> cps,
+                   DegreeCandidates("context_parallel_sizes",
+                                    r.context_parallel_sizes.empty() ? std::vector<int>{1}
+                                                                     : r.context_parallel_sizes,
+                                    r.world_size));
   for (int m : r.micro_batch_sizes) {
     if (m <= 0) {
       return absl::InvalidArgumentError(
@@ -162,26 +177,38 @@ absl::StatusOr<std::vector<Layout>> LayoutCandidates(const SpaceRequest& r) {
                                                    absl::StrJoin(pps, ", "),
                                                    ") divides world_size ", r.world_size));
   }
+  if (std::none_of(cps.begin(), cps.end(), divides_world)) {
+    return absl::InvalidArgumentError(absl::StrCat("context_parallel_sizes: none of (",
+                                                   absl::StrJoin(cps, ", "),
+                                                   ") divides world_size ", r.world_size));
+  }
   std::vector<Layout> layouts;
   for (int tp : tps) {
     for (int pp : pps) {
-      const int64_t model_ranks = int64_t{tp} * pp;
-      if (!divides_world(model_ranks)) continue;
-      layouts.push_back({static_cast<int>(r.world_size / model_ranks), tp, pp, {}});
+      for (int cp : cps) {
+        const Layout layout{0, tp, pp, cp, {}};
+        if (layout.model_ranks() > r.world_size || !divides_world(layout.model_ranks())) continue;
+        layouts.push_back(layout);
+        layouts.back().data_parallel = static_cast<int>(r.world_size / layout.model_ranks());
+      }
     }
   }
   if (layouts.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pipeline_parallel_sizes: no product of a tensor-parallel size (",
-                     absl::StrJoin(tps, ", "), ") and a pipeline-parallel size (",
-                     absl::StrJoin(pps, ", "), ") divides world_size ", r.world_size));
+    return absl::InvalidArgumentError(absl::StrCat(
+        cps.size() == 1 && cps[0] == 1 ? "pipeline_parallel_sizes" : "context_parallel_sizes",
+        ": no product of a tensor-parallel size (", absl::StrJoin(tps, ", "),
+        "), a pipeline-parallel size (", absl::StrJoin(pps, ", "),
+        ") and a context-parallel size (", absl::StrJoin(cps, ", "), ") divides world_size ",
+        r.world_size));
   }
   // Fewest model-parallel ranks first (most data parallelism), then tensor
-  // before pipeline parallelism.
+  // before context before pipeline parallelism.
   std::sort(layouts.begin(), layouts.end(), [](const Layout& a, const Layout& b) {
-    const int64_t ma = int64_t{a.tensor_parallel} * a.pipeline_parallel;
-    const int64_t mb = int64_t{b.tensor_parallel} * b.pipeline_parallel;
-    return ma != mb ? ma < mb : a.pipeline_parallel < b.pipeline_parallel;
+    if (a.model_ranks() != b.model_ranks()) return a.model_ranks() < b.model_ranks();
+    if (a.pipeline_parallel != b.pipeline_parallel) {
+      return a.pipeline_parallel < b.pipeline_parallel;
+    }
+    return a.context_parallel < b.context_parallel;
   });
   std::vector<int> data_parallel_sizes;  // of the layouts, for the messages below
   for (const Layout& l : layouts) {
@@ -316,9 +343,10 @@ absl::Status ValidateShape(const SpaceRequest& r) {
 // Every dimension's candidates, each in its preferred order.
 struct Dimensions {
   std::vector<Layout> layouts;
-  std::vector<Sharding> shardings;        // for layouts with data_parallel > 1
+  std::vector<Sharding> shardings;        // for layouts with data_parallel * context_parallel > 1
   std::vector<ScheduleChoice> schedules;  // for layouts with pipeline_parallel > 1
   std::vector<bool> sequence_parallel;    // for layouts with tensor_parallel > 1
+  std::vector<ContextParallelComm> context_parallel_comms;  // for layouts with context_parallel > 1
   std::vector<Precision> precisions;
   std::vector<Attention> attentions;
   std::vector<CheckpointChoice> checkpoints;
@@ -334,6 +362,9 @@ absl::StatusOr<Dimensions> ResolveDimensions(const SpaceRequest& r) {
   ASSIGN_OR_RETURN(d.shardings,
                    Candidates("shardings", r.shardings, kShardingOrder, &ShardingName));
   ASSIGN_OR_RETURN(d.schedules, ScheduleCandidates(r));
+  ASSIGN_OR_RETURN(d.context_parallel_comms,
+                   Candidates("context_parallel_comms", r.context_parallel_comms,
+                              kContextParallelCommOrder, &ContextParallelCommName));
   for (bool on : {false, true}) {
     if (r.sequence_parallel_modes.empty() ||
         std::find(r.sequence_parallel_modes.begin(), r.sequence_parallel_modes.end(), on) !=
@@ -379,9 +410,10 @@ absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request
                          d.optimizers.size() * d.offloads.size();
     double combinations = 0;
     for (const Layout& layout : d.layouts) {
-      combinations += flags * (layout.data_parallel > 1 ? d.shardings.size() : 1) *
+      combinations += flags * (layout.shards() ? d.shardings.size() : 1) *
                       (layout.pipeline_parallel > 1 ? d.schedules.size() : 1) *
                       (layout.tensor_parallel > 1 ? d.sequence_parallel.size() : 1) *
+                      (layout.context_parallel > 1 ? d.context_parallel_comms.size() : 1) *
                       layout.micro_batches.size();
     }
     if (combinations > double(request.max_combinations)) {
@@ -399,27 +431,36 @@ absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request
   for (const Layout& layout : d.layouts) {
     // A dimension the layout has no use for takes its only value.
     const std::vector<Sharding> shardings =
-        layout.data_parallel > 1 ? d.shardings : std::vector<Sharding>{Sharding::kNone};
+        layout.shards() ? d.shardings : std::vector<Sharding>{Sharding::kNone};
     const std::vector<ScheduleChoice> schedules =
         layout.pipeline_parallel > 1 ? d.schedules
                                      : std::vector<ScheduleChoice>{{PipelineSchedule::k1F1B, 1}};
     const std::vector<bool> sequence_parallel =
         layout.tensor_parallel > 1 ? d.sequence_parallel : std::vector<bool>{false};
-    // The innermost dimensions, in order: schedule, sequence parallel, micro batch.
+    const std::vector<ContextParallelComm> comms =
+        layout.context_parallel > 1 ? d.context_parallel_comms
+                                    : std::vector<ContextParallelComm>{ContextParallelComm::kP2p};
+    // The innermost dimensions, in order: schedule, sequence parallel,
+    // context-parallel exchange, micro batch.
     Strategy inner;
     std::vector<Strategy> inners;
     inner.data_parallel = layout.data_parallel;
     inner.tensor_parallel = layout.tensor_parallel;
     inner.pipeline_parallel = layout.pipeline_parallel;
+    inner.context_parallel = layout.context_parallel;
     for (const ScheduleChoice& schedule : schedules) {
       inner.pipeline_schedule = schedule.schedule;
       inner.virtual_stages = schedule.virtual_stages;
       for (bool sp : sequence_parallel) {
         inner.sequence_parallel = sp;
-        for (int micro_batch : layout.micro_batches) {
-          inner.micro_batch_size = micro_batch;
-          inner.grad_accum_steps = request.global_batch_size / (layout.data_parallel * micro_batch);
-          inners.push_back(inner);
+        for (ContextParallelComm comm : comms) {
+          inner.context_parallel_comm = comm;
+          for (int micro_batch : layout.micro_batches) {
+            inner.micro_batch_size = micro_batch;
+            inner.grad_accum_steps =
+                request.global_batch_size / (layout.data_parallel * micro_batch);
+            inners.push_back(inner);
+          }
         }
       }
     }

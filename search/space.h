@@ -30,12 +30,16 @@ struct SpaceRequest : TrainingSetup {
   // Candidate values per dimension. Empty means every value that applies and
   // the device can run:
   //   tensor_parallel_sizes,
-  //   pipeline_parallel_sizes: every divisor of world_size. The layouts are
-  //                        every (tp, pp) of the two lists with tp * pp
-  //                        dividing world_size, data_parallel =
-  //                        world_size / (tp * pp);
-  //   shardings:           all four; a layout with data_parallel 1 has
-  //                        nothing to shard over and runs none only;
+  //   pipeline_parallel_sizes: every divisor of world_size;
+  //   context_parallel_sizes: {1}. The layouts are every (tp, pp, cp) of
+  //                        the three lists with tp * pp * cp dividing
+  //                        world_size, data_parallel = world_size /
+  //                        (tp * pp * cp);
+  //   context_parallel_comms: p2p and all_gather; a layout with
+  //                        context_parallel 1 runs p2p only;
+  //   shardings:           all four; a layout with data_parallel *
+  //                        context_parallel 1 has nothing to shard over
+  //                        and runs none only;
   //   pipeline_schedules:  1f1b and interleaved; a layout with
   //                        pipeline_parallel 1 runs 1f1b only;
   //   virtual_stages:      {2} (model chunks per rank, for interleaved only;
@@ -59,6 +63,8 @@ struct SpaceRequest : TrainingSetup {
   std::vector<PipelineSchedule> pipeline_schedules;
   std::vector<int> virtual_stages;
   std::vector<bool> sequence_parallel_modes;
+  std::vector<int> context_parallel_sizes;
+  std::vector<ContextParallelComm> context_parallel_comms;
   std::vector<int> micro_batch_sizes;
   std::vector<Precision> precisions;
   std::vector<Checkpointing> checkpointings;
@@ -101,11 +107,12 @@ absl::Status ValidateSpaceRequest(const SpaceRequest& request);
 // Order (deterministic; likely-best first, so a job cut short by its time
 // limit has already tried the promising strategies). Nested loops, outermost
 // first, each dimension in its preferred order:
-//   layout         (tensor_parallel, pipeline_parallel) by tp * pp ascending,
-//                  then pp ascending: (1,1), (2,1), (1,2), (4,1), (2,2),
-//                  (1,4), ... (most data parallelism first: it communicates
-//                  least per step; tensor before pipeline parallelism, which
-//                  idles in its bubble)
+//   layout         (tensor_parallel, pipeline_parallel, context_parallel) by
+//                  tp * pp * cp ascending, then pp ascending, then cp
+//                  ascending: (1,1), (2,1), (1,2), (4,1), (2,2), (1,4), ...
+//                  without context parallelism (most data parallelism
+//                  first: it communicates least per step; tensor before
+//                  pipeline parallelism, which idles in its bubble)
 //   sharding       none, zero1, zero2, fsdp (least communication first)
 //   precision      bf16, pure_bf16, fp16, fp32
 //                  (tensor-core GEMMs and half the bytes first; bf16 needs no
@@ -121,6 +128,7 @@ absl::Status ValidateSpaceRequest(const SpaceRequest& request);
 //   offload        none, cpu              (no host round trip per step)
 //   pp schedule    1f1b, then interleaved at each virtual_stages ascending
 //   sequence par.  off, on
+//   cp exchange    p2p, all_gather        (p2p overlaps with attention)
 //   micro batch    largest to smallest    (fewer, larger GEMMs)
 // Micro batch is innermost so that, under the best flags, an OOM at a large
 // micro batch is followed straight away by the next smaller one. A

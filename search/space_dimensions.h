@@ -65,6 +65,15 @@ inline constexpr std::tuple kSpaceDimensions{
                          "sequence_parallel",
                          "sequence parallelism with tensor parallelism: off,on (default: both)",
                          &SpaceRequest::sequence_parallel_modes, false, kOffOnNames},
+    SpaceDimension<int>{"context_parallel", "context_parallel_sizes", "--cp-sizes", "cp_sizes",
+                        "context-parallel sizes to try, each dividing --world-size with the "
+                        "tensor and pipeline sizes (default: 1, no context parallelism)",
+                        &SpaceRequest::context_parallel_sizes, 1},
+    SpaceDimension<ContextParallelComm>{
+        "context_parallel_comm", "context_parallel_comms", "--cp-comms", "cp_comms",
+        "how context-parallel ranks exchange keys and values: p2p,all_gather (default: both)",
+        &SpaceRequest::context_parallel_comms, ContextParallelComm::kP2p,
+        kContextParallelCommNames},
     SpaceDimension<PipelineSchedule>{
         "pipeline_schedule", "pipeline_schedules", "--pipeline-schedules", "pipeline_schedules",
         "pipeline schedules to try: 1f1b,interleaved (default: both)",

@@ -64,6 +64,7 @@ struct ModelParts {
   double head_flops = 0;        // per token, forward + backward, LM head / MLM head
   double attention_flops = 0;   // per token, one layer's QK^T and AV forward as model FLOPs
   bool tied = true;             // the LM head is the token embedding
+  double kv_width = 0;          // key and value elements per token and layer
   // Sequence parallelism: weights tensor parallelism does not split, whose
   // gradients are all-reduced per micro-batch (count, elements).
   int replicated_layer_tensors = 0;
@@ -90,6 +91,7 @@ ModelParts Parts(const ModelSpec& m, int seq_len) {
   const double attention_width = m.IsDecoder() ? double(m.n_head) * m.HeadDim() : h;
   p.attention_flops = 4.0 * attention_width * attended / L;
   p.tied = !m.IsDecoder() || m.tie_word_embeddings;
+  p.kv_width = 2.0 * (m.IsDecoder() ? double(m.n_kv_head) * m.HeadDim() : h);
   if (m.family == "gpt2") {
     p.embedding_params = (V + m.n_positions) * h;
     p.replicated_layer_tensors = 6;  // ln_1, ln_2 (weight, bias); both c_proj biases
@@ -137,12 +139,17 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
   const double tp_bytes = bytes_weight(placement.tensor_crosses);
   const double pp_bytes = bytes_weight(placement.pipeline_crosses);
   const double dp_calls = calls_weight(placement.data_crosses);
+  const double cp_bytes = bytes_weight(placement.context_crosses);
+  const double cp_calls = calls_weight(placement.context_crosses);
   const double tp_calls = calls_weight(placement.tensor_crosses);
   const double pp_calls = calls_weight(placement.pipeline_crosses);
   const double h = m.n_embd, S = seq_len;
-  const double T = double(s.micro_batch_size) * S;  // tokens of a micro-batch
+  const double cp = std::max(1, s.context_parallel);
+  const double T = double(s.micro_batch_size) * S / cp;  // this rank's tokens of a micro-batch
   const double ga = std::max(1, s.grad_accum_steps);
-  const double t = std::max(1, s.tensor_parallel), n = std::max(1, s.data_parallel);
+  // n: the ranks that reduce gradients together (and shard over), the data-
+  // and context-parallel ones.
+  const double t = std::max(1, s.tensor_parallel), n = std::max(1, s.data_parallel) * cp;
   const int pp = std::max(1, s.pipeline_parallel);
   const double vpp = pp > 1 ? std::max(1, s.virtual_stages) : 1;
   const bool sp = s.sequence_parallel && t > 1;
@@ -278,6 +285,27 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
     model_bytes *= tp_bytes;
     per_micro_batch_calls *= tp_calls;
   }
+  // Context parallelism, per micro-batch: each layer's keys and values
+  // (this rank's K elements, the projections' dtype) reach the other cp - 1
+  // ranks in forward, again for a fully recomputed layer, and their
+  // gradients come back in backward (p2p: the block's K/V passed on again
+  // and its fp32 gradients passed along the ring cp times; all_gather: one
+  // reduce-scatter); plus the loss's token count.
+  if (cp > 1) {
+    const double K = T * parts.kv_width / t;
+    const double e = fp32 ? 4 : 2;
+    const double forwards = layers + full;
+    double bytes = 0, calls = 1;
+    if (s.context_parallel_comm == ContextParallelComm::kP2p) {
+      bytes = forwards * (cp - 1) * K * e + layers * ((cp - 1) * K * e + cp * K * 4);
+      calls += forwards * 2 * (cp - 1) + layers * (2 * (cp - 1) + 2 * cp);
+    } else {
+      bytes = forwards * (cp - 1) * K * e + layers * (cp - 1) * K * e;
+      calls += forwards * 2 + layers * 2;
+    }
+    model_bytes += bytes * cp_bytes;
+    per_micro_batch_calls += calls * cp_calls;
+  }
   // Pipeline parallelism, per micro-batch.
   if (pp > 1) {
     const double message = T * h / (sp ? t : 1.0) * weight_bytes;
@@ -361,8 +389,8 @@ GroupPlacement PlaceGroups(const Strategy& s, const LinkTopology& topology) {
   GroupPlacement placement;
   const int64_t G = topology.devices_per_node;
   const int64_t t = std::max(1, s.tensor_parallel), n = std::max(1, s.data_parallel),
-                pp = std::max(1, s.pipeline_parallel);
-  if (G <= 0 || t * n * pp <= G) return placement;
+                pp = std::max(1, s.pipeline_parallel), cp = std::max(1, s.context_parallel);
+  if (G <= 0 || t * cp * n * pp <= G) return placement;
   // Does any group of `count` ranks `stride` apart, starting at each of
   // `starts`, hold ranks of two nodes?
   const auto crosses = [&](int64_t stride, int64_t count, const std::vector<int64_t>& starts) {
@@ -371,17 +399,23 @@ GroupPlacement PlaceGroups(const Strategy& s, const LinkTopology& topology) {
     }
     return false;
   };
-  std::vector<int64_t> tensor_starts, data_starts, pipeline_starts;
+  // rank = ((p * n + d) * cp + c) * t + r. The gradients' group is the
+  // data- and context-parallel ranks together: t apart, n * cp of them.
+  std::vector<int64_t> tensor_starts, context_starts, data_starts, pipeline_starts;
   for (int64_t p = 0; p < pp; ++p) {
-    for (int64_t d = 0; d < n; ++d) tensor_starts.push_back(t * (d + n * p));
-    for (int64_t r = 0; r < t; ++r) data_starts.push_back(r + t * n * p);
+    for (int64_t d = 0; d < n; ++d) {
+      for (int64_t c = 0; c < cp; ++c) tensor_starts.push_back(t * (c + cp * (d + n * p)));
+      for (int64_t r = 0; r < t; ++r) context_starts.push_back(r + t * cp * (d + n * p));
+    }
+    for (int64_t r = 0; r < t; ++r) data_starts.push_back(r + t * cp * n * p);
   }
-  for (int64_t r = 0; r < t * n; ++r) pipeline_starts.push_back(r);
+  for (int64_t r = 0; r < t * cp * n; ++r) pipeline_starts.push_back(r);
   // Ranks of a group ascend with its index, so its first and last rank tell
   // whether it spans nodes.
   placement.tensor_crosses = t > 1 && crosses(1, t, tensor_starts);
-  placement.data_crosses = n > 1 && crosses(t, n, data_starts);
-  placement.pipeline_crosses = pp > 1 && crosses(t * n, pp, pipeline_starts);
+  placement.context_crosses = cp > 1 && crosses(t, cp, context_starts);
+  placement.data_crosses = n * cp > 1 && crosses(t, n * cp, data_starts);
+  placement.pipeline_crosses = pp > 1 && crosses(t * cp * n, pp, pipeline_starts);
   return placement;
 }
 

@@ -68,7 +68,8 @@ LinkTopology TopologyOf(const DeviceSpec& device);
 // order above). All false when devices_per_node is 0 or holds the world.
 struct GroupPlacement {
   bool tensor_crosses = false;
-  bool data_crosses = false;
+  bool context_crosses = false;
+  bool data_crosses = false;  // the data- and context-parallel ranks together
   bool pipeline_crosses = false;
 };
 GroupPlacement PlaceGroups(const Strategy& strategy, const LinkTopology& topology);
@@ -76,9 +77,11 @@ GroupPlacement PlaceGroups(const Strategy& strategy, const LinkTopology& topolog
 // Linear step-time model: predicted seconds per optimizer step of the
 // slowest rank = sum_k coefficient[k] * feature[k]. Features are physical
 // quantities of one step on the slowest rank (pipeline: the stage with the
-// most compute FLOPs); coefficients are seconds per unit. Below, T = b·s
-// tokens of a micro-batch, ga micro-batches per step, t/n/pp the tensor,
-// data and pipeline degrees; "ar" is a ring all-reduce's 2(n-1)/n and "rs"
+// most compute FLOPs); coefficients are seconds per unit. Below, T = b·s/cp
+// tokens of a micro-batch on one rank (cp the context-parallel degree), ga
+// micro-batches per step, t/pp the tensor and pipeline degrees, n the data-
+// times the context-parallel degree (the ranks that reduce gradients
+// together); "ar" is a ring all-reduce's 2(n-1)/n and "rs"
 // a reduce-scatter's or all-gather's (n-1)/n of the buffer, per rank.
 enum TimeFeature : int {
   // Compute FLOPs of the rank at the strategy's precision (the other three
@@ -136,6 +139,11 @@ enum TimeFeature : int {
   // sequence parallelism; in the weights' dtype) per micro-batch and
   // direction, and on the first
   // and last stage the all-reduce of a tied embedding's gradient per step.
+  // Context parallelism, per micro-batch and layer, K = this rank's key and
+  // value elements / t in the projections' dtype: (cp - 1)·K forward (again
+  // per fully recomputed layer) and in backward (cp - 1)·K more plus, for
+  // p2p, the fp32 gradients' cp·K passes along the ring (all_gather: their
+  // reduce-scatter of (cp - 1)·K).
   kModelParallelBytes,
   // Collective and point-to-point calls per step (their latency): gradient
   // buckets of 25 MiB (none, zero1, zero2) or fsdp units, the step's loss

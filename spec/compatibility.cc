@@ -3,20 +3,17 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "spec/model_families.h"
+#include "spec/strategy_fields.h"
 
 namespace autoaccel {
 namespace {
-
-template <typename Enum>
-bool Known(const std::vector<Enum>& all, Enum v) {
-  return std::find(all.begin(), all.end(), v) != all.end();
-}
 
 absl::Status CheckPositiveSizes(const TrainingSetup&, const Strategy& s) {
   if (s.micro_batch_size <= 0) {
@@ -31,22 +28,24 @@ absl::Status CheckPositiveSizes(const TrainingSetup&, const Strategy& s) {
 }
 
 absl::Status CheckKnownValues(const TrainingSetup&, const Strategy& s) {
-  const auto unknown = [](absl::string_view field, auto v) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("strategy.", field, ": unknown value ", static_cast<int>(v)));
-  };
-  if (!Known(AllPrecisions(), s.precision)) return unknown("precision", s.precision);
-  if (!Known(AllCheckpointings(), s.checkpointing)) {
-    return unknown("checkpointing", s.checkpointing);
-  }
-  if (!Known(AllAttentions(), s.attention)) return unknown("attention", s.attention);
-  if (!Known(AllOptimizers(), s.optimizer)) return unknown("optimizer", s.optimizer);
-  if (!Known(AllOffloads(), s.offload)) return unknown("offload", s.offload);
-  if (!Known(AllShardings(), s.sharding)) return unknown("sharding", s.sharding);
-  if (!Known(AllPipelineSchedules(), s.pipeline_schedule)) {
-    return unknown("pipeline_schedule", s.pipeline_schedule);
-  }
-  return absl::OkStatus();
+  // Every enumeration of the field table: a value cast from a number need
+  // not be one of its enumerators.
+  absl::Status status;
+  AnyRow(kStrategyFields, [&](const auto& field) {
+    using T = RowValue<decltype(field)>;
+    if constexpr (std::is_enum_v<T>) {
+      const T value = s.*field.member;
+      const bool known = std::any_of(field.names.begin(), field.names.end(),
+                                     [&](const auto& entry) { return entry.first == value; });
+      if (!known) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat("strategy.", field.name, ": unknown value ", static_cast<int>(value)));
+        return true;
+      }
+    }
+    return false;
+  });
+  return status;
 }
 
 absl::Status CheckCheckpointRule(const TrainingSetup&, const Strategy& s) {
@@ -56,15 +55,19 @@ absl::Status CheckCheckpointRule(const TrainingSetup&, const Strategy& s) {
 absl::Status CheckLayoutRule(const TrainingSetup&, const Strategy& s) { return CheckLayout(s); }
 
 absl::Status CheckLayoutProduct(const TrainingSetup& r, const Strategy& s) {
-  // Degrees from a user may be anything: tp * pp fits 64 bits, and times dp
-  // it fits once it is <= world_size.
-  const int64_t model_ranks = int64_t{s.tensor_parallel} * s.pipeline_parallel;
-  if (s.data_parallel <= 0 || s.tensor_parallel <= 0 || s.pipeline_parallel <= 0 ||
-      model_ranks > r.world_size || model_ranks * s.data_parallel != r.world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("strategy.data_parallel: data_parallel (", s.data_parallel,
-                     ") * tensor_parallel (", s.tensor_parallel, ") * pipeline_parallel (",
-                     s.pipeline_parallel, ") must equal world_size (", r.world_size, ")"));
+  // Degrees from a user may be anything: each product of two fits 64 bits and
+  // stays below world_size before the next factor joins it.
+  bool fits = true;
+  int64_t ranks = 1;
+  for (int degree : {s.tensor_parallel, s.pipeline_parallel, s.context_parallel, s.data_parallel}) {
+    fits = fits && degree > 0 && ranks * degree <= r.world_size;
+    if (fits) ranks *= degree;
+  }
+  if (!fits || ranks != r.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "strategy.data_parallel: data_parallel (", s.data_parallel, ") * context_parallel (",
+        s.context_parallel, ") * tensor_parallel (", s.tensor_parallel, ") * pipeline_parallel (",
+        s.pipeline_parallel, ") must equal world_size (", r.world_size, ")"));
   }
   return absl::OkStatus();
 }
@@ -207,13 +210,49 @@ absl::Status CheckPipelineSharding(const TrainingSetup&, const Strategy& s) {
       "with pipeline_parallel > 1: none, zero1)"));
 }
 
+absl::Status CheckContextParallelFamily(const TrainingSetup& r, const Strategy& s) {
+  if (!r.engine_runs_trials || s.context_parallel == 1) return absl::OkStatus();
+  absl::StatusOr<const ModelFamilyInfo*> family = r.model.Family();
+  if (family.ok() && (*family)->context_parallel) return absl::OkStatus();
+  std::vector<std::string> sharded;
+  for (const ModelFamilyInfo& f : ModelFamilies()) {
+    if (f.context_parallel) sharded.push_back(f.name);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "strategy.context_parallel: the trial runner splits the sequence of causal decoders only (",
+      absl::StrJoin(sharded, ", "), "), not ", r.model.family, " (allowed: context_parallel 1)"));
+}
+
+absl::Status CheckContextParallelSequence(const TrainingSetup& r, const Strategy& s) {
+  const int cp = s.context_parallel;
+  if (cp <= 1 || r.seq_len % (2 * int64_t{cp}) == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "strategy.context_parallel: splits the sequence into 2 * context_parallel (", 2 * cp,
+      ") load-balanced chunks, which does not divide seq_len (", r.seq_len, ")"));
+}
+
+absl::Status CheckContextParallelKernel(const TrainingSetup& r, const Strategy& s) {
+  if (!r.engine_runs_trials || s.context_parallel == 1 ||
+      s.context_parallel_comm != ContextParallelComm::kP2p || s.attention != Attention::kSdpa) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      "strategy.attention: the trial runner's p2p ring merges its blocks by their log-sum-exp, "
+      "which it computes with the math kernel (allowed with context_parallel_comm p2p: math; "
+      "sdpa with all_gather)");
+}
+
 absl::Status CheckSequenceParallel(const TrainingSetup& r, const Strategy& s) {
-  if (!s.sequence_parallel || s.tensor_parallel <= 1 || r.seq_len % s.tensor_parallel == 0) {
+  // Each context-parallel rank's share of the sequence is split further.
+  const int64_t local = s.context_parallel > 0 ? r.seq_len / s.context_parallel : r.seq_len;
+  if (!s.sequence_parallel || s.tensor_parallel <= 1 || local % s.tensor_parallel == 0) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
       absl::StrCat("strategy.sequence_parallel: splits the sequence over the tensor_parallel (",
-                   s.tensor_parallel, ") ranks, which does not divide seq_len (", r.seq_len, ")"));
+                   s.tensor_parallel, ") ranks, which does not divide ",
+                   s.context_parallel > 1 ? "each context-parallel rank's share of " : "",
+                   "seq_len (", local, ")"));
 }
 
 constexpr CompatibilityRule kRules[] = {
@@ -232,6 +271,9 @@ constexpr CompatibilityRule kRules[] = {
     {"pipeline_layers", &CheckPipelineLayers},
     {"pipeline_sharding", &CheckPipelineSharding},
     {"sequence_parallel", &CheckSequenceParallel},
+    {"context_parallel_family", &CheckContextParallelFamily},
+    {"context_parallel_sequence", &CheckContextParallelSequence},
+    {"context_parallel_kernel", &CheckContextParallelKernel},
 };
 
 }  // namespace

@@ -52,17 +52,19 @@ struct CompatibilityRule {
 
 // The rules CheckCompatible() applies, in order:
 //   "positive_sizes"      micro_batch_size and grad_accum_steps are positive;
-//   "known_values"        precision, checkpointing, attention, optimizer,
-//                         offload, sharding and pipeline_schedule are
+//   "known_values"        every enumeration of the field table
+//                         (spec/strategy_fields.h) holds one of its
 //                         enumerators;
 //   "checkpoint_percent"  checkpoint_percent is in 1..100, and 100 when
 //                         checkpointing is none;
 //   "layout"              CheckLayout(): degrees >= 1, sharding only with
-//                         data_parallel > 1, sequence_parallel only with
+//                         data_parallel * context_parallel > 1,
+//                         context_parallel_comm p2p unless
+//                         context_parallel > 1, sequence_parallel only with
 //                         tensor_parallel > 1, the schedule and
 //                         virtual_stages consistent with pipeline_parallel;
-//   "layout_product"      data_parallel * tensor_parallel *
-//                         pipeline_parallel == world_size;
+//   "layout_product"      data_parallel * context_parallel *
+//                         tensor_parallel * pipeline_parallel == world_size;
 //   "batch_product"       micro_batch_size * grad_accum_steps *
 //                         data_parallel == global_batch_size;
 //   "bf16_device"         bf16 and pure_bf16 need device_supports_bf16;
@@ -92,8 +94,19 @@ struct CompatibilityRule {
 //                         zero1 (zero2 and fsdp reduce gradients per
 //                         micro-batch, which pipeline stages interleave; as
 //                         DeepSpeed, which allows only ZeRO-1 with pipelines);
-//   "sequence_parallel"   sequence parallelism needs seq_len divisible by
-//                         tensor_parallel (each rank keeps a slice of it).
+//   "sequence_parallel"   sequence parallelism needs seq_len /
+//                         context_parallel divisible by tensor_parallel
+//                         (each rank keeps a slice of it);
+//   "context_parallel_family" context_parallel > 1 only for the families
+//                         whose row says context_parallel (the causal
+//                         decoders; not bert, torchscript); not for a
+//                         launcher's trials;
+//   "context_parallel_sequence" seq_len divisible by 2 * context_parallel
+//                         (two load-balanced chunks per rank);
+//   "context_parallel_kernel" context_parallel_comm p2p with attention math
+//                         only (the trial runner's ring computes its blocks
+//                         with the math kernel); not for a launcher's
+//                         trials.
 // A search's per-dimension candidate lists (search/space.h's SpaceRequest)
 // are a choice of the user, not a compatibility rule: a strategy outside them
 // can still be compatible.

@@ -31,7 +31,8 @@ const ModelFamilyInfo kModelFamilies[] = {
         .Theta(1e6)
         .KvHeads(8)
         .Experts()
-        .Sliding(SlidingLayers::kAll, 0),
+        .Sliding(SlidingLayers::kAll, 0)
+        .ContextParallel(),
     Decoder("mistral", "Mistral").KvHeads(8).Sliding(SlidingLayers::kAll, 4096).Parallel(),
     Decoder("qwen2", "Qwen2").KvHeads(32).QkvBias().Sliding(SlidingLayers::kQwen, 4096).Parallel(),
     Decoder("qwen3", "Qwen3")

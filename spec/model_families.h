@@ -84,6 +84,7 @@ struct ModelFamilyInfo {
   // Parallel layouts the engine runs the family in (search/space.cc).
   bool tensor_parallel = false;
   bool pipeline_parallel = false;
+  bool context_parallel = false;  // causal attention over the sequence's shards
 
   // Setters, so that a row of the table reads as one expression.
   template <typename T, typename V>
@@ -125,8 +126,9 @@ struct ModelFamilyInfo {
     return Set(&F::sliding, s).Set(&F::sliding_window_default, window_default);
   }
   constexpr F Parallel() const {
-    return Set(&F::tensor_parallel, true).Set(&F::pipeline_parallel, true);
+    return Set(&F::tensor_parallel, true).Set(&F::pipeline_parallel, true).ContextParallel();
   }
+  constexpr F ContextParallel() const { return Set(&F::context_parallel, true); }
 };
 
 // The row of `name` (a model_type), or nullptr.

@@ -136,6 +136,9 @@ absl::StatusOr<PartialStrategy> PartialStrategyBuilder::Finish() const {
   s.sharding = p.sharding.value_or(Sharding::kNone);
   s.data_parallel = p.data_parallel.value_or(s.sharding == Sharding::kNone ? 1 : 2);
   s.sequence_parallel = p.sequence_parallel.value_or(false);
+  s.context_parallel_comm = p.context_parallel_comm.value_or(ContextParallelComm::kP2p);
+  s.context_parallel =
+      p.context_parallel.value_or(s.context_parallel_comm == ContextParallelComm::kP2p ? 1 : 2);
   s.tensor_parallel = p.tensor_parallel.value_or(s.sequence_parallel ? 2 : 1);
   s.pipeline_schedule = p.pipeline_schedule.value_or(
       p.virtual_stages.value_or(1) > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B);

@@ -62,6 +62,8 @@ bool Written(const StrategyField<T>& field, const Strategy& s, bool single_rank)
       return s.pipeline_parallel > 1;
     case TextRule::kIfInterleaved:
       return s.pipeline_parallel > 1 && s.pipeline_schedule == PipelineSchedule::kInterleaved;
+    case TextRule::kIfContextParallel:
+      return s.context_parallel > 1;
   }
   return true;
 }
@@ -84,6 +86,12 @@ absl::StatusOr<Sharding> ParseSharding(absl::string_view name) {
 }
 absl::StatusOr<PipelineSchedule> ParsePipelineSchedule(absl::string_view name) {
   return ParseChoice<PipelineSchedule>(kPipelineScheduleNames, "pipeline_schedule", name);
+}
+absl::string_view ContextParallelCommName(ContextParallelComm c) {
+  return EnumName(kContextParallelCommNames, c, "?");
+}
+absl::StatusOr<ContextParallelComm> ParseContextParallelComm(absl::string_view name) {
+  return ParseChoice<ContextParallelComm>(kContextParallelCommNames, "context_parallel_comm", name);
 }
 absl::StatusOr<Precision> ParsePrecision(absl::string_view name) {
   return ParseChoice<Precision>(kPrecisionNames, "precision", name);
@@ -110,6 +118,9 @@ const std::vector<Sharding>& AllShardings() { return AllOf(kShardingNames); }
 const std::vector<PipelineSchedule>& AllPipelineSchedules() {
   return AllOf(kPipelineScheduleNames);
 }
+const std::vector<ContextParallelComm>& AllContextParallelComms() {
+  return AllOf(kContextParallelCommNames);
+}
 
 bool operator==(const Strategy& a, const Strategy& b) {
   return !AnyRow(kStrategyFields,
@@ -134,14 +145,22 @@ absl::Status CheckLayout(const Strategy& s, StrategyForm form) {
   const auto error = [](absl::string_view key, auto&&... why) {
     return absl::InvalidArgumentError(absl::StrCat("strategy.", key, ": ", why...));
   };
-  for (int Strategy::*degree : {&Strategy::data_parallel, &Strategy::tensor_parallel,
-                                &Strategy::pipeline_parallel, &Strategy::virtual_stages}) {
+  for (int Strategy::*degree :
+       {&Strategy::data_parallel, &Strategy::tensor_parallel, &Strategy::pipeline_parallel,
+        &Strategy::virtual_stages, &Strategy::context_parallel}) {
     if (s.*degree < 1) return error(key(degree), "must be >= 1, got ", s.*degree);
   }
-  if (s.sharding != Sharding::kNone && s.data_parallel == 1) {
+  if (s.sharding != Sharding::kNone && s.data_parallel == 1 && s.context_parallel == 1) {
     return error(key(&Strategy::sharding), ShardingName(s.sharding),
-                 " shards model state over data-parallel ranks and needs ",
-                 key(&Strategy::data_parallel), " > 1 (allowed with 1: none)");
+                 " shards model state over the data- and context-parallel ranks and needs ",
+                 key(&Strategy::data_parallel), " or ", key(&Strategy::context_parallel),
+                 " > 1 (allowed with 1: none)");
+  }
+  if (s.context_parallel == 1 && s.context_parallel_comm != ContextParallelComm::kP2p) {
+    return error(key(&Strategy::context_parallel_comm),
+                 ContextParallelCommName(s.context_parallel_comm), " needs ",
+                 key(&Strategy::context_parallel),
+                 " > 1 (allowed without context parallelism: p2p)");
   }
   if (s.sequence_parallel && s.tensor_parallel == 1) {
     return error(key(&Strategy::sequence_parallel),

@@ -55,6 +55,13 @@ enum class Sharding {
   kFsdp,   // "fsdp": parameters sharded as well (ZeRO-3), gathered per layer for forward
            // and backward and freed after
 };
+// How the ranks of a context-parallel group exchange keys and values for
+// attention (Megatron's --cp-comm-type).
+enum class ContextParallelComm {
+  kP2p,        // "p2p": a ring; each step passes one rank's K/V block to the next rank
+               // while attending to the block in hand (overlapped)
+  kAllGather,  // "all_gather": every rank gathers the whole sequence's K/V, then attends
+};
 // Order in which a pipeline stage runs the forward and backward passes of
 // the step's micro-batches.
 enum class PipelineSchedule {
@@ -77,6 +84,8 @@ absl::string_view ShardingName(Sharding s);
 absl::string_view PipelineScheduleName(PipelineSchedule p);
 absl::StatusOr<Sharding> ParseSharding(absl::string_view name);
 absl::StatusOr<PipelineSchedule> ParsePipelineSchedule(absl::string_view name);
+absl::string_view ContextParallelCommName(ContextParallelComm c);
+absl::StatusOr<ContextParallelComm> ParseContextParallelComm(absl::string_view name);
 
 // Every enumerator of each dimension, in declaration order.
 const std::vector<Precision>& AllPrecisions();
@@ -86,19 +95,25 @@ const std::vector<Optimizer>& AllOptimizers();
 const std::vector<Offload>& AllOffloads();
 const std::vector<Sharding>& AllShardings();
 const std::vector<PipelineSchedule>& AllPipelineSchedules();
+const std::vector<ContextParallelComm>& AllContextParallelComms();
 
 // True for the precisions that compute in bf16 (bf16, pure_bf16).
 bool UsesBf16(Precision p);
 
 struct Strategy {
-  // Parallel layout: data_parallel * tensor_parallel * pipeline_parallel ==
-  // the trial's world size. Ranks are numbered tensor-parallel fastest, then
-  // data-parallel, then pipeline stage:
-  //   rank = (pp_rank * data_parallel + dp_rank) * tensor_parallel + tp_rank.
+  // Parallel layout: data_parallel * context_parallel * tensor_parallel *
+  // pipeline_parallel == the trial's world size. Ranks are numbered
+  // tensor-parallel fastest, then context-parallel, then data-parallel, then
+  // pipeline stage (Megatron's tp-cp-dp-pp order):
+  //   rank = ((pp_rank * data_parallel + dp_rank) * context_parallel + cp_rank)
+  //          * tensor_parallel + tp_rank.
   int data_parallel = 1;
-  int tensor_parallel = 1;              // Megatron-style column/row-parallel layers
-  int pipeline_parallel = 1;            // pipeline stages
-  Sharding sharding = Sharding::kNone;  // kNone whenever data_parallel == 1
+  int tensor_parallel = 1;    // Megatron-style column/row-parallel layers
+  int pipeline_parallel = 1;  // pipeline stages
+  // How the data-parallel and context-parallel ranks (which hold the same
+  // weights) share the model state: kNone whenever data_parallel *
+  // context_parallel == 1.
+  Sharding sharding = Sharding::kNone;
   // Pipeline schedule and model chunks per rank: k1F1B with 1 chunk, or
   // kInterleaved with >= 2. Always k1F1B / 1 when pipeline_parallel == 1.
   PipelineSchedule pipeline_schedule = PipelineSchedule::k1F1B;
@@ -106,6 +121,14 @@ struct Strategy {
   // Megatron sequence parallelism: layer norms and residuals split along the
   // sequence over the tensor-parallel ranks. Only with tensor_parallel > 1.
   bool sequence_parallel = false;
+  // Context parallelism: each sample's sequence split over this many ranks in
+  // 2 * context_parallel load-balanced chunks (rank c holds chunks c and
+  // 2 * context_parallel - 1 - c), attention computed over the whole sequence
+  // by exchanging keys and values as context_parallel_comm says. The ranks
+  // of a context-parallel group train on the same samples and reduce their
+  // gradients with the data-parallel ranks.
+  int context_parallel = 1;
+  ContextParallelComm context_parallel_comm = ContextParallelComm::kP2p;  // p2p when cp == 1
 
   // global batch = micro_batch_size * grad_accum_steps * data_parallel.
   int micro_batch_size = 1;  // samples per forward/backward on one rank
@@ -124,7 +147,9 @@ struct Strategy {
   friend bool operator==(const Strategy& a, const Strategy& b);
   friend bool operator!=(const Strategy& a, const Strategy& b) { return !(a == b); }
 
-  int world_size() const { return data_parallel * tensor_parallel * pipeline_parallel; }
+  int world_size() const {
+    return data_parallel * context_parallel * tensor_parallel * pipeline_parallel;
+  }
 };
 
 // The rules that make checkpoint_percent meaningful and each strategy's forms

@@ -56,6 +56,8 @@ inline constexpr std::pair<Sharding, absl::string_view> kShardingNames[] = {
     {Sharding::kFsdp, "fsdp"}};
 inline constexpr std::pair<PipelineSchedule, absl::string_view> kPipelineScheduleNames[] = {
     {PipelineSchedule::k1F1B, "1f1b"}, {PipelineSchedule::kInterleaved, "interleaved"}};
+inline constexpr std::pair<ContextParallelComm, absl::string_view> kContextParallelCommNames[] = {
+    {ContextParallelComm::kP2p, "p2p"}, {ContextParallelComm::kAllGather, "all_gather"}};
 
 // When the canonical text writes a field. A strategy is single-rank when
 // every kLayout and kLayoutIfSet field holds its default (Strategy{}'s
@@ -63,11 +65,12 @@ inline constexpr std::pair<PipelineSchedule, absl::string_view> kPipelineSchedul
 // existed, so stored answers keep matching.
 enum class TextRule {
   kAlways,
-  kLayout,         // unless the strategy is single-rank
-  kLayoutIfSet,    // only when not the default ("sp=1")
-  kIfSet,          // only when not the default ("ckpt_pct=50")
-  kIfPipelined,    // only when pipeline_parallel > 1
-  kIfInterleaved,  // only when pipeline_parallel > 1 and the schedule is interleaved
+  kLayout,             // unless the strategy is single-rank
+  kLayoutIfSet,        // only when not the default ("sp=1")
+  kIfSet,              // only when not the default ("ckpt_pct=50")
+  kIfPipelined,        // only when pipeline_parallel > 1
+  kIfInterleaved,      // only when pipeline_parallel > 1 and the schedule is interleaved
+  kIfContextParallel,  // only when context_parallel > 1
 };
 
 // What an unset v1::Strategy field (0, "") means on input.
@@ -108,6 +111,13 @@ inline constexpr std::tuple kStrategyFields{
     StrategyField<bool>{"sequence_parallel", "sp", &Strategy::sequence_parallel,
                         &PartialStrategy::sequence_parallel, TextRule::kLayoutIfSet,
                         ProtoUnset::kDefault},
+    StrategyField<int>{"context_parallel", "cp", &Strategy::context_parallel,
+                       &PartialStrategy::context_parallel, TextRule::kLayoutIfSet,
+                       ProtoUnset::kDefault},
+    StrategyField<ContextParallelComm>{
+        "context_parallel_comm", "cp_comm", &Strategy::context_parallel_comm,
+        &PartialStrategy::context_parallel_comm, TextRule::kIfContextParallel, ProtoUnset::kDefault,
+        kContextParallelCommNames},
     StrategyField<PipelineSchedule>{"pipeline_schedule", "pp_schedule",
                                     &Strategy::pipeline_schedule,
                                     &PartialStrategy::pipeline_schedule, TextRule::kIfPipelined,

@@ -28,6 +28,21 @@ ModelSpec Gpt2Small() {
   return *m;
 }
 
+// Llama-2-7B's shape: 32 layers, width 4096, 32 heads (none grouped), MLP
+// 11008.
+ModelSpec Llama7B() {
+  absl::StatusOr<ModelSpec> m =
+      ModelSpecFromJson("llama", nlohmann::json{{"num_hidden_layers", 32},
+                                                {"hidden_size", 4096},
+                                                {"num_attention_heads", 32},
+                                                {"num_key_value_heads", 32},
+                                                {"intermediate_size", 11008},
+                                                {"vocab_size", 32000},
+                                                {"max_position_embeddings", 4096}});
+  EXPECT_TRUE(m.ok()) << m.status();
+  return *m;
+}
+
 Strategy Layout(int dp, int tp, int pp, Sharding sharding) {
   Strategy s;
   s.data_parallel = dp;
@@ -117,6 +132,40 @@ TEST(MemoryModel, ActivationsFollowKorthikanti) {
   Strategy fp32 = Layout(1, 1, 1, Sharding::kNone);
   fp32.attention = Attention::kSdpa;
   EXPECT_NEAR(EstimateMemory(m, 1024, fp32).activations, 2 * L * s * b * h * 34, 1);
+}
+
+TEST(MemoryModel, ContextParallelismSplitsActivationsAndShardsOverItsRanksToo) {
+  const ModelSpec m = Llama7B();  // 32 layers, 32 heads of 128 (no grouping)
+  const double s = 4096, b = 1, h = 4096, L = 32;
+  Strategy st = Layout(1, 1, 1, Sharding::kNone);
+  st.micro_batch_size = 1;
+  st.precision = Precision::kBf16;
+  st.attention = Attention::kSdpa;
+  const MemoryEstimate one = EstimateMemory(m, 4096, st);
+  st.context_parallel = 2;  // p2p: half the tokens, nothing else kept
+  const MemoryEstimate ring = EstimateMemory(m, 4096, st);
+  EXPECT_NEAR(double(ring.activations), one.activations / 2.0, 1);
+  EXPECT_EQ(ring.logits, one.logits / 2);
+  EXPECT_EQ(ring.parameters, one.parameters);
+  // all_gather also keeps the other rank's keys and values (4 bytes of
+  // 16-bit K and V per token and hidden unit here).
+  st.context_parallel_comm = ContextParallelComm::kAllGather;
+  const MemoryEstimate gathered = EstimateMemory(m, 4096, st);
+  EXPECT_NEAR(double(gathered.activations), one.activations / 2.0 + L * (s / 2) * b * h * 4, 1);
+  // Math attention: the rank's queries' scores against every key; the ring
+  // keeps none.
+  st.attention = Attention::kMath;
+  const double core = L * (s / 2) * b * h * 5 * 32 * s / h;
+  EXPECT_NEAR(double(EstimateMemory(m, 4096, st).activations), gathered.activations + core, 1);
+  st.context_parallel_comm = ContextParallelComm::kP2p;
+  EXPECT_NEAR(double(EstimateMemory(m, 4096, st).activations), ring.activations, 1);
+  // Sharding spreads the model state over the data- and context-parallel
+  // ranks, which hold the same weights.
+  st.context_parallel = 4;
+  st.sharding = Sharding::kFsdp;
+  const MemoryEstimate fsdp = EstimateMemory(m, 4096, st);
+  EXPECT_NEAR(double(fsdp.optimizer), one.optimizer / 4.0, 4);
+  EXPECT_NEAR(double(fsdp.parameters), one.parameters / 4.0, 4);
 }
 
 TEST(MemoryModel, PipelineStagesKeepTheirMicroBatchesInFlight) {
@@ -406,6 +455,30 @@ TEST(TimeFeatures, TensorParallelLayersAllReduceFourTimesPerMicroBatch) {
   Strategy bf16 = Layout(1, 2, 1, Sharding::kNone);
   bf16.precision = Precision::kBf16;
   EXPECT_NEAR(more(bf16, kModelParallelBytes), 8 * 6 * (2 * A * 2 + 2 * A * 4), 1);
+}
+
+TEST(TimeFeatures, ContextParallelRanksComputeTheirShareAndExchangeKeysAndValues) {
+  const ModelSpec m = Llama7B();
+  Strategy s = Layout(1, 1, 1, Sharding::kNone);  // mbs 4, ga 8
+  s.micro_batch_size = 1;
+  s.precision = Precision::kBf16;
+  s.attention = Attention::kSdpa;
+  const TimeFeatures one = StepTimeFeatures(m, 4096, s);
+  s.context_parallel = 4;
+  const TimeFeatures ring = StepTimeFeatures(m, 4096, s);
+  EXPECT_NEAR(ring[kFlopsBf16], one[kFlopsBf16] / 4, 1);
+  // Per micro-batch and layer: K = 1024 tokens' K and V (2 x 4096 wide),
+  // 16-bit; forward 3 K to the other ranks, backward 3 K again and the
+  // fp32 gradients' 4 passes.
+  const double K = 1024 * 2 * 4096.0, ga = 8, L = 32;
+  EXPECT_NEAR(ring[kModelParallelBytes], ga * L * (3 * K * 2 + 3 * K * 2 + 4 * K * 4), 1);
+  // The 4 ranks reduce the gradients together.
+  EXPECT_NEAR(ring[kDataParallelBytes], 2.0 * 3 / 4 * static_cast<double>(m.ParameterCount()) * 4,
+              1e3);
+  s.context_parallel_comm = ContextParallelComm::kAllGather;
+  const TimeFeatures gathered = StepTimeFeatures(m, 4096, s);
+  EXPECT_NEAR(gathered[kModelParallelBytes], ga * L * (3 * K * 2 + 3 * K * 2), 1);
+  EXPECT_LT(gathered[kCollectives], ring[kCollectives]);
 }
 
 TEST(TimeFeatures, PipelineBubbleScalesTheSlowestStagesCompute) {

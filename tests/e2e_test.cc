@@ -413,6 +413,61 @@ TEST(EndToEnd, GangTrialsSearchParallelLayoutsAcrossWorkers) {
   }
 }
 
+TEST(EndToEnd, ContextParallelLayoutsSplitEachSequenceOverTheirRanks) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  cluster.StartWorker("c1", "cpu:2");
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  // Two ranks per trial: dp2, and cp2 with each exchange (the ring with
+  // the math kernel it runs).
+  std::vector<std::string> args = cluster.TuneArgs(4, {"--world-size",
+                                                       "2",
+                                                       "--tp-sizes",
+                                                       "1",
+                                                       "--pp-sizes",
+                                                       "1",
+                                                       "--cp-sizes",
+                                                       "1,2",
+                                                       "--cp-comms",
+                                                       "p2p,all_gather",
+                                                       "--shardings",
+                                                       "none",
+                                                       "--precisions",
+                                                       "fp32",
+                                                       "--attentions",
+                                                       "math",
+                                                       "--checkpointings",
+                                                       "none",
+                                                       "--optimizers",
+                                                       "fused_adamw",
+                                                       "--micro-batch-sizes",
+                                                       "2",
+                                                       "--time-limit",
+                                                       "3m",
+                                                       "--warmup-steps",
+                                                       "1",
+                                                       "--measured-steps",
+                                                       "2",
+                                                       "--json"});
+  std::string out, err;
+  ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
+  json job = ParseJson(out);
+  EXPECT_EQ(job["state"], "SUCCEEDED") << out;
+  ExpectSearchThenRepeats(job, 3);
+  std::vector<std::string> layouts;
+  for (const json& t : job["trials"]) {
+    EXPECT_EQ(t["status"], "SUCCEEDED") << t.dump();
+    if (!t["confirms"].get<std::string>().empty()) continue;
+    const json& s = t["strategy_json"];
+    layouts.push_back(absl::StrCat("dp", s["data_parallel"].get<int>(), "_cp",
+                                   s["context_parallel"].get<int>(), "_",
+                                   s["context_parallel_comm"].get<std::string>()));
+    EXPECT_GT(t["metrics"]["comm_time_s"].get<double>(), 0) << t.dump();
+  }
+  EXPECT_THAT(layouts,
+              ::testing::UnorderedElementsAre("dp2_cp1_p2p", "dp1_cp2_p2p", "dp1_cp2_all_gather"));
+}
+
 TEST(EndToEnd, TorchScriptModelIsTunedFromItsFile) {
   const char* models = std::getenv("AUTOACCEL_SCRIPTED_MODELS");
   ASSERT_NE(models, nullptr) << "the scripted_models fixture sets AUTOACCEL_SCRIPTED_MODELS";

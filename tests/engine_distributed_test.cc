@@ -46,15 +46,16 @@ TrialSpec BaseSpec(const std::string& family = "gpt2") {
   return spec;
 }
 
-// `spec` laid out over dp x tp x pp ranks with `sharding`, the global batch
-// kept.
-TrialSpec LayoutSpec(TrialSpec spec, int dp, int tp, Sharding sharding, int pp = 1) {
+// `spec` laid out over dp x tp x pp x cp ranks with `sharding`, the global
+// batch kept.
+TrialSpec LayoutSpec(TrialSpec spec, int dp, int tp, Sharding sharding, int pp = 1, int cp = 1) {
   spec.strategy.data_parallel = dp;
   spec.strategy.tensor_parallel = tp;
   spec.strategy.pipeline_parallel = pp;
+  spec.strategy.context_parallel = cp;
   spec.strategy.sharding = sharding;
   spec.strategy.grad_accum_steps = spec.global_batch_size / (dp * spec.strategy.micro_batch_size);
-  spec.world_size = dp * tp * pp;
+  spec.world_size = spec.strategy.world_size();
   return spec;
 }
 
@@ -114,6 +115,8 @@ TrialResult Reference(const TrialSpec& spec) {
   single.strategy.pipeline_schedule = PipelineSchedule::k1F1B;
   single.strategy.virtual_stages = 1;
   single.strategy.sequence_parallel = false;
+  single.strategy.context_parallel = 1;
+  single.strategy.context_parallel_comm = ContextParallelComm::kP2p;
   single.strategy.sharding = Sharding::kNone;
   single.strategy.grad_accum_steps = spec.global_batch_size / single.strategy.micro_batch_size;
   std::vector<TrialResult> r = RunGang(single);
@@ -132,9 +135,9 @@ void ExpectSameLosses(const std::vector<double>& reference, const TrialResult& r
   }
 }
 
-// Every rank reproduces the reference losses; data-parallel replicas (the
-// ranks with the same tensor-parallel and pipeline rank) hold the same
-// parameters.
+// Every rank reproduces the reference losses; data- and context-parallel
+// replicas (the ranks with the same tensor-parallel and pipeline rank) hold
+// the same parameters.
 void ExpectMatchesReference(const TrialSpec& spec, double tolerance = kLossTolerance) {
   const TrialResult reference = Reference(spec);
   const std::vector<TrialResult> ranks = RunGang(spec);
@@ -142,9 +145,10 @@ void ExpectMatchesReference(const TrialSpec& spec, double tolerance = kLossToler
   for (size_t r = 0; r < ranks.size(); ++r) {
     ExpectSameLosses(reference.step_losses, ranks[r], tolerance, absl::StrCat("rank ", r));
     EXPECT_FALSE(ranks[r].parameter_digest.empty());
-    const int tp = spec.strategy.tensor_parallel, dp = spec.strategy.data_parallel;
-    const int pp_rank = static_cast<int>(r) / (tp * dp);
-    const int replica_of = pp_rank * dp * tp + static_cast<int>(r) % tp;
+    const int tp = spec.strategy.tensor_parallel;
+    const int replicas = spec.strategy.data_parallel * spec.strategy.context_parallel;
+    const int pp_rank = static_cast<int>(r) / (tp * replicas);
+    const int replica_of = pp_rank * replicas * tp + static_cast<int>(r) % tp;
     EXPECT_EQ(ranks[r].parameter_digest, ranks[replica_of].parameter_digest)
         << "data-parallel replica " << r << " diverged from rank " << replica_of;
   }
@@ -263,6 +267,76 @@ INSTANTIATE_TEST_SUITE_P(
                               : "",
                           c.sequence_parallel ? "_sp" : "",
                           c.micro_batch > 1 ? absl::StrCat("_mbs", c.micro_batch) : "");
+    });
+
+struct ContextCase {
+  std::string family;
+  int cp;
+  ContextParallelComm comm;
+  int dp = 1, tp = 1, pp = 1;
+  Sharding sharding = Sharding::kNone;
+  bool sequence_parallel = false;
+  Checkpointing checkpointing = Checkpointing::kNone;
+  Attention attention = Attention::kMath;
+  double tolerance = kLossTolerance;
+};
+
+class ContextParallelTest : public ::testing::TestWithParam<ContextCase> {};
+
+// Each rank holds two zig-zag chunks of every sequence; rope, windows,
+// soft-caps, grouped-query heads and the loss over the whole sequence must
+// come out as on one device.
+TEST_P(ContextParallelTest, LossesMatchTheSingleProcessReferenceAndReplicasAgree) {
+  const ContextCase& c = GetParam();
+  TrialSpec spec = LayoutSpec(BaseSpec(c.family), c.dp, c.tp, c.sharding, c.pp, c.cp);
+  spec.strategy.context_parallel_comm = c.comm;
+  spec.strategy.sequence_parallel = c.sequence_parallel;
+  spec.strategy.checkpointing = c.checkpointing;
+  spec.strategy.attention = c.attention;
+  ExpectMatchesReference(spec, c.tolerance);
+}
+
+constexpr ContextParallelComm kP2p = ContextParallelComm::kP2p;
+constexpr ContextParallelComm kAllGather = ContextParallelComm::kAllGather;
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ContextParallelTest,
+    ::testing::Values(
+        // Every family that splits its sequence, over 2 and 4 ranks, each
+        // exchange once at least: mistral's window (6 of 16 tokens) crosses
+        // chunks, gemma2 soft-caps its scores and alternates sliding layers,
+        // qwen3 and phi3 rotate part of a head or norm it, gpt2 looks up
+        // learned positions, mixtral routes each token to its experts.
+        ContextCase{"llama", 2, kP2p}, ContextCase{"llama", 4, kAllGather},
+        ContextCase{"llama", 4, kP2p}, ContextCase{"llama", 2, kAllGather},
+        ContextCase{"mistral", 2, kAllGather}, ContextCase{"mistral", 4, kP2p},
+        ContextCase{"gemma2", 2, kP2p}, ContextCase{"gemma2", 4, kAllGather},
+        ContextCase{"gemma", 2, kAllGather}, ContextCase{"gemma", 4, kP2p},
+        ContextCase{"qwen2", 2, kP2p}, ContextCase{"qwen2", 4, kAllGather},
+        ContextCase{"qwen3", 2, kAllGather}, ContextCase{"qwen3", 4, kP2p},
+        ContextCase{"phi3", 2, kP2p}, ContextCase{"phi3", 4, kAllGather},
+        ContextCase{"mixtral", 2, kAllGather}, ContextCase{"mixtral", 4, kP2p},
+        ContextCase{"gpt2", 2, kP2p}, ContextCase{"gpt2", 4, kAllGather},
+        // With the other layouts: data parallelism sharded over dp x cp,
+        // tensor and sequence parallelism inside each share, pipeline stages,
+        // checkpointing and the fused kernel.
+        ContextCase{"llama", 2, kP2p, 2, 1, 1, Sharding::kFsdp},
+        ContextCase{"llama", 2, kAllGather, 1, 1, 1, Sharding::kZero2, false,
+                    Checkpointing::kSelective, Attention::kSdpa},
+        ContextCase{"qwen3", 2, kP2p, 1, 2, 1, Sharding::kNone, true, Checkpointing::kFull},
+        ContextCase{"mistral", 2, kAllGather, 1, 1, 2, Sharding::kZero1}),
+    [](const ::testing::TestParamInfo<ContextCase>& info) {
+      const ContextCase& c = info.param;
+      return absl::StrCat(
+          c.family, "_cp", c.cp, "_", ContextParallelCommName(c.comm),
+          c.dp > 1 ? absl::StrCat("_dp", c.dp) : "", c.tp > 1 ? absl::StrCat("_tp", c.tp) : "",
+          c.pp > 1 ? absl::StrCat("_pp", c.pp) : "",
+          c.sharding != Sharding::kNone ? absl::StrCat("_", ShardingName(c.sharding)) : "",
+          c.sequence_parallel ? "_sp" : "",
+          c.checkpointing != Checkpointing::kNone
+              ? absl::StrCat("_", CheckpointingName(c.checkpointing))
+              : "",
+          c.attention == Attention::kSdpa ? "_sdpa" : "");
     });
 
 TEST(DataParallel, OtherFamiliesAndCheckpointingMatchTheReference) {

@@ -107,7 +107,7 @@ TEST_F(ExportCommandTest, StrategyTextNeedsNoServerAndOutNeverReplacesAFile) {
   ASSERT_EQ(ExportCommand(c_, f), 0) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("wrote " + f.out_dir + "/ds_config.json"));
   EXPECT_THAT(out_.str(), HasSubstr("command: deepspeed --num_nodes=1 --num_gpus=2"));
-  EXPECT_THAT(out_.str(), HasSubstr("sharding            zero1        exact"));
+  EXPECT_THAT(out_.str(), HasSubstr("sharding               zero1        exact"));
   EXPECT_TRUE(std::filesystem::exists(f.out_dir + "/ds_config.json"));
   EXPECT_EQ(ExportCommand(c_, f), kExitBadInput);
   EXPECT_THAT(err_.str(), HasSubstr("exists"));

@@ -78,8 +78,8 @@ TEST(LoadStrategy, CanonicalTextErrors) {
               InvalidArgument(Eq("load_strategy: strategy.sp: expected 0 or 1, got '2'")));
   EXPECT_THAT(ParseLoadStrategy("mbs=4,foo=1").status(),
               InvalidArgument(Eq("load_strategy: unknown key 'foo' (allowed: dp, tp, pp, "
-                                 "sharding, sp, pp_schedule, vpp, mbs, ga, precision, checkpoint, "
-                                 "ckpt_pct, attention, optimizer, offload)")));
+                                 "sharding, sp, cp, cp_comm, pp_schedule, vpp, mbs, ga, precision, "
+                                 "checkpoint, ckpt_pct, attention, optimizer, offload)")));
   EXPECT_THAT(ParseLoadStrategy("mbs=4,zero1").status(),
               InvalidArgument(Eq("load_strategy: expected key=value, got 'zero1'")));
   EXPECT_THAT(ParseLoadStrategy("").status(), InvalidArgument(StartsWith("load_strategy: empty")));
@@ -124,7 +124,7 @@ TEST(LoadStrategy, JsonPartial) {
   // A full strategy's JSON is a partial strategy with every field set.
   const Strategy s = Parse("dp=2,tp=2,sharding=zero2,sp=1,mbs=4,precision=fp16");
   p = Load(StrategyToJson(s).dump());
-  EXPECT_EQ(p.CountSet(), 15);
+  EXPECT_EQ(p.CountSet(), 17);
   EXPECT_TRUE(p.Matches(s));
 }
 
@@ -150,7 +150,7 @@ TEST(LoadStrategy, JsonErrors) {
                                  "false, got 1")));
   EXPECT_THAT(ParseLoadStrategy(R"({"data_parallel": 1, "sharding": "fsdp"})").status(),
               InvalidArgument(AllOf(StartsWith("load_strategy: strategy.sharding: fsdp shards"),
-                                    HasSubstr("needs data_parallel > 1"))));
+                                    HasSubstr("needs data_parallel or context_parallel > 1"))));
   //                             0123456789012
   EXPECT_THAT(ParseLoadStrategy(R"({"sharding" "zero1"})").status(),
               InvalidArgument(StartsWith("load_strategy: invalid JSON at offset 12: ")));

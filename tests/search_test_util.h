@@ -135,9 +135,9 @@ template <typename F>
 void ForEveryFieldValue(F&& f) {
   const std::vector<Strategy> starts = {
       Strategy{},
-      Parse("dp=2,tp=2,pp=2,sharding=zero1,sp=1,pp_schedule=interleaved,vpp=2,mbs=4,ga=8,"
-            "precision=bf16,checkpoint=selective,ckpt_pct=50,attention=sdpa,"
-            "optimizer=fused_adamw,offload=cpu"),
+      Parse("dp=2,tp=2,pp=2,sharding=zero1,sp=1,cp=2,cp_comm=all_gather,"
+            "pp_schedule=interleaved,vpp=2,mbs=4,ga=8,precision=bf16,checkpoint=selective,"
+            "ckpt_pct=50,attention=sdpa,optimizer=fused_adamw,offload=cpu"),
       Parse("dp=2,tp=2,pp=2,sharding=none,checkpoint=full")};
   ForEachRow(kStrategyFields, [&](const auto& field) {
     using T = RowValue<decltype(field)>;

@@ -15,6 +15,8 @@
 #include "search/cost_model.h"
 #include "search/searcher.h"
 #include "search/space.h"
+#include "spec/strategy_fields.h"
+#include "tests/search_test_util.h"
 #include "tests/test_matchers.h"
 
 namespace autoaccel {
@@ -287,6 +289,25 @@ TEST(Searchers, MemoryOrderAlongTheMonotoneDimensions) {
   b.micro_batch_size = 8;
   b.grad_accum_steps = 4;  // follows the micro-batch: not a dimension of its own
   EXPECT_EQ(StrategyDistance(a, b), 2);
+}
+
+// A new strategy field must count in the distance (greedy's neighbours,
+// the report's), else two strategies that differ only there look the same.
+TEST(Searchers, StrategiesThatDifferInOneFieldAreAtDistanceOne) {
+  int pairs = 0;
+  ForEveryFieldValue([&](const auto& field, const Strategy& a) {
+    // grad_accum_steps follows the micro-batch size; it is no dimension.
+    if (field.name == "grad_accum_steps") return;
+    for (const auto value : ValuesToTry(field)) {
+      Strategy b = a;
+      b.*field.member = value;
+      if (b == a || !CheckLayout(b).ok() || !CheckCheckpointPercent(b).ok()) continue;
+      ++pairs;
+      EXPECT_EQ(StrategyDistance(a, b), 1)
+          << field.name << ": " << StrategyToText(a) << " vs " << StrategyToText(b);
+    }
+  });
+  EXPECT_GT(pairs, 50);
 }
 
 TEST(Searchers, HalvingMeasuresManyBrieflyAndTheBestThirdAgainWithTheJobsSteps) {

@@ -714,7 +714,8 @@ TEST(Compatibility, RulesAreNamedAndDistinct) {
                                  "layout_product", "batch_product", "bf16_device", "offload_device",
                                  "fixed_graph", "parallel_family", "attention_kernel",
                                  "tensor_parallel_model", "pipeline_layers", "pipeline_sharding",
-                                 "sequence_parallel"));
+                                 "sequence_parallel", "context_parallel_family",
+                                 "context_parallel_sequence", "context_parallel_kernel"));
 }
 
 TEST(Compatibility, PipelinesShardAtMostZero1AndSequenceSlicesMustDivide) {
@@ -746,6 +747,87 @@ TEST(Compatibility, PipelinesShardAtMostZero1AndSequenceSlicesMustDivide) {
   EXPECT_THAT(CheckCompatible(r, sp),
               InvalidArgument(
                   AllOf(StartsWith("strategy.sequence_parallel:"), HasSubstr("seq_len (127)"))));
+}
+
+TEST(Compatibility, ContextParallelismSplitsDecoderSequencesIntoTwoChunksPerRank) {
+  SpaceRequest r = OneOfEach();  // GPT-2 small, seq_len 512, global batch 8
+  r.world_size = 4;
+  Strategy s;
+  s.data_parallel = 1;
+  s.context_parallel = 4;
+  s.micro_batch_size = 4;
+  s.grad_accum_steps = 2;
+  EXPECT_TRUE(CheckCompatible(r, s).ok()) << CheckCompatible(r, s);
+  // The context-parallel ranks hold the same weights: they are enough to
+  // shard over.
+  s.sharding = Sharding::kFsdp;
+  EXPECT_TRUE(CheckCompatible(r, s).ok()) << CheckCompatible(r, s);
+  // 2 * cp chunks must divide the sequence.
+  r.seq_len = 500;
+  EXPECT_THAT(CheckCompatible(r, s), InvalidArgument(AllOf(StartsWith("strategy.context_parallel:"),
+                                                           HasSubstr("2 * context_parallel (8)"),
+                                                           HasSubstr("seq_len (500)"))));
+  r.seq_len = 512;
+  // The product includes cp.
+  s.data_parallel = 2;
+  EXPECT_THAT(CheckCompatible(r, s), InvalidArgument(AllOf(StartsWith("strategy.data_parallel:"),
+                                                           HasSubstr("context_parallel (4)"))));
+  s.data_parallel = 1;
+  // The ring merges blocks with the math kernel.
+  s.attention = Attention::kSdpa;
+  EXPECT_THAT(CheckCompatible(r, s), InvalidArgument(StartsWith("strategy.attention:")));
+  s.context_parallel_comm = ContextParallelComm::kAllGather;
+  EXPECT_TRUE(CheckCompatible(r, s).ok()) << CheckCompatible(r, s);
+  // Sequence parallelism splits each rank's share further.
+  s.context_parallel = 2;
+  s.tensor_parallel = 2;
+  s.sequence_parallel = true;
+  EXPECT_TRUE(CheckCompatible(r, s).ok()) << CheckCompatible(r, s);
+  s.tensor_parallel = 1;
+  s.sequence_parallel = false;
+  s.context_parallel = 4;
+  r.seq_len = 512;
+  // Only the causal decoders split their sequence.
+  r.model.family = "bert";
+  EXPECT_THAT(CheckCompatible(r, s),
+              InvalidArgument(AllOf(StartsWith("strategy.context_parallel:"), HasSubstr("bert"),
+                                    HasSubstr("mixtral"))));
+  // A launcher's script decides for itself.
+  r.engine_runs_trials = false;
+  EXPECT_TRUE(CheckCompatible(r, s).ok()) << CheckCompatible(r, s);
+}
+
+TEST(EnumerateSpace, ContextParallelSizesAddLayoutsAndTheirExchanges) {
+  SpaceRequest r = OneOfEach();
+  r.world_size = 4;
+  r.attentions = {Attention::kMath, Attention::kSdpa};
+  r.context_parallel_sizes = {1, 2};
+  r.micro_batch_sizes = {2};
+  r.tensor_parallel_sizes = {1};
+  r.pipeline_parallel_sizes = {1};
+  r.shardings = {Sharding::kNone};
+  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::vector<std::string> texts;
+  for (const Strategy& s : *space) texts.push_back(StrategyToText(s));
+  // cp 1 first (most data parallelism); then cp 2 with p2p (math only) and
+  // all_gather (either kernel).
+  EXPECT_THAT(texts, ::testing::ElementsAre(
+                         "dp=4,tp=1,pp=1,sharding=none,mbs=2,ga=1,precision=fp32,checkpoint=none,"
+                         "attention=sdpa,optimizer=adamw,offload=none",
+                         "dp=4,tp=1,pp=1,sharding=none,mbs=2,ga=1,precision=fp32,checkpoint=none,"
+                         "attention=math,optimizer=adamw,offload=none",
+                         "dp=2,tp=1,pp=1,sharding=none,cp=2,cp_comm=all_gather,mbs=2,ga=2,"
+                         "precision=fp32,checkpoint=none,attention=sdpa,optimizer=adamw,"
+                         "offload=none",
+                         "dp=2,tp=1,pp=1,sharding=none,cp=2,cp_comm=p2p,mbs=2,ga=2,precision=fp32,"
+                         "checkpoint=none,attention=math,optimizer=adamw,offload=none",
+                         "dp=2,tp=1,pp=1,sharding=none,cp=2,cp_comm=all_gather,mbs=2,ga=2,"
+                         "precision=fp32,checkpoint=none,attention=math,optimizer=adamw,"
+                         "offload=none"));
+  r.context_parallel_sizes = {3};
+  EXPECT_THAT(EnumerateSpace(r).status(),
+              InvalidArgument(StartsWith("context_parallel_sizes: none of (3) divides")));
 }
 
 TEST(Compatibility, ExplainsWhyAStrategyCannotRun) {

@@ -111,6 +111,7 @@ TEST(StrategyJson, FormOfAnExample) {
   EXPECT_EQ(StrategyToJson(s), nlohmann::json::parse(R"({
       "data_parallel": 1, "tensor_parallel": 1, "pipeline_parallel": 1, "sharding": "none",
       "pipeline_schedule": "1f1b", "virtual_stages": 1, "sequence_parallel": false,
+      "context_parallel": 1, "context_parallel_comm": "p2p",
       "micro_batch_size": 4, "grad_accum_steps": 2, "precision": "bf16",
       "checkpointing": "full", "checkpoint_percent": 100, "attention": "sdpa",
       "optimizer": "adamw", "offload": "none"})"));
@@ -123,9 +124,12 @@ TEST(StrategyJson, FormOfAnExample) {
   s.sharding = Sharding::kZero2;
   s.pipeline_schedule = PipelineSchedule::kInterleaved;
   s.virtual_stages = 3;
+  s.context_parallel = 4;
+  s.context_parallel_comm = ContextParallelComm::kAllGather;
   EXPECT_EQ(StrategyToJson(s), nlohmann::json::parse(R"({
       "data_parallel": 2, "tensor_parallel": 1, "pipeline_parallel": 2, "sharding": "zero2",
       "pipeline_schedule": "interleaved", "virtual_stages": 3, "sequence_parallel": false,
+      "context_parallel": 4, "context_parallel_comm": "all_gather",
       "micro_batch_size": 4, "grad_accum_steps": 2, "precision": "fp16",
       "checkpointing": "full", "checkpoint_percent": 25, "attention": "sdpa",
       "optimizer": "fused_adamw", "offload": "cpu"})"));
@@ -282,7 +286,13 @@ TEST(StrategyLayout, EveryLayoutErrorNamesTheKey) {
   EXPECT_THAT(text_error("pp=-2"), InvalidArgument(StartsWith("strategy.pp:")));
   EXPECT_THAT(text_error("vpp=0"), InvalidArgument(StartsWith("strategy.vpp:")));
   EXPECT_THAT(text_error("sharding=zero1"),
-              InvalidArgument(AllOf(StartsWith("strategy.sharding:"), HasSubstr("dp > 1"))));
+              InvalidArgument(AllOf(StartsWith("strategy.sharding:"), HasSubstr("dp or cp > 1"))));
+  EXPECT_THAT(text_error("cp=0"), InvalidArgument(StartsWith("strategy.cp:")));
+  EXPECT_THAT(text_error("cp_comm=all_gather"),
+              InvalidArgument(AllOf(StartsWith("strategy.cp_comm:"), HasSubstr("cp > 1"))));
+  EXPECT_THAT(
+      text_error("cp=2,cp_comm=ring"),
+      InvalidArgument(AllOf(StartsWith("strategy.cp_comm:"), HasSubstr("p2p, all_gather"))));
   EXPECT_THAT(text_error("dp=2,sharding=zero3"),
               InvalidArgument(AllOf(StartsWith("strategy.sharding:"), HasSubstr("fsdp"))));
   EXPECT_THAT(text_error("sp=1"),

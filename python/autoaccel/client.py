@@ -80,6 +80,8 @@ SPACE_DIMENSIONS = (
     ("pp_sizes", "pipeline_parallel_sizes", "ints"),
     ("shardings", "shardings", "strings"),
     ("sequence_parallel", "sequence_parallel", "strings"),
+    ("cp_sizes", "context_parallel_sizes", "ints"),
+    ("cp_comms", "context_parallel_comms", "strings"),
     ("pipeline_schedules", "pipeline_schedules", "strings"),
     ("virtual_stages", "virtual_stages", "ints"),
     ("micro_batch_sizes", "micro_batch_sizes", "ints"),

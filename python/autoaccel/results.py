@@ -42,6 +42,8 @@ class Strategy:
     pipeline_schedule: str
     virtual_stages: int
     sequence_parallel: bool
+    context_parallel: int
+    context_parallel_comm: str
     text: str
 
     def __str__(self) -> str:

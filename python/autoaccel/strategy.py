@@ -40,6 +40,8 @@ FIELDS = (
     Field("pipeline_parallel", "pp", "count", 1),
     Field("sharding", "sharding", "choice", "none", ("none", "zero1", "zero2", "fsdp")),
     Field("sequence_parallel", "sp", "flag", False),
+    Field("context_parallel", "cp", "count", 1),
+    Field("context_parallel_comm", "cp_comm", "choice", "p2p", ("p2p", "all_gather")),
     Field("pipeline_schedule", "pp_schedule", "choice", "1f1b", ("1f1b", "interleaved")),
     Field("virtual_stages", "vpp", "count", 1),
     Field("micro_batch_size", "mbs", "count", 1),
@@ -52,6 +54,10 @@ FIELDS = (
     Field("offload", "offload", "choice", "none", ("none", "cpu")),
 )
 _BY_NAME = {f.name: f for f in FIELDS}
+# The text rules kLayout (written for every multi-rank layout) and
+# kLayoutIfSet (written when not the default).
+_LAYOUT = ("data_parallel", "tensor_parallel", "pipeline_parallel", "sharding")
+_LAYOUT_IF_SET = ("sequence_parallel", "context_parallel")
 _BY_TEXT_KEY = {f.text_key: f for f in FIELDS}
 _INT_MAX = 2 ** 31 - 1
 
@@ -96,18 +102,22 @@ def parse(strategy):
 def to_text(strategy):
     """The canonical text of a parsed strategy (spec/strategy.h,
     StrategyToText): the layout keys only for a multi-rank layout, sp only
-    when set, the pipeline keys only with a pipeline, ckpt_pct only when not
-    100."""
+    when set, cp only when not 1 and cp_comm only with it, the pipeline keys
+    only with a pipeline, ckpt_pct only when not 100."""
     s = parse(strategy) if not _is_parsed(strategy) else strategy
-    single = all(s[f.name] == f.default for f in FIELDS[:5])
+    single = all(s[f.name] == _BY_NAME[f.name].default for f in FIELDS
+                 if f.name in _LAYOUT or f.name in _LAYOUT_IF_SET)
     items = []
     for f in FIELDS:
         value = s[f.name]
-        if f.name in ("data_parallel", "tensor_parallel", "pipeline_parallel", "sharding"):
+        if f.name in _LAYOUT:
             if single:
                 continue
-        elif f.name == "sequence_parallel":
-            if not value:
+        elif f.name in _LAYOUT_IF_SET:
+            if value == f.default:
+                continue
+        elif f.name == "context_parallel_comm":
+            if s["context_parallel"] == 1:
                 continue
         elif f.name == "pipeline_schedule":
             if s["pipeline_parallel"] == 1:
@@ -201,10 +211,15 @@ def _check(s, key):
     if s["checkpointing"] == "none" and s["checkpoint_percent"] != 100:
         raise ValueError("strategy.%s: must be 100 with %s none (nothing is checkpointed), got %d"
                          % (k("checkpoint_percent"), k("checkpointing"), s["checkpoint_percent"]))
-    if s["sharding"] != "none" and s["data_parallel"] == 1:
-        raise ValueError("strategy.%s: %s shards model state over data-parallel ranks and needs "
-                         "%s > 1 (allowed with 1: none)"
-                         % (k("sharding"), s["sharding"], k("data_parallel")))
+    if s["sharding"] != "none" and s["data_parallel"] == 1 and s["context_parallel"] == 1:
+        raise ValueError("strategy.%s: %s shards model state over the data- and context-parallel "
+                         "ranks and needs %s or %s > 1 (allowed with 1: none)"
+                         % (k("sharding"), s["sharding"], k("data_parallel"),
+                            k("context_parallel")))
+    if s["context_parallel"] == 1 and s["context_parallel_comm"] != "p2p":
+        raise ValueError("strategy.%s: %s needs %s > 1 (allowed without context parallelism: "
+                         "p2p)" % (k("context_parallel_comm"), s["context_parallel_comm"],
+                                   k("context_parallel")))
     if s["sequence_parallel"] and s["tensor_parallel"] == 1:
         raise ValueError("strategy.%s: splits activations over tensor-parallel ranks and needs "
                          "%s > 1" % (k("sequence_parallel"), k("tensor_parallel")))

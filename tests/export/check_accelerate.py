@@ -12,17 +12,23 @@ from exports import main
 def check(strategy, doc, out):
     from accelerate.commands.config.config_args import load_config_from_file
     from accelerate.parallelism_config import ParallelismConfig
+    from accelerate.utils import TorchContextParallelConfig
 
     config = load_config_from_file(os.path.join(out, "accelerate_config.yaml"))
     keys = dict(kv.split("=") for kv in strategy.split(","))
-    dp, tp, pp = (int(keys.get(k, 1)) for k in ("dp", "tp", "pp"))
-    assert config.num_processes == dp * tp * pp, config.num_processes
+    dp, tp, pp, cp = (int(keys.get(k, 1)) for k in ("dp", "tp", "pp", "cp"))
+    assert config.num_processes == dp * tp * pp * cp, config.num_processes
     kind = str(config.distributed_type)
     if config.parallelism_config:
         pc = {k.replace("parallelism_config_", ""): v for k, v in config.parallelism_config.items()}
-        ParallelismConfig(dp_replicate_size=pc["dp_replicate_size"],
-                          dp_shard_size=pc["dp_shard_size"], tp_size=pc["tp_size"],
-                          cp_size=pc["cp_size"])
+        handler = None
+        if pc["cp_size"] > 1:
+            handler = TorchContextParallelConfig(cp_comm_strategy=pc["cp_comm_strategy"])
+        parallelism = ParallelismConfig(dp_replicate_size=pc["dp_replicate_size"],
+                                        dp_shard_size=pc["dp_shard_size"], tp_size=pc["tp_size"],
+                                        cp_size=pc["cp_size"], cp_handler=handler)
+        assert parallelism.total_size == dp * tp * pp * cp, parallelism
+        assert pc["cp_size"] == cp, pc
     if config.deepspeed_config:
         assert os.path.exists(os.path.join(out, config.deepspeed_config["deepspeed_config_file"]))
     return f"{kind}, mixed_precision {config.mixed_precision}"

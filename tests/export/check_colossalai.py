@@ -63,13 +63,13 @@ def check(strategy, doc, out):
         mixed_precision_factory(booster_args["mixed_precision"])  # bf16's is abstract
 
     keys = dict(kv.split("=") for kv in strategy.split(","))
-    dp, tp, pp = (int(keys.get(k, 1)) for k in ("dp", "tp", "pp"))
+    dp, tp, pp, cp = (int(keys.get(k, 1)) for k in ("dp", "tp", "pp", "cp"))
     mbs, ga = int(keys["mbs"]), int(keys["ga"])
     sharding, precision = keys.get("sharding", "none"), keys["precision"]
     offload = keys["offload"] == "cpu"
     if sharding == "fsdp":
         want = "GeminiPlugin"
-    elif tp > 1 or pp > 1:
+    elif tp > 1 or pp > 1 or cp > 1:
         want = "HybridParallelPlugin"
     elif sharding != "none" or offload:
         want = "LowLevelZeroPlugin"
@@ -94,7 +94,12 @@ def check(strategy, doc, out):
                 keys["pp_schedule"]], args
             if args["pp_style"] == "interleaved":
                 assert args["num_model_chunks"] == int(keys["vpp"]) > 1, args
-        if keys.get("sp") == "1":
+        if cp > 1:
+            # Context parallelism is the plugin's ring attention over sp_size ranks.
+            assert args["enable_sequence_parallelism"] is True
+            assert (args["sequence_parallelism_mode"], args["sp_size"]) == ("ring_attn", cp), args
+            assert "ring_attn" in hybrid_parallel_plugin.SUPPORT_SP_MODE
+        elif keys.get("sp") == "1":
             assert args["enable_sequence_parallelism"] is True
             assert args["sequence_parallelism_mode"] == "split_gather"
             assert "split_gather" in hybrid_parallel_plugin.SUPPORT_SP_MODE

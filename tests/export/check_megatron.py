@@ -406,7 +406,13 @@ def check_strategy(build, autoaccel, strategy):
     mapped = Mapped(words_of(out))
     # The model's flags come from --model; a strategy alone needs these.
     config = mapped.transformer_config(num_layers=8, hidden_size=64, num_attention_heads=4)
+    keys = dict(kv.split("=") for kv in strategy.split(","))
+    cp = int(keys.get("cp", 1))
+    assert config.context_parallel_size == cp, config.context_parallel_size
+    if cp > 1:
+        assert config.cp_comm_type == keys["cp_comm"], config.cp_comm_type
     return (f"tp {config.tensor_model_parallel_size}, pp {config.pipeline_model_parallel_size}, "
+            f"cp {config.context_parallel_size} ({config.cp_comm_type or '-'}), "
             f"recompute {config.recompute_granularity or 'none'}" + unchecked(mapped))
 
 

@@ -134,7 +134,7 @@ def check_families(autoaccel):
 def check(strategy, doc, out):
     from torchtitan.config import ConfigManager
     keys = dict(kv.split("=") for kv in strategy.split(","))
-    dp, tp, pp = (int(keys.get(k, 1)) for k in ("dp", "tp", "pp"))
+    dp, tp, pp, cp = (int(keys.get(k, 1)) for k in ("dp", "tp", "pp", "cp"))
     mbs, ga = int(keys["mbs"]), int(keys["ga"])
     path = os.path.join(out, "autoaccel_torchtitan.toml")
     job = ConfigManager().parse_args(["--job.config_file", path])
@@ -146,6 +146,10 @@ def check(strategy, doc, out):
     assert (par.data_parallel_shard_degree, par.data_parallel_replicate_degree) == (
         (dp, 1) if fsdp else (1, dp)), par
     assert (par.tensor_parallel_degree, par.pipeline_parallel_degree) == (tp, pp), par
+    # Context parallelism: the same zig-zag ("headtail") split.
+    assert par.context_parallel_degree == cp, par
+    if cp > 1:
+        assert par.context_parallel_load_balancer == "headtail", par
     assert training.global_batch_size == mbs * ga * dp, training
     if pp == 1:
         assert training.local_batch_size == mbs, training
@@ -165,7 +169,8 @@ def check(strategy, doc, out):
     assert ac.mode == mode and (option is None or ac.selective_ac_option == option), ac
     assert job.optimizer.name == "AdamW" and job.optimizer.implementation == (
         "fused" if keys["optimizer"] == "fused_adamw" else "for-loop"), job.optimizer
-    return f"dp {dp} ({'shard' if fsdp else 'replicate'}), tp {tp}, pp {pp}, ac {ac.mode}"
+    return (f"dp {dp} ({'shard' if fsdp else 'replicate'}), tp {tp}, pp {pp}, cp {cp}, "
+            f"ac {ac.mode}")
 
 
 if __name__ == "__main__":

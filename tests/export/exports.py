@@ -26,13 +26,17 @@ STRATEGIES = [
     "dp=2,tp=2,pp=1,sharding=zero1,mbs=1,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
     "dp=2,tp=2,pp=1,sharding=none,mbs=1,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
     "dp=1,tp=1,pp=2,sharding=none,pp_schedule=1f1b,mbs=1,ga=4,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
+    # Context parallelism: the ring with FSDP over dp x cp, the all-gather with tensor and
+    # sequence parallelism.
+    "dp=2,tp=1,pp=1,sharding=fsdp,cp=2,cp_comm=p2p,mbs=1,ga=2,precision=bf16,checkpoint=full,attention=math,optimizer=fused_adamw,offload=none",
+    "dp=1,tp=2,pp=1,sharding=zero1,sp=1,cp=2,cp_comm=all_gather,mbs=1,ga=4,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
 ]
 
 
 def sizes(strategy):
     keys = dict(kv.split("=") for kv in strategy.split(","))
-    dp, tp, pp = (int(keys.get(k, 1)) for k in ("dp", "tp", "pp"))
-    return dp * tp * pp, int(keys["mbs"]) * int(keys["ga"]) * dp
+    dp, tp, pp, cp = (int(keys.get(k, 1)) for k in ("dp", "tp", "pp", "cp"))
+    return dp * tp * pp * cp, int(keys["mbs"]) * int(keys["ga"]) * dp
 
 
 def exports(autoaccel, fmt):

@@ -197,7 +197,8 @@ def write_text_data(directory):
 
 
 def world_size(keys):
-    return int(keys.get("dp", 1)) * int(keys.get("tp", 1)) * int(keys.get("pp", 1))
+    return (int(keys.get("dp", 1)) * int(keys.get("tp", 1)) * int(keys.get("pp", 1)) *
+            int(keys.get("cp", 1)))
 
 
 def export(autoaccel, fmt, strategy, model_dir, model_type, out):

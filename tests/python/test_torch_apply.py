@@ -197,7 +197,7 @@ class StrategyFormsTest(unittest.TestCase):
             fields_h = f.read()
         with open(os.path.join(ROOT, "spec", "strategy.h"), encoding="utf-8") as f:
             strategy_h = f.read()
-        rows = re.findall(r'StrategyField<(\w+)>\{"(\w+)",\s*"(\w+)"', fields_h)
+        rows = re.findall(r'StrategyField<(\w+)>\{\s*"(\w+)",\s*"(\w+)"', fields_h)
         self.assertEqual([(name, key) for _, name, key in rows],
                          [(f.name, f.text_key) for f in aas.FIELDS])
         pairs = re.findall(r'\{((\w+)::\w+), "(\w+)"\}', fields_h)
@@ -251,6 +251,8 @@ class RefusalTest(unittest.TestCase):
                             ["strategy.pipeline_parallel=2"])
         self.assert_refused("dp=1,tp=2,pp=1,sharding=none,sp=1,mbs=1,ga=1", self.gpt2(),
                             ["strategy.sequence_parallel"])
+        self.assert_refused("dp=1,tp=1,pp=1,sharding=none,cp=2,mbs=1,ga=1", self.gpt2(),
+                            ["strategy.context_parallel=2"])
 
     def test_tensor_parallel_needs_a_declared_plan(self):
         self.assert_refused("dp=1,tp=2,pp=1,sharding=none,mbs=1,ga=1", self.gpt2(),
