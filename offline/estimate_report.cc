@@ -90,7 +90,10 @@ json EstimateJson(const StrategyEstimate& e) {
             {"step_time_s", e.step_time_s},
             {"tokens_per_second", e.tokens_per_second},
             {"model_flops_per_step", e.model_flops_per_step},
-            {"mfu", e.mfu}};
+            {"mfu", e.mfu},
+            {"communication",
+             {{"data_parallel_bytes", e.data_parallel_bytes},
+              {"model_parallel_bytes", e.model_parallel_bytes}}}};
   if (!e.fits) j["why_not"] = e.why_not;
   return j;
 }

@@ -10,6 +10,7 @@
 #include "search/cost_model.h"
 #include "search/searcher.h"
 #include "search/space.h"
+#include "search/step_time.h"
 
 namespace autoaccel {
 namespace {
@@ -69,6 +70,10 @@ StrategyEstimate Estimate(const EstimateRequest& r, const CostModel& model, cons
   if (e.device_memory_bytes > 0) e.margin_fraction = double(e.margin_bytes) / e.device_memory_bytes;
   e.model_flops_per_step =
       r.model.TrainingFlopsPerToken(r.seq_len) * double(r.global_batch_size) * r.seq_len;
+  // On one node: bytes as sent, not weighted by the slower link.
+  const TimeFeatures volumes = StepTimeFeatures(r.model, r.seq_len, s, LinkTopology{});
+  e.data_parallel_bytes = volumes[kDataParallelBytes];
+  e.model_parallel_bytes = volumes[kModelParallelBytes];
   const double peak = model.device().peak.For(s.precision) * 1e12;
   if (peak > 0 && e.step_time_s > 0) {
     e.mfu = e.model_flops_per_step / e.step_time_s / (double(r.world_size) * peak);

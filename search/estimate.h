@@ -49,6 +49,12 @@ struct StrategyEstimate {
   double tokens_per_second = 0;
   double model_flops_per_step = 0;
   double mfu = 0;  // 0 when the device's peak at the precision is unknown
+  // Bytes one device sends per step (the step-time model's volumes, link
+  // speeds aside): data-parallel gradients and shards over the data- and
+  // context-parallel ranks, and model-parallel messages (tensor-parallel
+  // activations, context-parallel keys and values, pipeline activations).
+  double data_parallel_bytes = 0;
+  double model_parallel_bytes = 0;
 };
 
 // Candidates of the space ruled out for one kind of reason ("predicted not

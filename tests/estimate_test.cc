@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "tests/hub_configs.h"
 #include "tests/search_test_util.h"
 
 namespace autoaccel {
@@ -45,6 +46,34 @@ TEST(Estimate, PlainDataParallelFp32DoesNotFitAndTheBreakdownSaysWhy) {
   EXPECT_GT(e->memory.activations, 0);
   EXPECT_EQ(e->memory.total(), e->device_memory_bytes - e->margin_bytes);
   EXPECT_THAT(e->why_not, HasSubstr("exceeds the device's 80.0 GiB"));
+}
+
+// Llama-3.1-8B at 131,072 tokens on 8 H100: no layout without context
+// parallelism fits (a sample's activations alone exceed the device), so
+// every strategy that fits splits the sequence; its keys and values are
+// model-parallel traffic.
+TEST(Estimate, ALongSequenceFitsOnlyWithContextParallelism) {
+  EstimateRequest r = Llama7BOn8H100();
+  r.model = Parsed("llama", kLlama31_8bConfig);
+  r.seq_len = 131072;
+  r.global_batch_size = 8;
+  absl::StatusOr<TopEstimate> top = EstimateTop(r, 5);
+  ASSERT_TRUE(top.ok()) << top.status();
+  ASSERT_FALSE(top->best.empty());
+  for (const StrategyEstimate& e : top->best) {
+    EXPECT_GT(e.strategy.context_parallel, 1) << StrategyToText(e.strategy);
+    EXPECT_TRUE(e.fits) << StrategyToText(e.strategy);
+    EXPECT_GT(e.model_parallel_bytes, 0) << StrategyToText(e.strategy);
+    EXPECT_GT(e.data_parallel_bytes, 0) << StrategyToText(e.strategy);
+  }
+  absl::StatusOr<Strategy> one = ParseStrategyText(
+      "dp=8,tp=1,pp=1,sharding=fsdp,mbs=1,ga=1,precision=pure_bf16,checkpoint=full,"
+      "attention=sdpa,optimizer=fused_adamw,offload=cpu");
+  ASSERT_TRUE(one.ok()) << one.status();
+  absl::StatusOr<StrategyEstimate> without = EstimateStrategy(r, *one);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_FALSE(without->fits);
+  EXPECT_EQ(without->model_parallel_bytes, 0);
 }
 
 TEST(Estimate, ZeroAndTensorParallelStrategiesFitWithTimeAndMfu) {

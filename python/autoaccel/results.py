@@ -12,7 +12,8 @@ field names, fields at their zero value left out).
 
 Those of `export` and `estimate` mirror the CLI's `--json` documents
 (docs/CLI.md): `ExportResult` with its `FidelityRow`s and `ArchitectureRow`s,
-`Estimate` with its `StrategyEstimate`s, `MemoryEstimate`s and `RuledOut` kinds.
+`Estimate` with its `StrategyEstimate`s, `MemoryEstimate`s, `CommunicationEstimate`s and
+`RuledOut` kinds.
 
 Standard library only: importable without grpcio.
 """
@@ -356,6 +357,15 @@ class MemoryEstimate:
 
 
 @dataclass(frozen=True)
+class CommunicationEstimate:
+    """Bytes one device sends per step: data-parallel (gradients, shards over
+    the data- and context-parallel ranks) and model-parallel (tensor,
+    context and pipeline messages)."""
+    data_parallel_bytes: float
+    model_parallel_bytes: float
+
+
+@dataclass(frozen=True)
 class StrategyEstimate:
     """The cost model's answer for one strategy (priors, not measurements)."""
     strategy: str
@@ -369,6 +379,7 @@ class StrategyEstimate:
     tokens_per_second: float
     model_flops_per_step: float
     mfu: float
+    communication: Optional[CommunicationEstimate] = None
     why_not: str = ""  # set when it does not fit
 
 
