@@ -89,6 +89,22 @@ void FinishPass(const ContextParallelShard& cp, const RingPass& pass) {
   cp.group->Wait(pass.recv);
 }
 
+// The part of rank `source`'s block that this rank's causal attention can
+// see, as ranges of its t queries and of the block's t keys: its own block
+// whole; an earlier rank's first chunk (its second comes after both of
+// this rank's chunks) to every query; a later rank's whole block to this
+// rank's second chunk of queries only (its first chunk comes before both).
+// The rest is masked whatever the window, so the ring does not compute it.
+struct VisiblePart {
+  int64_t query_begin, queries, key_begin, keys;
+};
+VisiblePart Visible(const ContextParallelShard& cp, int source, int64_t t) {
+  const int64_t half = t / 2;
+  if (source == cp.rank) return {0, t, 0, t};
+  if (source < cp.rank) return {0, t, 0, half};
+  return {half, half, 0, t};
+}
+
 // The scores of queries q [B, H, t, D] (fp32) against one block's keys
 // [B, H, t_k, D] (fp32): q k^T * scale, soft-capped when softcap > 0.
 // `capped_tanh` receives tanh(raw / softcap) for the backward pass.
@@ -103,7 +119,8 @@ torch::Tensor BlockScores(const torch::Tensor& q, const torch::Tensor& keys, dou
 }
 
 // The ring's attention as one autograd node: forward keeps q, k, v, the
-// output and the rows' log-sum-exp; backward recomputes every block.
+// output and the rows' log-sum-exp; backward recomputes every block. Of
+// another rank's block only the visible half is computed (VisiblePart).
 class RingAttention : public torch::autograd::Function<RingAttention> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
@@ -129,20 +146,30 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
         pass = StartPass(cp, block, next, kForwardTag + step);
       }
       auto [kb, vb] = Unpack(block, k.sizes());
+      const VisiblePart part = Visible(cp, source, t);
+      const auto keys_of = [&](const torch::Tensor& x) {
+        return RepeatHeads(x.narrow(2, part.key_begin, part.keys).to(torch::kFloat), H);
+      };
       torch::Tensor unused;
-      torch::Tensor scores =
-          BlockScores(q32, RepeatHeads(kb.to(torch::kFloat), H), scale, softcap, &unused);
+      torch::Tensor scores = BlockScores(q32.narrow(2, part.query_begin, part.queries), keys_of(kb),
+                                         scale, softcap, &unused);
       scores.masked_fill_(
-          Allowed(query_positions, PositionsOf(cp, source, q.device()), window).logical_not(),
+          Allowed(query_positions.narrow(0, part.query_begin, part.queries),
+                  PositionsOf(cp, source, q.device()).narrow(0, part.key_begin, part.keys), window)
+              .logical_not(),
           kMinusInfinity);
-      // Every query sees itself in the first block (its own), so the
-      // running maximum is finite from then on.
-      const torch::Tensor new_max = torch::maximum(row_max, std::get<0>(scores.max(/*dim=*/-1)));
+      // The visible rows' running statistics, updated in place. Every query
+      // sees itself in the first block (its own), so the running maximum is
+      // finite from then on.
+      torch::Tensor max_rows = row_max.narrow(2, part.query_begin, part.queries);
+      const torch::Tensor new_max = torch::maximum(max_rows, std::get<0>(scores.max(/*dim=*/-1)));
       const torch::Tensor weights = (scores - new_max.unsqueeze(-1)).exp_();
-      const torch::Tensor carried = (row_max - new_max).exp_();
-      row_sum = row_sum * carried + weights.sum(/*dim=*/-1);
-      acc = acc * carried.unsqueeze(-1) + weights.matmul(RepeatHeads(vb.to(torch::kFloat), H));
-      row_max = new_max;
+      const torch::Tensor carried = (max_rows - new_max).exp_();
+      row_sum.narrow(2, part.query_begin, part.queries).mul_(carried).add_(weights.sum(/*dim=*/-1));
+      acc.narrow(2, part.query_begin, part.queries)
+          .mul_(carried.unsqueeze(-1))
+          .add_(weights.matmul(keys_of(vb)));
+      max_rows.copy_(new_max);
       if (passes) {
         FinishPass(cp, pass);
         block = next;
@@ -189,20 +216,31 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
         pass = StartPass(cp, block, next, kBackwardTag + step);
       }
       auto [kb, vb] = Unpack(block, k.sizes());
-      const torch::Tensor keys = RepeatHeads(kb.to(torch::kFloat), H);
-      const torch::Tensor values = RepeatHeads(vb.to(torch::kFloat), H);
+      const VisiblePart part = Visible(cp, source, t);
+      const auto rows = [&](const torch::Tensor& x) {
+        return x.narrow(2, part.query_begin, part.queries);
+      };
+      const auto keys_of = [&](const torch::Tensor& x) {
+        return x.narrow(2, part.key_begin, part.keys);
+      };
+      const torch::Tensor keys = RepeatHeads(keys_of(kb).to(torch::kFloat), H);
+      const torch::Tensor values = RepeatHeads(keys_of(vb).to(torch::kFloat), H);
+      const torch::Tensor queries = rows(q32), d_rows = rows(d_out);
       torch::Tensor capped_tanh;
-      const torch::Tensor scores = BlockScores(q32, keys, scale, softcap, &capped_tanh);
+      const torch::Tensor scores = BlockScores(queries, keys, scale, softcap, &capped_tanh);
       const torch::Tensor allowed =
-          Allowed(query_positions, PositionsOf(cp, source, q.device()), window);
+          Allowed(query_positions.narrow(0, part.query_begin, part.queries),
+                  PositionsOf(cp, source, q.device()).narrow(0, part.key_begin, part.keys), window);
       const torch::Tensor probs =
-          (scores - lse.unsqueeze(-1)).exp_().masked_fill_(allowed.logical_not(), 0.0);
-      const torch::Tensor d_values = probs.transpose(-2, -1).matmul(d_out);
-      torch::Tensor d_scores = probs * (d_out.matmul(values.transpose(-2, -1)) - delta);
+          (scores - rows(lse.unsqueeze(-1))).exp_().masked_fill_(allowed.logical_not(), 0.0);
+      const torch::Tensor d_values = probs.transpose(-2, -1).matmul(d_rows);
+      torch::Tensor d_scores = probs * (d_rows.matmul(values.transpose(-2, -1)) - rows(delta));
       if (softcap > 0) d_scores = d_scores * (1 - capped_tanh * capped_tanh);
-      d_q.add_(d_scores.matmul(keys), scale);
-      const torch::Tensor d_keys = d_scores.transpose(-2, -1).matmul(q32).mul_(scale);
-      d_block.add_(Pack(SumHeads(d_keys, kv_heads), SumHeads(d_values, kv_heads)));
+      rows(d_q).add_(d_scores.matmul(keys), scale);
+      const torch::Tensor d_keys = d_scores.transpose(-2, -1).matmul(queries).mul_(scale);
+      auto [d_block_k, d_block_v] = Unpack(d_block, k.sizes());
+      keys_of(d_block_k).add_(SumHeads(d_keys, kv_heads));
+      keys_of(d_block_v).add_(SumHeads(d_values, kv_heads));
       if (passes) FinishPass(cp, pass);
       // This block's gradients follow it to the next rank; after the last
       // step that is the block's owner.

@@ -13,7 +13,9 @@
 //   - p2p: a ring. Each of `size` steps attends to the key/value block in
 //     hand while passing it to the next rank (send and receive overlap the
 //     block's attention), and merges the blocks' results by their running
-//     maximum and sum (online softmax). Backward recomputes each block from
+//     maximum and sum (online softmax). Of another rank's block causality
+//     lets half be seen (its first chunk by every query, or all of it by
+//     the rank's second chunk), and only that half is computed. Backward recomputes each block from
 //     q, the blocks and the saved log-sum-exp, passing each block's key and
 //     value gradients along the ring with it until they reach their owner.
 //     Nothing of size T x T is ever kept.
