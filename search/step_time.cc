@@ -185,8 +185,13 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
       break;
   }
   if (s.attention == Attention::kMath) {
+    // The context-parallel ring computes its own block whole and half of
+    // each other rank's: (1 + (cp - 1) / 2) / cp of the whole score matrix.
+    const double ring = cp > 1 && s.context_parallel_comm == ContextParallelComm::kP2p
+                            ? (1 + (cp - 1) / 2) / cp
+                            : 1.0;
     x[kMathAttentionFlops] =
-        ga * T * (layers * 12.0 + (full + selective) * 4.0) * h * S / t * bubble;
+        ga * T * (layers * 12.0 + (full + selective) * 4.0) * h * S / t * bubble * ring;
   }
   x[kLayerPasses] = ga * (layers + full / 3.0) * bubble;
 

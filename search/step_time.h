@@ -96,7 +96,9 @@ enum TimeFeature : int {
   // attention=math only (0 for sdpa): the attention core's QK^T and AV FLOPs
   // as the unfused kernel computes them — the whole s×s score matrix, masked
   // half included (12·s·h per token and layer forward + backward, 4·s·h more
-  // per recomputed layer), / t. The penalty of the unfused kernel.
+  // per recomputed layer), / t. The penalty of the unfused kernel. Under
+  // the context-parallel p2p ring, which computes only what causality lets
+  // each block see, (1 + (cp - 1)/2)/cp of it.
   kMathAttentionFlops,
   // Forward+backward passes of one micro-batch through one layer on this
   // rank, ga·(layers of the stage + full-recompute layers / 3): the fixed

@@ -479,6 +479,14 @@ TEST(TimeFeatures, ContextParallelRanksComputeTheirShareAndExchangeKeysAndValues
   const TimeFeatures gathered = StepTimeFeatures(m, 4096, s);
   EXPECT_NEAR(gathered[kModelParallelBytes], ga * L * (3 * K * 2 + 3 * K * 2), 1);
   EXPECT_LT(gathered[kCollectives], ring[kCollectives]);
+  // The math kernel: all_gather scores every key of the sequence; the ring
+  // its own block and half of each of the 3 others, (1 + 3/2) / 4.
+  s.attention = Attention::kMath;
+  const double math_gathered = StepTimeFeatures(m, 4096, s)[kMathAttentionFlops];
+  s.context_parallel_comm = ContextParallelComm::kP2p;
+  const double math_ring = StepTimeFeatures(m, 4096, s)[kMathAttentionFlops];
+  EXPECT_NEAR(math_ring / math_gathered, 2.5 / 4, 1e-12);
+  EXPECT_NEAR(math_gathered, ga * 1024 * L * 12.0 * 4096 * 4096, 1);
 }
 
 TEST(TimeFeatures, PipelineBubbleScalesTheSlowestStagesCompute) {
