@@ -10,6 +10,7 @@
 #include <set>
 #include <tuple>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_matchers.h"
 #include "server/rank_request.h"
 #include "server/signature.h"
@@ -64,6 +65,9 @@ std::string CheckpointingOf(const Strategy& s) {
 std::string ShardingOf(const Strategy& s) { return std::string(ShardingName(s.sharding)); }
 std::string AccumulationOf(const Strategy& s) { return std::to_string(s.grad_accum_steps); }
 std::string TensorParallelOf(const Strategy& s) { return std::to_string(s.tensor_parallel); }
+std::string ContextParallelOf(const Strategy& s) {
+  return absl::StrCat(s.context_parallel, "/", ContextParallelCommName(s.context_parallel_comm));
+}
 
 TEST(LauncherJobTest, WithoutAModelConfigTheModelIsOneTheSearchCannotSeeInside) {
   const v1::Launcher launcher = MakeLauncher("hf", "hf-trainer", {});
@@ -120,6 +124,25 @@ TEST(LauncherJobTest, TheSpaceVariesOnlyTheDimensionsTheScriptHonours) {
     EXPECT_EQ(s.micro_batch_size, 8) << StrategyToText(s);
   }
   EXPECT_EQ(spec->space.size(), 4u);
+}
+
+// A script that declares context parallelism is told both its degree and
+// its exchange; one that does not is refused the candidates.
+TEST(LauncherJobTest, AScriptThatDeclaresContextParallelismHasItSearched) {
+  const v1::Launcher launcher =
+      MakeLauncher("titan", "", {"context_parallel", "context_parallel_comm"});
+  v1::TuneRequest r = LauncherRequest("titan", 2);
+  r.add_context_parallel_sizes(1);
+  r.add_context_parallel_sizes(2);
+  absl::StatusOr<JobSpec> spec = ValidateTuneRequest(r, TuneDefaults(), &launcher);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(Values(spec->space, &ContextParallelOf),
+              ElementsAre("1/p2p", "2/all_gather", "2/p2p"));
+  const v1::Launcher other = MakeLauncher("ddp", "", {"sharding"});
+  r.set_launcher("ddp");
+  EXPECT_THAT(ValidateTuneRequest(r, TuneDefaults(), &other).status(),
+              InvalidArgument(HasSubstr("context_parallel_sizes: launcher 'ddp' does not honour "
+                                        "context_parallel")));
 }
 
 TEST(LauncherJobTest, MicroBatchAndAccumulationVaryTogetherWhenEitherIsHonoured) {
