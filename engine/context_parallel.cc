@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "engine/model.h"
@@ -89,6 +90,39 @@ void FinishPass(const ContextParallelShard& cp, const RingPass& pass) {
   cp.group->Wait(pass.recv);
 }
 
+// The key/value block a step of the ring holds, and the next one on its
+// way: step s holds rank (rank - s)'s block and, unless it is the last
+// step, passes it on while receiving the next (tags `tag` + s).
+class RingBlocks {
+ public:
+  RingBlocks(const ContextParallelShard& cp, torch::Tensor first, int tag)
+      : cp_(cp), block_(std::move(first)), tag_(tag) {}
+
+  void Begin(int step) {
+    step_ = step;
+    passes_ = step + 1 < cp_.size;
+    if (passes_) {
+      next_ = torch::empty_like(block_);
+      pass_ = StartPass(cp_, block_, next_, tag_ + step);
+    }
+  }
+  int source() const { return (cp_.rank + cp_.size - step_) % cp_.size; }
+  const torch::Tensor& block() const { return block_; }
+  // Waits for the step's pass and takes the received block in hand.
+  void Advance() {
+    if (!passes_) return;
+    FinishPass(cp_, pass_);
+    block_ = next_;
+  }
+
+ private:
+  const ContextParallelShard& cp_;
+  torch::Tensor block_, next_;
+  RingPass pass_;
+  int tag_, step_ = 0;
+  bool passes_ = false;
+};
+
 // The part of rank `source`'s block that this rank's causal attention can
 // see, as ranges of its t queries and of the block's t keys: its own block
 // whole; an earlier rank's first chunk (its second comes after both of
@@ -135,17 +169,11 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
     torch::Tensor row_max = torch::full({B, H, t}, kMinusInfinity, stats);
     torch::Tensor row_sum = torch::zeros({B, H, t}, stats);
     torch::Tensor acc = torch::zeros({B, H, t, D}, stats);
-    torch::Tensor block = Pack(k, v).contiguous();
+    RingBlocks ring(cp, Pack(k, v).contiguous(), kForwardTag);
     for (int step = 0; step < cp.size; ++step) {
-      const int source = (cp.rank + cp.size - step) % cp.size;
-      torch::Tensor next;
-      RingPass pass;
-      const bool passes = step + 1 < cp.size;
-      if (passes) {
-        next = torch::empty_like(block);
-        pass = StartPass(cp, block, next, kForwardTag + step);
-      }
-      auto [kb, vb] = Unpack(block, k.sizes());
+      ring.Begin(step);
+      const int source = ring.source();
+      auto [kb, vb] = Unpack(ring.block(), k.sizes());
       const VisiblePart part = Visible(cp, source, t);
       const auto keys_of = [&](const torch::Tensor& x) {
         return RepeatHeads(x.narrow(2, part.key_begin, part.keys).to(torch::kFloat), H);
@@ -170,10 +198,7 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
           .mul_(carried.unsqueeze(-1))
           .add_(weights.matmul(keys_of(vb)));
       max_rows.copy_(new_max);
-      if (passes) {
-        FinishPass(cp, pass);
-        block = next;
-      }
+      ring.Advance();
     }
     const torch::Tensor out = acc / row_sum.unsqueeze(-1);
     const torch::Tensor lse = row_max + row_sum.log();
@@ -203,19 +228,13 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
     const torch::Tensor delta = (d_out * out).sum(/*dim=*/-1, /*keepdim=*/true);
     const torch::Tensor query_positions = PositionsOf(cp, cp.rank, q.device());
     torch::Tensor d_q = torch::zeros_like(q32);
-    torch::Tensor block = Pack(k, v).contiguous();
+    RingBlocks ring(cp, Pack(k, v).contiguous(), kBackwardTag);
     // The gradients of the block in hand, which travel the ring with it.
-    torch::Tensor d_block = torch::zeros({block.numel()}, q32.options());
+    torch::Tensor d_block = torch::zeros({ring.block().numel()}, q32.options());
     for (int step = 0; step < cp.size; ++step) {
-      const int source = (cp.rank + cp.size - step) % cp.size;
-      torch::Tensor next;
-      RingPass pass;
-      const bool passes = step + 1 < cp.size;
-      if (passes) {
-        next = torch::empty_like(block);
-        pass = StartPass(cp, block, next, kBackwardTag + step);
-      }
-      auto [kb, vb] = Unpack(block, k.sizes());
+      ring.Begin(step);
+      const int source = ring.source();
+      auto [kb, vb] = Unpack(ring.block(), k.sizes());
       const VisiblePart part = Visible(cp, source, t);
       const auto rows = [&](const torch::Tensor& x) {
         return x.narrow(2, part.query_begin, part.queries);
@@ -241,13 +260,12 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
       auto [d_block_k, d_block_v] = Unpack(d_block, k.sizes());
       keys_of(d_block_k).add_(SumHeads(d_keys, kv_heads));
       keys_of(d_block_v).add_(SumHeads(d_values, kv_heads));
-      if (passes) FinishPass(cp, pass);
+      ring.Advance();
       // This block's gradients follow it to the next rank; after the last
       // step that is the block's owner.
       torch::Tensor d_next = torch::empty_like(d_block);
       FinishPass(cp, StartPass(cp, d_block, d_next, kGradientTag + step));
       d_block = d_next;
-      if (passes) block = next;
     }
     auto [d_k, d_v] = Unpack(d_block, k.sizes());
     return {d_q.to(q.scalar_type()), d_k.to(k.scalar_type()), d_v.to(v.scalar_type()),
