@@ -105,7 +105,7 @@ def to_text(strategy):
     when set, cp only when not 1 and cp_comm only with it, the pipeline keys
     only with a pipeline, ckpt_pct only when not 100."""
     s = parse(strategy) if not _is_parsed(strategy) else strategy
-    single = all(s[f.name] == _BY_NAME[f.name].default for f in FIELDS
+    single = all(s[f.name] == f.default for f in FIELDS
                  if f.name in _LAYOUT or f.name in _LAYOUT_IF_SET)
     items = []
     for f in FIELDS:
