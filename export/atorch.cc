@@ -186,17 +186,11 @@ FormatOutput ExportAtorch(const FormatContext& c, FidelityBuilder& rows) {
                         "sp group through the model's own set_sp), not Megatron's sequence "
                         "parallelism inside tensor parallelism");
   }
-  if (s.context_parallel == 1) {
-    rows.Exact(&Strategy::context_parallel);
-    rows.Exact(&Strategy::context_parallel_comm);
-  } else {
-    rows.Rejected(&Strategy::context_parallel,
-                  "ATorch has no context parallelism: its sequence_parallel is Ulysses (heads "
-                  "over an sp group) for models with their own set_sp method, which Hugging "
-                  "Face models lack");
-    rows.Rejected(&Strategy::context_parallel_comm,
-                  "no context parallelism (see context_parallel)");
-  }
+  NoContextParallelRows(
+      s, rows,
+      "ATorch has no context parallelism: its sequence_parallel is Ulysses (heads "
+      "over an sp group) for models with their own set_sp method, which Hugging "
+      "Face models lack");
 
   if (s.pipeline_parallel == 1) {
     rows.NotExpressible(

@@ -91,16 +91,10 @@ FormatOutput ExportFlagAI(const FormatContext& c, FidelityBuilder& rows) {
   } else {
     rows.Exact(&Strategy::sequence_parallel);
   }
-  if (s.context_parallel == 1) {
-    rows.Exact(&Strategy::context_parallel);
-    rows.Exact(&Strategy::context_parallel_comm);
-  } else {
-    rows.Rejected(&Strategy::context_parallel,
-                  "FlagAI's Trainer has no context parallelism: flagai.mpu splits weights over "
-                  "model-parallel ranks, never a sequence");
-    rows.Rejected(&Strategy::context_parallel_comm,
-                  "no context parallelism (see context_parallel)");
-  }
+  NoContextParallelRows(
+      s, rows,
+      "FlagAI's Trainer has no context parallelism: flagai.mpu splits weights over "
+      "model-parallel ranks, never a sequence");
   rows.Exact(&Strategy::micro_batch_size,
              "batch_size: the DataLoader the Trainer builds over your dataset, per rank");
 

@@ -32,6 +32,16 @@ void NoPipelineRows(const Strategy& s, FidelityBuilder& rows, FidelityStatus sta
   rows.Set(&Strategy::virtual_stages, status, "no pipeline parallelism (see pipeline_parallel)");
 }
 
+void NoContextParallelRows(const Strategy& s, FidelityBuilder& rows, const std::string& why) {
+  if (s.context_parallel == 1) {
+    rows.Exact(&Strategy::context_parallel);
+    rows.Exact(&Strategy::context_parallel_comm);
+    return;
+  }
+  rows.Rejected(&Strategy::context_parallel, why);
+  rows.Rejected(&Strategy::context_parallel_comm, "no context parallelism (see context_parallel)");
+}
+
 std::string TorchCommStrategy(const Strategy& s, FidelityBuilder& rows,
                               const std::function<std::string(const char*)>& spelled) {
   if (s.context_parallel_comm == ContextParallelComm::kP2p) {

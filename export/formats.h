@@ -113,6 +113,12 @@ std::string TorchrunCommand(const FormatContext& c, const std::string& entry);
 void NoPipelineRows(const Strategy& s, FidelityBuilder& rows, FidelityStatus status,
                     const std::string& note);
 
+// The rows of a format without context parallelism: context_parallel 1 and
+// its exchange exact (nothing to write), cp > 1 rejected with `why` (a
+// dropped cp would hand its ranks to data parallelism and change the global
+// batch).
+void NoContextParallelRows(const Strategy& s, FidelityBuilder& rows, const std::string& why);
+
 // The context-parallel exchange under accelerate (torch's context_parallel,
 // its cp_comm_strategy): all_gather is "allgather", p2p comes closest as
 // "alltoall" (torch's ring passing K/V with all-to-all collectives). Sets

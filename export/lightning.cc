@@ -20,16 +20,10 @@ FormatOutput ExportLightning(const FormatContext& c, FidelityBuilder& rows) {
              "your DataLoader's batch_size (data.batch_size for LightningCLI)");
   rows.Exact(&Strategy::data_parallel);
   NoPipelineRows(s, rows, FidelityStatus::kRejected, "Lightning has no pipeline-parallel strategy");
-  if (s.context_parallel == 1) {
-    rows.Exact(&Strategy::context_parallel);
-    rows.Exact(&Strategy::context_parallel_comm);
-  } else {
-    rows.Rejected(&Strategy::context_parallel,
-                  "Lightning has no context parallelism: ModelParallelStrategy's device mesh has "
-                  "data- and tensor-parallel dimensions only");
-    rows.Rejected(&Strategy::context_parallel_comm,
-                  "no context parallelism (see context_parallel)");
-  }
+  NoContextParallelRows(
+      s, rows,
+      "Lightning has no context parallelism: ModelParallelStrategy's device mesh has "
+      "data- and tensor-parallel dimensions only");
 
   const bool deepspeed = s.sharding == Sharding::kZero1 || s.sharding == Sharding::kZero2 ||
                          (s.sharding == Sharding::kNone && s.offload == Offload::kCpu);

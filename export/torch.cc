@@ -33,15 +33,8 @@ FormatOutput ExportTorch(const FormatContext& c, FidelityBuilder& rows) {
   } else {
     rows.Exact(&Strategy::sequence_parallel);
   }
-  if (s.context_parallel == 1) {
-    rows.Exact(&Strategy::context_parallel);
-    rows.Exact(&Strategy::context_parallel_comm);
-  } else {
-    rows.Rejected(&Strategy::context_parallel,
-                  "apply() has no context parallelism: it does not split sequences over ranks");
-    rows.Rejected(&Strategy::context_parallel_comm,
-                  "no context parallelism (see context_parallel)");
-  }
+  NoContextParallelRows(
+      s, rows, "apply() has no context parallelism: it does not split sequences over ranks");
   switch (s.sharding) {
     case Sharding::kNone:
       rows.Exact(&Strategy::sharding, s.data_parallel > 1 ? "DistributedDataParallel" : "");
