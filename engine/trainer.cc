@@ -192,7 +192,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
   const bool offload = strategy.offload == Offload::kCpu;
   const bool master_copies = strategy.precision == Precision::kPureBf16 || offload;
   const torch::Device master_device = offload ? torch::Device(torch::kCPU) : device;
-  if (strategy.data_parallel * strategy.context_parallel > 1) {
+  if (strategy.weight_replicas() > 1) {
     // The context-parallel ranks hold the same weights as the data-parallel
     // ones: their gradients are reduced (and their state sharded) together.
     DataParallelOptions options;

@@ -72,7 +72,7 @@ MemoryEstimate EstimateMemory(const ModelSpec& m, int seq_len, const Strategy& s
   const int64_t pp = std::max(1, s.pipeline_parallel), tp = std::max(1, s.tensor_parallel);
   // Sharding divides the model state over the data- and context-parallel
   // ranks, which hold the same weights.
-  const int64_t dp = int64_t{std::max(1, s.data_parallel)} * std::max(1, s.context_parallel);
+  const int64_t dp = std::max(1, s.weight_replicas());
   const int64_t vpp = pp > 1 ? std::max(1, s.virtual_stages) : 1;
 
   // Parameters of the worst rank: its stage's layers (the chunking of

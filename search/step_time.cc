@@ -149,7 +149,7 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
   const double ga = std::max(1, s.grad_accum_steps);
   // n: the ranks that reduce gradients together (and shard over), the data-
   // and context-parallel ones.
-  const double t = std::max(1, s.tensor_parallel), n = std::max(1, s.data_parallel) * cp;
+  const double t = std::max(1, s.tensor_parallel), n = std::max(1, s.weight_replicas());
   const int pp = std::max(1, s.pipeline_parallel);
   const double vpp = pp > 1 ? std::max(1, s.virtual_stages) : 1;
   const bool sp = s.sequence_parallel && t > 1;

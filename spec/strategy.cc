@@ -150,7 +150,7 @@ absl::Status CheckLayout(const Strategy& s, StrategyForm form) {
         &Strategy::virtual_stages, &Strategy::context_parallel}) {
     if (s.*degree < 1) return error(key(degree), "must be >= 1, got ", s.*degree);
   }
-  if (s.sharding != Sharding::kNone && s.data_parallel == 1 && s.context_parallel == 1) {
+  if (s.sharding != Sharding::kNone && s.weight_replicas() == 1) {
     return error(key(&Strategy::sharding), ShardingName(s.sharding),
                  " shards model state over the data- and context-parallel ranks and needs ",
                  key(&Strategy::data_parallel), " or ", key(&Strategy::context_parallel),

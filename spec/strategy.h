@@ -150,6 +150,9 @@ struct Strategy {
   int world_size() const {
     return data_parallel * context_parallel * tensor_parallel * pipeline_parallel;
   }
+  // The ranks that hold the same weights, data_parallel * context_parallel:
+  // gradients are reduced, and sharding divides the model state, over them.
+  int weight_replicas() const { return data_parallel * context_parallel; }
 };
 
 // The rules that make checkpoint_percent meaningful and each strategy's forms

@@ -146,7 +146,7 @@ void ExpectMatchesReference(const TrialSpec& spec, double tolerance = kLossToler
     ExpectSameLosses(reference.step_losses, ranks[r], tolerance, absl::StrCat("rank ", r));
     EXPECT_FALSE(ranks[r].parameter_digest.empty());
     const int tp = spec.strategy.tensor_parallel;
-    const int replicas = spec.strategy.data_parallel * spec.strategy.context_parallel;
+    const int replicas = spec.strategy.weight_replicas();
     const int pp_rank = static_cast<int>(r) / (tp * replicas);
     const int replica_of = pp_rank * replicas * tp + static_cast<int>(r) % tp;
     EXPECT_EQ(ranks[r].parameter_digest, ranks[replica_of].parameter_digest)
