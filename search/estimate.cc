@@ -70,15 +70,19 @@ StrategyEstimate Estimate(const EstimateRequest& r, const CostModel& model, cons
   if (e.device_memory_bytes > 0) e.margin_fraction = double(e.margin_bytes) / e.device_memory_bytes;
   e.model_flops_per_step =
       r.model.TrainingFlopsPerToken(r.seq_len) * double(r.global_batch_size) * r.seq_len;
-  // On one node: bytes as sent, not weighted by the slower link.
-  const TimeFeatures volumes = StepTimeFeatures(r.model, r.seq_len, s, LinkTopology{});
-  e.data_parallel_bytes = volumes[kDataParallelBytes];
-  e.model_parallel_bytes = volumes[kModelParallelBytes];
   const double peak = model.device().peak.For(s.precision) * 1e12;
   if (peak > 0 && e.step_time_s > 0) {
     e.mfu = e.model_flops_per_step / e.step_time_s / (double(r.world_size) * peak);
   }
   return e;
+}
+
+// Fills the bytes `e` sends per step (for the answers only: ranking a space
+// needs none). On one node: bytes as sent, not weighted by the slower link.
+void AddVolumes(const EstimateRequest& r, StrategyEstimate& e) {
+  const TimeFeatures volumes = StepTimeFeatures(r.model, r.seq_len, e.strategy, LinkTopology{});
+  e.data_parallel_bytes = volumes[kDataParallelBytes];
+  e.model_parallel_bytes = volumes[kModelParallelBytes];
 }
 
 }  // namespace
@@ -89,7 +93,9 @@ absl::StatusOr<StrategyEstimate> EstimateStrategy(const EstimateRequest& request
   RETURN_IF_ERROR(CheckCompatible(SpaceFor(request), strategy));
   const CostModel model(request.model, request.seq_len, request.global_batch_size,
                         DeviceFor(request));
-  return Estimate(request, model, strategy);
+  StrategyEstimate e = Estimate(request, model, strategy);
+  AddVolumes(request, e);
+  return e;
 }
 
 absl::StatusOr<TopEstimate> EstimateTop(const EstimateRequest& request, int k) {
@@ -126,6 +132,7 @@ absl::StatusOr<TopEstimate> EstimateTop(const EstimateRequest& request, int k) {
                      return a.memory.total() < b.memory.total();
                    });
   fitting.resize(n);
+  for (StrategyEstimate& e : fitting) AddVolumes(request, e);
   top.best = std::move(fitting);
   for (auto& [kind, r] : by_kind) top.ruled_out.push_back(std::move(r));
   std::stable_sort(top.ruled_out.begin(), top.ruled_out.end(),
