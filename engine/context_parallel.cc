@@ -358,12 +358,13 @@ void GatherKeyValues(const torch::Tensor& k, const torch::Tensor& v, const Atten
   shape_out->key_positions = torch::cat(keys);
 }
 
-double ContextParallelLossScale(const torch::Tensor& counted, const ContextParallelShard* cp) {
-  if (!ContextParallel(cp)) return 1.0;
-  torch::Tensor local = counted.sum().to(torch::kDouble).reshape({1});
+torch::Tensor ContextParallelLossScale(const torch::Tensor& counted,
+                                       const ContextParallelShard& cp) {
+  // On the device, so that the step does not wait for it.
+  const torch::Tensor local = counted.sum().to(torch::kDouble).reshape({1});
   torch::Tensor total = local.clone();
-  cp->group->AllReduce(total);
-  return cp->size * local.item<double>() / total.item<double>();
+  cp.group->AllReduce(total);
+  return (local * cp.size / total).squeeze(0);
 }
 
 }  // namespace autoaccel

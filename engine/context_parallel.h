@@ -94,9 +94,10 @@ void GatherKeyValues(const torch::Tensor& k, const torch::Tensor& v, const Atten
 // The factor that turns this rank's mean loss over its counted tokens
 // (`counted`: true where a target counts, on the model's device) into its
 // part of the whole sequence's mean, given that the group's gradients are
-// averaged over its ranks: size * local count / (the group's total count).
-// 1 without context parallelism. All-reduces the count over the group.
-double ContextParallelLossScale(const torch::Tensor& counted, const ContextParallelShard* cp);
+// averaged over its ranks: size * local count / (the group's total count),
+// a 0-dim fp64 tensor on that device. All-reduces the count over the group.
+torch::Tensor ContextParallelLossScale(const torch::Tensor& counted,
+                                       const ContextParallelShard& cp);
 
 }  // namespace autoaccel
 

@@ -166,7 +166,7 @@ torch::Tensor TrainableModel::LossOfLogits(const torch::Tensor& logits, const to
   }
   if (!ContextParallel(options.cp)) return mean;
   // This rank's share of the whole sequence's mean.
-  return mean * ContextParallelLossScale(target != kIgnoreIndex, options.cp);
+  return mean * ContextParallelLossScale(target != kIgnoreIndex, *options.cp).to(mean.dtype());
 }
 
 torch::Tensor TrainableModel::Embed(const torch::Tensor&, const RunOptions&) {
