@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/context_parallel.h"
+#include "engine/moe.h"
 #include "engine/tensor_parallel.h"
 
 namespace autoaccel {
@@ -230,52 +231,13 @@ class DecoderMlpImpl : public torch::nn::Module {
       down_proj_{nullptr};
 };
 
-class MixtralMoeImpl : public torch::nn::Module {
- public:
-  explicit MixtralMoeImpl(const ModelSpec& spec)
-      : num_experts_(spec.num_local_experts), top_k_(spec.num_experts_per_tok) {
-    gate_ = register_module("gate", NoBiasLinear(spec.n_embd, num_experts_));
-    auto experts = register_module("experts", std::make_shared<torch::nn::Module>());
-    gate_up_proj_ = experts->register_parameter(
-        "gate_up_proj", torch::empty({num_experts_, 2 * int64_t{spec.n_inner}, spec.n_embd}));
-    down_proj_ = experts->register_parameter(
-        "down_proj", torch::empty({num_experts_, spec.n_embd, spec.n_inner}));
-  }
-
-  // x [B, T, C] -> [B, T, C].
-  torch::Tensor Forward(const torch::Tensor& x) {
-    const torch::Tensor flat = x.reshape({-1, x.size(-1)});
-    const torch::Tensor probs = gate_->forward(flat).to(torch::kFloat).softmax(/*dim=*/-1);
-    auto [top_weights, top_experts] = probs.topk(top_k_, /*dim=*/-1);  // [N, k]
-    top_weights = top_weights / top_weights.sum(/*dim=*/-1, /*keepdim=*/true);
-    torch::Tensor out = torch::zeros_like(flat);
-    for (int64_t e = 0; e < num_experts_; ++e) {
-      // (token, slot) pairs routed to expert e; a token picks an expert once.
-      const torch::Tensor routed = (top_experts == e).nonzero();
-      if (routed.size(0) == 0) continue;
-      const torch::Tensor token = routed.select(1, 0), slot = routed.select(1, 1);
-      const std::vector<torch::Tensor> gate_up =
-          at::linear(flat.index_select(0, token), gate_up_proj_[e]).chunk(2, /*dim=*/-1);
-      const torch::Tensor y = at::linear(at::silu(gate_up[0]) * gate_up[1], down_proj_[e]) *
-                              top_weights.index({token, slot}).unsqueeze(-1);
-      out.index_add_(0, token, y.to(out.scalar_type()));
-    }
-    return out.view(x.sizes());
-  }
-
- private:
-  int64_t num_experts_, top_k_;
-  torch::nn::Linear gate_{nullptr};
-  torch::Tensor gate_up_proj_, down_proj_;
-};
-
 class DecoderBlock : public CheckpointableBlock {
  public:
   DecoderBlock(const ModelSpec& spec, int layer) {
     const ModelFamilyInfo& info = spec.Info();
     self_attn_ = register_module("self_attn", std::make_shared<DecoderAttentionImpl>(spec, layer));
     if (info.experts) {
-      moe_ = register_module("mlp", std::make_shared<MixtralMoeImpl>(spec));
+      moe_ = register_module("mlp", std::make_shared<SparseMoeImpl>(spec));
     } else {
       mlp_ = register_module("mlp", std::make_shared<DecoderMlpImpl>(spec));
     }
@@ -303,12 +265,12 @@ class DecoderBlock : public CheckpointableBlock {
 
  private:
   torch::Tensor Mlp(const torch::Tensor& x, const RunOptions& options) {
-    return moe_ ? moe_->Forward(x) : mlp_->Forward(x, options);
+    return moe_ ? moe_->Forward(x, options) : mlp_->Forward(x, options);
   }
 
   std::shared_ptr<DecoderAttentionImpl> self_attn_;
   std::shared_ptr<DecoderMlpImpl> mlp_;
-  std::shared_ptr<MixtralMoeImpl> moe_;
+  std::shared_ptr<SparseMoeImpl> moe_;
   RmsNorm input_layernorm_{nullptr}, post_attention_layernorm_{nullptr},
       pre_feedforward_layernorm_{nullptr}, post_feedforward_layernorm_{nullptr};
 };

@@ -29,22 +29,14 @@
 //   last sliding_window positions (AttentionShape).
 // - MLP: down(act(gate(x)) * up(x)) with act silu, gelu or gelu tanh (phi3:
 //   one fused gate_up_proj, rows [gate; up]); biases for mlp_bias.
-// - mixtral MLP: a sparse mixture of num_local_experts SwiGLU experts. A
-//   router (linear, no bias) scores the experts, softmax over all of them in
-//   fp32, the top num_experts_per_tok are kept and their weights renormalised
-//   to sum to 1; a token's output is the weighted sum of its experts'
-//   outputs. No router jitter and no auxiliary load-balancing loss (as
-//   transformers with output_router_logits false, its default).
+// - mixtral MLP: a sparse mixture of experts (moe.h).
 //
 // Parameter names are transformers 5's: "model.embed_tokens.weight",
 // "model.layers.0.self_attn.q_proj.weight" (.bias), "...self_attn.qkv_proj.weight",
 // "...self_attn.q_norm.weight", "model.layers.0.mlp.gate_proj.weight",
 // "...mlp.gate_up_proj.weight", "...pre_feedforward_layernorm.weight",
-// "model.norm.weight", "lm_head.weight"; mixtral's MLP is
-// "model.layers.0.mlp.gate.weight" [experts, hidden],
-// "model.layers.0.mlp.experts.gate_up_proj" [experts, 2 * intermediate, hidden]
-// (gate rows first, then up) and "model.layers.0.mlp.experts.down_proj"
-// [experts, hidden, intermediate].
+// "model.norm.weight", "lm_head.weight"; mixtral's MLP's names are in moe.h
+// ("model.layers.0.mlp.gate.weight", "model.layers.0.mlp.experts.gate_up_proj", ...).
 #ifndef AUTOACCEL_ENGINE_LLAMA_H_
 #define AUTOACCEL_ENGINE_LLAMA_H_
 
