@@ -35,6 +35,7 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 struct DataParallel::Flat {
+  Group* group = nullptr;  // the ranks that hold these parameters
   std::vector<torch::Tensor> params;
   std::vector<int64_t> offsets;
   int64_t padded = 0;        // numel rounded up to a multiple of the group size
@@ -59,47 +60,64 @@ DataParallel::DataParallel(Group* group, std::vector<torch::Tensor> params,
   TORCH_CHECK(!params_.empty(), "data parallel: the model has no parameters");
   torch::NoGradGuard no_grad;
   const Sharding sharding = options_.sharding;
-  const int64_t dp = group_->size();
-  const int64_t rank = group_->rank();
+  std::unordered_set<const void*> experts;
+  if (options_.expert_group != nullptr) {
+    for (const torch::Tensor& p : options_.expert_params) experts.insert(p.unsafeGetTensorImpl());
+  }
+  // 0: the group's parameters, 1: the experts (the expert group's).
+  const auto kind = [&](const torch::Tensor& p) {
+    return experts.count(p.unsafeGetTensorImpl()) ? 1 : 0;
+  };
+  Group* const groups[2] = {group_, options_.expert_group};
 
-  // Which parameters go together: fsdp units (each layer, then the rest), or
-  // gradient buckets filled in reverse order, the order backward produces
-  // gradients in.
-  std::vector<std::vector<torch::Tensor>> parts;
+  // Which parameters go together: fsdp units (each layer's parameters, its
+  // experts apart, then the rest), or gradient buckets filled in reverse
+  // order, the order backward produces gradients in (experts in buckets of
+  // their own). Each part with its kind.
+  std::vector<std::pair<int, std::vector<torch::Tensor>>> parts;
+  const auto add_by_kind = [&](const std::vector<torch::Tensor>& params, std::vector<int>* units) {
+    for (int k : {0, 1}) {
+      std::vector<torch::Tensor> part;
+      for (const torch::Tensor& p : params) {
+        if (kind(p) == k) part.push_back(p);
+      }
+      if (part.empty()) continue;
+      parts.emplace_back(k, std::move(part));
+      units->push_back(static_cast<int>(parts.size()) - 1);
+    }
+  };
   if (sharding == Sharding::kFsdp) {
     std::unordered_set<const void*> in_layers;
     for (const auto& layer : layers) {
-      if (layer.empty()) {
-        layer_unit_.push_back(-1);
-        continue;
-      }
-      parts.push_back(layer);
+      layer_units_.emplace_back();
+      add_by_kind(layer, &layer_units_.back());
       for (const torch::Tensor& p : layer) in_layers.insert(p.unsafeGetTensorImpl());
-      layer_unit_.push_back(static_cast<int>(parts.size()) - 1);
     }
-    root_unit_ = -1;
     std::vector<torch::Tensor> rest;
     for (const torch::Tensor& p : params_) {
       if (!in_layers.count(p.unsafeGetTensorImpl())) rest.push_back(p);
     }
-    if (!rest.empty()) {
-      parts.push_back(rest);
-      root_unit_ = static_cast<int>(parts.size()) - 1;
-    }
+    add_by_kind(rest, &root_units_);
   } else {
-    int64_t bytes = 0;
+    int64_t bytes[2] = {0, 0};
+    int open[2] = {-1, -1};  // the bucket each kind is filling
     for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
-      if (parts.empty() || bytes >= options_.bucket_bytes) {
-        parts.emplace_back();
-        bytes = 0;
+      const int k = kind(*it);
+      if (open[k] < 0 || bytes[k] >= options_.bucket_bytes) {
+        parts.emplace_back(k, std::vector<torch::Tensor>());
+        open[k] = static_cast<int>(parts.size()) - 1;
+        bytes[k] = 0;
       }
-      parts.back().push_back(*it);
-      bytes += it->numel() * it->element_size();
+      parts[open[k]].second.push_back(*it);
+      bytes[k] += it->numel() * it->element_size();
     }
   }
 
-  for (std::vector<torch::Tensor>& part : parts) {
+  for (auto& [part_kind, part] : parts) {
     auto f = std::make_unique<Flat>();
+    f->group = groups[part_kind];
+    const int64_t dp = f->group->size();
+    const int64_t rank = f->group->rank();
     f->params = std::move(part);
     int64_t numel = 0;
     for (const torch::Tensor& p : f->params) {
@@ -186,7 +204,7 @@ void DataParallel::ZeroGrad() {
 void DataParallel::BeginForward() {
   // fsdp: the unit outside the layers (embeddings, head) is needed from the
   // first op of the forward pass to the last of backward.
-  if (root_unit_ >= 0) Gather(*flats_[root_unit_]);
+  for (int unit : root_units_) Gather(*flats_[unit]);
 }
 
 void DataParallel::BeginBackward(bool last) {
@@ -218,10 +236,11 @@ void DataParallel::OnGradReady(size_t flat_index) {
 void DataParallel::StartReduction(Flat& f) {
   torch::NoGradGuard no_grad;
   f.started = true;
+  // Averaged over the group (for experts too: see DataParallelOptions).
   const double inv = 1.0 / static_cast<double>(group_->size());
   if (f.grad.defined()) {  // none, zero1: all-reduce the gradients in place
     f.grad.mul_(inv);
-    f.work = group_->AllReduceAsync(f.grad);
+    f.work = f.group->AllReduceAsync(f.grad);
     return;
   }
   // zero2, fsdp: pack this micro-batch's gradients, reduce-scatter them and
@@ -242,13 +261,13 @@ void DataParallel::StartReduction(Flat& f) {
   f.send.narrow(0, end, f.padded - end).zero_();  // padding
   f.send.mul_(inv);
   f.recv = torch::empty({f.shard_numel}, f.flat.options());
-  f.work = group_->ReduceScatterAsync(f.recv, f.send);
+  f.work = f.group->ReduceScatterAsync(f.recv, f.send);
   if (options_.sharding == Sharding::kFsdp) Release(f);  // backward is done with the unit
 }
 
 void DataParallel::FinishReduction(Flat& f) {
   torch::NoGradGuard no_grad;
-  group_->Wait(f.work);
+  f.group->Wait(f.work);
   f.work.reset();
   if (f.recv.defined()) {
     f.shard_grad.add_(f.recv);
@@ -267,9 +286,9 @@ void DataParallel::Step() {
   if (options_.sharding == Sharding::kZero1 || options_.sharding == Sharding::kZero2) {
     torch::NoGradGuard no_grad;
     // Every bucket's gather in flight at once, then wait for them all.
-    for (auto& f : flats_) f->work = group_->AllGatherAsync(f->flat, f->shard);
+    for (auto& f : flats_) f->work = f->group->AllGatherAsync(f->flat, f->shard);
     for (auto& f : flats_) {
-      group_->Wait(f->work);
+      f->group->Wait(f->work);
       f->work.reset();
     }
   }
@@ -279,7 +298,7 @@ void DataParallel::Gather(Flat& f) {
   if (f.gathered) return;
   torch::NoGradGuard no_grad;
   AllocateStorage(f.flat, f.nbytes());
-  group_->AllGather(f.flat, f.shard);
+  f.group->AllGather(f.flat, f.shard);
   f.gathered = true;
 }
 
@@ -290,20 +309,21 @@ void DataParallel::Release(Flat& f) {
 }
 
 void DataParallel::BeforeForward(int layer) {
-  if (layer < static_cast<int>(layer_unit_.size()) && layer_unit_[layer] >= 0) {
-    Gather(*flats_[layer_unit_[layer]]);
-  }
+  if (layer >= static_cast<int>(layer_units_.size())) return;
+  for (int unit : layer_units_[layer]) Gather(*flats_[unit]);
 }
 
 void DataParallel::AfterForward(int layer, torch::Tensor& output) {
-  if (layer >= static_cast<int>(layer_unit_.size()) || layer_unit_[layer] < 0) return;
-  const int unit = layer_unit_[layer];
+  if (layer >= static_cast<int>(layer_units_.size()) || layer_units_[layer].empty()) return;
+  const std::vector<int> units = layer_units_[layer];
   // Backward reaches the layer through its output's gradient: gather the
   // parameters again just before.
   if (output.requires_grad()) {
-    output.register_hook([this, unit](const torch::Tensor&) { Gather(*flats_[unit]); });
+    output.register_hook([this, units](const torch::Tensor&) {
+      for (int unit : units) Gather(*flats_[unit]);
+    });
   }
-  Release(*flats_[unit]);
+  for (int unit : units) Release(*flats_[unit]);
 }
 
 std::vector<torch::Tensor> DataParallel::FullParameters() {

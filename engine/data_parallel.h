@@ -51,6 +51,14 @@ struct DataParallelOptions {
   Optimizer optimizer = Optimizer::kAdamW;
   bool master_copies = false;
   torch::Device master_device = torch::kCPU;
+  // Expert parallelism: the parameters of `expert_params` (routed experts;
+  // those not among the constructor's `params` are ignored) are reduced
+  // and sharded over `expert_group` (the ranks that hold the same experts)
+  // instead of the constructor's group; their gradients are still divided
+  // by that group's size, since each rank's expert gradients already sum
+  // the contributions of its expert-parallel peers' tokens. Null: none.
+  Group* expert_group = nullptr;
+  std::vector<torch::Tensor> expert_params;
 };
 
 class DataParallel : public LayerHooks {
@@ -65,6 +73,7 @@ class DataParallel : public LayerHooks {
                const std::vector<std::vector<torch::Tensor>>& layers, DataParallelOptions options);
   ~DataParallel() override;
 
+  // (Gradients are averaged over `group`: divided by its size.)
   // Zeroes the gradients (or gradient shards) for a new step.
   void ZeroGrad();
   // Before each micro-batch's forward pass (fsdp: gathers the parameters
@@ -109,9 +118,9 @@ class DataParallel : public LayerHooks {
 
   Group* group_;
   DataParallelOptions options_;
-  std::vector<std::unique_ptr<Flat>> flats_;  // buckets or units
-  std::vector<int> layer_unit_;               // fsdp: layer -> unit index, -1: none here
-  int root_unit_ = -1;                        // fsdp: the unit outside the layers
+  std::vector<std::unique_ptr<Flat>> flats_;   // buckets or units
+  std::vector<std::vector<int>> layer_units_;  // fsdp: layer -> its units (dense, experts)
+  std::vector<int> root_units_;                // fsdp: the units outside the layers
   std::vector<torch::Tensor> params_;
   std::vector<torch::Tensor> optimized_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keep hooks alive

@@ -118,6 +118,8 @@ RankLayout LayoutOf(int rank, const Strategy& strategy) {
   l.cp_rank = (rank / l.tp) % l.cp;
   l.dp_rank = (rank / (l.tp * l.cp)) % l.dp;
   l.pp_rank = rank / (l.tp * l.cp * l.dp);
+  l.ep = strategy.expert_parallel;
+  l.ep_rank = (l.dp_rank * l.cp + l.cp_rank) % l.ep;
   return l;
 }
 
@@ -158,6 +160,18 @@ c10::intrusive_ptr<c10d::Work> Group::ReduceScatterAsync(torch::Tensor& output,
   }
   CommTimer timer(comm_seconds_);
   return backend_->_reduce_scatter_base(output, input);
+}
+
+void Group::AllToAll(torch::Tensor& output, torch::Tensor& input,
+                     const std::vector<int64_t>& output_splits,
+                     const std::vector<int64_t>& input_splits) {
+  if (!backend_) {
+    output.copy_(input.view_as(output));
+    return;
+  }
+  CommTimer timer(comm_seconds_);
+  std::vector<int64_t> out_splits = output_splits, in_splits = input_splits;
+  backend_->alltoall_base(output, input, out_splits, in_splits)->wait();
 }
 
 void Group::Broadcast(torch::Tensor& t, int root) {
@@ -237,7 +251,8 @@ absl::StatusOr<std::string> CheckCollectives(const torch::Device& device) {
 std::unique_ptr<Groups> Groups::Single() {
   std::unique_ptr<Groups> g(new Groups());
   g->world_ = Group(nullptr, 0, 1, &g->comm_seconds_);
-  g->data_ = g->context_ = g->data_context_ = g->tensor_ = g->pipeline_ = g->embedding_ = g->world_;
+  g->data_ = g->context_ = g->data_context_ = g->expert_ = g->expert_data_ = g->tensor_ =
+      g->pipeline_ = g->embedding_ = g->world_;
   return g;
 }
 
@@ -271,7 +286,8 @@ absl::StatusOr<std::unique_ptr<Groups>> Groups::Connect(const TrialSpec& spec,
   }
   // Each group lives under its own key prefix, named by the ranks its
   // members share; every rank creates its groups in the same order (world,
-  // data, context, data-and-context, tensor, pipeline), so no two ranks wait
+  // data, context, data-and-context, expert, expert-data, tensor,
+  // pipeline), so no two ranks wait
   // on each other in different groups.
   auto make = [&](const std::string& name, int rank, int size) {
     if (size == 1) return Group(nullptr, 0, 1, &g->comm_seconds_);
@@ -289,6 +305,20 @@ absl::StatusOr<std::unique_ptr<Groups>> Groups::Connect(const TrialSpec& spec,
                        : l.dp == 1 ? g->context_
                                    : make(absl::StrCat("dpcp/pp", l.pp_rank, "/tp", l.tp_rank),
                                           l.dp_rank * l.cp + l.cp_rank, l.dp * l.cp);
+    // Expert parallelism: blocks of ep consecutive data-and-context ranks.
+    const int replica = l.dp_rank * l.cp + l.cp_rank;
+    if (l.ep == 1) {
+      g->expert_data_ = g->data_context_;
+    } else {
+      g->expert_ =
+          make(absl::StrCat("ep/pp", l.pp_rank, "/tp", l.tp_rank, "/block", replica / l.ep),
+               l.ep_rank, l.ep);
+      g->expert_data_ =
+          l.ep == l.dp * l.cp
+              ? Group(nullptr, 0, 1, &g->comm_seconds_)
+              : make(absl::StrCat("edp/pp", l.pp_rank, "/tp", l.tp_rank, "/ep", l.ep_rank),
+                     replica / l.ep, l.dp * l.cp / l.ep);
+    }
     g->tensor_ =
         make(absl::StrCat("tp/pp", l.pp_rank, "/dp", l.dp_rank, "/cp", l.cp_rank), l.tp_rank, l.tp);
     g->pipeline_ =

@@ -17,7 +17,8 @@
 // dp_rank only, its context-parallel group those that differ in cp_rank
 // only, and so on; its data-and-context group (the ranks that hold the same
 // weights and reduce their gradients together) those that differ in dp_rank
-// or cp_rank.
+// or cp_rank. Expert parallelism adds no ranks: its groups are blocks of
+// ep consecutive data-and-context ranks (see Groups::expert()).
 //
 // Collectives are timed: Groups::comm_seconds() is the wall time this rank
 // spent inside collectives and waits for asynchronous ones, which the trial
@@ -69,6 +70,14 @@ class Group {
   // output [n] <- the sum over ranks of their input's slice `rank` of
   // [size * n].
   c10::intrusive_ptr<c10d::Work> ReduceScatterAsync(torch::Tensor& output, torch::Tensor& input);
+  // output <- every rank's slice for this rank, in rank order: `input`
+  // [sum(input_splits), ...] holds input_splits[r] rows for rank r along
+  // dim 0, `output` [sum(output_splits), ...] receives output_splits[r]
+  // rows from rank r. Both split lists have size() entries; every pair of
+  // ranks must agree on what they send each other. Blocking.
+  void AllToAll(torch::Tensor& output, torch::Tensor& input,
+                const std::vector<int64_t>& output_splits,
+                const std::vector<int64_t>& input_splits);
   void Broadcast(torch::Tensor& t, int root);
   void Send(torch::Tensor& t, int dst_rank, int tag);
   // Starts a send; `t` must stay alive until the work is waited for.
@@ -102,6 +111,9 @@ struct RankLayout {
   int cp_rank = 0, cp = 1;
   int tp_rank = 0, tp = 1;
   int pp_rank = 0, pp = 1;
+  // Expert parallelism: this rank's place among ep consecutive
+  // data-and-context ranks, (dp_rank * cp + cp_rank) % ep.
+  int ep_rank = 0, ep = 1;
 };
 RankLayout LayoutOf(int rank, const Strategy& strategy);
 
@@ -128,6 +140,13 @@ class Groups {
   // cp_rank): they hold the same weights, and their gradients are reduced
   // (and ZeRO/FSDP state sharded) over this group.
   Group& data_context() { return data_context_; }
+  // Expert parallelism: the ep consecutive data-and-context ranks whose
+  // experts together make the model's (tokens are exchanged among them),
+  // and the ranks that hold the same experts as this one (every ep-th
+  // data-and-context rank), over which the experts' gradients are reduced.
+  // Without expert parallelism: one member, and data_context().
+  Group& expert() { return expert_; }
+  Group& expert_data() { return expert_data_; }
   Group& tensor() { return tensor_; }
   Group& pipeline() { return pipeline_; }
   // With pipeline stages: the first and the last stage of this rank's
@@ -145,7 +164,8 @@ class Groups {
   RankLayout layout_;
   c10::intrusive_ptr<c10d::Store> store_;
   double comm_seconds_ = 0;
-  Group world_, data_, context_, data_context_, tensor_, pipeline_, embedding_;
+  Group world_, data_, context_, data_context_, expert_, expert_data_, tensor_, pipeline_,
+      embedding_;
 };
 
 }  // namespace autoaccel

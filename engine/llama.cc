@@ -349,14 +349,49 @@ std::vector<torch::Tensor> DecoderImpl::HeadParameters() {
   return {norm_->weight(), lm_head_ ? lm_head_->weight : embed_tokens_->weight};
 }
 
+namespace {
+
+bool IsExpertWeight(const std::string& name) {
+  return absl::EndsWith(name, "experts.gate_up_proj") || absl::EndsWith(name, "experts.down_proj");
+}
+
+}  // namespace
+
+std::vector<torch::Tensor> DecoderImpl::ExpertParameters() {
+  std::vector<torch::Tensor> out;
+  for (const auto& item : named_parameters()) {
+    if (IsExpertWeight(item.key())) out.push_back(item.value());
+  }
+  return out;
+}
+
+absl::Status DecoderImpl::ShardExpertParallel(const ExpertParallelShard& ep) {
+  if (!spec().Info().experts) return TrainableModel::ShardExpertParallel(ep);
+  using Split = TensorParallelSplit;
+  ShardParameters(*this, ep.rank, ep.size, [](const std::string& name) {
+    return IsExpertWeight(name) ? Split{Split::kRows, 1} : Split{};
+  });
+  return absl::OkStatus();
+}
+
 absl::Status DecoderImpl::ShardTensorParallel(const TensorParallelShard& tp) {
-  if (spec().Info().experts) return TrainableModel::ShardTensorParallel(tp);
   using Split = TensorParallelSplit;
   const int64_t padded_vocab = tp.vocab_per_rank * tp.size;
   const int64_t head = spec().HeadDim();
   const int64_t q_rows = int64_t{spec().n_head} * head, kv_rows = int64_t{spec().n_kv_head} * head;
   ShardParameters(*this, tp, [&](const std::string& name) {
     auto ends = [&](const char* suffix) { return absl::EndsWith(name, suffix); };
+    // Stacked experts [E, rows, columns]: each split like a dense MLP.
+    if (ends("experts.gate_up_proj")) {
+      Split split{Split::kRows, 2};
+      split.first_dim = 1;
+      return split;
+    }
+    if (ends("experts.down_proj")) {
+      Split split{Split::kColumns, 1};
+      split.first_dim = 1;
+      return split;
+    }
     if (ends("embed_tokens.weight") || name == "lm_head.weight") {
       return Split{Split::kRows, 1, padded_vocab};
     }

@@ -90,8 +90,12 @@ class DecoderImpl : public TrainableModel {
   // (whole heads), o and down projections by input columns (their biases
   // replicated), embed_tokens and lm_head by vocabulary rows; per-head norms
   // (q_norm, k_norm) replicated, their gradients summed over the group.
-  // mixtral: not split (its experts would be).
+  // mixtral: the router replicated, each expert split like a dense MLP
+  // (moe.h).
   absl::Status ShardTensorParallel(const TensorParallelShard& tp) override;
+  // Keeps experts ep.rank * E / ep.size ... of each layer (moe.h).
+  absl::Status ShardExpertParallel(const ExpertParallelShard& ep) override;
+  std::vector<torch::Tensor> ExpertParameters() override;
   bool Staged() const override { return true; }
   torch::Tensor Embed(const torch::Tensor& tokens, const RunOptions& options) override;
   torch::Tensor RunLayer(int layer, const torch::Tensor& x, const RunOptions& options) override;

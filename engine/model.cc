@@ -45,6 +45,7 @@ RunOptions InnerOptions(const RunOptions& options) {
   inner.attention = options.attention;
   inner.tp = options.tp;
   inner.cp = options.cp;
+  inner.ep = options.ep;
   return inner;
 }
 
@@ -67,6 +68,7 @@ class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
     ctx->saved_data["attention"] = static_cast<int64_t>(options->attention);
     ctx->saved_data["tp"] = reinterpret_cast<int64_t>(options->tp);
     ctx->saved_data["cp"] = reinterpret_cast<int64_t>(options->cp);
+    ctx->saved_data["ep"] = reinterpret_cast<int64_t>(options->ep);
     SaveAutocast(ctx, x.device().type());
     ctx->save_for_backward({x});
     return block->Forward(x, InnerOptions(*options));
@@ -78,6 +80,7 @@ class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
     options.attention = static_cast<Attention>(ctx->saved_data["attention"].toInt());
     options.tp = reinterpret_cast<const TensorParallelShard*>(ctx->saved_data["tp"].toInt());
     options.cp = reinterpret_cast<const ContextParallelShard*>(ctx->saved_data["cp"].toInt());
+    options.ep = reinterpret_cast<const ExpertParallelShard*>(ctx->saved_data["ep"].toInt());
     const torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
     torch::Tensor y;
     {
@@ -185,6 +188,12 @@ absl::Status TrainableModel::ShardTensorParallel(const TensorParallelShard& tp) 
   (void)tp;
   return absl::InvalidArgumentError(absl::StrCat("strategy.tensor_parallel: the ", spec_.family,
                                                  " family runs without tensor parallelism"));
+}
+
+absl::Status TrainableModel::ShardExpertParallel(const ExpertParallelShard& ep) {
+  (void)ep;
+  return absl::InvalidArgumentError(absl::StrCat("strategy.expert_parallel: the ", spec_.family,
+                                                 " family has no experts to spread over ranks"));
 }
 
 Example TrainableModel::MakeExample(const torch::Tensor& tokens, uint64_t /*seed*/) const {

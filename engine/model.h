@@ -32,6 +32,7 @@ namespace autoaccel {
 class LayerHooks;
 struct TensorParallelShard;
 struct ContextParallelShard;
+struct ExpertParallelShard;
 
 // How the forward pass runs; the weights do not depend on it.
 struct RunOptions {
@@ -55,6 +56,10 @@ struct RunOptions {
   // share of each sequence, its attention spans the whole sequence. Null:
   // the whole sequence is here.
   const ContextParallelShard* cp = nullptr;
+  // Expert parallelism (moe.h): the model holds this rank's experts
+  // (TrainableModel::ShardExpertParallel) and exchanges tokens with the
+  // group's other ranks. Null: every expert is here.
+  const ExpertParallelShard* ep = nullptr;
 };
 using GptRunOptions = RunOptions;  // the name from when GPT-2 was the only family
 
@@ -100,6 +105,17 @@ class TrainableModel : public torch::nn::Module {
   // search space's "tensor_parallel_model" rule, which ValidateTrialSpec
   // applies); otherwise throws c10::Error.
   virtual absl::Status ShardTensorParallel(const TensorParallelShard& tp);
+
+  // Replaces the routed experts' weights by this rank's share of the
+  // experts (call on the full model, on CPU, before moving it); Forward and
+  // Loss then need RunOptions::ep set to `ep`. INVALID_ARGUMENT naming
+  // strategy.expert_parallel for a model without experts. REQUIRES: ep.size
+  // divides the experts (the "expert_parallel_model" rule); otherwise
+  // throws c10::Error.
+  virtual absl::Status ShardExpertParallel(const ExpertParallelShard& ep);
+  // The routed experts' weights (what ShardExpertParallel splits); empty
+  // for a model without experts.
+  virtual std::vector<torch::Tensor> ExpertParameters() { return {}; }
 
   // Pipeline stages run the model in pieces: Embed (tokens [B, T] ->
   // hidden [B, T, C]), RunLayer for each transformer layer (RunBlock), Head

@@ -1,11 +1,69 @@
 #include "engine/moe.h"
 
 #include <ATen/ATen.h>
+#include <torch/autograd.h>
 
 #include <memory>
+#include <numeric>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "engine/tensor_parallel.h"
+
 namespace autoaccel {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+Group* GroupOf(AutogradContext* ctx) {
+  return reinterpret_cast<Group*>(ctx->saved_data["group"].toInt());
+}
+
+// Rows of x [sum(send), ...] to the group's ranks (send[r] rows to rank r),
+// receiving recv[r] rows from each; backward sends the gradients back the
+// same way.
+class ExchangeRows : public torch::autograd::Function<ExchangeRows> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, Group* group,
+                               const std::vector<int64_t>& send, const std::vector<int64_t>& recv) {
+    ctx->saved_data["group"] = reinterpret_cast<int64_t>(group);
+    ctx->saved_data["send"] = send;
+    ctx->saved_data["recv"] = recv;
+    return Exchange(x, group, send, recv);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    return {Exchange(grad_outputs[0], GroupOf(ctx), ctx->saved_data["recv"].toIntVector(),
+                     ctx->saved_data["send"].toIntVector()),
+            torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+
+ private:
+  static torch::Tensor Exchange(const torch::Tensor& x, Group* group,
+                                const std::vector<int64_t>& send,
+                                const std::vector<int64_t>& recv) {
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape[0] = std::accumulate(recv.begin(), recv.end(), int64_t{0});
+    torch::Tensor in = x.contiguous();
+    torch::Tensor out = torch::empty(shape, x.options());
+    group->AllToAll(out, in, recv, send);
+    return out;
+  }
+};
+
+std::vector<int64_t> ToVector(const torch::Tensor& t) {
+  const torch::Tensor cpu = t.to(torch::kCPU, torch::kLong).contiguous();
+  return std::vector<int64_t>(cpu.data_ptr<int64_t>(), cpu.data_ptr<int64_t>() + cpu.numel());
+}
+
+// The positions that put `order` back: out[order[i]] = i.
+torch::Tensor InversePermutation(const torch::Tensor& order) {
+  return torch::empty_like(order).scatter_(0, order, torch::arange(order.size(0), order.options()));
+}
+
+}  // namespace
 
 MoeRouterImpl::MoeRouterImpl(const ModelSpec& spec) : top_k_(spec.num_experts_per_tok) {
   weight_ = register_parameter("weight", torch::empty({spec.num_local_experts, spec.n_embd}));
@@ -26,23 +84,77 @@ SparseMoeImpl::SparseMoeImpl(const ModelSpec& spec) : num_experts_(spec.num_loca
                                            torch::empty({num_experts_, spec.n_embd, spec.n_inner}));
 }
 
-torch::Tensor SparseMoeImpl::Forward(const torch::Tensor& x, const RunOptions& options) {
-  (void)options;
-  const torch::Tensor flat = x.reshape({-1, x.size(-1)});
-  const MoeRouting routing = gate_->Route(flat, gate_->weight());
-  torch::Tensor out = torch::zeros_like(flat);
-  for (int64_t e = 0; e < num_experts_; ++e) {
-    // (token, slot) pairs routed to expert e; a token picks an expert once.
-    const torch::Tensor routed = (routing.experts == e).nonzero();
-    if (routed.size(0) == 0) continue;
-    const torch::Tensor token = routed.select(1, 0), slot = routed.select(1, 1);
+torch::Tensor SparseMoeImpl::RunExperts(const torch::Tensor& rows,
+                                        const std::vector<int64_t>& counts) {
+  std::vector<torch::Tensor> outputs;
+  int64_t start = 0;
+  for (size_t e = 0; e < counts.size(); ++e) {
+    const torch::Tensor mine = rows.narrow(0, start, counts[e]);
+    start += counts[e];
     const std::vector<torch::Tensor> gate_up =
-        at::linear(flat.index_select(0, token), gate_up_proj_[e]).chunk(2, /*dim=*/-1);
-    const torch::Tensor y = at::linear(at::silu(gate_up[0]) * gate_up[1], down_proj_[e]) *
-                            routing.weights.index({token, slot}).unsqueeze(-1);
-    out.index_add_(0, token, y.to(out.scalar_type()));
+        at::linear(mine, gate_up_proj_[e]).chunk(2, /*dim=*/-1);
+    outputs.push_back(at::linear(at::silu(gate_up[0]) * gate_up[1], down_proj_[e]));
   }
-  return out.view(x.sizes());
+  return torch::cat(outputs, /*dim=*/0);
+}
+
+torch::Tensor SparseMoeImpl::Forward(const torch::Tensor& x, const RunOptions& options) {
+  // Every token of the tensor-parallel group (the whole sequence under
+  // sequence parallelism), the router replicated.
+  const torch::Tensor input = ColumnParallelInput(x, options.tp);
+  const torch::Tensor flat = input.reshape({-1, input.size(-1)});
+  const MoeRouting routing =
+      gate_->Route(flat, WeightSharedAcrossRanks(gate_->weight(), options.tp));
+  const int64_t k = routing.experts.size(1);
+
+  // The (token, slot) assignments sorted by expert (stable: each expert's
+  // tokens in order), and how many each expert got.
+  const torch::Tensor expert_of = routing.experts.reshape(-1);
+  const torch::Tensor order =
+      std::get<1>(expert_of.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
+  const torch::Tensor per_expert = at::bincount(expert_of, {}, num_experts_);
+  torch::Tensor rows = flat.index_select(0, order.div(k, "floor"));
+
+  const ExpertParallelShard* ep = options.ep;
+  torch::Tensor outputs;
+  if (ep == nullptr || ep->size == 1) {
+    outputs = RunExperts(rows, ToVector(per_expert));
+  } else {
+    // Each rank's assignments go to the rank of their expert; the counts per
+    // (source rank, local expert) come first, so every rank knows what it
+    // receives.
+    const int64_t local = num_experts_ / ep->size;
+    torch::Tensor counts_out = per_expert.contiguous();
+    torch::Tensor counts_in = torch::empty_like(counts_out);
+    const std::vector<int64_t> equal(ep->size, local);
+    ep->group->AllToAll(counts_in, counts_out, equal, equal);
+    const std::vector<int64_t> received = ToVector(counts_in);  // [source][local expert]
+    std::vector<int64_t> send(ep->size), recv(ep->size), per_local(local, 0);
+    const std::vector<int64_t> sent = ToVector(per_expert);
+    for (int r = 0; r < ep->size; ++r) {
+      for (int64_t e = 0; e < local; ++e) {
+        send[r] += sent[r * local + e];
+        recv[r] += received[r * local + e];
+        per_local[e] += received[r * local + e];
+      }
+    }
+    rows = ExchangeRows::apply(rows, ep->group, send, recv);
+    // Arrived ordered by (source, expert): regroup by expert, run, put back.
+    const torch::Tensor local_expert = torch::arange(local, per_expert.options())
+                                           .repeat({ep->size})
+                                           .repeat_interleave(counts_in, /*dim=*/0);
+    const torch::Tensor by_expert =
+        std::get<1>(local_expert.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
+    outputs = RunExperts(rows.index_select(0, by_expert), per_local)
+                  .index_select(0, InversePermutation(by_expert));
+    outputs = ExchangeRows::apply(outputs, ep->group, recv, send);
+  }
+  // Back in (token, slot) order, weighted, summed over each token's experts.
+  const torch::Tensor combined =
+      (outputs.index_select(0, InversePermutation(order)).view({flat.size(0), k, -1}) *
+       routing.weights.unsqueeze(-1))
+          .sum(/*dim=*/1);
+  return SumPartials(combined.to(flat.scalar_type()).view(input.sizes()), options.tp);
 }
 
 }  // namespace autoaccel

@@ -4,6 +4,21 @@
 // to them, and a token's output is the routing-weighted sum of its experts'
 // outputs.
 //
+// Parallel forms, which compose:
+// - Tensor parallelism (RunOptions::tp; Megatron's expert tensor-parallel
+//   size equal to the tensor-parallel size): every expert's intermediate
+//   width is split like a dense MLP's (gate and up by rows, down by
+//   columns); each rank routes all tokens of its group (gathered along the
+//   sequence under sequence parallelism), its partial outputs are summed
+//   over the group; the router is replicated.
+// - Expert parallelism (RunOptions::ep): each of the ep ranks holds
+//   num_local_experts / ep consecutive experts (rank r: r * E/ep ...). A
+//   rank sorts its (token, expert) assignments by expert, sends each to the
+//   rank of its expert (all-to-all, dropless: every assignment goes, the
+//   counts are exchanged first), runs its experts on what it received, and
+//   sends the outputs back (all-to-all), where they are weighted and summed
+//   per token. Backward runs the same exchanges in reverse.
+//
 // Parameter names are transformers 5's: "<mlp>.gate.weight" [experts,
 // hidden] (the router), "<mlp>.experts.gate_up_proj" [experts, 2 *
 // intermediate, hidden] (gate rows first, then up) and
@@ -14,15 +29,23 @@
 #define AUTOACCEL_ENGINE_MOE_H_
 
 #include <torch/nn/module.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
 #include <cstdint>
+#include <memory>
 
+#include "engine/distributed.h"
 #include "engine/model.h"
 #include "spec/model_spec.h"
 
 namespace autoaccel {
+
+// This rank's place in an expert-parallel group (Groups::expert()).
+struct ExpertParallelShard {
+  Group* group = nullptr;
+  int rank = 0;
+  int size = 1;
+};
 
 // Which experts each token goes to, and with what weight.
 struct MoeRouting {
@@ -48,16 +71,22 @@ class MoeRouterImpl : public torch::nn::Module {
   torch::Tensor weight_;
 };
 
-// The experts and their router: x [B, T, hidden] -> [B, T, hidden].
+// The experts and their router: x [B, T, hidden] (under sequence
+// parallelism this rank's slice of T) -> the same shape.
 class SparseMoeImpl : public torch::nn::Module {
  public:
   explicit SparseMoeImpl(const ModelSpec& spec);
   torch::Tensor Forward(const torch::Tensor& x, const RunOptions& options);
 
  private:
+  // The experts held here on `rows` [R, hidden] sorted by expert, `counts`
+  // (host) rows per local expert -> [R, hidden] (partial sums under tensor
+  // parallelism).
+  torch::Tensor RunExperts(const torch::Tensor& rows, const std::vector<int64_t>& counts);
+
   int64_t num_experts_;
   std::shared_ptr<MoeRouterImpl> gate_;
-  torch::Tensor gate_up_proj_, down_proj_;
+  torch::Tensor gate_up_proj_, down_proj_;  // this rank's experts (and slices)
 };
 
 }  // namespace autoaccel

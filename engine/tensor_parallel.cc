@@ -73,12 +73,12 @@ bool SequenceParallel(const TensorParallelShard* tp) { return Active(tp) && tp->
 
 // The sum over the group of partial results: all-reduced, or
 // reduce-scattered along the sequence.
+}  // namespace
+
 torch::Tensor SumPartials(const torch::Tensor& x, const TensorParallelShard* tp) {
   return SequenceParallel(tp) ? ScatterSequence::apply(x, GroupHandle(tp))
                               : ReduceFromTensorParallel(x, tp);
 }
-
-}  // namespace
 
 torch::Tensor ColumnParallelInput(const torch::Tensor& x, const TensorParallelShard* tp) {
   return SequenceParallel(tp) ? GatherSequence::apply(x, GroupHandle(tp))
@@ -161,12 +161,17 @@ torch::Tensor VocabParallelCrossEntropy(const torch::Tensor& logits, const torch
 
 void ShardParameters(torch::nn::Module& module, const TensorParallelShard& tp,
                      const std::function<TensorParallelSplit(const std::string& name)>& rule) {
+  ShardParameters(module, tp.rank, tp.size, rule);
+}
+
+void ShardParameters(torch::nn::Module& module, int rank, int size,
+                     const std::function<TensorParallelSplit(const std::string& name)>& rule) {
   torch::NoGradGuard no_grad;
   for (auto& item : module.named_parameters(/*recurse=*/true)) {
     const TensorParallelSplit split = rule(item.key());
     if (split.kind == TensorParallelSplit::kReplicate) continue;
     torch::Tensor& p = item.value();
-    const int dim = split.kind == TensorParallelSplit::kRows ? 0 : 1;
+    const int dim = split.first_dim + (split.kind == TensorParallelSplit::kRows ? 0 : 1);
     torch::Tensor full = p;
     if (split.pad_rows_to > full.size(0)) {
       std::vector<int64_t> pad_shape = full.sizes().vec();
@@ -177,8 +182,8 @@ void ShardParameters(torch::nn::Module& module, const TensorParallelShard& tp,
     if (blocks.empty()) blocks.assign(split.parts, full.size(dim) / split.parts);
     int64_t total = 0;
     for (int64_t block : blocks) {
-      TORCH_CHECK(block % tp.size == 0, "parameter ", item.key(), ": a block of ", block,
-                  " along dimension ", dim, " does not split into ", tp.size, " slices");
+      TORCH_CHECK(block % size == 0, "parameter ", item.key(), ": a block of ", block,
+                  " along dimension ", dim, " does not split into ", size, " slices");
       total += block;
     }
     TORCH_CHECK(total == full.size(dim), "parameter ", item.key(), ": dimension ", dim, " of size ",
@@ -186,8 +191,8 @@ void ShardParameters(torch::nn::Module& module, const TensorParallelShard& tp,
     std::vector<torch::Tensor> pieces;
     int64_t start = 0;
     for (int64_t block : blocks) {
-      const int64_t slice = block / tp.size;
-      pieces.push_back(full.narrow(dim, start + tp.rank * slice, slice));
+      const int64_t slice = block / size;
+      pieces.push_back(full.narrow(dim, start + rank * slice, slice));
       start += block;
     }
     p.set_data(torch::cat(pieces, dim).contiguous());

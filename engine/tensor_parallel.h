@@ -62,6 +62,11 @@ torch::Tensor SequenceSlice(const torch::Tensor& x, int64_t dim, const TensorPar
 // its slice of the sequence.
 void SumReplicatedGradients(std::vector<torch::Tensor>& params, const TensorParallelShard* tp);
 
+// Partial sums of a row-parallel computation summed over the group
+// (reduce-scattered along the sequence under sequence parallelism); what
+// RowParallelLinear applies after its product.
+torch::Tensor SumPartials(const torch::Tensor& x, const TensorParallelShard* tp);
+
 // Identity forward; backward all-reduces the gradient over the group.
 torch::Tensor CopyToTensorParallel(const torch::Tensor& x, const TensorParallelShard* tp);
 // All-reduce (sum) forward; identity backward.
@@ -96,6 +101,9 @@ struct TensorParallelSplit {
   int parts = 1;
   int64_t pad_rows_to = 0;        // kRows: pad dim 0 to this many rows first (0: none)
   std::vector<int64_t> blocks{};  // sizes along the split dimension; overrides `parts`
+  // Leading dimensions kept whole: "rows" and "columns" are dimensions
+  // first_dim and first_dim + 1 (1 for stacked experts [E, rows, columns]).
+  int first_dim = 0;
 };
 
 // A weight replicated over the group but applied inside the tensor-parallel
@@ -111,6 +119,10 @@ torch::Tensor WeightSharedAcrossRanks(const torch::Tensor& weight, const TensorP
 // `rule(name)` says. Call on the full model (the same on every rank) before
 // it trains.
 void ShardParameters(torch::nn::Module& module, const TensorParallelShard& tp,
+                     const std::function<TensorParallelSplit(const std::string& name)>& rule);
+// The same for slice `rank` of `size` (e.g. expert parallelism's share of
+// the experts).
+void ShardParameters(torch::nn::Module& module, int rank, int size,
                      const std::function<TensorParallelSplit(const std::string& name)>& rule);
 
 }  // namespace autoaccel

@@ -175,6 +175,14 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
       cp.comm = strategy.context_parallel_comm;
       t->run_options_.cp = &cp;
     }
+    if (strategy.expert_parallel > 1) {
+      ExpertParallelShard& ep = t->expert_parallel_;
+      ep.group = &t->groups_->expert();
+      ep.rank = ep.group->rank();
+      ep.size = ep.group->size();
+      RETURN_IF_ERROR(t->model_->ShardExpertParallel(ep));
+      t->run_options_.ep = &ep;
+    }
     if (strategy.pipeline_parallel > 1) RETURN_IF_ERROR(t->KeepStageParameters());
     t->model_->to(device);
     if (pure_bf16) t->model_->to(torch::kBFloat16);
@@ -201,6 +209,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
     options.optimizer = strategy.optimizer;
     options.master_copies = master_copies;
     options.master_device = master_device;
+    if (t->model_ && strategy.expert_parallel > 1) {
+      // Each expert is held by the ranks of its expert-data group only.
+      options.expert_group = &t->groups_->expert_data();
+      options.expert_params = t->model_->ExpertParameters();
+    }
     std::vector<std::vector<torch::Tensor>> layers;
     if (t->model_ && strategy.sharding == Sharding::kFsdp) {
       for (torch::nn::Module* layer : t->model_->Layers()) layers.push_back(layer->parameters());

@@ -26,6 +26,7 @@
 #include "engine/data_parallel.h"
 #include "engine/distributed.h"
 #include "engine/model.h"
+#include "engine/moe.h"
 #include "engine/optim.h"
 #include "engine/pipeline.h"
 #include "engine/scripted_model.h"
@@ -130,6 +131,7 @@ class Trainer {
   std::vector<torch::Tensor> tied_;              // pipeline: weights the first and last stage share
   TensorParallelShard tensor_parallel_;          // tensor_parallel > 1
   ContextParallelShard context_parallel_;        // context_parallel > 1
+  ExpertParallelShard expert_parallel_;          // expert_parallel > 1
   RunOptions run_options_;
   std::shared_ptr<TrainableModel> model_;
   std::unique_ptr<ScriptedModel> scripted_;

@@ -36,7 +36,7 @@ class Encoder {
     }
   }
 
-  static constexpr int kDims = 3 + 4 + 4 + 3 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 2;
+  static constexpr int kDims = 3 + 4 + 4 + 3 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 3;
 
   Eigen::VectorXd Encode(const Strategy& s) const {
     Eigen::VectorXd x = Eigen::VectorXd::Zero(kDims);
@@ -64,6 +64,7 @@ class Encoder {
     x[k++] = scaled(Log2(s.micro_batch_size), max_log_mbs_);
     x[k++] = scaled(Log2(s.context_parallel), max_log_world_);
     x[k++] = s.context_parallel_comm == ContextParallelComm::kAllGather;
+    x[k++] = scaled(Log2(s.expert_parallel), max_log_world_);
     return x;
   }
 

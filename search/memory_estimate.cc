@@ -83,22 +83,35 @@ MemoryEstimate EstimateMemory(const ModelSpec& m, int seq_len, const Strategy& s
   const int64_t outside = no_layers.ParameterCount();
   const int64_t per_layer = (m.ParameterCount() - outside) / L;
   const int64_t stage_layers = CeilDiv(L, pp * vpp) * vpp;
-  const int64_t rank_params = CeilDiv(std::min(stage_layers, L) * per_layer + outside, tp);
+  // Expert parallelism: each rank holds 1/ep of the routed experts, which
+  // are replicated over (and sharded over) dp / ep ranks only.
+  const int64_t ep = s.expert_parallel > 1 ? s.expert_parallel : 1;
+  const int64_t expert_per_layer = ep > 1 ? m.ExpertParameterCount() / L : 0;
+  const int64_t rank_dense =
+      CeilDiv(std::min(stage_layers, L) * (per_layer - expert_per_layer) + outside, tp);
+  const int64_t rank_experts = CeilDiv(std::min(stage_layers, L) * expert_per_layer, tp * ep);
 
-  // Model state by precision, then sharding and offload.
+  // Model state by precision, then sharding and offload, for the weights
+  // held by `replicas` ranks.
   const bool pure = s.precision == Precision::kPureBf16;
   const int64_t weight_bytes = pure ? 2 : 4;
   const int64_t optimizer_bytes = pure ? 12 : 8;
-  e.parameters = rank_params * weight_bytes;
-  e.gradients = rank_params * weight_bytes;
-  e.optimizer = s.offload == Offload::kCpu ? 0 : rank_params * optimizer_bytes;
-  if (s.sharding != Sharding::kNone && dp > 1) e.optimizer = CeilDiv(e.optimizer, dp);
-  if ((s.sharding == Sharding::kZero2 || s.sharding == Sharding::kFsdp) && dp > 1) {
-    e.gradients = CeilDiv(e.gradients, dp);
-  }
+  const auto add_state = [&](int64_t params, int64_t replicas) {
+    int64_t parameters = params * weight_bytes, gradients = params * weight_bytes;
+    int64_t optimizer = s.offload == Offload::kCpu ? 0 : params * optimizer_bytes;
+    if (s.sharding != Sharding::kNone && replicas > 1) optimizer = CeilDiv(optimizer, replicas);
+    if ((s.sharding == Sharding::kZero2 || s.sharding == Sharding::kFsdp) && replicas > 1) {
+      gradients = CeilDiv(gradients, replicas);
+    }
+    if (s.sharding == Sharding::kFsdp && replicas > 1) parameters = CeilDiv(parameters, replicas);
+    e.parameters += parameters, e.gradients += gradients, e.optimizer += optimizer;
+  };
+  add_state(rank_dense, dp);
+  add_state(rank_experts, dp / ep);
   if (s.sharding == Sharding::kFsdp && dp > 1) {
-    e.parameters = CeilDiv(e.parameters, dp);
-    e.gathered = 2 * CeilDiv(per_layer, tp) * weight_bytes;  // a layer's weights + gradients
+    // A layer's weights + gradients (its experts only where they are sharded).
+    const int64_t experts = dp / ep > 1 ? CeilDiv(expert_per_layer, tp * ep) : 0;
+    e.gathered = 2 * (CeilDiv(per_layer - expert_per_layer, tp) + experts) * weight_bytes;
   }
 
   // Activations: the checkpointed share of the stage's layers recomputes.

@@ -13,7 +13,12 @@
 // layer at a time); offload=cpu moves the optimizer part to host memory.
 // Tensor parallelism divides the parameters by tp, pipeline stages take
 // their share of the layers (the worst stage also holds the embedding).
-// Mixtral's model state counts every expert (ParameterCount does).
+// Mixtral's model state counts every expert (ParameterCount does); expert
+// parallelism (ep) divides the routed experts' share by ep, and sharding
+// divides that share over the N / ep ranks that hold the same experts.
+// Activations assume balanced routing (every expert gets its share of
+// the tokens), so expert parallelism leaves them as they are: a rank
+// computes k experts' worth of its own tokens either way.
 //
 // Activations (Korthikanti et al., "Reducing Activation Recomputation in
 // Large Transformer Models"), bytes per layer and micro-batch for 16-bit

@@ -488,6 +488,7 @@ int StrategyDistance(const Strategy& a, const Strategy& b) {
   d += (a.data_parallel != b.data_parallel || a.tensor_parallel != b.tensor_parallel ||
         a.pipeline_parallel != b.pipeline_parallel || a.context_parallel != b.context_parallel);
   d += a.context_parallel_comm != b.context_parallel_comm;
+  d += a.expert_parallel != b.expert_parallel;
   d += a.sharding != b.sharding;
   d += a.sequence_parallel != b.sequence_parallel;
   d += (a.pipeline_schedule != b.pipeline_schedule || a.virtual_stages != b.virtual_stages);

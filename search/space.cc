@@ -117,6 +117,8 @@ struct Layout {
   }
   // Ranks that hold the same weights, which sharding divides the state over.
   bool shards() const { return data_parallel * context_parallel > 1; }
+  // Whether the experts can be spread over `ep` of those ranks.
+  bool expert_parallel_fits(int ep) const { return data_parallel * context_parallel % ep == 0; }
 };
 
 // Sizes to try for one parallel degree, ascending: the given ones
@@ -340,6 +342,34 @@ absl::Status ValidateShape(const SpaceRequest& r) {
   return absl::OkStatus();
 }
 
+// The expert-parallel sizes of the request, ascending: the given ones, or
+// every size that divides the model's experts and the world (1 only for a
+// model without experts). Fails when a given size is not positive or none
+// divides the data- and context-parallel ranks of any layout.
+absl::StatusOr<std::vector<int>> ExpertParallelCandidates(const SpaceRequest& r,
+                                                          const std::vector<Layout>& layouts) {
+  std::vector<int> given = r.expert_parallel_sizes;
+  if (given.empty()) {
+    given.push_back(1);
+    for (int ep = 2; ep <= r.model.num_local_experts && ep <= r.world_size; ++ep) {
+      if (r.model.num_local_experts % ep == 0 && r.world_size % ep == 0) given.push_back(ep);
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<int> out,
+                   DegreeCandidates("expert_parallel_sizes", given, r.world_size));
+  const auto fits_a_layout = [&](int ep) {
+    return std::any_of(layouts.begin(), layouts.end(),
+                       [ep](const Layout& l) { return l.expert_parallel_fits(ep); });
+  };
+  if (std::none_of(out.begin(), out.end(), fits_a_layout)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expert_parallel_sizes: none of (", absl::StrJoin(out, ", "),
+        ") divides the data- and context-parallel ranks of a layout (expert parallelism spreads "
+        "the experts over the ranks that hold the same other weights)"));
+  }
+  return out;
+}
+
 // Every dimension's candidates, each in its preferred order.
 struct Dimensions {
   std::vector<Layout> layouts;
@@ -347,6 +377,7 @@ struct Dimensions {
   std::vector<ScheduleChoice> schedules;  // for layouts with pipeline_parallel > 1
   std::vector<bool> sequence_parallel;    // for layouts with tensor_parallel > 1
   std::vector<ContextParallelComm> context_parallel_comms;  // for layouts with context_parallel > 1
+  std::vector<int> expert_parallel_sizes;  // ascending; per layout, those dividing dp * cp
   std::vector<Precision> precisions;
   std::vector<Attention> attentions;
   std::vector<CheckpointChoice> checkpoints;
@@ -365,6 +396,7 @@ absl::StatusOr<Dimensions> ResolveDimensions(const SpaceRequest& r) {
   ASSIGN_OR_RETURN(d.context_parallel_comms,
                    Candidates("context_parallel_comms", r.context_parallel_comms,
                               kContextParallelCommOrder, &ContextParallelCommName));
+  ASSIGN_OR_RETURN(d.expert_parallel_sizes, ExpertParallelCandidates(r, d.layouts));
   for (bool on : {false, true}) {
     if (r.sequence_parallel_modes.empty() ||
         std::find(r.sequence_parallel_modes.begin(), r.sequence_parallel_modes.end(), on) !=
@@ -414,6 +446,8 @@ absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request
                       (layout.pipeline_parallel > 1 ? d.schedules.size() : 1) *
                       (layout.tensor_parallel > 1 ? d.sequence_parallel.size() : 1) *
                       (layout.context_parallel > 1 ? d.context_parallel_comms.size() : 1) *
+                      std::count_if(d.expert_parallel_sizes.begin(), d.expert_parallel_sizes.end(),
+                                    [&](int ep) { return layout.expert_parallel_fits(ep); }) *
                       layout.micro_batches.size();
     }
     if (combinations > double(request.max_combinations)) {
@@ -440,8 +474,12 @@ absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request
     const std::vector<ContextParallelComm> comms =
         layout.context_parallel > 1 ? d.context_parallel_comms
                                     : std::vector<ContextParallelComm>{ContextParallelComm::kP2p};
+    std::vector<int> expert_parallel;
+    for (int ep : d.expert_parallel_sizes) {
+      if (layout.expert_parallel_fits(ep)) expert_parallel.push_back(ep);
+    }
     // The innermost dimensions, in order: schedule, sequence parallel,
-    // context-parallel exchange, micro batch.
+    // context-parallel exchange, expert parallelism, micro batch.
     Strategy inner;
     std::vector<Strategy> inners;
     inner.data_parallel = layout.data_parallel;
@@ -455,11 +493,14 @@ absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request
         inner.sequence_parallel = sp;
         for (ContextParallelComm comm : comms) {
           inner.context_parallel_comm = comm;
-          for (int micro_batch : layout.micro_batches) {
-            inner.micro_batch_size = micro_batch;
-            inner.grad_accum_steps =
-                request.global_batch_size / (layout.data_parallel * micro_batch);
-            inners.push_back(inner);
+          for (int ep : expert_parallel) {
+            inner.expert_parallel = ep;
+            for (int micro_batch : layout.micro_batches) {
+              inner.micro_batch_size = micro_batch;
+              inner.grad_accum_steps =
+                  request.global_batch_size / (layout.data_parallel * micro_batch);
+              inners.push_back(inner);
+            }
           }
         }
       }

@@ -37,6 +37,10 @@ struct SpaceRequest : TrainingSetup {
   //                        (tp * pp * cp);
   //   context_parallel_comms: p2p and all_gather; a layout with
   //                        context_parallel 1 runs p2p only;
+  //   expert_parallel_sizes: 1 and every size dividing both the model's
+  //                        experts and world_size (1 only without
+  //                        experts); a layout runs those dividing its
+  //                        data_parallel * context_parallel;
   //   shardings:           all four; a layout with data_parallel *
   //                        context_parallel 1 has nothing to shard over
   //                        and runs none only;
@@ -65,6 +69,7 @@ struct SpaceRequest : TrainingSetup {
   std::vector<bool> sequence_parallel_modes;
   std::vector<int> context_parallel_sizes;
   std::vector<ContextParallelComm> context_parallel_comms;
+  std::vector<int> expert_parallel_sizes;
   std::vector<int> micro_batch_sizes;
   std::vector<Precision> precisions;
   std::vector<Checkpointing> checkpointings;
@@ -129,6 +134,7 @@ absl::Status ValidateSpaceRequest(const SpaceRequest& request);
 //   pp schedule    1f1b, then interleaved at each virtual_stages ascending
 //   sequence par.  off, on
 //   cp exchange    p2p, all_gather        (p2p overlaps with attention)
+//   expert par.    ascending              (no all-to-all first)
 //   micro batch    largest to smallest    (fewer, larger GEMMs)
 // Micro batch is innermost so that, under the best flags, an OOM at a large
 // micro batch is followed straight away by the next smaller one. A

@@ -74,6 +74,10 @@ inline constexpr std::tuple kSpaceDimensions{
         "how context-parallel ranks exchange keys and values: p2p,all_gather (default: both)",
         &SpaceRequest::context_parallel_comms, ContextParallelComm::kP2p,
         kContextParallelCommNames},
+    SpaceDimension<int>{"expert_parallel", "expert_parallel_sizes", "--ep-sizes", "ep_sizes",
+                        "expert-parallel sizes to try for a mixture-of-experts model, each "
+                        "dividing the data- and context-parallel ranks (default: 1)",
+                        &SpaceRequest::expert_parallel_sizes, 1},
     SpaceDimension<PipelineSchedule>{
         "pipeline_schedule", "pipeline_schedules", "--pipeline-schedules", "pipeline_schedules",
         "pipeline schedules to try: 1f1b,interleaved (default: both)",

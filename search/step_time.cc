@@ -65,6 +65,8 @@ struct ModelParts {
   double attention_flops = 0;   // per token, one layer's QK^T and AV forward as model FLOPs
   bool tied = true;             // the LM head is the token embedding
   double kv_width = 0;          // key and value elements per token and layer
+  double expert_params = 0;     // one layer's routed experts (in layer_params)
+  double routed_width = 0;      // elements a token sends to its experts: top-k * h
   // Sequence parallelism: weights tensor parallelism does not split, whose
   // gradients are all-reduced per micro-batch (count, elements).
   int replicated_layer_tensors = 0;
@@ -82,6 +84,8 @@ ModelParts Parts(const ModelSpec& m, int seq_len) {
   const double h = m.n_embd, V = m.vocab_size, L = std::max(1, m.n_layer);
   p.outside_params = static_cast<double>(no_layers.ParameterCount());
   p.layer_params = (static_cast<double>(m.ParameterCount()) - p.outside_params) / L;
+  p.expert_params = static_cast<double>(m.ExpertParameterCount()) / L;
+  if (p.expert_params > 0) p.routed_width = double(m.num_experts_per_tok) * h;
   p.head_flops = no_layers.TrainingFlopsPerToken(seq_len);
   p.layer_flops = (m.TrainingFlopsPerToken(seq_len) - p.head_flops) / L;
   // The attention core's forward products per token and layer (what
@@ -202,9 +206,16 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
                                      (stage.last ? parts.head_params : 0.0);
   if (pp > 1 && stage.last && parts.tied) rest_params += double(m.vocab_size) * h;
   stage_params += rest_params;
-  const double rank_params = stage_params / t;
+  // Expert parallelism: the stage's routed experts are spread over ep ranks
+  // and replicated over ne = n / ep (ranks of the same experts).
+  const double ep = std::max(1, s.expert_parallel), ne = n / ep;
+  const double rank_experts = ep > 1 ? layers * parts.expert_params / (t * ep) : 0.0;
+  const double rank_dense =
+      (ep > 1 ? stage_params - layers * parts.expert_params : stage_params) / t;
+  const double rank_params = rank_dense + rank_experts;
   const bool sharded = s.sharding != Sharding::kNone && n > 1;
-  const double updated = sharded ? rank_params / n : rank_params;
+  const double updated =
+      s.sharding == Sharding::kNone ? rank_params : rank_dense / n + rank_experts / ne;
   if (s.offload == Offload::kCpu) {
     x[kOffloadBytes] = 2.0 * weight_bytes * updated;
   } else if (s.optimizer == Optimizer::kFusedAdamW) {
@@ -214,33 +225,33 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
   }
 
   double collectives = 0;
-  // Data parallelism.
-  if (n > 1) {
-    const double all_reduce = 2.0 * (n - 1) / n, scatter = (n - 1) / n;
-    const double G = rank_params * weight_bytes, W = G;
+  // Data parallelism: the bytes and calls of reducing (and, sharded,
+  // gathering) `layer_params` and `rest_params` of this rank over `ranks`.
+  const auto reduce = [&](double layer_params, double rest_params, double ranks, double* calls) {
+    if (ranks <= 1) return 0.0;
+    const double all_reduce = 2.0 * (ranks - 1) / ranks, scatter = (ranks - 1) / ranks;
+    const double G = (layer_params + rest_params) * weight_bytes, W = G;
     const double buckets = Buckets(G);
-    double bytes = 0;
     switch (s.sharding) {
       case Sharding::kNone:
-        bytes = all_reduce * G;
-        collectives += buckets;
-        break;
+        *calls += buckets;
+        return all_reduce * G;
       case Sharding::kZero1:
-        bytes = all_reduce * G + scatter * W;
-        collectives += 2 * buckets;
-        break;
+        *calls += 2 * buckets;
+        return all_reduce * G + scatter * W;
       case Sharding::kZero2:
-        bytes = ga * scatter * G + scatter * W;
-        collectives += (ga + 1) * buckets;
-        break;
-      case Sharding::kFsdp: {
-        const double W_layers = layers * parts.layer_params / t * weight_bytes;
-        const double W_rest = rest_params / t * weight_bytes;
-        bytes = ga * scatter * (2 * W_layers + W_rest + G);
-        collectives += ga * (3 * layers + 2);  // gathers 2L + 1, reduce-scatters L + 1
-        break;
-      }
+        *calls += (ga + 1) * buckets;
+        return ga * scatter * G + scatter * W;
+      case Sharding::kFsdp:
+        *calls += ga * (3 * layers + (rest_params > 0 ? 2 : 0));  // gathers 2L + 1, scatters L + 1
+        return ga * scatter * (2 * layer_params * weight_bytes + rest_params * weight_bytes + G);
     }
+    return 0.0;
+  };
+  if (n > 1) {
+    const double dense_layers = layers * (parts.layer_params - (ep > 1 ? parts.expert_params : 0));
+    const double bytes = reduce(dense_layers / t, rest_params / t, n, &collectives) +
+                         reduce(rank_experts, 0.0, ne, &collectives);
     x[kDataParallelBytes] = bytes * dp_bytes;
     collectives += 1;                                                             // the step's loss
     if (s.precision == Precision::kFp16 && sharded && pp == 1) collectives += 1;  // found_inf
@@ -310,6 +321,19 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
     }
     model_bytes += bytes * cp_bytes;
     per_micro_batch_calls += calls * cp_calls;
+  }
+  // Expert parallelism, per micro-batch: each layer's tokens go to their
+  // top-k experts and come back (all-to-all, the (ep - 1)/ep share that
+  // leaves the rank; routing assumed balanced), in forward (again for a
+  // fully recomputed layer) and their gradients in backward; a dispatched
+  // token is a norm's output (column_bytes), a returned one the experts'
+  // matmul output (row_bytes). Calls: the token counts, dispatch and
+  // combine forward; combine and dispatch backward.
+  if (ep > 1) {
+    const double routed = T * parts.routed_width * (ep - 1) / ep * (column_bytes + row_bytes);
+    model_bytes += (layers + full + layers) * routed * bytes_weight(placement.expert_crosses);
+    per_micro_batch_calls +=
+        (3 * (layers + full) + 2 * layers) * calls_weight(placement.expert_crosses);
   }
   // Pipeline parallelism, per micro-batch.
   if (pp > 1) {
@@ -421,6 +445,14 @@ GroupPlacement PlaceGroups(const Strategy& s, const LinkTopology& topology) {
   placement.context_crosses = cp > 1 && crosses(t, cp, context_starts);
   placement.data_crosses = n * cp > 1 && crosses(t, n * cp, data_starts);
   placement.pipeline_crosses = pp > 1 && crosses(t * cp * n, pp, pipeline_starts);
+  // The expert-parallel groups: ep consecutive members of each data-and-
+  // context group (t apart).
+  const int64_t ep = std::max(1, s.expert_parallel);
+  std::vector<int64_t> expert_starts;
+  for (int64_t start : data_starts) {
+    for (int64_t g = 0; g < n * cp / ep; ++g) expert_starts.push_back(start + g * ep * t);
+  }
+  placement.expert_crosses = ep > 1 && crosses(t, ep, expert_starts);
   return placement;
 }
 

@@ -71,6 +71,7 @@ struct GroupPlacement {
   bool context_crosses = false;
   bool data_crosses = false;  // the data- and context-parallel ranks together
   bool pipeline_crosses = false;
+  bool expert_crosses = false;  // ep consecutive data-and-context-parallel ranks
 };
 GroupPlacement PlaceGroups(const Strategy& strategy, const LinkTopology& topology);
 
@@ -124,6 +125,9 @@ enum TimeFeature : int {
   //   zero2  ga·rs·G + rs·W (reduce-scatter every micro-batch)
   //   fsdp   ga·rs·(2·W_layers + W_rest + G) (layers gathered for forward and
   //          again for backward, the rest once, gradients reduce-scattered)
+  // Under expert parallelism (ep) the routed experts' share (1/ep of them
+  // per rank) is reduced that way over the n/ep ranks that hold the same
+  // experts, the rest over n.
   kDataParallelBytes,
   // Model-parallel bytes, each part times bytes_factor when its group
   // crosses nodes (the tied embedding's all-reduce: the pipeline group's).
@@ -146,6 +150,11 @@ enum TimeFeature : int {
   // per fully recomputed layer) and in backward (cp - 1)·K more plus, for
   // p2p, the fp32 gradients' cp·K passes along the ring (all_gather: their
   // reduce-scatter of (cp - 1)·K).
+  // Expert parallelism, per micro-batch and layer: the all-to-all of the
+  // T·k·h routed elements' (ep - 1)/ep share that leaves the rank (k =
+  // num_experts_per_tok; routing assumed balanced), dispatched (the norm's
+  // dtype) and combined (the matmul's) in forward, again per fully
+  // recomputed layer, and both once more in backward.
   kModelParallelBytes,
   // Collective and point-to-point calls per step (their latency): gradient
   // buckets of 25 MiB (none, zero1, zero2) or fsdp units, the step's loss

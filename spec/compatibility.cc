@@ -242,6 +242,26 @@ absl::Status CheckContextParallelKernel(const TrainingSetup& r, const Strategy& 
       "sdpa with all_gather)");
 }
 
+absl::Status CheckExpertParallelModel(const TrainingSetup& r, const Strategy& s) {
+  const int ep = s.expert_parallel;
+  if (ep <= 1 || !r.engine_runs_trials) return absl::OkStatus();
+  absl::StatusOr<const ModelFamilyInfo*> family = r.model.Family();
+  if (!family.ok() || !(*family)->experts) {
+    std::vector<std::string> moe;
+    for (const ModelFamilyInfo& f : ModelFamilies()) {
+      if (f.experts) moe.push_back(f.name);
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("strategy.expert_parallel: spreads the experts of mixture-of-experts models (",
+                     absl::StrJoin(moe, ", "), ") over ranks; ", r.model.family,
+                     " has none (allowed: expert_parallel 1)"));
+  }
+  if (r.model.num_local_experts % ep == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "strategy.expert_parallel: each of the ", ep, " ranks holds an equal share of the ",
+      r.model.num_local_experts, " experts, which does not divide"));
+}
+
 absl::Status CheckSequenceParallel(const TrainingSetup& r, const Strategy& s) {
   // Each context-parallel rank's share of the sequence is split further.
   const int64_t local = s.context_parallel > 0 ? r.seq_len / s.context_parallel : r.seq_len;
@@ -274,6 +294,7 @@ constexpr CompatibilityRule kRules[] = {
     {"context_parallel_family", &CheckContextParallelFamily},
     {"context_parallel_sequence", &CheckContextParallelSequence},
     {"context_parallel_kernel", &CheckContextParallelKernel},
+    {"expert_parallel_model", &CheckExpertParallelModel},
 };
 
 }  // namespace

@@ -59,6 +59,8 @@ struct CompatibilityRule {
 //                         checkpointing is none;
 //   "layout"              CheckLayout(): degrees >= 1, sharding only with
 //                         data_parallel * context_parallel > 1,
+//                         expert_parallel dividing data_parallel *
+//                         context_parallel,
 //                         context_parallel_comm p2p unless
 //                         context_parallel > 1, sequence_parallel only with
 //                         tensor_parallel > 1, the schedule and
@@ -74,9 +76,10 @@ struct CompatibilityRule {
 //                         code: no layers to checkpoint, its own attention);
 //                         not for a launcher's trials (engine_runs_trials);
 //   "parallel_family"     tensor_parallel > 1 or pipeline_parallel > 1 only
-//                         for gpt2 and llama (torchscript, bert and mixtral
-//                         run data parallel only, with any sharding); not
-//                         for a launcher's trials;
+//                         for the families whose row says so (gpt2 and
+//                         every decoder; torchscript and bert run data
+//                         parallel only, with any sharding); not for a
+//                         launcher's trials;
 //   "attention_kernel"    sdpa only for a model that does not soft-cap its
 //                         attention scores (attn_logit_softcapping, gemma2):
 //                         the fused kernel cannot;
@@ -106,7 +109,10 @@ struct CompatibilityRule {
 //   "context_parallel_kernel" context_parallel_comm p2p with attention math
 //                         only (the trial runner's ring computes its blocks
 //                         with the math kernel); not for a launcher's
-//                         trials.
+//                         trials;
+//   "expert_parallel_model" expert_parallel > 1 only for a family with
+//                         experts (mixtral), dividing its num_local_experts;
+//                         not for a launcher's trials.
 // A search's per-dimension candidate lists (search/space.h's SpaceRequest)
 // are a choice of the user, not a compatibility rule: a strategy outside them
 // can still be compatible.

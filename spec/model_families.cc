@@ -32,7 +32,7 @@ const ModelFamilyInfo kModelFamilies[] = {
         .KvHeads(8)
         .Experts()
         .Sliding(SlidingLayers::kAll, 0)
-        .ContextParallel(),
+        .Parallel(),
     Decoder("mistral", "Mistral").KvHeads(8).Sliding(SlidingLayers::kAll, 4096).Parallel(),
     Decoder("qwen2", "Qwen2").KvHeads(32).QkvBias().Sliding(SlidingLayers::kQwen, 4096).Parallel(),
     Decoder("qwen3", "Qwen3")

@@ -318,6 +318,11 @@ int64_t ModelSpec::ParameterCount() const {
   return V * d + P * d + L * per_layer + 2 * d;
 }
 
+int64_t ModelSpec::ExpertParameterCount() const {
+  if (!IsDecoder() || !Info().experts) return 0;
+  return int64_t{n_layer} * num_local_experts * 3 * int64_t{n_embd} * n_inner;
+}
+
 double ModelSpec::AttendedKeys(int layer, int seq_len) const {
   const double S = seq_len;
   if (!IsCausal()) return S;

@@ -183,6 +183,10 @@ struct ModelSpec {
   // transformers' num_parameters() for GPT2LMHeadModel, BertForMaskedLM (no
   // pooler) and the decoders' *ForCausalLM of the same config.
   int64_t ParameterCount() const;
+  // The part of ParameterCount() in routed experts (what expert parallelism
+  // spreads over ranks): num_local_experts SwiGLU MLPs per layer for
+  // mixtral; 0 for a model without experts.
+  int64_t ExpertParameterCount() const;
 
   // Model FLOPs of one training step (forward + backward = 3x forward) per
   // token at sequence length `seq_len`:

@@ -134,7 +134,10 @@ absl::StatusOr<PartialStrategy> PartialStrategyBuilder::Finish() const {
   const PartialStrategy& p = p_;
   Strategy s;
   s.sharding = p.sharding.value_or(Sharding::kNone);
-  s.data_parallel = p.data_parallel.value_or(s.sharding == Sharding::kNone ? 1 : 2);
+  s.expert_parallel = p.expert_parallel.value_or(1);
+  // Enough data-parallel ranks for the sharding and the experts asked for.
+  s.data_parallel =
+      p.data_parallel.value_or(std::max(s.sharding == Sharding::kNone ? 1 : 2, s.expert_parallel));
   s.sequence_parallel = p.sequence_parallel.value_or(false);
   s.context_parallel_comm = p.context_parallel_comm.value_or(ContextParallelComm::kP2p);
   s.context_parallel =

@@ -22,7 +22,7 @@ namespace autoaccel {
 // Some of a strategy's fields; an unset field matches any value.
 struct PartialStrategy {
   std::optional<int> data_parallel, tensor_parallel, pipeline_parallel, virtual_stages,
-      micro_batch_size, grad_accum_steps, checkpoint_percent, context_parallel;
+      micro_batch_size, grad_accum_steps, checkpoint_percent, context_parallel, expert_parallel;
   std::optional<Sharding> sharding;
   std::optional<PipelineSchedule> pipeline_schedule;
   std::optional<bool> sequence_parallel;

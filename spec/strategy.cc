@@ -147,7 +147,7 @@ absl::Status CheckLayout(const Strategy& s, StrategyForm form) {
   };
   for (int Strategy::*degree :
        {&Strategy::data_parallel, &Strategy::tensor_parallel, &Strategy::pipeline_parallel,
-        &Strategy::virtual_stages, &Strategy::context_parallel}) {
+        &Strategy::virtual_stages, &Strategy::context_parallel, &Strategy::expert_parallel}) {
     if (s.*degree < 1) return error(key(degree), "must be >= 1, got ", s.*degree);
   }
   if (s.sharding != Sharding::kNone && s.weight_replicas() == 1) {
@@ -161,6 +161,12 @@ absl::Status CheckLayout(const Strategy& s, StrategyForm form) {
                  ContextParallelCommName(s.context_parallel_comm), " needs ",
                  key(&Strategy::context_parallel),
                  " > 1 (allowed without context parallelism: p2p)");
+  }
+  if (s.weight_replicas() % s.expert_parallel != 0) {
+    return error(key(&Strategy::expert_parallel), s.expert_parallel,
+                 " spreads the experts over data- and context-parallel ranks and must divide ",
+                 key(&Strategy::data_parallel), " * ", key(&Strategy::context_parallel), " (",
+                 s.weight_replicas(), ")");
   }
   if (s.sequence_parallel && s.tensor_parallel == 1) {
     return error(key(&Strategy::sequence_parallel),

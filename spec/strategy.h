@@ -129,6 +129,15 @@ struct Strategy {
   // gradients with the data-parallel ranks.
   int context_parallel = 1;
   ContextParallelComm context_parallel_comm = ContextParallelComm::kP2p;  // p2p when cp == 1
+  // Expert parallelism (mixture-of-experts families): each expert lives on
+  // one of this many ranks, which dispatch their tokens to the experts'
+  // ranks and combine the outputs (all-to-all). The expert-parallel ranks
+  // are consecutive data-and-context-parallel ranks (Megatron's layout with
+  // the expert tensor-parallel size equal to tensor_parallel), so
+  // expert_parallel divides weight_replicas() and adds no ranks; an
+  // expert's weights are replicated over expert_replicas() ranks, which
+  // reduce (and shard) their gradients together.
+  int expert_parallel = 1;
 
   // global batch = micro_batch_size * grad_accum_steps * data_parallel.
   int micro_batch_size = 1;  // samples per forward/backward on one rank
@@ -153,6 +162,8 @@ struct Strategy {
   // The ranks that hold the same weights, data_parallel * context_parallel:
   // gradients are reduced, and sharding divides the model state, over them.
   int weight_replicas() const { return data_parallel * context_parallel; }
+  // The ranks that hold the same experts: weight_replicas() / expert_parallel.
+  int expert_replicas() const { return weight_replicas() / expert_parallel; }
 };
 
 // The rules that make checkpoint_percent meaningful and each strategy's forms

@@ -117,6 +117,7 @@ TrialResult Reference(const TrialSpec& spec) {
   single.strategy.sequence_parallel = false;
   single.strategy.context_parallel = 1;
   single.strategy.context_parallel_comm = ContextParallelComm::kP2p;
+  single.strategy.expert_parallel = 1;
   single.strategy.sharding = Sharding::kNone;
   single.strategy.grad_accum_steps = spec.global_batch_size / single.strategy.micro_batch_size;
   std::vector<TrialResult> r = RunGang(single);
@@ -136,8 +137,8 @@ void ExpectSameLosses(const std::vector<double>& reference, const TrialResult& r
 }
 
 // Every rank reproduces the reference losses; data- and context-parallel
-// replicas (the ranks with the same tensor-parallel and pipeline rank) hold
-// the same parameters.
+// replicas (the ranks with the same tensor-parallel and pipeline rank, and
+// under expert parallelism the same experts) hold the same parameters.
 void ExpectMatchesReference(const TrialSpec& spec, double tolerance = kLossTolerance) {
   const TrialResult reference = Reference(spec);
   const std::vector<TrialResult> ranks = RunGang(spec);
@@ -148,7 +149,8 @@ void ExpectMatchesReference(const TrialSpec& spec, double tolerance = kLossToler
     const int tp = spec.strategy.tensor_parallel;
     const int replicas = spec.strategy.weight_replicas();
     const int pp_rank = static_cast<int>(r) / (tp * replicas);
-    const int replica_of = pp_rank * replicas * tp + static_cast<int>(r) % tp;
+    const int experts = (static_cast<int>(r) / tp % replicas) % spec.strategy.expert_parallel;
+    const int replica_of = pp_rank * replicas * tp + experts * tp + static_cast<int>(r) % tp;
     EXPECT_EQ(ranks[r].parameter_digest, ranks[replica_of].parameter_digest)
         << "data-parallel replica " << r << " diverged from rank " << replica_of;
   }
@@ -267,6 +269,59 @@ INSTANTIATE_TEST_SUITE_P(
                               : "",
                           c.sequence_parallel ? "_sp" : "",
                           c.micro_batch > 1 ? absl::StrCat("_mbs", c.micro_batch) : "");
+    });
+
+struct ExpertCase {
+  int ep;
+  int dp;
+  int tp = 1, pp = 1, cp = 1;
+  Sharding sharding = Sharding::kNone;
+  bool sequence_parallel = false;
+  Checkpointing checkpointing = Checkpointing::kNone;
+};
+
+class ExpertParallelTest : public ::testing::TestWithParam<ExpertCase> {};
+
+// Each rank holds a share of mixtral's 4 experts and sends every token's
+// two assignments to their experts' ranks; the losses must come out as on
+// one device, and the ranks holding the same experts must agree.
+TEST_P(ExpertParallelTest, LossesMatchTheSingleProcessReferenceAndReplicasAgree) {
+  const ExpertCase& c = GetParam();
+  TrialSpec spec = LayoutSpec(BaseSpec("mixtral"), c.dp, c.tp, c.sharding, c.pp, c.cp);
+  spec.strategy.expert_parallel = c.ep;
+  spec.strategy.sequence_parallel = c.sequence_parallel;
+  spec.strategy.checkpointing = c.checkpointing;
+  ExpectMatchesReference(spec);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ExpertParallelTest,
+    ::testing::Values(
+        // Mixtral's experts split over tensor-parallel ranks and its layers
+        // over pipeline stages, without expert parallelism.
+        ExpertCase{1, 1, 2}, ExpertCase{1, 1, 2, 1, 1, Sharding::kNone, true},
+        ExpertCase{1, 2, 1, 2, 1, Sharding::kZero1},
+        // Two and four expert-parallel ranks; the experts' gradients reduced
+        // over the ranks that hold the same experts (none with ep = dp),
+        // sharded by every stage.
+        ExpertCase{2, 2}, ExpertCase{4, 4}, ExpertCase{2, 4, 1, 1, 1, Sharding::kZero1},
+        ExpertCase{2, 4, 1, 1, 1, Sharding::kZero2}, ExpertCase{2, 2, 1, 1, 1, Sharding::kFsdp},
+        ExpertCase{2, 4, 1, 1, 1, Sharding::kFsdp},
+        ExpertCase{4, 4, 1, 1, 1, Sharding::kNone, false, Checkpointing::kFull},
+        // With tensor (and sequence) parallelism, pipeline stages and
+        // context parallelism.
+        ExpertCase{2, 2, 2, 1, 1, Sharding::kNone, true}, ExpertCase{2, 2, 1, 2},
+        ExpertCase{2, 1, 1, 1, 2}),
+    [](const ::testing::TestParamInfo<ExpertCase>& info) {
+      const ExpertCase& c = info.param;
+      return absl::StrCat(
+          "mixtral_ep", c.ep, "_dp", c.dp, c.tp > 1 ? absl::StrCat("_tp", c.tp) : "",
+          c.pp > 1 ? absl::StrCat("_pp", c.pp) : "", c.cp > 1 ? absl::StrCat("_cp", c.cp) : "",
+          c.sharding != Sharding::kNone ? absl::StrCat("_", ShardingName(c.sharding)) : "",
+          c.sequence_parallel ? "_sp" : "",
+          c.checkpointing != Checkpointing::kNone
+              ? absl::StrCat("_", CheckpointingName(c.checkpointing))
+              : "");
     });
 
 struct ContextCase {

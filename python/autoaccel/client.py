@@ -82,6 +82,7 @@ SPACE_DIMENSIONS = (
     ("sequence_parallel", "sequence_parallel", "strings"),
     ("cp_sizes", "context_parallel_sizes", "ints"),
     ("cp_comms", "context_parallel_comms", "strings"),
+    ("ep_sizes", "expert_parallel_sizes", "ints"),
     ("pipeline_schedules", "pipeline_schedules", "strings"),
     ("virtual_stages", "virtual_stages", "ints"),
     ("micro_batch_sizes", "micro_batch_sizes", "ints"),

@@ -45,6 +45,7 @@ class Strategy:
     sequence_parallel: bool
     context_parallel: int
     context_parallel_comm: str
+    expert_parallel: int
     text: str
 
     def __str__(self) -> str:

@@ -42,6 +42,7 @@ FIELDS = (
     Field("sequence_parallel", "sp", "flag", False),
     Field("context_parallel", "cp", "count", 1),
     Field("context_parallel_comm", "cp_comm", "choice", "p2p", ("p2p", "all_gather")),
+    Field("expert_parallel", "ep", "count", 1),
     Field("pipeline_schedule", "pp_schedule", "choice", "1f1b", ("1f1b", "interleaved")),
     Field("virtual_stages", "vpp", "count", 1),
     Field("micro_batch_size", "mbs", "count", 1),
@@ -57,7 +58,7 @@ _BY_NAME = {f.name: f for f in FIELDS}
 # The text rules kLayout (written for every multi-rank layout) and
 # kLayoutIfSet (written when not the default).
 _LAYOUT = ("data_parallel", "tensor_parallel", "pipeline_parallel", "sharding")
-_LAYOUT_IF_SET = ("sequence_parallel", "context_parallel")
+_LAYOUT_IF_SET = ("sequence_parallel", "context_parallel", "expert_parallel")
 _BY_TEXT_KEY = {f.text_key: f for f in FIELDS}
 _INT_MAX = 2 ** 31 - 1
 
@@ -220,6 +221,12 @@ def _check(s, key):
         raise ValueError("strategy.%s: %s needs %s > 1 (allowed without context parallelism: "
                          "p2p)" % (k("context_parallel_comm"), s["context_parallel_comm"],
                                    k("context_parallel")))
+    replicas = s["data_parallel"] * s["context_parallel"]
+    if replicas % s["expert_parallel"] != 0:
+        raise ValueError("strategy.%s: %d spreads the experts over data- and context-parallel "
+                         "ranks and must divide %s * %s (%d)"
+                         % (k("expert_parallel"), s["expert_parallel"], k("data_parallel"),
+                            k("context_parallel"), replicas))
     if s["sequence_parallel"] and s["tensor_parallel"] == 1:
         raise ValueError("strategy.%s: splits activations over tensor-parallel ranks and needs "
                          "%s > 1" % (k("sequence_parallel"), k("tensor_parallel")))

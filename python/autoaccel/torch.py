@@ -83,7 +83,8 @@ the one nn.ModuleList of same-class modules the model has):
             step(batch) splits the batch (micro_batch_size x grad_accum_steps
             samples along dim 0) into grad_accum_steps micro-batches; each
             loss is divided by grad_accum_steps before backward
-  pipeline_parallel > 1, sequence_parallel, context_parallel > 1
+  pipeline_parallel > 1, sequence_parallel, context_parallel > 1,
+  expert_parallel > 1
             refused (UnsupportedStrategy)
 
 Anything the strategy asks that cannot be applied raises UnsupportedStrategy
@@ -194,6 +195,11 @@ def apply(strategy, model, optimizer_fn, *, loss_fn=None, blocks=None, set_atten
             "strategy.context_parallel=%d: autoaccel.torch does not split sequences over ranks "
             "(train with a framework that does, e.g. torchtitan or Megatron-LM: autoaccel export)"
             % s["context_parallel"])
+    if s["expert_parallel"] > 1:
+        raise UnsupportedStrategy(
+            "strategy.expert_parallel=%d: autoaccel.torch does not spread experts over ranks "
+            "(train with a framework that does, e.g. torchtitan or Megatron-LM: autoaccel export)"
+            % s["expert_parallel"])
     if not isinstance(model, nn.Module):
         raise TypeError("model: expected a torch.nn.Module, got %s" % type(model).__name__)
     name = type(model).__name__
