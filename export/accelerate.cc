@@ -85,6 +85,9 @@ FormatOutput ExportAccelerate(const FormatContext& c, FidelityBuilder& rows) {
   const bool cp = s.context_parallel > 1;
   bool cp_applied = false;
   std::string comm_strategy;  // parallelism_config_cp_comm_strategy, when cp_applied
+  NoExpertParallelRows(s, rows,
+                       "accelerate's ParallelismConfig has no expert-parallel size (dp_replicate, "
+                       "dp_shard, tp and cp only)");
   if (!cp) {
     rows.Exact(&Strategy::context_parallel);
     rows.Exact(&Strategy::context_parallel_comm);

@@ -186,6 +186,7 @@ FormatOutput ExportAtorch(const FormatContext& c, FidelityBuilder& rows) {
                         "sp group through the model's own set_sp), not Megatron's sequence "
                         "parallelism inside tensor parallelism");
   }
+  NoExpertParallelRows(s, rows, "ATorch has no expert parallelism for Hugging Face models");
   NoContextParallelRows(
       s, rows,
       "ATorch has no context parallelism: its sequence_parallel is Ulysses (heads "

@@ -117,6 +117,10 @@ FormatOutput ExportColossalAI(const FormatContext& c, FidelityBuilder& rows) {
   // ZeRO and gradient reduction over dp x sp. It takes the plugin's one
   // sequence-parallelism mode.
   const ModelSpec* model = c.in.model ? &*c.in.model : nullptr;
+  NoExpertParallelRows(
+      s, rows,
+      "ColossalAI spreads experts with MoeHybridParallelPlugin(ep_size=...), which this "
+      "export does not write (it writes HybridParallelPlugin or GeminiPlugin)");
   if (!cp) {
     rows.Exact(&Strategy::context_parallel);
     rows.Exact(&Strategy::context_parallel_comm);

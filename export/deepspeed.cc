@@ -181,6 +181,11 @@ FormatOutput ExportDeepSpeed(const FormatContext& c, FidelityBuilder& rows) {
              cp ? "data-parallel size = world size / sequence_parallel_size (DeepSpeed derives "
                   "it)"
                 : "data-parallel size = world size / autotp_size (DeepSpeed derives it)");
+  NoExpertParallelRows(
+      s, rows,
+      "DeepSpeed's expert parallelism is deepspeed.moe.layer.MoE(ep_size=...) built "
+      "into the model's code; its config has no ep_size, and transformers' MoE "
+      "blocks are not DeepSpeed MoE layers");
   if (!cp) {
     rows.Exact(&Strategy::context_parallel);
     rows.Exact(&Strategy::context_parallel_comm);

@@ -91,6 +91,7 @@ FormatOutput ExportFlagAI(const FormatContext& c, FidelityBuilder& rows) {
   } else {
     rows.Exact(&Strategy::sequence_parallel);
   }
+  NoExpertParallelRows(s, rows, "FlagAI's Trainer has no expert parallelism");
   NoContextParallelRows(
       s, rows,
       "FlagAI's Trainer has no context parallelism: flagai.mpu splits weights over "

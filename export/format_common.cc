@@ -42,6 +42,15 @@ void NoContextParallelRows(const Strategy& s, FidelityBuilder& rows, const std::
   rows.Rejected(&Strategy::context_parallel_comm, "no context parallelism (see context_parallel)");
 }
 
+void NoExpertParallelRows(const Strategy& s, FidelityBuilder& rows, const std::string& why) {
+  if (s.expert_parallel == 1) {
+    rows.Exact(&Strategy::expert_parallel);
+  } else {
+    rows.Rejected(&Strategy::expert_parallel,
+                  absl::StrCat(why, " (allowed: expert_parallel 1, every expert on every rank)"));
+  }
+}
+
 std::string TorchCommStrategy(const Strategy& s, FidelityBuilder& rows,
                               const std::function<std::string(const char*)>& spelled) {
   if (s.context_parallel_comm == ContextParallelComm::kP2p) {

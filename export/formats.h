@@ -119,6 +119,11 @@ void NoPipelineRows(const Strategy& s, FidelityBuilder& rows, FidelityStatus sta
 // batch).
 void NoContextParallelRows(const Strategy& s, FidelityBuilder& rows, const std::string& why);
 
+// The expert_parallel row of a format without expert parallelism: 1 exact,
+// ep > 1 rejected with `why` (every rank would hold every expert: the same
+// training, but not the memory the strategy was tuned to fit).
+void NoExpertParallelRows(const Strategy& s, FidelityBuilder& rows, const std::string& why);
+
 // The context-parallel exchange under accelerate (torch's context_parallel,
 // its cp_comm_strategy): all_gather is "allgather", p2p comes closest as
 // "alltoall" (torch's ring passing K/V with all-to-all collectives). Sets

@@ -72,6 +72,9 @@ FormatOutput ExportHfTrainer(const FormatContext& c, FidelityBuilder& rows) {
         "torch's context parallelism under accelerate runs causal attention only (its hooks "
         "drop the mask for is_causal=True), and this model attends both ways";
   }
+  NoExpertParallelRows(s, rows,
+                       "the Trainer launches through accelerate, whose ParallelismConfig has no "
+                       "expert-parallel size");
   if (!cp) {
     rows.Exact(&Strategy::context_parallel);
     rows.Exact(&Strategy::context_parallel_comm);

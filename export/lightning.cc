@@ -20,6 +20,10 @@ FormatOutput ExportLightning(const FormatContext& c, FidelityBuilder& rows) {
              "your DataLoader's batch_size (data.batch_size for LightningCLI)");
   rows.Exact(&Strategy::data_parallel);
   NoPipelineRows(s, rows, FidelityStatus::kRejected, "Lightning has no pipeline-parallel strategy");
+  NoExpertParallelRows(
+      s, rows,
+      "Lightning has no expert parallelism: ModelParallelStrategy's device mesh has "
+      "data- and tensor-parallel dimensions only");
   NoContextParallelRows(
       s, rows,
       "Lightning has no context parallelism: ModelParallelStrategy's device mesh has "

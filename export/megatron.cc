@@ -64,6 +64,29 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
     rows.Exact(&Strategy::context_parallel);
     rows.Exact(&Strategy::context_parallel_comm);
   }
+  // Expert parallelism: Megatron's expert layout is ours (expert
+  // tensor-parallel size = tensor-parallel size by default; expert ranks
+  // consecutive among the data- and context-parallel ranks), dropless.
+  if (s.expert_parallel > 1) {
+    flag("--expert-model-parallel-size", s.expert_parallel);
+    flag("--moe-token-dispatcher-type", "alltoall");
+    rows.Exact(&Strategy::expert_parallel,
+               "--expert-model-parallel-size --moe-token-dispatcher-type alltoall: each expert on "
+               "one of ep data-parallel ranks, tokens dispatched and combined all-to-all; experts "
+               "split over the tensor-parallel ranks as ours (Megatron's default "
+               "--expert-tensor-parallel-size)");
+    if (s.tensor_parallel > 1 && !s.sequence_parallel) {
+      rows.Rejected(&Strategy::expert_parallel,
+                    "Megatron needs sequence parallelism to train with expert and tensor "
+                    "parallelism together (ModelParallelConfig says it must be used); use "
+                    "sequence_parallel on");
+    } else if (c.in.model && !c.in.model->Info().experts) {
+      rows.Rejected(&Strategy::expert_parallel,
+                    absl::StrCat("the ", c.in.model->family, " model has no experts to spread"));
+    }
+  } else {
+    rows.Exact(&Strategy::expert_parallel);
+  }
   switch (s.sharding) {
     case Sharding::kNone:
       rows.Exact(&Strategy::sharding, "DDP");

@@ -33,6 +33,8 @@ FormatOutput ExportTorch(const FormatContext& c, FidelityBuilder& rows) {
   } else {
     rows.Exact(&Strategy::sequence_parallel);
   }
+  NoExpertParallelRows(s, rows,
+                       "apply() has no expert parallelism: it does not spread experts over ranks");
   NoContextParallelRows(
       s, rows, "apply() has no context parallelism: it does not split sequences over ranks");
   switch (s.sharding) {

@@ -111,6 +111,9 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
                     : "FSDP2 (data_parallel_shard_degree), reshard after forward");
       break;
   }
+  NoExpertParallelRows(s, rows,
+                       "the export writes torchtitan 0.2.2's dense llama3 model (torchtitan has no "
+                       "Mixtral), which has no experts for expert_parallel_degree to spread");
   if (!cp) {
     rows.Exact(&Strategy::context_parallel);
     rows.Exact(&Strategy::context_parallel_comm);

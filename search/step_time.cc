@@ -228,7 +228,7 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
   // Data parallelism: the bytes and calls of reducing (and, sharded,
   // gathering) `layer_params` and `rest_params` of this rank over `ranks`.
   const auto reduce = [&](double layer_params, double rest_params, double ranks, double* calls) {
-    if (ranks <= 1) return 0.0;
+    if (ranks <= 1 || layer_params + rest_params <= 0) return 0.0;
     const double all_reduce = 2.0 * (ranks - 1) / ranks, scatter = (ranks - 1) / ranks;
     const double G = (layer_params + rest_params) * weight_bytes, W = G;
     const double buckets = Buckets(G);
@@ -243,7 +243,8 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
         *calls += (ga + 1) * buckets;
         return ga * scatter * G + scatter * W;
       case Sharding::kFsdp:
-        *calls += ga * (3 * layers + (rest_params > 0 ? 2 : 0));  // gathers 2L + 1, scatters L + 1
+        // Gathers 2L + 1, reduce-scatters L + 1 (the rest's unit: the +1s).
+        *calls += ga * (3 * layers + (rest_params > 0 ? 2 : 0));
         return ga * scatter * (2 * layer_params * weight_bytes + rest_params * weight_bytes + G);
     }
     return 0.0;

@@ -78,7 +78,8 @@ TEST(LoadStrategy, CanonicalTextErrors) {
               InvalidArgument(Eq("load_strategy: strategy.sp: expected 0 or 1, got '2'")));
   EXPECT_THAT(ParseLoadStrategy("mbs=4,foo=1").status(),
               InvalidArgument(Eq("load_strategy: unknown key 'foo' (allowed: dp, tp, pp, "
-                                 "sharding, sp, cp, cp_comm, pp_schedule, vpp, mbs, ga, precision, "
+                                 "sharding, sp, cp, cp_comm, ep, pp_schedule, vpp, mbs, ga, "
+                                 "precision, "
                                  "checkpoint, ckpt_pct, attention, optimizer, offload)")));
   EXPECT_THAT(ParseLoadStrategy("mbs=4,zero1").status(),
               InvalidArgument(Eq("load_strategy: expected key=value, got 'zero1'")));
@@ -124,7 +125,7 @@ TEST(LoadStrategy, JsonPartial) {
   // A full strategy's JSON is a partial strategy with every field set.
   const Strategy s = Parse("dp=2,tp=2,sharding=zero2,sp=1,mbs=4,precision=fp16");
   p = Load(StrategyToJson(s).dump());
-  EXPECT_EQ(p.CountSet(), 17);
+  EXPECT_EQ(p.CountSet(), 18);
   EXPECT_TRUE(p.Matches(s));
 }
 

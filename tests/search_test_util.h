@@ -129,16 +129,19 @@ std::vector<T> ValuesToTry(const StrategyField<T>& field) {
 // Calls f(field, s) for every field and every value ValuesToTry() gives it,
 // with s a valid strategy (CheckLayout, CheckCheckpointPercent) holding that
 // value: the value set on the first of a few starting strategies (single-rank,
-// every dimension set, pipelined 1f1b) where the result is valid. Fails the
+// every dimension set, pipelined 1f1b, 2100 data-parallel ranks, which every
+// expert-parallel count tried divides) where the result is valid. Fails the
 // test for a value that no starting strategy takes.
 template <typename F>
 void ForEveryFieldValue(F&& f) {
   const std::vector<Strategy> starts = {
       Strategy{},
-      Parse("dp=2,tp=2,pp=2,sharding=zero1,sp=1,cp=2,cp_comm=all_gather,"
+      Parse("dp=2,tp=2,pp=2,sharding=zero1,sp=1,cp=2,cp_comm=all_gather,ep=2,"
             "pp_schedule=interleaved,vpp=2,mbs=4,ga=8,precision=bf16,checkpoint=selective,"
             "ckpt_pct=50,attention=sdpa,optimizer=fused_adamw,offload=cpu"),
-      Parse("dp=2,tp=2,pp=2,sharding=none,checkpoint=full")};
+      Parse("dp=2,tp=2,pp=2,sharding=none,checkpoint=full"),
+      Parse("dp=2100,tp=1,pp=1,sharding=none,mbs=1,ga=1,precision=fp32,checkpoint=none,attention="
+            "math,optimizer=adamw,offload=none")};
   ForEachRow(kStrategyFields, [&](const auto& field) {
     using T = RowValue<decltype(field)>;
     for (const T value : ValuesToTry(field)) {

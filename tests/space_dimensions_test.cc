@@ -90,28 +90,24 @@ TEST(SpaceDimensionsTest, EveryRowsCandidatesReachTheSpaceAndBadNamesNameTheFiel
 }
 
 // One value per dimension under which every other dimension applies: a
-// layout with data, tensor, pipeline and context parallelism, interleaved,
-// with sequence parallelism and checkpointing (all_gather: the ring runs
-// the math kernel only).
-const std::map<std::string, std::string> kOneValue = {{"tensor_parallel", "2"},
-                                                      {"pipeline_parallel", "2"},
-                                                      {"sharding", "none"},
-                                                      {"sequence_parallel", "on"},
-                                                      {"context_parallel", "2"},
-                                                      {"context_parallel_comm", "all_gather"},
-                                                      {"pipeline_schedule", "interleaved"},
-                                                      {"virtual_stages", "2"},
-                                                      {"micro_batch_size", "1"},
-                                                      {"precision", "fp32"},
-                                                      {"checkpointing", "full"},
-                                                      {"checkpoint_percent", "100"},
-                                                      {"attention", "math"},
-                                                      {"optimizer", "adamw"},
-                                                      {"offload", "none"}};
+// layout with tensor, pipeline, context and expert parallelism (the experts
+// over the two context-parallel ranks), interleaved, with sequence
+// parallelism and checkpointing (all_gather: the ring runs the math kernel
+// only).
+const std::map<std::string, std::string> kOneValue = {
+    {"tensor_parallel", "2"},      {"pipeline_parallel", "2"},
+    {"sharding", "none"},          {"sequence_parallel", "on"},
+    {"context_parallel", "2"},     {"context_parallel_comm", "all_gather"},
+    {"expert_parallel", "2"},      {"pipeline_schedule", "interleaved"},
+    {"virtual_stages", "2"},       {"micro_batch_size", "1"},
+    {"precision", "fp32"},         {"checkpointing", "full"},
+    {"checkpoint_percent", "100"}, {"attention", "math"},
+    {"optimizer", "adamw"},        {"offload", "none"}};
 // A second value of each count dimension.
-const std::map<std::string, int> kOtherCount = {
-    {"tensor_parallel", 1}, {"pipeline_parallel", 1}, {"context_parallel", 1},
-    {"virtual_stages", 4},  {"micro_batch_size", 2},  {"checkpoint_percent", 50}};
+const std::map<std::string, int> kOtherCount = {{"tensor_parallel", 1},    {"pipeline_parallel", 1},
+                                                {"context_parallel", 1},   {"expert_parallel", 1},
+                                                {"virtual_stages", 4},     {"micro_batch_size", 2},
+                                                {"checkpoint_percent", 50}};
 
 // The value of the strategy field `key` of `s`, as text.
 std::string FieldText(const Strategy& s, absl::string_view key) {
@@ -129,7 +125,7 @@ TEST(SpaceDimensionsTest, TwoValuesOfEveryRowBothReachTheEnumeratedSpace) {
   ForEachRow(kSpaceDimensions, [&](const auto& tested) {
     using Tested = RowValue<decltype(tested)>;
     SpaceRequest r;
-    r.model = testing::TinyModelSpec("llama");
+    r.model = testing::TinyModelSpec("mixtral");  // experts to spread
     r.model.n_layer = 8;
     r.model.n_kv_head = 4;
     r.seq_len = 16;

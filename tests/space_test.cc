@@ -454,10 +454,9 @@ TEST(EnumerateSpace, LayoutListsNarrowTheSpace) {
 }
 
 TEST(EnumerateSpace, DataParallelOnlyFamiliesGetDataParallelLayouts) {
-  for (absl::string_view family : {"bert", "mixtral"}) {
+  for (absl::string_view family : {"bert"}) {
     SpaceRequest r = OneOfEach();
-    r.model =
-        family == "bert" ? Parsed("bert", kBertBaseConfig) : Parsed("mixtral", kMixtral8x7bConfig);
+    r.model = Parsed("bert", kBertBaseConfig);
     r.world_size = 4;
     r.micro_batch_sizes = {1};
     absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
@@ -474,6 +473,45 @@ TEST(EnumerateSpace, DataParallelOnlyFamiliesGetDataParallelLayouts) {
         InvalidArgument(AllOf(StartsWith("space: no compatible strategy"),
                               HasSubstr(std::string(family)), HasSubstr("data parallel only"))));
   }
+}
+
+TEST(EnumerateSpace, MixtureOfExpertsModelsSpreadTheirExpertsByDefault) {
+  // Mixtral 8x7B's 8 experts over 4 data-parallel ranks: 1, 2 or 4 per
+  // group of ranks, innermost before the micro-batch (sharding outside).
+  SpaceRequest r = OneOfEach();
+  r.model = Parsed("mixtral", kMixtral8x7bConfig);
+  r.world_size = 4;
+  r.micro_batch_sizes = {1};
+  r.tensor_parallel_sizes = {1};
+  r.pipeline_parallel_sizes = {1};
+  r.shardings = {Sharding::kZero1};
+  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  EXPECT_THAT(LayoutTexts(*space), ElementsAre("dp=4,tp=1,pp=1,sharding=zero1,mbs=1,ga=2",
+                                               "dp=4,tp=1,pp=1,sharding=zero1,ep=2,mbs=1,ga=2",
+                                               "dp=4,tp=1,pp=1,sharding=zero1,ep=4,mbs=1,ga=2"));
+  // A layout whose data-parallel ranks an asked size does not divide runs
+  // without it; none left is an error naming the list.
+  r.tensor_parallel_sizes = {1, 2};
+  r.expert_parallel_sizes = {4};
+  space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  EXPECT_THAT(LayoutTexts(*space), ElementsAre("dp=4,tp=1,pp=1,sharding=zero1,ep=4,mbs=1,ga=2"));
+  r.tensor_parallel_sizes = {2};
+  EXPECT_THAT(EnumerateSpace(r).status(),
+              InvalidArgument(AllOf(StartsWith("expert_parallel_sizes: none of (4)"),
+                                    HasSubstr("data- and context-parallel ranks"))));
+  // A dense model runs without expert parallelism, and refuses it.
+  r.model = Parsed("llama", kLlama2_7bConfig);
+  r.tensor_parallel_sizes = {1};
+  r.expert_parallel_sizes = {};
+  space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  EXPECT_THAT(LayoutTexts(*space), ElementsAre("dp=4,tp=1,pp=1,sharding=zero1,mbs=1,ga=2"));
+  r.expert_parallel_sizes = {2};
+  EXPECT_THAT(EnumerateSpace(r).status(),
+              InvalidArgument(AllOf(StartsWith("space: no compatible strategy"),
+                                    HasSubstr("strategy.expert_parallel:"))));
 }
 
 TEST(EnumerateSpace, BadLayoutRequestsNameTheField) {
@@ -710,12 +748,13 @@ TEST(Compatibility, RulesAreNamedAndDistinct) {
     EXPECT_NE(rule.check, nullptr);
     names.emplace_back(rule.name);
   }
-  EXPECT_THAT(names, ElementsAre("positive_sizes", "known_values", "checkpoint_percent", "layout",
-                                 "layout_product", "batch_product", "bf16_device", "offload_device",
-                                 "fixed_graph", "parallel_family", "attention_kernel",
-                                 "tensor_parallel_model", "pipeline_layers", "pipeline_sharding",
-                                 "sequence_parallel", "context_parallel_family",
-                                 "context_parallel_sequence", "context_parallel_kernel"));
+  EXPECT_THAT(
+      names,
+      ElementsAre("positive_sizes", "known_values", "checkpoint_percent", "layout",
+                  "layout_product", "batch_product", "bf16_device", "offload_device", "fixed_graph",
+                  "parallel_family", "attention_kernel", "tensor_parallel_model", "pipeline_layers",
+                  "pipeline_sharding", "sequence_parallel", "context_parallel_family",
+                  "context_parallel_sequence", "context_parallel_kernel", "expert_parallel_model"));
 }
 
 TEST(Compatibility, PipelinesShardAtMostZero1AndSequenceSlicesMustDivide) {
@@ -1013,13 +1052,47 @@ TEST(Compatibility, TensorParallelDividesHeadsAndMlpButNotTheVocabulary) {
   EXPECT_TRUE(CheckCompatible(r, WithLayout(base, 1, 4, 2)).ok());
 }
 
-TEST(Compatibility, OnlyGpt2AndLlamaSplitTheModel) {
+TEST(Compatibility, ExpertParallelismSpreadsTheExpertsAModelHas) {
+  const Strategy base =
+      MakeStrategy(4, 1, Precision::kFp32, Checkpointing::kNone, Attention::kMath);
+  SpaceRequest r = BaseRequest(8, 2);
+  r.model = Parsed("mixtral", kMixtral8x7bConfig);  // 8 experts
+  Strategy s = WithLayout(base, 2, 1, 1);
+  s.expert_parallel = 2;
+  EXPECT_TRUE(CheckCompatible(r, s).ok()) << CheckCompatible(r, s);
+  // The experts must divide; the layout must hold the expert-parallel ranks.
+  r.world_size = 6;
+  s = WithLayout(base, 6, 1, 1);
+  r.global_batch_size = 24;
+  s.expert_parallel = 3;
+  EXPECT_THAT(CheckCompatible(r, s),
+              InvalidArgument(AllOf(StartsWith("strategy.expert_parallel:"), HasSubstr("3 ranks"),
+                                    HasSubstr("8 experts"))));
+  EXPECT_EQ(FirstFailingRule(r, s), "expert_parallel_model");
+  s.data_parallel = 3;
+  s.tensor_parallel = 2;
+  s.expert_parallel = 2;
+  EXPECT_THAT(CheckCompatible(r, s),
+              InvalidArgument(AllOf(StartsWith("strategy.expert_parallel:"),
+                                    HasSubstr("must divide data_parallel * context_parallel"))));
+  // A dense model has nothing to spread; a launcher's script decides.
+  r = BaseRequest(8, 2);
+  r.model = Parsed("llama", kLlama2_7bConfig);
+  s = WithLayout(base, 2, 1, 1);
+  s.expert_parallel = 2;
+  EXPECT_THAT(CheckCompatible(r, s),
+              InvalidArgument(AllOf(StartsWith("strategy.expert_parallel:"), HasSubstr("llama"),
+                                    HasSubstr("mixtral"))));
+  r.engine_runs_trials = false;
+  EXPECT_TRUE(CheckCompatible(r, s).ok());
+}
+
+TEST(Compatibility, OnlyGpt2AndTheDecodersSplitTheModel) {
   const Strategy base =
       MakeStrategy(8, 1, Precision::kFp32, Checkpointing::kNone, Attention::kMath);
-  for (absl::string_view family : {"bert", "mixtral", "torchscript"}) {
+  for (absl::string_view family : {"bert", "torchscript"}) {
     SpaceRequest r = BaseRequest(8, 2);
     if (family == "bert") r.model = Parsed("bert", kBertBaseConfig);
-    if (family == "mixtral") r.model = Parsed("mixtral", kMixtral8x7bConfig);
     if (family == "torchscript") {
       absl::StatusOr<ModelSpec> m =
           ModelSpecFromJson("torchscript", {{"input_spec", "ids:int64[B,T]<64; labels=ids"},

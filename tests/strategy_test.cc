@@ -111,7 +111,7 @@ TEST(StrategyJson, FormOfAnExample) {
   EXPECT_EQ(StrategyToJson(s), nlohmann::json::parse(R"({
       "data_parallel": 1, "tensor_parallel": 1, "pipeline_parallel": 1, "sharding": "none",
       "pipeline_schedule": "1f1b", "virtual_stages": 1, "sequence_parallel": false,
-      "context_parallel": 1, "context_parallel_comm": "p2p",
+      "context_parallel": 1, "context_parallel_comm": "p2p", "expert_parallel": 1,
       "micro_batch_size": 4, "grad_accum_steps": 2, "precision": "bf16",
       "checkpointing": "full", "checkpoint_percent": 100, "attention": "sdpa",
       "optimizer": "adamw", "offload": "none"})"));
@@ -126,10 +126,11 @@ TEST(StrategyJson, FormOfAnExample) {
   s.virtual_stages = 3;
   s.context_parallel = 4;
   s.context_parallel_comm = ContextParallelComm::kAllGather;
+  s.expert_parallel = 8;
   EXPECT_EQ(StrategyToJson(s), nlohmann::json::parse(R"({
       "data_parallel": 2, "tensor_parallel": 1, "pipeline_parallel": 2, "sharding": "zero2",
       "pipeline_schedule": "interleaved", "virtual_stages": 3, "sequence_parallel": false,
-      "context_parallel": 4, "context_parallel_comm": "all_gather",
+      "context_parallel": 4, "context_parallel_comm": "all_gather", "expert_parallel": 8,
       "micro_batch_size": 4, "grad_accum_steps": 2, "precision": "fp16",
       "checkpointing": "full", "checkpoint_percent": 25, "attention": "sdpa",
       "optimizer": "fused_adamw", "offload": "cpu"})"));

@@ -405,14 +405,24 @@ def check_strategy(build, autoaccel, strategy):
     assert doc["architecture"] == [], "an architecture section without a model"
     mapped = Mapped(words_of(out))
     # The model's flags come from --model; a strategy alone needs these.
-    config = mapped.transformer_config(num_layers=8, hidden_size=64, num_attention_heads=4)
     keys = dict(kv.split("=") for kv in strategy.split(","))
+    ep = int(keys.get("ep", 1))
+    # Expert parallelism needs experts: a Mixtral's flags would give them
+    # (and --disable-bias-linear).
+    moe = {"num_moe_experts": 4, "add_bias_linear": False} if ep > 1 else {}
+    config = mapped.transformer_config(num_layers=8, hidden_size=64, num_attention_heads=4, **moe)
     cp = int(keys.get("cp", 1))
     assert config.context_parallel_size == cp, config.context_parallel_size
     if cp > 1:
         assert config.cp_comm_type == keys["cp_comm"], config.cp_comm_type
+    assert config.expert_model_parallel_size == ep, config.expert_model_parallel_size
+    if ep > 1:
+        assert config.moe_token_dispatcher_type == "alltoall", config.moe_token_dispatcher_type
+        # Megatron's expert tensor parallelism is the tensor-parallel size, as ours.
+        assert config.expert_tensor_parallel_size == config.tensor_model_parallel_size
     return (f"tp {config.tensor_model_parallel_size}, pp {config.pipeline_model_parallel_size}, "
             f"cp {config.context_parallel_size} ({config.cp_comm_type or '-'}), "
+            f"ep {config.expert_model_parallel_size}, "
             f"recompute {config.recompute_granularity or 'none'}" + unchecked(mapped))
 
 

@@ -30,6 +30,10 @@ STRATEGIES = [
     # sequence parallelism.
     "dp=2,tp=1,pp=1,sharding=fsdp,cp=2,cp_comm=p2p,mbs=1,ga=2,precision=bf16,checkpoint=full,attention=math,optimizer=fused_adamw,offload=none",
     "dp=1,tp=2,pp=1,sharding=zero1,sp=1,cp=2,cp_comm=all_gather,mbs=1,ga=4,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
+    # Expert parallelism: the experts over 2 of 4 data-parallel ranks with ZeRO-1, and with
+    # tensor and sequence parallelism.
+    "dp=4,tp=1,pp=1,sharding=zero1,ep=2,mbs=1,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
+    "dp=2,tp=2,pp=1,sharding=none,sp=1,ep=2,mbs=1,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
 ]
 
 
