@@ -291,6 +291,35 @@ TEST(MemoryModel, MixtralCountsEveryExpertsWeightsAndTheRoutedExpertsActivations
   EXPECT_NEAR(memory(16, 2).activations - memory(8, 2).activations, L * s * b * 6 * 8, 1);
 }
 
+TEST(MemoryModel, ExpertParallelismDividesTheExpertsStateByItsRanks) {
+  const ModelSpec m = Mixtral(8, 2);
+  const double experts = static_cast<double>(m.ExpertParameterCount());
+  const double dense = static_cast<double>(m.ParameterCount()) - experts;
+  EXPECT_EQ(experts, 2 * 8 * 3 * 256 * 512);  // 2 layers of 8 SwiGLU experts
+  Strategy st = Layout(4, 1, 1, Sharding::kNone);
+  st.attention = Attention::kSdpa;
+  st.precision = Precision::kBf16;
+  const MemoryEstimate one = EstimateMemory(m, 512, st);
+  // Each of 4 expert-parallel ranks holds 2 of the 8 experts; balanced
+  // routing leaves the activations as they were.
+  st.expert_parallel = 4;
+  const MemoryEstimate ep4 = EstimateMemory(m, 512, st);
+  EXPECT_NEAR(double(ep4.model_state()), 16 * (dense + experts / 4), 16);
+  EXPECT_EQ(ep4.activations, one.activations);
+  // zero1 shards the dense optimizer state over the 4 data-parallel ranks
+  // and the experts' over the 2 that hold the same experts (ep 2).
+  st.expert_parallel = 2;
+  st.sharding = Sharding::kZero1;
+  const MemoryEstimate zero1 = EstimateMemory(m, 512, st);
+  EXPECT_NEAR(double(zero1.optimizer), 8 * (dense / 4 + experts / 2 / 2), 8);
+  EXPECT_NEAR(double(zero1.parameters), 4 * (dense + experts / 2), 4);
+  // fsdp with ep = dp: the experts are not sharded (one rank per expert).
+  st.expert_parallel = 4;
+  st.sharding = Sharding::kFsdp;
+  const MemoryEstimate fsdp = EstimateMemory(m, 512, st);
+  EXPECT_NEAR(double(fsdp.parameters), 4 * (dense / 4 + experts / 4), 8);
+}
+
 TEST(MemoryModel, LlamaMlpKeepsItsFourSwiGluTensors) {
   absl::StatusOr<ModelSpec> m = ModelSpecFromJson("llama", nlohmann::json{
                                                                {"num_hidden_layers", 4},
@@ -487,6 +516,32 @@ TEST(TimeFeatures, ContextParallelRanksComputeTheirShareAndExchangeKeysAndValues
   const double math_ring = StepTimeFeatures(m, 4096, s)[kMathAttentionFlops];
   EXPECT_NEAR(math_ring / math_gathered, 2.5 / 4, 1e-12);
   EXPECT_NEAR(math_gathered, ga * 1024 * L * 12.0 * 4096 * 4096, 1);
+}
+
+TEST(TimeFeatures, ExpertParallelRanksExchangeRoutedTokensAndReduceTheirExperts) {
+  const ModelSpec m = Mixtral(8, 2);              // 2 layers, h 256
+  Strategy s = Layout(4, 1, 1, Sharding::kNone);  // mbs 4, ga 8
+  s.precision = Precision::kBf16;
+  s.attention = Attention::kSdpa;
+  const TimeFeatures one = StepTimeFeatures(m, 512, s);
+  s.expert_parallel = 4;
+  const TimeFeatures ep4 = StepTimeFeatures(m, 512, s);
+  EXPECT_EQ(ep4[kFlopsBf16], one[kFlopsBf16]);
+  // Per micro-batch and layer: T = 4 * 512 tokens, each sending its 2 x 256
+  // routed elements, 3/4 of them to other ranks: out as a norm's fp32
+  // output, back as the experts' 16-bit output, in forward and backward.
+  const double T = 4 * 512, ga = 8, L = 2;
+  EXPECT_NEAR(ep4[kModelParallelBytes], ga * L * 2 * (T * 2 * 256 * 0.75 * (4 + 2)), 1);
+  EXPECT_EQ(one[kModelParallelBytes], 0);
+  // The experts' gradients: none left to reduce with ep = dp (each rank
+  // holds its own quarter), the rest over the 4 ranks.
+  const double experts = static_cast<double>(m.ExpertParameterCount());
+  const double dense = static_cast<double>(m.ParameterCount()) - experts;
+  EXPECT_NEAR(ep4[kDataParallelBytes], 1.5 * 4 * dense, 1);
+  s.expert_parallel = 2;  // 2 ranks hold each expert: a ring of 2 over half of them
+  EXPECT_NEAR(StepTimeFeatures(m, 512, s)[kDataParallelBytes],
+              1.5 * 4 * dense + 1.0 * 4 * experts / 2, 1);
+  EXPECT_NEAR(StepTimeFeatures(m, 512, s)[kOptimizerParams], dense + experts / 2, 1);
 }
 
 TEST(TimeFeatures, PipelineBubbleScalesTheSlowestStagesCompute) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -466,6 +467,51 @@ TEST(EndToEnd, ContextParallelLayoutsSplitEachSequenceOverTheirRanks) {
   }
   EXPECT_THAT(layouts,
               ::testing::UnorderedElementsAre("dp2_cp1_p2p", "dp1_cp2_p2p", "dp1_cp2_all_gather"));
+}
+
+TEST(EndToEnd, ExpertParallelLayoutsSpreadMixtralsExpertsOverTheirRanks) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  cluster.StartWorker("c1", "cpu:2");
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  // A tiny Mixtral (4 experts, top 2) on two ranks: every expert on both,
+  // or two on each with the tokens exchanged all-to-all.
+  const std::string config = MakeTempDir("autoaccel-mixtral-") + "/config.json";
+  WriteFile(config, R"({"model_type": "mixtral", "hidden_size": 32, "intermediate_size": 48,
+                        "num_hidden_layers": 2, "num_attention_heads": 4,
+                        "num_key_value_heads": 2, "vocab_size": 96,
+                        "max_position_embeddings": 64, "num_local_experts": 4,
+                        "num_experts_per_tok": 2})");
+  const std::vector<std::string> args = {
+      "tune", "--model",          "mixtral",     "--model-config",
+      config, "--seq-len",        "16",          "--global-batch-size",
+      "4",    "--world-size",     "2",           "--tp-sizes",
+      "1",    "--pp-sizes",       "1",           "--ep-sizes",
+      "1,2",  "--shardings",      "none,zero1",  "--precisions",
+      "fp32", "--attentions",     "math",        "--checkpointings",
+      "none", "--optimizers",     "fused_adamw", "--micro-batch-sizes",
+      "2",    "--time-limit",     "3m",          "--warmup-steps",
+      "1",    "--measured-steps", "2",           "--json"};
+  std::string out, err;
+  ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
+  json job = ParseJson(out);
+  EXPECT_EQ(job["state"], "SUCCEEDED") << out;
+  std::vector<std::string> layouts;
+  for (const json& t : job["trials"]) {
+    EXPECT_EQ(t["status"], "SUCCEEDED") << t.dump();
+    if (!t["confirms"].get<std::string>().empty()) continue;
+    const json& s = t["strategy_json"];
+    layouts.push_back(
+        absl::StrCat("ep", s["expert_parallel"].get<int>(), "_", s["sharding"].get<std::string>()));
+    EXPECT_GT(t["metrics"]["comm_time_s"].get<double>(), 0) << t.dump();
+  }
+  EXPECT_THAT(layouts,
+              ::testing::UnorderedElementsAre("ep1_none", "ep2_none", "ep1_zero1", "ep2_zero1"));
+  // The answer names its expert parallelism in its text when it uses it.
+  const std::string best = job["best"]["strategy"].get<std::string>();
+  EXPECT_EQ(absl::StrContains(best, ",ep=2,"),
+            job["best"]["strategy_json"]["expert_parallel"].get<int>() == 2)
+      << best;
 }
 
 TEST(EndToEnd, TorchScriptModelIsTunedFromItsFile) {

@@ -65,6 +65,7 @@ std::string CheckpointingOf(const Strategy& s) {
 std::string ShardingOf(const Strategy& s) { return std::string(ShardingName(s.sharding)); }
 std::string AccumulationOf(const Strategy& s) { return std::to_string(s.grad_accum_steps); }
 std::string TensorParallelOf(const Strategy& s) { return std::to_string(s.tensor_parallel); }
+std::string ExpertParallelOf(const Strategy& s) { return std::to_string(s.expert_parallel); }
 std::string ContextParallelOf(const Strategy& s) {
   return absl::StrCat(s.context_parallel, "/", ContextParallelCommName(s.context_parallel_comm));
 }
@@ -143,6 +144,23 @@ TEST(LauncherJobTest, AScriptThatDeclaresContextParallelismHasItSearched) {
   EXPECT_THAT(ValidateTuneRequest(r, TuneDefaults(), &other).status(),
               InvalidArgument(HasSubstr("context_parallel_sizes: launcher 'ddp' does not honour "
                                         "context_parallel")));
+}
+
+// Expert parallelism likewise: the script spreads its own experts (the
+// model is one the search cannot see inside, so no rule needs experts).
+TEST(LauncherJobTest, AScriptThatDeclaresExpertParallelismHasItSearched) {
+  const v1::Launcher launcher = MakeLauncher("moe", "", {"expert_parallel", "sharding"});
+  v1::TuneRequest r = LauncherRequest("moe", 2);
+  r.add_expert_parallel_sizes(1);
+  r.add_expert_parallel_sizes(2);
+  absl::StatusOr<JobSpec> spec = ValidateTuneRequest(r, TuneDefaults(), &launcher);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(Values(spec->space, &ExpertParallelOf), ElementsAre("1", "2"));
+  const v1::Launcher other = MakeLauncher("ddp", "", {"sharding"});
+  r.set_launcher("ddp");
+  EXPECT_THAT(ValidateTuneRequest(r, TuneDefaults(), &other).status(),
+              InvalidArgument(HasSubstr("expert_parallel_sizes: launcher 'ddp' does not honour "
+                                        "expert_parallel")));
 }
 
 TEST(LauncherJobTest, MicroBatchAndAccumulationVaryTogetherWhenEitherIsHonoured) {
