@@ -74,7 +74,7 @@ void PrintEstimates(const std::vector<StrategyEstimate>& estimates, std::ostream
   }
   out << "Memory in GiB per device (worst rank); margin = device memory - total. DP/MP GB: "
          "bytes a device sends per step in data-parallel (gradients, shards) and model-parallel "
-         "(tensor, context, pipeline) communication.\n";
+         "(tensor, context, expert, pipeline) communication.\n";
 }
 
 int Fail(const absl::Status& s, std::ostream& err) {

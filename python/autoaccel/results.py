@@ -361,7 +361,7 @@ class MemoryEstimate:
 class CommunicationEstimate:
     """Bytes one device sends per step: data-parallel (gradients, shards over
     the data- and context-parallel ranks) and model-parallel (tensor,
-    context and pipeline messages)."""
+    context, expert and pipeline messages)."""
     data_parallel_bytes: float
     model_parallel_bytes: float
 
