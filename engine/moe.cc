@@ -128,9 +128,12 @@ torch::Tensor SparseMoeImpl::Forward(const torch::Tensor& x, const RunOptions& o
     torch::Tensor counts_in = torch::empty_like(counts_out);
     const std::vector<int64_t> equal(ep->size, local);
     ep->group->AllToAll(counts_in, counts_out, equal, equal);
-    const std::vector<int64_t> received = ToVector(counts_in);  // [source][local expert]
+    // Both counts on the host at once (one device sync): sent [expert],
+    // received [source][local expert].
+    const std::vector<int64_t> counts = ToVector(torch::cat({counts_out, counts_in}));
+    const int64_t* sent = counts.data();
+    const int64_t* received = counts.data() + num_experts_;
     std::vector<int64_t> send(ep->size), recv(ep->size), per_local(local, 0);
-    const std::vector<int64_t> sent = ToVector(per_expert);
     for (int r = 0; r < ep->size; ++r) {
       for (int64_t e = 0; e < local; ++e) {
         send[r] += sent[r * local + e];

@@ -146,24 +146,30 @@ CostModel::CostModel(ModelSpec model, int seq_len, int global_batch_size, Device
       global_batch_size_(global_batch_size),
       device_(std::move(device)),
       topology_(TopologyOf(device_)),
+      features_(model_, seq_len_, topology_),
       time_prior_(PriorTimeCoefficients(device_)),
       time_(time_prior_) {}
 
 CostModel::Prediction CostModel::Predict(const Strategy& s) const {
   Prediction p;
   p.memory = EstimateMemory(model_, seq_len_, s, memory_);
-  p.step_time_s = PredictStepTime(StepTimeFeatures(model_, seq_len_, s, topology_), time_);
+  p.step_time_s = PredictStepTime(features_(s), time_);
   if (p.step_time_s > 0) {
     p.tokens_per_second = double(global_batch_size_) * seq_len_ / p.step_time_s;
   }
   return p;
 }
 
+bool CostModel::Fits(const MemoryEstimate& memory, double margin) const {
+  if (model_.IsTorchScript() || device_.memory_bytes <= 0) return true;
+  return double(memory.total()) <= double(device_.memory_bytes) * (1.0 + margin);
+}
+
 bool CostModel::Fits(const Strategy& s, double margin, std::string* reason) const {
   if (model_.IsTorchScript() || device_.memory_bytes <= 0) return true;
   const MemoryEstimate e = EstimateMemory(model_, seq_len_, s, memory_);
+  if (Fits(e, margin)) return true;
   const double limit = double(device_.memory_bytes) * (1.0 + margin);
-  if (double(e.total()) <= limit) return true;
   if (reason != nullptr) {
     std::vector<std::pair<int64_t, absl::string_view>> parts = {{e.activations, "activations"},
                                                                 {e.model_state(), "model state"},

@@ -131,6 +131,9 @@ class CostModel {
   // GiB, logits 1.5 GiB) exceeds the device's 39.4 GiB"; it is left alone
   // when the strategy fits.
   bool Fits(const Strategy& s, double margin, std::string* reason) const;
+  // The same test of a memory estimate already predicted (Predict(s).memory),
+  // without the reason: for ranking many strategies.
+  bool Fits(const MemoryEstimate& memory, double margin) const;
 
   // Records a measured trial and refits the coefficients of both halves
   // from all observations (the time half on kRefitGrowth's schedule once
@@ -193,7 +196,8 @@ class CostModel {
   int seq_len_;
   int global_batch_size_;
   DeviceSpec device_;
-  LinkTopology topology_;  // from device_: where groups sit, what crossing nodes costs
+  LinkTopology topology_;        // from device_: where groups sit, what crossing nodes costs
+  StepTimeFeaturizer features_;  // of model_ at seq_len_ on topology_
   TimeCoefficients time_prior_;
   TimeCoefficients time_;
   MemoryCoefficients memory_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <queue>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -101,18 +102,41 @@ absl::StatusOr<StrategyEstimate> EstimateStrategy(const EstimateRequest& request
 absl::StatusOr<TopEstimate> EstimateTop(const EstimateRequest& request, int k) {
   if (k < 1) return absl::InvalidArgumentError(absl::StrCat("top: must be >= 1, got ", k));
   RETURN_IF_ERROR(CheckRequest(request));
-  ASSIGN_OR_RETURN(const std::vector<Strategy> space, EnumerateSpace(SpaceFor(request)));
   const CostModel model(request.model, request.seq_len, request.global_batch_size,
                         DeviceFor(request));
   TopEstimate top;
-  top.candidates = static_cast<int>(space.size());
-  std::vector<StrategyEstimate> fitting;
+  // The k best fitting candidates so far, by what ranks them: fastest
+  // first, ties to less memory, then the space's order (a space can hold
+  // millions; only the answers get their whole estimate).
+  struct Ranked {
+    double tokens_per_second;
+    int64_t memory;
+    int64_t index;  // in the space's order
+    Strategy strategy;
+  };
+  const auto better = [](const Ranked& a, const Ranked& b) {
+    if (a.tokens_per_second != b.tokens_per_second) {
+      return a.tokens_per_second > b.tokens_per_second;
+    }
+    if (a.memory != b.memory) return a.memory < b.memory;
+    return a.index < b.index;
+  };
+  std::priority_queue<Ranked, std::vector<Ranked>, decltype(better)> best(better);  // worst on top
   std::map<std::string, RuledOut> by_kind;
-  for (const Strategy& s : space) {
-    StrategyEstimate e = Estimate(request, model, s, /*explain=*/false);
-    if (e.fits) {
-      fitting.push_back(std::move(e));
-      continue;
+  int64_t index = 0;
+  RETURN_IF_ERROR(ForEachInSpace(SpaceFor(request), [&](const Strategy& s) {
+    ++index;
+    const CostModel::Prediction p = model.Predict(s);
+    if (model.Fits(p.memory, /*margin=*/0)) {
+      ++top.fitting;
+      Ranked r{p.tokens_per_second, p.memory.total(), index, s};
+      if (static_cast<int>(best.size()) < k) {
+        best.push(std::move(r));
+      } else if (better(r, best.top())) {
+        best.pop();
+        best.push(std::move(r));
+      }
+      return;
     }
     RuledOut& r = by_kind[kPrunedNotFitting];
     if (r.count++ == 0) {
@@ -120,20 +144,13 @@ absl::StatusOr<TopEstimate> EstimateTop(const EstimateRequest& request, int k) {
       r.example = s;
       r.example_reason = Estimate(request, model, s).why_not;
     }
+  }));
+  top.candidates = static_cast<int>(index);
+  for (; !best.empty(); best.pop()) {
+    top.best.push_back(Estimate(request, model, best.top().strategy));
+    AddVolumes(request, top.best.back());
   }
-  top.fitting = static_cast<int>(fitting.size());
-  // Fastest first; ties to less memory, then the space's order.
-  const size_t n = std::min(fitting.size(), static_cast<size_t>(k));
-  std::stable_sort(fitting.begin(), fitting.end(),
-                   [](const StrategyEstimate& a, const StrategyEstimate& b) {
-                     if (a.tokens_per_second != b.tokens_per_second) {
-                       return a.tokens_per_second > b.tokens_per_second;
-                     }
-                     return a.memory.total() < b.memory.total();
-                   });
-  fitting.resize(n);
-  for (StrategyEstimate& e : fitting) AddVolumes(request, e);
-  top.best = std::move(fitting);
+  std::reverse(top.best.begin(), top.best.end());
   for (auto& [kind, r] : by_kind) top.ruled_out.push_back(std::move(r));
   std::stable_sort(top.ruled_out.begin(), top.ruled_out.end(),
                    [](const RuledOut& a, const RuledOut& b) { return a.count > b.count; });

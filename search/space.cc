@@ -433,7 +433,8 @@ absl::Status ValidateSpaceRequest(const SpaceRequest& request) {
   return ResolveDimensions(request).status();
 }
 
-absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request) {
+absl::Status ForEachInSpace(const SpaceRequest& request,
+                            const std::function<void(const Strategy&)>& visit) {
   ASSIGN_OR_RETURN(const Dimensions d, ResolveDimensions(request));
   if (request.max_combinations > 0) {
     // Counted before anything is built: a request may multiply out to
@@ -460,7 +461,7 @@ absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request
           d.attentions.size(), d.checkpoints.size(), d.optimizers.size(), d.offloads.size()));
     }
   }
-  std::vector<Strategy> space;
+  int64_t visited = 0;
   absl::Status first_rejection;
   for (const Layout& layout : d.layouts) {
     // A dimension the layout has no use for takes its only value.
@@ -521,7 +522,8 @@ absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request
                   s.offload = offload;
                   absl::Status compatible = CheckCompatible(request, s);
                   if (compatible.ok()) {
-                    space.push_back(s);
+                    visit(s);
+                    ++visited;
                   } else if (first_rejection.ok()) {
                     first_rejection = compatible;
                   }
@@ -533,7 +535,7 @@ absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request
       }
     }
   }
-  if (space.empty()) {
+  if (visited == 0) {
     // The rule that rejected the last layouts may not be the user's problem:
     // say which data-parallel layouts the global batch ruled out first.
     std::vector<int> undividing;
@@ -550,6 +552,12 @@ absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request
                            " were left out because global_batch_size ", request.global_batch_size,
                            " is not divisible by it (give a global batch that is)")));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request) {
+  std::vector<Strategy> space;
+  RETURN_IF_ERROR(ForEachInSpace(request, [&](const Strategy& s) { space.push_back(s); }));
   return space;
 }
 

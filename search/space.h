@@ -10,6 +10,8 @@
 #ifndef AUTOACCEL_SEARCH_SPACE_H_
 #define AUTOACCEL_SEARCH_SPACE_H_
 
+#include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -146,6 +148,12 @@ absl::Status ValidateSpaceRequest(const SpaceRequest& request);
 // when max_combinations is exceeded, before anything is allocated; INVALID_ARGUMENT "space: no
 // compatible strategy (...)" when every candidate is rejected.
 absl::StatusOr<std::vector<Strategy>> EnumerateSpace(const SpaceRequest& request);
+
+// The same strategies in the same order, each passed to `visit` as it is
+// made instead of collected (a space can hold millions); the same errors,
+// returned after the visits (none for an invalid request).
+absl::Status ForEachInSpace(const SpaceRequest& request,
+                            const std::function<void(const Strategy&)>& visit);
 
 }  // namespace autoaccel
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 namespace autoaccel {
@@ -54,6 +56,8 @@ std::vector<StageShape> Stages(const ModelSpec& m, const Strategy& s) {
   return stages;
 }
 
+}  // namespace
+
 // The model's parameters and FLOPs split into the layers and the rest.
 struct ModelParts {
   double layer_params = 0;      // one layer
@@ -76,6 +80,8 @@ struct ModelParts {
   int replicated_last_tensors = 0;
   double replicated_last_elements = 0;
 };
+
+namespace {
 
 ModelParts Parts(const ModelSpec& m, int seq_len) {
   ModelParts p;
@@ -421,60 +427,79 @@ GroupPlacement PlaceGroups(const Strategy& s, const LinkTopology& topology) {
   const int64_t t = std::max(1, s.tensor_parallel), n = std::max(1, s.data_parallel),
                 pp = std::max(1, s.pipeline_parallel), cp = std::max(1, s.context_parallel);
   if (G <= 0 || t * cp * n * pp <= G) return placement;
-  // Does any group of `count` ranks `stride` apart, starting at each of
-  // `starts`, hold ranks of two nodes?
-  const auto crosses = [&](int64_t stride, int64_t count, const std::vector<int64_t>& starts) {
-    for (int64_t start : starts) {
-      if (start / G != (start + stride * (count - 1)) / G) return true;
-    }
-    return false;
+  // Does the group of `count` ranks `stride` apart from `start` hold ranks
+  // of two nodes? (Ranks of a group ascend with its index, so its first and
+  // last rank tell.)
+  const auto spans = [G](int64_t start, int64_t stride, int64_t count) {
+    return start / G != (start + stride * (count - 1)) / G;
   };
   // rank = ((p * n + d) * cp + c) * t + r. The gradients' group is the
-  // data- and context-parallel ranks together: t apart, n * cp of them.
-  std::vector<int64_t> tensor_starts, context_starts, data_starts, pipeline_starts;
+  // data- and context-parallel ranks together: t apart, n * cp of them; the
+  // expert-parallel groups are ep consecutive members of it. Counted
+  // without allocating: the cost model places every candidate's groups.
+  const int64_t ep = std::max(1, s.expert_parallel);
   for (int64_t p = 0; p < pp; ++p) {
     for (int64_t d = 0; d < n; ++d) {
-      for (int64_t c = 0; c < cp; ++c) tensor_starts.push_back(t * (c + cp * (d + n * p)));
-      for (int64_t r = 0; r < t; ++r) context_starts.push_back(r + t * cp * (d + n * p));
+      for (int64_t c = 0; c < cp && t > 1 && !placement.tensor_crosses; ++c) {
+        placement.tensor_crosses = spans(t * (c + cp * (d + n * p)), 1, t);
+      }
+      for (int64_t r = 0; r < t && cp > 1 && !placement.context_crosses; ++r) {
+        placement.context_crosses = spans(r + t * cp * (d + n * p), t, cp);
+      }
     }
-    for (int64_t r = 0; r < t; ++r) data_starts.push_back(r + t * cp * n * p);
+    for (int64_t r = 0; r < t; ++r) {
+      const int64_t start = r + t * cp * n * p;
+      if (n * cp > 1 && !placement.data_crosses) placement.data_crosses = spans(start, t, n * cp);
+      for (int64_t g = 0; g < n * cp / ep && ep > 1 && !placement.expert_crosses; ++g) {
+        placement.expert_crosses = spans(start + g * ep * t, t, ep);
+      }
+    }
   }
-  for (int64_t r = 0; r < t * cp * n; ++r) pipeline_starts.push_back(r);
-  // Ranks of a group ascend with its index, so its first and last rank tell
-  // whether it spans nodes.
-  placement.tensor_crosses = t > 1 && crosses(1, t, tensor_starts);
-  placement.context_crosses = cp > 1 && crosses(t, cp, context_starts);
-  placement.data_crosses = n * cp > 1 && crosses(t, n * cp, data_starts);
-  placement.pipeline_crosses = pp > 1 && crosses(t * cp * n, pp, pipeline_starts);
-  // The expert-parallel groups: ep consecutive members of each data-and-
-  // context group (t apart).
-  const int64_t ep = std::max(1, s.expert_parallel);
-  std::vector<int64_t> expert_starts;
-  for (int64_t start : data_starts) {
-    for (int64_t g = 0; g < n * cp / ep; ++g) expert_starts.push_back(start + g * ep * t);
+  for (int64_t r = 0; r < t * cp * n && pp > 1 && !placement.pipeline_crosses; ++r) {
+    placement.pipeline_crosses = spans(r, t * cp * n, pp);
   }
-  placement.expert_crosses = ep > 1 && crosses(t, ep, expert_starts);
   return placement;
 }
 
-TimeFeatures StepTimeFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
-                              const LinkTopology& topology) {
-  if (m.IsTorchScript() || m.n_layer <= 0) {
+StepTimeFeaturizer::StepTimeFeaturizer(ModelSpec model, int seq_len, const LinkTopology& topology)
+    : model_(std::move(model)), seq_len_(seq_len), topology_(topology) {
+  if (!model_.IsTorchScript() && model_.n_layer > 0) {
+    parts_ = std::make_shared<const ModelParts>(Parts(model_, seq_len_));
+  }
+}
+
+TimeFeatures StepTimeFeaturizer::operator()(const Strategy& s) const {
+  if (parts_ == nullptr) {
     TimeFeatures x{};
     x[kStep] = 1;
     x[kLayerPasses] = std::max(1, s.grad_accum_steps);
     return x;
   }
-  const ModelParts parts = Parts(m, seq_len);
-  const GroupPlacement placement = PlaceGroups(s, topology);
+  // Candidates come layout by layout: the last layout's placement, per
+  // thread, is usually this one's.
+  thread_local std::array<int, 6> last_layout = {0, 0, 0, 0, 0, 0};
+  thread_local GroupPlacement last_placement;
+  const std::array<int, 6> layout = {topology_.devices_per_node, s.tensor_parallel,
+                                     s.context_parallel,          s.data_parallel,
+                                     s.pipeline_parallel,         s.expert_parallel};
+  if (layout != last_layout) {
+    last_placement = PlaceGroups(s, topology_);
+    last_layout = layout;
+  }
+  const GroupPlacement placement = last_placement;
   TimeFeatures slowest{};
   bool any = false;
-  for (const StageShape& stage : Stages(m, s)) {
-    const TimeFeatures x = StageFeatures(m, seq_len, s, parts, stage, topology, placement);
+  for (const StageShape& stage : Stages(model_, s)) {
+    const TimeFeatures x = StageFeatures(model_, seq_len_, s, *parts_, stage, topology_, placement);
     if (!any || ComputeFlops(x) > ComputeFlops(slowest)) slowest = x;
     any = true;
   }
   return slowest;
+}
+
+TimeFeatures StepTimeFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
+                              const LinkTopology& topology) {
+  return StepTimeFeaturizer(m, seq_len, topology)(s);
 }
 
 TimeCoefficients PriorTimeCoefficients(const DeviceSpec& device) {

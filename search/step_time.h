@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -186,6 +187,23 @@ using TimeFeatures = std::array<double, kNumTimeFeatures>;
 // default: one node).
 TimeFeatures StepTimeFeatures(const ModelSpec& model, int seq_len, const Strategy& strategy,
                               const LinkTopology& topology = {});
+
+// StepTimeFeatures of many strategies of one model, sequence length and
+// topology, with what depends on the model alone (its parameter and FLOP
+// parts) computed once: what the cost model uses to rank a whole space.
+// Immutable after construction; safe from any thread.
+struct ModelParts;
+class StepTimeFeaturizer {
+ public:
+  StepTimeFeaturizer(ModelSpec model, int seq_len, const LinkTopology& topology = {});
+  TimeFeatures operator()(const Strategy& strategy) const;
+
+ private:
+  ModelSpec model_;
+  int seq_len_;
+  LinkTopology topology_;
+  std::shared_ptr<const ModelParts> parts_;  // null: torchscript or no layers
+};
 
 struct TimeCoefficients {
   std::array<double, kNumTimeFeatures> seconds_per_unit{};

@@ -1,6 +1,8 @@
 #include "spec/model_families.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 
@@ -80,8 +82,14 @@ const std::vector<ModelFamilyInfo>& ModelFamilies() {
 }
 
 const ModelFamilyInfo* FindModelFamily(absl::string_view name) {
-  for (const ModelFamilyInfo& f : kModelFamilies) {
-    if (f.name == name) return &f;
+  // Names measured once: the cost model looks a family up per candidate.
+  static const auto* names = [] {
+    auto* v = new std::vector<std::pair<absl::string_view, const ModelFamilyInfo*>>();
+    for (const ModelFamilyInfo& f : kModelFamilies) v->emplace_back(f.name, &f);
+    return v;
+  }();
+  for (const auto& [family, info] : *names) {
+    if (family == name) return info;
   }
   return nullptr;
 }
