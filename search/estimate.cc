@@ -34,6 +34,20 @@ SpaceRequest SpaceFor(const EstimateRequest& r) {
     }
   }
   if (space.context_parallel_sizes.empty()) space.context_parallel_sizes = {1};
+  // Values the cost model never ranks above another value of their
+  // dimension, left out of the ranking (a 256-device space holds tens of
+  // millions of candidates; --top would also list each answer again with
+  // only these changed): adamw (fused_adamw's memory, slower), math
+  // attention where sdpa runs (more activations and FLOPs), and on a device
+  // whose bf16 peak is at least its fp16 and fp32 peaks, fp32 (more
+  // activation memory, slower) and fp16 (bf16's memory, plus loss scaling).
+  // tests/estimate_test.cc checks the answer against the whole space's.
+  space.optimizers = {Optimizer::kFusedAdamW};
+  space.attentions = {r.model.attn_logit_softcapping > 0 ? Attention::kMath : Attention::kSdpa};
+  const PeakTflops& peak = r.device.spec.peak;
+  if (cuda && peak.bf16 > 0 && peak.bf16 >= peak.fp16 && peak.bf16 >= peak.fp32) {
+    space.precisions = {Precision::kBf16, Precision::kPureBf16};
+  }
   return space;
 }
 

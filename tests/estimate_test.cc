@@ -8,6 +8,8 @@
 #include <set>
 #include <string>
 
+#include "search/cost_model.h"
+#include "search/space.h"
 #include "tests/hub_configs.h"
 #include "tests/search_test_util.h"
 
@@ -133,6 +135,45 @@ TEST(Estimate, TopFiveAreFiveStrategiesThatFitFastestFirst) {
   absl::StatusOr<TopEstimate> all = EstimateTop(Llama7BOn8H100(), top->fitting);
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->best.front().strategy, top->best.front().strategy);
+}
+
+// estimate leaves out of its ranking the values the cost model never ranks
+// first (adamw, math attention where sdpa runs, fp32 and fp16 on a bf16
+// device): its answer must be the fastest fitting strategy of the whole
+// space, every value of every dimension included.
+TEST(Estimate, TheRankedSpaceHoldsTheWholeSpacesFastest) {
+  EstimateRequest mixtral = Llama7BOn8H100();
+  mixtral.model = Parsed("mixtral", kMixtral8x7bConfig);
+  mixtral.world_size = 16;
+  mixtral.global_batch_size = 32;
+  for (const EstimateRequest& r : {Llama7BOn8H100(), mixtral}) {
+    absl::StatusOr<TopEstimate> top = EstimateTop(r, 1);
+    ASSERT_TRUE(top.ok()) << top.status();
+    ASSERT_EQ(top->best.size(), 1u);
+    SpaceRequest whole;
+    whole.model = r.model;
+    whole.seq_len = r.seq_len;
+    whole.global_batch_size = r.global_batch_size;
+    whole.world_size = r.world_size;
+    whole.device_is_accelerator = true;
+    whole.device_supports_bf16 = true;
+    for (int cp = 1; cp <= r.world_size; cp *= 2) whole.context_parallel_sizes.push_back(cp);
+    absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(whole);
+    ASSERT_TRUE(space.ok()) << space.status();
+    const CostModel model(r.model, r.seq_len, r.global_batch_size, r.device.spec);
+    double fastest = 0;
+    std::string which;
+    for (const Strategy& s : *space) {
+      const CostModel::Prediction p = model.Predict(s);
+      if (model.Fits(p.memory, 0) && p.tokens_per_second > fastest) {
+        fastest = p.tokens_per_second;
+        which = StrategyToText(s);
+      }
+    }
+    EXPECT_EQ(top->best[0].tokens_per_second, fastest)
+        << r.model.family << ": " << StrategyToText(top->best[0].strategy) << " vs " << which;
+    EXPECT_LT(top->candidates, static_cast<int>(space->size()) / 4) << r.model.family;
+  }
 }
 
 TEST(Estimate, FewerDevicesPerNodeMakeDataParallelSlower) {
