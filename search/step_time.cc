@@ -88,10 +88,12 @@ ModelParts Parts(const ModelSpec& m, int seq_len) {
   // selective recomputation repeats): 4 * keys attended * attention width.
   double attended = 0;
   for (int layer = 0; layer < m.n_layer; ++layer) attended += m.AttendedKeys(layer, seq_len);
-  const double attention_width = m.IsDecoder() ? double(m.n_head) * m.HeadDim() : h;
+  // (Latent attention: the mean of the query/key and the value widths.)
+  const double attention_width =
+      m.IsDecoder() ? double(m.n_head) * (m.QkHeadDim() + m.VHeadDim()) / 2.0 : h;
   p.attention_flops = 4.0 * attention_width * attended / L;
   p.tied = !m.IsDecoder() || m.tie_word_embeddings;
-  p.kv_width = 2.0 * (m.IsDecoder() ? double(m.n_kv_head) * m.HeadDim() : h);
+  p.kv_width = m.IsDecoder() ? double(m.n_kv_head) * (m.QkHeadDim() + m.VHeadDim()) : 2.0 * h;
   if (m.family == "gpt2") {
     p.embedding_params = (V + m.n_positions) * h;
     p.replicated_layer_tensors = 6;  // ln_1, ln_2 (weight, bias); both c_proj biases

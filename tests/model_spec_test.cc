@@ -891,6 +891,28 @@ TEST(ModelConfig, MoeFamiliesCountTheFlopsOfTheExpertsATokenUses) {
                    6.0 * (dense - routed));
 }
 
+TEST(ModelConfig, MoeActivationMemoryFollowsEachLayersMlp) {
+  // Qwen3-30B-A3B: every layer's 8 experts of 768 (8 * (8 * 768 / 2048 + 4)
+  // units of s*b*h, and 6 * 128 / 2048 for the router); a dense layer
+  // instead (mlp_only_layers) keeps its 6144-wide gated MLP's 8 * 3.
+  const ModelSpec sparse = Parsed("qwen3_moe", kQwen3_30bA3bConfig);
+  ModelSpec one_dense = sparse;
+  one_dense.dense_mlp_layers = {0};
+  const Strategy s = MakeStrategy(1, 1, Precision::kBf16, Checkpointing::kNone, Attention::kSdpa);
+  const double sbh = 1024.0 * 1 * 2048;
+  EXPECT_NEAR(double(EstimateMemory(one_dense, 1024, s).activations -
+                     EstimateMemory(sparse, 1024, s).activations),
+              sbh * (8 * 3.0 - 8 * (8 * 0.375 + 4) - 6 * 128 / 2048.0), 64);
+  // DeepSeek-V3: latent attention's widths (128 x (192 + 128) / 2 on 7168)
+  // and the shared expert; estimated, not refused.
+  const ModelSpec deepseek = Parsed("deepseek_v3", kDeepSeekV3Config);
+  const MemoryEstimate e = EstimateMemory(deepseek, 4096, s);
+  EXPECT_GT(e.activations, 0);
+  // Every expert's weights, in fp32 under bf16 autocast (per layer, the
+  // layers' average rounded down).
+  EXPECT_NEAR(double(e.parameters), 4.0 * kDeepSeekV3Parameters, 4.0 * 61);
+}
+
 TEST(ModelConfig, MoeFamiliesReadTheirKeysWithTransformersDefaults) {
   const ModelSpec qwen = Parsed("qwen3_moe", kQwen3_30bA3bConfig);
   EXPECT_EQ(qwen.num_local_experts, 128);  // "num_experts"
