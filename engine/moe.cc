@@ -32,8 +32,8 @@ MoeRouting MoeRouterImpl::Route(const torch::Tensor& flat, const torch::Tensor& 
   const int64_t n = flat.size(0), experts = weight.size(0);
   const torch::Tensor scores =
       at::linear(flat.to(torch::kFloat), weight.to(torch::kFloat)).sigmoid();  // [N, E]
-  // The choice does not depend on the weights' gradient path: only the
-  // chosen scores (gathered below) carry it.
+  // Choosing is not differentiated (as in transformers, whose indices
+  // carry no gradient): only the chosen scores, gathered below, do.
   torch::Tensor ranked = scores.detach() + score_bias_.to(torch::kFloat);
   const torch::Tensor group_scores =
       std::get<0>(ranked.view({n, groups_, experts / groups_}).topk(2, /*dim=*/-1))

@@ -80,7 +80,8 @@ const ModelFamilyInfo kModelFamilies[] = {
         .MoeWidth()
         .NormTopK(false)
         .Dense(DenseMlpLayers::kQwenSparseStep)
-        .Sliding(SlidingLayers::kUseSlidingWindow, 4096),
+        .Sliding(SlidingLayers::kUseSlidingWindow, 4096)
+        .ContextParallel(),
     Decoder("deepseek_v3", "DeepseekV3")
         .KvHeads(128)
         .AttentionBiasKey()

@@ -306,7 +306,8 @@ INSTANTIATE_TEST_SUITE_P(
         // exchange once at least: mistral's window (6 of 16 tokens) crosses
         // chunks, gemma2 soft-caps its scores and alternates sliding layers,
         // qwen3 and phi3 rotate part of a head or norm it, gpt2 looks up
-        // learned positions, mixtral routes each token to its experts.
+        // learned positions, mixtral routes each token to its experts,
+        // qwen3_moe has a dense layer beside its expert layer.
         ContextCase{"llama", 2, kP2p}, ContextCase{"llama", 4, kAllGather},
         ContextCase{"llama", 4, kP2p}, ContextCase{"llama", 2, kAllGather},
         ContextCase{"mistral", 2, kAllGather}, ContextCase{"mistral", 4, kP2p},
@@ -316,6 +317,7 @@ INSTANTIATE_TEST_SUITE_P(
         ContextCase{"qwen3", 2, kAllGather}, ContextCase{"qwen3", 4, kP2p},
         ContextCase{"phi3", 2, kP2p}, ContextCase{"phi3", 4, kAllGather},
         ContextCase{"mixtral", 2, kAllGather}, ContextCase{"mixtral", 4, kP2p},
+        ContextCase{"qwen3_moe", 2, kP2p}, ContextCase{"qwen3_moe", 4, kAllGather},
         ContextCase{"gpt2", 2, kP2p}, ContextCase{"gpt2", 4, kAllGather},
         // With the other layouts: data parallelism sharded over dp x cp,
         // tensor and sequence parallelism inside each share, pipeline stages,
