@@ -30,9 +30,10 @@
 // n_head·head_dim the attention width (a decoder whose head_dim is not
 // h/a, e.g. gemma's; K and V are counted at that width as Korthikanti's
 // are, grouped-query attention or not; latent attention's A is the mean of
-// its query/key and value widths, n_head·(QkHeadDim() + VHeadDim()) / 2); qwen3's per-head q/k norms add
-// 4·A/(h·t) (their inputs), gemma2's two extra norms 4 (their inputs). The
-// MLP part follows the model's width f = n_inner and kind instead:
+// its query/key and value widths, n_head·(QkHeadDim() + VHeadDim()) / 2);
+// qwen3's per-head q/k norms add 4·A/(h·t) (their inputs), gemma2's two
+// extra norms 4 (their inputs). The MLP part follows the model's width f =
+// n_inner and kind instead:
 //   gpt2, bert (GELU)       4·f/h       (16 at f = 4h: Korthikanti's figure)
 //   decoders (gated: SwiGLU, GeGLU; fused gate_up or not)
 //                           8·f/h       (gate, up, act(gate), their product)
