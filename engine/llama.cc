@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/context_parallel.h"
+#include "engine/latent_attention.h"
 #include "engine/moe.h"
 #include "engine/tensor_parallel.h"
 
@@ -80,10 +81,8 @@ torch::Tensor InverseFrequencies(const ModelSpec& spec, int64_t dim, int64_t T,
   return torch::where(medium, between, stretched);
 }
 
-// cos and sin of the rotary angles of the tokens at `positions` [t] in a
-// sequence of T, [t, dim] fp32: position p, pair i (dimensions i and i +
-// dim/2) turns by p * inv_freq[i]; both times the rope type's attention
-// factor (yarn, longrope; 1 for the others).
+}  // namespace
+
 std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(const torch::Tensor& positions, int64_t T,
                                                      const ModelSpec& spec, int64_t dim) {
   const torch::Tensor inv_freq = InverseFrequencies(spec, dim, T, positions.device());
@@ -94,6 +93,8 @@ std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(const torch::Tensor& positi
   return {both_halves.cos() * spec.rope_attention_factor,
           both_halves.sin() * spec.rope_attention_factor};
 }
+
+namespace {
 
 // [x1, x2] -> [-x2, x1] over the last dimension's halves.
 torch::Tensor RotateHalf(const torch::Tensor& x) {
@@ -235,8 +236,13 @@ class DecoderBlock : public CheckpointableBlock {
  public:
   DecoderBlock(const ModelSpec& spec, int layer) {
     const ModelFamilyInfo& info = spec.Info();
-    self_attn_ = register_module("self_attn", std::make_shared<DecoderAttentionImpl>(spec, layer));
-    if (info.experts) {
+    if (info.latent_attention) {
+      latent_attn_ = register_module("self_attn", std::make_shared<LatentAttentionImpl>(spec));
+    } else {
+      self_attn_ =
+          register_module("self_attn", std::make_shared<DecoderAttentionImpl>(spec, layer));
+    }
+    if (spec.ExpertLayer(layer)) {
       moe_ = register_module("mlp", std::make_shared<SparseMoeImpl>(spec));
     } else {
       mlp_ = register_module("mlp", std::make_shared<DecoderMlpImpl>(spec));
@@ -253,7 +259,9 @@ class DecoderBlock : public CheckpointableBlock {
   }
 
   torch::Tensor Forward(const torch::Tensor& x, const RunOptions& options) override {
-    const torch::Tensor attention = self_attn_->Forward(input_layernorm_->forward(x), options);
+    const torch::Tensor normed = input_layernorm_->forward(x);
+    const torch::Tensor attention = latent_attn_ ? latent_attn_->Forward(normed, options)
+                                                 : self_attn_->Forward(normed, options);
     if (pre_feedforward_layernorm_) {  // gemma2: norms on both sides of each part
       const torch::Tensor h = x + post_attention_layernorm_->forward(attention);
       return h + post_feedforward_layernorm_->forward(
@@ -269,6 +277,7 @@ class DecoderBlock : public CheckpointableBlock {
   }
 
   std::shared_ptr<DecoderAttentionImpl> self_attn_;
+  std::shared_ptr<LatentAttentionImpl> latent_attn_;
   std::shared_ptr<DecoderMlpImpl> mlp_;
   std::shared_ptr<SparseMoeImpl> moe_;
   RmsNorm input_layernorm_{nullptr}, post_attention_layernorm_{nullptr},
@@ -375,6 +384,7 @@ absl::Status DecoderImpl::ShardExpertParallel(const ExpertParallelShard& ep) {
 }
 
 absl::Status DecoderImpl::ShardTensorParallel(const TensorParallelShard& tp) {
+  if (!spec().Info().tensor_parallel) return TrainableModel::ShardTensorParallel(tp);
   using Split = TensorParallelSplit;
   const int64_t padded_vocab = tp.vocab_per_rank * tp.size;
   const int64_t head = spec().HeadDim();

@@ -1,6 +1,7 @@
 // The Llama-style decoder in LibTorch: one network for every family whose
 // row in spec/model_families.h says Network::kDecoder (llama, mistral,
-// mixtral, qwen2, qwen3, phi3, gemma, gemma2), parameterised by the row's
+// mixtral, qwen2, qwen3, phi3, gemma, gemma2, qwen3_moe, deepseek_v3),
+// parameterised by the row's
 // features and the ModelSpec's fields, computed as transformers'
 // *ForCausalLM does (eager attention, no dropout):
 //
@@ -29,7 +30,11 @@
 //   last sliding_window positions (AttentionShape).
 // - MLP: down(act(gate(x)) * up(x)) with act silu, gelu or gelu tanh (phi3:
 //   one fused gate_up_proj, rows [gate; up]); biases for mlp_bias.
-// - mixtral MLP: a sparse mixture of experts (moe.h).
+// - deepseek_v3 attention: multi-head latent attention (latent_attention.h)
+//   in place of the above.
+// - Mixture-of-experts families (mixtral, qwen3_moe, deepseek_v3): a sparse
+//   mixture of experts (moe.h) on the layers ModelSpec::ExpertLayer says,
+//   the MLP above (width intermediate_size) on the others.
 //
 // Parameter names are transformers 5's: "model.embed_tokens.weight",
 // "model.layers.0.self_attn.q_proj.weight" (.bias), "...self_attn.qkv_proj.weight",
@@ -47,6 +52,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "engine/model.h"
 #include "spec/model_spec.h"
@@ -75,6 +81,14 @@ class RmsNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RmsNorm);
 
+// cos and sin of the rotary angles of the tokens at `positions` [t] (int64)
+// in a forward of T tokens, [t, dim] fp32: position p, pair i (dimensions i
+// and i + dim/2) turns by p * inv_freq[i], the frequencies of spec's
+// rope_type (model_spec.h) for a rotary size of `dim`; both times the rope
+// type's attention factor (yarn, longrope; 1 for the others).
+std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(const torch::Tensor& positions, int64_t T,
+                                                     const ModelSpec& spec, int64_t dim);
+
 // The decoder of spec.family (any Network::kDecoder family).
 class DecoderImpl : public TrainableModel {
  public:
@@ -90,8 +104,9 @@ class DecoderImpl : public TrainableModel {
   // (whole heads), o and down projections by input columns (their biases
   // replicated), embed_tokens and lm_head by vocabulary rows; per-head norms
   // (q_norm, k_norm) replicated, their gradients summed over the group.
-  // mixtral: the router replicated, each expert split like a dense MLP
-  // (moe.h).
+  // The families whose row has tensor parallelism (mixtral's router
+  // replicated, each expert split like a dense MLP: moe.h); the others
+  // refuse it.
   absl::Status ShardTensorParallel(const TensorParallelShard& tp) override;
   // Keeps experts ep.rank * E / ep.size ... of each layer (moe.h).
   absl::Status ShardExpertParallel(const ExpertParallelShard& ep) override;

@@ -257,7 +257,8 @@ torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch
     // key/value head j serves query heads j * rep ... j * rep + rep - 1.
     const int64_t rep = H / kv_heads;
     auto repeat = [&](const torch::Tensor& t) {
-      return t.unsqueeze(2).expand({B, kv_heads, rep, T_k, D}).reshape({B, H, T_k, D});
+      const int64_t size = t.size(3);  // keys' D, values' Dv
+      return t.unsqueeze(2).expand({B, kv_heads, rep, T_k, size}).reshape({B, H, T_k, size});
     };
     keys = repeat(k);
     values = repeat(v);
@@ -299,7 +300,7 @@ torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch
     }
     y = scores.softmax(/*dim=*/-1, torch::kFloat).to(q.scalar_type()).matmul(values);
   }
-  return y.transpose(1, 2).reshape({B, T, H * D});
+  return y.transpose(1, 2).reshape({B, T, H * v.size(3)});
 }
 
 torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -211,14 +211,15 @@ struct AttentionShape {
   torch::Tensor query_positions, key_positions;
 };
 
-// Scaled dot-product attention of q [B, H, T, D] with k, v [B, H_kv, T_k, D]
-// (T_k == T unless shape has positions; H_kv divides H: grouped-query
+// Scaled dot-product attention of q, k [B, H(_kv), T(_k), D] with v [B,
+// H_kv, T_k, Dv] (Dv may differ from D; T_k == T unless shape has
+// positions; H_kv divides H: grouped-query
 // attention; each key/value head serves
 // H / H_kv consecutive query heads, as transformers' repeat_kv). kMath spells
 // it out as transformers' eager attention does (scores in q's dtype, then
 // the soft-cap, the mask, softmax in fp32); kSdpa calls
 // at::scaled_dot_product_attention (a boolean mask for a sliding window).
-// Returns [B, T, H * D]. REQUIRES: shape.softcap == 0 for kSdpa (the search
+// Returns [B, T, H * Dv]. REQUIRES: shape.softcap == 0 for kSdpa (the search
 // space's "attention_kernel" rule); otherwise throws c10::Error.
 torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      const AttentionShape& shape, Attention attention);

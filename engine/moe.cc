@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -65,23 +66,69 @@ torch::Tensor InversePermutation(const torch::Tensor& order) {
 
 }  // namespace
 
-MoeRouterImpl::MoeRouterImpl(const ModelSpec& spec) : top_k_(spec.num_experts_per_tok) {
+MoeRouterImpl::MoeRouterImpl(const ModelSpec& spec)
+    : kind_(spec.Info().router),
+      top_k_(spec.num_experts_per_tok),
+      normalize_(spec.norm_topk_prob),
+      groups_(spec.n_group),
+      top_groups_(spec.topk_group),
+      scaling_(spec.routed_scaling_factor) {
   weight_ = register_parameter("weight", torch::empty({spec.num_local_experts, spec.n_embd}));
+  if (kind_ == MoeRouter::kGroupedSigmoid) {
+    score_bias_ =
+        register_buffer("e_score_correction_bias", torch::zeros({spec.num_local_experts}));
+  }
 }
 
 MoeRouting MoeRouterImpl::Route(const torch::Tensor& flat, const torch::Tensor& weight) const {
-  const torch::Tensor probs = at::linear(flat, weight).to(torch::kFloat).softmax(/*dim=*/-1);
-  auto [top_weights, top_experts] = probs.topk(top_k_, /*dim=*/-1);  // [N, k]
-  return {top_weights / top_weights.sum(/*dim=*/-1, /*keepdim=*/true), top_experts};
+  if (kind_ == MoeRouter::kSoftmax) {
+    const torch::Tensor probs = at::linear(flat, weight).to(torch::kFloat).softmax(/*dim=*/-1);
+    auto [top_weights, top_experts] = probs.topk(top_k_, /*dim=*/-1);  // [N, k]
+    if (normalize_) top_weights = top_weights / top_weights.sum(/*dim=*/-1, /*keepdim=*/true);
+    return {top_weights, top_experts};
+  }
+  const int64_t n = flat.size(0), experts = weight.size(0);
+  const torch::Tensor scores =
+      at::linear(flat.to(torch::kFloat), weight.to(torch::kFloat)).sigmoid();  // [N, E]
+  // Choosing is not differentiated (as in transformers, whose indices
+  // carry no gradient): only the chosen scores, gathered below, do.
+  torch::Tensor ranked = scores.detach() + score_bias_.to(torch::kFloat);
+  const torch::Tensor group_scores =
+      std::get<0>(ranked.view({n, groups_, experts / groups_}).topk(2, /*dim=*/-1))
+          .sum(/*dim=*/-1);  // [N, groups]
+  const torch::Tensor top_groups = std::get<1>(group_scores.topk(top_groups_, /*dim=*/-1));
+  const torch::Tensor in_top_group = torch::zeros_like(group_scores, torch::kBool)
+                                         .scatter_(1, top_groups, true)
+                                         .unsqueeze(-1)
+                                         .expand({n, groups_, experts / groups_})
+                                         .reshape({n, experts});
+  ranked = ranked.masked_fill(in_top_group.logical_not(), -std::numeric_limits<double>::infinity());
+  const torch::Tensor top_experts = std::get<1>(ranked.topk(top_k_, /*dim=*/-1));
+  torch::Tensor top_weights = scores.gather(1, top_experts);
+  if (normalize_)
+    top_weights = top_weights / (top_weights.sum(/*dim=*/-1, /*keepdim=*/true) + 1e-20);
+  return {top_weights * scaling_, top_experts};
 }
 
 SparseMoeImpl::SparseMoeImpl(const ModelSpec& spec) : num_experts_(spec.num_local_experts) {
+  const int64_t width = spec.ExpertWidth();
   gate_ = register_module("gate", std::make_shared<MoeRouterImpl>(spec));
   auto experts = register_module("experts", std::make_shared<torch::nn::Module>());
-  gate_up_proj_ = experts->register_parameter(
-      "gate_up_proj", torch::empty({num_experts_, 2 * int64_t{spec.n_inner}, spec.n_embd}));
-  down_proj_ = experts->register_parameter("down_proj",
-                                           torch::empty({num_experts_, spec.n_embd, spec.n_inner}));
+  gate_up_proj_ = experts->register_parameter("gate_up_proj",
+                                              torch::empty({num_experts_, 2 * width, spec.n_embd}));
+  down_proj_ =
+      experts->register_parameter("down_proj", torch::empty({num_experts_, spec.n_embd, width}));
+  if (spec.Info().shared_experts) {
+    const int64_t shared = width * spec.n_shared_experts;
+    auto module = register_module("shared_experts", std::make_shared<torch::nn::Module>());
+    auto linear = [&](const char* name, int64_t in, int64_t out) {
+      return module->register_module(
+          name, torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)));
+    };
+    shared_gate_proj_ = linear("gate_proj", spec.n_embd, shared);
+    shared_up_proj_ = linear("up_proj", spec.n_embd, shared);
+    shared_down_proj_ = linear("down_proj", shared, spec.n_embd);
+  }
 }
 
 torch::Tensor SparseMoeImpl::RunExperts(const torch::Tensor& rows,
@@ -157,7 +204,14 @@ torch::Tensor SparseMoeImpl::Forward(const torch::Tensor& x, const RunOptions& o
       (outputs.index_select(0, InversePermutation(order)).view({flat.size(0), k, -1}) *
        routing.weights.unsqueeze(-1))
           .sum(/*dim=*/1);
-  return SumPartials(combined.to(flat.scalar_type()).view(input.sizes()), options.tp);
+  torch::Tensor out = SumPartials(combined.to(flat.scalar_type()).view(input.sizes()), options.tp);
+  // deepseek_v3's shared experts see every token of this rank, whole on
+  // every rank (replicated under tensor parallelism).
+  if (shared_down_proj_) {
+    out = out + shared_down_proj_->forward(at::silu(shared_gate_proj_->forward(x)) *
+                                           shared_up_proj_->forward(x));
+  }
+  return out;
 }
 
 }  // namespace autoaccel

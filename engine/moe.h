@@ -1,8 +1,10 @@
 // The sparse mixture-of-experts MLP of the decoder families whose row has
-// experts (mixtral): a router picks each token's experts (MoeRouting), the
-// experts (SwiGLU MLPs stored as stacked weights) run on the tokens routed
-// to them, and a token's output is the routing-weighted sum of its experts'
-// outputs.
+// experts (mixtral, qwen3_moe, deepseek_v3; on the layers
+// ModelSpec::ExpertLayer says): a router picks each token's experts
+// (MoeRouting), the experts (SwiGLU MLPs of width ExpertWidth() stored as
+// stacked weights) run on the tokens routed to them, and a token's output
+// is the routing-weighted sum of its experts' outputs, plus the shared
+// experts' output where the row has them (deepseek_v3).
 //
 // Parallel forms, which compose:
 // - Tensor parallelism (RunOptions::tp; Megatron's expert tensor-parallel
@@ -22,7 +24,10 @@
 // Parameter names are transformers 5's: "<mlp>.gate.weight" [experts,
 // hidden] (the router), "<mlp>.experts.gate_up_proj" [experts, 2 *
 // intermediate, hidden] (gate rows first, then up) and
-// "<mlp>.experts.down_proj" [experts, hidden, intermediate].
+// "<mlp>.experts.down_proj" [experts, hidden, intermediate]; deepseek_v3's
+// "<mlp>.gate.e_score_correction_bias" [experts] (a buffer, as in
+// transformers: loaded, not trained) and "<mlp>.shared_experts.gate_proj",
+// ".up_proj", ".down_proj" (n_shared_experts x intermediate wide, no bias).
 //
 // Methods throw c10::Error like any LibTorch code.
 #ifndef AUTOACCEL_ENGINE_MOE_H_
@@ -53,10 +58,18 @@ struct MoeRouting {
   torch::Tensor experts;  // [N, k] int64: the chosen experts, distinct per token
 };
 
-// The router ("gate"): a linear layer without bias scoring every expert.
-// mixtral: softmax over all experts in fp32, the top num_experts_per_tok
-// kept and renormalised to sum to 1 (no jitter, no auxiliary loss: as
-// transformers with output_router_logits false, its default).
+// The router ("gate"): a linear layer without bias scoring every expert,
+// then the family's MoeRouter (model_families.h), as transformers computes
+// it (no jitter, no auxiliary loss: output_router_logits false, its
+// default):
+//   kSoftmax (mixtral, qwen3_moe): softmax over all experts in fp32, the top
+//     num_experts_per_tok kept, renormalised to sum to 1 when
+//     norm_topk_prob;
+//   kGroupedSigmoid (deepseek_v3): scores sigmoid(x W^T) in fp32; experts
+//     ranked by score + e_score_correction_bias, only within the topk_group
+//     of n_group groups whose two best ranks sum highest; the chosen
+//     experts' scores (without the bias), divided by their sum (+ 1e-20)
+//     when norm_topk_prob, times routed_scaling_factor.
 class MoeRouterImpl : public torch::nn::Module {
  public:
   explicit MoeRouterImpl(const ModelSpec& spec);
@@ -67,8 +80,13 @@ class MoeRouterImpl : public torch::nn::Module {
   const torch::Tensor& weight() const { return weight_; }
 
  private:
+  MoeRouter kind_;
   int64_t top_k_;
+  bool normalize_;
+  int64_t groups_, top_groups_;
+  double scaling_;
   torch::Tensor weight_;
+  torch::Tensor score_bias_;  // kGroupedSigmoid: e_score_correction_bias
 };
 
 // The experts and their router: x [B, T, hidden] (under sequence
@@ -87,6 +105,10 @@ class SparseMoeImpl : public torch::nn::Module {
   int64_t num_experts_;
   std::shared_ptr<MoeRouterImpl> gate_;
   torch::Tensor gate_up_proj_, down_proj_;  // this rank's experts (and slices)
+  // deepseek_v3's shared experts ("shared_experts.gate_proj", ...); null
+  // for the others.
+  torch::nn::Linear shared_gate_proj_{nullptr}, shared_up_proj_{nullptr},
+      shared_down_proj_{nullptr};
 };
 
 }  // namespace autoaccel

@@ -168,22 +168,28 @@ absl::Status LoadWeights(torch::nn::Module& module, const std::string& path) {
   std::map<std::string, const torch::Tensor*> by_name;
   for (const auto& [name, tensor] : *file) by_name[name] = &tensor;
 
-  const auto params = module.named_parameters(/*recurse=*/true);
+  // Buffers too (deepseek_v3's e_score_correction_bias), as transformers'
+  // state_dict holds them.
+  std::vector<std::pair<std::string, torch::Tensor>> params;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    params.emplace_back(item.key(), item.value());
+  }
+  for (const auto& item : module.named_buffers(/*recurse=*/true)) {
+    params.emplace_back(item.key(), item.value());
+  }
   std::vector<std::string> missing, other_shape, unexpected;
   std::set<std::string> used;
-  for (const auto& item : params) {
-    auto it = by_name.find(item.key());
+  for (const auto& [name, value] : params) {
+    auto it = by_name.find(name);
     if (it == by_name.end()) {
-      missing.push_back(item.key());
+      missing.push_back(name);
       continue;
     }
-    used.insert(item.key());
+    used.insert(name);
     const torch::Tensor& t = *it->second;
-    if (t.sizes() != item.value().sizes() ||
-        t.is_floating_point() != item.value().is_floating_point()) {
-      other_shape.push_back(absl::StrCat(item.key(), " (file ", DtypeName(t.scalar_type()), " ",
-                                         Shape(t.sizes()), ", model ", Shape(item.value().sizes()),
-                                         ")"));
+    if (t.sizes() != value.sizes() || t.is_floating_point() != value.is_floating_point()) {
+      other_shape.push_back(absl::StrCat(name, " (file ", DtypeName(t.scalar_type()), " ",
+                                         Shape(t.sizes()), ", model ", Shape(value.sizes()), ")"));
     }
   }
   for (const auto& [name, tensor] : by_name) {
@@ -206,7 +212,7 @@ absl::Status LoadWeights(torch::nn::Module& module, const std::string& path) {
         absl::StrCat("weights ", path, ": ", absl::StrJoin(problems, "; ")));
   }
   torch::NoGradGuard no_grad;
-  for (const auto& item : params) item.value().copy_(*by_name.at(item.key()));
+  for (auto& [name, value] : params) value.copy_(*by_name.at(name));
   return absl::OkStatus();
 }
 

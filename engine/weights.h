@@ -45,14 +45,15 @@ absl::StatusOr<NamedTensors> ReadSafetensors(
 absl::Status WriteSafetensors(const std::string& path, const NamedTensors& tensors,
                               const std::map<std::string, std::string>& metadata = {});
 
-// Copies the tensors of the safetensors file `path` into the parameters of
-// `module` with the same names (as module.named_parameters() spells them:
-// "model.layers.0.self_attn.q_proj.weight"), converting dtype and device.
-// All or nothing: every parameter must have a tensor of its shape in the
-// file and every tensor in the file must name a parameter (floating-point
-// for floating-point), else INVALID_ARGUMENT listing what is missing,
-// unexpected or of another shape, and no parameter is changed. Buffers are
-// not loaded (no model here has any). Errors of ReadSafetensors pass through.
+// Copies the tensors of the safetensors file `path` into the parameters and
+// buffers of `module` with the same names (as module.named_parameters() and
+// named_buffers() spell them: "model.layers.0.self_attn.q_proj.weight",
+// "model.layers.3.mlp.gate.e_score_correction_bias"), converting dtype and
+// device. All or nothing: every parameter and buffer must have a tensor of
+// its shape in the file and every tensor in the file must name one
+// (floating-point for floating-point), else INVALID_ARGUMENT listing what is
+// missing, unexpected or of another shape, and nothing is changed. Errors of
+// ReadSafetensors pass through.
 absl::Status LoadWeights(torch::nn::Module& module, const std::string& path);
 
 }  // namespace autoaccel

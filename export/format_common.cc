@@ -1,5 +1,6 @@
 // The pieces several formats share (formats.h).
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "export/formats.h"
 
 namespace autoaccel {
@@ -30,6 +31,50 @@ void NoPipelineRows(const Strategy& s, FidelityBuilder& rows, FidelityStatus sta
   rows.Set(&Strategy::pipeline_parallel, status, note);
   rows.Set(&Strategy::pipeline_schedule, status, "no pipeline parallelism (see pipeline_parallel)");
   rows.Set(&Strategy::virtual_stages, status, "no pipeline parallelism (see pipeline_parallel)");
+}
+
+std::vector<ArchitectureRow> UnwrittenModelRows(const ModelSpec& m,
+                                                const std::string& experts_built,
+                                                const std::string& attention_built) {
+  std::vector<ArchitectureRow> rows;
+  if (!m.IsDecoder()) return rows;
+  const ModelFamilyInfo& info = m.Info();
+  auto row = [&](const char* feature, std::string value, const std::string& built,
+                 absl::string_view what) {
+    rows.push_back({feature, std::move(value), FidelityStatus::kNotExpressible,
+                    absl::StrCat("the export writes nothing for ", what, ": ", built)});
+  };
+  if (info.latent_attention) {
+    row("latent_attention",
+        absl::StrCat("q_lora_rank ", m.q_lora_rank, ", kv_lora_rank ", m.kv_lora_rank,
+                     ", qk heads ", m.qk_nope_head_dim, " + ", m.qk_rope_head_dim, ", v heads ",
+                     m.v_head_dim),
+        attention_built, "multi-head latent attention");
+  }
+  if (!info.experts) return rows;
+  if (info.moe_width) {
+    row("expert_width", absl::StrCat(m.ExpertWidth()), experts_built,
+        absl::StrCat("the experts' own width (the dense layers' is ", m.n_inner, ")"));
+  }
+  if (!m.dense_mlp_layers.empty()) {
+    row("dense_layers", absl::StrJoin(m.dense_mlp_layers, ","), experts_built,
+        "the layers with a dense MLP");
+  }
+  if (info.router == MoeRouter::kGroupedSigmoid) {
+    row("router",
+        absl::StrCat("sigmoid scores with correction biases, top ", m.topk_group, " of ", m.n_group,
+                     " groups, scaled by ", m.routed_scaling_factor,
+                     m.norm_topk_prob ? ", renormalised" : ""),
+        experts_built, "DeepSeek-V3's grouped sigmoid router");
+  } else if (!m.norm_topk_prob) {
+    row("router", "softmax top-k, not renormalised", experts_built,
+        "top-k weights left as the softmax gave them");
+  }
+  if (info.shared_experts) {
+    row("shared_experts", absl::StrCat(m.n_shared_experts, " x ", m.ExpertWidth()), experts_built,
+        "the shared experts");
+  }
+  return rows;
 }
 
 void NoContextParallelRows(const Strategy& s, FidelityBuilder& rows, const std::string& why) {

@@ -124,6 +124,17 @@ void NoContextParallelRows(const Strategy& s, FidelityBuilder& rows, const std::
 // training, but not the memory the strategy was tuned to fit).
 void NoExpertParallelRows(const Strategy& s, FidelityBuilder& rows, const std::string& why);
 
+// The architecture rows, each kNotExpressible, of the mixture-of-experts
+// and attention features the megatron and torchtitan exports write nothing
+// for: an expert width of its own (moe_intermediate_size), dense layers
+// among the expert layers, a router other than Mixtral's (a softmax over
+// the top k, renormalised), shared experts, multi-head latent attention.
+// `experts_built` and `attention_built` say what the export's network has in
+// their place. Empty for families without them.
+std::vector<ArchitectureRow> UnwrittenModelRows(const ModelSpec& m,
+                                                const std::string& experts_built,
+                                                const std::string& attention_built);
+
 // The context-parallel exchange under accelerate (torch's context_parallel,
 // its cp_comm_strategy): all_gather is "allgather", p2p comes closest as
 // "alltoall" (torch's ring passing K/V with all-to-all collectives). Sets

@@ -420,6 +420,15 @@ class MegatronModel {
   }
 
   void Experts() {
+    for (ArchitectureRow& row : UnwrittenModelRows(
+             m_,
+             absl::StrCat("the flags build experts of --ffn-hidden-size ", m_.n_inner,
+                          " on every layer, routed by a renormalised softmax top-k; set "
+                          "Megatron's MoE configuration for it in code"),
+             "the flags build standard attention of --kv-channels heads; set Megatron's "
+             "latent-attention configuration in code")) {
+      rows_.push_back(std::move(row));
+    }
     if (!info_.experts) return;
     Flag("--num-experts", m_.num_local_experts);
     Flag("--moe-router-topk", m_.num_experts_per_tok);
@@ -428,7 +437,7 @@ class MegatronModel {
         kExact,
         "--num-experts --moe-router-topk: every layer, softmax over the top-k router logits "
         "(Mixtral's renormalized top-k), no token dropped, no load-balancing loss (the default "
-        "--moe-aux-loss-coeff 0)");
+        "--moe-aux-loss-coeff 0); the rows above say where the model differs");
   }
 
   void Dropout() {

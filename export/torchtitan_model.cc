@@ -300,11 +300,17 @@ class TorchtitanModel {
                        Py(m_.final_logit_softcapping)),
           kNotExpressible, "torchtitan caps no score: add cap * tanh(x / cap) in code");
     }
+    const std::string flavor = m_.family == "qwen3" ? "qwen3" : "llama3";
+    for (ArchitectureRow& row : UnwrittenModelRows(
+             m_, absl::StrCat("the ", flavor, " flavor written has one dense MLP per layer"),
+             absl::StrCat("the ", flavor, " flavor written has standard attention"))) {
+      rows_.push_back(std::move(row));
+    }
     if (info_.experts) {
       Row("experts", absl::StrCat(m_.num_local_experts, " experts, top ", m_.num_experts_per_tok),
           kNotExpressible,
-          "torchtitan 0.2.2 has no Mixtral model: the llama3 flavor written is dense, one MLP "
-          "of the expert's width per layer");
+          absl::StrCat("the export writes no torchtitan mixture of experts: the ", flavor,
+                       " flavor written is dense, one MLP of width ", m_.n_inner, " per layer"));
     }
   }
 

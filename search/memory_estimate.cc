@@ -21,13 +21,24 @@ struct MlpActivations {
 };
 MlpActivations MlpActivationUnits(const ModelSpec& m) {
   const double f_over_h = double(m.n_inner) / m.n_embd;
-  if (!m.IsDecoder()) return {4.0 * f_over_h, 0.0};  // gpt2, bert: GELU
-  const ModelFamilyInfo& info = m.Info();
-  if (info.experts) {
-    return {m.num_experts_per_tok * (8.0 * f_over_h + 4.0),
-            6.0 * m.num_local_experts / double(m.n_embd)};
+  if (!m.IsDecoder()) return {4.0 * f_over_h, 0.0};     // gpt2, bert: GELU
+  if (!m.Info().experts) return {8.0 * f_over_h, 0.0};  // gated: gate, up, act(gate), product
+  // The layers' average: dense layers (qwen3_moe, deepseek_v3) are gated
+  // MLPs of n_inner, expert layers k experts of ExpertWidth() and the
+  // shared experts' n_shared_experts x ExpertWidth().
+  const double expert_over_h = double(m.ExpertWidth()) / m.n_embd;
+  MlpActivations sum;
+  for (int layer = 0; layer < m.n_layer; ++layer) {
+    if (m.ExpertLayer(layer)) {
+      sum.wide += m.num_experts_per_tok * (8.0 * expert_over_h + 4.0) +
+                  8.0 * expert_over_h * m.n_shared_experts;
+      sum.narrow += 6.0 * m.num_local_experts / double(m.n_embd);
+    } else {
+      sum.wide += 8.0 * f_over_h;
+    }
   }
-  return {8.0 * f_over_h, 0.0};  // gated: gate, up, act(gate), their product
+  const double L = std::max(1, m.n_layer);
+  return {sum.wide / L, sum.narrow / L};
 }
 
 // Korthikanti et al.'s bytes for one layer and micro-batch (16-bit), for
@@ -48,14 +59,19 @@ double LayerActivationBytes(const ModelSpec& m, int seq_len, const Strategy& s,
   // 10: norms' inputs 4, the attention's and the MLP's replicated inputs 2 + 2,
   // two dropout masks; 8/t: Q, K, V and the attention projection's input, at
   // the attention width n_head * head_dim (h unless head_dim says otherwise).
-  const double width = m.IsDecoder() ? double(m.n_head) * m.HeadDim() / m.n_embd : 1.0;
+  // (Latent attention: q and k of QkHeadDim(), v and the projection's
+  // input of VHeadDim(), their mean.)
+  const double width =
+      m.IsDecoder() ? double(m.n_head) * (m.QkHeadDim() + m.VHeadDim()) / (2.0 * m.n_embd) : 1.0;
   const MlpActivations mlp = MlpActivationUnits(m);
   double narrow = 10.0 + mlp.narrow, wide = 8.0 * width + mlp.wide;
   if (m.IsDecoder() && m.Info().sandwich_norm) narrow += 4.0;  // two more norms' inputs
   if (m.IsDecoder() && m.Info().qk_norm) wide += 4.0 * width;  // the q and k norms' inputs
   if (cp > 1 && !ring) {
     // all_gather keeps the other ranks' keys and values for backward.
-    const double kv_width = m.IsDecoder() ? double(m.n_kv_head) * m.HeadDim() / m.n_embd : 1.0;
+    const double kv_width =
+        m.IsDecoder() ? double(m.n_kv_head) * (m.QkHeadDim() + m.VHeadDim()) / (2.0 * m.n_embd)
+                      : 1.0;
     wide += 4.0 * kv_width * (cp - 1);
   }
   const double rest = sp ? (narrow + wide) / t : narrow + wide / t;

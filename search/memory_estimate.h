@@ -13,12 +13,12 @@
 // layer at a time); offload=cpu moves the optimizer part to host memory.
 // Tensor parallelism divides the parameters by tp, pipeline stages take
 // their share of the layers (the worst stage also holds the embedding).
-// Mixtral's model state counts every expert (ParameterCount does); expert
-// parallelism (ep) divides the routed experts' share by ep, and sharding
-// divides that share over the N / ep ranks that hold the same experts.
-// Activations assume balanced routing (every expert gets its share of
-// the tokens), so expert parallelism leaves them as they are: a rank
-// computes k experts' worth of its own tokens either way.
+// A mixture of experts' model state counts every expert (ParameterCount
+// does); expert parallelism (ep) divides the routed experts' share by ep,
+// and sharding divides that share over the N / ep ranks that hold the same
+// experts. Activations assume balanced routing (every expert gets its
+// share of the tokens), so expert parallelism leaves them as they are: a
+// rank computes k experts' worth of its own tokens either way.
 //
 // Activations (Korthikanti et al., "Reducing Activation Recomputation in
 // Large Transformer Models"), bytes per layer and micro-batch for 16-bit
@@ -34,18 +34,26 @@
 // linear's output and the GELU's). Attention's 8/t is scaled by A/h, A =
 // n_head·head_dim the attention width (a decoder whose head_dim is not
 // h/a, e.g. gemma's; K and V are counted at that width as Korthikanti's
-// are, grouped-query attention or not); qwen3's per-head q/k norms add
-// 4·A/(h·t) (their inputs), gemma2's two extra norms 4 (their inputs). The
-// MLP part follows the model's width f = n_inner and kind instead:
+// are, grouped-query attention or not; latent attention's A is the mean of
+// its query/key and value widths, n_head·(QkHeadDim() + VHeadDim()) / 2);
+// qwen3's per-head q/k norms add 4·A/(h·t) (their inputs), gemma2's two
+// extra norms 4 (their inputs). The MLP part follows the model's width f =
+// n_inner and kind instead:
 //   gpt2, bert (GELU)       4·f/h       (16 at f = 4h: Korthikanti's figure)
 //   decoders (gated: SwiGLU, GeGLU; fused gate_up or not)
 //                           8·f/h       (gate, up, act(gate), their product)
-//   mixtral (top-k MoE)     k·(8·f/h + 4), and 6·E/h outside the /t:
-//                           each token goes through its k = num_experts_per_tok
-//                           experts: their SwiGLU tensors plus the expert's
-//                           gathered input and its output before the routing
-//                           weight (h each); the router keeps its logits
+//   expert layers (mixtral, qwen3_moe, deepseek_v3)
+//                           k·(8·f_e/h + 4) + 8·n_s·f_e/h, and 6·E/h outside
+//                           the /t: each token goes through its k =
+//                           num_experts_per_tok experts of width f_e =
+//                           ExpertWidth(): their SwiGLU tensors plus the
+//                           expert's gathered input and its output before the
+//                           routing weight (h each); n_s = n_shared_experts
+//                           shared experts' SwiGLU; the router keeps its logits
 //                           (16-bit) and fp32 probabilities over the E experts.
+//                           A model whose layers differ (qwen3_moe's and
+//                           deepseek_v3's dense layers, 8·f/h) counts the
+//                           layers' average.
 // Context parallelism (cp ranks share each sequence): every rank keeps the
 // activations of s/cp tokens, so s·b·h above counts s/cp, while the
 // attention core's scores still span the whole sequence's keys (5·a·s/(h·t)

@@ -91,17 +91,25 @@ ModelParts Parts(const ModelSpec& m, int seq_len) {
   p.outside_params = static_cast<double>(no_layers.ParameterCount());
   p.layer_params = (static_cast<double>(m.ParameterCount()) - p.outside_params) / L;
   p.expert_params = static_cast<double>(m.ExpertParameterCount()) / L;
-  if (p.expert_params > 0) p.routed_width = double(m.num_experts_per_tok) * h;
+  if (p.expert_params > 0) {
+    // Averaged over the layers, as the parameters are: dense layers
+    // (qwen3_moe, deepseek_v3) route nothing.
+    int expert_layers = 0;
+    for (int layer = 0; layer < m.n_layer; ++layer) expert_layers += m.ExpertLayer(layer);
+    p.routed_width = double(m.num_experts_per_tok) * h * expert_layers / L;
+  }
   p.head_flops = no_layers.TrainingFlopsPerToken(seq_len);
   p.layer_flops = (m.TrainingFlopsPerToken(seq_len) - p.head_flops) / L;
   // The attention core's forward products per token and layer (what
   // selective recomputation repeats): 4 * keys attended * attention width.
   double attended = 0;
   for (int layer = 0; layer < m.n_layer; ++layer) attended += m.AttendedKeys(layer, seq_len);
-  const double attention_width = m.IsDecoder() ? double(m.n_head) * m.HeadDim() : h;
+  // (Latent attention: the mean of the query/key and the value widths.)
+  const double attention_width =
+      m.IsDecoder() ? double(m.n_head) * (m.QkHeadDim() + m.VHeadDim()) / 2.0 : h;
   p.attention_flops = 4.0 * attention_width * attended / L;
   p.tied = !m.IsDecoder() || m.tie_word_embeddings;
-  p.kv_width = 2.0 * (m.IsDecoder() ? double(m.n_kv_head) * m.HeadDim() : h);
+  p.kv_width = m.IsDecoder() ? double(m.n_kv_head) * (m.QkHeadDim() + m.VHeadDim()) : 2.0 * h;
   if (m.family == "gpt2") {
     p.embedding_params = (V + m.n_positions) * h;
     p.replicated_layer_tensors = 6;  // ln_1, ln_2 (weight, bias); both c_proj biases
@@ -480,8 +488,8 @@ TimeFeatures StepTimeFeaturizer::operator()(const Strategy& s) const {
   thread_local std::array<int, 6> last_layout = {0, 0, 0, 0, 0, 0};
   thread_local GroupPlacement last_placement;
   const std::array<int, 6> layout = {topology_.devices_per_node, s.tensor_parallel,
-                                     s.context_parallel,          s.data_parallel,
-                                     s.pipeline_parallel,         s.expert_parallel};
+                                     s.context_parallel,         s.data_parallel,
+                                     s.pipeline_parallel,        s.expert_parallel};
   if (layout != last_layout) {
     last_placement = PlaceGroups(s, topology_);
     last_layout = layout;

@@ -148,11 +148,12 @@ absl::Status CheckTuneNumbers(const v1::TuneRequest& r) {
 }
 
 // A model dimension: its row, its gpt2 config key (the other families use
-// the row's) and the member that holds it.
+// the row's, or `key`) and the member that holds it.
 struct ModelDimension {
   Limit limit;
   const char* gpt2_key;  // null: gpt2 has no such key
   int ModelSpec::*member;
+  const char* key = nullptr;  // the config key, when not the row's field
 };
 constexpr ModelDimension kModelDimensions[] = {
     {Limit::kLayers, "n_layer", &ModelSpec::n_layer},
@@ -163,6 +164,12 @@ constexpr ModelDimension kModelDimensions[] = {
     {Limit::kVocabulary, "vocab_size", &ModelSpec::vocab_size},
     {Limit::kPositions, "n_positions", &ModelSpec::n_positions},
     {Limit::kExperts, nullptr, &ModelSpec::num_local_experts},
+    {Limit::kExpertWidth, nullptr, &ModelSpec::moe_intermediate_size},
+    {Limit::kLatentRank, nullptr, &ModelSpec::kv_lora_rank},
+    {Limit::kLatentRank, nullptr, &ModelSpec::q_lora_rank, "q_lora_rank"},
+    {Limit::kHeadDim, nullptr, &ModelSpec::qk_nope_head_dim, "qk_nope_head_dim"},
+    {Limit::kHeadDim, nullptr, &ModelSpec::qk_rope_head_dim, "qk_rope_head_dim"},
+    {Limit::kHeadDim, nullptr, &ModelSpec::v_head_dim, "v_head_dim"},
 };
 
 absl::Status CheckDevice(const v1::Device& d, int i) {
@@ -258,8 +265,10 @@ absl::Status CheckModelLimits(const ModelSpec& model) {
   const bool gpt2 = model.family == "gpt2";
   for (const ModelDimension& d : kModelDimensions) {
     const RequestLimit& row = LimitRow(d.limit);
-    const std::string field =
-        gpt2 && d.gpt2_key != nullptr ? absl::StrCat("model_config.", d.gpt2_key) : row.field;
+    const std::string field = gpt2 && d.gpt2_key != nullptr
+                                  ? absl::StrCat("model_config.", d.gpt2_key)
+                              : d.key != nullptr ? absl::StrCat("model_config.", d.key)
+                                                 : row.field;
     RETURN_IF_ERROR(CheckLimit(d.limit, model.*d.member, field));
   }
   return absl::OkStatus();

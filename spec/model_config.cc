@@ -224,6 +224,17 @@ absl::Status ReadRopeType(const nlohmann::json& config, const nlohmann::json& ro
   m->rope_attention_factor = defaults.rope_attention_factor;
   m->rope_short_factor.clear();
   m->rope_long_factor.clear();
+  m->rope_mscale_all_dim = 0;
+  if (family.latent_attention) {
+    // Latent attention scales its softmax by mscale_all_dim (yarn's key).
+    double mscale_all_dim = 0;
+    RETURN_IF_ERROR(number("mscale_all_dim", &mscale_all_dim, /*zero_ok=*/true));
+    if (mscale_all_dim != 0 && !type.yarn_ramp) {
+      return FieldError(field("mscale_all_dim"),
+                        absl::StrCat("is only supported with rope_type yarn, not ", type.name));
+    }
+    m->rope_mscale_all_dim = mscale_all_dim;
+  }
   if (type.original_max) {
     // As transformers: the pretraining length from the rope dict, else the
     // model's; phi3's top-level key (with its default) over both.
@@ -370,6 +381,13 @@ absl::Status ReadSlidingWindow(const nlohmann::json& config, const ModelFamilyIn
       return absl::OkStatus();
     case SlidingLayers::kAll:
       return IntOrNull(config, "sliding_window", &m->sliding_window);
+    case SlidingLayers::kUseSlidingWindow: {
+      RETURN_IF_ERROR(IntOrNull(config, "sliding_window", &m->sliding_window));
+      bool use = false;
+      RETURN_IF_ERROR(Bool(config, "use_sliding_window", &use));
+      if (!use) m->sliding_window = 0;  // as transformers: the window needs use_sliding_window
+      return absl::OkStatus();
+    }
     case SlidingLayers::kQwen:
     case SlidingLayers::kLayerTypes:
       break;
@@ -424,6 +442,109 @@ absl::Status ReadSlidingWindow(const nlohmann::json& config, const ModelFamilyIn
   return absl::OkStatus();
 }
 
+// A non-negative integer; absent leaves `*out`.
+absl::Status NonNegativeInt(const nlohmann::json& config, const char* key, int* out) {
+  auto it = config.find(key);
+  if (it == config.end()) return absl::OkStatus();
+  if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > (1 << 30)) {
+    return FieldError(key, absl::StrCat("expected a non-negative integer, got ", it->dump()));
+  }
+  *out = it->get<int>();
+  return absl::OkStatus();
+}
+
+// The mixture of experts of a family whose row has experts, with
+// transformers' defaults for the keys that change its behaviour (the sizes
+// are required).
+absl::Status ReadExperts(const nlohmann::json& config, const ModelFamilyInfo& family,
+                         ModelSpec* m) {
+  // The family's key, or num_local_experts, which transformers' attribute_map
+  // aliases to it (Qwen3MoeConfig writes that one).
+  const std::string key = family.experts_key;
+  const bool own = config.contains(key), alias = config.contains("num_local_experts");
+  RETURN_IF_ERROR(
+      Int(config, own || !alias ? key.c_str() : "num_local_experts", &m->num_local_experts, true));
+  if (own && alias && key != "num_local_experts") {
+    int aliased = 0;
+    RETURN_IF_ERROR(Int(config, "num_local_experts", &aliased, true));
+    if (aliased != m->num_local_experts) {
+      return FieldError(
+          "num_local_experts",
+          absl::StrCat("must equal ", key, " (", m->num_local_experts, "), got ", aliased));
+    }
+  }
+  RETURN_IF_ERROR(Int(config, "num_experts_per_tok", &m->num_experts_per_tok, true));
+  if (family.moe_width) {
+    RETURN_IF_ERROR(Int(config, "moe_intermediate_size", &m->moe_intermediate_size, true));
+  }
+  if (family.norm_topk_key) {
+    m->norm_topk_prob = family.norm_topk_default;
+    RETURN_IF_ERROR(Bool(config, "norm_topk_prob", &m->norm_topk_prob));
+  }
+  m->dense_mlp_layers.clear();
+  switch (family.dense_layers) {
+    case DenseMlpLayers::kNone:
+      break;
+    case DenseMlpLayers::kQwenSparseStep: {
+      int step = 1;
+      RETURN_IF_ERROR(Int(config, "decoder_sparse_step", &step, false));
+      std::vector<bool> dense(m->n_layer, false);
+      if (const nlohmann::json* only = Find(config, "mlp_only_layers"); only != nullptr) {
+        if (!only->is_array()) return FieldError("mlp_only_layers", "expected a list of layers");
+        for (const nlohmann::json& layer : *only) {
+          if (!layer.is_number_integer() || layer.get<int64_t>() < 0 ||
+              layer.get<int64_t>() >= m->n_layer) {
+            return FieldError("mlp_only_layers",
+                              absl::StrCat("expected layers in [0, num_hidden_layers = ",
+                                           m->n_layer, "), got ", layer.dump()));
+          }
+          dense[layer.get<int>()] = true;
+        }
+      }
+      for (int layer = 0; layer < m->n_layer; ++layer) {
+        if (dense[layer] || (layer + 1) % step != 0) m->dense_mlp_layers.push_back(layer);
+      }
+      break;
+    }
+    case DenseMlpLayers::kFirstK: {
+      int first_dense = 3;  // DeepseekV3Config's default
+      RETURN_IF_ERROR(NonNegativeInt(config, "first_k_dense_replace", &first_dense));
+      for (int layer = 0; layer < std::min(first_dense, m->n_layer); ++layer) {
+        m->dense_mlp_layers.push_back(layer);
+      }
+      break;
+    }
+  }
+  if (family.router == MoeRouter::kGroupedSigmoid) {  // DeepseekV3Config's defaults
+    m->n_group = 8;
+    m->topk_group = 4;
+    m->routed_scaling_factor = 2.5;
+    RETURN_IF_ERROR(Int(config, "n_group", &m->n_group, false));
+    RETURN_IF_ERROR(Int(config, "topk_group", &m->topk_group, false));
+    RETURN_IF_ERROR(Positive(config, "routed_scaling_factor", &m->routed_scaling_factor));
+  }
+  if (family.shared_experts) {
+    m->n_shared_experts = 1;
+    RETURN_IF_ERROR(Int(config, "n_shared_experts", &m->n_shared_experts, false));
+  }
+  return absl::OkStatus();
+}
+
+// Multi-head latent attention's sizes. head_dim is not read: transformers
+// sets it to qk_rope_head_dim whatever the config says.
+absl::Status ReadLatentAttention(const nlohmann::json& config, ModelSpec* m) {
+  if (!config.contains("q_lora_rank")) return FieldError("q_lora_rank", "missing");
+  RETURN_IF_ERROR(IntOrNull(config, "q_lora_rank", &m->q_lora_rank));
+  RETURN_IF_ERROR(Int(config, "kv_lora_rank", &m->kv_lora_rank, true));
+  RETURN_IF_ERROR(Int(config, "qk_nope_head_dim", &m->qk_nope_head_dim, true));
+  RETURN_IF_ERROR(Int(config, "qk_rope_head_dim", &m->qk_rope_head_dim, true));
+  RETURN_IF_ERROR(Int(config, "v_head_dim", &m->v_head_dim, true));
+  m->rope_interleave = true;  // DeepseekV3Config's default
+  RETURN_IF_ERROR(Bool(config, "rope_interleave", &m->rope_interleave));
+  m->head_dim = 0;
+  return absl::OkStatus();
+}
+
 // Every Llama-style decoder, from its family's row.
 absl::Status ReadDecoder(const nlohmann::json& config, const ModelFamilyInfo& family,
                          ModelSpec* m) {
@@ -471,10 +592,8 @@ absl::Status ReadDecoder(const nlohmann::json& config, const ModelFamilyInfo& fa
     RETURN_IF_ERROR(PositiveOrNull(config, "final_logit_softcapping", &m->final_logit_softcapping));
     RETURN_IF_ERROR(Positive(config, "query_pre_attn_scalar", &m->query_pre_attn_scalar));
   }
-  if (family.experts) {
-    RETURN_IF_ERROR(Int(config, "num_local_experts", &m->num_local_experts, true));
-    RETURN_IF_ERROR(Int(config, "num_experts_per_tok", &m->num_experts_per_tok, true));
-  }
+  if (family.experts) RETURN_IF_ERROR(ReadExperts(config, family, m));
+  if (family.latent_attention) RETURN_IF_ERROR(ReadLatentAttention(config, m));
   return absl::OkStatus();
 }
 
@@ -541,14 +660,41 @@ nlohmann::json ModelSpec::ToConfigJson() const {
                      {"rope_theta", rope_theta},
                      {"tie_word_embeddings", tie_word_embeddings}};
     if (info.experts) {
-      j["num_local_experts"] = num_local_experts;
+      j[info.experts_key] = num_local_experts;
       j["num_experts_per_tok"] = num_experts_per_tok;
+      if (info.moe_width) j["moe_intermediate_size"] = moe_intermediate_size;
+      if (info.norm_topk_key) j["norm_topk_prob"] = norm_topk_prob;
+      switch (info.dense_layers) {
+        case DenseMlpLayers::kNone:
+          break;
+        case DenseMlpLayers::kQwenSparseStep:  // decoder_sparse_step left at 1
+          j["mlp_only_layers"] = dense_mlp_layers;
+          break;
+        case DenseMlpLayers::kFirstK:
+          j["first_k_dense_replace"] = dense_mlp_layers.size();
+          break;
+      }
+      if (info.router == MoeRouter::kGroupedSigmoid) {
+        j["n_group"] = n_group;
+        j["topk_group"] = topk_group;
+        j["routed_scaling_factor"] = routed_scaling_factor;
+      }
+      if (info.shared_experts) j["n_shared_experts"] = n_shared_experts;
+    }
+    if (info.latent_attention) {
+      j["q_lora_rank"] = q_lora_rank > 0 ? nlohmann::json(q_lora_rank) : nlohmann::json();
+      j["kv_lora_rank"] = kv_lora_rank;
+      j["qk_nope_head_dim"] = qk_nope_head_dim;
+      j["qk_rope_head_dim"] = qk_rope_head_dim;
+      j["v_head_dim"] = v_head_dim;
+      j["rope_interleave"] = rope_interleave;
     }
     // The features, where reading the config without the key would give
     // another value (the row's defaults).
     auto or_null = [](auto v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(); };
     const int derived_head = n_head > 0 && n_embd % n_head == 0 ? n_embd / n_head : 0;
-    if (HeadDim() != (info.head_dim_default > 0 ? info.head_dim_default : derived_head)) {
+    if (!info.latent_attention &&
+        HeadDim() != (info.head_dim_default > 0 ? info.head_dim_default : derived_head)) {
       j["head_dim"] = HeadDim();
     }
     if (hidden_act != info.activation_default) j[info.activation_key] = hidden_act;
@@ -575,6 +721,7 @@ nlohmann::json ModelSpec::ToConfigJson() const {
         rope["truncate"] = rope_truncate;
       }
       if (t->attention_factor) rope["attention_factor"] = rope_attention_factor;
+      if (rope_mscale_all_dim != 0) rope["mscale_all_dim"] = rope_mscale_all_dim;
       if (t->short_long) {
         rope["short_factor"] = rope_short_factor;
         rope["long_factor"] = rope_long_factor;
@@ -590,6 +737,12 @@ nlohmann::json ModelSpec::ToConfigJson() const {
       case SlidingLayers::kAll:
         if (sliding_window != info.sliding_window_default)
           j["sliding_window"] = or_null(sliding_window);
+        break;
+      case SlidingLayers::kUseSlidingWindow:
+        if (sliding_window > 0) {
+          j["use_sliding_window"] = true;
+          j["sliding_window"] = sliding_window;
+        }
         break;
       case SlidingLayers::kQwen:
         if (sliding_window > 0) {

@@ -70,6 +70,31 @@ const ModelFamilyInfo kModelFamilies[] = {
         .SoftCap(50.0, 30.0, 256.0)
         .Sliding(SlidingLayers::kLayerTypes, 4096)
         .Parallel(),
+    // Qwen3-30B-A3B's network: qwen3's attention, experts of their own width
+    // (moe_intermediate_size) on the layers decoder_sparse_step and
+    // mlp_only_layers leave sparse.
+    Decoder("qwen3_moe", "Qwen3Moe")
+        .KvHeads(4)
+        .QkNorm()
+        .AttentionBiasKey()
+        .Experts()
+        .ExpertsKey("num_experts")
+        .MoeWidth()
+        .NormTopK(false)
+        .Dense(DenseMlpLayers::kQwenSparseStep)
+        .Sliding(SlidingLayers::kUseSlidingWindow, 4096)
+        .ContextParallel(),
+    Decoder("deepseek_v3", "DeepseekV3")
+        .KvHeads(128)
+        .AttentionBiasKey()
+        .Experts()
+        .ExpertsKey("n_routed_experts")
+        .MoeWidth()
+        .NormTopK(true)
+        .Router(MoeRouter::kGroupedSigmoid)
+        .Dense(DenseMlpLayers::kFirstK)
+        .SharedExperts()
+        .LatentAttention(),
     Family("torchscript", Network::kTorchScript, ""),
 };
 
@@ -122,7 +147,30 @@ std::vector<std::string> DecoderFeatureKeys(const ModelFamilyInfo& f) {
   }
   if (f.partial_rotary) keys.push_back("partial_rotary_factor");
   if (f.phi3_rope_original_max > 0) keys.push_back("original_max_position_embeddings");
-  if (f.experts) keys.insert(keys.end(), {"num_local_experts", "num_experts_per_tok"});
+  if (f.experts) {
+    keys.insert(keys.end(), {"num_local_experts", "num_experts_per_tok"});
+    if (f.experts_key != absl::string_view("num_local_experts")) keys.push_back(f.experts_key);
+  }
+  if (f.moe_width) keys.push_back("moe_intermediate_size");
+  if (f.norm_topk_key) keys.push_back("norm_topk_prob");
+  if (f.router == MoeRouter::kGroupedSigmoid) {
+    keys.insert(keys.end(), {"n_group", "topk_group", "routed_scaling_factor"});
+  }
+  switch (f.dense_layers) {
+    case DenseMlpLayers::kNone:
+      break;
+    case DenseMlpLayers::kQwenSparseStep:
+      keys.insert(keys.end(), {"decoder_sparse_step", "mlp_only_layers"});
+      break;
+    case DenseMlpLayers::kFirstK:
+      keys.push_back("first_k_dense_replace");
+      break;
+  }
+  if (f.shared_experts) keys.push_back("n_shared_experts");
+  if (f.latent_attention) {
+    keys.insert(keys.end(), {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                             "v_head_dim", "rope_interleave"});
+  }
   if (f.bidirectional_key) keys.push_back("use_bidirectional_attention");
   switch (f.sliding) {
     case SlidingLayers::kNone:
@@ -136,6 +184,9 @@ std::vector<std::string> DecoderFeatureKeys(const ModelFamilyInfo& f) {
       break;
     case SlidingLayers::kLayerTypes:
       keys.insert(keys.end(), {"sliding_window", "layer_types"});
+      break;
+    case SlidingLayers::kUseSlidingWindow:
+      keys.insert(keys.end(), {"use_sliding_window", "sliding_window", "max_window_layers"});
       break;
   }
   return keys;

@@ -39,6 +39,32 @@ enum class SlidingLayers {
   kQwen,
   // layer_types, by default alternating sliding (even layers) and full (gemma2)
   kLayerTypes,
+  // use_sliding_window (default false) turns it on for every layer;
+  // max_window_layers is read by nothing (qwen3_moe, as Qwen3MoeConfig)
+  kUseSlidingWindow,
+};
+
+// How a mixture-of-experts decoder's router picks a token's experts and
+// weighs them (engine/moe.h computes them).
+enum class MoeRouter {
+  // Softmax over every expert in fp32, the top num_experts_per_tok kept,
+  // renormalised to sum to 1 when norm_topk_prob (mixtral, qwen3_moe).
+  kSoftmax,
+  // DeepSeek-V3's: sigmoid scores; experts chosen by score plus
+  // e_score_correction_bias within the topk_group of n_group groups with the
+  // highest two-best sums; the chosen scores renormalised when
+  // norm_topk_prob, times routed_scaling_factor (deepseek_v3).
+  kGroupedSigmoid,
+};
+
+// Which layers of a mixture-of-experts decoder have a dense MLP (width
+// intermediate_size) instead of experts.
+enum class DenseMlpLayers {
+  kNone,  // none (mixtral)
+  // those in mlp_only_layers, and those whose index + 1 is not a multiple of
+  // decoder_sparse_step (qwen3_moe)
+  kQwenSparseStep,
+  kFirstK,  // the first first_k_dense_replace layers (deepseek_v3)
 };
 
 struct ModelFamilyInfo {
@@ -76,7 +102,23 @@ struct ModelFamilyInfo {
   // pretraining length is the top-level original_max_position_embeddings
   // (absent: this default), over rope_parameters' own.
   int phi3_rope_original_max = 0;
-  bool experts = false;            // sparse mixture-of-experts MLP (mixtral)
+  bool experts = false;  // sparse mixture-of-experts MLP (mixtral)
+  // experts: the config key of the number of experts; num_local_experts is
+  // read too where transformers' attribute_map aliases it.
+  const char* experts_key = "num_local_experts";
+  bool moe_width = false;  // moe_intermediate_size is the experts' width
+  // norm_topk_prob is read (default norm_topk_default); else the chosen
+  // experts' weights are always renormalised (mixtral).
+  bool norm_topk_key = false;
+  bool norm_topk_default = true;
+  MoeRouter router = MoeRouter::kSoftmax;
+  DenseMlpLayers dense_layers = DenseMlpLayers::kNone;
+  // n_shared_experts x moe_intermediate_size dense MLP ("shared_experts")
+  // beside the routed experts, its output added (deepseek_v3).
+  bool shared_experts = false;
+  // Multi-head latent attention in place of q/k/v projections
+  // (engine/latent_attention.h; deepseek_v3).
+  bool latent_attention = false;
   bool bidirectional_key = false;  // use_bidirectional_attention (must not be true)
   SlidingLayers sliding = SlidingLayers::kNone;
   int sliding_window_default = 0;  // sliding_window absent; 0: null
@@ -122,6 +164,15 @@ struct ModelFamilyInfo {
     return Set(&F::phi3_rope_original_max, original_max_default);
   }
   constexpr F Experts() const { return Set(&F::experts, true); }
+  constexpr F ExpertsKey(const char* key) const { return Set(&F::experts_key, key); }
+  constexpr F MoeWidth() const { return Set(&F::moe_width, true); }
+  constexpr F NormTopK(bool default_value) const {
+    return Set(&F::norm_topk_key, true).Set(&F::norm_topk_default, default_value);
+  }
+  constexpr F Router(MoeRouter r) const { return Set(&F::router, r); }
+  constexpr F Dense(DenseMlpLayers d) const { return Set(&F::dense_layers, d); }
+  constexpr F SharedExperts() const { return Set(&F::shared_experts, true); }
+  constexpr F LatentAttention() const { return Set(&F::latent_attention, true); }
   constexpr F Sliding(SlidingLayers s, int window_default) const {
     return Set(&F::sliding, s).Set(&F::sliding_window_default, window_default);
   }

@@ -1,5 +1,6 @@
 #include "spec/model_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -178,6 +179,99 @@ absl::Status ValidateRope(const ModelSpec& m, const ModelFamilyInfo& info) {
   return absl::OkStatus();
 }
 
+// The mixture of experts of a family whose row has experts.
+absl::Status ValidateExperts(const ModelSpec& m, const ModelFamilyInfo& f) {
+  const char* experts_key = f.experts_key;
+  if (m.hidden_act != "silu") {  // engine/moe.h's experts are SwiGLU
+    return FieldError(f.activation_key, absl::StrCat("'", m.hidden_act, "' is not supported for ",
+                                                     m.family, "'s experts (allowed: silu)"));
+  }
+  if (m.num_local_experts <= 0) {
+    return FieldError(experts_key,
+                      absl::StrCat("expected a positive integer, got ", m.num_local_experts));
+  }
+  if (m.num_experts_per_tok <= 0 || m.num_experts_per_tok > m.num_local_experts) {
+    return FieldError("num_experts_per_tok",
+                      absl::StrCat("must be in [1, ", experts_key, " = ", m.num_local_experts,
+                                   "], got ", m.num_experts_per_tok));
+  }
+  if (m.moe_intermediate_size < 0 || (f.moe_width && m.moe_intermediate_size == 0)) {
+    return FieldError("moe_intermediate_size",
+                      absl::StrCat("expected a positive integer, got ", m.moe_intermediate_size));
+  }
+  for (size_t i = 0; i < m.dense_mlp_layers.size(); ++i) {
+    const int layer = m.dense_mlp_layers[i];
+    if (layer < 0 || layer >= m.n_layer || (i > 0 && layer <= m.dense_mlp_layers[i - 1])) {
+      return FieldError(
+          "mlp_only_layers",
+          absl::StrCat("expected ascending distinct layers in [0, ", m.n_layer, "), got ", layer));
+    }
+    // deepseek_v3 says how many, not which: the first ones.
+    if (f.dense_layers == DenseMlpLayers::kFirstK && layer != static_cast<int>(i)) {
+      return FieldError("first_k_dense_replace",
+                        absl::StrCat("the dense layers must be the first ones, got layer ", layer));
+    }
+  }
+  if (f.router == MoeRouter::kGroupedSigmoid) {
+    if (m.n_group <= 0 || m.num_local_experts % m.n_group != 0 ||
+        m.num_local_experts / m.n_group < 2) {
+      // Groups are ranked by their two best experts' scores.
+      return FieldError("n_group",
+                        absl::StrCat("must divide ", experts_key, " (", m.num_local_experts,
+                                     ") into groups of 2 or more, got ", m.n_group));
+    }
+    if (m.topk_group <= 0 || m.topk_group > m.n_group) {
+      return FieldError("topk_group", absl::StrCat("must be in [1, n_group = ", m.n_group,
+                                                   "], got ", m.topk_group));
+    }
+    const int reachable = m.topk_group * (m.num_local_experts / m.n_group);
+    if (m.num_experts_per_tok > reachable) {
+      return FieldError("num_experts_per_tok",
+                        absl::StrCat("must be at most the experts of topk_group groups (",
+                                     reachable, "), got ", m.num_experts_per_tok));
+    }
+    if (!(m.routed_scaling_factor > 0) || !std::isfinite(m.routed_scaling_factor)) {
+      return FieldError("routed_scaling_factor", "expected a positive number");
+    }
+  }
+  if (f.shared_experts && m.n_shared_experts <= 0) {
+    return FieldError("n_shared_experts",
+                      absl::StrCat("expected a positive integer, got ", m.n_shared_experts));
+  }
+  return absl::OkStatus();
+}
+
+// Multi-head latent attention's sizes.
+absl::Status ValidateLatentAttention(const ModelSpec& m) {
+  if (m.q_lora_rank < 0) {
+    return FieldError("q_lora_rank",
+                      absl::StrCat("expected a positive integer or null, got ", m.q_lora_rank));
+  }
+  for (const auto& [key, value] :
+       std::initializer_list<std::pair<const char*, int>>{{"kv_lora_rank", m.kv_lora_rank},
+                                                          {"qk_nope_head_dim", m.qk_nope_head_dim},
+                                                          {"qk_rope_head_dim", m.qk_rope_head_dim},
+                                                          {"v_head_dim", m.v_head_dim}}) {
+    if (value <= 0) {
+      return FieldError(key, absl::StrCat("expected a positive integer, got ", value));
+    }
+  }
+  if (m.n_kv_head != m.n_head) {
+    // kv_b_proj expands the latent into every head's keys and values.
+    return FieldError("num_key_value_heads",
+                      absl::StrCat("must equal num_attention_heads (", m.n_head,
+                                   ") for multi-head latent attention, got ", m.n_kv_head));
+  }
+  if (m.rope_mscale_all_dim < 0 || !std::isfinite(m.rope_mscale_all_dim) ||
+      (m.rope_mscale_all_dim != 0 && m.rope_type != "yarn")) {
+    return FieldError("rope_parameters.mscale_all_dim",
+                      absl::StrCat("must be a non-negative number, read with rope_type yarn only, "
+                                   "got ",
+                                   m.rope_mscale_all_dim, " with ", m.rope_type));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ModelSpec::Validate() const {
@@ -202,7 +296,7 @@ absl::Status ModelSpec::Validate() const {
   if (head_dim < 0 || (head_dim > 0 && !decoder)) {
     return FieldError("head_dim", absl::StrCat(head_dim, " is not supported for ", family));
   }
-  if (head_dim == 0 && n_embd % n_head != 0) {
+  if (head_dim == 0 && n_embd % n_head != 0 && !f->latent_attention) {
     return FieldError(
         keys.n_head, absl::StrCat(keys.n_embd, " (", n_embd, ") must be divisible by ", keys.n_head,
                                   " (", n_head, ")"));
@@ -227,8 +321,22 @@ absl::Status ModelSpec::Validate() const {
       absent(partial_rotary_factor != 1.0 && !f->partial_rotary, "partial_rotary_factor"));
   RETURN_IF_ERROR(absent(!f->experts && (num_local_experts != 0 || num_experts_per_tok != 0),
                          "num_local_experts"));
+  RETURN_IF_ERROR(absent(!f->moe_width && moe_intermediate_size != 0, "moe_intermediate_size"));
+  RETURN_IF_ERROR(absent(f->dense_layers == DenseMlpLayers::kNone && !dense_mlp_layers.empty(),
+                         "mlp_only_layers"));
+  RETURN_IF_ERROR(absent(!f->norm_topk_key && !norm_topk_prob, "norm_topk_prob"));
+  RETURN_IF_ERROR(absent(f->router != MoeRouter::kGroupedSigmoid &&
+                             (n_group != 0 || topk_group != 0 || routed_scaling_factor != 1.0),
+                         "n_group"));
+  RETURN_IF_ERROR(absent(!f->shared_experts && n_shared_experts != 0, "n_shared_experts"));
+  RETURN_IF_ERROR(absent(
+      !f->latent_attention &&
+          (q_lora_rank != 0 || kv_lora_rank != 0 || qk_nope_head_dim != 0 ||
+           qk_rope_head_dim != 0 || v_head_dim != 0 || rope_interleave || rope_mscale_all_dim != 0),
+      "kv_lora_rank"));
   if (!decoder) return absl::OkStatus();
 
+  if (f->latent_attention) RETURN_IF_ERROR(ValidateLatentAttention(*this));
   if (n_kv_head <= 0 || n_head % n_kv_head != 0) {
     return FieldError("num_key_value_heads", absl::StrCat("must divide num_attention_heads (",
                                                           n_head, "), got ", n_kv_head));
@@ -270,37 +378,81 @@ absl::Status ModelSpec::Validate() const {
                       "soft-caps and query_pre_attn_scalar must not be "
                       "negative");
   }
-  if (f->experts) {
-    if (num_local_experts <= 0) {
-      return FieldError("num_local_experts",
-                        absl::StrCat("expected a positive integer, got ", num_local_experts));
-    }
-    if (num_experts_per_tok <= 0 || num_experts_per_tok > num_local_experts) {
-      return FieldError("num_experts_per_tok",
-                        absl::StrCat("must be in [1, num_local_experts = ", num_local_experts,
-                                     "], got ", num_experts_per_tok));
-    }
-  }
+  if (f->experts) RETURN_IF_ERROR(ValidateExperts(*this, *f));
   return absl::OkStatus();
+}
+
+bool ModelSpec::ExpertLayer(int layer) const {
+  const ModelFamilyInfo* f = FindModelFamily(family);
+  return f != nullptr && f->experts && layer >= 0 && layer < n_layer &&
+         !std::binary_search(dense_mlp_layers.begin(), dense_mlp_layers.end(), layer);
+}
+
+namespace {
+
+// One decoder layer's attention weights: all of them, or (`matmul_only`)
+// those that take part in a matrix multiply (not norms, not biases).
+int64_t DecoderAttentionParameters(const ModelSpec& m, bool matmul_only) {
+  const ModelFamilyInfo& info = m.Info();
+  const int64_t d = m.n_embd, heads = m.n_head;
+  const int64_t bias = m.attention_bias && !matmul_only ? 1 : 0;
+  const int64_t norm = matmul_only ? 0 : 1;
+  if (info.latent_attention) {
+    const int64_t qk = m.QkHeadDim(), v = m.v_head_dim, q_rank = m.q_lora_rank;
+    const int64_t kv_rank = m.kv_lora_rank, rope = m.qk_rope_head_dim;
+    // q_a_proj, q_a_layernorm, q_b_proj; or q_proj.
+    int64_t n = q_rank > 0 ? d * q_rank + bias * q_rank + norm * q_rank + q_rank * heads * qk
+                           : d * heads * qk;
+    // kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj.
+    n += (d + bias) * (kv_rank + rope) + norm * kv_rank +
+         kv_rank * heads * (m.qk_nope_head_dim + v) + heads * v * d + bias * d;
+    return n;
+  }
+  const int64_t head = m.HeadDim();
+  const int64_t q_width = heads * head, kv_width = int64_t{m.n_kv_head} * head;
+  int64_t n = d * q_width + 2 * d * kv_width + q_width * d;  // q, k, v, o
+  if (matmul_only) return n;
+  if (info.qkv_bias || m.attention_bias) n += q_width + 2 * kv_width;
+  if (m.attention_bias) n += d;  // o
+  if (info.qk_norm) n += 2 * head;
+  return n;
+}
+
+// Layer `layer`'s MLP weights (`matmul_only`: those in a matrix multiply);
+// of its experts only the num_experts_per_tok a token uses when `active`.
+int64_t DecoderMlpParameters(const ModelSpec& m, int layer, bool matmul_only, bool active) {
+  const int64_t d = m.n_embd;
+  if (!m.ExpertLayer(layer)) {
+    const int64_t f = m.n_inner;
+    return 3 * d * f + (m.mlp_bias && !matmul_only ? 2 * f + d : 0);  // gate, up, down
+  }
+  const int64_t experts = active ? m.num_experts_per_tok : m.num_local_experts;
+  const int64_t expert = 3 * d * m.ExpertWidth();
+  return d * m.num_local_experts + experts * expert + int64_t{m.n_shared_experts} * expert;
+}
+
+// A decoder's parameters (`active`: a token's, see ActiveParameterCount).
+int64_t DecoderParameters(const ModelSpec& m, bool active) {
+  const int64_t d = m.n_embd, V = m.vocab_size;
+  const int64_t norms = (m.Info().sandwich_norm ? 4 : 2) * d;
+  const int64_t attention = DecoderAttentionParameters(m, /*matmul_only=*/false);
+  int64_t n = V * d + d + (m.tie_word_embeddings ? 0 : V * d);
+  for (int layer = 0; layer < m.n_layer; ++layer) {
+    n += attention + norms + DecoderMlpParameters(m, layer, /*matmul_only=*/false, active);
+  }
+  return n;
+}
+
+}  // namespace
+
+int64_t ModelSpec::ActiveParameterCount() const {
+  return IsDecoder() ? DecoderParameters(*this, /*active=*/true) : ParameterCount();
 }
 
 int64_t ModelSpec::ParameterCount() const {
   if (IsTorchScript()) return 0;
   const int64_t d = n_embd, f = n_inner, L = n_layer, V = vocab_size, P = n_positions;
-  if (IsDecoder()) {
-    const ModelFamilyInfo& info = Info();
-    const int64_t head = HeadDim();
-    const int64_t q_width = int64_t{n_head} * head, kv_width = int64_t{n_kv_head} * head;
-    int64_t attention = d * q_width + 2 * d * kv_width + q_width * d;  // q, k, v, o
-    if (info.qkv_bias || attention_bias) attention += q_width + 2 * kv_width;
-    if (attention_bias) attention += d;  // o
-    if (info.qk_norm) attention += 2 * head;
-    int64_t mlp = info.experts ? d * num_local_experts + int64_t{num_local_experts} * 3 * d * f
-                               : 3 * d * f;  // gate, up, down (fused or not)
-    if (mlp_bias) mlp += 2 * f + d;
-    const int64_t norms = (info.sandwich_norm ? 4 : 2) * d;
-    return V * d + L * (attention + mlp + norms) + d + (tie_word_embeddings ? 0 : V * d);
-  }
+  if (IsDecoder()) return DecoderParameters(*this, /*active=*/false);
   if (family == "bert") {
     const int64_t embeddings = (V + P + type_vocab_size) * d + 2 * d;
     const int64_t per_layer = 4 * (d * d + d) + 2 * d  // q, k, v, output dense; LayerNorm
@@ -320,7 +472,11 @@ int64_t ModelSpec::ParameterCount() const {
 
 int64_t ModelSpec::ExpertParameterCount() const {
   if (!IsDecoder() || !Info().experts) return 0;
-  return int64_t{n_layer} * num_local_experts * 3 * int64_t{n_embd} * n_inner;
+  int64_t n = 0;
+  for (int layer = 0; layer < n_layer; ++layer) {
+    if (ExpertLayer(layer)) n += int64_t{num_local_experts} * 3 * n_embd * ExpertWidth();
+  }
+  return n;
 }
 
 double ModelSpec::AttendedKeys(int layer, int seq_len) const {
@@ -338,21 +494,23 @@ double ModelSpec::TrainingFlopsPerToken(int seq_len) const {
   const double d = n_embd, f = n_inner, L = n_layer, V = vocab_size;
   double per_layer = 4 * d * d + 2 * d * f;  // gpt2, bert
   double outside_layers = V * d;             // LM head / MLM decoder
-  double attention_width = d;
+  double attention_widths = 2 * d;           // QK^T's and AV's: n_embd each
+  double layers = L * per_layer;
   if (IsDecoder()) {
-    const ModelFamilyInfo& info = Info();
-    attention_width = double(n_head) * HeadDim();
-    const double kv_width = double(n_kv_head) * HeadDim();
-    const double attention = 2 * d * attention_width + 2 * d * kv_width;  // q, o; k, v
-    per_layer = attention + (info.experts ? d * num_local_experts + num_experts_per_tok * 3 * d * f
-                                          : 3 * d * f);
+    attention_widths = double(n_head) * (QkHeadDim() + VHeadDim());
+    const double attention = DecoderAttentionParameters(*this, /*matmul_only=*/true);
+    layers = 0;
+    for (int layer = 0; layer < n_layer; ++layer) {
+      layers += attention + DecoderMlpParameters(*this, layer, /*matmul_only=*/true,
+                                                 /*active=*/true);
+    }
   } else if (family == "bert") {
     outside_layers += d * d;  // MLM transform
   }
   double attended = 0;
   for (int layer = 0; layer < n_layer; ++layer) attended += AttendedKeys(layer, seq_len);
-  const double attention_products = 12.0 * attention_width * attended;
-  return 6.0 * (L * per_layer + outside_layers) + attention_products;
+  const double attention_products = 6.0 * attention_widths * attended;
+  return 6.0 * (layers + outside_layers) + attention_products;
 }
 
 }  // namespace autoaccel

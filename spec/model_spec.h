@@ -45,10 +45,9 @@ absl::StatusOr<const ModelFamilyInfo*> ParseModelFamily(absl::string_view name);
 //   layer_norm_epsilon  layer_norm_epsilon   rms_norm_eps              layer_norm_eps
 //
 // The decoders (Network::kDecoder: llama, mistral, mixtral, qwen2, qwen3,
-// phi3, gemma, gemma2) are one network whose differences are the features of
-// their family's row (model_families.h) and the fields below. No family has
-// dropout: the trial runner measures training speed, and configs' dropout
-// probabilities are ignored.
+// phi3, gemma, gemma2, qwen3_moe, deepseek_v3) are one network whose differences are the features
+// of their family's row (model_families.h) and the fields below. No family has dropout: the trial
+// runner measures training speed, and configs' dropout probabilities are ignored.
 struct ModelSpec {
   std::string family;  // a name KnownModelFamilies() lists
   int n_layer = 0;
@@ -56,7 +55,7 @@ struct ModelSpec {
   int n_head = 0;
   int vocab_size = 0;
   int n_positions = 0;
-  int n_inner = 0;  // MLP width (per expert for mixtral)
+  int n_inner = 0;  // MLP width (per expert for mixtral; ExpertWidth())
   double layer_norm_epsilon = 1e-5;
 
   // Decoders: key/value heads of grouped-query attention
@@ -125,9 +124,44 @@ struct ModelSpec {
   double query_pre_attn_scalar = 0;
   // bert: number of token types (segment embeddings).
   int type_vocab_size = 0;
-  // mixtral: experts per layer, and experts each token is routed to.
+  // Mixture-of-experts decoders (the row's experts: mixtral, qwen3_moe,
+  // deepseek_v3): experts per layer (num_local_experts, num_experts or
+  // n_routed_experts), and experts each token is routed to.
   int num_local_experts = 0;
   int num_experts_per_tok = 0;
+  // qwen3_moe, deepseek_v3: each expert's width (moe_intermediate_size);
+  // n_inner is then the dense layers' width. 0: n_inner (mixtral).
+  int moe_intermediate_size = 0;
+  // The layers whose MLP is dense (width n_inner) rather than experts,
+  // ascending: qwen3_moe's mlp_only_layers and the layers its
+  // decoder_sparse_step skips; deepseek_v3's first first_k_dense_replace.
+  std::vector<int> dense_mlp_layers;
+  // Whether the chosen experts' weights are renormalised to sum to 1
+  // (norm_topk_prob; mixtral always).
+  bool norm_topk_prob = true;
+  // deepseek_v3's router (MoeRouter::kGroupedSigmoid): experts in n_group
+  // groups, a token's experts chosen from its topk_group best groups; the
+  // weights multiplied by routed_scaling_factor. Its shared experts:
+  // n_shared_experts x moe_intermediate_size wide dense MLP.
+  int n_group = 0;
+  int topk_group = 0;
+  double routed_scaling_factor = 1.0;
+  int n_shared_experts = 0;
+  // deepseek_v3: multi-head latent attention (engine/latent_attention.h).
+  // Queries from q_proj, or through a q_lora_rank bottleneck (0: none);
+  // keys and values from a shared kv_lora_rank latent; per head,
+  // qk_nope_head_dim + qk_rope_head_dim query/key dimensions (rotary on the
+  // last qk_rope_head_dim, interleaved pairs when rope_interleave) and
+  // v_head_dim value dimensions. head_dim is unused (RotaryDim() is
+  // qk_rope_head_dim). rope_mscale_all_dim: yarn's mscale_all_dim, which
+  // scales the softmax by YarnMscale(factor, mscale_all_dim)^2 (0: not).
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+  bool rope_interleave = false;
+  double rope_mscale_all_dim = 0;
 
   // torchscript: the model is a file the coordinator does not look inside.
   // The spec holds its input spec (canonical text), a digest of its bytes
@@ -159,10 +193,25 @@ struct ModelSpec {
   // The base of the rotary frequencies in a forward of `seq_len` tokens:
   // rope_theta, or dynamic's grown base (see rope_type) past n_positions.
   double RopeBase(int64_t seq_len) const;
-  // The rotary size d: HeadDim() * partial_rotary_factor.
-  int RotaryDim() const { return static_cast<int>(HeadDim() * partial_rotary_factor); }
+  // The rotary size d: HeadDim() * partial_rotary_factor (latent
+  // attention: qk_rope_head_dim).
+  int RotaryDim() const {
+    return qk_rope_head_dim > 0 ? qk_rope_head_dim
+                                : static_cast<int>(HeadDim() * partial_rotary_factor);
+  }
   // head_dim, or n_embd / n_head when it is 0.
   int HeadDim() const { return head_dim > 0 ? head_dim : (n_head > 0 ? n_embd / n_head : 0); }
+  // A head's query/key and value sizes: HeadDim() both, or latent
+  // attention's qk_nope_head_dim + qk_rope_head_dim and v_head_dim.
+  int QkHeadDim() const {
+    return qk_rope_head_dim > 0 ? qk_nope_head_dim + qk_rope_head_dim : HeadDim();
+  }
+  int VHeadDim() const { return v_head_dim > 0 ? v_head_dim : HeadDim(); }
+  // Mixture-of-experts decoders: whether layer `layer` has experts (not one
+  // of dense_mlp_layers); false for every other family.
+  bool ExpertLayer(int layer) const;
+  // The experts' width: moe_intermediate_size, or n_inner when it is 0.
+  int ExpertWidth() const { return moe_intermediate_size > 0 ? moe_intermediate_size : n_inner; }
   // Whether layer `layer` uses sliding-window attention (see sliding_window).
   bool SlidingLayer(int layer) const;
 
@@ -181,12 +230,18 @@ struct ModelSpec {
 
   // Number of trainable parameters, counting tied weights once; equals
   // transformers' num_parameters() for GPT2LMHeadModel, BertForMaskedLM (no
-  // pooler) and the decoders' *ForCausalLM of the same config.
+  // pooler) and the decoders' *ForCausalLM of the same config (buffers such
+  // as deepseek_v3's e_score_correction_bias are not parameters).
   int64_t ParameterCount() const;
   // The part of ParameterCount() in routed experts (what expert parallelism
-  // spreads over ranks): num_local_experts SwiGLU MLPs per layer for
-  // mixtral; 0 for a model without experts.
+  // spreads over ranks): num_local_experts SwiGLU MLPs of ExpertWidth() per
+  // expert layer (not the shared experts); 0 for a model without experts.
   int64_t ExpertParameterCount() const;
+  // The parameters one token's forward uses: ParameterCount() less the
+  // experts it is not routed to (num_local_experts - num_experts_per_tok
+  // per expert layer); ParameterCount() for dense models. (The "active
+  // parameters" model cards quote: 3.3B of Qwen3-30B-A3B, 37B of DeepSeek-V3.)
+  int64_t ActiveParameterCount() const;
 
   // Model FLOPs of one training step (forward + backward = 3x forward) per
   // token at sequence length `seq_len`:
@@ -194,11 +249,13 @@ struct ModelSpec {
   // N_matmul counts the weights that take part in a matrix multiply for a
   // token: every transformer-block weight (for mixtral only the router and
   // the num_experts_per_tok experts a token is routed to, not all
-  // num_local_experts), bert's MLM transform, and the LM head / MLM decoder
-  // (vocab_size * n_embd, tied or not); not embeddings, norms or biases.
-  // Attention's QK^T and AV products are 4 * K * A per token and layer
-  // forward, times 3 for forward + backward, where A = n_head * HeadDim() is
-  // the attention width (n_embd for gpt2 and bert) and K the keys a query
+  // num_local_experts, and deepseek_v3's shared experts), bert's MLM
+  // transform, and the LM head / MLM decoder (vocab_size * n_embd, tied or
+  // not); not embeddings, norms or biases. Attention's QK^T and AV products
+  // are 2 * K * (Aqk + Av) per token and layer forward, times 3 for forward
+  // + backward, where Aqk = n_head * QkHeadDim() and Av = n_head *
+  // VHeadDim() are the attention widths (both n_head * HeadDim() but for
+  // latent attention; n_embd for gpt2 and bert) and K the keys a query
   // attends to on average: seq_len for bert; seq_len / 2 for a causal layer
   // (masking leaves half the score matrix useful; PaLM, appendix B); for a
   // sliding layer with window W < seq_len, W - W^2 / (2 seq_len) (the same
@@ -231,7 +288,8 @@ inline constexpr uint64_t kFnv1a64Offset = 1469598103934665603ULL;
 uint64_t Fnv1a64(absl::string_view bytes, uint64_t hash = kFnv1a64Offset);
 
 // Lists the families this build understands, in table order (gpt2, llama,
-// bert, mixtral, mistral, qwen2, qwen3, phi3, gemma, gemma2, torchscript).
+// bert, mixtral, mistral, qwen2, qwen3, phi3, gemma, gemma2, qwen3_moe,
+// deepseek_v3, torchscript).
 const std::vector<std::string>& KnownModelFamilies();
 
 // Parses a Hugging Face style config.json text for `family`.

@@ -278,16 +278,19 @@ struct ExpertCase {
   Sharding sharding = Sharding::kNone;
   bool sequence_parallel = false;
   Checkpointing checkpointing = Checkpointing::kNone;
+  std::string family = "mixtral";
 };
 
 class ExpertParallelTest : public ::testing::TestWithParam<ExpertCase> {};
 
-// Each rank holds a share of mixtral's 4 experts and sends every token's
-// two assignments to their experts' ranks; the losses must come out as on
-// one device, and the ranks holding the same experts must agree.
+// Each rank holds a share of the experts (mixtral's and qwen3_moe's 4,
+// deepseek_v3's 8 behind its grouped router, with shared experts and a
+// dense first layer) and sends every token's assignments to their experts'
+// ranks; the losses must come out as on one device, and the ranks holding
+// the same experts must agree.
 TEST_P(ExpertParallelTest, LossesMatchTheSingleProcessReferenceAndReplicasAgree) {
   const ExpertCase& c = GetParam();
-  TrialSpec spec = LayoutSpec(BaseSpec("mixtral"), c.dp, c.tp, c.sharding, c.pp, c.cp);
+  TrialSpec spec = LayoutSpec(BaseSpec(c.family), c.dp, c.tp, c.sharding, c.pp, c.cp);
   spec.strategy.expert_parallel = c.ep;
   spec.strategy.sequence_parallel = c.sequence_parallel;
   spec.strategy.checkpointing = c.checkpointing;
@@ -311,11 +314,17 @@ INSTANTIATE_TEST_SUITE_P(
         // With tensor (and sequence) parallelism, pipeline stages and
         // context parallelism.
         ExpertCase{2, 2, 2, 1, 1, Sharding::kNone, true}, ExpertCase{2, 2, 1, 2},
-        ExpertCase{2, 1, 1, 1, 2}),
+        ExpertCase{2, 1, 1, 1, 2},
+        // The other families with experts.
+        ExpertCase{2, 2, 1, 1, 1, Sharding::kNone, false, Checkpointing::kNone, "qwen3_moe"},
+        ExpertCase{4, 4, 1, 1, 1, Sharding::kZero1, false, Checkpointing::kNone, "qwen3_moe"},
+        ExpertCase{2, 1, 1, 1, 2, Sharding::kNone, false, Checkpointing::kNone, "qwen3_moe"},
+        ExpertCase{2, 2, 1, 1, 1, Sharding::kNone, false, Checkpointing::kNone, "deepseek_v3"},
+        ExpertCase{4, 4, 1, 1, 1, Sharding::kFsdp, false, Checkpointing::kFull, "deepseek_v3"}),
     [](const ::testing::TestParamInfo<ExpertCase>& info) {
       const ExpertCase& c = info.param;
       return absl::StrCat(
-          "mixtral_ep", c.ep, "_dp", c.dp, c.tp > 1 ? absl::StrCat("_tp", c.tp) : "",
+          c.family, "_ep", c.ep, "_dp", c.dp, c.tp > 1 ? absl::StrCat("_tp", c.tp) : "",
           c.pp > 1 ? absl::StrCat("_pp", c.pp) : "", c.cp > 1 ? absl::StrCat("_cp", c.cp) : "",
           c.sharding != Sharding::kNone ? absl::StrCat("_", ShardingName(c.sharding)) : "",
           c.sequence_parallel ? "_sp" : "",
@@ -361,7 +370,8 @@ INSTANTIATE_TEST_SUITE_P(
         // exchange once at least: mistral's window (6 of 16 tokens) crosses
         // chunks, gemma2 soft-caps its scores and alternates sliding layers,
         // qwen3 and phi3 rotate part of a head or norm it, gpt2 looks up
-        // learned positions, mixtral routes each token to its experts.
+        // learned positions, mixtral routes each token to its experts,
+        // qwen3_moe has a dense layer beside its expert layer.
         ContextCase{"llama", 2, kP2p}, ContextCase{"llama", 4, kAllGather},
         ContextCase{"llama", 4, kP2p}, ContextCase{"llama", 2, kAllGather},
         ContextCase{"mistral", 2, kAllGather}, ContextCase{"mistral", 4, kP2p},
@@ -371,6 +381,7 @@ INSTANTIATE_TEST_SUITE_P(
         ContextCase{"qwen3", 2, kAllGather}, ContextCase{"qwen3", 4, kP2p},
         ContextCase{"phi3", 2, kP2p}, ContextCase{"phi3", 4, kAllGather},
         ContextCase{"mixtral", 2, kAllGather}, ContextCase{"mixtral", 4, kP2p},
+        ContextCase{"qwen3_moe", 2, kP2p}, ContextCase{"qwen3_moe", 4, kAllGather},
         ContextCase{"gpt2", 2, kP2p}, ContextCase{"gpt2", 4, kAllGather},
         // With the other layouts: data parallelism sharded over dp x cp,
         // tensor and sequence parallelism inside each share, pipeline stages,

@@ -22,6 +22,7 @@
 #include "engine/build_model.h"
 #include "engine/llama.h"
 #include "engine/model.h"
+#include "engine/moe.h"
 #include "engine/trainer.h"
 #include "engine/weights.h"
 #include "gmock/gmock.h"
@@ -56,7 +57,7 @@ class FamilyTest : public ::testing::TestWithParam<std::string> {};
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyTest,
                          ::testing::Values("llama", "mixtral", "bert", "mistral", "qwen2", "qwen3",
-                                           "phi3", "gemma", "gemma2"),
+                                           "phi3", "gemma", "gemma2", "qwen3_moe", "deepseek_v3"),
                          [](const auto& info) { return info.param; });
 
 // What sets each decoder's parameters apart: name -> shape (tiny models:
@@ -81,6 +82,27 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> FamilyParameters(
             {layer + "mlp.gate_up_proj.weight", {128, 32}},
             {layer + "mlp.down_proj.weight", {32, 64}}};
   }
+  if (family == "qwen3_moe") {  // layer 0 dense (width 64), layer 1 experts of width 24
+    return {{layer + "self_attn.q_norm.weight", {12}},
+            {layer + "mlp.gate_proj.weight", {64, 32}},
+            {"model.layers.1.mlp.gate.weight", {4, 32}},
+            {"model.layers.1.mlp.experts.gate_up_proj", {4, 48, 32}},
+            {"model.layers.1.mlp.experts.down_proj", {4, 32, 24}}};
+  }
+  if (family == "deepseek_v3") {  // 4 heads of 8 + 4 (q, k) and 6 (v); 8 experts of 16, 2 shared
+    return {{layer + "self_attn.q_a_proj.weight", {16, 32}},
+            {layer + "self_attn.q_a_layernorm.weight", {16}},
+            {layer + "self_attn.q_b_proj.weight", {48, 16}},
+            {layer + "self_attn.kv_a_proj_with_mqa.weight", {16, 32}},
+            {layer + "self_attn.kv_a_layernorm.weight", {12}},
+            {layer + "self_attn.kv_b_proj.weight", {56, 12}},
+            {layer + "self_attn.o_proj.weight", {32, 24}},
+            {layer + "mlp.down_proj.weight", {32, 64}},
+            {"model.layers.1.mlp.gate.weight", {8, 32}},
+            {"model.layers.1.mlp.experts.gate_up_proj", {8, 32, 32}},
+            {"model.layers.1.mlp.shared_experts.up_proj.weight", {32, 32}},
+            {"model.layers.1.mlp.shared_experts.down_proj.weight", {32, 32}}};
+  }
   if (family == "gemma" || family == "gemma2") {
     std::vector<std::pair<std::string, std::vector<int64_t>>> p = {
         {layer + "self_attn.q_proj.weight", {48, 32}}, {layer + "mlp.gate_proj.weight", {64, 32}}};
@@ -102,6 +124,12 @@ std::vector<std::string> AbsentParameters(const std::string& family) {
   if (family == "llama")
     return {layer + "self_attn.q_proj.bias", layer + "self_attn.q_norm.weight",
             layer + "pre_feedforward_layernorm.weight"};
+  if (family == "qwen3_moe")
+    return {layer + "mlp.gate.weight", "model.layers.1.mlp.up_proj.weight"};
+  if (family == "deepseek_v3") {  // the correction bias is a buffer, as in transformers
+    return {layer + "self_attn.q_proj.weight", layer + "self_attn.k_proj.weight",
+            "model.layers.1.mlp.gate.e_score_correction_bias"};
+  }
   return {};
 }
 
@@ -361,6 +389,71 @@ TEST(MixtralTest, EveryExpertIsTrainedAndOnlyTopKAreUsedPerToken) {
   auto wider = Build(all, 6);
   torch::NoGradGuard no_grad;
   EXPECT_GT(MaxAbsDiff(model->Forward(example.input), wider->Forward(example.input)), 1e-4);
+}
+
+// A router of `spec` whose logits for the token [1, 0, ..., 0] are `logits`.
+std::shared_ptr<MoeRouterImpl> RouterWithLogits(const ModelSpec& spec,
+                                                const std::vector<float>& logits) {
+  auto router = std::make_shared<MoeRouterImpl>(spec);
+  torch::NoGradGuard no_grad;
+  router->weight().zero_();
+  router->weight().select(1, 0).copy_(torch::tensor(logits));
+  return router;
+}
+
+MoeRouting RouteFirstToken(const MoeRouterImpl& router, int64_t hidden) {
+  const torch::Tensor token = torch::zeros({1, hidden}).index_put_({0, 0}, 1.0f);
+  MoeRouting r = router.Route(token, router.weight());
+  // Ascending expert order, the weights with them.
+  const auto [sorted, order] = r.experts.sort(/*dim=*/-1);
+  return {r.weights.gather(1, order), sorted};
+}
+
+std::vector<int64_t> Experts(const MoeRouting& r) {
+  const torch::Tensor e = r.experts.contiguous();
+  return std::vector<int64_t>(e.data_ptr<int64_t>(), e.data_ptr<int64_t>() + e.numel());
+}
+
+TEST(MoeRouterTest, SoftmaxTopKRenormalisesOnlyWithNormTopkProb) {
+  ModelSpec spec = TinyModel("qwen3_moe");  // 4 experts, top 2, norm_topk_prob false
+  const std::vector<float> logits = {2.0f, 0.5f, 1.0f, -1.0f};
+  const torch::Tensor probs = torch::tensor(logits).softmax(0);
+  MoeRouting r = RouteFirstToken(*RouterWithLogits(spec, logits), spec.n_embd);
+  EXPECT_EQ(Experts(r), (std::vector<int64_t>{0, 2}));
+  EXPECT_TRUE(torch::allclose(r.weights.squeeze(0), torch::stack({probs[0], probs[2]})));
+  spec.norm_topk_prob = true;
+  r = RouteFirstToken(*RouterWithLogits(spec, logits), spec.n_embd);
+  const torch::Tensor chosen = torch::stack({probs[0], probs[2]});
+  EXPECT_TRUE(torch::allclose(r.weights.squeeze(0), chosen / chosen.sum()));
+}
+
+TEST(MoeRouterTest, GroupedSigmoidChoosesWithinTheBestGroupsAndScalesTheWeights) {
+  // 8 experts in 4 groups of 2, the best 2 groups, top 3 (tiny deepseek_v3).
+  // Expert 0 scores highest, but its group's two best sum lowest but one:
+  // groups 1 and 2 are chosen, and experts 2, 3, 4 in them.
+  ModelSpec spec = TinyModel("deepseek_v3");
+  const std::vector<float> logits = {5.0f, -5.0f, 1.0f, 0.9f, 0.6f, 0.4f, -1.0f, -1.2f};
+  const torch::Tensor scores = torch::tensor(logits).sigmoid();
+  auto router = RouterWithLogits(spec, logits);
+  MoeRouting r = RouteFirstToken(*router, spec.n_embd);
+  EXPECT_EQ(Experts(r), (std::vector<int64_t>{2, 3, 4}));
+  torch::Tensor chosen = torch::stack({scores[2], scores[3], scores[4]});
+  EXPECT_TRUE(torch::allclose(r.weights.squeeze(0), chosen / chosen.sum() * 2.5));
+  // The correction bias changes the choice (group 0 and expert 0 now win),
+  // not the weights, which stay the scores.
+  {
+    torch::NoGradGuard no_grad;
+    router->named_buffers()["e_score_correction_bias"].index_put_({0}, 10.0f);
+  }
+  r = RouteFirstToken(*router, spec.n_embd);
+  EXPECT_EQ(Experts(r), (std::vector<int64_t>{0, 2, 3}));
+  chosen = torch::stack({scores[0], scores[2], scores[3]});
+  EXPECT_TRUE(torch::allclose(r.weights.squeeze(0), chosen / chosen.sum() * 2.5));
+  // Without norm_topk_prob the scores are only scaled.
+  spec.norm_topk_prob = false;
+  r = RouteFirstToken(*RouterWithLogits(spec, logits), spec.n_embd);
+  EXPECT_TRUE(
+      torch::allclose(r.weights.squeeze(0), torch::stack({scores[2], scores[3], scores[4]}) * 2.5));
 }
 
 TEST(DecoderTest, ASlidingWindowHidesThePositionsBehindIt) {

@@ -578,6 +578,31 @@ TEST(ExportTest, MegatronArchitectureCoversEveryFamily) {
                   .architecture.empty());
 }
 
+TEST(ExportTest, MoeAndLatentAttentionTheExportsDoNotBuildAreNotExpressible) {
+  const std::string kOneRank =
+      "mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none";
+  const ModelSpec qwen = testing::TinyModelSpec("qwen3_moe");
+  const ModelSpec deepseek = testing::TinyModelSpec("deepseek_v3");
+  for (const ExportResult& r : {MegatronOf(qwen), ExportOf(kOneRank, "torchtitan", qwen)}) {
+    for (const char* feature : {"expert_width", "dense_layers", "router"}) {
+      EXPECT_EQ(Feature(r, feature).status, FidelityStatus::kNotExpressible)
+          << r.format << " " << feature;
+    }
+  }
+  for (const ExportResult& r : {MegatronOf(deepseek), ExportOf(kOneRank, "torchtitan", deepseek)}) {
+    for (const char* feature :
+         {"latent_attention", "expert_width", "dense_layers", "router", "shared_experts"}) {
+      EXPECT_EQ(Feature(r, feature).status, FidelityStatus::kNotExpressible)
+          << r.format << " " << feature;
+    }
+    EXPECT_THAT(Feature(r, "latent_attention").note, HasSubstr("standard attention"));
+  }
+  // Mixtral's experts are what Megatron's flags build: no such rows.
+  for (const ArchitectureRow& row : MegatronOf(testing::TinyModelSpec("mixtral")).architecture) {
+    EXPECT_NE(row.status, FidelityStatus::kNotExpressible) << row.feature;
+  }
+}
+
 TEST(ExportTest, MegatronPadsTheVocabularyOnlyWhereTensorParallelismMust) {
   ModelSpec m = testing::TinyModelSpec("llama");
   ExportResult even = MegatronOf(m, "dp=1,tp=2,pp=1,sharding=none,");

@@ -68,7 +68,7 @@ TEST(ModelConfig, ErrorsNameTheField) {
 TEST(ModelConfig, KnownFamilies) {
   EXPECT_THAT(KnownModelFamilies(),
               ElementsAre("gpt2", "llama", "bert", "mixtral", "mistral", "qwen2", "qwen3", "phi3",
-                          "gemma", "gemma2", "torchscript"));
+                          "gemma", "gemma2", "qwen3_moe", "deepseek_v3", "torchscript"));
   for (const std::string& name : KnownModelFamilies()) {
     absl::StatusOr<const ModelFamilyInfo*> f = ParseModelFamily(name);
     ASSERT_TRUE(f.ok()) << f.status();
@@ -78,7 +78,8 @@ TEST(ModelConfig, KnownFamilies) {
   EXPECT_THAT(ParseModelFamily("t5").status(),
               InvalidArgument(AllOf(HasSubstr("'t5'"),
                                     HasSubstr("gpt2, llama, bert, mixtral, mistral, qwen2, qwen3, "
-                                              "phi3, gemma, gemma2, torchscript"),
+                                              "phi3, gemma, gemma2, qwen3_moe, deepseek_v3, "
+                                              "torchscript"),
                                     HasSubstr("--launcher"), HasSubstr("examples/hf_trainer"),
                                     HasSubstr("--model torchscript"))));
 }
@@ -814,6 +815,286 @@ TEST(ModelConfig, FeaturesAFamilyDoesNotHaveAreRefusedNamingTheKey) {
   m = Parsed("gemma2", kGemma2_9bConfig);
   m.layer_types = {"full_attention"};
   EXPECT_THAT(m.Validate(), InvalidArgument(HasSubstr("layer_types")));
+}
+
+// Tiny configs of the mixture-of-experts families, as the reference check
+// (tests/reference/check.py) builds them: qwen3_moe with layers 0 and 2
+// dense (decoder_sparse_step 2) and 3 too (mlp_only_layers); deepseek_v3
+// with a query bottleneck, attention biases, layer 0 dense.
+constexpr absl::string_view kTinyQwen3Moe = R"({"model_type": "qwen3_moe", "hidden_size": 32,
+  "intermediate_size": 56, "moe_intermediate_size": 24, "num_hidden_layers": 4,
+  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 12, "num_experts": 4,
+  "num_experts_per_tok": 2, "decoder_sparse_step": 2, "mlp_only_layers": [3],
+  "vocab_size": 96, "max_position_embeddings": 64})";
+constexpr absl::string_view kTinyDeepSeekV3 = R"({"model_type": "deepseek_v3", "hidden_size": 32,
+  "intermediate_size": 56, "moe_intermediate_size": 16, "num_hidden_layers": 3,
+  "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 16, "kv_lora_rank": 12,
+  "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 6, "n_routed_experts": 8,
+  "n_group": 4, "topk_group": 2, "num_experts_per_tok": 3, "first_k_dense_replace": 1,
+  "n_shared_experts": 2, "attention_bias": true, "vocab_size": 96,
+  "max_position_embeddings": 64})";
+
+// `config` with "q_lora_rank": null (no query bottleneck).
+std::string NullQLoraRank(absl::string_view config) {
+  nlohmann::json j = nlohmann::json::parse(config);
+  j["q_lora_rank"] = nullptr;
+  return j.dump();
+}
+
+TEST(ModelConfig, MoeFamiliesCountParametersAsTransformersAndTheModelCards) {
+  // num_parameters() of Qwen3MoeForCausalLM / DeepseekV3ForCausalLM built
+  // from the same configs by transformers 5.23 on the meta device.
+  EXPECT_EQ(Parsed("qwen3_moe", kTinyQwen3Moe).ParameterCount(), 50432);
+  EXPECT_EQ(Parsed("deepseek_v3", kTinyDeepSeekV3).ParameterCount(), 52948);
+  EXPECT_EQ(
+      Parsed("deepseek_v3", NullQLoraRank(Edited(kTinyDeepSeekV3, {{"attention_bias", false}})))
+          .ParameterCount(),
+      53476);
+  const ModelSpec qwen = Parsed("qwen3_moe", kQwen3_30bA3bConfig);
+  EXPECT_EQ(qwen.ParameterCount(), kQwen3_30bA3bParameters);
+  EXPECT_NEAR(qwen.ParameterCount() / 30.5e9, 1.0, 0.02);
+  EXPECT_NEAR(qwen.ActiveParameterCount() / 3.3e9, 1.0, 0.03);
+  const ModelSpec deepseek = Parsed("deepseek_v3", kDeepSeekV3Config);
+  EXPECT_EQ(deepseek.ParameterCount(), kDeepSeekV3Parameters);
+  EXPECT_NEAR(deepseek.ParameterCount() / 671e9, 1.0, 0.02);
+  EXPECT_NEAR(deepseek.ActiveParameterCount() / 37e9, 1.0, 0.03);
+  // Dense models use every parameter.
+  const ModelSpec llama = Parsed("llama", kLlama2_7bConfig);
+  EXPECT_EQ(llama.ActiveParameterCount(), llama.ParameterCount());
+}
+
+TEST(ModelConfig, MoeFamiliesCountTheFlopsOfTheExpertsATokenUses) {
+  // Weights in matrix products: the active parameters less the token
+  // embedding (a lookup), the norms; at one token attention adds little.
+  const ModelSpec qwen = Parsed("qwen3_moe", kQwen3_30bA3bConfig);
+  const double qwen_norms = 48.0 * (2 * 2048 + 2 * 128) + 2048;
+  EXPECT_NEAR(qwen.TrainingFlopsPerToken(1) / 6,
+              qwen.ActiveParameterCount() - 151936.0 * 2048 - qwen_norms, 1e-4 * 3e9);
+  const ModelSpec deepseek = Parsed("deepseek_v3", kDeepSeekV3Config);
+  const double deepseek_norms = 61.0 * (2 * 7168 + 1536 + 512) + 7168;
+  EXPECT_NEAR(deepseek.TrainingFlopsPerToken(1) / 6,
+              deepseek.ActiveParameterCount() - 129280.0 * 7168 - deepseek_norms, 1e-4 * 37e9);
+  // Latent attention's products: queries and keys of 128 + 64, values of
+  // 128, over half the sequence on average (causal), 3 passes.
+  EXPECT_DOUBLE_EQ(deepseek.TrainingFlopsPerToken(4096) - deepseek.TrainingFlopsPerToken(2048),
+                   6.0 * 128 * (192 + 128) * 61 * (2048 - 1024));
+  // More experts at the same top-k: only the routers of the 58 expert
+  // layers grow; a dense layer more costs its MLP less the token's experts.
+  ModelSpec more_experts = deepseek;
+  more_experts.num_local_experts = 512;
+  EXPECT_DOUBLE_EQ(more_experts.TrainingFlopsPerToken(64) - deepseek.TrainingFlopsPerToken(64),
+                   6.0 * 58 * 7168 * 256);
+  ModelSpec one_more_dense = deepseek;
+  one_more_dense.dense_mlp_layers.push_back(3);
+  const double d = 7168, dense = 3 * d * 18432, routed = d * 256 + 9 * 3 * d * 2048;
+  EXPECT_DOUBLE_EQ(one_more_dense.TrainingFlopsPerToken(64) - deepseek.TrainingFlopsPerToken(64),
+                   6.0 * (dense - routed));
+}
+
+TEST(ModelConfig, MoeActivationMemoryFollowsEachLayersMlp) {
+  // Qwen3-30B-A3B: every layer's 8 experts of 768 (8 * (8 * 768 / 2048 + 4)
+  // units of s*b*h, and 6 * 128 / 2048 for the router); a dense layer
+  // instead (mlp_only_layers) keeps its 6144-wide gated MLP's 8 * 3.
+  const ModelSpec sparse = Parsed("qwen3_moe", kQwen3_30bA3bConfig);
+  ModelSpec one_dense = sparse;
+  one_dense.dense_mlp_layers = {0};
+  const Strategy s = MakeStrategy(1, 1, Precision::kBf16, Checkpointing::kNone, Attention::kSdpa);
+  const double sbh = 1024.0 * 1 * 2048;
+  EXPECT_NEAR(double(EstimateMemory(one_dense, 1024, s).activations -
+                     EstimateMemory(sparse, 1024, s).activations),
+              sbh * (8 * 3.0 - 8 * (8 * 0.375 + 4) - 6 * 128 / 2048.0), 64);
+  // DeepSeek-V3: latent attention's widths (128 x (192 + 128) / 2 on 7168)
+  // and the shared expert; estimated, not refused.
+  const ModelSpec deepseek = Parsed("deepseek_v3", kDeepSeekV3Config);
+  const MemoryEstimate e = EstimateMemory(deepseek, 4096, s);
+  EXPECT_GT(e.activations, 0);
+  // Every expert's weights, in fp32 under bf16 autocast (per layer, the
+  // layers' average rounded down).
+  EXPECT_NEAR(double(e.parameters), 4.0 * kDeepSeekV3Parameters, 4.0 * 61);
+}
+
+TEST(ModelConfig, MoeFamiliesReadTheirKeysWithTransformersDefaults) {
+  const ModelSpec qwen = Parsed("qwen3_moe", kQwen3_30bA3bConfig);
+  EXPECT_EQ(qwen.num_local_experts, 128);  // "num_experts"
+  EXPECT_EQ(qwen.num_experts_per_tok, 8);
+  EXPECT_EQ(qwen.n_inner, 6144);
+  EXPECT_EQ(qwen.ExpertWidth(), 768);
+  EXPECT_TRUE(qwen.norm_topk_prob);
+  EXPECT_TRUE(qwen.dense_mlp_layers.empty());
+  EXPECT_TRUE(qwen.ExpertLayer(0) && qwen.ExpertLayer(47));
+  EXPECT_EQ(qwen.HeadDim(), 128);
+  EXPECT_EQ(qwen.n_kv_head, 4);
+  EXPECT_EQ(qwen.sliding_window, 0);
+  EXPECT_DOUBLE_EQ(qwen.rope_theta, 1e6);
+  EXPECT_TRUE(qwen.Info().qk_norm);
+  // Qwen3MoeConfig's defaults: norm_topk_prob false; use_sliding_window
+  // turns a window on for every layer (max_window_layers is not read).
+  EXPECT_FALSE(Parsed("qwen3_moe", Edited(kQwen3_30bA3bConfig, {{"norm_topk_prob", nullptr}}))
+                   .norm_topk_prob);
+  const ModelSpec sliding = Parsed(
+      "qwen3_moe",
+      Edited(kQwen3_30bA3bConfig,
+             {{"use_sliding_window", true}, {"sliding_window", 4096}, {"max_window_layers", 2}}));
+  EXPECT_EQ(sliding.sliding_window, 4096);
+  EXPECT_TRUE(sliding.SlidingLayer(0) && sliding.SlidingLayer(47));
+  // transformers writes num_local_experts (its attribute_map's alias).
+  EXPECT_EQ(Parsed("qwen3_moe", Edited(kQwen3_30bA3bConfig,
+                                       {{"num_experts", nullptr}, {"num_local_experts", 64}}))
+                .num_local_experts,
+            64);
+  const ModelSpec tiny = Parsed("qwen3_moe", kTinyQwen3Moe);
+  EXPECT_THAT(tiny.dense_mlp_layers, ElementsAre(0, 2, 3));
+  EXPECT_TRUE(tiny.ExpertLayer(1));
+  EXPECT_FALSE(tiny.ExpertLayer(3));
+
+  const ModelSpec deepseek = Parsed("deepseek_v3", kDeepSeekV3Config);
+  EXPECT_EQ(deepseek.num_local_experts, 256);  // "n_routed_experts"
+  EXPECT_EQ(deepseek.ExpertWidth(), 2048);
+  EXPECT_THAT(deepseek.dense_mlp_layers, ElementsAre(0, 1, 2));
+  EXPECT_EQ(deepseek.n_group, 8);
+  EXPECT_EQ(deepseek.topk_group, 4);
+  EXPECT_DOUBLE_EQ(deepseek.routed_scaling_factor, 2.5);
+  EXPECT_EQ(deepseek.n_shared_experts, 1);
+  EXPECT_TRUE(deepseek.norm_topk_prob);
+  EXPECT_EQ(deepseek.q_lora_rank, 1536);
+  EXPECT_EQ(deepseek.kv_lora_rank, 512);
+  EXPECT_EQ(deepseek.QkHeadDim(), 192);
+  EXPECT_EQ(deepseek.VHeadDim(), 128);
+  EXPECT_EQ(deepseek.RotaryDim(), 64);
+  EXPECT_TRUE(deepseek.rope_interleave);  // DeepseekV3Config's default
+  // rope_scaling's yarn: factor 40 over 4096 positions; mscale = mscale_all_dim
+  // gives cos and sin a factor 1, and the softmax mscale_all_dim's.
+  EXPECT_EQ(deepseek.rope_type, "yarn");
+  EXPECT_DOUBLE_EQ(deepseek.rope_factor, 40);
+  EXPECT_EQ(deepseek.rope_original_max_positions, 4096);
+  EXPECT_DOUBLE_EQ(deepseek.rope_attention_factor, 1.0);
+  EXPECT_DOUBLE_EQ(deepseek.rope_mscale_all_dim, 1.0);
+  // q_lora_rank null: q_proj; transformers' head_dim (its copy of
+  // qk_rope_head_dim) is not read.
+  const ModelSpec no_q_rank =
+      Parsed("deepseek_v3", NullQLoraRank(Edited(kTinyDeepSeekV3, {{"head_dim", 64}})));
+  EXPECT_EQ(no_q_rank.q_lora_rank, 0);
+  EXPECT_EQ(no_q_rank.RotaryDim(), 4);
+  // Defaults: DeepseekV3Config's.
+  const ModelSpec defaults =
+      Parsed("deepseek_v3", Edited(kDeepSeekV3Config, {{"first_k_dense_replace", nullptr},
+                                                       {"n_shared_experts", nullptr},
+                                                       {"routed_scaling_factor", nullptr},
+                                                       {"norm_topk_prob", nullptr}}));
+  EXPECT_EQ(defaults.dense_mlp_layers.size(), 3u);
+  EXPECT_EQ(defaults.n_shared_experts, 1);
+  EXPECT_DOUBLE_EQ(defaults.routed_scaling_factor, 2.5);
+  EXPECT_TRUE(defaults.norm_topk_prob);
+}
+
+TEST(ModelConfig, MoeFamilyErrorsNameTheKey) {
+  auto qwen = [](const nlohmann::json& changes) {
+    return ParseModelConfig("qwen3_moe", Edited(kQwen3_30bA3bConfig, changes)).status();
+  };
+  EXPECT_THAT(qwen({{"num_experts", nullptr}}),
+              InvalidArgument(HasSubstr("model_config.num_experts: missing")));
+  EXPECT_THAT(qwen({{"num_experts_per_tok", 200}}),
+              InvalidArgument(AllOf(HasSubstr("model_config.num_experts_per_tok"),
+                                    HasSubstr("num_experts = 128"))));
+  EXPECT_THAT(qwen({{"num_local_experts", 64}}),
+              InvalidArgument(HasSubstr("model_config.num_local_experts: must equal num_experts")));
+  EXPECT_THAT(qwen({{"moe_intermediate_size", nullptr}}),
+              InvalidArgument(HasSubstr("model_config.moe_intermediate_size: missing")));
+  EXPECT_THAT(qwen({{"mlp_only_layers", {48}}}),
+              InvalidArgument(HasSubstr("model_config.mlp_only_layers")));
+  EXPECT_THAT(qwen({{"decoder_sparse_step", 0}}),
+              InvalidArgument(HasSubstr("model_config.decoder_sparse_step")));
+  EXPECT_THAT(qwen({{"hidden_act", "gelu"}}),
+              InvalidArgument(AllOf(HasSubstr("model_config.hidden_act"), HasSubstr("silu"))));
+  auto deepseek = [](const nlohmann::json& changes) {
+    return ParseModelConfig("deepseek_v3", Edited(kDeepSeekV3Config, changes)).status();
+  };
+  EXPECT_THAT(deepseek({{"n_group", 3}}), InvalidArgument(HasSubstr("model_config.n_group")));
+  EXPECT_THAT(deepseek({{"n_group", 256}}),  // groups of one expert
+              InvalidArgument(HasSubstr("model_config.n_group")));
+  EXPECT_THAT(deepseek({{"topk_group", 9}}), InvalidArgument(HasSubstr("model_config.topk_group")));
+  EXPECT_THAT(deepseek({{"topk_group", 1}, {"num_experts_per_tok", 40}}),
+              InvalidArgument(HasSubstr("model_config.num_experts_per_tok")));
+  EXPECT_THAT(deepseek({{"num_key_value_heads", 8}}),
+              InvalidArgument(AllOf(HasSubstr("model_config.num_key_value_heads"),
+                                    HasSubstr("latent attention"))));
+  EXPECT_THAT(deepseek({{"q_lora_rank", nullptr}}),  // erased: missing, not null
+              InvalidArgument(HasSubstr("model_config.q_lora_rank: missing")));
+  EXPECT_THAT(deepseek({{"kv_lora_rank", 0}}),
+              InvalidArgument(HasSubstr("model_config.kv_lora_rank")));
+  EXPECT_THAT(deepseek({{"qk_rope_head_dim", 63}}),
+              InvalidArgument(HasSubstr("must be even for rotary embeddings")));
+  EXPECT_THAT(
+      deepseek({{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}, {"mscale_all_dim", 1.0}}}}),
+      InvalidArgument(HasSubstr("model_config.rope_scaling.mscale_all_dim")));
+  EXPECT_THAT(deepseek({{"first_k_dense_replace", -1}}),
+              InvalidArgument(HasSubstr("model_config.first_k_dense_replace")));
+  // A spec built by hand gets the same checks: deepseek_v3's dense layers
+  // are the first ones; features the family lacks stay off.
+  ModelSpec m = Parsed("deepseek_v3", kDeepSeekV3Config);
+  m.dense_mlp_layers = {0, 5};
+  EXPECT_THAT(m.Validate(), InvalidArgument(HasSubstr("first_k_dense_replace")));
+  m = Parsed("qwen3_moe", kQwen3_30bA3bConfig);
+  m.n_shared_experts = 1;
+  EXPECT_THAT(m.Validate(), InvalidArgument(HasSubstr("n_shared_experts")));
+  m = Parsed("mixtral", kMixtral8x7bConfig);
+  m.moe_intermediate_size = 512;
+  EXPECT_THAT(m.Validate(), InvalidArgument(HasSubstr("moe_intermediate_size")));
+  m = Parsed("llama", kLlama2_7bConfig);
+  m.kv_lora_rank = 512;
+  EXPECT_THAT(m.Validate(), InvalidArgument(HasSubstr("kv_lora_rank")));
+}
+
+TEST(ModelConfig, MoeFamiliesRoundTripThroughTheirNormalizedConfig) {
+  ModelSpec no_interleave = Parsed("deepseek_v3", kTinyDeepSeekV3);
+  no_interleave.rope_interleave = false;
+  no_interleave.norm_topk_prob = false;
+  no_interleave.q_lora_rank = 0;
+  for (const ModelSpec& m :
+       {Parsed("qwen3_moe", kQwen3_30bA3bConfig), Parsed("qwen3_moe", kTinyQwen3Moe),
+        Parsed("deepseek_v3", kDeepSeekV3Config), Parsed("deepseek_v3", kTinyDeepSeekV3),
+        no_interleave}) {
+    ASSERT_THAT(m.Validate(), IsOk()) << m.family;
+    const nlohmann::json j = m.ToConfigJson();
+    absl::StatusOr<ModelSpec> again = ModelSpecFromJson(m.family, j);
+    ASSERT_THAT(again, IsOk()) << j.dump();
+    EXPECT_EQ(again->ToConfigJson(), j) << m.family;
+    EXPECT_EQ(again->ParameterCount(), m.ParameterCount()) << j.dump();
+    EXPECT_EQ(again->TrainingFlopsPerToken(4096), m.TrainingFlopsPerToken(4096)) << j.dump();
+    EXPECT_EQ(again->dense_mlp_layers, m.dense_mlp_layers) << j.dump();
+    EXPECT_EQ(again->norm_topk_prob, m.norm_topk_prob) << j.dump();
+    EXPECT_EQ(again->ExpertWidth(), m.ExpertWidth()) << j.dump();
+    EXPECT_EQ(again->n_group, m.n_group) << j.dump();
+    EXPECT_EQ(again->topk_group, m.topk_group) << j.dump();
+    EXPECT_EQ(again->routed_scaling_factor, m.routed_scaling_factor) << j.dump();
+    EXPECT_EQ(again->n_shared_experts, m.n_shared_experts) << j.dump();
+    EXPECT_EQ(again->q_lora_rank, m.q_lora_rank) << j.dump();
+    EXPECT_EQ(again->rope_interleave, m.rope_interleave) << j.dump();
+    EXPECT_EQ(again->rope_mscale_all_dim, m.rope_mscale_all_dim) << j.dump();
+    EXPECT_EQ(again->rope_attention_factor, m.rope_attention_factor) << j.dump();
+  }
+}
+
+TEST(ModelConfig, MoeConfigsUnderAnotherFamilyAreRefused) {
+  // A DeepSeek-V3 config passed off as llama would lose latent attention
+  // and the experts; a Qwen3-MoE config as qwen3 its experts.
+  nlohmann::json deepseek = nlohmann::json::parse(kDeepSeekV3Config);
+  deepseek.erase("architectures");
+  deepseek["model_type"] = "llama";
+  EXPECT_THAT(ModelSpecFromJson("llama", deepseek).status(),
+              InvalidArgument(
+                  AllOf(HasSubstr("llama configs have no such key"), HasSubstr("deepseek_v3"))));
+  nlohmann::json qwen = nlohmann::json::parse(kQwen3_30bA3bConfig);
+  qwen.erase("architectures");
+  qwen["model_type"] = "qwen3";
+  EXPECT_THAT(
+      ModelSpecFromJson("qwen3", qwen).status(),
+      InvalidArgument(AllOf(HasSubstr("qwen3 configs have no such key"), HasSubstr("qwen3_moe"))));
+  // The hub's class names say which family a config is.
+  EXPECT_THAT(ParseModelConfig(
+                  "qwen3", Edited(kQwen3_8bConfig, {{"architectures", {"Qwen3MoeForCausalLM"}}}))
+                  .status(),
+              InvalidArgument(HasSubstr("'Qwen3MoeForCausalLM' is a qwen3_moe model")));
 }
 
 }  // namespace

@@ -12,8 +12,9 @@ namespace autoaccel::testing {
 
 // A tiny model of `family` (any of KnownModelFamilies() but torchscript):
 // 2 layers, width 32, 4 heads, vocabulary 96, 32 positions; the decoders use
-// grouped-query attention (2 key/value heads; gemma one), mixtral 4 experts
-// with top-2 routing, and each newer decoder the features that set it apart
+// grouped-query attention (2 key/value heads; gemma one; deepseek_v3's
+// latent attention one per head), mixtral 4 experts with top-2 routing, and
+// each newer decoder the features that set it apart
 // (see the cases below), with transformers' defaults elsewhere.
 inline ModelSpec TinyModelSpec(const std::string& family) {
   ModelSpec m;
@@ -39,6 +40,31 @@ inline ModelSpec TinyModelSpec(const std::string& family) {
   if (family == "mixtral") {
     m.num_local_experts = 4;
     m.num_experts_per_tok = 2;
+  }
+  if (family == "qwen3_moe") {  // layer 0 dense (mlp_only_layers), layer 1 experts
+    m.head_dim = 12;
+    m.num_local_experts = 4;
+    m.num_experts_per_tok = 2;
+    m.moe_intermediate_size = 24;
+    m.dense_mlp_layers = {0};
+    m.norm_topk_prob = false;
+  }
+  if (family == "deepseek_v3") {  // latent attention; layer 0 dense, layer 1 experts
+    m.n_kv_head = m.n_head;
+    m.q_lora_rank = 16;
+    m.kv_lora_rank = 12;
+    m.qk_nope_head_dim = 8;
+    m.qk_rope_head_dim = 4;
+    m.v_head_dim = 6;
+    m.rope_interleave = true;
+    m.num_local_experts = 8;
+    m.num_experts_per_tok = 3;
+    m.moe_intermediate_size = 16;
+    m.dense_mlp_layers = {0};
+    m.n_group = 4;
+    m.topk_group = 2;
+    m.routed_scaling_factor = 2.5;
+    m.n_shared_experts = 2;
   }
   if (family == "mistral") m.sliding_window = 6;  // shorter than the tests' 16 tokens
   if (family == "qwen3") m.head_dim = 12;         // (qk-norm: the family's)

@@ -16,7 +16,9 @@ TransformerConfig. The flags that reach neither TransformerConfig nor GPTModel
 (training, optimizer and data flags) are not checked, and each check lists
 them; a flag the mapping does not know at all fails the check.
 
-For a tiny model of every family in docs/MODELS.md, made with transformers'
+For a tiny model of every family in docs/MODELS.md (but qwen3_moe and
+deepseek_v3, whose experts and attention the export does not build, as its
+not_expressible rows say; export_test checks those rows), made with transformers'
 own config classes, the check exports with the CLI, makes the TransformerConfig
 (whose __post_init__ checks the values) and asserts the fields and GPTModel
 arguments the family's architecture needs (Qwen2's q/k/v biases, Qwen3's
@@ -282,7 +284,7 @@ def tiny_configs():
     """(family, transformers config, {"config.X"/"model.X": expected}, the
     architecture rows that must be not_expressible, {row: parameters of
     transformers' model that Megatron's lacks because of it}; None: no model
-    is built) for each family of docs/MODELS.md."""
+    is built) for each family of docs/MODELS.md but qwen3_moe and deepseek_v3."""
     import transformers as t
     small = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, vocab_size=256,

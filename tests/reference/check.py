@@ -4,7 +4,7 @@
 For tiny GPT-2, Llama (grouped-query and multi-query/tied variants,
 Llama 3.1 rope scaling with biases, YaRN, dynamic NTK), Mixtral, Mistral,
 Qwen2, Qwen3, Phi-3 (and its LongRoPE, long and short factors),
-Gemma, Gemma 2 and BERT configs made by transformers' own config classes,
+Gemma, Gemma 2, Qwen3-MoE, DeepSeek-V3 and BERT configs made by transformers' own config classes,
 builds the transformers model from the config alone (random
 weights, nothing downloaded), in fp32 with eager attention and no dropout,
 then scales its weights up so that every part of the network visibly moves
@@ -30,7 +30,8 @@ soft-capped attention runs on the math kernel only). Negative controls must fail
 so the comparison is shown to be able to fail: one weight perturbed by 1e-3
 before it goes to C++, and for the sliding window, the attention soft-cap and
 each rope scaling the engine given the config without the feature
-(FEATURE_CONTROLS).
+(FEATURE_CONTROLS), and DeepSeek-V3's router correction biases zeroed
+(BUFFER_CONTROLS).
 
 usage: check.py --runner PATH/autoaccel-reference [--workdir DIR] [--verbose]
 Exit status 0 when everything agrees, 1 otherwise.
@@ -38,6 +39,7 @@ Exit status 0 when everything agrees, 1 otherwise.
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -84,6 +86,14 @@ LLAMA_YARN = {"rope_type": "yarn", "rope_theta": 100.0, "factor": 4.0, "beta_fas
               "beta_slow": 0.5, "mscale": 2.0, "mscale_all_dim": 0.5,
               "original_max_position_embeddings": 64}
 
+# DeepSeek-V3's YaRN (rotary size 4: 2 frequencies) with mscale and
+# mscale_all_dim set and unequal: cos and sin scaled by their ratio, the
+# softmax by mscale_all_dim's factor squared.
+DEEPSEEK_YARN = {"rope_type": "yarn", "rope_theta": 100.0, "factor": 4.0, "beta_fast": 8.0,
+                 "beta_slow": 0.5, "mscale": 1.0, "mscale_all_dim": 0.7,
+                 "original_max_position_embeddings": 8}
+DEEPSEEK_YARN_ATTENTION_FACTOR = (0.1 * 1.0 * math.log(4.0) + 1) / (0.1 * 0.7 * math.log(4.0) + 1)
+
 # Features whose absence must change the answer: the case run with the key
 # set to this value (the feature off) has to fail the comparison.
 FEATURE_CONTROLS = {
@@ -102,7 +112,21 @@ FEATURE_CONTROLS = {
                                            "partial_rotary_factor": 0.5}),
                       ("rope_parameters", {**PHI3_LONGROPE, "long_factor": PHI3_SHORT})],
     "phi3-lrope-short": [("rope_parameters", {**PHI3_LONGROPE, "short_factor": PHI3_LONG})],
+    # The top-k weights kept as the softmax gave them, and renormalised.
+    "qwen3-moe": [("norm_topk_prob", True)],
+    "qwen3-moe-window": [("use_sliding_window", False), ("norm_topk_prob", False)],
+    # Interleaved rotary pairs; the routed experts' scale; the group limit
+    # (every group allowed); mscale_all_dim on the softmax scale (cos and sin
+    # keep their attention factor).
+    "deepseek-v3": [("rope_interleave", False), ("routed_scaling_factor", 1.0),
+                    ("topk_group", 4),
+                    ("rope_parameters", {**DEEPSEEK_YARN, "mscale_all_dim": 0.0,
+                                         "attention_factor": DEEPSEEK_YARN_ATTENTION_FACTOR})],
+    "deepseek-v3-noq": [("norm_topk_prob", True)],
 }
+
+# Buffers that must matter: the case run with them zeroed has to fail.
+BUFFER_CONTROLS = {"deepseek-v3": "e_score_correction_bias"}
 
 # GPT-2's Conv1D layers store [in, out]; the engine uses nn.Linear's [out, in].
 GPT2_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
@@ -206,6 +230,47 @@ def configs():
          transformers.Gemma2Config(num_key_value_heads=2, head_dim=12, sliding_window=6,
                                    attn_logit_softcapping=None, final_logit_softcapping=2.0,
                                    query_pre_attn_scalar=10, **llama_sizes)),
+        # Experts of their own width (24) beside a dense layer (1, from
+        # mlp_only_layers) of intermediate_size (56); the top-2 weights not
+        # renormalised (norm_topk_prob false); qwen3's q/k norms, head_dim 12.
+        ("qwen3-moe", "qwen3_moe", transformers.Qwen3MoeForCausalLM,
+         transformers.Qwen3MoeConfig(num_key_value_heads=2, head_dim=12, num_experts=4,
+                                     num_experts_per_tok=2, moe_intermediate_size=24,
+                                     mlp_only_layers=[1], norm_topk_prob=False,
+                                     **dict(llama_sizes, num_hidden_layers=3))),
+        # decoder_sparse_step 2 (layer 0 dense, 1 experts), renormalised
+        # weights, every layer's window 6 (use_sliding_window).
+        ("qwen3-moe-window", "qwen3_moe", transformers.Qwen3MoeForCausalLM,
+         transformers.Qwen3MoeConfig(num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
+                                     moe_intermediate_size=24, decoder_sparse_step=2,
+                                     norm_topk_prob=True, use_sliding_window=True,
+                                     sliding_window=6, **llama_sizes)),
+        # Latent attention with a query bottleneck (16), latent 12, heads of
+        # 8 + 4 (rotary, interleaved) and values of 6, YaRN with mscale_all_dim;
+        # layer 0 dense, then 8 experts of 16 in 4 groups (the best 2 allowed),
+        # top 3, 2 shared experts, scaled by 2.5; random correction biases.
+        ("deepseek-v3", "deepseek_v3", transformers.DeepseekV3ForCausalLM,
+         transformers.DeepseekV3Config(num_key_value_heads=4, q_lora_rank=16, kv_lora_rank=12,
+                                       qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6,
+                                       n_routed_experts=8, n_group=4, topk_group=2,
+                                       num_experts_per_tok=3, moe_intermediate_size=16,
+                                       first_k_dense_replace=1, n_shared_experts=2,
+                                       routed_scaling_factor=2.5,
+                                       rope_parameters=dict(DEEPSEEK_YARN),
+                                       **dict(llama_sizes, num_hidden_layers=3))),
+        # q_proj (no query bottleneck), attention biases, rotate_half rotary,
+        # weights not renormalised, every layer experts (one group).
+        ("deepseek-v3-noq", "deepseek_v3", transformers.DeepseekV3ForCausalLM,
+         transformers.DeepseekV3Config(num_key_value_heads=4, q_lora_rank=None, kv_lora_rank=12,
+                                       qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6,
+                                       n_routed_experts=4, n_group=1, topk_group=1,
+                                       num_experts_per_tok=2, moe_intermediate_size=16,
+                                       first_k_dense_replace=0, n_shared_experts=1,
+                                       norm_topk_prob=False, attention_bias=True,
+                                       rope_interleave=False,
+                                       rope_parameters={"rope_type": "default",
+                                                        "rope_theta": 100.0},
+                                       **llama_sizes)),
         ("bert", "bert", transformers.BertForMaskedLM,
          transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                  intermediate_size=64, vocab_size=VOCAB,
@@ -228,6 +293,9 @@ def scale_up_weights(model, hidden_size, seed):
                 p.copy_(1.0 + 0.1 * noise)
             else:
                 p.copy_(0.1 * noise)
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):  # comparable to sigmoid scores
+                b.copy_(0.3 * torch.randn(b.shape, generator=gen))
 
 
 def engine_name(family, hf_name):
@@ -273,7 +341,9 @@ def hf_reference(family, model, inputs, target):
     return out.logits.detach(), out.loss.detach(), grads
 
 
-def export_weights(family, model, path, perturb=None):
+def export_weights(family, model, path, perturb=None, zero_buffers=None):
+    """Parameters and persistent buffers by engine name; `perturb` (a name)
+    off by 1e-3, buffers whose name ends in `zero_buffers` zeroed."""
     tensors = {}
     for name, p in model.named_parameters():
         ename, transpose = engine_name(family, name)
@@ -281,6 +351,12 @@ def export_weights(family, model, path, perturb=None):
         if ename == perturb:
             t.view(-1)[0] += 1e-3
         tensors[ename] = t
+    persistent = model.state_dict().keys()
+    for name, b in model.named_buffers():
+        if name in persistent:
+            t = b.detach().contiguous().clone()
+            tensors[engine_name(family, name)[0]] = (
+                torch.zeros_like(t) if zero_buffers and name.endswith(zero_buffers) else t)
     save_file(tensors, path)
 
 
@@ -391,6 +467,18 @@ def main():
                 failures, *_ = compare(ref, got)
                 noticed = bool(failures)
                 print(f"{tag:<16} {'control':<15} {'':>7} perturbed {perturbed} by 1e-3: "
+                      f"{'detected' if noticed else 'NOT DETECTED'}")
+                ok &= noticed
+            if tag in BUFFER_CONTROLS:
+                # Negative control: the buffers zeroed must be noticed.
+                zeroed = BUFFER_CONTROLS[tag]
+                export_weights(family, model, os.path.join(workdir, f"{tag}.zeroed.safetensors"),
+                               zero_buffers=zeroed)
+                [(got, _)] = run_engine(args.runner, family, workdir, tag, [("math", "none")],
+                                        weights="zeroed")
+                failures, *_ = compare(ref, got)
+                noticed = bool(failures)
+                print(f"{tag:<16} {'control':<15} {'':>7} {zeroed} zeroed: "
                       f"{'detected' if noticed else 'NOT DETECTED'}")
                 ok &= noticed
             for key, value in FEATURE_CONTROLS.get(tag, []):
