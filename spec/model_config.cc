@@ -474,6 +474,17 @@ absl::Status ReadExperts(const nlohmann::json& config, const ModelFamilyInfo& fa
     }
   }
   RETURN_IF_ERROR(Int(config, "num_experts_per_tok", &m->num_experts_per_tok, true));
+  // With output_router_logits true transformers adds router_aux_loss_coef
+  // times its load-balancing loss to the loss; the trial runner trains the
+  // loss without it, so such a config would not train as tuned.
+  bool router_loss = false;
+  RETURN_IF_ERROR(Bool(config, "output_router_logits", &router_loss));
+  if (router_loss) {
+    return FieldError("output_router_logits",
+                      "true adds transformers' auxiliary load-balancing loss "
+                      "(router_aux_loss_coef) to the loss, which the trial runner does not "
+                      "compute; set it false (the default)");
+  }
   if (family.moe_width) {
     RETURN_IF_ERROR(Int(config, "moe_intermediate_size", &m->moe_intermediate_size, true));
   }

@@ -148,7 +148,7 @@ std::vector<std::string> DecoderFeatureKeys(const ModelFamilyInfo& f) {
   if (f.partial_rotary) keys.push_back("partial_rotary_factor");
   if (f.phi3_rope_original_max > 0) keys.push_back("original_max_position_embeddings");
   if (f.experts) {
-    keys.insert(keys.end(), {"num_local_experts", "num_experts_per_tok"});
+    keys.insert(keys.end(), {"num_local_experts", "num_experts_per_tok", "output_router_logits"});
     if (f.experts_key != absl::string_view("num_local_experts")) keys.push_back(f.experts_key);
   }
   if (f.moe_width) keys.push_back("moe_intermediate_size");

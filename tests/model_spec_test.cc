@@ -134,6 +134,23 @@ TEST(ModelConfig, LlamaDefaultsFollowTransformers) {
       Parsed("mixtral", Edited(kMixtral8x7bConfig, {{"rope_theta", nullptr}})).rope_theta, 1e6);
 }
 
+// transformers trains a mixture of experts with its load-balancing loss
+// added only when output_router_logits is true; the trial runner does not
+// compute that loss, so such a config is refused rather than trained
+// without it.
+TEST(ModelConfig, ARouterLossTheEngineDoesNotTrainIsRefused) {
+  for (const auto& [family, config] :
+       {std::pair<const char*, absl::string_view>{"mixtral", kMixtral8x7bConfig},
+        {"qwen3_moe", kQwen3_30bA3bConfig}}) {
+    absl::StatusOr<ModelSpec> m =
+        ParseModelConfig(family, Edited(config, {{"output_router_logits", true}}));
+    EXPECT_THAT(m.status(), InvalidArgument(AllOf(HasSubstr("output_router_logits"),
+                                                  HasSubstr("router_aux_loss_coef"))))
+        << family;
+    EXPECT_TRUE(ParseModelConfig(family, config).ok()) << family;
+  }
+}
+
 TEST(ModelConfig, ParameterCountsMatchTransformers) {
   // Each number is num_parameters() of the transformers model built from the
   // same config (on the meta device: no weights, no download).
