@@ -166,6 +166,9 @@ absl::Status CheckTensorParallelModel(const TrainingSetup& r, const Strategy& s)
   // such as qwen3's q_norm and k_norm are replicated.)
   RETURN_IF_ERROR(share("attention heads", r.model.n_head));
   if (r.model.IsDecoder()) RETURN_IF_ERROR(share("key-value heads", r.model.n_kv_head));
+  if (r.model.IsDecoder() && r.model.Info().experts) {
+    RETURN_IF_ERROR(share("expert width", static_cast<int>(r.model.ExpertWidth())));
+  }
   return share("MLP inner size", r.model.n_inner);
 }
 

@@ -85,7 +85,9 @@ struct CompatibilityRule {
 //                         the fused kernel cannot;
 //   "tensor_parallel_model" tensor_parallel divides the attention heads
 //                         (n_head), the key-value heads (n_kv_head, llama
-//                         and mixtral) and the MLP inner size (n_inner); the
+//                         and mixtral), the expert width (ExpertWidth(),
+//                         models with experts) and the MLP inner size
+//                         (n_inner); the
 //                         vocabulary need not divide (the engine pads it);
 //   "pipeline_layers"     (when the model's layers are known) with
 //                         pipeline_parallel > 1: pipeline_parallel *

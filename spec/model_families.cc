@@ -83,7 +83,7 @@ const ModelFamilyInfo kModelFamilies[] = {
         .NormTopK(false)
         .Dense(DenseMlpLayers::kQwenSparseStep)
         .Sliding(SlidingLayers::kUseSlidingWindow, 4096)
-        .ContextParallel(),
+        .Parallel(),
     Decoder("deepseek_v3", "DeepseekV3")
         .KvHeads(128)
         .AttentionBiasKey()

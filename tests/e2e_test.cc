@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -512,6 +513,54 @@ TEST(EndToEnd, ExpertParallelLayoutsSpreadMixtralsExpertsOverTheirRanks) {
   EXPECT_EQ(absl::StrContains(best, ",ep=2,"),
             job["best"]["strategy_json"]["expert_parallel"].get<int>() == 2)
       << best;
+}
+
+TEST(EndToEnd, AFourRankQwen3MoeTuneWeighsExpertTensorAndShardedLayouts) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  cluster.StartWorker("c1", "cpu:4");
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  // A tiny Qwen3-MoE (8 experts, top 2, a dense first layer) on four ranks:
+  // experts on every rank or spread over 2 or 4, tensor parallelism, fsdp.
+  const std::string config = MakeTempDir("autoaccel-qwen3-moe-") + "/config.json";
+  WriteFile(config, R"({"model_type": "qwen3_moe", "hidden_size": 32, "intermediate_size": 64,
+                        "moe_intermediate_size": 16, "num_hidden_layers": 2,
+                        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+                        "vocab_size": 96, "max_position_embeddings": 64, "num_experts": 8,
+                        "num_experts_per_tok": 2, "mlp_only_layers": [0]})");
+  const std::vector<std::string> args = {
+      "tune",  "--model",          "qwen3_moe",   "--model-config",
+      config,  "--seq-len",        "16",          "--global-batch-size",
+      "8",     "--world-size",     "4",           "--tp-sizes",
+      "1,2",   "--pp-sizes",       "1",           "--ep-sizes",
+      "1,2,4", "--shardings",      "none,fsdp",   "--precisions",
+      "fp32",  "--attentions",     "math",        "--checkpointings",
+      "none",  "--optimizers",     "fused_adamw", "--micro-batch-sizes",
+      "2",     "--time-limit",     "5m",          "--warmup-steps",
+      "1",     "--measured-steps", "2",           "--json"};
+  std::string out, err;
+  ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
+  json job = ParseJson(out);
+  EXPECT_EQ(job["state"], "SUCCEEDED") << out;
+  std::set<std::string> layouts;
+  for (const json& t : job["trials"]) {
+    EXPECT_EQ(t["status"], "SUCCEEDED") << t.dump();
+    const json& s = t["strategy_json"];
+    layouts.insert(absl::StrCat("tp", s["tensor_parallel"].get<int>(), "_ep",
+                                s["expert_parallel"].get<int>(), "_",
+                                s["sharding"].get<std::string>()));
+  }
+  // Every layout of the lists that the rules allow (tp2 leaves 2
+  // data-parallel ranks: ep 4 does not fit there).
+  EXPECT_EQ(layouts,
+            (std::set<std::string>{"tp1_ep1_none", "tp1_ep2_none", "tp1_ep4_none", "tp1_ep1_fsdp",
+                                   "tp1_ep2_fsdp", "tp1_ep4_fsdp", "tp2_ep1_none", "tp2_ep2_none",
+                                   "tp2_ep1_fsdp", "tp2_ep2_fsdp"}));
+  ASSERT_TRUE(job["best"].is_object()) << out;
+  EXPECT_TRUE(layouts.count(
+      absl::StrCat("tp", job["best"]["strategy_json"]["tensor_parallel"].get<int>(), "_ep",
+                   job["best"]["strategy_json"]["expert_parallel"].get<int>(), "_",
+                   job["best"]["strategy_json"]["sharding"].get<std::string>())));
 }
 
 TEST(EndToEnd, TorchScriptModelIsTunedFromItsFile) {

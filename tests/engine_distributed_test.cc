@@ -315,7 +315,11 @@ INSTANTIATE_TEST_SUITE_P(
         // context parallelism.
         ExpertCase{2, 2, 2, 1, 1, Sharding::kNone, true}, ExpertCase{2, 2, 1, 2},
         ExpertCase{2, 1, 1, 1, 2},
-        // The other families with experts.
+        // The other families with experts: qwen3_moe (a dense first layer)
+        // also split over tensor and pipeline ranks.
+        ExpertCase{1, 1, 2, 1, 1, Sharding::kNone, false, Checkpointing::kNone, "qwen3_moe"},
+        ExpertCase{1, 2, 1, 2, 1, Sharding::kZero1, false, Checkpointing::kNone, "qwen3_moe"},
+        ExpertCase{2, 2, 2, 1, 1, Sharding::kNone, true, Checkpointing::kNone, "qwen3_moe"},
         ExpertCase{2, 2, 1, 1, 1, Sharding::kNone, false, Checkpointing::kNone, "qwen3_moe"},
         ExpertCase{4, 4, 1, 1, 1, Sharding::kZero1, false, Checkpointing::kNone, "qwen3_moe"},
         ExpertCase{2, 1, 1, 1, 2, Sharding::kNone, false, Checkpointing::kNone, "qwen3_moe"},

@@ -1087,6 +1087,17 @@ TEST(Compatibility, ExpertParallelismSpreadsTheExpertsAModelHas) {
   EXPECT_TRUE(CheckCompatible(r, s).ok());
 }
 
+TEST(Compatibility, TensorParallelismSplitsEachExpertEvenly) {
+  SpaceRequest r = BaseRequest(8, 4);
+  r.model = Parsed("qwen3_moe", Edited(kQwen3_30bA3bConfig, {{"moe_intermediate_size", 770}}));
+  const Strategy s = WithLayout(
+      MakeStrategy(8, 1, Precision::kFp32, Checkpointing::kNone, Attention::kMath), 1, 4, 1);
+  EXPECT_THAT(CheckCompatible(r, s), InvalidArgument(AllOf(StartsWith("strategy.tensor_parallel:"),
+                                                           HasSubstr("expert width (770)"))));
+  r.model = Parsed("qwen3_moe", kQwen3_30bA3bConfig);  // 768 wide
+  EXPECT_TRUE(CheckCompatible(r, s).ok()) << CheckCompatible(r, s);
+}
+
 TEST(Compatibility, OnlyGpt2AndTheDecodersSplitTheModel) {
   const Strategy base =
       MakeStrategy(8, 1, Precision::kFp32, Checkpointing::kNone, Attention::kMath);
