@@ -43,8 +43,8 @@ MlpActivations MlpActivationUnits(const ModelSpec& m) {
 
 // Korthikanti et al.'s bytes for one layer and micro-batch (16-bit), for
 // this rank's seq_len / cp tokens of each sequence.
-double LayerActivationBytes(const ModelSpec& m, int seq_len, const Strategy& s,
-                            Checkpointing checkpointing) {
+double LayerActivationBytes(const ModelSpec& m, const MlpActivations& mlp, int seq_len,
+                            const Strategy& s, Checkpointing checkpointing) {
   const int64_t cp = std::max(1, s.context_parallel);
   const double sbh = double(seq_len) / cp * s.micro_batch_size * m.n_embd;
   const double t = s.tensor_parallel;
@@ -63,7 +63,6 @@ double LayerActivationBytes(const ModelSpec& m, int seq_len, const Strategy& s,
   // input of VHeadDim(), their mean.)
   const double width =
       m.IsDecoder() ? double(m.n_head) * (m.QkHeadDim() + m.VHeadDim()) / (2.0 * m.n_embd) : 1.0;
-  const MlpActivations mlp = MlpActivationUnits(m);
   double narrow = 10.0 + mlp.narrow, wide = 8.0 * width + mlp.wide;
   if (m.IsDecoder() && m.Info().sandwich_norm) narrow += 4.0;  // two more norms' inputs
   if (m.IsDecoder() && m.Info().qk_norm) wide += 4.0 * width;  // the q and k norms' inputs
@@ -131,14 +130,16 @@ MemoryEstimate EstimateMemory(const ModelSpec& m, int seq_len, const Strategy& s
   }
 
   // Activations: the checkpointed share of the stage's layers recomputes.
+  // (The MLP's share, a loop over the layers, once for both kinds of layer.)
+  const MlpActivations mlp = MlpActivationUnits(m);
   const int64_t checkpointed =
       s.checkpointing == Checkpointing::kNone
           ? 0
           : std::min<int64_t>(stage_layers, CeilDiv(stage_layers * s.checkpoint_percent, 100));
   const double per_micro_batch =
-      checkpointed * LayerActivationBytes(m, seq_len, s, s.checkpointing) +
+      checkpointed * LayerActivationBytes(m, mlp, seq_len, s, s.checkpointing) +
       (std::min(stage_layers, L) - checkpointed) *
-          LayerActivationBytes(m, seq_len, s, Checkpointing::kNone);
+          LayerActivationBytes(m, mlp, seq_len, s, Checkpointing::kNone);
   int64_t in_flight = 1;
   if (pp > 1) {
     const int64_t ga = std::max(1, s.grad_accum_steps);
