@@ -195,19 +195,23 @@ TrialMetrics FromProto(const v1::TrialMetrics& p) {
   return m;
 }
 
+// By reflection on kPeakTflopsFields' names (strategy_fields_test checks
+// that every row has a double field of that name).
 v1::PeakTflops ToProto(const PeakTflops& peak) {
   v1::PeakTflops p;
-  p.set_fp32(peak.fp32);
-  p.set_bf16(peak.bf16);
-  p.set_fp16(peak.fp16);
+  const google::protobuf::Descriptor* d = p.GetDescriptor();
+  for (const PeakTflopsField& f : kPeakTflopsFields) {
+    p.GetReflection()->SetDouble(&p, d->FindFieldByName(std::string(f.name)), peak.*f.member);
+  }
   return p;
 }
 
 PeakTflops FromProto(const v1::PeakTflops& p) {
   PeakTflops peak;
-  peak.fp32 = p.fp32();
-  peak.bf16 = p.bf16();
-  peak.fp16 = p.fp16();
+  const google::protobuf::Descriptor* d = p.GetDescriptor();
+  for (const PeakTflopsField& f : kPeakTflopsFields) {
+    peak.*f.member = p.GetReflection()->GetDouble(p, d->FindFieldByName(std::string(f.name)));
+  }
   return peak;
 }
 

@@ -41,9 +41,10 @@ class EntryReader {
   }
 
   // A number of the entry (or of its object `parent`) that satisfies
-  // `positive` (> 0) or else >= 0.
-  absl::StatusOr<double> Number(absl::string_view parent, absl::string_view field,
-                                bool positive) const {
+  // `positive` (> 0) or else >= 0; with `absent_is_zero` a missing field
+  // reads as 0.
+  absl::StatusOr<double> Number(absl::string_view parent, absl::string_view field, bool positive,
+                                bool absent_is_zero = false) const {
     const json* object = &entry_;
     std::string path(field);
     if (!parent.empty()) {
@@ -54,6 +55,7 @@ class EntryReader {
       path = absl::StrCat(parent, ".", field);
     }
     const auto it = object->find(std::string(field));
+    if (it == object->end() && absent_is_zero) return 0.0;
     if (it == object->end()) return Error(path, "is missing");
     if (!it->is_number()) return Error(path, "must be a number");
     const double value = it->get<double>();
@@ -110,11 +112,13 @@ absl::StatusOr<CatalogDevice> ReadEntry(const json& entry, size_t index, absl::s
   d.spec.memory_bytes = static_cast<int64_t>(std::llround(gib * kGiB));
   ASSIGN_OR_RETURN(const double bandwidth, r.Number("", "memory_bandwidth_gb_s", true));
   d.spec.memory_bandwidth_bytes_per_s = bandwidth * 1e9;
-  ASSIGN_OR_RETURN(d.spec.peak.fp32, r.Number("peak_tflops", "fp32", false));
-  ASSIGN_OR_RETURN(d.spec.peak.bf16, r.Number("peak_tflops", "bf16", false));
-  ASSIGN_OR_RETURN(d.spec.peak.fp16, r.Number("peak_tflops", "fp16", false));
+  for (const PeakTflopsField& f : kPeakTflopsFields) {
+    // Each precision may be left out (0: the device has no such path).
+    ASSIGN_OR_RETURN(d.spec.peak.*f.member,
+                     r.Number("peak_tflops", f.name, false, /*absent_is_zero=*/true));
+  }
   if (d.spec.peak == PeakTflops{}) {
-    return r.Error("peak_tflops", "must give at least one positive peak (fp32, bf16, fp16)");
+    return r.Error("peak_tflops", "must give at least one positive peak (fp32, bf16, fp16, fp8)");
   }
   ASSIGN_OR_RETURN(d.spec.intra_node, ReadLink(r, "intra_node"));
   ASSIGN_OR_RETURN(d.spec.inter_node, ReadLink(r, "inter_node"));

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "proto/convert.h"
+#include "spec/trial.h"
 
 namespace autoaccel {
 namespace {
@@ -184,9 +186,12 @@ absl::Status CheckDevice(const v1::Device& d, int i) {
   RETURN_IF_ERROR(CheckLimit(Limit::kTextBytes, static_cast<double>(d.held_by_trial().size()),
                              at + ".held_by_trial"));
   const v1::PeakTflops& p = d.peak_tflops();
-  RETURN_IF_ERROR(CheckLimit(Limit::kDevicePeakTflops, p.fp32(), at + ".peak_tflops.fp32"));
-  RETURN_IF_ERROR(CheckLimit(Limit::kDevicePeakTflops, p.bf16(), at + ".peak_tflops.bf16"));
-  return CheckLimit(Limit::kDevicePeakTflops, p.fp16(), at + ".peak_tflops.fp16");
+  const PeakTflops peak = FromProto(d.peak_tflops());
+  for (const PeakTflopsField& f : kPeakTflopsFields) {
+    RETURN_IF_ERROR(CheckLimit(Limit::kDevicePeakTflops, peak.*f.member,
+                               absl::StrCat(at, ".peak_tflops.", f.name)));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckLauncher(const v1::Launcher& l, int i) {

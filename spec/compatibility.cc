@@ -96,6 +96,16 @@ absl::Status CheckBf16Device(const TrainingSetup& r, const Strategy& s) {
   return absl::OkStatus();
 }
 
+absl::Status CheckFp8Device(const TrainingSetup& r, const Strategy& s) {
+  if (s.precision == Precision::kFp8 && !r.device_supports_fp8) {
+    return absl::InvalidArgumentError(
+        "strategy.precision: fp8 needs fp8 tensor cores (CUDA compute capability 8.9 or newer: "
+        "Ada, Hopper, Blackwell), which the device does not have (allowed: fp32, bf16, fp16, "
+        "pure_bf16)");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckOffloadDevice(const TrainingSetup& r, const Strategy& s) {
   if (s.offload == Offload::kCpu && !r.device_is_accelerator) {
     return absl::InvalidArgumentError(
@@ -116,6 +126,11 @@ absl::Status CheckFixedGraph(const TrainingSetup& r, const Strategy& s) {
     return absl::InvalidArgumentError(
         "strategy.attention: a TorchScript model runs its own attention code (allowed: math, "
         "meaning the model's own)");
+  }
+  if (s.precision == Precision::kFp8) {
+    return absl::InvalidArgumentError(
+        "strategy.precision: a TorchScript model runs its own linear layers, which the trial "
+        "runner cannot compute in fp8 (allowed: fp32, bf16, fp16, pure_bf16)");
   }
   return absl::OkStatus();
 }
@@ -286,6 +301,7 @@ constexpr CompatibilityRule kRules[] = {
     {"layout_product", &CheckLayoutProduct},
     {"batch_product", &CheckBatchProduct},
     {"bf16_device", &CheckBf16Device},
+    {"fp8_device", &CheckFp8Device},
     {"offload_device", &CheckOffloadDevice},
     {"fixed_graph", &CheckFixedGraph},
     {"parallel_family", &CheckParallelFamily},

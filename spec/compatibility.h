@@ -27,8 +27,11 @@ struct TrainingSetup {
   // Ranks of every trial: each strategy's data_parallel * tensor_parallel *
   // pipeline_parallel (the size of the cluster the user will train on).
   int world_size = 1;
-  // bf16 and pure_bf16 need it.
+  // bf16, pure_bf16 and fp8 need it.
   bool device_supports_bf16 = true;
+  // fp8 needs it: fp8 matrix units (CUDA compute capability 8.9 or newer),
+  // or a CPU device (LibTorch computes the scaled matrix products there).
+  bool device_supports_fp8 = true;
   // True for an accelerator (cuda), false for a CPU device. offload=cpu
   // needs it: on a CPU device the optimizer state already lives in host
   // memory.
@@ -69,11 +72,13 @@ struct CompatibilityRule {
 //                         tensor_parallel * pipeline_parallel == world_size;
 //   "batch_product"       micro_batch_size * grad_accum_steps *
 //                         data_parallel == global_batch_size;
-//   "bf16_device"         bf16 and pure_bf16 need device_supports_bf16;
+//   "bf16_device"         bf16, pure_bf16 and fp8 need device_supports_bf16;
+//   "fp8_device"          fp8 needs device_supports_fp8;
 //   "offload_device"      offload=cpu needs device_is_accelerator;
-//   "fixed_graph"         a torchscript model allows checkpointing none and
-//                         attention math only (its forward is the user's
-//                         code: no layers to checkpoint, its own attention);
+//   "fixed_graph"         a torchscript model allows checkpointing none,
+//                         attention math only and no fp8 (its forward is
+//                         the user's code: no layers to checkpoint, its own
+//                         attention and linear layers);
 //                         not for a launcher's trials (engine_runs_trials);
 //   "parallel_family"     tensor_parallel > 1 or pipeline_parallel > 1 only
 //                         for the families whose row says so (gpt2 and

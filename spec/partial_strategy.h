@@ -53,7 +53,7 @@ struct PartialStrategy {
 // "data_parallel"), e.g.
 //   "strategy.dp: expected a positive integer, got '0'"
 //   "strategy.ckpt_pct: expected a percentage in 1..100, got 101"
-//   "strategy.precision: unknown value 'fp8' (allowed: fp32, bf16, fp16, pure_bf16)"
+//   "strategy.precision: unknown value 'fp4' (allowed: fp32, bf16, fp16, pure_bf16, fp8)"
 //   "conflicting settings of sharding: 'zero1' sets zero1, 'zero2' sets zero2"
 // Setting a field twice to the same value is no error. Naming a field that
 // has no row, or one of another kind, is a caller's bug (INTERNAL).

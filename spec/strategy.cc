@@ -189,7 +189,9 @@ absl::Status CheckLayout(const Strategy& s, StrategyForm form) {
   return absl::OkStatus();
 }
 
-bool UsesBf16(Precision p) { return p == Precision::kBf16 || p == Precision::kPureBf16; }
+bool UsesBf16(Precision p) {
+  return p == Precision::kBf16 || p == Precision::kPureBf16 || p == Precision::kFp8;
+}
 
 std::string StrategyToText(const Strategy& s) {
   const bool single_rank = IsSingleRank(s);

@@ -28,6 +28,9 @@ enum class Precision {
   kFp16,      // "fp16": fp32 weights, fp16 autocast, dynamic loss scaling (skip on inf/nan)
   kPureBf16,  // "pure_bf16": bf16 weights, activations and gradients; the optimizer
               // updates an fp32 master copy and writes it back rounded to bf16
+  kFp8,       // "fp8": pure_bf16, with the transformer layers' linear layers computed
+              // in fp8 (inputs and weights e4m3, output gradients e5m2, one scale per
+              // tensor from its current absolute maximum); needs fp8 matrix units
 };
 // Which activations are dropped after the forward pass and recomputed in
 // backward, in the layers that checkpoint_percent selects.
@@ -97,7 +100,8 @@ const std::vector<Sharding>& AllShardings();
 const std::vector<PipelineSchedule>& AllPipelineSchedules();
 const std::vector<ContextParallelComm>& AllContextParallelComms();
 
-// True for the precisions that compute in bf16 (bf16, pure_bf16).
+// True for the precisions that compute in bf16 (bf16, pure_bf16, and fp8
+// outside its linear layers).
 bool UsesBf16(Precision p);
 
 struct Strategy {

@@ -38,7 +38,8 @@ inline constexpr std::pair<Precision, absl::string_view> kPrecisionNames[] = {
     {Precision::kFp32, "fp32"},
     {Precision::kBf16, "bf16"},
     {Precision::kFp16, "fp16"},
-    {Precision::kPureBf16, "pure_bf16"}};
+    {Precision::kPureBf16, "pure_bf16"},
+    {Precision::kFp8, "fp8"}};
 inline constexpr std::pair<Checkpointing, absl::string_view> kCheckpointingNames[] = {
     {Checkpointing::kNone, "none"},
     {Checkpointing::kSelective, "selective"},

@@ -1,5 +1,6 @@
 #include "spec/trial.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -34,35 +35,44 @@ absl::StatusOr<TrialStatus> ParseTrialStatus(absl::string_view name) {
 
 bool IsTerminal(TrialStatus s) { return s != TrialStatus::kPending && s != TrialStatus::kRunning; }
 
-double PeakTflops::For(Precision p) const {
+double PeakTflops::*PeakTflops::MemberFor(Precision p) {
   switch (p) {
     case Precision::kBf16:
     case Precision::kPureBf16:
-      return bf16;
+      return &PeakTflops::bf16;
     case Precision::kFp16:
-      return fp16;
+      return &PeakTflops::fp16;
+    case Precision::kFp8:
+      return &PeakTflops::fp8;
     case Precision::kFp32:
       break;
   }
-  return fp32;
+  return &PeakTflops::fp32;
+}
+
+PeakTflops PeakTflops::Max(const PeakTflops& a, const PeakTflops& b) {
+  PeakTflops out;
+  for (const PeakTflopsField& f : kPeakTflopsFields) out.*f.member = std::max(a.*f.member, b.*f.member);
+  return out;
 }
 
 nlohmann::json PeakTflopsToJson(const PeakTflops& p) {
-  return nlohmann::json{{"fp32", p.fp32}, {"bf16", p.bf16}, {"fp16", p.fp16}};
+  nlohmann::json j = nlohmann::json::object();
+  for (const PeakTflopsField& f : kPeakTflopsFields) j[std::string(f.name)] = p.*f.member;
+  return j;
 }
 
 absl::StatusOr<PeakTflops> PeakTflopsFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("peak_tflops: expected a JSON object");
   PeakTflops p;
-  for (auto [key, out] :
-       {std::pair<const char*, double*>{"fp32", &p.fp32}, {"bf16", &p.bf16}, {"fp16", &p.fp16}}) {
-    auto it = j.find(key);
+  for (const PeakTflopsField& f : kPeakTflopsFields) {
+    auto it = j.find(std::string(f.name));
     if (it == j.end() || it->is_null()) continue;
     if (!it->is_number() || it->get<double>() < 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat("peak_tflops.", key, ": expected a non-negative number"));
+          absl::StrCat("peak_tflops.", f.name, ": expected a non-negative number"));
     }
-    *out = it->get<double>();
+    p.*f.member = it->get<double>();
   }
   return p;
 }

@@ -106,20 +106,38 @@ absl::StatusOr<TrialPrediction> TrialPredictionFromJson(const nlohmann::json& j)
 // Dense peak throughput of one device in TFLOP/s per compute precision; 0 =
 // unknown. CUDA devices take it from a table of GPU models, CPU devices from
 // a GEMM probe the worker runs when it starts.
+// A device without fp8 matrix units (compute capability under 8.9) has fp8
+// 0; a device_supports_fp8 test is fp8 > 0.
 struct PeakTflops {
   double fp32 = 0;
   double bf16 = 0;
   double fp16 = 0;
+  double fp8 = 0;
 
-  // The peak a strategy of precision `p` computes at: bf16 for bf16 and
-  // pure_bf16, fp16 for fp16, fp32 for fp32.
-  double For(Precision p) const;
+  // The member holding the peak a strategy of precision `p` computes its
+  // matrix products at: bf16 for bf16 and pure_bf16, fp16 for fp16, fp32 for
+  // fp32, fp8 for fp8 (its linear layers; the rest runs at bf16's).
+  static double PeakTflops::*MemberFor(Precision p);
+  double For(Precision p) const { return this->*MemberFor(p); }
+  // Each precision's larger peak.
+  static PeakTflops Max(const PeakTflops& a, const PeakTflops& b);
   friend bool operator==(const PeakTflops& a, const PeakTflops& b) {
-    return a.fp32 == b.fp32 && a.bf16 == b.bf16 && a.fp16 == b.fp16;
+    return a.fp32 == b.fp32 && a.bf16 == b.bf16 && a.fp16 == b.fp16 && a.fp8 == b.fp8;
   }
 };
 
-// {"fp32": x, "bf16": y, "fp16": z}; missing keys read as 0, negative or
+// One row per member of PeakTflops, named as in JSON, the wire
+// (v1::PeakTflops) and the worker's --peak-tflops: every codec walks it.
+struct PeakTflopsField {
+  absl::string_view name;
+  double PeakTflops::*member;
+};
+inline constexpr PeakTflopsField kPeakTflopsFields[] = {{"fp32", &PeakTflops::fp32},
+                                                        {"bf16", &PeakTflops::bf16},
+                                                        {"fp16", &PeakTflops::fp16},
+                                                        {"fp8", &PeakTflops::fp8}};
+
+// {"fp32": x, "bf16": y, "fp16": z, "fp8": w}; missing keys read as 0, negative or
 // non-numeric values give INVALID_ARGUMENT.
 nlohmann::json PeakTflopsToJson(const PeakTflops& p);
 absl::StatusOr<PeakTflops> PeakTflopsFromJson(const nlohmann::json& j);

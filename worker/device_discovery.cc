@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
@@ -32,7 +34,9 @@ std::string HowItEnded(int status) {
 bool Succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
 std::string PeakText(const PeakTflops& p) {
-  return absl::StrCat("fp32 ", p.fp32, ", bf16 ", p.bf16, ", fp16 ", p.fp16, " TFLOP/s");
+  std::vector<std::string> parts;
+  for (const PeakTflopsField& f : kPeakTflopsFields) parts.push_back(absl::StrCat(f.name, " ", p.*f.member));
+  return absl::StrCat(absl::StrJoin(parts, ", "), " TFLOP/s");
 }
 
 struct GpuInfo {
@@ -166,9 +170,7 @@ absl::StatusOr<PeakTflops> ProbeCpuPeak(const DeviceProbeOptions& options) {
     if (!best.ok()) {
       best = *peak;
     } else {
-      best->fp32 = std::max(best->fp32, peak->fp32);
-      best->bf16 = std::max(best->bf16, peak->bf16);
-      best->fp16 = std::max(best->fp16, peak->fp16);
+      *best = PeakTflops::Max(*best, *peak);
     }
   }
   return best;

@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
                  "CPU threads per trial rank (default: cores / devices)");
   CLI::Option* peak_option =
       app.add_option("--peak-tflops", peak_text,
-                     "each device's dense peak, fp32=X,bf16=Y,fp16=Z TFLOP/s, for MFU (default: "
+                     "each device's dense peak, fp32=X,bf16=Y,fp16=Z,fp8=W TFLOP/s, for MFU (default: "
                      "cpu: measured at start; cuda: the GPU model's datasheet figure)");
   app.add_option("--rendezvous-ports", rendezvous_ports,
                  "A-B: ports of this host on which rank 0 of a multi-rank trial may serve its "

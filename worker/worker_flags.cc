@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -92,16 +93,19 @@ absl::StatusOr<PeakTflops> ParsePeakTflops(const std::string& text) {
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--peak-tflops: ", why,
-        "; expected fp32=X,bf16=Y,fp16=Z (TFLOP/s, any of the three), got '", text, "'"));
+        "; expected fp32=X,bf16=Y,fp16=Z,fp8=W (TFLOP/s, any of them), got '", text, "'"));
   };
   if (absl::StripAsciiWhitespace(text).empty()) return bad("empty");
   PeakTflops peak;
-  bool seen[3] = {false, false, false};
+  bool seen[std::size(kPeakTflopsFields)] = {};
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     std::pair<absl::string_view, absl::string_view> kv =
         absl::StrSplit(part, absl::MaxSplits('=', 1));
     const absl::string_view key = absl::StripAsciiWhitespace(kv.first);
-    const int which = key == "fp32" ? 0 : key == "bf16" ? 1 : key == "fp16" ? 2 : -1;
+    int which = -1;
+    for (size_t i = 0; i < std::size(kPeakTflopsFields); ++i) {
+      if (kPeakTflopsFields[i].name == key) which = static_cast<int>(i);
+    }
     if (which < 0) return bad(absl::StrCat("unknown precision '", key, "'"));
     if (seen[which]) return bad(absl::StrCat(key, " given twice"));
     seen[which] = true;
@@ -110,7 +114,7 @@ absl::StatusOr<PeakTflops> ParsePeakTflops(const std::string& text) {
         value < 0) {
       return bad(absl::StrCat(key, ": expected a non-negative number"));
     }
-    (which == 0 ? peak.fp32 : which == 1 ? peak.bf16 : peak.fp16) = value;
+    peak.*kPeakTflopsFields[which].member = value;
   }
   return peak;
 }

@@ -344,9 +344,7 @@ void WorkerServiceImpl::RaisePeakIfBeaten(int device_index, const TrialSpec& spe
     for (v1::Device& d : devices_) {
       if (d.type() != "cpu") continue;
       PeakTflops peak = FromProto(d.peak_tflops());
-      double& at = spec.strategy.precision == Precision::kFp16   ? peak.fp16
-                   : spec.strategy.precision == Precision::kFp32 ? peak.fp32
-                                                                 : peak.bf16;
+      double& at = peak.*PeakTflops::MemberFor(spec.strategy.precision);
       at = std::max(at, achieved_per_device);
       *d.mutable_peak_tflops() = ToProto(peak);
     }
