@@ -36,17 +36,20 @@ absl::StatusOr<v1::EstimateRequest> RequestOf(const EstimateFlags& f) {
   r.set_devices_per_node(f.devices_per_node);
   r.set_strategy(f.strategy);
   r.set_top(f.top);
+  for (const std::string& p : f.precisions) r.add_precisions(p);
   return r;
 }
 
 std::string GiB(int64_t bytes) { return absl::StrFormat("%.1f", bytes / kGiB); }
 
 void PrintDevices(const DeviceCatalog& catalog, std::ostream& out) {
-  out << absl::StrFormat("%-11s %7s %9s %9s %9s %10s %10s %6s  %s\n", "DEVICE", "GiB", "BF16 TF",
-                         "FP32 TF", "MEM TB/s", "NODE GB/s", "NET GB/s", "/NODE", "ALIASES");
+  out << absl::StrFormat("%-11s %7s %9s %9s %9s %9s %10s %10s %6s  %s\n", "DEVICE", "GiB",
+                         "BF16 TF", "FP8 TF", "FP32 TF", "MEM TB/s", "NODE GB/s", "NET GB/s",
+                         "/NODE", "ALIASES");
   for (const CatalogDevice& d : catalog.devices()) {
-    out << absl::StrFormat("%-11s %7s %9.1f %9.1f %9.2f %10.0f %10.1f %6d  %s\n", d.name,
-                           GiB(d.spec.memory_bytes), d.spec.peak.bf16, d.spec.peak.fp32,
+    out << absl::StrFormat("%-11s %7s %9.1f %9.1f %9.1f %9.2f %10.0f %10.1f %6d  %s\n", d.name,
+                           GiB(d.spec.memory_bytes), d.spec.peak.bf16, d.spec.peak.fp8,
+                           d.spec.peak.fp32,
                            d.spec.memory_bandwidth_bytes_per_s / 1e12,
                            d.spec.intra_node.bandwidth_bytes_per_s / 1e9,
                            d.spec.inter_node.bandwidth_bytes_per_s / 1e9, d.spec.devices_per_node,
@@ -101,6 +104,11 @@ CLI::App* AddEstimateCommand(CLI::App* app, EstimateFlags* f) {
                   "dp=8,tp=1,pp=1,sharding=zero1,mbs=1,precision=bf16 (ga= defaults to what "
                   "makes up the global batch)");
   cmd->add_option("--top", f->top, "rank the whole space: the K fastest strategies that fit");
+  cmd->add_option("--precisions", f->precisions,
+                  "with --top, the precisions to rank, e.g. bf16,pure_bf16,fp8 (default: bf16 "
+                  "and pure_bf16 on a GPU whose bf16 peak is its highest, else every precision "
+                  "the device runs; fp8 only when listed)")
+      ->delimiter(',');
   cmd->add_option("--device-catalog", f->catalog_file,
                   "JSON catalog adding devices or replacing built-in ones (docs/CLI.md)");
   cmd->add_flag("--list-devices", f->list_devices, "print the device catalog");

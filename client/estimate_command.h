@@ -30,6 +30,7 @@ struct EstimateFlags {
   int top = 0;
   std::string catalog_file;  // adds to / overrides the built-in catalog
   bool list_devices = false;
+  std::vector<std::string> precisions;  // --precisions; empty: the default
 };
 
 // Adds the `estimate` subcommand, its flags bound to `*flags`.

@@ -164,6 +164,17 @@ FormatOutput ExportAccelerate(const FormatContext& c, FidelityBuilder& rows) {
                           "mixed_precision bf16 over a model you load in bf16: no fp32 master "
                           "copy in the optimizer");
         break;
+      case Precision::kFp8:
+        mixed = "fp8";
+        cfg["fp8_config"] = {{"backend", "AO"}};
+        rows.Approximated(
+            &Strategy::precision,
+            "mixed_precision fp8 with fp8_config backend AO: torchao's tensorwise float8 linear "
+            "layers (e4m3 inputs and weights, e5m2 gradients, per-tensor current scaling, as "
+            "ours) over fp32 weights with bf16 autocast; accelerate leaves the model's first "
+            "linear layer in bf16 too (ours only the LM head), and any linear layer whose "
+            "sizes 16 does not divide (ours pads them)");
+        break;
     }
     rows.NotExpressible(&Strategy::optimizer,
                         s.optimizer == Optimizer::kFusedAdamW

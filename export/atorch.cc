@@ -238,6 +238,11 @@ FormatOutput ExportAtorch(const FormatContext& c, FidelityBuilder& rows) {
       rows.Exact(&Strategy::precision,
                  "half bf16: bf16 weights, ATorch's BF16Optimizer keeps fp32 master copies");
       break;
+    case Precision::kFp8:
+      rows.Rejected(&Strategy::precision,
+                    "ATorch's auto_accelerate has no fp8 optimization method for Hugging Face "
+                    "models");
+      break;
   }
 
   // The first n layers: ATorch's check_fn counts the matching modules in

@@ -320,6 +320,12 @@ FormatOutput ExportColossalAI(const FormatContext& c, FidelityBuilder& rows) {
                  "precision=\"bf16\": the model cast to bf16, fp32 master copies in the "
                  "optimizer, copied back each step");
       break;
+    case Precision::kFp8:
+      rows.Rejected(&Strategy::precision,
+                    "ColossalAI's plugins compute in fp16, bf16 or fp32 (their fp8 is for "
+                    "communication only); train fp8 through the megatron, torchtitan or "
+                    "accelerate export");
+      break;
     case Precision::kFp16:
       if (plugin == Plugin::kTorchDdp) {
         booster_precision = "fp16";

@@ -79,6 +79,12 @@ OJson DeepSpeedConfigJson(const FormatContext& c, FidelityBuilder& rows,
       rows.Exact(&Strategy::precision,
                  "torch_autocast bfloat16: fp32 weights, bf16 autocast, no loss scaling");
       break;
+    case Precision::kFp8:
+      rows.Rejected(&Strategy::precision,
+                    "DeepSpeed's config has no fp8 compute (its fp8 is for communication and "
+                    "optimizer state); train fp8 through the megatron, torchtitan or accelerate "
+                    "export");
+      break;
     case Precision::kPureBf16:
       ds["bf16"] = {{"enabled", true}};
       rows.Exact(&Strategy::precision,

@@ -147,6 +147,11 @@ FormatOutput ExportHfTrainer(const FormatContext& c, FidelityBuilder& rows) {
                           "from_pretrained(dtype=torch.bfloat16) and --bf16: bf16 weights, but "
                           "the optimizer updates them directly, with no fp32 master copy");
         break;
+      case Precision::kFp8:
+        rows.Rejected(&Strategy::precision,
+                      "TrainingArguments has no fp8 option; train fp8 through the accelerate "
+                      "export (mixed_precision fp8 with torchao)");
+        break;
     }
     if (s.optimizer == Optimizer::kFusedAdamW) {
       args.push_back("--optim=adamw_torch_fused");

@@ -125,6 +125,12 @@ FormatOutput ExportLightning(const FormatContext& c, FidelityBuilder& rows) {
                           "bf16-true: bf16 weights with no fp32 master copy in the optimizer");
       }
       break;
+    case Precision::kFp8:
+      rows.Rejected(&Strategy::precision,
+                    "Lightning's fp8 is its transformer-engine precision plugin, whose recipe "
+                    "scales by an amax history (delayed scaling), not by each tensor's current "
+                    "maximum; train fp8 through the megatron, torchtitan or accelerate export");
+      break;
     case Precision::kFp16:
       trainer["precision"] = "16-mixed";
       if (ds) {

@@ -133,6 +133,17 @@ FormatOutput ExportMegatron(const FormatContext& c, FidelityBuilder& rows) {
       a.push_back("--bf16");
       rows.Exact(&Strategy::precision, "--bf16: bf16 weights, fp32 masters in the optimizer");
       break;
+    case Precision::kFp8:
+      a.push_back("--bf16");
+      flag("--fp8-format", "hybrid");
+      flag("--fp8-recipe", "tensorwise");
+      rows.Exact(&Strategy::precision,
+                 "--bf16 --fp8-format hybrid --fp8-recipe tensorwise: Transformer Engine computes "
+                 "the transformer layers' linear layers in fp8, e4m3 inputs and weights and e5m2 "
+                 "gradients, each scaled by its current absolute maximum; the output layer, "
+                 "attention core and router in bf16; bf16 weights with fp32 masters (needs "
+                 "--transformer-impl transformer_engine, the default)");
+      break;
     case Precision::kFp16:
       a.push_back("--fp16");
       // Dynamic scaling (no --loss-scale) with our scaler's settings.

@@ -75,6 +75,11 @@ FormatOutput ExportTorch(const FormatContext& c, FidelityBuilder& rows) {
       rows.Exact(&Strategy::precision,
                  "bf16 weights; the optimizer steps fp32 master copies, copied back each step");
       break;
+    case Precision::kFp8:
+      rows.Rejected(&Strategy::precision,
+                    "autoaccel.torch.apply has no fp8 linear layers; train fp8 through the "
+                    "megatron, torchtitan or accelerate export");
+      break;
   }
   if (s.checkpointing == Checkpointing::kNone) {
     rows.Exact(&Strategy::checkpointing);

@@ -224,6 +224,31 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
       rows.Rejected(&Strategy::precision,
                     "torchtitan trains in bfloat16 or float32 only: no fp16 with loss scaling");
       break;
+    case Precision::kFp8:
+      if (!fully_sharded && (s.tensor_parallel > 1 || s.pipeline_parallel > 1)) {
+        rows.Rejected(&Strategy::precision,
+                      "torchtitan's bf16 around its float8 linear layers comes from FSDP2's "
+                      "mixed precision (or autocast under pure DDP / one device): with tensor "
+                      "or pipeline parallelism and no FSDP the rest would train in fp32; use "
+                      "sharding fsdp");
+        break;
+      }
+      set("model", "converters", "[\"quantize.linear.float8\"]");
+      set("quantize.linear.float8", "recipe_name", Quoted("tensorwise"));
+      set("quantize.linear.float8", "filter_fqns", "[\"output\"]");
+      set("training", "mixed_precision_param", Quoted("bfloat16"));
+      rows.Approximated(
+          &Strategy::precision,
+          absl::StrCat(
+              "converters [\"quantize.linear.float8\"], recipe_name \"tensorwise\": torchao's "
+              "float8 linear layers (e4m3 inputs and weights, e5m2 gradients, per-tensor "
+              "current scaling, as ours), filter_fqns [\"output\"] keeps the output layer in "
+              "bf16 as ours; around them ",
+              fully_sharded ? "FSDP2's bf16 mixed precision: bf16 compute copies of fp32 "
+                              "parameters (our masters), gradients reduced in fp32 (ours in bf16)"
+                            : "bf16 autocast over fp32 weights (ours keeps bf16 weights with "
+                              "fp32 masters)"));
+      break;
   }
   switch (s.checkpointing) {
     case Checkpointing::kNone:

@@ -59,8 +59,7 @@ json DeviceJson(const CatalogDevice& d) {
           {"description", d.description},
           {"type", d.spec.type},
           {"memory_bytes", d.spec.memory_bytes},
-          {"peak_tflops",
-           {{"fp32", d.spec.peak.fp32}, {"bf16", d.spec.peak.bf16}, {"fp16", d.spec.peak.fp16}}},
+          {"peak_tflops", PeakTflopsToJson(d.spec.peak)},
           {"memory_bandwidth_bytes_per_s", d.spec.memory_bandwidth_bytes_per_s},
           {"intra_node", LinkJson(d.spec.intra_node, d.intra_node_link)},
           {"inter_node", LinkJson(d.spec.inter_node, d.inter_node_link)},
@@ -138,6 +137,14 @@ absl::StatusOr<EstimateReport> Estimate(const v1::EstimateRequest& r) {
   report.request.devices_per_node = r.devices_per_node();
   report.devices_per_node =
       r.devices_per_node() > 0 ? r.devices_per_node() : report.request.device.spec.devices_per_node;
+  if (!r.precisions().empty() && r.top() == 0) {
+    return absl::InvalidArgumentError(
+        "precisions: only with top K (a strategy's text names its own precision)");
+  }
+  for (const std::string& name : r.precisions()) {
+    ASSIGN_OR_RETURN(const Precision p, ParsePrecision(name));
+    report.request.precisions.push_back(p);
+  }
   if (!r.strategy().empty()) {
     ASSIGN_OR_RETURN(const Strategy s, StrategyOf(r.strategy(), r.global_batch_size()));
     ASSIGN_OR_RETURN(StrategyEstimate e, EstimateStrategy(report.request, s));

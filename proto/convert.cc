@@ -195,8 +195,8 @@ TrialMetrics FromProto(const v1::TrialMetrics& p) {
   return m;
 }
 
-// By reflection on kPeakTflopsFields' names (strategy_fields_test checks
-// that every row has a double field of that name).
+// By reflection on kPeakTflopsFields' names (proto_convert_test checks that
+// every row has a double field of that name, and every field a row).
 v1::PeakTflops ToProto(const PeakTflops& peak) {
   v1::PeakTflops p;
   const google::protobuf::Descriptor* d = p.GetDescriptor();

@@ -25,6 +25,7 @@ SpaceRequest SpaceFor(const EstimateRequest& r) {
   const bool cuda = r.device.spec.type == "cuda";
   space.device_is_accelerator = cuda;
   space.device_supports_bf16 = !cuda || r.device.spec.peak.bf16 > 0;
+  space.device_supports_fp8 = DeviceSupportsFp8(r.device.spec);
   // Context parallelism is ranked too (a tuning job tries it only when
   // asked): every degree that divides the cluster and splits the sequence
   // into two chunks per rank.
@@ -45,7 +46,9 @@ SpaceRequest SpaceFor(const EstimateRequest& r) {
   space.optimizers = {Optimizer::kFusedAdamW};
   space.attentions = {r.model.attn_logit_softcapping > 0 ? Attention::kMath : Attention::kSdpa};
   const PeakTflops& peak = r.device.spec.peak;
-  if (cuda && peak.bf16 > 0 && peak.bf16 >= peak.fp16 && peak.bf16 >= peak.fp32) {
+  if (!r.precisions.empty()) {
+    space.precisions = r.precisions;
+  } else if (cuda && peak.bf16 > 0 && peak.bf16 >= peak.fp16 && peak.bf16 >= peak.fp32) {
     space.precisions = {Precision::kBf16, Precision::kPureBf16};
   }
   return space;

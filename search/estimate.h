@@ -34,6 +34,10 @@ struct EstimateRequest {
   CatalogDevice device;
   // Devices per node of the cluster; 0 = the catalog's figure for the device.
   int devices_per_node = 0;
+  // EstimateTop's precisions; empty: bf16 and pure_bf16 on a CUDA device
+  // whose bf16 peak is at least its fp16 and fp32 ones, else every precision
+  // the device runs but fp8 (as a tuning job's default).
+  std::vector<Precision> precisions;
 };
 
 struct StrategyEstimate {

@@ -108,7 +108,7 @@ MemoryEstimate EstimateMemory(const ModelSpec& m, int seq_len, const Strategy& s
 
   // Model state by precision, then sharding and offload, for the weights
   // held by `replicas` ranks.
-  const bool pure = s.precision == Precision::kPureBf16;
+  const bool pure = KeepsBf16Weights(s.precision);
   const int64_t weight_bytes = pure ? 2 : 4;
   const int64_t optimizer_bytes = pure ? 12 : 8;
   const auto add_state = [&](int64_t params, int64_t replicas) {

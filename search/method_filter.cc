@@ -45,6 +45,7 @@ constexpr Method kMethods[] = {
     {"pure_bf16", "precision",
      [](const Strategy& s) { return s.precision == Precision::kPureBf16; }},
     {"fp32", "precision", [](const Strategy& s) { return s.precision == Precision::kFp32; }},
+    {"fp8", "precision", [](const Strategy& s) { return s.precision == Precision::kFp8; }},
     {"checkpoint", "checkpointing",
      [](const Strategy& s) { return s.checkpointing != Checkpointing::kNone; }},
     {"selective_checkpoint", "checkpointing",

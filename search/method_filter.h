@@ -25,7 +25,7 @@ namespace autoaccel {
 //   "sequence_parallel"       sequence_parallel (Megatron SP over the tp ranks)
 //   "interleaved"             pipeline_schedule interleaved
 //   "amp_native"              precision bf16 or fp16 (autocast over fp32 weights)
-//   "bf16", "fp16", "pure_bf16", "fp32"   that precision
+//   "bf16", "fp16", "pure_bf16", "fp32", "fp8"   that precision
 //   "checkpoint"              checkpointing selective or full
 //   "selective_checkpoint"    checkpointing selective
 //   "full_checkpoint"         checkpointing full

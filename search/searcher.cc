@@ -25,6 +25,16 @@ CandidateSearcher::CandidateSearcher(SearchSetup setup)
     candidates_.push_back(std::move(c));
   }
   setup_.candidates.clear();  // candidates_ holds them now
+  if (HasModel() && !DeviceSupportsFp8(setup_.cost_model->device())) {
+    // The pool's devices became known after the space was built.
+    for (int i = 0; i < static_cast<int>(candidates_.size()); ++i) {
+      if (candidates_[i].strategy.precision != Precision::kFp8) continue;
+      Prune(i, absl::StrCat(kPrunedUnsupported,
+                            ": fp8 needs fp8 tensor cores (CUDA compute capability 8.9 or newer), "
+                            "which the pool's ",
+                            setup_.cost_model->device().type, " devices do not have"));
+    }
+  }
   RefreshPredictions();
 }
 

@@ -12,6 +12,8 @@
 // the job's space, after --include/--exclude) with the same cost model
 // (search/cost_model.h), calibrated from every measured trial, and the same
 // pruning rules:
+//   - device: fp8 candidates, when the cost model's device (the pool's) has
+//     no fp8 tensor cores (DeviceSupportsFp8), before anything runs;
 //   - memory: a candidate whose calibrated estimate exceeds the device memory
 //     by more than the margin is pruned, before it is ever proposed (checked
 //     again after each calibration; a pruned candidate never comes back);
@@ -73,6 +75,7 @@ struct Proposal {
 // thousands of pruned candidates can be summarised by kind.
 inline constexpr char kPrunedNotFitting[] = "predicted not to fit";
 inline constexpr char kPrunedByOom[] = "dominated by an out-of-memory trial";
+inline constexpr char kPrunedUnsupported[] = "not supported by the device";
 
 // A candidate the searcher decided never to run, and why (shown to the user):
 // "KIND: details", KIND one of the kinds above.

@@ -16,7 +16,7 @@ namespace {
 // Preferred order of each enum dimension, best first (see EnumerateSpace()).
 // Each lists every enumerator of its dimension: "known_values" relies on it.
 constexpr Precision kPrecisionOrder[] = {Precision::kBf16, Precision::kPureBf16, Precision::kFp16,
-                                         Precision::kFp32};
+                                         Precision::kFp32, Precision::kFp8};
 constexpr Attention kAttentionOrder[] = {Attention::kSdpa, Attention::kMath};
 constexpr Checkpointing kCheckpointingOrder[] = {Checkpointing::kNone, Checkpointing::kSelective,
                                                  Checkpointing::kFull};
@@ -84,6 +84,7 @@ absl::Status DropUnsupported(absl::string_view field, absl::string_view why,
 }
 
 bool IsCpuOffload(Offload o) { return o == Offload::kCpu; }
+bool IsFp8(Precision p) { return p == Precision::kFp8; }
 
 // Micro-batch sizes to try for a data-parallel size whose per-rank batch is
 // `per_rank`, largest first; empty when none of the given sizes divides it.
@@ -406,6 +407,19 @@ absl::StatusOr<Dimensions> ResolveDimensions(const SpaceRequest& r) {
   }
   ASSIGN_OR_RETURN(d.precisions,
                    Candidates("precisions", r.precisions, kPrecisionOrder, &PrecisionName));
+  if (r.precisions.empty()) {
+    // fp8 changes the numerics of training (what converges in bf16 may not
+    // in fp8): tried only when asked for.
+    d.precisions.erase(std::remove_if(d.precisions.begin(), d.precisions.end(), &IsFp8),
+                       d.precisions.end());
+  }
+  if (!r.device_supports_fp8) {
+    RETURN_IF_ERROR(DropUnsupported<Precision>(
+        "precisions",
+        "the device has no fp8 tensor cores (CUDA compute capability 8.9 or newer: Ada, Hopper, "
+        "Blackwell)",
+        &IsFp8, kPrecisionOrder, &PrecisionName, &d.precisions));
+  }
   if (!r.device_supports_bf16) {
     RETURN_IF_ERROR(DropUnsupported<Precision>("precisions", "the device does not support bf16",
                                                &UsesBf16, kPrecisionOrder, &PrecisionName,

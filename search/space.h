@@ -26,8 +26,9 @@ namespace autoaccel {
 
 // A search: the setup every strategy must fit (TrainingSetup: model, batch,
 // cluster, device), with the candidate values of each dimension. Of the
-// setup's device facts, bf16 and pure_bf16 are dropped from the space without
-// device_supports_bf16, offload=cpu without device_is_accelerator.
+// setup's device facts, bf16, pure_bf16 and fp8 are dropped from the space
+// without device_supports_bf16, fp8 without device_supports_fp8, offload=cpu
+// without device_is_accelerator.
 struct SpaceRequest : TrainingSetup {
   // Candidate values per dimension. Empty means every value that applies and
   // the device can run:
@@ -56,8 +57,12 @@ struct SpaceRequest : TrainingSetup {
   //                        divides global_batch_size / data_parallel;
   //   checkpoint_percents: {50, 100} (applied to selective and full; none
   //                        always runs at 100);
+  //   precisions:          every precision the device supports but fp8
+  //                        (it changes the numerics of training: tried
+  //                        only when listed);
   //   the other enum lists: every enumerator the device supports (see
-  //                        device_supports_bf16 and device_is_accelerator).
+  //                        device_supports_bf16, device_supports_fp8 and
+  //                        device_is_accelerator).
   // Given values may come in any order and may repeat; the output order does
   // not depend on it. Given sizes that do not fit are skipped: parallel
   // sizes whose product does not divide world_size, layouts whose
@@ -103,8 +108,9 @@ struct SpaceRequest : TrainingSetup {
 //   "pipeline_schedules: ..."
 //                             an unknown enumerator, or nothing left once the
 //                             values the device cannot run are dropped
-//                             (precisions: only bf16/pure_bf16 without
-//                             device_supports_bf16; offloads: only cpu
+//                             (precisions: only bf16/pure_bf16/fp8 without
+//                             device_supports_bf16, only fp8 without
+//                             device_supports_fp8; offloads: only cpu
 //                             without device_is_accelerator)
 absl::Status ValidateSpaceRequest(const SpaceRequest& request);
 

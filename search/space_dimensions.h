@@ -93,7 +93,8 @@ inline constexpr std::tuple kSpaceDimensions{
                         &SpaceRequest::micro_batch_sizes, std::nullopt},
     SpaceDimension<Precision>{
         "precision", "precisions", "--precisions", "precisions",
-        "precisions to try: bf16,pure_bf16,fp16,fp32 (default: all the device runs)",
+        "precisions to try: bf16,pure_bf16,fp16,fp32,fp8 (default: all the device runs but "
+        "fp8)",
         &SpaceRequest::precisions, Precision::kFp32, kPrecisionNames},
     SpaceDimension<Checkpointing>{
         "checkpointing", "checkpointings", "--checkpointings", "checkpointings",

@@ -43,6 +43,12 @@ struct DeviceSpec {
   int devices_per_node = 0;                 // 0 = unknown: every rank on one node
 };
 
+// Whether `device` computes fp8 matrix products: a CPU device does (LibTorch
+// computes the scaled products there); a CUDA device when its fp8 peak is
+// known (> 0: compute capability 8.9 or newer), or when none of its peaks
+// is known (an unknown GPU: its trials tell).
+bool DeviceSupportsFp8(const DeviceSpec& device);
+
 // TOPOLOGY. Ranks sit on nodes in Megatron's order: rank = tp_rank + t ·
 // (dp_rank + n · pp_rank) (tensor innermost, then data, then pipeline),
 // devices_per_node consecutive ranks to a node. A group whose ranks sit on
@@ -86,8 +92,8 @@ GroupPlacement PlaceGroups(const Strategy& strategy, const LinkTopology& topolog
 // together); "ar" is a ring all-reduce's 2(n-1)/n and "rs"
 // a reduce-scatter's or all-gather's (n-1)/n of the buffer, per rank.
 enum TimeFeature : int {
-  // Compute FLOPs of the rank at the strategy's precision (the other three
-  // are 0): model FLOPs (ModelSpec::TrainingFlopsPerToken split into the
+  // Compute FLOPs of the rank at the strategy's precision (the others are 0;
+  // fp8 splits its FLOPs between kFlopsFp8 and kFlopsPureBf16): model FLOPs (ModelSpec::TrainingFlopsPerToken split into the
   // stage's layers and, on the last stage, the LM head) / t, plus what
   // recomputation adds: a full-recompute layer's forward (1/3 of its FLOPs),
   // a selective one's attention products forward.
@@ -95,6 +101,14 @@ enum TimeFeature : int {
   kFlopsBf16,
   kFlopsFp16,
   kFlopsPureBf16,
+  // fp8: the FLOPs of the transformer layers' linear layers (the layer's
+  // FLOPs but its attention core's, and their share of full recompute),
+  // computed in fp8; the attention core, selective recompute and the LM
+  // head count as kFlopsPureBf16. The per-tensor scaling (an absolute
+  // maximum and a cast of each input, weight and output gradient) is
+  // memory-bound work in proportion to these FLOPs: its coefficient
+  // carries it.
+  kFlopsFp8,
   // attention=math only (0 for sdpa): the attention core's QK^T and AV FLOPs
   // as the unfused kernel computes them — the whole s×s score matrix, masked
   // half included (12·s·h per token and layer forward + backward, 4·s·h more
@@ -168,7 +182,7 @@ enum TimeFeature : int {
   kNumTimeFeatures
 };
 
-// "flops_fp32", "flops_bf16", "flops_fp16", "flops_pure_bf16",
+// "flops_fp32", "flops_bf16", "flops_fp16", "flops_pure_bf16", "flops_fp8",
 // "math_attention_flops", "layer_passes", "optimizer_params",
 // "fused_optimizer_params", "offload_bytes", "data_parallel_bytes",
 // "model_parallel_bytes", "collectives", "step"; "unknown" out of range.

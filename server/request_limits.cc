@@ -185,7 +185,6 @@ absl::Status CheckDevice(const v1::Device& d, int i) {
                              at + ".memory_bytes"));
   RETURN_IF_ERROR(CheckLimit(Limit::kTextBytes, static_cast<double>(d.held_by_trial().size()),
                              at + ".held_by_trial"));
-  const v1::PeakTflops& p = d.peak_tflops();
   const PeakTflops peak = FromProto(d.peak_tflops());
   for (const PeakTflopsField& f : kPeakTflopsFields) {
     RETURN_IF_ERROR(CheckLimit(Limit::kDevicePeakTflops, peak.*f.member,

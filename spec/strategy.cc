@@ -189,6 +189,8 @@ absl::Status CheckLayout(const Strategy& s, StrategyForm form) {
   return absl::OkStatus();
 }
 
+bool KeepsBf16Weights(Precision p) { return p == Precision::kPureBf16 || p == Precision::kFp8; }
+
 bool UsesBf16(Precision p) {
   return p == Precision::kBf16 || p == Precision::kPureBf16 || p == Precision::kFp8;
 }

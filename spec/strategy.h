@@ -103,6 +103,9 @@ const std::vector<ContextParallelComm>& AllContextParallelComms();
 // True for the precisions that compute in bf16 (bf16, pure_bf16, and fp8
 // outside its linear layers).
 bool UsesBf16(Precision p);
+// True for the precisions that keep bf16 weights and gradients, with fp32
+// master copies in the optimizer (pure_bf16, fp8).
+bool KeepsBf16Weights(Precision p);
 
 struct Strategy {
   // Parallel layout: data_parallel * context_parallel * tensor_parallel *

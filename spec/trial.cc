@@ -56,6 +56,15 @@ PeakTflops PeakTflops::Max(const PeakTflops& a, const PeakTflops& b) {
   return out;
 }
 
+std::ostream& operator<<(std::ostream& os, const PeakTflops& p) {
+  const char* separator = "";
+  for (const PeakTflopsField& f : kPeakTflopsFields) {
+    os << separator << f.name << " " << p.*f.member;
+    separator = ", ";
+  }
+  return os << " TFLOP/s";
+}
+
 nlohmann::json PeakTflopsToJson(const PeakTflops& p) {
   nlohmann::json j = nlohmann::json::object();
   for (const PeakTflopsField& f : kPeakTflopsFields) j[std::string(f.name)] = p.*f.member;

@@ -720,7 +720,7 @@ std::vector<Strategy> VariedStrategies(int global_batch) {
     s.pipeline_parallel = d.pp;
     s.micro_batch_size = 1 << pick(4);
     s.grad_accum_steps = global_batch / (d.dp * s.micro_batch_size);
-    s.precision = AllPrecisions()[pick(4)];
+    s.precision = AllPrecisions()[pick(AllPrecisions().size())];
     s.checkpointing = AllCheckpointings()[pick(3)];
     if (s.checkpointing != Checkpointing::kNone && pick(2) == 0) s.checkpoint_percent = 50;
     s.attention = AllAttentions()[pick(2)];
@@ -758,8 +758,8 @@ HeldOut CalibrateOnHalf(const DeviceSpec& device, double noise) {
   constexpr int kSeq = 256, kBatch = 32;
   CostModel model(*m, kSeq, kBatch, device);
 
-  const std::array<double, kNumTimeFeatures> factors = {0.5, 2.5, 3.0, 1.8, 0.3, 2.0, 0.6,
-                                                        1.5, 3.0, 2.5, 0.4, 3.0, 0.3};
+  const std::array<double, kNumTimeFeatures> factors = {0.5, 2.5, 3.0, 1.8, 2.2, 0.3, 2.0,
+                                                        0.6, 1.5, 3.0, 2.5, 0.4, 3.0, 0.3};
   TimeCoefficients truth = model.time_coefficients();
   for (int k = 0; k < kNumTimeFeatures; ++k) truth.seconds_per_unit[k] *= factors[k];
 
@@ -1012,8 +1012,8 @@ struct SyntheticDevice {
   TimeCoefficients time;
   MemoryCoefficients memory{1.3, int64_t{300} << 20};
   SyntheticDevice() {
-    const std::array<double, kNumTimeFeatures> factors = {0.5, 2.5, 3.0, 1.8, 0.3, 2.0, 0.6,
-                                                          1.5, 3.0, 2.5, 0.4, 3.0, 0.3};
+    const std::array<double, kNumTimeFeatures> factors = {0.5, 2.5, 3.0, 1.8, 2.2, 0.3, 2.0,
+                                                          0.6, 1.5, 3.0, 2.5, 0.4, 3.0, 0.3};
     time = PriorTimeCoefficients(spec);
     for (int k = 0; k < kNumTimeFeatures; ++k) time.seconds_per_unit[k] *= factors[k];
   }

@@ -59,7 +59,8 @@ TEST(DeviceCatalog, BuiltInHasTheDevicesTheIssueNamesWithEveryFigure) {
   // The figures the cost model reads, in its units.
   const CatalogDevice& h100 = *catalog->Find("h100-sxm");
   EXPECT_EQ(h100.spec.memory_bytes, int64_t{80} << 30);
-  EXPECT_EQ(h100.spec.peak, (PeakTflops{67, 989, 989}));
+  EXPECT_EQ(h100.spec.peak, (PeakTflops{67, 989, 989, 1979}));
+  EXPECT_EQ(catalog->Find("a100-80gb")->spec.peak.fp8, 0);  // no fp8 tensor cores
   EXPECT_DOUBLE_EQ(h100.spec.memory_bandwidth_bytes_per_s, 3350e9);
   EXPECT_DOUBLE_EQ(h100.spec.intra_node.bandwidth_bytes_per_s, 450e9);
   EXPECT_DOUBLE_EQ(h100.spec.inter_node.latency_s, 50e-6);

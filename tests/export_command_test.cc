@@ -126,7 +126,7 @@ TEST_F(ExportCommandTest, RejectedAndInvalidInputExitTwo) {
   EXPECT_THAT(out_.str(), HasSubstr("rejected"));
   EXPECT_THAT(err_.str(), HasSubstr("torchtitan rejects this strategy"));
   f.format = "deepspeed";
-  f.strategy = "mbs=1,ga=1,precision=fp8";
+  f.strategy = "mbs=1,ga=1,precision=fp4";
   EXPECT_EQ(ExportCommand(c_, f), kExitBadInput);
   EXPECT_THAT(err_.str(), HasSubstr("strategy: strategy.precision"));
 }

@@ -68,9 +68,9 @@ TEST(LoadStrategy, CanonicalTextErrors) {
   EXPECT_THAT(ParseLoadStrategy("checkpoint=full,ckpt_pct=101").status(),
               InvalidArgument(Eq("load_strategy: strategy.ckpt_pct: expected a percentage in "
                                  "1..100, got '101'")));
-  EXPECT_THAT(ParseLoadStrategy("precision=fp8").status(),
-              InvalidArgument(Eq("load_strategy: strategy.precision: unknown value 'fp8' "
-                                 "(allowed: fp32, bf16, fp16, pure_bf16)")));
+  EXPECT_THAT(ParseLoadStrategy("precision=fp4").status(),
+              InvalidArgument(Eq("load_strategy: strategy.precision: unknown value 'fp4' "
+                                 "(allowed: fp32, bf16, fp16, pure_bf16, fp8)")));
   EXPECT_THAT(ParseLoadStrategy("checkpoint=partial").status(),
               InvalidArgument(Eq("load_strategy: strategy.checkpoint: unknown value 'partial' "
                                  "(allowed: none, selective, full)")));
@@ -143,9 +143,9 @@ TEST(LoadStrategy, JsonErrors) {
                                          "data_parallel, tensor_parallel, pipeline_parallel, ")));
   EXPECT_THAT(ParseLoadStrategy(R"({"precision": 16})").status(),
               InvalidArgument(Eq("load_strategy: strategy.precision: expected a string, got 16")));
-  EXPECT_THAT(ParseLoadStrategy(R"({"precision": "fp8"})").status(),
+  EXPECT_THAT(ParseLoadStrategy(R"({"precision": "fp4"})").status(),
               InvalidArgument(StartsWith("load_strategy: strategy.precision: unknown value "
-                                         "'fp8'")));
+                                         "'fp4'")));
   EXPECT_THAT(ParseLoadStrategy(R"({"sequence_parallel": 1})").status(),
               InvalidArgument(Eq("load_strategy: strategy.sequence_parallel: expected true or "
                                  "false, got 1")));

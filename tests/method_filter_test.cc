@@ -123,8 +123,8 @@ TEST(MethodFilter, UnknownNameNamesTheFlagAndTheAllowedNames) {
                                    "data_parallel, "),
                         HasSubstr("offload; aliases: half = pure_bf16, module_replace = sdpa, "
                                   "fused_adamw = fused_optimizer, cpu_offload = offload)"))));
-  EXPECT_THAT(ParseMethodFilter({}, {"FP8"}).status(),
-              InvalidArgument(StartsWith("exclude: unknown method 'fp8' (allowed: ")));
+  EXPECT_THAT(ParseMethodFilter({}, {"FP4"}).status(),
+              InvalidArgument(StartsWith("exclude: unknown method 'fp4' (allowed: ")));
 }
 
 TEST(MethodFilter, BothIncludedAndExcluded) {
@@ -181,7 +181,7 @@ TEST(MethodFilter, IncludedMethodThatNeedsAnExcludedOne) {
 }
 
 TEST(MethodFilter, ListsThatLeaveNoStrategy) {
-  EXPECT_THAT(ParseMethodFilter({}, {"fp32,amp_native,pure_bf16"}).status(),
+  EXPECT_THAT(ParseMethodFilter({}, {"fp32,amp_native,pure_bf16,fp8"}).status(),
               InvalidArgument(Eq("exclude: every strategy uses one of the excluded methods")));
   EXPECT_THAT(ParseMethodFilter({"checkpoint"}, {"selective_checkpoint,full_checkpoint"}).status(),
               InvalidArgument(Eq("include, exclude: no strategy uses every included method and "

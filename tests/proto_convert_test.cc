@@ -69,6 +69,24 @@ TEST(ProtoConvert, EveryStrategyRowIsAProtoFieldOfItsKindAndEveryFieldHasARow) {
             std::set<std::string>{"text"});
 }
 
+TEST(ProtoConvert, EveryPeakRowIsADoubleFieldAndEveryPeakSurvivesTheWire) {
+  const Descriptor* d = v1::PeakTflops::descriptor();
+  std::set<std::string> unmatched;
+  for (int i = 0; i < d->field_count(); ++i) unmatched.insert(d->field(i)->name());
+  PeakTflops peak;
+  double value = 1;
+  for (const PeakTflopsField& f : kPeakTflopsFields) {
+    const FieldDescriptor* field = d->FindFieldByName(std::string(f.name));
+    ASSERT_NE(field, nullptr) << f.name;
+    EXPECT_EQ(field->cpp_type(), FieldDescriptor::CPPTYPE_DOUBLE) << f.name;
+    unmatched.erase(field->name());
+    peak.*f.member = value++;
+  }
+  EXPECT_THAT(unmatched, ::testing::IsEmpty());
+  EXPECT_EQ(FromProto(ToProto(peak)), peak);
+  EXPECT_EQ(ToProto(peak).fp8(), 4);
+}
+
 TEST(ProtoConvert, EveryStrategyFieldAtEveryValueSurvivesTheWire) {
   ForEveryFieldValue([](const auto& field, const Strategy& s) {
     const std::string shown = absl::StrCat(field.name, "=", FieldText(field, s.*field.member));

@@ -201,7 +201,9 @@ TEST(EnumerateSpace, EveryEnumeratorIsPartOfTheDefaultSpace) {
     optimizers.insert(s.optimizer);
     offloads.insert(s.offload);
   }
-  EXPECT_EQ(precisions.size(), AllPrecisions().size());
+  // fp8 only when asked for (it changes the numerics of training).
+  EXPECT_EQ(precisions.size(), AllPrecisions().size() - 1);
+  EXPECT_EQ(precisions.count(Precision::kFp8), 0u);
   EXPECT_EQ(checkpointings.size(), AllCheckpointings().size());
   EXPECT_EQ(attentions.size(), AllAttentions().size());
   EXPECT_EQ(optimizers.size(), AllOptimizers().size());
@@ -627,6 +629,29 @@ TEST(EnumerateSpace, DeviceWithoutBf16DropsBf16AndPureBf16) {
               InvalidArgument(AllOf(StartsWith("precisions:"), HasSubstr("pure_bf16"))));
 }
 
+TEST(EnumerateSpace, Fp8OnlyWhenListedAndOnlyOnADeviceWithFp8) {
+  SpaceRequest r = BaseRequest(8);
+  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  for (const Strategy& s : *space) EXPECT_NE(s.precision, Precision::kFp8);
+
+  r.precisions = {Precision::kFp8, Precision::kPureBf16};
+  space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::set<Precision> seen;
+  for (const Strategy& s : *space) seen.insert(s.precision);
+  EXPECT_THAT(seen, ElementsAre(Precision::kPureBf16, Precision::kFp8));
+
+  r.device_supports_fp8 = false;
+  space = EnumerateSpace(r);
+  ASSERT_TRUE(space.ok()) << space.status();
+  for (const Strategy& s : *space) EXPECT_EQ(s.precision, Precision::kPureBf16);
+  r.precisions = {Precision::kFp8};
+  EXPECT_THAT(EnumerateSpace(r).status(),
+              InvalidArgument(AllOf(StartsWith("precisions: only fp8 requested"),
+                                    HasSubstr("no fp8 tensor cores"))));
+}
+
 TEST(EnumerateSpace, CpuOffloadOnlyOnAnAccelerator) {
   SpaceRequest r = BaseRequest(8);
   r.offloads = {Offload::kNone, Offload::kCpu};
@@ -751,10 +776,37 @@ TEST(Compatibility, RulesAreNamedAndDistinct) {
   EXPECT_THAT(
       names,
       ElementsAre("positive_sizes", "known_values", "checkpoint_percent", "layout",
-                  "layout_product", "batch_product", "bf16_device", "offload_device", "fixed_graph",
+                  "layout_product", "batch_product", "bf16_device", "fp8_device", "offload_device",
+                  "fixed_graph",
                   "parallel_family", "attention_kernel", "tensor_parallel_model", "pipeline_layers",
                   "pipeline_sharding", "sequence_parallel", "context_parallel_family",
                   "context_parallel_sequence", "context_parallel_kernel", "expert_parallel_model"));
+}
+
+TEST(Compatibility, Fp8NeedsFp8TensorCoresAndTheEnginesLinearLayers) {
+  SpaceRequest r = OneOfEach();
+  Strategy s;
+  s.micro_batch_size = 1;
+  s.grad_accum_steps = r.global_batch_size;
+  s.precision = Precision::kFp8;
+  EXPECT_OK(CheckCompatible(r, s));
+  r.device_supports_fp8 = false;
+  EXPECT_THAT(CheckCompatible(r, s),
+              InvalidArgument(AllOf(StartsWith("strategy.precision: fp8 needs fp8 tensor cores"),
+                                    HasSubstr("8.9"))));
+  r.device_supports_fp8 = true;
+  r.device_supports_bf16 = false;  // fp8 computes the rest in bf16
+  EXPECT_THAT(CheckCompatible(r, s), InvalidArgument(HasSubstr("bf16")));
+  r.device_supports_bf16 = true;
+  absl::StatusOr<ModelSpec> script =
+      ModelSpecFromJson("torchscript", {{"input_spec", "ids:int64[B,T]<64; labels=ids"},
+                                        {"script_digest", ContentDigest("x")},
+                                        {"script_bytes", 1}});
+  ASSERT_TRUE(script.ok()) << script.status();
+  r.model = *script;
+  s.attention = Attention::kMath;
+  EXPECT_THAT(CheckCompatible(r, s),
+              InvalidArgument(HasSubstr("a TorchScript model runs its own linear layers")));
 }
 
 TEST(Compatibility, PipelinesShardAtMostZero1AndSequenceSlicesMustDivide) {

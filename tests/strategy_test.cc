@@ -81,8 +81,8 @@ TEST(StrategyText, MalformedTextNamesTheKey) {
   EXPECT_THAT(ParseStrategyText("mbs=x").status(), InvalidArgument(HasSubstr("mbs")));
   EXPECT_THAT(ParseStrategyText("mbs=99999999999").status(), InvalidArgument(HasSubstr("mbs")));
   EXPECT_THAT(ParseStrategyText("ga=-1").status(), InvalidArgument(HasSubstr("ga")));
-  EXPECT_THAT(ParseStrategyText("precision=fp8").status(),
-              InvalidArgument(AllOf(HasSubstr("precision"), HasSubstr("fp8"), HasSubstr("bf16"),
+  EXPECT_THAT(ParseStrategyText("precision=fp4").status(),
+              InvalidArgument(AllOf(HasSubstr("precision"), HasSubstr("fp4"), HasSubstr("bf16"),
                                     HasSubstr("pure_bf16"))));
   EXPECT_THAT(ParseStrategyText("checkpoint=partial").status(),
               InvalidArgument(AllOf(HasSubstr("checkpoint"), HasSubstr("selective"))));
@@ -143,7 +143,7 @@ TEST(StrategyJson, MalformedJsonNamesTheKey) {
   EXPECT_THAT(from(R"({"micro_batch_size": 0})"), InvalidArgument(HasSubstr("micro_batch_size")));
   EXPECT_THAT(from(R"({"micro_batch_size": "4"})"), InvalidArgument(HasSubstr("micro_batch_size")));
   EXPECT_THAT(from(R"({"grad_accum_steps": 1.5})"), InvalidArgument(HasSubstr("grad_accum_steps")));
-  EXPECT_THAT(from(R"({"precision": "fp8"})"), InvalidArgument(HasSubstr("precision")));
+  EXPECT_THAT(from(R"({"precision": "fp4"})"), InvalidArgument(HasSubstr("precision")));
   EXPECT_THAT(from(R"({"checkpointing": 1})"), InvalidArgument(HasSubstr("checkpointing")));
   EXPECT_THAT(from(R"({"checkpointing": "full", "checkpoint_percent": 0})"),
               InvalidArgument(HasSubstr("checkpoint_percent")));

@@ -35,11 +35,6 @@
 
 namespace autoaccel {
 
-// Readable PeakTflops in failure messages (found by argument-dependent lookup).
-static void PrintTo(const PeakTflops& p, std::ostream* os) {
-  *os << "{fp32 " << p.fp32 << ", bf16 " << p.bf16 << ", fp16 " << p.fp16 << "}";
-}
-
 namespace {
 
 // A one-layer gpt2 rank: the stand-in runners never build it.
@@ -357,10 +352,10 @@ TEST(AdvertisedAddressProblemTest, NamesAnAddressOtherHostsCannotUseForGangs) {
               HasSubstr("no-such-host.invalid does not resolve"));
 }
 
-TEST(ParsePeakTflopsTest, ReadsAnyOfTheThreePrecisions) {
-  absl::StatusOr<PeakTflops> all = ParsePeakTflops("fp32=1.5,bf16=20,fp16=19.25");
+TEST(ParsePeakTflopsTest, ReadsAnyOfThePrecisions) {
+  absl::StatusOr<PeakTflops> all = ParsePeakTflops("fp32=1.5,bf16=20,fp16=19.25,fp8=40");
   ASSERT_TRUE(all.ok()) << all.status();
-  EXPECT_EQ(*all, (PeakTflops{1.5, 20, 19.25}));
+  EXPECT_EQ(*all, (PeakTflops{1.5, 20, 19.25, 40}));
   absl::StatusOr<PeakTflops> some = ParsePeakTflops("bf16=989");
   ASSERT_TRUE(some.ok()) << some.status();
   EXPECT_EQ(*some, (PeakTflops{0, 989, 0}));
@@ -470,9 +465,9 @@ TEST_F(DescribeDevicesTest, CudaDevicesTakeNameMemoryAndPeakFromNvidiaSmi) {
   EXPECT_THAT(RunnerDevices(*devices), ElementsAre("cuda:1", "cuda:0"));
   EXPECT_EQ((*devices)[0].name(), "NVIDIA H100 PCIe");
   EXPECT_EQ((*devices)[0].memory_bytes(), int64_t{81559} << 20);
-  EXPECT_EQ(FromProto((*devices)[0].peak_tflops()), (PeakTflops{51, 756, 756}));
+  EXPECT_EQ(FromProto((*devices)[0].peak_tflops()), (PeakTflops{51, 756, 756, 1513}));
   EXPECT_EQ((*devices)[1].name(), "NVIDIA H100 80GB HBM3");
-  EXPECT_EQ(FromProto((*devices)[1].peak_tflops()), (PeakTflops{67, 989, 989}));
+  EXPECT_EQ(FromProto((*devices)[1].peak_tflops()), (PeakTflops{67, 989, 989, 1979}));
 
   // --device-memory given: it stands. CUDA_VISIBLE_DEVICES renumbers.
   options_.keep_memory = true;
@@ -695,7 +690,7 @@ TEST_F(WorkerServiceTest, AGpuNamedAfterItsModelStillRunsOnItsOrdinal) {
   TrialSpec seen = RunAndReadSpec(TinySpec());
   EXPECT_EQ(seen.device, "cuda:1");
   EXPECT_EQ(seen.memory_limit_bytes, int64_t{81559} << 20);
-  EXPECT_EQ(seen.peak_tflops, (PeakTflops{51, 756, 756}));
+  EXPECT_EQ(seen.peak_tflops, (PeakTflops{51, 756, 756, 1513}));
 }
 
 TEST_F(WorkerServiceTest, TwoRanksOfATrialRunSideBySideAndOneCancelStopsBoth) {

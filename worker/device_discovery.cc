@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,9 +35,9 @@ std::string HowItEnded(int status) {
 bool Succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
 std::string PeakText(const PeakTflops& p) {
-  std::vector<std::string> parts;
-  for (const PeakTflopsField& f : kPeakTflopsFields) parts.push_back(absl::StrCat(f.name, " ", p.*f.member));
-  return absl::StrCat(absl::StrJoin(parts, ", "), " TFLOP/s");
+  std::ostringstream text;
+  text << p;
+  return text.str();
 }
 
 struct GpuInfo {

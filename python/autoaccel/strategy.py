@@ -47,7 +47,7 @@ FIELDS = (
     Field("virtual_stages", "vpp", "count", 1),
     Field("micro_batch_size", "mbs", "count", 1),
     Field("grad_accum_steps", "ga", "count", 1),
-    Field("precision", "precision", "choice", "fp32", ("fp32", "bf16", "fp16", "pure_bf16")),
+    Field("precision", "precision", "choice", "fp32", ("fp32", "bf16", "fp16", "pure_bf16", "fp8")),
     Field("checkpointing", "checkpoint", "choice", "none", ("none", "selective", "full")),
     Field("checkpoint_percent", "ckpt_pct", "count", 100, percent=True),
     Field("attention", "attention", "choice", "math", ("math", "sdpa")),

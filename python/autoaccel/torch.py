@@ -84,7 +84,7 @@ the one nn.ModuleList of same-class modules the model has):
             samples along dim 0) into grad_accum_steps micro-batches; each
             loss is divided by grad_accum_steps before backward
   pipeline_parallel > 1, sequence_parallel, context_parallel > 1,
-  expert_parallel > 1
+  expert_parallel > 1, precision fp8
             refused (UnsupportedStrategy)
 
 Anything the strategy asks that cannot be applied raises UnsupportedStrategy
@@ -200,6 +200,11 @@ def apply(strategy, model, optimizer_fn, *, loss_fn=None, blocks=None, set_atten
             "strategy.expert_parallel=%d: autoaccel.torch does not spread experts over ranks "
             "(train with a framework that does, e.g. torchtitan or Megatron-LM: autoaccel export)"
             % s["expert_parallel"])
+    if s["precision"] == "fp8":
+        raise UnsupportedStrategy(
+            "strategy.precision=fp8: autoaccel.torch has no fp8 linear layers (train with a "
+            "framework that has them, e.g. Megatron-LM, torchtitan or accelerate: autoaccel "
+            "export)")
     if not isinstance(model, nn.Module):
         raise TypeError("model: expected a torch.nn.Module, got %s" % type(model).__name__)
     name = type(model).__name__
