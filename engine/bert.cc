@@ -48,10 +48,13 @@ class BertLayer : public CheckpointableBlock {
       return t.view({B, T, n_head_, C / n_head_}).transpose(1, 2);
     };
     const torch::Tensor context =
-        Attend(heads(query_->forward(x)), heads(key_->forward(x)), heads(value_->forward(x)),
+        Attend(heads(LayerLinear(query_, x, options)), heads(LayerLinear(key_, x, options)),
+               heads(LayerLinear(value_, x, options)),
                /*causal=*/false, options);
-    const torch::Tensor a = attention_norm_->forward(attention_dense_->forward(context) + x);
-    const torch::Tensor m = output_dense_->forward(Gelu(intermediate_dense_->forward(a)));
+    const torch::Tensor a =
+        attention_norm_->forward(LayerLinear(attention_dense_, context, options) + x);
+    const torch::Tensor m =
+        LayerLinear(output_dense_, Gelu(LayerLinear(intermediate_dense_, a, options)), options);
     return output_norm_->forward(m + a);
   }
 

@@ -31,7 +31,7 @@ torch::Tensor GptAttentionImpl::Forward(const torch::Tensor& x, const RunOptions
   // [B, T, 3C'] -> 3 x [B, heads, T, head_dim], C' = heads * head_dim: all
   // heads, or this rank's under tensor parallelism (whose input is the whole
   // sequence also when x holds only this rank's slice of it).
-  const torch::Tensor fused = c_attn_->forward(ColumnParallelInput(x, options.tp));
+  const torch::Tensor fused = LayerLinear(c_attn_, ColumnParallelInput(x, options.tp), options);
   const int64_t B = fused.size(0), T = fused.size(1);
   const int64_t width = fused.size(2) / 3;
   std::vector<torch::Tensor> qkv = fused.split(width, /*dim=*/2);
@@ -40,7 +40,7 @@ torch::Tensor GptAttentionImpl::Forward(const torch::Tensor& x, const RunOptions
   };
   return RowParallelLinear(
       Attend(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), /*causal=*/true, options),
-      c_proj_->weight, c_proj_->bias, options.tp);
+      c_proj_->weight, c_proj_->bias, options);
 }
 
 GptMlpImpl::GptMlpImpl(const ModelSpec& spec) {
@@ -49,9 +49,9 @@ GptMlpImpl::GptMlpImpl(const ModelSpec& spec) {
 }
 
 torch::Tensor GptMlpImpl::Forward(const torch::Tensor& x, const RunOptions& options) {
-  const torch::Tensor h =
-      torch::gelu(c_fc_->forward(ColumnParallelInput(x, options.tp)), /*approximate=*/"tanh");
-  return RowParallelLinear(h, c_proj_->weight, c_proj_->bias, options.tp);
+  const torch::Tensor h = torch::gelu(
+      LayerLinear(c_fc_, ColumnParallelInput(x, options.tp), options), /*approximate=*/"tanh");
+  return RowParallelLinear(h, c_proj_->weight, c_proj_->bias, options);
 }
 
 GptBlockImpl::GptBlockImpl(const ModelSpec& spec) {

@@ -81,12 +81,13 @@ torch::Tensor LatentAttentionImpl::Forward(const torch::Tensor& x, const RunOpti
   const auto [cos, sin] = RotaryCosSin(ContextParallelPositions(options.cp, T, x.device()),
                                        WholeSequenceLength(options.cp, T), spec_, rope_);
   const torch::Tensor q_flat =
-      q_proj_ ? q_proj_->forward(x)
-              : q_b_proj_->forward(q_a_layernorm_->forward(q_a_proj_->forward(x)));
+      q_proj_ ? LayerLinear(q_proj_, x, options)
+              : LayerLinear(q_b_proj_, q_a_layernorm_->forward(LayerLinear(q_a_proj_, x, options)),
+                            options);
   const torch::Tensor q = q_flat.view({B, T, heads_, nope_ + rope_}).transpose(1, 2);
   const std::vector<torch::Tensor> compressed =
-      kv_a_proj_with_mqa_->forward(x).split_with_sizes({kv_rank_, rope_}, /*dim=*/-1);
-  const torch::Tensor kv = kv_b_proj_->forward(kv_a_layernorm_->forward(compressed[0]))
+      LayerLinear(kv_a_proj_with_mqa_, x, options).split_with_sizes({kv_rank_, rope_}, /*dim=*/-1);
+  const torch::Tensor kv = LayerLinear(kv_b_proj_, kv_a_layernorm_->forward(compressed[0]), options)
                                .view({B, T, heads_, nope_ + v_dim_})
                                .transpose(1, 2);
   const std::vector<torch::Tensor> k_nope_v = kv.split_with_sizes({nope_, v_dim_}, /*dim=*/-1);
@@ -96,7 +97,8 @@ torch::Tensor LatentAttentionImpl::Forward(const torch::Tensor& x, const RunOpti
   const torch::Tensor queries = torch::cat({q.narrow(-1, 0, nope_), q_rot}, /*dim=*/-1);
   const torch::Tensor keys =
       torch::cat({k_nope_v[0], k_rot.expand({B, heads_, T, rope_})}, /*dim=*/-1);
-  return o_proj_->forward(Attend(queries, keys, k_nope_v[1].contiguous(), shape_, options));
+  return LayerLinear(o_proj_, Attend(queries, keys, k_nope_v[1].contiguous(), shape_, options),
+                     options);
 }
 
 }  // namespace autoaccel

@@ -154,13 +154,14 @@ class DecoderAttentionImpl : public torch::nn::Module {
     torch::Tensor q, k, v;
     if (qkv_proj_) {
       // [q; k; v] rows, all heads or this rank's share of each.
-      const torch::Tensor qkv = qkv_proj_->forward(input);
+      const torch::Tensor qkv = LayerLinear(qkv_proj_, input, options);
       const int64_t unit = qkv.size(-1) / (heads_ + 2 * kv_heads_);
       std::vector<torch::Tensor> parts =
           qkv.split_with_sizes({unit * heads_, unit * kv_heads_, unit * kv_heads_}, /*dim=*/-1);
       q = parts[0], k = parts[1], v = parts[2];
     } else {
-      q = q_proj_->forward(input), k = k_proj_->forward(input), v = v_proj_->forward(input);
+      q = LayerLinear(q_proj_, input, options), k = LayerLinear(k_proj_, input, options),
+      v = LayerLinear(v_proj_, input, options);
     }
     // Head counts from the widths: all heads, or this rank's under tensor
     // parallelism.
@@ -185,7 +186,7 @@ class DecoderAttentionImpl : public torch::nn::Module {
           /*dim=*/-1);
     };
     return RowParallelLinear(Attend(rotate(q), rotate(k), v, shape_, options), o_proj_->weight,
-                             o_bias_ ? o_proj_->bias : torch::Tensor(), options.tp);
+                             o_bias_ ? o_proj_->bias : torch::Tensor(), options);
   }
 
  private:
@@ -216,13 +217,14 @@ class DecoderMlpImpl : public torch::nn::Module {
     torch::Tensor gate, up;
     if (gate_up_proj_) {
       // [gate; up] rows, or this rank's half of each.
-      std::vector<torch::Tensor> halves = gate_up_proj_->forward(input).chunk(2, /*dim=*/-1);
+      std::vector<torch::Tensor> halves =
+          LayerLinear(gate_up_proj_, input, options).chunk(2, /*dim=*/-1);
       gate = halves[0], up = halves[1];
     } else {
-      gate = gate_proj_->forward(input), up = up_proj_->forward(input);
+      gate = LayerLinear(gate_proj_, input, options), up = LayerLinear(up_proj_, input, options);
     }
     return RowParallelLinear(Activation(act_, gate) * up, down_proj_->weight,
-                             bias_ ? down_proj_->bias : torch::Tensor(), options.tp);
+                             bias_ ? down_proj_->bias : torch::Tensor(), options);
   }
 
  private:

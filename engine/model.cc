@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/context_parallel.h"
+#include "engine/fp8_linear.h"
 #include "engine/tensor_parallel.h"
 
 namespace autoaccel {
@@ -215,6 +216,16 @@ void InitLikeHuggingFace(torch::nn::Module& module, uint64_t seed, double std) {
       p.normal_(0.0, std, gen);
     }
   }
+}
+
+torch::Tensor LayerLinear(const torch::Tensor& x, const torch::Tensor& weight,
+                          const torch::Tensor& bias, const RunOptions& options) {
+  return options.fp8 ? Fp8Linear(x, weight, bias) : at::linear(x, weight, bias);
+}
+
+torch::Tensor LayerLinear(const torch::nn::Linear& linear, const torch::Tensor& x,
+                          const RunOptions& options) {
+  return LayerLinear(x, linear->weight, linear->bias, options);
 }
 
 int CheckpointedLayers(const RunOptions& options, int num_layers) {

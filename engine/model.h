@@ -17,6 +17,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
 #include <cstdint>
@@ -60,6 +61,10 @@ struct RunOptions {
   // (TrainableModel::ShardExpertParallel) and exchanges tokens with the
   // group's other ranks. Null: every expert is here.
   const ExpertParallelShard* ep = nullptr;
+  // Precision fp8: the transformer layers' linear layers compute in fp8
+  // (LayerLinear, fp8_linear.h); embeddings, LM head, routers and norms stay
+  // in the weights' dtype (bf16).
+  bool fp8 = false;
 };
 using GptRunOptions = RunOptions;  // the name from when GPT-2 was the only family
 
@@ -156,6 +161,15 @@ std::vector<torch::nn::Module*> ModulesOf(const torch::nn::ModuleList& list);
 // (names ending "bias"), norm weights 1 (names containing "norm" or
 // "LayerNorm"), everything else N(0, std).
 void InitLikeHuggingFace(torch::nn::Module& module, uint64_t seed, double std = 0.02);
+
+// x · weightᵀ + bias (bias may be undefined) as a transformer layer's linear
+// layer computes it: Fp8Linear (fp8_linear.h) when options.fp8, else
+// at::linear. What every attention projection, MLP and expert calls.
+torch::Tensor LayerLinear(const torch::Tensor& x, const torch::Tensor& weight,
+                          const torch::Tensor& bias, const RunOptions& options);
+// The same for `linear`'s weight and (when it has one) bias.
+torch::Tensor LayerLinear(const torch::nn::Linear& linear, const torch::Tensor& x,
+                          const RunOptions& options);
 
 // What RunBlock calls around layer `layer` of a model: BeforeForward before
 // the layer runs; AfterForward with its output, before anything uses it

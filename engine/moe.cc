@@ -132,15 +132,17 @@ SparseMoeImpl::SparseMoeImpl(const ModelSpec& spec) : num_experts_(spec.num_loca
 }
 
 torch::Tensor SparseMoeImpl::RunExperts(const torch::Tensor& rows,
-                                        const std::vector<int64_t>& counts) {
+                                        const std::vector<int64_t>& counts,
+                                        const RunOptions& options) {
   std::vector<torch::Tensor> outputs;
   int64_t start = 0;
   for (size_t e = 0; e < counts.size(); ++e) {
     const torch::Tensor mine = rows.narrow(0, start, counts[e]);
     start += counts[e];
     const std::vector<torch::Tensor> gate_up =
-        at::linear(mine, gate_up_proj_[e]).chunk(2, /*dim=*/-1);
-    outputs.push_back(at::linear(at::silu(gate_up[0]) * gate_up[1], down_proj_[e]));
+        LayerLinear(mine, gate_up_proj_[e], torch::Tensor(), options).chunk(2, /*dim=*/-1);
+    outputs.push_back(
+        LayerLinear(at::silu(gate_up[0]) * gate_up[1], down_proj_[e], torch::Tensor(), options));
   }
   return torch::cat(outputs, /*dim=*/0);
 }
@@ -165,7 +167,7 @@ torch::Tensor SparseMoeImpl::Forward(const torch::Tensor& x, const RunOptions& o
   const ExpertParallelShard* ep = options.ep;
   torch::Tensor outputs;
   if (ep == nullptr || ep->size == 1) {
-    outputs = RunExperts(rows, ToVector(per_expert));
+    outputs = RunExperts(rows, ToVector(per_expert), options);
   } else {
     // Each rank's assignments go to the rank of their expert; the counts per
     // (source rank, local expert) come first, so every rank knows what it
@@ -195,7 +197,7 @@ torch::Tensor SparseMoeImpl::Forward(const torch::Tensor& x, const RunOptions& o
                                            .repeat_interleave(counts_in, /*dim=*/0);
     const torch::Tensor by_expert =
         std::get<1>(local_expert.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
-    outputs = RunExperts(rows.index_select(0, by_expert), per_local)
+    outputs = RunExperts(rows.index_select(0, by_expert), per_local, options)
                   .index_select(0, InversePermutation(by_expert));
     outputs = ExchangeRows::apply(outputs, ep->group, recv, send);
   }
@@ -208,8 +210,10 @@ torch::Tensor SparseMoeImpl::Forward(const torch::Tensor& x, const RunOptions& o
   // deepseek_v3's shared experts see every token of this rank, whole on
   // every rank (replicated under tensor parallelism).
   if (shared_down_proj_) {
-    out = out + shared_down_proj_->forward(at::silu(shared_gate_proj_->forward(x)) *
-                                           shared_up_proj_->forward(x));
+    out = out + LayerLinear(shared_down_proj_,
+                            at::silu(LayerLinear(shared_gate_proj_, x, options)) *
+                                LayerLinear(shared_up_proj_, x, options),
+                            options);
   }
   return out;
 }

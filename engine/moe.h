@@ -100,7 +100,8 @@ class SparseMoeImpl : public torch::nn::Module {
   // The experts held here on `rows` [R, hidden] sorted by expert, `counts`
   // (host) rows per local expert -> [R, hidden] (partial sums under tensor
   // parallelism).
-  torch::Tensor RunExperts(const torch::Tensor& rows, const std::vector<int64_t>& counts);
+  torch::Tensor RunExperts(const torch::Tensor& rows, const std::vector<int64_t>& counts,
+                           const RunOptions& options);
 
   int64_t num_experts_;
   std::shared_ptr<MoeRouterImpl> gate_;

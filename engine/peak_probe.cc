@@ -32,20 +32,29 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Best TFLOP/s of an n×n by n×n at::mm in `dtype`. Throws what LibTorch throws.
+// Best TFLOP/s of an n×n by n×n at::mm in `dtype`; for e4m3 at::_scaled_mm
+// (the product fp8 linear layers use: second operand column-major, unit
+// scales, bf16 out). Throws what LibTorch throws.
 double BestGemmTflops(at::ScalarType dtype) {
   const Clock::time_point begin = Clock::now();
+  const bool fp8 = dtype == at::kFloat8_e4m3fn;
+  const at::Tensor one = at::ones({}, at::kFloat);
   int64_t n = kMinN;
   at::Tensor a, b, c;
   auto time_one = [&] {
     const Clock::time_point t = Clock::now();
-    at::mm_out(c, a, b);
+    if (fp8) {
+      at::_scaled_mm_out(c, a, b, one, one, std::nullopt, std::nullopt, at::kBFloat16);
+    } else {
+      at::mm_out(c, a, b);
+    }
     return SecondsSince(t);
   };
   auto make = [&] {
     a = at::randn({n, n}, at::kFloat).to(dtype);
     b = at::randn({n, n}, at::kFloat).to(dtype);
-    c = at::empty({n, n}, a.options());
+    if (fp8) b = b.t();
+    c = at::empty({n, n}, fp8 ? at::kBFloat16 : dtype);
   };
   make();
   time_one();  // the process's first GEMM: thread pool started, kernels chosen
@@ -91,6 +100,7 @@ PeakTflops MeasureCpuPeakTflops(int num_threads) {
   peak.fp32 = BestGemmTflopsOrZero(at::kFloat);
   peak.bf16 = BestGemmTflopsOrZero(at::kBFloat16);
   peak.fp16 = BestGemmTflopsOrZero(at::kHalf);
+  peak.fp8 = BestGemmTflopsOrZero(at::kFloat8_e4m3fn);
   return peak;
 }
 

@@ -11,11 +11,13 @@
 namespace autoaccel {
 
 // Best TFLOP/s (2·n³ per n×n GEMM) that at::mm reaches on this CPU with
-// `num_threads` intra-op threads, for fp32, bf16 and fp16 inputs: a measured
-// achievable peak, not a datasheet number. Each precision grows n (128 up to
+// `num_threads` intra-op threads, for fp32, bf16 and fp16 inputs, and that
+// at::_scaled_mm reaches for e4m3 inputs (fp8, bf16 out: what fp8 linear
+// layers compute; fp8 > 0 is how the worker tells that its CPU runs fp8
+// trials): a measured achievable peak, not a datasheet number. Each precision grows n (128 up to
 // 2048) until one GEMM takes ~20 ms and keeps the fastest of up to five
 // calls at that size (fewer once it has spent 0.2 s): about 0.5 s in all,
-// under 1.5 s where a precision has only a slow kernel. A precision whose
+// under 2 s where precisions have only slow kernels (fp8 on CPU is one). A precision whose
 // GEMM throws reads 0 (unknown); nothing escapes.
 // On CPUs without native bf16/fp16 arithmetic those figures can be orders
 // of magnitude below fp32: that is what such a trial would compute at.

@@ -7,6 +7,8 @@
 #include <limits>
 #include <vector>
 
+#include "engine/model.h"
+
 namespace autoaccel {
 namespace {
 
@@ -113,9 +115,10 @@ torch::Tensor WeightSharedAcrossRanks(const torch::Tensor& weight, const TensorP
 }
 
 torch::Tensor RowParallelLinear(const torch::Tensor& x, const torch::Tensor& weight,
-                                const torch::Tensor& bias, const TensorParallelShard* tp) {
-  if (!Active(tp)) return at::linear(x, weight, bias);
-  torch::Tensor y = SumPartials(at::linear(x, weight), tp);
+                                const torch::Tensor& bias, const RunOptions& options) {
+  const TensorParallelShard* tp = options.tp;
+  if (!Active(tp)) return LayerLinear(x, weight, bias, options);
+  torch::Tensor y = SumPartials(LayerLinear(x, weight, torch::Tensor(), options), tp);
   return bias.defined() ? y + bias : y;
 }
 

@@ -39,6 +39,8 @@
 
 namespace autoaccel {
 
+struct RunOptions;
+
 // This rank's place in a tensor-parallel group, and the vocabulary split.
 struct TensorParallelShard {
   Group* group = nullptr;
@@ -72,11 +74,12 @@ torch::Tensor CopyToTensorParallel(const torch::Tensor& x, const TensorParallelS
 // All-reduce (sum) forward; identity backward.
 torch::Tensor ReduceFromTensorParallel(const torch::Tensor& x, const TensorParallelShard* tp);
 
-// A row-parallel linear layer: x [.., in / size] @ weight[out, in / size]^T,
-// summed over the group (reduce-scattered along the sequence under sequence
-// parallelism), plus the (replicated) bias.
+// A row-parallel linear layer: x [.., in / size] @ weight[out, in / size]^T
+// (LayerLinear: in fp8 when options.fp8), summed over options.tp's group
+// (reduce-scattered along the sequence under sequence parallelism), plus the
+// (replicated) bias.
 torch::Tensor RowParallelLinear(const torch::Tensor& x, const torch::Tensor& weight,
-                                const torch::Tensor& bias, const TensorParallelShard* tp);
+                                const torch::Tensor& bias, const RunOptions& options);
 
 // Embedding lookup in this rank's vocabulary rows (`weight` [vocab_per_rank,
 // C]); tokens of other ranks contribute zeros; summed over the group

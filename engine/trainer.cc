@@ -24,6 +24,8 @@
 #include "common/status_macros.h"
 #include "engine/build_model.h"
 #include "engine/cpu_memory.h"
+#include "engine/cuda_capability.h"
+#include "engine/fp8_linear.h"
 #include "spec/compatibility.h"
 #include "spec/step_statistics.h"
 
@@ -126,6 +128,13 @@ Trainer::Trainer(const TrialSpec& spec, torch::Device device) : spec_(spec), dev
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) {
   RETURN_IF_ERROR(ValidateTrialSpec(spec));
   ASSIGN_OR_RETURN(torch::Device device, ParseDevice(spec.device));
+  const Strategy& strategy = spec.strategy;
+  if (strategy.precision == Precision::kFp8 && IsCuda(device)) {
+    if (const auto capability = CudaComputeCapability(device.index())) {
+      RETURN_IF_ERROR(CheckFp8ComputeCapability(absl::StrCat("cuda:", int{device.index()}),
+                                                capability->first, capability->second));
+    }
+  }
   std::unique_ptr<Trainer> t(new Trainer(spec, device));
   if (spec.world_size > 1) {
     ASSIGN_OR_RETURN(t->groups_, Groups::Connect(spec, device, kCollectiveTimeout));
@@ -135,9 +144,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
   t->run_options_.attention = spec.strategy.attention;
   t->run_options_.checkpointing = spec.strategy.checkpointing;
   t->run_options_.checkpoint_percent = spec.strategy.checkpoint_percent;
+  // fp8 is pure_bf16 (bf16 weights, fp32 master copies) with the layers'
+  // linear layers in fp8.
+  t->run_options_.fp8 = strategy.precision == Precision::kFp8;
 
-  const Strategy& strategy = spec.strategy;
-  const bool pure_bf16 = strategy.precision == Precision::kPureBf16;
+  const bool pure_bf16 =
+      strategy.precision == Precision::kPureBf16 || strategy.precision == Precision::kFp8;
   if (spec.model.IsTorchScript()) {
     if (spec.model_file.empty()) {
       return absl::InvalidArgumentError("model_file: the trial spec names no torchscript file");
@@ -198,7 +210,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
     }
   }
   const bool offload = strategy.offload == Offload::kCpu;
-  const bool master_copies = strategy.precision == Precision::kPureBf16 || offload;
+  const bool master_copies = pure_bf16 || offload;
   const torch::Device master_device = offload ? torch::Device(torch::kCPU) : device;
   if (strategy.weight_replicas() > 1) {
     // The context-parallel ranks hold the same weights as the data-parallel
@@ -326,7 +338,7 @@ double Trainer::ForwardBackward() {
   const double scale = 1.0 / static_cast<double>(spec_.strategy.grad_accum_steps);
   const Precision precision = spec_.strategy.precision;
   // bf16 and fp16 keep fp32 weights and let autocast cast per op; the loss
-  // stays fp32. pure_bf16 runs on bf16 weights with autocast off.
+  // stays fp32. pure_bf16 and fp8 run on bf16 weights with autocast off.
   const bool autocast = precision == Precision::kBf16 || precision == Precision::kFp16;
   const c10::ScalarType autocast_dtype =
       precision == Precision::kFp16 ? torch::kHalf : torch::kBFloat16;

@@ -61,8 +61,10 @@ torch::Tensor SyntheticTokens(int vocab_size, int num_sequences, int length, uin
 class Trainer {
  public:
   // Builds the model (BuildModel(spec.model, spec.seed)) on spec.device (in
-  // bf16 for pure_bf16), the strategy's AdamW (lr 1e-3, weight decay 0.01;
-  // plain or fused; fp32 master copies for pure_bf16, on the CPU with
+  // bf16 for pure_bf16 and fp8; fp8 also computes the transformer layers'
+  // linear layers in fp8, fp8_linear.h), the strategy's AdamW (lr 1e-3,
+  // weight decay 0.01; plain or fused; fp32 master copies for pure_bf16 and
+  // fp8, on the CPU with
   // offload=cpu; see optim.h), a loss scaler for fp16 and this rank's share of
   // a fixed synthetic global batch (SyntheticTokens, made into the family's
   // task by TrainableModel::MakeExample: next-token prediction, or bert's
@@ -72,7 +74,11 @@ class Trainer {
   // gradient synchronisation and the sharding stage to DataParallel over the
   // data- and context-parallel ranks; under context parallelism each rank
   // keeps its share of every sequence (context_parallel.h).
-  // Returns the ValidateTrialSpec / ParseDevice / Groups::Connect error.
+  // Returns the ValidateTrialSpec / ParseDevice / Groups::Connect error;
+  // INVALID_ARGUMENT for fp8 on a CUDA device under compute capability 8.9
+  // ("strategy.precision: fp8 needs compute capability 8.9 or newer; cuda:0
+  // is 8.0"; a build without CUDA headers cannot ask, and _scaled_mm fails
+  // the first step instead).
   // Throws c10::Error (c10::OutOfMemoryError when it does not fit).
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrialSpec& spec);
 
@@ -114,6 +120,8 @@ class Trainer {
   int64_t tokens_per_sample() const;
   double training_flops_per_token() const;
   const torch::Device& device() const { return device_; }
+  // How the model's forward pass runs (what ForwardBackward passes it).
+  const RunOptions& run_options() const { return run_options_; }
   const TrialSpec& spec() const { return spec_; }
 
  private:

@@ -9,7 +9,7 @@
 //
 // --probe-peak measures this CPU's GEMM peak with N intra-op threads
 // (default 1; engine/peak_probe.h) and prints it as one line of JSON,
-// {"bf16": X, "fp16": Y, "fp32": Z} in TFLOP/s, on stdout; exit 0.
+// {"bf16": X, "fp16": Y, "fp32": Z, "fp8": W} in TFLOP/s, on stdout; exit 0.
 #include <ATen/Parallel.h>
 
 #include <cstdio>
@@ -35,7 +35,7 @@ constexpr char kUsage[] =
     "Runs one trial rank described by SPEC.json (a TrialSpec) and writes its\n"
     "TrialResult to RESULT.json (atomically). Exit 0 once the result is written.\n"
     "--probe-peak prints this CPU's measured GEMM peak with N threads (default 1)\n"
-    "as one line of JSON: {\"bf16\": X, \"fp16\": Y, \"fp32\": Z} (TFLOP/s).\n"
+    "as one line of JSON: {\"bf16\": X, \"fp16\": Y, \"fp32\": Z, \"fp8\": W} (TFLOP/s).\n"
     "--check-collectives runs the process-group collectives of multi-rank trials\n"
     "on a one-rank group (gloo on cpu, NCCL on cuda); prints the backend, exit 0\n"
     "when every result is right, 1 otherwise.\n";

@@ -18,6 +18,13 @@ if(TARGET autoaccel_engine)
   gtest_discover_tests(engine_models_test TEST_PREFIX "engine." DISCOVERY_MODE PRE_TEST
                        DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300 LABELS engine)
 
+  # fp8 linear layers: scaling, casting, Fp8Linear's forward and gradients.
+  add_executable(fp8_linear_test fp8_linear_test.cc)
+  target_link_libraries(fp8_linear_test PRIVATE autoaccel_engine GTest::gtest_main)
+  autoaccel_torch_pch(fp8_linear_test)
+  gtest_discover_tests(fp8_linear_test TEST_PREFIX "engine." DISCOVERY_MODE PRE_TEST
+                       DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 LABELS engine)
+
   # The single-device strategies: checkpointing variants, precisions,
   # optimizers, offload, MFU.
   add_executable(engine_strategies_test engine_strategies_test.cc)

@@ -2,9 +2,13 @@
 #ifndef AUTOACCEL_TESTS_ENGINE_TEST_UTIL_H_
 #define AUTOACCEL_TESTS_ENGINE_TEST_UTIL_H_
 
+#include <torch/csrc/autograd/function.h>
+
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <unordered_set>
+#include <vector>
 
 #include "engine/model.h"
 #include "engine/trainer.h"
@@ -50,6 +54,25 @@ inline void ExpectSameGrads(const std::shared_ptr<TrainableModel>& a,
     const double scale = std::max(1.0, ga.abs().max().item<double>());
     EXPECT_LE(MaxAbsDiff(ga, gb), tol * scale) << pa[i].key();
   }
+}
+
+// How many nodes of the autograd graph behind `root` have a name() that
+// contains `name_part` (each node counted once).
+inline int CountGraphNodes(const torch::Tensor& root, const std::string& name_part) {
+  std::vector<torch::autograd::Node*> stack;
+  std::unordered_set<torch::autograd::Node*> seen;
+  if (root.grad_fn()) stack.push_back(root.grad_fn().get());
+  int count = 0;
+  while (!stack.empty()) {
+    torch::autograd::Node* node = stack.back();
+    stack.pop_back();
+    if (!seen.insert(node).second) continue;
+    if (node->name().find(name_part) != std::string::npos) ++count;
+    for (const torch::autograd::Edge& edge : node->next_edges()) {
+      if (edge.function) stack.push_back(edge.function.get());
+    }
+  }
+  return count;
 }
 
 }  // namespace autoaccel::testing

@@ -18,8 +18,9 @@
 namespace autoaccel {
 namespace {
 
-// Whether this LibTorch build has a CPU GEMM kernel for fp16 (some have
-// none: the probe must then say "unknown", 0, not a figure).
+// Whether this LibTorch build has a CPU GEMM kernel for fp16, and one for
+// fp8 (at::_scaled_mm of e4m3 operands): some have none, and the probe must
+// then say "unknown", 0, not a figure.
 bool CpuHasFp16Gemm() {
   try {
     at::mm(at::ones({4, 4}, at::kHalf), at::ones({4, 4}, at::kHalf));
@@ -29,16 +30,31 @@ bool CpuHasFp16Gemm() {
   }
 }
 
-// The probe's contract for a precision that may lack a kernel: 0 (unknown)
-// exactly when at::mm has none, else a positive, finite, CPU-sized figure.
-void ExpectFp16PeakMatchesTheKernel(double fp16) {
-  if (CpuHasFp16Gemm()) {
-    EXPECT_GT(fp16, 0) << "an fp16 GEMM runs here: its peak is measurable";
-    EXPECT_TRUE(std::isfinite(fp16)) << fp16;
-    EXPECT_LT(fp16, 1000);
-  } else {
-    EXPECT_EQ(fp16, 0) << "no fp16 GEMM here: its peak is unknown (0)";
+bool CpuHasFp8Gemm() {
+  try {
+    const at::Tensor a = at::ones({16, 16}).to(at::kFloat8_e4m3fn), one = at::ones({});
+    at::_scaled_mm(a, a.t(), one, one, std::nullopt, std::nullopt, at::kBFloat16);
+    return true;
+  } catch (const std::exception&) {
+    return false;
   }
+}
+
+// The probe's contract for a precision that may lack a kernel: 0 (unknown)
+// exactly when there is none, else a positive, finite, CPU-sized figure.
+void ExpectPeakMatchesTheKernel(const char* precision, double peak, bool has_kernel) {
+  if (has_kernel) {
+    EXPECT_GT(peak, 0) << "a " << precision << " GEMM runs here: its peak is measurable";
+    EXPECT_TRUE(std::isfinite(peak)) << precision << " " << peak;
+    EXPECT_LT(peak, 1000) << precision;
+  } else {
+    EXPECT_EQ(peak, 0) << "no " << precision << " GEMM here: its peak is unknown (0)";
+  }
+}
+
+void ExpectOptionalPeaksMatchTheKernels(const PeakTflops& peak) {
+  ExpectPeakMatchesTheKernel("fp16", peak.fp16, CpuHasFp16Gemm());
+  ExpectPeakMatchesTheKernel("fp8", peak.fp8, CpuHasFp8Gemm());
 }
 
 TEST(PeakProbeTest, MeasuresPositiveFiguresQuickly) {
@@ -48,9 +64,11 @@ TEST(PeakProbeTest, MeasuresPositiveFiguresQuickly) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GT(peak.fp32, 0);
   // bf16 may be orders of magnitude slower on a CPU without native bf16, but
-  // it runs; fp16 may have no CPU kernel at all in some builds (0 = unknown).
+  // it runs; fp16 and fp8 may have no CPU kernel at all in some builds (0 =
+  // unknown). A positive fp8 figure is what tells the coordinator that this
+  // CPU runs fp8 trials.
   EXPECT_GT(peak.bf16, 0);
-  ExpectFp16PeakMatchesTheKernel(peak.fp16);
+  ExpectOptionalPeaksMatchTheKernels(peak);
   // Far above any CPU: a unit slip (FLOP/s vs TFLOP/s) would show here.
   EXPECT_LT(peak.fp32, 1000);
   EXPECT_LT(peak.bf16, 1000);
@@ -76,7 +94,8 @@ TEST(PeakProbeTest, TheTrialRunnerPrintsThePeakAsOneJsonLine) {
   ASSERT_TRUE(peak.ok()) << peak.status();
   EXPECT_GT(peak->fp32, 0);
   EXPECT_GT(peak->bf16, 0);
-  ExpectFp16PeakMatchesTheKernel(peak->fp16);
+  ExpectOptionalPeaksMatchTheKernels(*peak);
+  EXPECT_TRUE(j.contains("fp8")) << out;
 }
 
 TEST(PeakProbeTest, TheTrialRunnerRejectsBadProbeArguments) {
