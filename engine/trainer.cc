@@ -148,8 +148,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrialSpec& spec) 
   // linear layers in fp8.
   t->run_options_.fp8 = strategy.precision == Precision::kFp8;
 
-  const bool pure_bf16 =
-      strategy.precision == Precision::kPureBf16 || strategy.precision == Precision::kFp8;
+  const bool pure_bf16 = KeepsBf16Weights(strategy.precision);
   if (spec.model.IsTorchScript()) {
     if (spec.model_file.empty()) {
       return absl::InvalidArgumentError("model_file: the trial spec names no torchscript file");

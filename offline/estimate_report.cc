@@ -84,6 +84,7 @@ json EstimateJson(const StrategyEstimate& e) {
               {"activations", m.activations},
               {"logits", m.logits},
               {"gathered_shards", m.gathered},
+              {"fp8_weight_copies", m.fp8_weights},
               {"overhead", m.overhead},
               {"total", m.total()}}},
             {"step_time_s", e.step_time_s},

@@ -174,6 +174,7 @@ bool CostModel::Fits(const Strategy& s, double margin, std::string* reason) cons
     std::vector<std::pair<int64_t, absl::string_view>> parts = {{e.activations, "activations"},
                                                                 {e.model_state(), "model state"},
                                                                 {e.gathered, "gathered layer"},
+                                                                {e.fp8_weights, "fp8 weight copies"},
                                                                 {e.logits, "logits"},
                                                                 {e.overhead, "overhead"}};
     std::stable_sort(parts.begin(), parts.end(),

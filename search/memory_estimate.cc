@@ -18,11 +18,14 @@ double ActivationBytes(Precision p) { return p == Precision::kFp32 ? 2.0 : 1.0; 
 struct MlpActivations {
   double wide = 0;
   double narrow = 0;
+  double down_inputs = 0;  // of wide: the down-projections' inputs (halved by fp8)
 };
 MlpActivations MlpActivationUnits(const ModelSpec& m) {
   const double f_over_h = double(m.n_inner) / m.n_embd;
-  if (!m.IsDecoder()) return {4.0 * f_over_h, 0.0};     // gpt2, bert: GELU
-  if (!m.Info().experts) return {8.0 * f_over_h, 0.0};  // gated: gate, up, act(gate), product
+  // gpt2, bert: GELU; gated: gate, up, act(gate), product. The second
+  // linear's input is 2·f/h of either.
+  if (!m.IsDecoder()) return {4.0 * f_over_h, 0.0, 2.0 * f_over_h};
+  if (!m.Info().experts) return {8.0 * f_over_h, 0.0, 2.0 * f_over_h};
   // The layers' average: dense layers (qwen3_moe, deepseek_v3) are gated
   // MLPs of n_inner, expert layers k experts of ExpertWidth() and the
   // shared experts' n_shared_experts x ExpertWidth().
@@ -33,12 +36,14 @@ MlpActivations MlpActivationUnits(const ModelSpec& m) {
       sum.wide += m.num_experts_per_tok * (8.0 * expert_over_h + 4.0) +
                   8.0 * expert_over_h * m.n_shared_experts;
       sum.narrow += 6.0 * m.num_local_experts / double(m.n_embd);
+      sum.down_inputs += 2.0 * expert_over_h * (m.num_experts_per_tok + m.n_shared_experts);
     } else {
       sum.wide += 8.0 * f_over_h;
+      sum.down_inputs += 2.0 * f_over_h;
     }
   }
   const double L = std::max(1, m.n_layer);
-  return {sum.wide / L, sum.narrow / L};
+  return {sum.wide / L, sum.narrow / L, sum.down_inputs / L};
 }
 
 // Korthikanti et al.'s bytes for one layer and micro-batch (16-bit), for
@@ -66,6 +71,19 @@ double LayerActivationBytes(const ModelSpec& m, const MlpActivations& mlp, int s
   double narrow = 10.0 + mlp.narrow, wide = 8.0 * width + mlp.wide;
   if (m.IsDecoder() && m.Info().sandwich_norm) narrow += 4.0;  // two more norms' inputs
   if (m.IsDecoder() && m.Info().qk_norm) wide += 4.0 * width;  // the q and k norms' inputs
+  if (s.precision == Precision::kFp8) {
+    // Each fp8 linear layer keeps its own 1-byte copy of its input instead
+    // of the shared 16-bit one: the attention's input once per projection
+    // reading it (q, k, v; one fused; latent attention's query and key-value
+    // down-projections), the MLP's once per first linear (gate and up; one
+    // fused or GELU), the output and down projections' inputs at half.
+    const bool fused = !m.IsDecoder() ? m.family == "gpt2" : m.Info().fused_projections;
+    const bool gated = m.IsDecoder();
+    const double readers = fused ? 1.0 : m.IsDecoder() && m.Info().latent_attention ? 2.0 : 3.0;
+    narrow += readers - 2.0;
+    narrow += (fused || !gated ? 1.0 : 2.0) - 2.0;
+    wide -= width + mlp.down_inputs / 2.0;
+  }
   if (cp > 1 && !ring) {
     // all_gather keeps the other ranks' keys and values for backward.
     const double kv_width =
@@ -149,6 +167,17 @@ MemoryEstimate EstimateMemory(const ModelSpec& m, int seq_len, const Strategy& s
   }
   e.activations = static_cast<int64_t>(std::llround(
       per_micro_batch * in_flight * ActivationBytes(s.precision) * c.activation_factor));
+  if (s.precision == Precision::kFp8) {
+    // Every linear layer that keeps its inputs for backward keeps its
+    // weight's 1-byte copy too (whole, as gathered), per micro-batch in
+    // flight; a fully recomputed layer only while it recomputes.
+    const int64_t layer_weights =
+        CeilDiv(per_layer - expert_per_layer, tp) + CeilDiv(expert_per_layer, tp * ep);
+    const int64_t layers = std::min(stage_layers, L);
+    const int64_t keeping =
+        layers - (s.checkpointing == Checkpointing::kFull ? checkpointed : 0);
+    e.fp8_weights = layer_weights * (keeping * in_flight + (keeping < layers ? 1 : 0));
+  }
   // Logits [b, s / cp, V / tp] in fp32 for the loss, and their gradient.
   e.logits = int64_t{s.micro_batch_size} * (seq_len / std::max(1, s.context_parallel)) *
              CeilDiv(m.vocab_size, tp) * 4 * 2;

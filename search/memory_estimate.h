@@ -61,6 +61,16 @@
 // its blocks in backward); all_gather also keeps the other ranks' keys and
 // values, 4·(cp - 1)·K/(h·t) with K = n_kv_head·head_dim. The logits are
 // the rank's s/cp positions'.
+// fp8 (its linear layers keep 1-byte copies of their inputs for backward,
+// each its own): the attention input's 2 becomes 1 per projection reading
+// it (3 for q, k, v; 1 fused (phi3, gpt2); 2 for latent attention), the
+// MLP input's 2 becomes 1 per first linear (2 for gate and up; 1 fused or
+// GELU), the output projection's input and the down projections' inputs
+// (2·f/h, expert layers 2·f_e/h·(k + n_s)) are halved; and every layer
+// that keeps its activations keeps its weights' fp8 copy (1 byte per
+// parameter of the rank's layer, whole under fsdp), per micro-batch in
+// flight, plus one layer being recomputed (fp8_weights). Model state as
+// pure_bf16's.
 // Activations are doubled for fp32 and scaled by the calibrated activation
 // factor. A pipeline stage keeps min(ga, pp) micro-batches in flight under
 // 1F1B (interleaved: min(ga, pp + ceil((pp - 1) / vpp))), one without
@@ -92,11 +102,13 @@ struct MemoryEstimate {
   int64_t gathered = 0;     // fsdp: one layer's full weights and gradients while it runs
   int64_t activations = 0;  // kept for backward, every micro-batch in flight
   int64_t logits = 0;       // the LM head's output and its gradient (last stage)
+  int64_t fp8_weights = 0;  // fp8: the layers' 1-byte weight copies kept for backward
   int64_t overhead = 0;
 
   int64_t model_state() const { return parameters + gradients + optimizer; }
   int64_t total() const {
-    return parameters + gradients + optimizer + gathered + activations + logits + overhead;
+    return parameters + gradients + optimizer + gathered + activations + logits + fp8_weights +
+           overhead;
   }
 };
 

@@ -2,6 +2,7 @@
 // features against the collectives' arithmetic, and the calibration against
 // synthetic measurements from hidden coefficients.
 #include "search/cost_model.h"
+#include "search/device_catalog.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -338,6 +339,41 @@ TEST(MemoryModel, LlamaMlpKeepsItsFourSwiGluTensors) {
   EXPECT_NEAR(EstimateMemory(*m, 1024, st).activations, L * s * b * h * (10 + 8 + 8 * f / h), 1);
 }
 
+TEST(MemoryModel, Fp8KeepsOneByteCopiesOfTheLinearLayersInputsAndWeights) {
+  absl::StatusOr<ModelSpec> m = ModelSpecFromJson("llama", nlohmann::json{
+                                                               {"num_hidden_layers", 4},
+                                                               {"hidden_size", 512},
+                                                               {"num_attention_heads", 8},
+                                                               {"num_key_value_heads", 8},
+                                                               {"intermediate_size", 1376},
+                                                               {"vocab_size", 1000},
+                                                               {"max_position_embeddings", 1024},
+                                                           });
+  ASSERT_TRUE(m.ok()) << m.status();
+  Strategy st = Layout(1, 1, 1, Sharding::kNone);
+  st.attention = Attention::kSdpa;
+  st.precision = Precision::kPureBf16;
+  const MemoryEstimate pure = EstimateMemory(*m, 1024, st);
+  st.precision = Precision::kFp8;
+  const MemoryEstimate fp8 = EstimateMemory(*m, 1024, st);
+  // pure_bf16's model state.
+  EXPECT_EQ(fp8.model_state(), pure.model_state());
+  // q, k, v keep a copy of the attention input each (3 for 2), gate and up
+  // of the MLP input (2 for 2), the output and down projections half of
+  // theirs (1 for 2, f/h for 2·f/h).
+  const double s = 1024, b = 4, h = 512, f = 1376, L = 4;
+  EXPECT_NEAR(fp8.activations, L * s * b * h * (11 + 7 + 7 * f / h), 1);
+  // Each layer's weights, 1 byte per parameter.
+  const int64_t per_layer = (m->ParameterCount() - WithoutLayers(*m).ParameterCount()) / 4;
+  EXPECT_EQ(fp8.fp8_weights, 4 * per_layer);
+  EXPECT_EQ(pure.fp8_weights, 0);
+  EXPECT_EQ(fp8.total() - pure.total(),
+            fp8.activations - pure.activations + fp8.fp8_weights);
+  // A fully recomputed layer holds its copies only while it recomputes.
+  st.checkpointing = Checkpointing::kFull;
+  EXPECT_EQ(EstimateMemory(*m, 1024, st).fp8_weights, per_layer);
+}
+
 TEST(MemoryModel, AGeluMlpFollowsItsWidth) {
   ModelSpec m = Gpt2Small();
   m.n_inner = 2 * m.n_embd;  // half of GPT-2's 4h: 8 instead of 16 of Korthikanti's 34
@@ -390,6 +426,36 @@ TEST(TimeFeatures, OneRankComputesTheModelFlopsOfItsTokens) {
   const TimeFeatures z = StepTimeFeatures(m, 1024, s);
   EXPECT_EQ(z[kFusedOptimizerParams], 0);
   EXPECT_NEAR(z[kOffloadBytes], 8.0 * m.ParameterCount(), 8);
+}
+
+TEST(TimeFeatures, Fp8ComputesTheLayersLinearFlopsInFp8AndTheRestInBf16) {
+  const ModelSpec m = Gpt2Small();
+  Strategy s = Layout(1, 1, 1, Sharding::kNone);
+  s.attention = Attention::kSdpa;
+  s.precision = Precision::kPureBf16;
+  const TimeFeatures pure = StepTimeFeatures(m, 1024, s);
+  s.precision = Precision::kFp8;
+  const TimeFeatures fp8 = StepTimeFeatures(m, 1024, s);
+  // The same FLOPs, split: the attention core (QK^T and AV, 3 x 4·s·h per
+  // token and layer) and the LM head stay bf16.
+  EXPECT_NEAR(fp8[kFlopsFp8] + fp8[kFlopsPureBf16], pure[kFlopsPureBf16], 1);
+  const double tokens = 8 * 4 * 1024;
+  ModelSpec no_layers = m;
+  no_layers.n_layer = 0;
+  const double bf16 = tokens * (12 * 3 * 4.0 * 768 * m.AttendedKeys(0, 1024) +
+                               no_layers.TrainingFlopsPerToken(1024));
+  EXPECT_NEAR(fp8[kFlopsPureBf16] / bf16, 1.0, 1e-9);
+  EXPECT_GT(fp8[kFlopsFp8], 0);
+  // bf16 weights and gradients as pure_bf16's: the rest is the same.
+  for (int k = kFlopsFp8 + 1; k < kNumTimeFeatures; ++k) {
+    EXPECT_EQ(fp8[k], pure[k]) << TimeFeatureName(k);
+  }
+  // On an H100 (fp8 peak twice bf16's) the prior predicts fp8 faster.
+  const DeviceSpec h100 = DeviceCatalog::BuiltIn()->Find("h100-sxm")->spec;
+  const TimeCoefficients c = PriorTimeCoefficients(h100);
+  EXPECT_LT(PredictStepTime(fp8, c), PredictStepTime(pure, c));
+  EXPECT_NEAR(c.seconds_per_unit[kFlopsPureBf16] / c.seconds_per_unit[kFlopsFp8], 1979.0 / 989,
+              1e-9);
 }
 
 TEST(TimeFeatures, RecomputationAddsForwardFlopsAndPasses) {

@@ -176,6 +176,29 @@ TEST(Estimate, TheRankedSpaceHoldsTheWholeSpacesFastest) {
   }
 }
 
+// fp8 is ranked when listed, and on an H100 (fp8 peak twice bf16's) its
+// best is faster than bf16's best; an A100 has no fp8 tensor cores.
+TEST(Estimate, Fp8IsRankedWhenListedAndOnlyWhereTheDeviceHasIt) {
+  EstimateRequest r = Llama7BOn8H100();
+  absl::StatusOr<TopEstimate> bf16 = EstimateTop(r, 1);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_NE(bf16->best[0].strategy.precision, Precision::kFp8);
+  r.precisions = {Precision::kPureBf16, Precision::kFp8};
+  absl::StatusOr<TopEstimate> fp8 = EstimateTop(r, 1);
+  ASSERT_TRUE(fp8.ok()) << fp8.status();
+  EXPECT_EQ(fp8->best[0].strategy.precision, Precision::kFp8);
+  EXPECT_GT(fp8->best[0].tokens_per_second, bf16->best[0].tokens_per_second);
+  EXPECT_GT(fp8->best[0].memory.fp8_weights, 0);
+
+  r.device = *DeviceCatalog::BuiltIn()->Find("a100-80gb");
+  r.precisions = {Precision::kFp8};
+  EXPECT_THAT(EstimateTop(r, 1).status().message(),
+              HasSubstr("precisions: only fp8 requested, and the device has no fp8 tensor cores"));
+  r.precisions.clear();
+  absl::StatusOr<StrategyEstimate> one = EstimateStrategy(r, fp8->best[0].strategy);
+  EXPECT_THAT(one.status().message(), HasSubstr("strategy.precision: fp8 needs fp8 tensor cores"));
+}
+
 TEST(Estimate, FewerDevicesPerNodeMakeDataParallelSlower) {
   EstimateRequest r = Llama7BOn8H100();
   absl::StatusOr<Strategy> s = ParseStrategyText(

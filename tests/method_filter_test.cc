@@ -33,7 +33,7 @@ TEST(Methods, KnownMethodsInDocumentedOrder) {
   EXPECT_THAT(KnownMethods(),
               ElementsAre("zero1", "zero2", "fsdp", "data_parallel", "tensor_parallel",
                           "pipeline_parallel", "sequence_parallel", "interleaved", "amp_native",
-                          "bf16", "fp16", "pure_bf16", "fp32", "checkpoint", "selective_checkpoint",
+                          "bf16", "fp16", "pure_bf16", "fp32", "fp8", "checkpoint", "selective_checkpoint",
                           "full_checkpoint", "sdpa", "fused_optimizer", "offload"));
 }
 

@@ -310,6 +310,41 @@ TEST(Searchers, StrategiesThatDifferInOneFieldAreAtDistanceOne) {
   EXPECT_GT(pairs, 50);
 }
 
+// The space is built before the pool's devices are known: on a pool of
+// GPUs without fp8 tensor cores every fp8 candidate is pruned, saying why,
+// before anything runs; with them nothing is.
+TEST(Searchers, Fp8IsPrunedOnAPoolWithoutFp8TensorCores) {
+  std::vector<Strategy> space;
+  for (Precision p : {Precision::kBf16, Precision::kFp8}) {
+    Strategy s;
+    s.micro_batch_size = 1;
+    s.grad_accum_steps = 32;
+    s.precision = p;
+    space.push_back(s);
+  }
+  for (const bool fp8_cores : {false, true}) {
+    DeviceSpec device = Device(int64_t{80} << 30);
+    if (fp8_cores) device.peak.fp8 = 1800;
+    SearchSetup setup;
+    setup.candidates = space;
+    setup.cost_model.emplace(SmallGpt(), 256, 32, device);
+    absl::StatusOr<std::unique_ptr<Searcher>> s = CreateSearcher(std::move(setup));
+    ASSERT_TRUE(s.ok()) << s.status();
+    const std::vector<PrunedStrategy> pruned = (*s)->TakePruned();
+    if (fp8_cores) {
+      EXPECT_THAT(pruned, IsEmpty());
+      continue;
+    }
+    ASSERT_EQ(pruned.size(), 1u);
+    EXPECT_EQ(pruned[0].strategy.precision, Precision::kFp8);
+    EXPECT_THAT(pruned[0].reason, StartsWith("not supported by the device: fp8 needs fp8 tensor "
+                                             "cores (CUDA compute capability 8.9 or newer)"));
+    std::optional<Proposal> p = (*s)->Next();
+    ASSERT_TRUE(p.has_value());
+    EXPECT_EQ(p->strategy.precision, Precision::kBf16);
+  }
+}
+
 TEST(Searchers, HalvingMeasuresManyBrieflyAndTheBestThirdAgainWithTheJobsSteps) {
   const std::vector<Strategy> space = Space(1);
   const SimulatedDevice device(4096 * kMiB);

@@ -233,6 +233,7 @@ class PeakTflops:
     fp32: float
     bf16: float
     fp16: float
+    fp8: float  # 0 on a device without fp8 tensor cores
 
 
 @dataclass(frozen=True)

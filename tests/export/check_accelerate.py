@@ -29,6 +29,10 @@ def check(strategy, doc, out):
                                         cp_size=pc["cp_size"], cp_handler=handler)
         assert parallelism.total_size == dp * tp * pp * cp, parallelism
         assert pc["cp_size"] == cp, pc
+    if keys["precision"] == "fp8":
+        # torchao's float8 (tensorwise current scaling) through accelerate.
+        assert str(config.mixed_precision) == "fp8", config.mixed_precision
+        assert config.fp8_config == {"backend": "AO"}, config.fp8_config
     if config.deepspeed_config:
         assert os.path.exists(os.path.join(out, config.deepspeed_config["deepspeed_config_file"]))
     return f"{kind}, mixed_precision {config.mixed_precision}"

@@ -418,13 +418,20 @@ def check_strategy(build, autoaccel, strategy):
     if cp > 1:
         assert config.cp_comm_type == keys["cp_comm"], config.cp_comm_type
     assert config.expert_model_parallel_size == ep, config.expert_model_parallel_size
+    # fp8: Transformer Engine's hybrid format (e4m3 forward, e5m2 backward),
+    # per-tensor current scaling.
+    if keys["precision"] == "fp8":
+        assert (config.bf16, config.fp8, config.fp8_recipe) == (True, "hybrid", "tensorwise"), (
+            config.bf16, config.fp8, config.fp8_recipe)
+    else:
+        assert config.fp8 is None, config.fp8
     if ep > 1:
         assert config.moe_token_dispatcher_type == "alltoall", config.moe_token_dispatcher_type
         # Megatron's expert tensor parallelism is the tensor-parallel size, as ours.
         assert config.expert_tensor_parallel_size == config.tensor_model_parallel_size
     return (f"tp {config.tensor_model_parallel_size}, pp {config.pipeline_model_parallel_size}, "
             f"cp {config.context_parallel_size} ({config.cp_comm_type or '-'}), "
-            f"ep {config.expert_model_parallel_size}, "
+            f"ep {config.expert_model_parallel_size}, fp8 {config.fp8 or '-'}, "
             f"recompute {config.recompute_granularity or 'none'}" + unchecked(mapped))
 
 

@@ -160,9 +160,17 @@ def check(strategy, doc, out):
         assert (training.local_batch_size, par.pipeline_parallel_microbatch_size) == (
             mbs * ga, mbs), (training, par)
     assert training.dtype == ("bfloat16" if keys["precision"] == "pure_bf16" else "float32")
-    if keys["precision"] in ("bf16", "fp32"):
+    if keys["precision"] in ("bf16", "fp32", "fp8"):
         assert training.mixed_precision_param == (
-            "bfloat16" if keys["precision"] == "bf16" else "float32"), training
+            "float32" if keys["precision"] == "fp32" else "bfloat16"), training
+    # fp8: torchao's float8 linear layers, tensorwise (per-tensor current)
+    # scaling, the output layer left out.
+    float8 = job.quantize.linear.float8
+    if keys["precision"] == "fp8":
+        assert job.model.converters == ["quantize.linear.float8"], job.model.converters
+        assert float8.recipe_name == "tensorwise" and float8.filter_fqns == ["output"], float8
+    else:
+        assert not job.model.converters, job.model.converters
     assert training.enable_cpu_offload == (keys["offload"] == "cpu"), training
     ac = job.activation_checkpoint
     percent = int(keys.get("ckpt_pct", 100))

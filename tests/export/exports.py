@@ -34,6 +34,8 @@ STRATEGIES = [
     # tensor and sequence parallelism.
     "dp=4,tp=1,pp=1,sharding=zero1,ep=2,mbs=1,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
     "dp=2,tp=2,pp=1,sharding=none,sp=1,ep=2,mbs=1,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
+    # fp8 linear layers under FSDP.
+    "dp=2,tp=1,pp=1,sharding=fsdp,mbs=2,ga=2,precision=fp8,checkpoint=selective,attention=sdpa,optimizer=fused_adamw,offload=none",
 ]
 
 

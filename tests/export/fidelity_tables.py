@@ -22,6 +22,8 @@ from exports import STRATEGIES, sizes
 # dimension appears with the combinations that change a row's note (offload
 # with and without ZeRO, sequence parallelism, interleaved pipelines).
 PROBES = STRATEGIES + [
+    "mbs=2,ga=1,precision=fp8,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
+    "dp=1,tp=2,pp=1,sharding=none,sp=1,mbs=1,ga=2,precision=fp8,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
     "mbs=1,ga=1,precision=fp32,checkpoint=full,attention=math,optimizer=adamw,offload=none",
     "dp=2,tp=1,pp=1,sharding=zero1,mbs=4,ga=2,precision=pure_bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=cpu",
     "dp=2,tp=1,pp=1,sharding=fsdp,mbs=1,ga=4,precision=fp32,checkpoint=selective,ckpt_pct=50,attention=math,optimizer=adamw,offload=none",

@@ -253,6 +253,8 @@ class RefusalTest(unittest.TestCase):
                             ["strategy.sequence_parallel"])
         self.assert_refused("dp=1,tp=1,pp=1,sharding=none,cp=2,mbs=1,ga=1", self.gpt2(),
                             ["strategy.context_parallel=2"])
+        self.assert_refused("mbs=1,ga=1,precision=fp8", self.gpt2(),
+                            ["strategy.precision=fp8", "no fp8 linear layers"])
 
     def test_tensor_parallel_needs_a_declared_plan(self):
         self.assert_refused("dp=1,tp=2,pp=1,sharding=none,mbs=1,ga=1", self.gpt2(),
