@@ -476,7 +476,8 @@ TEST(EndToEnd, ExpertParallelLayoutsSpreadMixtralsExpertsOverTheirRanks) {
   cluster.StartWorker("c1", "cpu:2");
   ASSERT_TRUE(cluster.WaitForWorkers(1));
   // A tiny Mixtral (4 experts, top 2) on two ranks: every expert on both,
-  // or two on each with the tokens exchanged all-to-all.
+  // or two on each with the tokens exchanged all-to-all; in fp32 and with
+  // fp8 linear layers (which a CPU worker emulates).
   const std::string config = MakeTempDir("autoaccel-mixtral-") + "/config.json";
   WriteFile(config, R"({"model_type": "mixtral", "hidden_size": 32, "intermediate_size": 48,
                         "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -489,7 +490,7 @@ TEST(EndToEnd, ExpertParallelLayoutsSpreadMixtralsExpertsOverTheirRanks) {
       "4",    "--world-size",     "2",           "--tp-sizes",
       "1",    "--pp-sizes",       "1",           "--ep-sizes",
       "1,2",  "--shardings",      "none,zero1",  "--precisions",
-      "fp32", "--attentions",     "math",        "--checkpointings",
+      "fp32,fp8", "--attentions", "math",        "--checkpointings",
       "none", "--optimizers",     "fused_adamw", "--micro-batch-sizes",
       "2",    "--time-limit",     "3m",          "--warmup-steps",
       "1",    "--measured-steps", "2",           "--json"};
@@ -502,12 +503,14 @@ TEST(EndToEnd, ExpertParallelLayoutsSpreadMixtralsExpertsOverTheirRanks) {
     EXPECT_EQ(t["status"], "SUCCEEDED") << t.dump();
     if (!t["confirms"].get<std::string>().empty()) continue;
     const json& s = t["strategy_json"];
-    layouts.push_back(
-        absl::StrCat("ep", s["expert_parallel"].get<int>(), "_", s["sharding"].get<std::string>()));
+    layouts.push_back(absl::StrCat("ep", s["expert_parallel"].get<int>(), "_",
+                                   s["sharding"].get<std::string>(), "_",
+                                   s["precision"].get<std::string>()));
     EXPECT_GT(t["metrics"]["comm_time_s"].get<double>(), 0) << t.dump();
   }
-  EXPECT_THAT(layouts,
-              ::testing::UnorderedElementsAre("ep1_none", "ep2_none", "ep1_zero1", "ep2_zero1"));
+  EXPECT_THAT(layouts, ::testing::UnorderedElementsAre(
+                           "ep1_none_fp32", "ep2_none_fp32", "ep1_zero1_fp32", "ep2_zero1_fp32",
+                           "ep1_none_fp8", "ep2_none_fp8", "ep1_zero1_fp8", "ep2_zero1_fp8"));
   // The answer names its expert parallelism in its text when it uses it.
   const std::string best = job["best"]["strategy"].get<std::string>();
   EXPECT_EQ(absl::StrContains(best, ",ep=2,"),

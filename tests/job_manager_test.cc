@@ -121,8 +121,9 @@ TEST_F(JobManagerTest, BadCandidateListsNameTheRequestField) {
   };
   v1::TuneRequest r = Request();
   r.add_precisions("bf16");
-  r.add_precisions("fp8");
-  EXPECT_EQ(error_of(r), "precisions: unknown value 'fp8' (allowed: fp32, bf16, fp16, pure_bf16)");
+  r.add_precisions("fp4");
+  EXPECT_EQ(error_of(r),
+            "precisions: unknown value 'fp4' (allowed: fp32, bf16, fp16, pure_bf16, fp8)");
   r = Request();
   r.add_checkpointings("partial");
   EXPECT_THAT(error_of(r), StartsWith("checkpointings: unknown value 'partial'"));
