@@ -49,8 +49,7 @@ void PrintDevices(const DeviceCatalog& catalog, std::ostream& out) {
   for (const CatalogDevice& d : catalog.devices()) {
     out << absl::StrFormat("%-11s %7s %9.1f %9.1f %9.1f %9.2f %10.0f %10.1f %6d  %s\n", d.name,
                            GiB(d.spec.memory_bytes), d.spec.peak.bf16, d.spec.peak.fp8,
-                           d.spec.peak.fp32,
-                           d.spec.memory_bandwidth_bytes_per_s / 1e12,
+                           d.spec.peak.fp32, d.spec.memory_bandwidth_bytes_per_s / 1e12,
                            d.spec.intra_node.bandwidth_bytes_per_s / 1e9,
                            d.spec.inter_node.bandwidth_bytes_per_s / 1e9, d.spec.devices_per_node,
                            absl::StrJoin(d.aliases, ","));
@@ -60,20 +59,19 @@ void PrintDevices(const DeviceCatalog& catalog, std::ostream& out) {
 }
 
 void PrintEstimates(const std::vector<StrategyEstimate>& estimates, std::ostream& out) {
-  out << absl::StrFormat(
-      "%-3s %-4s %8s %7s %7s %7s %7s %7s %7s %7s %7s %7s %7s %9s %11s %6s  %s\n", "#", "FITS",
-      "MARGIN", "PARAMS", "GRADS", "OPTIM", "ACTIV", "LOGITS", "GATHER", "FP8 W", "TOTAL", "DP GB",
-      "MP GB", "STEP ms", "TOKENS/s", "MFU", "STRATEGY");
+  out << absl::StrFormat("%-3s %-4s %8s %7s %7s %7s %7s %7s %7s %7s %7s %7s %7s %9s %11s %6s  %s\n",
+                         "#", "FITS", "MARGIN", "PARAMS", "GRADS", "OPTIM", "ACTIV", "LOGITS",
+                         "GATHER", "FP8 W", "TOTAL", "DP GB", "MP GB", "STEP ms", "TOKENS/s", "MFU",
+                         "STRATEGY");
   int i = 0;
   for (const StrategyEstimate& e : estimates) {
     const MemoryEstimate& m = e.memory;
     out << absl::StrFormat(
-        "%-3d %-4s %8s %7s %7s %7s %7s %7s %7s %7s %7s %7.1f %7.1f %9.1f %11.0f %5.1f%%  %s\n",
-        ++i, e.fits ? "yes" : "NO", GiB(e.margin_bytes), GiB(m.parameters), GiB(m.gradients),
-        GiB(m.optimizer), GiB(m.activations), GiB(m.logits), GiB(m.gathered),
-        GiB(m.fp8_weights), GiB(m.total()),
-        e.data_parallel_bytes / 1e9, e.model_parallel_bytes / 1e9, e.step_time_s * 1e3,
-        e.tokens_per_second, e.mfu * 100, StrategyToText(e.strategy));
+        "%-3d %-4s %8s %7s %7s %7s %7s %7s %7s %7s %7s %7.1f %7.1f %9.1f %11.0f %5.1f%%  %s\n", ++i,
+        e.fits ? "yes" : "NO", GiB(e.margin_bytes), GiB(m.parameters), GiB(m.gradients),
+        GiB(m.optimizer), GiB(m.activations), GiB(m.logits), GiB(m.gathered), GiB(m.fp8_weights),
+        GiB(m.total()), e.data_parallel_bytes / 1e9, e.model_parallel_bytes / 1e9,
+        e.step_time_s * 1e3, e.tokens_per_second, e.mfu * 100, StrategyToText(e.strategy));
     if (!e.fits) out << "    does not fit: " << e.why_not << "\n";
   }
   out << "Memory in GiB per device (worst rank); margin = device memory - total; FP8 W: fp8's "

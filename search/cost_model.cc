@@ -171,12 +171,10 @@ bool CostModel::Fits(const Strategy& s, double margin, std::string* reason) cons
   if (Fits(e, margin)) return true;
   const double limit = double(device_.memory_bytes) * (1.0 + margin);
   if (reason != nullptr) {
-    std::vector<std::pair<int64_t, absl::string_view>> parts = {{e.activations, "activations"},
-                                                                {e.model_state(), "model state"},
-                                                                {e.gathered, "gathered layer"},
-                                                                {e.fp8_weights, "fp8 weight copies"},
-                                                                {e.logits, "logits"},
-                                                                {e.overhead, "overhead"}};
+    std::vector<std::pair<int64_t, absl::string_view>> parts = {
+        {e.activations, "activations"}, {e.model_state(), "model state"},
+        {e.gathered, "gathered layer"}, {e.fp8_weights, "fp8 weight copies"},
+        {e.logits, "logits"},           {e.overhead, "overhead"}};
     std::stable_sort(parts.begin(), parts.end(),
                      [](const auto& a, const auto& b) { return a.first > b.first; });
     std::vector<std::string> named;

@@ -174,8 +174,7 @@ MemoryEstimate EstimateMemory(const ModelSpec& m, int seq_len, const Strategy& s
     const int64_t layer_weights =
         CeilDiv(per_layer - expert_per_layer, tp) + CeilDiv(expert_per_layer, tp * ep);
     const int64_t layers = std::min(stage_layers, L);
-    const int64_t keeping =
-        layers - (s.checkpointing == Checkpointing::kFull ? checkpointed : 0);
+    const int64_t keeping = layers - (s.checkpointing == Checkpointing::kFull ? checkpointed : 0);
     e.fp8_weights = layer_weights * (keeping * in_flight + (keeping < layers ? 1 : 0));
   }
   // Logits [b, s / cp, V / tp] in fp32 for the loss, and their gradient.

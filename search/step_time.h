@@ -93,7 +93,8 @@ GroupPlacement PlaceGroups(const Strategy& strategy, const LinkTopology& topolog
 // a reduce-scatter's or all-gather's (n-1)/n of the buffer, per rank.
 enum TimeFeature : int {
   // Compute FLOPs of the rank at the strategy's precision (the others are 0;
-  // fp8 splits its FLOPs between kFlopsFp8 and kFlopsPureBf16): model FLOPs (ModelSpec::TrainingFlopsPerToken split into the
+  // fp8 splits its FLOPs between kFlopsFp8 and kFlopsPureBf16): model FLOPs
+  // (ModelSpec::TrainingFlopsPerToken split into the
   // stage's layers and, on the last stage, the LM head) / t, plus what
   // recomputation adds: a full-recompute layer's forward (1/3 of its FLOPs),
   // a selective one's attention products forward.

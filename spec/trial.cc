@@ -52,7 +52,8 @@ double PeakTflops::*PeakTflops::MemberFor(Precision p) {
 
 PeakTflops PeakTflops::Max(const PeakTflops& a, const PeakTflops& b) {
   PeakTflops out;
-  for (const PeakTflopsField& f : kPeakTflopsFields) out.*f.member = std::max(a.*f.member, b.*f.member);
+  for (const PeakTflopsField& f : kPeakTflopsFields)
+    out.*f.member = std::max(a.*f.member, b.*f.member);
   return out;
 }
 

@@ -2,7 +2,6 @@
 // features against the collectives' arithmetic, and the calibration against
 // synthetic measurements from hidden coefficients.
 #include "search/cost_model.h"
-#include "search/device_catalog.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,6 +13,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include "search/device_catalog.h"
 
 namespace autoaccel {
 namespace {
@@ -367,8 +368,7 @@ TEST(MemoryModel, Fp8KeepsOneByteCopiesOfTheLinearLayersInputsAndWeights) {
   const int64_t per_layer = (m->ParameterCount() - WithoutLayers(*m).ParameterCount()) / 4;
   EXPECT_EQ(fp8.fp8_weights, 4 * per_layer);
   EXPECT_EQ(pure.fp8_weights, 0);
-  EXPECT_EQ(fp8.total() - pure.total(),
-            fp8.activations - pure.activations + fp8.fp8_weights);
+  EXPECT_EQ(fp8.total() - pure.total(), fp8.activations - pure.activations + fp8.fp8_weights);
   // A fully recomputed layer holds its copies only while it recomputes.
   st.checkpointing = Checkpointing::kFull;
   EXPECT_EQ(EstimateMemory(*m, 1024, st).fp8_weights, per_layer);
@@ -443,7 +443,7 @@ TEST(TimeFeatures, Fp8ComputesTheLayersLinearFlopsInFp8AndTheRestInBf16) {
   ModelSpec no_layers = m;
   no_layers.n_layer = 0;
   const double bf16 = tokens * (12 * 3 * 4.0 * 768 * m.AttendedKeys(0, 1024) +
-                               no_layers.TrainingFlopsPerToken(1024));
+                                no_layers.TrainingFlopsPerToken(1024));
   EXPECT_NEAR(fp8[kFlopsPureBf16] / bf16, 1.0, 1e-9);
   EXPECT_GT(fp8[kFlopsFp8], 0);
   // bf16 weights and gradients as pure_bf16's: the rest is the same.

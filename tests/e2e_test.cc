@@ -485,15 +485,15 @@ TEST(EndToEnd, ExpertParallelLayoutsSpreadMixtralsExpertsOverTheirRanks) {
                         "max_position_embeddings": 64, "num_local_experts": 4,
                         "num_experts_per_tok": 2})");
   const std::vector<std::string> args = {
-      "tune", "--model",          "mixtral",     "--model-config",
-      config, "--seq-len",        "16",          "--global-batch-size",
-      "4",    "--world-size",     "2",           "--tp-sizes",
-      "1",    "--pp-sizes",       "1",           "--ep-sizes",
-      "1,2",  "--shardings",      "none,zero1",  "--precisions",
-      "fp32,fp8", "--attentions", "math",        "--checkpointings",
-      "none", "--optimizers",     "fused_adamw", "--micro-batch-sizes",
-      "2",    "--time-limit",     "3m",          "--warmup-steps",
-      "1",    "--measured-steps", "2",           "--json"};
+      "tune",     "--model",          "mixtral",     "--model-config",
+      config,     "--seq-len",        "16",          "--global-batch-size",
+      "4",        "--world-size",     "2",           "--tp-sizes",
+      "1",        "--pp-sizes",       "1",           "--ep-sizes",
+      "1,2",      "--shardings",      "none,zero1",  "--precisions",
+      "fp32,fp8", "--attentions",     "math",        "--checkpointings",
+      "none",     "--optimizers",     "fused_adamw", "--micro-batch-sizes",
+      "2",        "--time-limit",     "3m",          "--warmup-steps",
+      "1",        "--measured-steps", "2",           "--json"};
   std::string out, err;
   ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
   json job = ParseJson(out);

@@ -664,10 +664,11 @@ TEST(ExportTest, MegatronWritesOnlyFlagNamesCheckedAgainstMegatronLm) {
       "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
       "--num-virtual-stages-per-pipeline-rank", "--sequence-parallel",
       "--use-distributed-optimizer", "--use-torch-fsdp2", "--no-gradient-accumulation-fusion",
-      "--micro-batch-size", "--global-batch-size", "--bf16", "--fp16", "--fp8-format", "--fp8-recipe", "--initial-loss-scale",
-      "--loss-scale-window", "--hysteresis", "--min-loss-scale", "--recompute-granularity",
-      "--recompute-method", "--recompute-num-layers", "--attention-backend", "--optimizer",
-      "--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--seq-length",
+      "--micro-batch-size", "--global-batch-size", "--bf16", "--fp16", "--fp8-format",
+      "--fp8-recipe", "--initial-loss-scale", "--loss-scale-window", "--hysteresis",
+      "--min-loss-scale", "--recompute-granularity", "--recompute-method", "--recompute-num-layers",
+      "--attention-backend", "--optimizer", "--optimizer-cpu-offload",
+      "--use-precision-aware-optimizer", "--seq-length",
       // The model's (megatron_model.cc).
       "--bert-no-binary-head", "--num-layers", "--hidden-size", "--num-attention-heads",
       "--ffn-hidden-size", "--group-query-attention", "--num-query-groups", "--kv-channels",
@@ -761,8 +762,8 @@ TEST(ExportTest, Fp8GoesToMegatronTorchtitanAndAccelerateAndIsRejectedElsewhere)
   EXPECT_THAT(yaml, HasSubstr("fp8_config:\n  backend: \"AO\"\n"));
   EXPECT_THAT(Row(accelerate, "precision").note, HasSubstr("first linear layer"));
 
-  for (const char* format : {"deepspeed", "hf-trainer", "lightning", "colossalai", "atorch",
-                             "flagai", "torch"}) {
+  for (const char* format :
+       {"deepspeed", "hf-trainer", "lightning", "colossalai", "atorch", "flagai", "torch"}) {
     ExportResult r = ExportOf(fsdp, format);
     EXPECT_TRUE(r.rejected()) << format;
     EXPECT_EQ(Row(r, "precision").status, FidelityStatus::kRejected) << format;

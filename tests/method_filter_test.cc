@@ -30,11 +30,12 @@ std::vector<std::string> Used(const Strategy& s) {
 }
 
 TEST(Methods, KnownMethodsInDocumentedOrder) {
-  EXPECT_THAT(KnownMethods(),
-              ElementsAre("zero1", "zero2", "fsdp", "data_parallel", "tensor_parallel",
-                          "pipeline_parallel", "sequence_parallel", "interleaved", "amp_native",
-                          "bf16", "fp16", "pure_bf16", "fp32", "fp8", "checkpoint", "selective_checkpoint",
-                          "full_checkpoint", "sdpa", "fused_optimizer", "offload"));
+  EXPECT_THAT(
+      KnownMethods(),
+      ElementsAre("zero1", "zero2", "fsdp", "data_parallel", "tensor_parallel", "pipeline_parallel",
+                  "sequence_parallel", "interleaved", "amp_native", "bf16", "fp16", "pure_bf16",
+                  "fp32", "fp8", "checkpoint", "selective_checkpoint", "full_checkpoint", "sdpa",
+                  "fused_optimizer", "offload"));
 }
 
 TEST(Methods, DefaultStrategyUsesOnlyFp32) { EXPECT_THAT(Used(Strategy{}), ElementsAre("fp32")); }

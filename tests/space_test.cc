@@ -773,14 +773,13 @@ TEST(Compatibility, RulesAreNamedAndDistinct) {
     EXPECT_NE(rule.check, nullptr);
     names.emplace_back(rule.name);
   }
-  EXPECT_THAT(
-      names,
-      ElementsAre("positive_sizes", "known_values", "checkpoint_percent", "layout",
-                  "layout_product", "batch_product", "bf16_device", "fp8_device", "offload_device",
-                  "fixed_graph",
-                  "parallel_family", "attention_kernel", "tensor_parallel_model", "pipeline_layers",
-                  "pipeline_sharding", "sequence_parallel", "context_parallel_family",
-                  "context_parallel_sequence", "context_parallel_kernel", "expert_parallel_model"));
+  EXPECT_THAT(names, ElementsAre("positive_sizes", "known_values", "checkpoint_percent", "layout",
+                                 "layout_product", "batch_product", "bf16_device", "fp8_device",
+                                 "offload_device", "fixed_graph", "parallel_family",
+                                 "attention_kernel", "tensor_parallel_model", "pipeline_layers",
+                                 "pipeline_sharding", "sequence_parallel",
+                                 "context_parallel_family", "context_parallel_sequence",
+                                 "context_parallel_kernel", "expert_parallel_model"));
 }
 
 TEST(Compatibility, Fp8NeedsFp8TensorCoresAndTheEnginesLinearLayers) {

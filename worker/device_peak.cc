@@ -18,9 +18,9 @@ struct GpuPeak {
 // "with sparsity" (footnoted: half without); these are the halves, rounded
 // down to whole TFLOP/s where the half is not a whole number (H100 SXM:
 // 1,979* -> 989; its fp8 3,958* -> 1,979). fp8 is 0 before Ada and Hopper
-// (compute capability 8.9): Ampere, Volta and Turing have no fp8 tensor cores. fp32 is the non-tensor FP32 line. The A10G (AWS G5) has no
-// public NVIDIA datasheet: 35 FP32 and 70 BF16/FP16 dense are the figures
-// commonly published for it, and what its 80 SMs at 1.71 GHz give with
+// (compute capability 8.9): Ampere, Volta and Turing have no fp8 tensor cores. fp32 is the
+// non-tensor FP32 line. The A10G (AWS G5) has no public NVIDIA datasheet: 35 FP32 and 70 BF16/FP16
+// dense are the figures commonly published for it, and what its 80 SMs at 1.71 GHz give with
 // GA102's half-rate fp32-accumulate tensor path.
 // First match wins: each variant before its family's default.
 const GpuPeak kGpuPeaks[] = {

@@ -78,10 +78,10 @@ int main(int argc, char** argv) {
                  "bytes of memory per device (default: cpu: physical memory / N)");
   app.add_option("--threads-per-device", threads_per_device,
                  "CPU threads per trial rank (default: cores / devices)");
-  CLI::Option* peak_option =
-      app.add_option("--peak-tflops", peak_text,
-                     "each device's dense peak, fp32=X,bf16=Y,fp16=Z,fp8=W TFLOP/s, for MFU (default: "
-                     "cpu: measured at start; cuda: the GPU model's datasheet figure)");
+  CLI::Option* peak_option = app.add_option(
+      "--peak-tflops", peak_text,
+      "each device's dense peak, fp32=X,bf16=Y,fp16=Z,fp8=W TFLOP/s, for MFU (default: "
+      "cpu: measured at start; cuda: the GPU model's datasheet figure)");
   app.add_option("--rendezvous-ports", rendezvous_ports,
                  "A-B: ports of this host on which rank 0 of a multi-rank trial may serve its "
                  "rendezvous store; the coordinator gives each running trial its own");
