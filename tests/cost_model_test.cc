@@ -322,16 +322,21 @@ TEST(MemoryModel, ExpertParallelismDividesTheExpertsStateByItsRanks) {
   EXPECT_NEAR(double(fsdp.parameters), 4 * (dense / 4 + experts / 4), 8);
 }
 
+// 4 layers of width 512 (8 heads) and an MLP of 1376.
+absl::StatusOr<ModelSpec> SmallLlama() {
+  return ModelSpecFromJson("llama", nlohmann::json{
+                                        {"num_hidden_layers", 4},
+                                        {"hidden_size", 512},
+                                        {"num_attention_heads", 8},
+                                        {"num_key_value_heads", 8},
+                                        {"intermediate_size", 1376},
+                                        {"vocab_size", 1000},
+                                        {"max_position_embeddings", 1024},
+                                    });
+}
+
 TEST(MemoryModel, LlamaMlpKeepsItsFourSwiGluTensors) {
-  absl::StatusOr<ModelSpec> m = ModelSpecFromJson("llama", nlohmann::json{
-                                                               {"num_hidden_layers", 4},
-                                                               {"hidden_size", 512},
-                                                               {"num_attention_heads", 8},
-                                                               {"num_key_value_heads", 8},
-                                                               {"intermediate_size", 1376},
-                                                               {"vocab_size", 1000},
-                                                               {"max_position_embeddings", 1024},
-                                                           });
+  absl::StatusOr<ModelSpec> m = SmallLlama();
   ASSERT_TRUE(m.ok()) << m.status();
   Strategy st = Layout(1, 1, 1, Sharding::kNone);
   st.attention = Attention::kSdpa;
@@ -341,15 +346,7 @@ TEST(MemoryModel, LlamaMlpKeepsItsFourSwiGluTensors) {
 }
 
 TEST(MemoryModel, Fp8KeepsOneByteCopiesOfTheLinearLayersInputsAndWeights) {
-  absl::StatusOr<ModelSpec> m = ModelSpecFromJson("llama", nlohmann::json{
-                                                               {"num_hidden_layers", 4},
-                                                               {"hidden_size", 512},
-                                                               {"num_attention_heads", 8},
-                                                               {"num_key_value_heads", 8},
-                                                               {"intermediate_size", 1376},
-                                                               {"vocab_size", 1000},
-                                                               {"max_position_embeddings", 1024},
-                                                           });
+  absl::StatusOr<ModelSpec> m = SmallLlama();
   ASSERT_TRUE(m.ok()) << m.status();
   Strategy st = Layout(1, 1, 1, Sharding::kNone);
   st.attention = Attention::kSdpa;
