@@ -142,14 +142,19 @@ absl::Status CheckParallelFamily(const TrainingSetup& r, const Strategy& s) {
   const bool tp_ok = s.tensor_parallel == 1 || (family.ok() && (*family)->tensor_parallel);
   const bool pp_ok = s.pipeline_parallel == 1 || (family.ok() && (*family)->pipeline_parallel);
   if (tp_ok && pp_ok) return absl::OkStatus();
-  std::vector<std::string> parallel;
-  for (const ModelFamilyInfo& f : ModelFamilies()) {
-    if (f.tensor_parallel && f.pipeline_parallel) parallel.push_back(f.name);
-  }
+  // Joined once: a search space refuses this for most of a big cluster's
+  // layouts of such a family.
+  static const std::string* const parallel = [] {
+    std::vector<std::string> names;
+    for (const ModelFamilyInfo& f : ModelFamilies()) {
+      if (f.tensor_parallel && f.pipeline_parallel) names.push_back(f.name);
+    }
+    return new std::string(absl::StrJoin(names, ", "));
+  }();
   return absl::InvalidArgumentError(absl::StrCat(
       "strategy.", !tp_ok ? "tensor_parallel" : "pipeline_parallel", ": ", r.model.family,
       " models run data parallel only (any sharding); tensor and pipeline parallelism need ",
-      absl::StrJoin(parallel, ", "), " (allowed: tensor_parallel 1, pipeline_parallel 1)"));
+      *parallel, " (allowed: tensor_parallel 1, pipeline_parallel 1)"));
 }
 
 // What the model's attention needs of the kernel: soft-capped scores are
