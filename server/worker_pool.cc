@@ -519,13 +519,16 @@ DeviceSpec WorkerPool::DeviceSpecFor(const std::string& type) const {
   DeviceSpec device;
   device.type = type;
   bool first = true;
+  bool some_lack_fp8 = false;
   for (const auto& [id, w] : workers_) {
     if (!w.healthy) continue;
     for (const v1::Device& d : w.info.devices()) {
       if (d.type() != type) continue;
+      const PeakTflops peak = FromProto(d.peak_tflops());
+      some_lack_fp8 |= peak.fp8 == 0 && !(peak == PeakTflops{});
       const int64_t memory = EffectiveMemoryLocked(w, d);
       if (first) {
-        device.peak = FromProto(d.peak_tflops());
+        device.peak = peak;
         device.memory_bytes = memory;
         first = false;
         if (type == "cuda") AddCatalogFigures(d.name(), w.info, &device);
@@ -534,6 +537,8 @@ DeviceSpec WorkerPool::DeviceSpecFor(const std::string& type) const {
       }
     }
   }
+  // A trial may land on any of them: fp8 only where every one has it.
+  if (some_lack_fp8) device.peak.fp8 = 0;
   return device;
 }
 

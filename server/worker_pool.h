@@ -179,7 +179,9 @@ class WorkerPool {
   absl::StatusOr<v1::Launcher> FindLauncher(const std::string& name) const;
   // What the pool knows of its devices of `type` for the cost model: the
   // smallest memory (a cpu device's share of an oversubscribed host) and
-  // the first peak among the healthy workers' devices. A CUDA device whose
+  // the first peak among the healthy workers' devices, its fp8 0 when any
+  // of them is known to have no fp8 (a peak known, fp8's 0: a trial may
+  // land there). A CUDA device whose
   // name is a GPU of the device catalog (search/device_catalog.h) adds the
   // catalog's memory bandwidth and links, and devices per node = that
   // worker's devices of the type (a worker owns one node's GPUs), so the

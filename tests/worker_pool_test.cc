@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "proto/convert.h"
+#include "search/step_time.h"
 #include "tests/register_request.h"
 #include "tests/test_matchers.h"
 
@@ -171,6 +173,24 @@ TEST(WorkerPoolTest, AKnownGpuBringsTheCatalogsLinksAndTheWorkerIsItsNode) {
   EXPECT_EQ(other.DeviceSpecFor("cuda").devices_per_node, 0);
   EXPECT_EQ(other.DeviceSpecFor("cuda").intra_node.bandwidth_bytes_per_s, 0);
   EXPECT_EQ(pool.DeviceSpecFor("cpu").devices_per_node, 0);
+}
+
+// fp8 is judged over every device of the type: one GPU without fp8 tensor
+// cores in the pool takes fp8 away (a trial may land on it).
+TEST(WorkerPoolTest, OneDeviceWithoutFp8TakesFp8FromThePool) {
+  FakeClock clock;
+  WorkerPool pool(&clock);
+  v1::RegisterRequest h100 = Worker("a-h100", "h1:1", 1);
+  h100.mutable_devices(0)->set_type("cuda");
+  *h100.mutable_devices(0)->mutable_peak_tflops() = ToProto(PeakTflops{67, 989, 989, 1979});
+  ASSERT_TRUE(pool.Register(h100).ok());
+  EXPECT_EQ(pool.DeviceSpecFor("cuda").peak.fp8, 1979);
+  v1::RegisterRequest a100 = Worker("b-a100", "h2:1", 1);
+  a100.mutable_devices(0)->set_type("cuda");
+  *a100.mutable_devices(0)->mutable_peak_tflops() = ToProto(PeakTflops{19.5, 312, 312, 0});
+  ASSERT_TRUE(pool.Register(a100).ok());
+  EXPECT_EQ(pool.DeviceSpecFor("cuda").peak.fp8, 0);
+  EXPECT_FALSE(DeviceSupportsFp8(pool.DeviceSpecFor("cuda")));
 }
 
 // A worker's id belongs to the key it first registered with: once it is
