@@ -598,7 +598,8 @@ class Client:
                  device: str, world_size: int = 1, strategy: Optional[str] = None,
                  top: int = 0, devices_per_node: int = 0, overrides: Sequence[str] = (),
                  new_overrides: Sequence[str] = (),
-                 device_catalog: Optional[PathLike] = None) -> Estimate:
+                 device_catalog: Optional[PathLike] = None,
+                 precisions: Sequence[str] = ()) -> Estimate:
         """Will a strategy fit, and how fast will it go, on `world_size`
         devices of a catalog type (`device`, e.g. "h100-sxm") — the cost
         model's priors, computed by the coordinator (TuningService.Estimate,
@@ -607,13 +608,16 @@ class Client:
         Give exactly one of `strategy` (canonical text; a missing ga= makes
         up the global batch) and `top` (the K fastest that fit; none fitting
         gives an empty `strategies`). `device_catalog`: a JSON file of more
-        devices. Raises InvalidArgumentError for bad input (unknown device,
+        devices. `precisions`: with `top`, the precisions ranked (e.g.
+        ["pure_bf16", "fp8"]; default: as `autoaccel estimate`, fp8 only when
+        listed). Raises InvalidArgumentError for bad input (unknown device,
         unreadable config, a strategy the space refuses).
         """
         request = pb.EstimateRequest(
             model=_model_spec(model, config, overrides, new_overrides, None, ""),
             seq_len=seq_len, global_batch_size=global_batch_size, world_size=world_size,
-            device=device, devices_per_node=devices_per_node, strategy=strategy or "", top=top)
+            device=device, devices_per_node=devices_per_node, strategy=strategy or "", top=top,
+            precisions=list(precisions))
         if device_catalog is not None:
             path = os.fspath(device_catalog)
             try:

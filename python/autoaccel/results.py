@@ -354,6 +354,7 @@ class MemoryEstimate:
     activations: int
     logits: int
     gathered_shards: int
+    fp8_weight_copies: int  # fp8: the layers' 1-byte weight copies kept for backward
     overhead: int
     total: int
 

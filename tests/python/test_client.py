@@ -168,6 +168,16 @@ class LiveClusterTest(unittest.TestCase):
             self.assertEqual(s.strategy_json["data_parallel"] * s.strategy_json["tensor_parallel"]
                              * s.strategy_json["pipeline_parallel"], 2)
 
+    def test_estimate_ranks_fp8_when_asked_on_a_device_with_fp8(self):
+        e = self.alice.estimate("gpt2", config=TINY_GPT2, seq_len=16, global_batch_size=8,
+                                 device="h100", top=2, precisions=["pure_bf16", "fp8"])
+        self.assertEqual(e.strategies[0].strategy_json["precision"], "fp8")
+        self.assertGreater(e.strategies[0].memory.fp8_weight_copies, 0)
+        with self.assertRaises(errors.InvalidArgumentError) as caught:
+            self.alice.estimate("gpt2", config=TINY_GPT2, seq_len=16, global_batch_size=8,
+                                 device="a100", top=1, precisions=["fp8"])
+        self.assertIn("no fp8 tensor cores", str(caught.exception))
+
     def test_estimate_of_one_strategy_says_why_it_does_not_fit(self):
         e = self.alice.estimate("gpt2", config=TINY_GPT2, seq_len=16, global_batch_size=4,
                                  device="h100", strategy="mbs=4,precision=bf16",
