@@ -39,16 +39,22 @@ std::unique_ptr<AutocastScope> RestoreAutocast(AutogradContext* ctx, c10::Device
       static_cast<c10::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
 }
 
-// What a checkpointed block runs with inside: the same attention and tensor
-// parallelism, nothing checkpointed within, no layer hooks.
+// What a checkpointed block runs with inside: everything the caller runs
+// with (attention, parallel shards, fp8), but nothing checkpointed within
+// and no layer hooks.
 RunOptions InnerOptions(const RunOptions& options) {
-  RunOptions inner;
-  inner.attention = options.attention;
-  inner.tp = options.tp;
-  inner.cp = options.cp;
-  inner.ep = options.ep;
+  RunOptions inner = options;
+  inner.checkpointing = Checkpointing::kNone;
+  inner.checkpoint_percent = 100;
+  inner.hooks = nullptr;
   return inner;
 }
+
+// InnerOptions kept whole in a node's saved data, for the recomputation.
+struct SavedRunOptions : torch::CustomClassHolder {
+  explicit SavedRunOptions(RunOptions o) : options(o) {}
+  RunOptions options;
+};
 
 // Activation checkpointing of one block (LibTorch has no
 // torch.utils.checkpoint). Function::apply runs forward() with grad mode off,
@@ -66,22 +72,19 @@ class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
                                torch::TensorList params) {
     (void)params;  // inputs only so that their gradients flow
     ctx->saved_data["block"] = reinterpret_cast<int64_t>(block);
-    ctx->saved_data["attention"] = static_cast<int64_t>(options->attention);
-    ctx->saved_data["tp"] = reinterpret_cast<int64_t>(options->tp);
-    ctx->saved_data["cp"] = reinterpret_cast<int64_t>(options->cp);
-    ctx->saved_data["ep"] = reinterpret_cast<int64_t>(options->ep);
+    const RunOptions inner = InnerOptions(*options);
+    ctx->saved_data["options"] =
+        c10::IValue::make_capsule(c10::make_intrusive<SavedRunOptions>(inner));
     SaveAutocast(ctx, x.device().type());
     ctx->save_for_backward({x});
-    return block->Forward(x, InnerOptions(*options));
+    return block->Forward(x, inner);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     auto* block = reinterpret_cast<CheckpointableBlock*>(ctx->saved_data["block"].toInt());
-    RunOptions options;
-    options.attention = static_cast<Attention>(ctx->saved_data["attention"].toInt());
-    options.tp = reinterpret_cast<const TensorParallelShard*>(ctx->saved_data["tp"].toInt());
-    options.cp = reinterpret_cast<const ContextParallelShard*>(ctx->saved_data["cp"].toInt());
-    options.ep = reinterpret_cast<const ExpertParallelShard*>(ctx->saved_data["ep"].toInt());
+    const RunOptions options =
+        c10::static_intrusive_pointer_cast<SavedRunOptions>(ctx->saved_data["options"].toCapsule())
+            ->options;
     const torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
     torch::Tensor y;
     {

@@ -278,6 +278,20 @@ TEST(Fp8Test, TrainsOnBf16WeightsWithinAFewPercentOfPureBf16sLoss) {
   }
 }
 
+// A recomputed layer runs in fp8 as its forward pass did: the same loss and
+// gradients with every layer fully checkpointed as without (were the
+// recomputation bf16, the gradients would differ at fp8 resolution).
+TEST(Fp8Test, CheckpointedLayersComputeAndRecomputeInFp8) {
+  TrialSpec plain = TinySpec("llama");
+  plain.strategy.precision = Precision::kFp8;
+  TrialSpec ckpt = plain;
+  ckpt.strategy.checkpointing = Checkpointing::kFull;
+  auto a = MakeTrainer(plain), b = MakeTrainer(ckpt);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->ForwardBackward(), b->ForwardBackward());
+  ExpectSameGrads(a->model(), b->model(), 1e-6);
+}
+
 TEST(Fp16Test, AutocastsToHalfKeepsFp32WeightsScalesTheLossAndTrains) {
   TrialSpec fp32 = TinySpec("llama");
   TrialSpec fp16 = fp32;
