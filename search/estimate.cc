@@ -23,9 +23,7 @@ SpaceRequest SpaceFor(const EstimateRequest& r) {
   space.global_batch_size = r.global_batch_size;
   space.world_size = r.world_size;
   const bool cuda = r.device.spec.type == "cuda";
-  space.device_is_accelerator = cuda;
-  space.device_supports_bf16 = !cuda || r.device.spec.peak.bf16 > 0;
-  space.device_supports_fp8 = DeviceSupportsFp8(r.device.spec);
+  SetDeviceFacts(r.device.spec, &space);
   // Context parallelism is ranked too (a tuning job tries it only when
   // asked): every degree that divides the cluster and splits the sequence
   // into two chunks per rank.

@@ -25,14 +25,13 @@ CandidateSearcher::CandidateSearcher(SearchSetup setup)
     candidates_.push_back(std::move(c));
   }
   setup_.candidates.clear();  // candidates_ holds them now
-  if (HasModel() && !DeviceSupportsFp8(setup_.cost_model->device())) {
+  if (HasModel()) {
     // The pool's devices became known after the space was built.
+    TrainingSetup device;
+    SetDeviceFacts(setup_.cost_model->device(), &device);
     for (int i = 0; i < static_cast<int>(candidates_.size()); ++i) {
-      if (candidates_[i].strategy.precision != Precision::kFp8) continue;
-      Prune(i, absl::StrCat(kPrunedUnsupported,
-                            ": fp8 needs fp8 tensor cores (CUDA compute capability 8.9 or newer), "
-                            "which the pool's ",
-                            setup_.cost_model->device().type, " devices do not have"));
+      const absl::Status supported = CheckDeviceRules(device, candidates_[i].strategy);
+      if (!supported.ok()) Prune(i, absl::StrCat(kPrunedUnsupported, ": ", supported.message()));
     }
   }
   RefreshPredictions();

@@ -12,8 +12,9 @@
 // the job's space, after --include/--exclude) with the same cost model
 // (search/cost_model.h), calibrated from every measured trial, and the same
 // pruning rules:
-//   - device: fp8 candidates, when the cost model's device (the pool's) has
-//     no fp8 tensor cores (DeviceSupportsFp8), before anything runs;
+//   - device: candidates the device rules refuse (spec/compatibility.h's
+//     CheckDeviceRules: bf16 or fp8 where the cost model's device, the
+//     pool's, cannot compute it; SetDeviceFacts), before anything runs;
 //   - memory: a candidate whose calibrated estimate exceeds the device memory
 //     by more than the margin is pruned, before it is ever proposed (checked
 //     again after each calibration; a pruned candidate never comes back);

@@ -521,9 +521,12 @@ TimeFeatures StepTimeFeatures(const ModelSpec& m, int seq_len, const Strategy& s
   return StepTimeFeaturizer(m, seq_len, topology)(s);
 }
 
-bool DeviceSupportsFp8(const DeviceSpec& device) {
-  if (device.type != "cuda") return true;
-  return device.peak.fp8 > 0 || device.peak == PeakTflops{};
+void SetDeviceFacts(const DeviceSpec& device, TrainingSetup* setup) {
+  const bool cuda = device.type == "cuda";
+  const bool unknown = device.peak == PeakTflops{};
+  setup->device_is_accelerator = device.type != "cpu";
+  setup->device_supports_bf16 = !cuda || unknown || device.peak.bf16 > 0;
+  setup->device_supports_fp8 = !cuda || unknown || device.peak.fp8 > 0;
 }
 
 TimeCoefficients PriorTimeCoefficients(const DeviceSpec& device) {
@@ -539,7 +542,7 @@ TimeCoefficients PriorTimeCoefficients(const DeviceSpec& device) {
   // fp8 where its peak is unknown: a CPU emulates the scaled products (63
   // GFLOP/s against fp32's 101 for 512 x 512 on one core of the build
   // machine): fp32's rate; a GPU without a known fp8 peak runs no fp8
-  // (DeviceSupportsFp8), bf16's rate then only fills the row.
+  // (SetDeviceFacts), bf16's rate then only fills the row.
   const double fp8 = peak.fp8 > 0 ? peak.fp8 : (cuda ? bf16 : fp32);
   const double fraction = cuda ? kCudaAchievedPeakFraction : 0.4;
   const auto per_flop = [&](double tflops) { return 1.0 / (fraction * tflops * 1e12); };

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "spec/compatibility.h"
 #include "spec/model_spec.h"
 #include "spec/strategy.h"
 #include "spec/trial.h"
@@ -43,11 +44,13 @@ struct DeviceSpec {
   int devices_per_node = 0;                 // 0 = unknown: every rank on one node
 };
 
-// Whether `device` computes fp8 matrix products: a CPU device does (LibTorch
-// computes the scaled products there); a CUDA device when its fp8 peak is
-// known (> 0: compute capability 8.9 or newer), or when none of its peaks
-// is known (an unknown GPU: its trials tell).
-bool DeviceSupportsFp8(const DeviceSpec& device);
+// What the compatibility rules read of a device (TrainingSetup's device
+// facts), from what is known of it: an accelerator unless a CPU; a CUDA
+// device computes bf16 (fp8) when its bf16 (fp8) peak is known (> 0; fp8:
+// compute capability 8.9 or newer), or when none of its peaks is known (an
+// unknown GPU: its trials tell); a CPU device computes both (LibTorch
+// emulates fp8's scaled products there).
+void SetDeviceFacts(const DeviceSpec& device, TrainingSetup* setup);
 
 // TOPOLOGY. Ranks sit on nodes in Megatron's order: rank = tp_rank + t ·
 // (dp_rank + n · pp_rank) (tensor innermost, then data, then pipeline),

@@ -305,9 +305,9 @@ constexpr CompatibilityRule kRules[] = {
     {"layout", &CheckLayoutRule},
     {"layout_product", &CheckLayoutProduct},
     {"batch_product", &CheckBatchProduct},
-    {"bf16_device", &CheckBf16Device},
-    {"fp8_device", &CheckFp8Device},
-    {"offload_device", &CheckOffloadDevice},
+    {"bf16_device", &CheckBf16Device, /*device=*/true},
+    {"fp8_device", &CheckFp8Device, /*device=*/true},
+    {"offload_device", &CheckOffloadDevice, /*device=*/true},
     {"fixed_graph", &CheckFixedGraph},
     {"parallel_family", &CheckParallelFamily},
     {"attention_kernel", &CheckAttentionKernel},
@@ -328,6 +328,13 @@ absl::Span<const CompatibilityRule> CompatibilityRules() { return kRules; }
 absl::Status CheckCompatible(const TrainingSetup& setup, const Strategy& strategy) {
   for (const CompatibilityRule& rule : CompatibilityRules()) {
     RETURN_IF_ERROR(rule.check(setup, strategy));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDeviceRules(const TrainingSetup& setup, const Strategy& strategy) {
+  for (const CompatibilityRule& rule : CompatibilityRules()) {
+    if (rule.device) RETURN_IF_ERROR(rule.check(setup, strategy));
   }
   return absl::OkStatus();
 }

@@ -51,6 +51,10 @@ struct TrainingSetup {
 struct CompatibilityRule {
   absl::string_view name;  // stable id, e.g. "batch_product"
   absl::Status (*check)(const TrainingSetup& setup, const Strategy& strategy);
+  // True for the rules that read only the setup's device facts
+  // (device_supports_bf16, device_supports_fp8, device_is_accelerator): what
+  // CheckDeviceRules applies once the devices are known.
+  bool device = false;
 };
 
 // The rules CheckCompatible() applies, in order:
@@ -128,6 +132,11 @@ absl::Span<const CompatibilityRule> CompatibilityRules();
 // OK, or the first failing rule's INVALID_ARGUMENT. Does not validate the
 // setup itself (search/space.h's ValidateSpaceRequest does, for a search).
 absl::Status CheckCompatible(const TrainingSetup& setup, const Strategy& strategy);
+
+// The device rules alone ("bf16_device", "fp8_device", "offload_device"),
+// which read nothing of `setup` but its device facts: OK or the first
+// failing one's INVALID_ARGUMENT.
+absl::Status CheckDeviceRules(const TrainingSetup& setup, const Strategy& strategy);
 
 }  // namespace autoaccel
 

@@ -312,10 +312,11 @@ TEST(Searchers, StrategiesThatDifferInOneFieldAreAtDistanceOne) {
 
 // The space is built before the pool's devices are known: on a pool of
 // GPUs without fp8 tensor cores every fp8 candidate is pruned, saying why,
-// before anything runs; with them nothing is.
-TEST(Searchers, Fp8IsPrunedOnAPoolWithoutFp8TensorCores) {
+// before anything runs (and bf16 ones on GPUs without bf16); with them
+// nothing is.
+TEST(Searchers, WhatThePoolsDevicesCannotComputeIsPrunedBeforeAnythingRuns) {
   std::vector<Strategy> space;
-  for (Precision p : {Precision::kBf16, Precision::kFp8}) {
+  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp8}) {
     Strategy s;
     s.micro_batch_size = 1;
     s.grad_accum_steps = 32;
@@ -337,12 +338,24 @@ TEST(Searchers, Fp8IsPrunedOnAPoolWithoutFp8TensorCores) {
     }
     ASSERT_EQ(pruned.size(), 1u);
     EXPECT_EQ(pruned[0].strategy.precision, Precision::kFp8);
-    EXPECT_THAT(pruned[0].reason, StartsWith("not supported by the device: fp8 needs fp8 tensor "
-                                             "cores (CUDA compute capability 8.9 or newer)"));
+    EXPECT_THAT(pruned[0].reason,
+                StartsWith("not supported by the device: strategy.precision: fp8 needs fp8 tensor "
+                           "cores (CUDA compute capability 8.9 or newer"));
     std::optional<Proposal> p = (*s)->Next();
     ASSERT_TRUE(p.has_value());
-    EXPECT_EQ(p->strategy.precision, Precision::kBf16);
+    EXPECT_NE(p->strategy.precision, Precision::kFp8);
   }
+  // A V100-like pool: fp16 tensor cores, no bf16 ones.
+  DeviceSpec v100 = Device(int64_t{32} << 30);
+  v100.peak.bf16 = 0;
+  SearchSetup setup;
+  setup.candidates = space;
+  setup.cost_model.emplace(SmallGpt(), 256, 32, v100);
+  absl::StatusOr<std::unique_ptr<Searcher>> s = CreateSearcher(std::move(setup));
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::vector<Precision> pruned;
+  for (const PrunedStrategy& p : (*s)->TakePruned()) pruned.push_back(p.strategy.precision);
+  EXPECT_THAT(pruned, ::testing::UnorderedElementsAre(Precision::kBf16, Precision::kFp8));
 }
 
 TEST(Searchers, HalvingMeasuresManyBrieflyAndTheBestThirdAgainWithTheJobsSteps) {

@@ -190,7 +190,10 @@ TEST(WorkerPoolTest, OneDeviceWithoutFp8TakesFp8FromThePool) {
   *a100.mutable_devices(0)->mutable_peak_tflops() = ToProto(PeakTflops{19.5, 312, 312, 0});
   ASSERT_TRUE(pool.Register(a100).ok());
   EXPECT_EQ(pool.DeviceSpecFor("cuda").peak.fp8, 0);
-  EXPECT_FALSE(DeviceSupportsFp8(pool.DeviceSpecFor("cuda")));
+  TrainingSetup facts;
+  SetDeviceFacts(pool.DeviceSpecFor("cuda"), &facts);
+  EXPECT_FALSE(facts.device_supports_fp8);
+  EXPECT_TRUE(facts.device_supports_bf16);
 }
 
 // A worker's id belongs to the key it first registered with: once it is
