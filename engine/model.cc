@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "engine/context_parallel.h"
 #include "engine/fp8_linear.h"
+#include "engine/router_loss.h"
 #include "engine/tensor_parallel.h"
 
 namespace autoaccel {
@@ -155,9 +156,23 @@ class CheckpointedAttention : public torch::autograd::Function<CheckpointedAtten
 
 }  // namespace
 
+TrainableModel::TrainableModel(const ModelSpec& spec) : spec_(spec) {
+  if (spec.router_aux_loss_coef > 0) {
+    router_loss_ = std::make_unique<RouterLoss>(spec.num_local_experts, spec.num_experts_per_tok,
+                                                spec.router_aux_loss_coef);
+  }
+}
+
+TrainableModel::~TrainableModel() = default;
+
 torch::Tensor TrainableModel::Loss(const torch::Tensor& input, const torch::Tensor& target,
                                    const RunOptions& options) {
-  return LossOfLogits(Forward(input, options), target, options);
+  if (router_loss_ == nullptr) return LossOfLogits(Forward(input, options), target, options);
+  RunOptions with_router_loss = options;
+  with_router_loss.router_loss = router_loss_.get();
+  router_loss_->Begin();
+  return router_loss_->AddTo(LossOfLogits(Forward(input, with_router_loss), target, options),
+                             options);
 }
 
 torch::Tensor TrainableModel::LossOfLogits(const torch::Tensor& logits, const torch::Tensor& target,

@@ -34,6 +34,7 @@ class LayerHooks;
 struct TensorParallelShard;
 struct ContextParallelShard;
 struct ExpertParallelShard;
+class RouterLoss;
 
 // How the forward pass runs; the weights do not depend on it.
 struct RunOptions {
@@ -65,6 +66,10 @@ struct RunOptions {
   // (LayerLinear, fp8_linear.h); embeddings, LM head, routers and norms stay
   // in the weights' dtype (bf16).
   bool fp8 = false;
+  // The auxiliary load-balancing loss the expert layers report their
+  // routers to (router_loss.h); set by TrainableModel::Loss for a model
+  // whose spec has router_aux_loss_coef, else null.
+  RouterLoss* router_loss = nullptr;
 };
 using GptRunOptions = RunOptions;  // the name from when GPT-2 was the only family
 
@@ -82,7 +87,8 @@ struct Example {
 // A language model: tokens in, logits over the vocabulary out.
 class TrainableModel : public torch::nn::Module {
  public:
-  explicit TrainableModel(const ModelSpec& spec) : spec_(spec) {}
+  explicit TrainableModel(const ModelSpec& spec);
+  ~TrainableModel() override;
 
   // tokens: [B, T] int64 with T <= spec().n_positions. Returns logits
   // [B, T, vocab_size] (in the autocast dtype under autocast).
@@ -92,7 +98,10 @@ class TrainableModel : public torch::nn::Module {
 
   // Mean cross-entropy of Forward(input) against `target`, computed in fp32
   // even under autocast, over the positions whose target is not
-  // kIgnoreIndex (as transformers' losses do). REQUIRES: at least one such
+  // kIgnoreIndex (as transformers' losses do), plus router_aux_loss_coef
+  // times the auxiliary load-balancing loss when the spec has one
+  // (router_loss.h; its gradient reaches the routers in backward, which
+  // must follow before the next Loss). REQUIRES: at least one such
   // position, else the mean is NaN.
   torch::Tensor Loss(const torch::Tensor& input, const torch::Tensor& target,
                      const RunOptions& options = {});
@@ -151,6 +160,7 @@ class TrainableModel : public torch::nn::Module {
 
  private:
   ModelSpec spec_;
+  std::unique_ptr<RouterLoss> router_loss_;  // null: no auxiliary loss
 };
 
 // The modules of `list`, in order (what TrainableModel::Layers returns).

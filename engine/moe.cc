@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/router_loss.h"
 #include "engine/tensor_parallel.h"
 
 namespace autoaccel {
@@ -82,10 +83,11 @@ MoeRouterImpl::MoeRouterImpl(const ModelSpec& spec)
 
 MoeRouting MoeRouterImpl::Route(const torch::Tensor& flat, const torch::Tensor& weight) const {
   if (kind_ == MoeRouter::kSoftmax) {
-    const torch::Tensor probs = at::linear(flat, weight).to(torch::kFloat).softmax(/*dim=*/-1);
+    const torch::Tensor logits = at::linear(flat, weight);
+    const torch::Tensor probs = logits.to(torch::kFloat).softmax(/*dim=*/-1);
     auto [top_weights, top_experts] = probs.topk(top_k_, /*dim=*/-1);  // [N, k]
     if (normalize_) top_weights = top_weights / top_weights.sum(/*dim=*/-1, /*keepdim=*/true);
-    return {top_weights, top_experts};
+    return {top_weights, top_experts, logits};
   }
   const int64_t n = flat.size(0), experts = weight.size(0);
   const torch::Tensor scores =
@@ -107,7 +109,7 @@ MoeRouting MoeRouterImpl::Route(const torch::Tensor& flat, const torch::Tensor& 
   torch::Tensor top_weights = scores.gather(1, top_experts);
   if (normalize_)
     top_weights = top_weights / (top_weights.sum(/*dim=*/-1, /*keepdim=*/true) + 1e-20);
-  return {top_weights * scaling_, top_experts};
+  return {top_weights * scaling_, top_experts, torch::Tensor()};
 }
 
 SparseMoeImpl::SparseMoeImpl(const ModelSpec& spec) : num_experts_(spec.num_local_experts) {
@@ -207,6 +209,7 @@ torch::Tensor SparseMoeImpl::Forward(const torch::Tensor& x, const RunOptions& o
        routing.weights.unsqueeze(-1))
           .sum(/*dim=*/1);
   torch::Tensor out = SumPartials(combined.to(flat.scalar_type()).view(input.sizes()), options.tp);
+  if (options.router_loss != nullptr) out = options.router_loss->Record(routing.logits, out);
   // deepseek_v3's shared experts see every token of this rank, whole on
   // every rank (replicated under tensor parallelism).
   if (shared_down_proj_) {

@@ -56,12 +56,15 @@ struct ExpertParallelShard {
 struct MoeRouting {
   torch::Tensor weights;  // [N, k] fp32: each chosen expert's share of the output
   torch::Tensor experts;  // [N, k] int64: the chosen experts, distinct per token
+  // kSoftmax: the router's logits [N, E] in the input's dtype (what the
+  // auxiliary load-balancing loss reads); undefined for kGroupedSigmoid.
+  torch::Tensor logits;
 };
 
 // The router ("gate"): a linear layer without bias scoring every expert,
 // then the family's MoeRouter (model_families.h), as transformers computes
-// it (no jitter, no auxiliary loss: output_router_logits false, its
-// default):
+// it (no jitter; the auxiliary load-balancing loss of output_router_logits
+// is router_loss.h's, which SparseMoe reports the logits to):
 //   kSoftmax (mixtral, qwen3_moe): softmax over all experts in fp32, the top
 //     num_experts_per_tok kept, renormalised to sum to 1 when
 //     norm_topk_prob;

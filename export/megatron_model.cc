@@ -435,9 +435,35 @@ class MegatronModel {
     Row("experts",
         absl::StrCat(m_.num_local_experts, " experts, top ", m_.num_experts_per_tok, " per token"),
         kExact,
-        "--num-experts --moe-router-topk: every layer, softmax over the top-k router logits "
-        "(Mixtral's renormalized top-k), no token dropped, no load-balancing loss (the default "
-        "--moe-aux-loss-coeff 0); the rows above say where the model differs");
+        absl::StrCat("--num-experts --moe-router-topk: every layer, softmax over the top-k router "
+                     "logits (Mixtral's renormalized top-k), no token dropped",
+                     m_.router_aux_loss_coef > 0
+                         ? ""
+                         : ", no load-balancing loss (the default --moe-aux-loss-coeff 0)",
+                     "; the rows above say where the model differs"));
+    RouterLoss();
+  }
+
+  // transformers' auxiliary loss pools the counts and probabilities of
+  // every expert layer, N = tokens x expert layers: coef * E * sum_e C_e P_e
+  // / N^2. Megatron's aux_loss is per layer, coeff * E * sum_e C_e P_e /
+  // (T^2 * topk), summed over the layers; with the layers' counts alike both
+  // give each layer's probabilities the same gradient when coeff = coef *
+  // topk / (expert layers).
+  void RouterLoss() {
+    if (m_.router_aux_loss_coef <= 0) return;
+    int expert_layers = 0;
+    for (int layer = 0; layer < m_.n_layer; ++layer) expert_layers += m_.ExpertLayer(layer);
+    const double coeff = m_.router_aux_loss_coef * m_.num_experts_per_tok / expert_layers;
+    Flag("--moe-router-load-balancing-type", "aux_loss");
+    Flag("--moe-aux-loss-coeff", coeff);
+    Row("router_aux_loss", absl::StrCat("router_aux_loss_coef ", m_.router_aux_loss_coef),
+        kApproximated,
+        absl::StrCat("--moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff ", coeff,
+                     " (router_aux_loss_coef x topk / ", expert_layers,
+                     " expert layers): Megatron adds one load-balancing loss per layer where "
+                     "transformers pools the router counts of every layer into one; the "
+                     "gradients agree when the layers route alike"));
   }
 
   void Dropout() {

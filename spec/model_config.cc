@@ -475,15 +475,22 @@ absl::Status ReadExperts(const nlohmann::json& config, const ModelFamilyInfo& fa
   }
   RETURN_IF_ERROR(Int(config, "num_experts_per_tok", &m->num_experts_per_tok, true));
   // With output_router_logits true transformers adds router_aux_loss_coef
-  // times its load-balancing loss to the loss; the trial runner trains the
-  // loss without it, so such a config would not train as tuned.
+  // times its load-balancing loss to the loss (families whose row has
+  // router_aux_loss; deepseek_v3's only returns the logits). A coefficient
+  // of 0 adds nothing.
   bool router_loss = false;
   RETURN_IF_ERROR(Bool(config, "output_router_logits", &router_loss));
-  if (router_loss) {
-    return FieldError("output_router_logits",
-                      "true adds transformers' auxiliary load-balancing loss "
-                      "(router_aux_loss_coef) to the loss, which the trial runner does not "
-                      "compute; set it false (the default)");
+  m->router_aux_loss_coef = 0;
+  if (router_loss && family.router_aux_loss) {
+    double coefficient = family.router_aux_loss_default;
+    if (const nlohmann::json* v = Find(config, "router_aux_loss_coef"); v != nullptr) {
+      if (!v->is_number() || !(v->get<double>() >= 0) || !std::isfinite(v->get<double>())) {
+        return FieldError("router_aux_loss_coef",
+                          absl::StrCat("expected a number >= 0, got ", v->dump()));
+      }
+      coefficient = v->get<double>();
+    }
+    m->router_aux_loss_coef = coefficient;
   }
   if (family.moe_width) {
     RETURN_IF_ERROR(Int(config, "moe_intermediate_size", &m->moe_intermediate_size, true));
@@ -675,6 +682,10 @@ nlohmann::json ModelSpec::ToConfigJson() const {
       j["num_experts_per_tok"] = num_experts_per_tok;
       if (info.moe_width) j["moe_intermediate_size"] = moe_intermediate_size;
       if (info.norm_topk_key) j["norm_topk_prob"] = norm_topk_prob;
+      if (router_aux_loss_coef > 0) {
+        j["output_router_logits"] = true;
+        j["router_aux_loss_coef"] = router_aux_loss_coef;
+      }
       switch (info.dense_layers) {
         case DenseMlpLayers::kNone:
           break;

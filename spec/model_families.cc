@@ -33,6 +33,7 @@ const ModelFamilyInfo kModelFamilies[] = {
         .Theta(1e6)
         .KvHeads(8)
         .Experts()
+        .RouterAuxLoss(0.001)
         .Sliding(SlidingLayers::kAll, 0)
         .Parallel(),
     Decoder("mistral", "Mistral").KvHeads(8).Sliding(SlidingLayers::kAll, 4096).Parallel(),
@@ -81,6 +82,7 @@ const ModelFamilyInfo kModelFamilies[] = {
         .ExpertsKey("num_experts")
         .MoeWidth()
         .NormTopK(false)
+        .RouterAuxLoss(0.001)
         .Dense(DenseMlpLayers::kQwenSparseStep)
         .Sliding(SlidingLayers::kUseSlidingWindow, 4096)
         .Parallel(),

@@ -112,6 +112,12 @@ struct ModelFamilyInfo {
   bool norm_topk_key = false;
   bool norm_topk_default = true;
   MoeRouter router = MoeRouter::kSoftmax;
+  // output_router_logits true adds router_aux_loss_coef (default
+  // router_aux_loss_default) times transformers' load-balancing loss to the
+  // training loss (engine/router_loss.h; mixtral, qwen3_moe). Without it the
+  // key only makes transformers return the router's logits (deepseek_v3).
+  bool router_aux_loss = false;
+  double router_aux_loss_default = 0;
   DenseMlpLayers dense_layers = DenseMlpLayers::kNone;
   // n_shared_experts x moe_intermediate_size dense MLP ("shared_experts")
   // beside the routed experts, its output added (deepseek_v3).
@@ -170,6 +176,9 @@ struct ModelFamilyInfo {
     return Set(&F::norm_topk_key, true).Set(&F::norm_topk_default, default_value);
   }
   constexpr F Router(MoeRouter r) const { return Set(&F::router, r); }
+  constexpr F RouterAuxLoss(double coefficient_default) const {
+    return Set(&F::router_aux_loss, true).Set(&F::router_aux_loss_default, coefficient_default);
+  }
   constexpr F Dense(DenseMlpLayers d) const { return Set(&F::dense_layers, d); }
   constexpr F SharedExperts() const { return Set(&F::shared_experts, true); }
   constexpr F LatentAttention() const { return Set(&F::latent_attention, true); }

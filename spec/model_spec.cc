@@ -325,6 +325,11 @@ absl::Status ModelSpec::Validate() const {
   RETURN_IF_ERROR(absent(f->dense_layers == DenseMlpLayers::kNone && !dense_mlp_layers.empty(),
                          "mlp_only_layers"));
   RETURN_IF_ERROR(absent(!f->norm_topk_key && !norm_topk_prob, "norm_topk_prob"));
+  RETURN_IF_ERROR(absent(!f->router_aux_loss && router_aux_loss_coef != 0, "router_aux_loss_coef"));
+  if (!(router_aux_loss_coef >= 0) || !std::isfinite(router_aux_loss_coef)) {
+    return FieldError("router_aux_loss_coef",
+                      absl::StrCat("expected a number >= 0, got ", router_aux_loss_coef));
+  }
   RETURN_IF_ERROR(absent(f->router != MoeRouter::kGroupedSigmoid &&
                              (n_group != 0 || topk_group != 0 || routed_scaling_factor != 1.0),
                          "n_group"));

@@ -139,6 +139,10 @@ struct ModelSpec {
   // Whether the chosen experts' weights are renormalised to sum to 1
   // (norm_topk_prob; mixtral always).
   bool norm_topk_prob = true;
+  // > 0: the training loss adds this times transformers' auxiliary
+  // load-balancing loss (output_router_logits true with router_aux_loss_coef,
+  // families whose row has router_aux_loss; engine/router_loss.h). 0: none.
+  double router_aux_loss_coef = 0;
   // deepseek_v3's router (MoeRouter::kGroupedSigmoid): experts in n_group
   // groups, a token's experts chosen from its topk_group best groups; the
   // weights multiplied by routed_scaling_factor. Its shared experts:

@@ -279,6 +279,10 @@ struct ExpertCase {
   bool sequence_parallel = false;
   Checkpointing checkpointing = Checkpointing::kNone;
   std::string family = "mixtral";
+  // > 0: trained with the auxiliary load-balancing loss of this weight
+  // (output_router_logits), large enough that a wrong share of its
+  // gradient moves the losses.
+  double router_aux_loss_coef = 0;
 };
 
 class ExpertParallelTest : public ::testing::TestWithParam<ExpertCase> {};
@@ -294,6 +298,7 @@ TEST_P(ExpertParallelTest, LossesMatchTheSingleProcessReferenceAndReplicasAgree)
   spec.strategy.expert_parallel = c.ep;
   spec.strategy.sequence_parallel = c.sequence_parallel;
   spec.strategy.checkpointing = c.checkpointing;
+  spec.model.router_aux_loss_coef = c.router_aux_loss_coef;
   ExpectMatchesReference(spec);
 }
 
@@ -324,7 +329,15 @@ INSTANTIATE_TEST_SUITE_P(
         ExpertCase{4, 4, 1, 1, 1, Sharding::kZero1, false, Checkpointing::kNone, "qwen3_moe"},
         ExpertCase{2, 1, 1, 1, 2, Sharding::kNone, false, Checkpointing::kNone, "qwen3_moe"},
         ExpertCase{2, 2, 1, 1, 1, Sharding::kNone, false, Checkpointing::kNone, "deepseek_v3"},
-        ExpertCase{4, 4, 1, 1, 1, Sharding::kFsdp, false, Checkpointing::kFull, "deepseek_v3"}),
+        ExpertCase{4, 4, 1, 1, 1, Sharding::kFsdp, false, Checkpointing::kFull, "deepseek_v3"},
+        // The auxiliary load-balancing loss: per data-parallel rank, pooled
+        // over the context-parallel group's shares of the sequences, its
+        // gradient shared among tensor-parallel ranks that route the same
+        // tokens, and added again to recomputed layers.
+        ExpertCase{2, 2, 1, 1, 1, Sharding::kNone, false, Checkpointing::kNone, "mixtral", 0.3},
+        ExpertCase{2, 1, 1, 1, 2, Sharding::kNone, false, Checkpointing::kNone, "mixtral", 0.3},
+        ExpertCase{1, 1, 2, 1, 1, Sharding::kNone, true, Checkpointing::kNone, "mixtral", 0.3},
+        ExpertCase{2, 2, 2, 1, 1, Sharding::kZero1, false, Checkpointing::kFull, "qwen3_moe", 0.3}),
     [](const ::testing::TestParamInfo<ExpertCase>& info) {
       const ExpertCase& c = info.param;
       return absl::StrCat(
@@ -334,7 +347,8 @@ INSTANTIATE_TEST_SUITE_P(
           c.sequence_parallel ? "_sp" : "",
           c.checkpointing != Checkpointing::kNone
               ? absl::StrCat("_", CheckpointingName(c.checkpointing))
-              : "");
+              : "",
+          c.router_aux_loss_coef > 0 ? "_aux" : "");
     });
 
 struct ContextCase {

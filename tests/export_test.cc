@@ -517,6 +517,20 @@ TEST(ExportTest, MegatronGivesMixtralItsExperts) {
   EXPECT_EQ(Feature(r, "experts").status, FidelityStatus::kExact);
 }
 
+// transformers' auxiliary loss pools all expert layers; Megatron's adds one
+// per layer, with a coefficient that gives each layer the same gradient.
+TEST(ExportTest, MegatronWeighsTheRouterLossPerLayer) {
+  ModelSpec m = testing::TinyModelSpec("mixtral");  // top 2
+  m.n_layer = 4;
+  EXPECT_THAT(File(MegatronOf(m), "megatron_args.txt"), Not(HasSubstr("--moe-aux-loss-coeff")));
+  m.router_aux_loss_coef = 0.02;
+  ExportResult r = MegatronOf(m);
+  EXPECT_THAT(File(r, "megatron_args.txt"),
+              HasSubstr("--moe-router-load-balancing-type=aux_loss\n--moe-aux-loss-coeff=0.01\n"));
+  EXPECT_EQ(Feature(r, "router_aux_loss").status, FidelityStatus::kApproximated);
+  EXPECT_THAT(Feature(r, "router_aux_loss").note, HasSubstr("4 expert layers"));
+}
+
 TEST(ExportTest, MegatronSaysWhatOfGemma2ItCannotBuild) {
   ExportResult r = MegatronOf(testing::TinyModelSpec("gemma2"));
   for (const char* feature :

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -135,20 +136,34 @@ TEST(ModelConfig, LlamaDefaultsFollowTransformers) {
 }
 
 // transformers trains a mixture of experts with its load-balancing loss
-// added only when output_router_logits is true; the trial runner does not
-// compute that loss, so such a config is refused rather than trained
-// without it.
-TEST(ModelConfig, ARouterLossTheEngineDoesNotTrainIsRefused) {
-  for (const auto& [family, config] :
-       {std::pair<const char*, absl::string_view>{"mixtral", kMixtral8x7bConfig},
-        {"qwen3_moe", kQwen3_30bA3bConfig}}) {
-    absl::StatusOr<ModelSpec> m =
-        ParseModelConfig(family, Edited(config, {{"output_router_logits", true}}));
-    EXPECT_THAT(m.status(), InvalidArgument(AllOf(HasSubstr("output_router_logits"),
-                                                  HasSubstr("router_aux_loss_coef"))))
+// added only when output_router_logits is true, weighted by
+// router_aux_loss_coef (the hub configs carry false, with 0.02 for
+// Mixtral-8x7B and 0.001 for Qwen3-30B-A3B); the spec keeps the weight, which round-trips through
+// the config the workers receive. DeepSeek-V3's model adds no such loss: the key only returns the
+// logits.
+TEST(ModelConfig, ARouterLossIsTrainedWithItsCoefficient) {
+  for (const auto& [family, config, coefficient] :
+       {std::tuple<const char*, absl::string_view, double>{"mixtral", kMixtral8x7bConfig, 0.02},
+        {"qwen3_moe", kQwen3_30bA3bConfig, 0.001}}) {
+    EXPECT_EQ(Parsed(family, config).router_aux_loss_coef, 0) << family;
+    const ModelSpec with = Parsed(family, Edited(config, {{"output_router_logits", true}}));
+    EXPECT_DOUBLE_EQ(with.router_aux_loss_coef, coefficient) << family;
+    EXPECT_DOUBLE_EQ(Parsed(family, with.ToConfigJson().dump()).router_aux_loss_coef, coefficient)
         << family;
-    EXPECT_TRUE(ParseModelConfig(family, config).ok()) << family;
+    EXPECT_DOUBLE_EQ(Parsed(family, Edited(config, {{"output_router_logits", true},
+                                                    {"router_aux_loss_coef", 0.25}}))
+                         .router_aux_loss_coef,
+                     0.25)
+        << family;
+    EXPECT_THAT(ParseModelConfig(family, Edited(config, {{"output_router_logits", true},
+                                                         {"router_aux_loss_coef", -1}}))
+                    .status(),
+                InvalidArgument(HasSubstr("router_aux_loss_coef")))
+        << family;
   }
+  EXPECT_EQ(Parsed("deepseek_v3", Edited(kDeepSeekV3Config, {{"output_router_logits", true}}))
+                .router_aux_loss_coef,
+            0);
 }
 
 TEST(ModelConfig, ParameterCountsMatchTransformers) {

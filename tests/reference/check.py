@@ -2,9 +2,10 @@
 """Checks the engine's models against Hugging Face transformers.
 
 For tiny GPT-2, Llama (grouped-query and multi-query/tied variants,
-Llama 3.1 rope scaling with biases, YaRN, dynamic NTK), Mixtral, Mistral,
+Llama 3.1 rope scaling with biases, YaRN, dynamic NTK), Mixtral (with and
+without the auxiliary load-balancing loss), Mistral,
 Qwen2, Qwen3, Phi-3 (and its LongRoPE, long and short factors),
-Gemma, Gemma 2, Qwen3-MoE, DeepSeek-V3 and BERT configs made by transformers' own config classes,
+Gemma, Gemma 2, Qwen3-MoE (with and without the auxiliary loss), DeepSeek-V3 and BERT configs made by transformers' own config classes,
 builds the transformers model from the config alone (random
 weights, nothing downloaded), in fp32 with eager attention and no dropout,
 then scales its weights up so that every part of the network visibly moves
@@ -106,6 +107,9 @@ FEATURE_CONTROLS = {
     # The base left as it is: max_position_embeddings up to the sequence (a
     # default rope would refuse a sequence past max_position_embeddings).
     "llama-dynamic": [("max_position_embeddings", SEQ_LEN)],
+    # The auxiliary load-balancing loss at all.
+    "mixtral-aux": [("output_router_logits", False)],
+    "qwen3-moe-aux": [("output_router_logits", False)],
     # LongRoPE at all; and that the sequence length picks the factors: the
     # long ones above the pretraining length, the short ones below it.
     "phi3-longrope": [("rope_parameters", {"rope_type": "default", "rope_theta": 100.0,
@@ -158,6 +162,14 @@ def configs():
                                     num_local_experts=4, num_experts_per_tok=2,
                                     sliding_window=None, router_jitter_noise=0.0,
                                     **llama_sizes)),
+        # The auxiliary load-balancing loss added (output_router_logits),
+        # with a coefficient large enough that its gradient visibly moves
+        # the routers' and everything below them.
+        ("mixtral-aux", "mixtral", transformers.MixtralForCausalLM,
+         transformers.MixtralConfig(num_key_value_heads=2, num_local_experts=4,
+                                    num_experts_per_tok=2, sliding_window=None,
+                                    router_jitter_noise=0.0, output_router_logits=True,
+                                    router_aux_loss_coef=0.3, **llama_sizes)),
         # Llama 3.1's rope scaling (theta and the pretraining length chosen so
         # that the tiny head's frequencies fall in all three of its regimes:
         # kept, interpolated, stretched), q/k/v/o and MLP biases, and a head
@@ -237,6 +249,14 @@ def configs():
          transformers.Qwen3MoeConfig(num_key_value_heads=2, head_dim=12, num_experts=4,
                                      num_experts_per_tok=2, moe_intermediate_size=24,
                                      mlp_only_layers=[1], norm_topk_prob=False,
+                                     **dict(llama_sizes, num_hidden_layers=3))),
+        # The same with the auxiliary loss: its rows are the tokens of the two
+        # expert layers only.
+        ("qwen3-moe-aux", "qwen3_moe", transformers.Qwen3MoeForCausalLM,
+         transformers.Qwen3MoeConfig(num_key_value_heads=2, head_dim=12, num_experts=4,
+                                     num_experts_per_tok=2, moe_intermediate_size=24,
+                                     mlp_only_layers=[1], norm_topk_prob=False,
+                                     output_router_logits=True, router_aux_loss_coef=0.3,
                                      **dict(llama_sizes, num_hidden_layers=3))),
         # decoder_sparse_step 2 (layer 0 dense, 1 experts), renormalised
         # weights, every layer's window 6 (use_sliding_window).
@@ -332,6 +352,8 @@ def hf_reference(family, model, inputs, target):
         out = model(input_ids=inputs, labels=target, shift_labels=target)
     manual = torch.nn.functional.cross_entropy(out.logits.reshape(-1, VOCAB).float(),
                                                target.reshape(-1), ignore_index=-100)
+    if getattr(out, "aux_loss", None) is not None:  # output_router_logits
+        manual = manual + model.config.router_aux_loss_coef * out.aux_loss
     assert abs(out.loss.item() - manual.item()) < 1e-6, (out.loss.item(), manual.item())
     out.loss.backward()
     grads = {}
