@@ -66,12 +66,15 @@ std::string MegatronModelFlags(const FormatContext& c, std::vector<std::string>&
 
 // torchtitan 0.2.2's model for c.in.model (torchtitan_model.cc), for the
 // torchtitan format: the module that registers the flavor "autoaccel" of
-// `model_name` ("llama3", or "qwen3" for Qwen3) with the config's sizes, and
-// one row per feature of the model appended to `architecture`. REQUIRES:
-// c.in.model is set.
+// `model_name` ("llama3"; "qwen3" for Qwen3, Qwen3-MoE and Mixtral) with the
+// config's sizes, and one row per feature of the model appended to
+// `architecture`. REQUIRES: c.in.model is set.
 struct TorchtitanModelFile {
   std::string model_name;
   std::string module;  // Python source
+  // The flavor's layers have torchtitan's mixture of experts (moe_enabled),
+  // which expert_parallel_degree spreads over ranks.
+  bool experts = false;
 };
 TorchtitanModelFile TorchtitanModelModule(const FormatContext& c,
                                           std::vector<ArchitectureRow>& architecture);

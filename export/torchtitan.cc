@@ -41,6 +41,69 @@ class Toml {
 std::string Quoted(absl::string_view s) { return absl::StrCat("\"", s, "\""); }
 const char* TomlBool(bool b) { return b ? "true" : "false"; }
 
+// expert_parallel: torchtitan's ExpertParallel (distributed/
+// expert_parallel.py, distributed/parallel_dims.py) on the flavor's MoE
+// layers. torchtitan lays the same ranks out twice: dense (pp,
+// dp_replicate, dp_shard * cp, tp) and sparse (pp, dp_replicate, efsdp, ep,
+// etp), so an ep group is ep consecutive ranks of the FSDP dimension (cp
+// innermost), each holding a contiguous block of E / ep experts (Shard(0)),
+// and efsdp = dp_shard * cp * tp / (ep * etp) must be whole. With etp = tp
+// (the experts split over the tensor-parallel ranks, as ours) ep divides
+// dp_shard * cp: replicated data parallelism (data_parallel_replicate_degree)
+// replicates the experts, never spreads them.
+void ExpertParallel(const FormatContext& c, const TorchtitanModelFile& file, Toml& toml,
+                    FidelityBuilder& rows) {
+  const Strategy& s = c.s;
+  if (s.expert_parallel == 1) {
+    rows.Exact(&Strategy::expert_parallel,
+               file.experts && s.tensor_parallel > 1
+                   ? "every expert on every data-parallel rank, each split over the "
+                     "tensor-parallel ranks (torchtitan's TensorParallel on GroupedExperts), as "
+                     "ours"
+                   : "");
+    return;
+  }
+  if (c.in.model && !file.experts) {
+    const std::string why =
+        c.in.model->Info().experts
+            ? absl::StrCat("the export writes ", c.in.model->family,
+                           " as torchtitan 0.2.2's dense llama3 model (its grouped sigmoid router, "
+                           "shared experts and latent attention are torchtitan's deepseek_v3 "
+                           "model, which the export does not write)")
+            : absl::StrCat("the ", c.in.model->family, " model has no experts to spread");
+    rows.Rejected(&Strategy::expert_parallel,
+                  absl::StrCat(why, " (allowed: expert_parallel 1, every expert on every rank)"));
+    return;
+  }
+  const int shard_dimension =
+      (s.sharding == Sharding::kFsdp ? s.data_parallel : 1) * s.context_parallel;
+  if (shard_dimension % s.expert_parallel != 0) {
+    rows.Rejected(
+        &Strategy::expert_parallel,
+        absl::StrCat("torchtitan's expert parallelism takes its ranks from the FSDP dimension, "
+                     "data_parallel_shard_degree * context_parallel_degree (here ",
+                     shard_dimension,
+                     "), and replicates the experts over data_parallel_replicate_degree, where "
+                     "sharding none puts the data-parallel ranks: use sharding fsdp"));
+    return;
+  }
+  toml.Set("parallelism", "expert_parallel_degree", absl::StrCat(s.expert_parallel));
+  // Its default 1 would take the tensor-parallel ranks into the ep groups.
+  toml.Set("parallelism", "expert_tensor_parallel_degree", absl::StrCat(s.tensor_parallel));
+  rows.Exact(
+      &Strategy::expert_parallel,
+      absl::StrCat(
+          "expert_parallel_degree, expert_tensor_parallel_degree = tensor_parallel_degree: "
+          "torchtitan's ExpertParallel gives each of ep consecutive data-/context-parallel ranks "
+          "a contiguous block of the experts, as ours; tokens dispatched and combined "
+          "all-to-all, dropless; the experts split over the tensor-parallel ranks as ours; "
+          "their weights FSDP-sharded over the other dp_shard * cp / ep ranks and replicated "
+          "over data_parallel_replicate_degree, gradients reduced over all dp * cp / ep",
+          c.in.model ? ""
+                     : " (for a flavor with experts: qwen3's MoE flavors, deepseek_v3, llama4; "
+                       "a dense model ignores the key)"));
+}
+
 }  // namespace
 
 FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
@@ -48,12 +111,13 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
   FormatOutput out;
   Toml toml;
   const bool model = c.in.model.has_value();
+  TorchtitanModelFile file;
   if (model) {
-    TorchtitanModelFile file = TorchtitanModelModule(c, out.architecture);
+    file = TorchtitanModelModule(c, out.architecture);
     toml.Set("model", "name", Quoted(file.model_name));
     toml.Set("model", "flavor", Quoted("autoaccel"));
     toml.Set("experimental", "custom_import", Quoted("autoaccel_torchtitan_model"));
-    out.files.emplace_back("autoaccel_torchtitan_model.py", std::move(file.module));
+    out.files.emplace_back("autoaccel_torchtitan_model.py", file.module);
   }
   const auto set = [&toml](const char* section, const char* key, const std::string& literal) {
     toml.Set(section, key, literal);
@@ -111,9 +175,7 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
                     : "FSDP2 (data_parallel_shard_degree), reshard after forward");
       break;
   }
-  NoExpertParallelRows(s, rows,
-                       "the export writes torchtitan 0.2.2's dense llama3 model (torchtitan has no "
-                       "Mixtral), which has no experts for expert_parallel_degree to spread");
+  ExpertParallel(c, file, toml, rows);
   if (!cp) {
     rows.Exact(&Strategy::context_parallel);
     rows.Exact(&Strategy::context_parallel_comm);
@@ -160,6 +222,13 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
 
   set("parallelism", "pipeline_parallel_degree", absl::StrCat(s.pipeline_parallel));
   rows.Exact(&Strategy::pipeline_parallel, "pipeline_parallel_degree");
+  if (s.pipeline_parallel > 1 && file.model_name == "qwen3") {
+    // Its TrainSpec has no pipelining_fn: the trainer raises "Pipeline
+    // Parallel is enabled but qwen3 does not support pipelining".
+    rows.Rejected(&Strategy::pipeline_parallel,
+                  "torchtitan 0.2.2's qwen3 model (the flavor written for this family) has no "
+                  "pipeline parallelism: its trainer refuses pipeline_parallel_degree > 1");
+  }
   if (s.pipeline_parallel == 1) {
     rows.Exact(&Strategy::pipeline_schedule, "no pipeline");
     rows.Exact(&Strategy::virtual_stages, "no pipeline");
@@ -235,15 +304,22 @@ FormatOutput ExportTorchtitan(const FormatContext& c, FidelityBuilder& rows) {
       }
       set("model", "converters", "[\"quantize.linear.float8\"]");
       set("quantize.linear.float8", "recipe_name", Quoted("tensorwise"));
-      set("quantize.linear.float8", "filter_fqns", "[\"output\"]");
+      // Ours keeps the routers in bf16 too; torchtitan's experts are no
+      // nn.Linear, so its float8 converter leaves them in bf16.
+      set("quantize.linear.float8", "filter_fqns",
+          file.experts ? "[\"output\", \"router.gate\"]" : "[\"output\"]");
       set("training", "mixed_precision_param", Quoted("bfloat16"));
       rows.Approximated(
           &Strategy::precision,
           absl::StrCat(
               "converters [\"quantize.linear.float8\"], recipe_name \"tensorwise\": torchao's "
               "float8 linear layers (e4m3 inputs and weights, e5m2 gradients, per-tensor "
-              "current scaling, as ours), filter_fqns [\"output\"] keeps the output layer in "
-              "bf16 as ours; around them ",
+              "current scaling, as ours), filter_fqns [\"output\"",
+              file.experts ? ", \"router.gate\"] keeps the output layer and the routers in bf16 "
+                             "as ours, but the experts (GroupedExperts, no nn.Linear) compute in "
+                             "bf16 where ours are fp8 (quantize.grouped_mm.float8 is torchao's "
+                             "rowwise prototype); around them "
+                           : "] keeps the output layer in bf16 as ours; around them ",
               fully_sharded ? "FSDP2's bf16 mixed precision: bf16 compute copies of fp32 "
                               "parameters (our masters), gradients reduced in fp32 (ours in bf16)"
                             : "bf16 autocast over fp32 weights (ours keeps bf16 weights with "

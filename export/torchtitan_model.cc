@@ -1,6 +1,7 @@
 // The torchtitan format's model: a flavor of one of torchtitan 0.2.2's own
-// models (llama3, or qwen3 for Qwen3) with the sizes of the user's
-// config.json, registered by a module the job file imports
+// models (llama3; qwen3 for Qwen3, and with torchtitan's mixture of experts
+// for Qwen3-MoE and Mixtral) with the sizes of the user's config.json,
+// registered by a module the job file imports
 // (experimental.custom_import), and the architecture section, one row per
 // feature saying whether that model builds what the config says (exact),
 // something close (approximated), or cannot (not_expressible: torchtitan's
@@ -8,7 +9,8 @@
 //
 // Field names and what they do are torchtitan 0.2.2's
 // (torchtitan/models/llama3/model/args.py TransformerModelArgs,
-// models/qwen3/model/args.py Qwen3ModelArgs, and their model.py);
+// models/qwen3/model/args.py Qwen3ModelArgs, models/moe/moe.py MoEArgs,
+// and their model.py);
 // tests/export/check_torchtitan.py builds every family's flavor with
 // torchtitan and compares its parameter count with transformers'.
 #include <cmath>
@@ -16,6 +18,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "export/formats.h"
 
 namespace autoaccel {
@@ -41,10 +44,21 @@ const char* PyBool(bool b) { return b ? "True" : "False"; }
 class TorchtitanModel {
  public:
   TorchtitanModel(const FormatContext& c, std::vector<ArchitectureRow>& rows)
-      : m_(*c.in.model), info_(m_.Info()), seq_len_(c.in.seq_len), rows_(rows) {}
+      : m_(*c.in.model),
+        info_(m_.Info()),
+        seq_len_(c.in.seq_len),
+        precision_(c.s.precision),
+        // torchtitan's MoE routes as transformers' Qwen3-MoE and Mixtral do
+        // (a softmax over every expert, the top k); DeepSeek-V3's grouped
+        // sigmoid router needs torchtitan's deepseek_v3 model, not written.
+        moe_(info_.experts && info_.router == MoeRouter::kSoftmax),
+        rows_(rows) {}
 
   TorchtitanModelFile Write() {
-    const bool qwen3 = m_.family == "qwen3";
+    // qwen3's network is llama3's with q/k norms (a flag), head_dim of its
+    // own, halves rotated as transformers, tying as a flag and an MoE
+    // feed-forward: the MoE families are its flavors.
+    const bool qwen3 = m_.family == "qwen3" || moe_;
     Network();
     Sizes(qwen3);
     Normalization();
@@ -55,6 +69,7 @@ class TorchtitanModel {
     Others();
     TorchtitanModelFile file;
     file.model_name = qwen3 ? "qwen3" : "llama3";
+    file.experts = moe_;
     file.module = absl::StrCat(
         "# Registers the flavor \"autoaccel\" of torchtitan 0.2.2's ", file.model_name,
         " model: the network of\n# your config.json (", m_.family,
@@ -65,6 +80,7 @@ class TorchtitanModel {
               : "from torchtitan.models.llama3 import llama3_args as flavors\n"
                 "from torchtitan.models.llama3.model.args import RoPEScalingArgs, "
                 "TransformerModelArgs as Args\n",
+        moe_ ? "from torchtitan.models.moe import MoEArgs\n" : "",
         "\nflavors[\"autoaccel\"] = Args(\n", args_, ")\n");
     return file;
   }
@@ -83,7 +99,13 @@ class TorchtitanModel {
       Row("network", m_.family, kExact,
           m_.family == "qwen3"
               ? "torchtitan's qwen3 model: a pre-norm causal decoder with the features below"
-              : "torchtitan's llama3 model: a pre-norm causal decoder with the features below");
+          : m_.family == "mixtral"
+              ? "torchtitan's qwen3 model with qk_norm off and moe_enabled (torchtitan has no "
+                "Mixtral model; Mixtral's network is qwen3's without the q/k norms): a pre-norm "
+                "causal decoder of mixture-of-experts layers with the features below"
+          : moe_ ? "torchtitan's qwen3 model with moe_enabled: a pre-norm causal decoder of "
+                   "mixture-of-experts layers with the features below"
+                 : "torchtitan's llama3 model: a pre-norm causal decoder with the features below");
       return;
     }
     Row("network", m_.family, kNotExpressible,
@@ -102,11 +124,15 @@ class TorchtitanModel {
     Arg("max_seq_len", std::max(m_.n_positions, seq_len_));
     Row("sizes",
         absl::StrCat("layers ", m_.n_layer, ", hidden ", m_.n_embd, ", heads ", m_.n_head, ", ffn ",
-                     m_.n_inner, info_.experts ? " per expert" : "", ", vocabulary ",
-                     m_.vocab_size),
+                     m_.n_inner,
+                     info_.moe_width ? absl::StrCat(", experts ", m_.ExpertWidth())
+                     : info_.experts ? std::string(" per expert")
+                                     : std::string(),
+                     ", vocabulary ", m_.vocab_size),
         kExact,
-        qwen3 ? "dim, n_layers, n_heads, hidden_dim, vocab_size"
-              : "dim, n_layers, n_heads, vocab_size; the MLP width below");
+        moe_    ? "dim, n_layers, n_heads, hidden_dim, moe_inter_dim, vocab_size"
+        : qwen3 ? "dim, n_layers, n_heads, hidden_dim, vocab_size"
+                : "dim, n_layers, n_heads, vocab_size; the MLP width below");
     Row("query_groups", absl::StrCat(groups), kExact,
         groups == m_.n_head ? "n_kv_heads: one key/value head per query head"
                             : absl::StrCat("n_kv_heads ", groups, ": ", m_.n_head / groups,
@@ -116,7 +142,20 @@ class TorchtitanModel {
       Arg("head_dim", d);
       Arg("hidden_dim", m_.n_inner);
       Row("head_dim", absl::StrCat(d), kExact, "head_dim");
-      Row("ffn", absl::StrCat(m_.n_inner), kExact, "hidden_dim");
+      if (!moe_) {
+        Row("ffn", absl::StrCat(m_.n_inner), kExact, "hidden_dim");
+      } else if (!info_.moe_width) {  // mixtral: intermediate_size is each expert's width
+        Row("ffn", absl::StrCat(m_.n_inner), kExact,
+            "moe_inter_dim: each expert's SwiGLU width (hidden_dim, a dense MLP's, is unused)");
+      } else if (m_.dense_mlp_layers.empty()) {
+        Row("ffn", absl::StrCat(m_.n_inner), kExact,
+            "hidden_dim: the width of a dense MLP, which no layer of the config or the flavor "
+            "has");
+      } else {
+        Row("ffn", absl::StrCat(m_.n_inner), kNotExpressible,
+            "hidden_dim: the dense layers' width, but the flavor has no dense layer (see "
+            "dense_layers)");
+      }
       return;
     }
     if (d * m_.n_head == m_.n_embd) {
@@ -150,8 +189,9 @@ class TorchtitanModel {
       Row("normalization", "RMSNorm", kExact, "torchtitan's RMSNorm");
     }
     Row("norm_epsilon", Py(m_.layer_norm_epsilon), kExact, "norm_eps");
-    if (info_.qk_norm) {  // qwen3 only, whose model has it
-      Arg("qk_norm", PyBool(true));
+    // qwen3's model: q/k norms unless told (Qwen3ModelArgs' default is True).
+    if (info_.qk_norm || moe_) Arg("qk_norm", PyBool(info_.qk_norm));
+    if (info_.qk_norm) {
       Row("qk_norm", "RMSNorm over each head's q and k", kExact, "qk_norm");
     }
     if (info_.sandwich_norm) {
@@ -300,6 +340,10 @@ class TorchtitanModel {
                        Py(m_.final_logit_softcapping)),
           kNotExpressible, "torchtitan caps no score: add cap * tanh(x / cap) in code");
     }
+    if (moe_) {
+      Experts();
+      return;
+    }
     const std::string flavor = m_.family == "qwen3" ? "qwen3" : "llama3";
     for (ArchitectureRow& row : UnwrittenModelRows(
              m_, absl::StrCat("the ", flavor, " flavor written has one dense MLP per layer"),
@@ -314,9 +358,62 @@ class TorchtitanModel {
     }
   }
 
+  // Qwen3-MoE's and Mixtral's sparse MLP as torchtitan's MoE (models/moe/
+  // moe.py), which computes what transformers' does: the router a linear
+  // layer without bias, a softmax over every expert in fp32, the top k,
+  // renormalised when route_norm; each chosen expert's SwiGLU output scaled
+  // by its weight (score_before_experts False) and summed; no shared expert,
+  // no balancing bias (load_balance_coeff None), no dropped token.
+  void Experts() {
+    const int width = m_.ExpertWidth();
+    // torch._grouped_mm casts the experts' inputs and weights to bf16
+    // (_run_experts_grouped_mm); the for-loop computes in the weights' dtype.
+    const bool grouped_mm = precision_ != Precision::kFp32;
+    Arg("moe_enabled", PyBool(true));
+    Arg("moe_inter_dim", width);
+    Arg("moe_args", absl::StrCat("MoEArgs(num_experts=", m_.num_local_experts,
+                                 ", num_shared_experts=0, top_k=", m_.num_experts_per_tok,
+                                 ", score_func=\"softmax\", route_norm=", PyBool(m_.norm_topk_prob),
+                                 ", route_scale=1.0, gate_bias=False, score_before_experts=False, "
+                                 "load_balance_coeff=None, use_grouped_mm=",
+                                 PyBool(grouped_mm), ")"));
+    Row("experts", absl::StrCat(m_.num_local_experts, " experts, top ", m_.num_experts_per_tok),
+        kExact,
+        absl::StrCat(
+            "moe_enabled, moe_args num_experts, top_k, num_shared_experts 0: each layer's MLP is "
+            "torchtitan's MoE of SwiGLU experts (w1, w3, w2: transformers' gate_up_proj and "
+            "down_proj), every routed token computed (dropless); ",
+            grouped_mm ? "use_grouped_mm True: torch._grouped_mm over the experts, in bf16 as the "
+                         "strategy's precision"
+                       : "use_grouped_mm False: one matmul per expert in fp32 (torchtitan's "
+                         "grouped GEMM would compute the experts in bf16)"));
+    if (info_.moe_width) Row("expert_width", absl::StrCat(width), kExact, "moe_inter_dim");
+    Row("router",
+        absl::StrCat("softmax, top ", m_.num_experts_per_tok,
+                     m_.norm_topk_prob ? ", renormalised" : ", not renormalised"),
+        kExact,
+        absl::StrCat("score_func \"softmax\" over every expert in fp32, then top_k; route_norm ",
+                     PyBool(m_.norm_topk_prob),
+                     info_.norm_topk_key ? " (norm_topk_prob)" : " (Mixtral always renormalises)",
+                     ", route_scale 1, gate_bias False; score_before_experts False: the weights "
+                     "scale the experts' outputs, as transformers; load_balance_coeff None: no "
+                     "auxiliary-loss-free expert bias (transformers adds no balancing loss: "
+                     "autoaccel refuses output_router_logits true)"));
+    if (!m_.dense_mlp_layers.empty()) {
+      Row("dense_layers", absl::StrJoin(m_.dense_mlp_layers, ","), kNotExpressible,
+          absl::StrCat("torchtitan's qwen3 model gives every layer experts (moe_enabled is one "
+                       "flag for all): these layers get ",
+                       m_.num_local_experts, " experts of width ", width,
+                       " in place of a dense MLP of width ", m_.n_inner,
+                       "; build them with FeedForward in code"));
+    }
+  }
+
   const ModelSpec& m_;
   const ModelFamilyInfo& info_;
   const int seq_len_;
+  const Precision precision_;
+  const bool moe_;  // the flavor has torchtitan's MoE (Experts())
   std::vector<ArchitectureRow>& rows_;
   std::string args_;
 };

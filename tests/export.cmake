@@ -55,9 +55,10 @@ endif()
 # the driver and the launchers. Only what runs on CPU ranks (run_export.py's
 # CASES say which do not, and why): colossalai 1 and 2 ranks, flagai 1 rank,
 # torchtitan 1 and 2 (through train/torchtitan_cpu.py, torchtitan's entry
-# point with CPU stand-ins for the GPU). Measured on a 2-core machine with
-# its load at 3.5-4.5: colossalai 37-52 s, flagai 16-21 s; torchtitan 45 s
-# at load 2.
+# point with CPU stand-ins for the GPU), a Qwen3-MoE among them with its
+# experts over 2 ranks (ep=2). Measured on a 2-core machine with its load at
+# 3.5-4.5: colossalai 37-52 s, flagai 16-21 s; torchtitan 65 s at load 1.5
+# (45 s before the two Qwen3-MoE cases).
 set(AUTOACCEL_COLOSSALAI_PYTHON "${PROJECT_SOURCE_DIR}/.venv-colossalai/bin/python"
     CACHE FILEPATH "python of the layered venv with colossalai (scripts/setup)")
 set(AUTOACCEL_FLAGAI_PYTHON "${PROJECT_SOURCE_DIR}/.venv-flagai/bin/python"

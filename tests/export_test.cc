@@ -598,12 +598,13 @@ TEST(ExportTest, MoeAndLatentAttentionTheExportsDoNotBuildAreNotExpressible) {
       "mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none";
   const ModelSpec qwen = testing::TinyModelSpec("qwen3_moe");
   const ModelSpec deepseek = testing::TinyModelSpec("deepseek_v3");
-  for (const ExportResult& r : {MegatronOf(qwen), ExportOf(kOneRank, "torchtitan", qwen)}) {
-    for (const char* feature : {"expert_width", "dense_layers", "router"}) {
-      EXPECT_EQ(Feature(r, feature).status, FidelityStatus::kNotExpressible)
-          << r.format << " " << feature;
-    }
+  for (const char* feature : {"expert_width", "dense_layers", "router"}) {
+    EXPECT_EQ(Feature(MegatronOf(qwen), feature).status, FidelityStatus::kNotExpressible)
+        << feature;
   }
+  // torchtitan's MoE builds Qwen3-MoE's experts, but on every layer.
+  EXPECT_EQ(Feature(ExportOf(kOneRank, "torchtitan", qwen), "dense_layers").status,
+            FidelityStatus::kNotExpressible);
   for (const ExportResult& r : {MegatronOf(deepseek), ExportOf(kOneRank, "torchtitan", deepseek)}) {
     for (const char* feature :
          {"latent_attention", "expert_width", "dense_layers", "router", "shared_experts"}) {
@@ -861,6 +862,111 @@ TEST(ExportTest, TorchtitanRegistersTheModelsFlavor) {
   ExportResult qwen3 = ExportOf(kOneRank, "torchtitan", testing::TinyModelSpec("qwen3"));
   EXPECT_THAT(File(qwen3, "autoaccel_torchtitan.toml"), HasSubstr("name = \"qwen3\""));
   EXPECT_THAT(File(qwen3, "autoaccel_torchtitan_model.py"), HasSubstr("qk_norm=True"));
+}
+
+// Qwen3-MoE and Mixtral are torchtitan's qwen3 model with its MoE
+// (models/moe/moe.py), routing as transformers does.
+TEST(ExportTest, TorchtitanBuildsQwen3MoeAndMixtralWithItsMixtureOfExperts) {
+  const std::string kFp32 =
+      "mbs=1,ga=1,precision=fp32,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none";
+  ModelSpec qwen = testing::TinyModelSpec("qwen3_moe");
+  qwen.dense_mlp_layers.clear();
+  ExportResult r = ExportOf(kFp32, "torchtitan", qwen);
+  EXPECT_THAT(File(r, "autoaccel_torchtitan.toml"), HasSubstr("name = \"qwen3\""));
+  const std::string py = File(r, "autoaccel_torchtitan_model.py");
+  EXPECT_THAT(py, HasSubstr("from torchtitan.models.moe import MoEArgs\n"));
+  EXPECT_THAT(py, HasSubstr("qk_norm=True,\n"));
+  EXPECT_THAT(py, HasSubstr("moe_enabled=True,\n    moe_inter_dim=24,\n"));
+  EXPECT_THAT(py, HasSubstr("MoEArgs(num_experts=4, num_shared_experts=0, top_k=2, "
+                            "score_func=\"softmax\", route_norm=False, route_scale=1.0, "
+                            "gate_bias=False, score_before_experts=False, "
+                            "load_balance_coeff=None, use_grouped_mm=False)"));
+  for (const ArchitectureRow& row : r.architecture) {
+    EXPECT_EQ(row.status, FidelityStatus::kExact) << row.feature << ": " << row.note;
+  }
+  EXPECT_EQ(Feature(r, "expert_width").value, "24");
+  EXPECT_EQ(Feature(r, "router").value, "softmax, top 2, not renormalised");
+  // bf16: torch._grouped_mm, which computes the experts in bf16.
+  EXPECT_THAT(File(ExportOf("mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,"
+                            "optimizer=adamw,offload=none",
+                            "torchtitan", qwen),
+                   "autoaccel_torchtitan_model.py"),
+              HasSubstr("use_grouped_mm=True"));
+
+  // Mixtral: qwen3's network without q/k norms, always renormalised.
+  ExportResult mixtral = ExportOf(kFp32, "torchtitan", testing::TinyModelSpec("mixtral"));
+  const std::string mixtral_py = File(mixtral, "autoaccel_torchtitan_model.py");
+  EXPECT_THAT(mixtral_py, HasSubstr("qk_norm=False,\n"));
+  EXPECT_THAT(mixtral_py, HasSubstr("route_norm=True"));
+  EXPECT_THAT(Feature(mixtral, "network").note, HasSubstr("no Mixtral model"));
+  for (const ArchitectureRow& row : mixtral.architecture) {
+    EXPECT_EQ(row.status, FidelityStatus::kExact) << row.feature << ": " << row.note;
+    EXPECT_NE(row.feature, "qk_norm");
+  }
+  // DeepSeek-V3's router, shared experts and latent attention are not
+  // qwen3's: still a dense llama3 flavor.
+  ExportResult deepseek = ExportOf(kFp32, "torchtitan", testing::TinyModelSpec("deepseek_v3"));
+  EXPECT_THAT(File(deepseek, "autoaccel_torchtitan.toml"), HasSubstr("name = \"llama3\""));
+  EXPECT_EQ(Feature(deepseek, "experts").status, FidelityStatus::kNotExpressible);
+}
+
+TEST(ExportTest, TorchtitanSpreadsExpertsOverItsFsdpRanksOnly) {
+  const ModelSpec qwen = testing::TinyModelSpec("qwen3_moe");
+  const std::string kRest =
+      "mbs=1,ga=1,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none";
+  ExportResult fsdp = ExportOf("dp=4,tp=1,pp=1,sharding=fsdp,ep=2," + kRest, "torchtitan", qwen);
+  ASSERT_FALSE(fsdp.rejected());
+  EXPECT_THAT(File(fsdp, "autoaccel_torchtitan.toml"),
+              HasSubstr("expert_parallel_degree = 2\nexpert_tensor_parallel_degree = 1\n"));
+  EXPECT_EQ(Row(fsdp, "expert_parallel").status, FidelityStatus::kExact);
+  EXPECT_THAT(Row(fsdp, "expert_parallel").note, HasSubstr("all-to-all, dropless"));
+  // The experts split over the tensor-parallel ranks, as ours (torchtitan's
+  // default expert_tensor_parallel_degree 1 would not).
+  ExportResult tp = ExportOf("dp=2,tp=2,pp=1,sharding=fsdp,sp=1,ep=2," + kRest, "torchtitan", qwen);
+  ASSERT_FALSE(tp.rejected());
+  EXPECT_THAT(File(tp, "autoaccel_torchtitan.toml"),
+              HasSubstr("expert_parallel_degree = 2\nexpert_tensor_parallel_degree = 2\n"));
+  // Replicated data parallelism replicates the experts; with context
+  // parallelism FSDP runs over the cp ranks, which ep may divide.
+  ExportResult ddp = ExportOf("dp=4,tp=1,pp=1,sharding=none,ep=2," + kRest, "torchtitan", qwen);
+  EXPECT_EQ(Row(ddp, "expert_parallel").status, FidelityStatus::kRejected);
+  EXPECT_THAT(Row(ddp, "expert_parallel").note, HasSubstr("use sharding fsdp"));
+  ExportResult cp = ExportOf("dp=2,tp=1,pp=1,sharding=none,cp=2,ep=2," + kRest, "torchtitan", qwen);
+  EXPECT_EQ(Row(cp, "expert_parallel").status, FidelityStatus::kExact);
+  // Models without torchtitan experts.
+  ExportResult llama = ExportOf("dp=4,tp=1,pp=1,sharding=fsdp,ep=2," + kRest, "torchtitan",
+                                testing::TinyModelSpec("llama"));
+  EXPECT_THAT(Row(llama, "expert_parallel").note, HasSubstr("llama model has no experts"));
+  EXPECT_EQ(Row(llama, "expert_parallel").status, FidelityStatus::kRejected);
+  ExportResult deepseek = ExportOf("dp=4,tp=1,pp=1,sharding=fsdp,ep=2," + kRest, "torchtitan",
+                                   testing::TinyModelSpec("deepseek_v3"));
+  EXPECT_EQ(Row(deepseek, "expert_parallel").status, FidelityStatus::kRejected);
+  EXPECT_THAT(Row(deepseek, "expert_parallel").note, HasSubstr("deepseek_v3 model"));
+  // No model: the key is written for the user's flavor.
+  ExportResult none = ExportOf("dp=4,tp=1,pp=1,sharding=fsdp,ep=2," + kRest, "torchtitan");
+  EXPECT_EQ(Row(none, "expert_parallel").status, FidelityStatus::kExact);
+  EXPECT_THAT(File(none, "autoaccel_torchtitan.toml"), HasSubstr("expert_parallel_degree = 2\n"));
+}
+
+TEST(ExportTest, TorchtitanRefusesPipelinesForItsQwen3Model) {
+  const std::string kPipeline =
+      "dp=1,tp=1,pp=2,sharding=none,mbs=1,ga=2,precision=bf16,checkpoint=none,attention=sdpa,"
+      "optimizer=adamw,offload=none";
+  for (const char* family : {"qwen3", "qwen3_moe", "mixtral"}) {
+    ExportResult r = ExportOf(kPipeline, "torchtitan", testing::TinyModelSpec(family));
+    EXPECT_EQ(Row(r, "pipeline_parallel").status, FidelityStatus::kRejected) << family;
+  }
+  EXPECT_FALSE(ExportOf(kPipeline, "torchtitan", testing::TinyModelSpec("llama")).rejected());
+}
+
+TEST(ExportTest, TorchtitanKeepsTheRoutersOutOfFloat8) {
+  ExportResult r = ExportOf(
+      "dp=2,tp=1,pp=1,sharding=fsdp,mbs=1,ga=1,precision=fp8,checkpoint=none,attention=sdpa,"
+      "optimizer=adamw,offload=none",
+      "torchtitan", testing::TinyModelSpec("qwen3_moe"));
+  EXPECT_THAT(File(r, "autoaccel_torchtitan.toml"),
+              HasSubstr("filter_fqns = [\"output\", \"router.gate\"]"));
+  EXPECT_THAT(Row(r, "precision").note, HasSubstr("the experts (GroupedExperts, no nn.Linear)"));
 }
 
 TEST(ExportTest, LightningStrategyArguments) {

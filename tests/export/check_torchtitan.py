@@ -1,19 +1,26 @@
 """The torchtitan export, read and built by torchtitan 0.2.2 itself (run with
 .venv-torchtitan's python):
 
-1. for a tiny config of every family of docs/MODELS.md (but qwen3_moe and
-   deepseek_v3, whose experts and attention the export does not build, as its
-   not_expressible rows say; export_test checks those rows), made with
-   transformers' own config classes, the exported model module registers its
-   flavor and torchtitan's own model class builds it (on the meta device):
-   its parameter count equals transformers' model of the same config when
-   every architecture row is exact, and the rows that are not are the ones
-   the family's features explain (Qwen2's biases, Gemma's norms, ...);
+1. for a tiny config of every family of docs/MODELS.md (but deepseek_v3,
+   whose router, shared experts and latent attention the export does not
+   build, as its not_expressible rows say; export_test checks those rows),
+   made with transformers' own config classes, the exported model module
+   registers its flavor and torchtitan's own model class builds it (on the
+   meta device): its parameter count equals transformers' model of the same
+   config when every architecture row is exact (Qwen3-MoE and Mixtral with
+   torchtitan's MoE too), and the rows that are not are the ones the
+   family's features explain (Qwen2's biases, Gemma's norms, ...);
 2. for the strategies of exports.py, torchtitan's ConfigManager reads the job
    file (it refuses a key its JobConfig lacks) and its JobConfig holds the
    strategy: parallel degrees, batch sizes, FSDP, precision, activation
    checkpointing and the AdamW implementation, and none of the user's
-   optimizer hyperparameters.
+   optimizer hyperparameters;
+3. the same for expert-parallel strategies exported with a tiny Qwen3-MoE:
+   expert_parallel_degree and expert_tensor_parallel_degree read back, and
+   torchtitan's ParallelDims builds its dense and expert device meshes from
+   the job file (over a fake process group) with ep ranks each holding
+   experts / ep experts; for the layouts the export rejects (experts over
+   replicated data-parallel ranks) the same degrees fail in ParallelDims.
 
 run_export.py trains with the export; this checks what one run cannot: every
 family and layout."""
@@ -34,12 +41,12 @@ ONE_RANK = ("mbs=1,ga=2,precision=bf16,checkpoint=full,attention=sdpa,"
 def tiny_configs():
     """(family, transformers config, the architecture rows that must not be
     exact[, the parameters transformers' model has that torchtitan's lacks
-    because of them]) for each family of docs/MODELS.md but qwen3_moe and
-    deepseek_v3."""
+    because of them]) for each family of docs/MODELS.md but deepseek_v3."""
     import transformers as t
     small = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
                  max_position_embeddings=128)
+    moe = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
     llama3 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
               "low_freq_factor": 1.0, "high_freq_factor": 4.0,
               "original_max_position_embeddings": 8192}
@@ -56,13 +63,22 @@ def tiny_configs():
         ("llama", t.LlamaConfig(**small), set()),
         ("mistral", t.MistralConfig(**small, sliding_window=None), set()),
         ("mistral", t.MistralConfig(**small, sliding_window=16), {"sliding_window"}),
+        # torchtitan's qwen3 model with its MoE, q/k norms off.
         ("mixtral", t.MixtralConfig(**small, num_local_experts=4, num_experts_per_tok=2),
-         {"experts"}),
+         set()),
         # torchtitan's model lacks exactly the q, k and v biases: 2 layers *
         # (64 + 32 + 32).
         ("qwen2", t.Qwen2Config(**small), {"biases"}, 2 * (64 + 32 + 32)),
         ("qwen3", t.Qwen3Config(**small, head_dim=32), set()),
         ("qwen3", t.Qwen3Config(**small, head_dim=16, tie_word_embeddings=False), set()),
+        # torchtitan's qwen3 model with its MoE: experts of their own width,
+        # top-k weights renormalised or not.
+        ("qwen3_moe", t.Qwen3MoeConfig(**small, head_dim=16, **moe), set()),
+        ("qwen3_moe", t.Qwen3MoeConfig(**small, head_dim=16, **moe, norm_topk_prob=True,
+                                       tie_word_embeddings=True), set()),
+        # A dense layer among them: torchtitan gives every layer experts.
+        ("qwen3_moe", t.Qwen3MoeConfig(**small, head_dim=16, **moe, mlp_only_layers=[0]),
+         {"ffn", "dense_layers"}),
         ("phi3", t.Phi3Config(**small, partial_rotary_factor=0.5, pad_token_id=0),
          {"partial_rotary"}),
         ("gemma", t.GemmaConfig(**dict(small, num_key_value_heads=1), head_dim=32),
@@ -74,16 +90,20 @@ def tiny_configs():
     ]
 
 
-def export_model(autoaccel, family, config, out):
+def export_model(autoaccel, family, config, out, strategy=ONE_RANK):
     config.save_pretrained(out)
-    cmd = [autoaccel, "export", "--strategy", ONE_RANK, "--world-size", "1",
-           "--global-batch-size", "2", "--seq-len", "64", "--format", "torchtitan",
+    keys = dict(kv.split("=") for kv in strategy.split(","))
+    dp, tp, pp, cp = (int(keys.get(k, 1)) for k in ("dp", "tp", "pp", "cp"))
+    batch = int(keys["mbs"]) * int(keys["ga"]) * dp
+    cmd = [autoaccel, "export", "--strategy", strategy, "--world-size", str(dp * tp * pp * cp),
+           "--global-batch-size", str(batch), "--seq-len", "64", "--format", "torchtitan",
            "--model", family, "--model-config", os.path.join(out, "config.json"),
            "--out", out, "--json"]
     run = subprocess.run(cmd, capture_output=True, text=True)
-    assert run.returncode == 0, (cmd, run.stderr)
     import json
-    return json.loads(run.stdout)
+    doc = json.loads(run.stdout)
+    assert run.returncode == (2 if doc["rejected"] else 0), (cmd, run.stderr)
+    return doc
 
 
 def torchtitan_parameters(out, model_name):
@@ -98,9 +118,9 @@ def torchtitan_parameters(out, model_name):
     args = train_spec.model_args["autoaccel"]
     with torch.device("meta"):
         model = train_spec.model_cls(args)
+    # parameters() yields a tied output weight once (it is the embedding's
+    # Parameter), as transformers' num_parameters() counts a tied LM head.
     count = sum(p.numel() for p in model.parameters())
-    if getattr(args, "enable_weight_tying", False):
-        count -= model.output.weight.numel()  # one tensor, counted twice above
     del train_spec.model_args["autoaccel"]
     return count
 
@@ -137,7 +157,7 @@ def check_families(autoaccel):
 def check(strategy, doc, out):
     from torchtitan.config import ConfigManager
     keys = dict(kv.split("=") for kv in strategy.split(","))
-    dp, tp, pp, cp = (int(keys.get(k, 1)) for k in ("dp", "tp", "pp", "cp"))
+    dp, tp, pp, cp, ep = (int(keys.get(k, 1)) for k in ("dp", "tp", "pp", "cp", "ep"))
     mbs, ga = int(keys["mbs"]), int(keys["ga"])
     path = os.path.join(out, "autoaccel_torchtitan.toml")
     job = ConfigManager().parse_args(["--job.config_file", path])
@@ -149,6 +169,10 @@ def check(strategy, doc, out):
     assert (par.data_parallel_shard_degree, par.data_parallel_replicate_degree) == (
         (dp, 1) if fsdp else (1, dp)), par
     assert (par.tensor_parallel_degree, par.pipeline_parallel_degree) == (tp, pp), par
+    # Expert parallelism, the experts split over the tensor-parallel ranks.
+    assert par.expert_parallel_degree == ep, par
+    if ep > 1:
+        assert par.expert_tensor_parallel_degree == tp, par
     # Context parallelism: the same zig-zag ("headtail") split.
     assert par.context_parallel_degree == cp, par
     if cp > 1:
@@ -181,7 +205,96 @@ def check(strategy, doc, out):
     assert job.optimizer.name == "AdamW" and job.optimizer.implementation == (
         "fused" if keys["optimizer"] == "fused_adamw" else "for-loop"), job.optimizer
     return (f"dp {dp} ({'shard' if fsdp else 'replicate'}), tp {tp}, pp {pp}, cp {cp}, "
-            f"ac {ac.mode}")
+            f"ep {ep}, ac {ac.mode}")
+
+
+# Expert-parallel strategies for a tiny Qwen3-MoE (4 experts): over the FSDP
+# ranks, with tensor parallelism, over context-parallel ranks beside
+# replicated data parallelism (HSDP), and over replicated ranks only, which
+# the export rejects. exports.py's ep strategies (ZeRO-1; DDP beside tensor
+# parallelism) are rejected by the torchtitan export for their sharding.
+MOE_STRATEGIES = [
+    "dp=4,tp=1,pp=1,sharding=fsdp,ep=2,mbs=1,ga=2,precision=bf16,checkpoint=none,"
+    "attention=sdpa,optimizer=fused_adamw,offload=none",
+    "dp=4,tp=1,pp=1,sharding=fsdp,ep=4,mbs=1,ga=1,precision=fp32,checkpoint=full,"
+    "attention=sdpa,optimizer=adamw,offload=none",
+    "dp=2,tp=2,pp=1,sharding=fsdp,sp=1,ep=2,mbs=1,ga=2,precision=bf16,checkpoint=none,"
+    "attention=sdpa,optimizer=fused_adamw,offload=none",
+    "dp=2,tp=1,pp=1,sharding=none,cp=2,ep=2,mbs=1,ga=2,precision=bf16,checkpoint=none,"
+    "attention=sdpa,optimizer=fused_adamw,offload=none",
+    "dp=4,tp=1,pp=1,sharding=none,ep=2,mbs=1,ga=2,precision=bf16,checkpoint=none,"
+    "attention=sdpa,optimizer=fused_adamw,offload=none",
+]
+
+
+def parallel_dims(job, world_size):
+    """torchtitan's ParallelDims of the job file's degrees, its meshes built
+    (build_mesh: the dense and the expert layouts) over a fake process group
+    of world_size ranks; raises what torchtitan raises for degrees it cannot
+    lay out."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    import torchtitan.distributed.parallel_dims as module
+    module.device_type = "cpu"  # the meshes' device; no accelerator here
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    dist.init_process_group("fake", rank=0, world_size=world_size, store=FakeStore())
+    par = job.parallelism
+    dims = module.ParallelDims(
+        dp_replicate=par.data_parallel_replicate_degree, dp_shard=par.data_parallel_shard_degree,
+        cp=par.context_parallel_degree, tp=par.tensor_parallel_degree,
+        pp=par.pipeline_parallel_degree, ep=par.expert_parallel_degree,
+        etp=par.expert_tensor_parallel_degree, world_size=world_size)
+    dims.build_mesh()
+    return dims
+
+
+def check_moe(autoaccel):
+    """Section 3 of the docstring. Returns the number of failures."""
+    import transformers as t
+    from torchtitan.config import ConfigManager
+    config = t.Qwen3MoeConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+                              max_position_embeddings=128, head_dim=16, num_experts=4,
+                              num_experts_per_tok=2, moe_intermediate_size=32)
+    failed = 0
+    for strategy in MOE_STRATEGIES:
+        out = tempfile.mkdtemp(prefix="autoaccel-torchtitan-moe-")
+        keys = dict(kv.split("=") for kv in strategy.split(","))
+        world = 1
+        for k in ("dp", "tp", "pp", "cp"):
+            world *= int(keys.get(k, 1))
+        ep = int(keys["ep"])
+        try:
+            doc = export_model(autoaccel, "qwen3_moe", config, out, strategy)
+            rows = {r["dimension"]: r for r in doc["fidelity"]}
+            if doc["rejected"]:
+                assert rows["expert_parallel"]["status"] == "rejected", rows["expert_parallel"]
+                # What the job file would have said: DDP's replicated ranks.
+                job = ConfigManager().parse_args([
+                    "--parallelism.data_parallel_replicate_degree", keys["dp"],
+                    "--parallelism.data_parallel_shard_degree", "1",
+                    "--parallelism.expert_parallel_degree", str(ep)])
+                try:
+                    parallel_dims(job, world)
+                except (AssertionError, ValueError, RuntimeError) as e:
+                    print(f"rejected  qwen3_moe {strategy}: torchtitan cannot lay it out either "
+                          f"({type(e).__name__})")
+                    continue
+                raise AssertionError("torchtitan lays out what the export rejects")
+            detail = check(strategy, doc, out)
+            job = ConfigManager().parse_args(
+                ["--job.config_file", os.path.join(out, "autoaccel_torchtitan.toml")])
+            dims = parallel_dims(job, world)
+            assert dims.get_mesh("ep").size() == ep, dims
+            assert config.num_experts % ep == 0
+            print(f"ok        qwen3_moe {strategy}: {detail}, "
+                  f"{config.num_experts // ep} experts a rank, efsdp "
+                  f"{dims.get_optional_mesh('efsdp').size()}")
+        except Exception as e:  # noqa: BLE001 - every failure is reported, then counted
+            failed += 1
+            print(f"FAILED    qwen3_moe {strategy}: {type(e).__name__}: {e}")
+    return failed
 
 
 if __name__ == "__main__":
@@ -189,5 +302,9 @@ if __name__ == "__main__":
     failures = check_families(autoaccel)
     if failures:
         print(f"{failures} families failed")
+        sys.exit(1)
+    failures = check_moe(autoaccel)
+    if failures:
+        print(f"{failures} expert-parallel exports failed")
         sys.exit(1)
     main(check, "torchtitan")

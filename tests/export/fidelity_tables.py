@@ -20,7 +20,8 @@ from exports import STRATEGIES, sizes
 
 # The parsers' strategies (exports.py) and more, so that every value of every
 # dimension appears with the combinations that change a row's note (offload
-# with and without ZeRO, sequence parallelism, interleaved pipelines).
+# with and without ZeRO, sequence parallelism, interleaved pipelines, expert
+# parallelism under FSDP).
 PROBES = STRATEGIES + [
     "mbs=2,ga=1,precision=fp8,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
     "dp=1,tp=2,pp=1,sharding=none,sp=1,mbs=1,ga=2,precision=fp8,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
@@ -30,6 +31,7 @@ PROBES = STRATEGIES + [
     "dp=2,tp=1,pp=1,sharding=none,mbs=1,ga=1,precision=fp32,checkpoint=none,attention=math,optimizer=adamw,offload=cpu",
     "dp=1,tp=2,pp=1,sp=1,mbs=1,ga=2,precision=pure_bf16,checkpoint=selective,attention=sdpa,optimizer=fused_adamw,offload=none",
     "dp=1,tp=1,pp=2,sharding=none,pp_schedule=interleaved,vpp=2,mbs=1,ga=4,precision=pure_bf16,checkpoint=full,attention=sdpa,optimizer=fused_adamw,offload=none",
+    "dp=4,tp=1,pp=1,sharding=fsdp,ep=2,mbs=1,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=fused_adamw,offload=none",
 ]
 
 

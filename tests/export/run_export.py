@@ -117,6 +117,11 @@ CASES = {
     # Llama config, write_model) from its own entry point; its attention is
     # SDPA (math is not expressible). Not run here: pipeline parallelism (the
     # probe counts forward passes at the first stage's embedding).
+    # (strategy, "qwen3_moe"): a tiny Qwen3-MoE instead, as torchtitan's qwen3
+    # model with its MoE: on one rank in bf16 (torch._grouped_mm over the
+    # experts), and its 4 experts spread over 2 FSDP ranks (ep=2; fp32: the
+    # for-loop experts), all-to-all over gloo. train/torchtitan_cpu.py says
+    # which two GPU kernels of torchtitan's MoE get CPU stand-ins.
     # torchrun alone starts the ranks (launch.sh); the user's plain script
     # applies the rest from its own arguments: fp32 here, as it has no
     # precision switch.
@@ -135,6 +140,10 @@ CASES = {
         "attention=sdpa,optimizer=fused_adamw,offload=none",
         "dp=1,tp=2,pp=1,sharding=none,sp=1,mbs=2,ga=2,precision=fp32,checkpoint=full,"
         "attention=sdpa,optimizer=adamw,offload=none",
+        ("mbs=2,ga=2,precision=bf16,checkpoint=full,attention=sdpa,optimizer=fused_adamw,"
+         "offload=none", "qwen3_moe"),
+        ("dp=2,tp=1,pp=1,sharding=fsdp,ep=2,mbs=1,ga=2,precision=fp32,checkpoint=none,"
+         "attention=sdpa,optimizer=adamw,offload=none", "qwen3_moe"),
     ],
 }
 SCRIPTS = {"hf-trainer": "hf_trainer.py", "accelerate": "accelerate_train.py",
@@ -150,17 +159,21 @@ def free_port():
         return s.getsockname()[1]
 
 
-def write_model(directory, fmt):
+def write_model(directory, fmt, family=None):
     """A tiny Qwen2 (q/k/v biases, grouped-query attention), or for
     torchtitan, whose models have no biases, a Llama 3.1 (grouped-query
     attention, llama3 rope scaling, an MLP width llama3's rule does not give
-    by itself), by transformers' own config classes; returns (model_type,
-    transformers' parameter count)."""
-    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
+    by itself), or the `family` a case names (qwen3_moe: 4 experts of their
+    own width, top 2, renormalised), by transformers' own config classes;
+    returns (model_type, transformers' parameter count)."""
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3MoeConfig
     sizes = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
                  max_position_embeddings=64)
-    if fmt == "torchtitan":
+    if family == "qwen3_moe":
+        config = Qwen3MoeConfig(**sizes, head_dim=16, num_experts=4, num_experts_per_tok=2,
+                                moe_intermediate_size=32, norm_topk_prob=True)
+    elif fmt == "torchtitan":
         config = LlamaConfig(**{**sizes, "intermediate_size": 176, "num_hidden_layers": 4},
                              rope_theta=500000.0, rms_norm_eps=1e-5,
                              rope_scaling={"rope_type": "llama3", "factor": 8.0,
@@ -484,6 +497,17 @@ def check(fmt, keys, rows, probes, parameters):
         if fmt == "torchtitan":
             assert p["tp"] == (int(keys.get("tp", 1)) > 1), (where, "tensor parallel", p["tp"])
             assert p["gradient_accumulation"] == ga, (where, p["gradient_accumulation"], ga)
+            # Expert parallelism: each rank's experts computed experts / ep
+            # experts' tokens, their weights sharded on the experts' dimension
+            # over torchtitan's "ep" mesh.
+            ep = int(keys.get("ep", 1))
+            assert p["expert_parallel"] == ep, (where, "expert parallel", p["expert_parallel"])
+            if p["experts"]:
+                assert p["local_experts"] == [p["experts"] // ep], (
+                    where, "experts a rank computed", p["local_experts"], p["experts"] // ep)
+            if ep > 1:
+                assert (p["expert_layout"] or {}).get("ep") == "S(0)", (
+                    where, "experts' layout", p["expert_layout"])
         want_attention = "sdpa" if keys["attention"] == "sdpa" else "eager"
         assert p["attn_implementation"] == want_attention, (where, p["attn_implementation"])
     return f"{probes[0]['optimizer_class']} lr {probes[0]['lr']}, {len(probes)} rank(s)"
@@ -502,12 +526,16 @@ def main():
     args = parser.parse_args()
     base = args.format.removeprefix("torchrun:")
     root = tempfile.mkdtemp(prefix=f"autoaccel-run-{base}-")
-    model_dir = os.path.join(root, "model")
-    model_type, parameters = write_model(model_dir, base)
+    models = {}  # family (None: the format's own) -> (directory, model_type, parameters)
     if base == "torchtitan":
         write_text_data(root)
     failed = 0
-    for i, strategy in enumerate(CASES[base]):
+    for i, case in enumerate(CASES[base]):
+        strategy, family = case if isinstance(case, tuple) else (case, None)
+        if family not in models:
+            model_dir = os.path.join(root, f"model-{family}" if family else "model")
+            models[family] = (model_dir, *write_model(model_dir, base, family))
+        model_dir, model_type, parameters = models[family]
         out = os.path.join(root, f"export{i}")
         os.makedirs(out)
         try:
@@ -515,11 +543,12 @@ def main():
             if args.format != base:
                 assert doc["command"].startswith("torchrun "), doc["command"]
             rows, probes = launch(doc, base, keys, out, model_dir)
-            print(f"ok      {strategy}: {check(base, keys, rows, probes, parameters)}",
-                  flush=True)
+            print(f"ok      {strategy}{f' ({family})' if family else ''}: "
+                  f"{check(base, keys, rows, probes, parameters)}", flush=True)
         except Exception as e:  # noqa: BLE001 - each strategy is reported, then counted
             failed += 1
-            print(f"FAILED  {strategy}: {type(e).__name__}: {e}", flush=True)
+            print(f"FAILED  {strategy}{f' ({family})' if family else ''}: "
+                  f"{type(e).__name__}: {e}", flush=True)
     print(f"{args.format}: {len(CASES[base]) - failed} passed, {failed} failed")
     if failed:
         print(f"the runs' files are kept in {root}")
