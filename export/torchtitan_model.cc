@@ -397,8 +397,14 @@ class TorchtitanModel {
                      info_.norm_topk_key ? " (norm_topk_prob)" : " (Mixtral always renormalises)",
                      ", route_scale 1, gate_bias False; score_before_experts False: the weights "
                      "scale the experts' outputs, as transformers; load_balance_coeff None: no "
-                     "auxiliary-loss-free expert bias (transformers adds no balancing loss: "
-                     "autoaccel refuses output_router_logits true)"));
+                     "auxiliary-loss-free expert bias, which transformers' model does not have"));
+    if (m_.router_aux_loss_coef > 0) {
+      Row("router_aux_loss", absl::StrCat("router_aux_loss_coef ", Py(m_.router_aux_loss_coef)),
+          kNotExpressible,
+          "torchtitan 0.2.2's MoE has no auxiliary load-balancing loss (its load_balance_coeff "
+          "is a bias adjusted outside the loss): add router_aux_loss_coef times transformers' "
+          "load_balancing_loss_func of the routers' logits to the loss in code");
+    }
     if (!m_.dense_mlp_layers.empty()) {
       Row("dense_layers", absl::StrJoin(m_.dense_mlp_layers, ","), kNotExpressible,
           absl::StrCat("torchtitan's qwen3 model gives every layer experts (moe_enabled is one "

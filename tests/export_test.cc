@@ -903,6 +903,11 @@ TEST(ExportTest, TorchtitanBuildsQwen3MoeAndMixtralWithItsMixtureOfExperts) {
     EXPECT_EQ(row.status, FidelityStatus::kExact) << row.feature << ": " << row.note;
     EXPECT_NE(row.feature, "qk_norm");
   }
+  // torchtitan's MoE has no auxiliary load-balancing loss.
+  ModelSpec with_loss = testing::TinyModelSpec("mixtral");
+  with_loss.router_aux_loss_coef = 0.02;
+  EXPECT_EQ(Feature(ExportOf(kFp32, "torchtitan", with_loss), "router_aux_loss").status,
+            FidelityStatus::kNotExpressible);
   // DeepSeek-V3's router, shared experts and latent attention are not
   // qwen3's: still a dense llama3 flavor.
   ExportResult deepseek = ExportOf(kFp32, "torchtitan", testing::TinyModelSpec("deepseek_v3"));
