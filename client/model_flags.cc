@@ -1,11 +1,15 @@
 #include "client/model_flags.h"
 
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/flag_file.h"
 #include "common/status_macros.h"
 #include "proto/convert.h"
+#include "spec/model_spec.h"
 
 namespace autoaccel {
 namespace {
@@ -16,11 +20,15 @@ constexpr int64_t kMaxConfigBytes = int64_t{64} << 20;
 
 void ModelFlags::Add(CLI::App* cmd, const Use& use) {
   takes_torchscript = use.torchscript;
-  cmd->add_option("--model", family,
-                  absl::StrCat(use.when,
-                               "model family: gpt2, llama, bert, mixtral, mistral, qwen2, qwen3, "
-                               "phi3, gemma, gemma2 (docs/MODELS.md)",
-                               use.torchscript ? ", or torchscript" : "", use.family_note));
+  // The family table's names; torchscript is named by use.torchscript.
+  std::vector<std::string> families;
+  for (const std::string& name : KnownModelFamilies()) {
+    if (name != "torchscript") families.push_back(name);
+  }
+  cmd->add_option(
+      "--model", family,
+      absl::StrCat(use.when, "model family: ", absl::StrJoin(families, ", "), " (docs/MODELS.md)",
+                   use.torchscript ? ", or torchscript" : "", use.family_note));
   cmd->add_option("--model-config", config_file,
                   absl::StrCat(use.when, "Hugging Face style config.json",
                                use.torchscript ? " (every family but torchscript)" : ""));

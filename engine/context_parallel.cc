@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <c10/util/accumulate.h>
 #include <torch/autograd.h>
 
 #include <cmath>
@@ -60,10 +61,12 @@ torch::Tensor SumHeads(const torch::Tensor& x, int64_t kv_heads) {
 torch::Tensor Pack(const torch::Tensor& k, const torch::Tensor& v) {
   return torch::cat({k.reshape({-1}), v.reshape({-1})});
 }
+// (Values may be narrower than keys: latent attention's.)
 std::pair<torch::Tensor, torch::Tensor> Unpack(const torch::Tensor& packed,
-                                               c10::IntArrayRef shape) {
-  const int64_t n = packed.numel() / 2;
-  return {packed.narrow(0, 0, n).view(shape), packed.narrow(0, n, n).view(shape)};
+                                               c10::IntArrayRef k_shape, c10::IntArrayRef v_shape) {
+  const int64_t n = c10::multiply_integers(k_shape);
+  return {packed.narrow(0, 0, n).view(k_shape),
+          packed.narrow(0, n, packed.numel() - n).view(v_shape)};
 }
 
 // Sends `out` to the next rank of the ring and receives `in` from the
@@ -162,18 +165,18 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
                                int64_t window) {
     const ContextParallelShard& cp = *reinterpret_cast<const ContextParallelShard*>(shard);
     const AutocastScope no_autocast(q.device().type(), false, torch::kFloat);
-    const int64_t B = q.size(0), H = q.size(1), t = q.size(2), D = q.size(3);
+    const int64_t B = q.size(0), H = q.size(1), t = q.size(2), Dv = v.size(3);
     const torch::Tensor q32 = q.to(torch::kFloat);
     const torch::Tensor query_positions = PositionsOf(cp, cp.rank, q.device());
     const auto stats = q32.options();
     torch::Tensor row_max = torch::full({B, H, t}, kMinusInfinity, stats);
     torch::Tensor row_sum = torch::zeros({B, H, t}, stats);
-    torch::Tensor acc = torch::zeros({B, H, t, D}, stats);
+    torch::Tensor acc = torch::zeros({B, H, t, Dv}, stats);
     RingBlocks ring(cp, Pack(k, v).contiguous(), kForwardTag);
     for (int step = 0; step < cp.size; ++step) {
       ring.Begin(step);
       const int source = ring.source();
-      auto [kb, vb] = Unpack(ring.block(), k.sizes());
+      auto [kb, vb] = Unpack(ring.block(), k.sizes(), v.sizes());
       const VisiblePart part = Visible(cp, source, t);
       const auto keys_of = [&](const torch::Tensor& x) {
         return RepeatHeads(x.narrow(2, part.key_begin, part.keys).to(torch::kFloat), H);
@@ -207,7 +210,7 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["softcap"] = softcap;
     ctx->saved_data["window"] = window;
-    return out.to(q.scalar_type()).transpose(1, 2).reshape({B, t, H * D});
+    return out.to(q.scalar_type()).transpose(1, 2).reshape({B, t, H * Dv});
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -220,11 +223,11 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
     const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3],
                         &lse = saved[4];
     const AutocastScope no_autocast(q.device().type(), false, torch::kFloat);
-    const int64_t B = q.size(0), H = q.size(1), t = q.size(2), D = q.size(3);
+    const int64_t B = q.size(0), H = q.size(1), t = q.size(2), Dv = v.size(3);
     const int64_t kv_heads = k.size(1);
     const torch::Tensor q32 = q.to(torch::kFloat);
     const torch::Tensor d_out =
-        grad_outputs[0].reshape({B, t, H, D}).transpose(1, 2).to(torch::kFloat);
+        grad_outputs[0].reshape({B, t, H, Dv}).transpose(1, 2).to(torch::kFloat);
     const torch::Tensor delta = (d_out * out).sum(/*dim=*/-1, /*keepdim=*/true);
     const torch::Tensor query_positions = PositionsOf(cp, cp.rank, q.device());
     torch::Tensor d_q = torch::zeros_like(q32);
@@ -234,7 +237,7 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
     for (int step = 0; step < cp.size; ++step) {
       ring.Begin(step);
       const int source = ring.source();
-      auto [kb, vb] = Unpack(ring.block(), k.sizes());
+      auto [kb, vb] = Unpack(ring.block(), k.sizes(), v.sizes());
       const VisiblePart part = Visible(cp, source, t);
       const auto rows = [&](const torch::Tensor& x) {
         return x.narrow(2, part.query_begin, part.queries);
@@ -257,7 +260,7 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
       if (softcap > 0) d_scores = d_scores * (1 - capped_tanh * capped_tanh);
       rows(d_q).add_(d_scores.matmul(keys), scale);
       const torch::Tensor d_keys = d_scores.transpose(-2, -1).matmul(queries).mul_(scale);
-      auto [d_block_k, d_block_v] = Unpack(d_block, k.sizes());
+      auto [d_block_k, d_block_v] = Unpack(d_block, k.sizes(), v.sizes());
       keys_of(d_block_k).add_(SumHeads(d_keys, kv_heads));
       keys_of(d_block_v).add_(SumHeads(d_values, kv_heads));
       ring.Advance();
@@ -267,7 +270,7 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
       FinishPass(cp, StartPass(cp, d_block, d_next, kGradientTag + step));
       d_block = d_next;
     }
-    auto [d_k, d_v] = Unpack(d_block, k.sizes());
+    auto [d_k, d_v] = Unpack(d_block, k.sizes(), v.sizes());
     return {d_q.to(q.scalar_type()), d_k.to(k.scalar_type()), d_v.to(v.scalar_type()),
             torch::Tensor(),         torch::Tensor(),         torch::Tensor(),
             torch::Tensor()};

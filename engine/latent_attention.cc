@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/context_parallel.h"
+#include "engine/tensor_parallel.h"
 
 namespace autoaccel {
 namespace {
@@ -75,30 +76,46 @@ LatentAttentionImpl::LatentAttentionImpl(const ModelSpec& spec)
 }
 
 torch::Tensor LatentAttentionImpl::Forward(const torch::Tensor& x, const RunOptions& options) {
-  const int64_t B = x.size(0), T = x.size(1);
+  const torch::Tensor input = ColumnParallelInput(x, options.tp);
+  const int64_t B = input.size(0), T = input.size(1);
   // Recomputed per layer, as the decoder's attention does (a checkpointed
   // layer is a function of x alone).
-  const auto [cos, sin] = RotaryCosSin(ContextParallelPositions(options.cp, T, x.device()),
+  const auto [cos, sin] = RotaryCosSin(ContextParallelPositions(options.cp, T, input.device()),
                                        WholeSequenceLength(options.cp, T), spec_, rope_);
+  // The query bottleneck and the latent are every head's: replicated under
+  // tensor parallelism, each rank's heads giving part of their gradients.
+  const auto shared = [&options](const torch::nn::Linear& linear, const torch::Tensor& in) {
+    return LayerLinear(in, WeightSharedAcrossRanks(linear->weight, options.tp),
+                       linear->options.bias() ? WeightSharedAcrossRanks(linear->bias, options.tp)
+                                              : torch::Tensor(),
+                       options);
+  };
+  const auto shared_norm = [&options](const RmsNorm& norm, const torch::Tensor& in) {
+    return norm->Apply(in, WeightSharedAcrossRanks(norm->weight(), options.tp));
+  };
   const torch::Tensor q_flat =
-      q_proj_ ? LayerLinear(q_proj_, x, options)
-              : LayerLinear(q_b_proj_, q_a_layernorm_->forward(LayerLinear(q_a_proj_, x, options)),
-                            options);
-  const torch::Tensor q = q_flat.view({B, T, heads_, nope_ + rope_}).transpose(1, 2);
+      q_proj_
+          ? LayerLinear(q_proj_, input, options)
+          : LayerLinear(q_b_proj_, shared_norm(q_a_layernorm_, shared(q_a_proj_, input)), options);
+  // All heads, or this rank's share under tensor parallelism.
+  const int64_t heads = q_flat.size(-1) / (nope_ + rope_);
+  const torch::Tensor q = q_flat.view({B, T, heads, nope_ + rope_}).transpose(1, 2);
   const std::vector<torch::Tensor> compressed =
-      LayerLinear(kv_a_proj_with_mqa_, x, options).split_with_sizes({kv_rank_, rope_}, /*dim=*/-1);
-  const torch::Tensor kv = LayerLinear(kv_b_proj_, kv_a_layernorm_->forward(compressed[0]), options)
-                               .view({B, T, heads_, nope_ + v_dim_})
-                               .transpose(1, 2);
+      shared(kv_a_proj_with_mqa_, input).split_with_sizes({kv_rank_, rope_}, /*dim=*/-1);
+  const torch::Tensor kv =
+      LayerLinear(kv_b_proj_, shared_norm(kv_a_layernorm_, compressed[0]), options)
+          .view({B, T, heads, nope_ + v_dim_})
+          .transpose(1, 2);
   const std::vector<torch::Tensor> k_nope_v = kv.split_with_sizes({nope_, v_dim_}, /*dim=*/-1);
   const torch::Tensor k_rot =
       Rotate(compressed[1].view({B, 1, T, rope_}), cos, sin, spec_.rope_interleave);
   const torch::Tensor q_rot = Rotate(q.narrow(-1, nope_, rope_), cos, sin, spec_.rope_interleave);
   const torch::Tensor queries = torch::cat({q.narrow(-1, 0, nope_), q_rot}, /*dim=*/-1);
   const torch::Tensor keys =
-      torch::cat({k_nope_v[0], k_rot.expand({B, heads_, T, rope_})}, /*dim=*/-1);
-  return LayerLinear(o_proj_, Attend(queries, keys, k_nope_v[1].contiguous(), shape_, options),
-                     options);
+      torch::cat({k_nope_v[0], k_rot.expand({B, heads, T, rope_})}, /*dim=*/-1);
+  return RowParallelLinear(Attend(queries, keys, k_nope_v[1].contiguous(), shape_, options),
+                           o_proj_->weight, spec_.attention_bias ? o_proj_->bias : torch::Tensor(),
+                           options);
 }
 
 }  // namespace autoaccel

@@ -25,8 +25,11 @@
 // ".q_a_proj", ".q_a_layernorm", ".q_b_proj"; ".kv_a_proj_with_mqa",
 // ".kv_a_layernorm", ".kv_b_proj", ".o_proj".
 //
-// No tensor parallelism (the family's row has none). Methods throw
-// c10::Error like any LibTorch code.
+// Tensor parallelism (RunOptions::tp) splits the heads: q_proj or q_b_proj
+// and kv_b_proj by rows (each rank's heads), o_proj by columns (partial sums
+// reduced over the group); q_a_proj, kv_a_proj_with_mqa and their norms,
+// which every head reads, are replicated (their gradients summed over the
+// group). Methods throw c10::Error like any LibTorch code.
 #ifndef AUTOACCEL_ENGINE_LATENT_ATTENTION_H_
 #define AUTOACCEL_ENGINE_LATENT_ATTENTION_H_
 
@@ -51,12 +54,12 @@ class LatentAttentionImpl : public torch::nn::Module {
 
   // x [B, T, hidden] -> [B, T, hidden]. Under context parallelism x is the
   // rank's share of the sequence (its rotary positions and Attend's ring or
-  // gather follow options.cp).
+  // gather follow options.cp); under sequence parallelism its slice of that.
   torch::Tensor Forward(const torch::Tensor& x, const RunOptions& options);
 
  private:
   ModelSpec spec_;
-  int64_t heads_, nope_, rope_, v_dim_, kv_rank_;
+  int64_t heads_, nope_, rope_, v_dim_, kv_rank_;  // heads_: all of them
   AttentionShape shape_;
   torch::nn::Linear q_proj_{nullptr}, q_a_proj_{nullptr}, q_b_proj_{nullptr},
       kv_a_proj_with_mqa_{nullptr}, kv_b_proj_{nullptr}, o_proj_{nullptr};

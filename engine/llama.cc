@@ -413,7 +413,9 @@ absl::Status DecoderImpl::ShardTensorParallel(const TensorParallelShard& tp) {
       return split;
     }
     if (ends("gate_up_proj.weight") || ends("gate_up_proj.bias")) return Split{Split::kRows, 2};
-    for (const char* column_parallel : {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"}) {
+    // (q_b_proj and kv_b_proj: latent attention's per-head projections.)
+    for (const char* column_parallel :
+         {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "q_b_proj", "kv_b_proj"}) {
       if (ends(absl::StrCat(column_parallel, ".weight").c_str()) ||
           ends(absl::StrCat(column_parallel, ".bias").c_str())) {
         return Split{Split::kRows, 1};

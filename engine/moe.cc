@@ -208,16 +208,18 @@ torch::Tensor SparseMoeImpl::Forward(const torch::Tensor& x, const RunOptions& o
       (outputs.index_select(0, InversePermutation(order)).view({flat.size(0), k, -1}) *
        routing.weights.unsqueeze(-1))
           .sum(/*dim=*/1);
-  torch::Tensor out = SumPartials(combined.to(flat.scalar_type()).view(input.sizes()), options.tp);
-  if (options.router_loss != nullptr) out = options.router_loss->Record(routing.logits, out);
-  // deepseek_v3's shared experts see every token of this rank, whole on
-  // every rank (replicated under tensor parallelism).
+  torch::Tensor partial = combined.to(flat.scalar_type()).view(input.sizes());
+  // deepseek_v3's shared experts see every token, split like a dense MLP
+  // under tensor parallelism (their partial sums reduced with the routed
+  // experts').
   if (shared_down_proj_) {
-    out = out + LayerLinear(shared_down_proj_,
-                            at::silu(LayerLinear(shared_gate_proj_, x, options)) *
-                                LayerLinear(shared_up_proj_, x, options),
-                            options);
+    partial = partial + LayerLinear(shared_down_proj_,
+                                    at::silu(LayerLinear(shared_gate_proj_, input, options)) *
+                                        LayerLinear(shared_up_proj_, input, options),
+                                    options);
   }
+  torch::Tensor out = SumPartials(partial, options.tp);
+  if (options.router_loss != nullptr) out = options.router_loss->Record(routing.logits, out);
   return out;
 }
 

@@ -12,7 +12,9 @@
 //   width is split like a dense MLP's (gate and up by rows, down by
 //   columns); each rank routes all tokens of its group (gathered along the
 //   sequence under sequence parallelism), its partial outputs are summed
-//   over the group; the router is replicated.
+//   over the group; the router is replicated; deepseek_v3's shared experts
+//   are split like a dense MLP, their partial outputs summed with the
+//   routed experts'.
 // - Expert parallelism (RunOptions::ep): each of the ep ranks holds
 //   num_local_experts / ep consecutive experts (rank r: r * E/ep ...). A
 //   rank sorts its (token, expert) assignments by expert, sends each to the

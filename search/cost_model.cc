@@ -147,12 +147,13 @@ CostModel::CostModel(ModelSpec model, int seq_len, int global_batch_size, Device
       device_(std::move(device)),
       topology_(TopologyOf(device_)),
       features_(model_, seq_len_, topology_),
+      memory_estimator_(model_, seq_len_),
       time_prior_(PriorTimeCoefficients(device_)),
       time_(time_prior_) {}
 
 CostModel::Prediction CostModel::Predict(const Strategy& s) const {
   Prediction p;
-  p.memory = EstimateMemory(model_, seq_len_, s, memory_);
+  p.memory = memory_estimator_(s, memory_);
   p.step_time_s = PredictStepTime(features_(s), time_);
   if (p.step_time_s > 0) {
     p.tokens_per_second = double(global_batch_size_) * seq_len_ / p.step_time_s;
@@ -167,7 +168,7 @@ bool CostModel::Fits(const MemoryEstimate& memory, double margin) const {
 
 bool CostModel::Fits(const Strategy& s, double margin, std::string* reason) const {
   if (model_.IsTorchScript() || device_.memory_bytes <= 0) return true;
-  const MemoryEstimate e = EstimateMemory(model_, seq_len_, s, memory_);
+  const MemoryEstimate e = memory_estimator_(s, memory_);
   if (Fits(e, margin)) return true;
   const double limit = double(device_.memory_bytes) * (1.0 + margin);
   if (reason != nullptr) {
@@ -239,7 +240,7 @@ int CostModel::WarmStart(const std::vector<EarlierTrial>& trials) {
 
 void CostModel::Observe(const Strategy& s, const TrialMetrics& measured, TrialStatus status) {
   if (status == TrialStatus::kOom && device_.memory_bytes > 0 && !model_.IsTorchScript()) {
-    const MemoryEstimate e = EstimateMemory(model_, seq_len_, s);  // factor 1, no overhead
+    const MemoryEstimate e = memory_estimator_(s);  // factor 1, no overhead
     oom_observations_.push_back({double(e.total() - e.activations - e.overhead),
                                  double(e.activations), double(device_.memory_bytes)});
     RefitMemory();

@@ -196,8 +196,9 @@ class CostModel {
   int seq_len_;
   int global_batch_size_;
   DeviceSpec device_;
-  LinkTopology topology_;        // from device_: where groups sit, what crossing nodes costs
-  StepTimeFeaturizer features_;  // of model_ at seq_len_ on topology_
+  LinkTopology topology_;             // from device_: where groups sit, what crossing nodes costs
+  StepTimeFeaturizer features_;       // of model_ at seq_len_ on topology_
+  MemoryEstimator memory_estimator_;  // of model_ at seq_len_
   TimeCoefficients time_prior_;
   TimeCoefficients time_;
   MemoryCoefficients memory_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 namespace autoaccel {
 namespace {
@@ -12,14 +13,8 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Bytes per element of the activations kept for backward.
 double ActivationBytes(Precision p) { return p == Precision::kFp32 ? 2.0 : 1.0; }
 
-// The MLP's activations in units of s·b·h 16-bit elements' bytes, split as
-// Korthikanti's are: `wide` is divided by t, `narrow` only under sequence
-// parallelism. See the header for the figures.
-struct MlpActivations {
-  double wide = 0;
-  double narrow = 0;
-  double down_inputs = 0;  // of wide: the down-projections' inputs (halved by fp8)
-};
+using MlpActivations = MemoryEstimator::MlpUnits;
+
 MlpActivations MlpActivationUnits(const ModelSpec& m) {
   const double f_over_h = double(m.n_inner) / m.n_embd;
   // gpt2, bert: GELU; gated: gate, up, act(gate), product. The second
@@ -99,6 +94,24 @@ double LayerActivationBytes(const ModelSpec& m, const MlpActivations& mlp, int s
 
 MemoryEstimate EstimateMemory(const ModelSpec& m, int seq_len, const Strategy& s,
                               const MemoryCoefficients& c) {
+  return MemoryEstimator(m, seq_len)(s, c);
+}
+
+MemoryEstimator::MemoryEstimator(ModelSpec model, int seq_len)
+    : model_(std::move(model)), seq_len_(seq_len) {
+  const ModelSpec& m = model_;
+  if (m.IsTorchScript() || m.n_layer <= 0) return;
+  ModelSpec no_layers = m;
+  no_layers.n_layer = 0;
+  outside_ = no_layers.ParameterCount();
+  per_layer_ = (m.ParameterCount() - outside_) / m.n_layer;
+  experts_per_layer_ = m.ExpertParameterCount() / m.n_layer;
+  mlp_ = MlpActivationUnits(m);
+}
+
+MemoryEstimate MemoryEstimator::operator()(const Strategy& s, const MemoryCoefficients& c) const {
+  const ModelSpec& m = model_;
+  const int seq_len = seq_len_;
   MemoryEstimate e;
   if (m.IsTorchScript() || m.n_layer <= 0) return e;
   const int64_t L = m.n_layer;
@@ -111,15 +124,12 @@ MemoryEstimate EstimateMemory(const ModelSpec& m, int seq_len, const Strategy& s
   // Parameters of the worst rank: its stage's layers (the chunking of
   // pipeline.h: ceil per chunk) and everything outside the layers
   // (embeddings, head; the first and last stage each hold the big part).
-  ModelSpec no_layers = m;
-  no_layers.n_layer = 0;
-  const int64_t outside = no_layers.ParameterCount();
-  const int64_t per_layer = (m.ParameterCount() - outside) / L;
+  const int64_t outside = outside_, per_layer = per_layer_;
   const int64_t stage_layers = CeilDiv(L, pp * vpp) * vpp;
   // Expert parallelism: each rank holds 1/ep of the routed experts, which
   // are replicated over (and sharded over) dp / ep ranks only.
   const int64_t ep = s.expert_parallel > 1 ? s.expert_parallel : 1;
-  const int64_t expert_per_layer = ep > 1 ? m.ExpertParameterCount() / L : 0;
+  const int64_t expert_per_layer = ep > 1 ? experts_per_layer_ : 0;
   const int64_t rank_dense =
       CeilDiv(std::min(stage_layers, L) * (per_layer - expert_per_layer) + outside, tp);
   const int64_t rank_experts = CeilDiv(std::min(stage_layers, L) * expert_per_layer, tp * ep);
@@ -149,7 +159,7 @@ MemoryEstimate EstimateMemory(const ModelSpec& m, int seq_len, const Strategy& s
 
   // Activations: the checkpointed share of the stage's layers recomputes.
   // (The MLP's share, a loop over the layers, once for both kinds of layer.)
-  const MlpActivations mlp = MlpActivationUnits(m);
+  const MlpActivations& mlp = mlp_;
   const int64_t checkpointed =
       s.checkpointing == Checkpointing::kNone
           ? 0

@@ -118,6 +118,34 @@ struct MemoryEstimate {
 MemoryEstimate EstimateMemory(const ModelSpec& model, int seq_len, const Strategy& strategy,
                               const MemoryCoefficients& coefficients = {});
 
+// EstimateMemory of one model at one sequence length for many strategies:
+// what depends on the model alone (parameter counts, the MLP's activation
+// units, a loop over the layers) is computed once, at construction, rather
+// than per candidate. Immutable; safe from any thread.
+class MemoryEstimator {
+ public:
+  MemoryEstimator(ModelSpec model, int seq_len);
+  MemoryEstimate operator()(const Strategy& strategy,
+                            const MemoryCoefficients& coefficients = {}) const;
+
+  // The MLP's activations in units of s·b·h 16-bit elements' bytes, split
+  // as Korthikanti's are: `wide` is divided by t, `narrow` only under
+  // sequence parallelism (see above for the figures).
+  struct MlpUnits {
+    double wide = 0;
+    double narrow = 0;
+    double down_inputs = 0;  // of wide: the down-projections' inputs (halved by fp8)
+  };
+
+ private:
+  ModelSpec model_;
+  int seq_len_;
+  int64_t outside_ = 0;            // parameters outside the layers (embeddings, head)
+  int64_t per_layer_ = 0;          // a layer's parameters, on average
+  int64_t experts_per_layer_ = 0;  // of which routed experts', on average
+  MlpUnits mlp_;
+};
+
 }  // namespace autoaccel
 
 #endif  // AUTOACCEL_SEARCH_MEMORY_ESTIMATE_H_

@@ -185,7 +185,11 @@ absl::Status CheckTensorParallelModel(const TrainingSetup& r, const Strategy& s)
   // (Biases of split projections split with their rows; per-head norms
   // such as qwen3's q_norm and k_norm are replicated.)
   RETURN_IF_ERROR(share("attention heads", r.model.n_head));
-  if (r.model.IsDecoder()) RETURN_IF_ERROR(share("key-value heads", r.model.n_kv_head));
+  // Latent attention (deepseek_v3) has no key-value heads of its own: its
+  // keys and values come per head from the shared latent.
+  if (r.model.IsDecoder() && !r.model.Info().latent_attention) {
+    RETURN_IF_ERROR(share("key-value heads", r.model.n_kv_head));
+  }
   if (r.model.IsDecoder() && r.model.Info().experts) {
     RETURN_IF_ERROR(share("expert width", static_cast<int>(r.model.ExpertWidth())));
   }

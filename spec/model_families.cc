@@ -96,7 +96,8 @@ const ModelFamilyInfo kModelFamilies[] = {
         .Router(MoeRouter::kGroupedSigmoid)
         .Dense(DenseMlpLayers::kFirstK)
         .SharedExperts()
-        .LatentAttention(),
+        .LatentAttention()
+        .Parallel(),
     Family("torchscript", Network::kTorchScript, ""),
 };
 

@@ -330,6 +330,13 @@ INSTANTIATE_TEST_SUITE_P(
         ExpertCase{2, 1, 1, 1, 2, Sharding::kNone, false, Checkpointing::kNone, "qwen3_moe"},
         ExpertCase{2, 2, 1, 1, 1, Sharding::kNone, false, Checkpointing::kNone, "deepseek_v3"},
         ExpertCase{4, 4, 1, 1, 1, Sharding::kFsdp, false, Checkpointing::kFull, "deepseek_v3"},
+        // deepseek_v3's heads split over tensor-parallel ranks (its query
+        // bottleneck and latent replicated), its shared experts like a dense
+        // MLP; its dense first layer and expert layer on pipeline stages.
+        ExpertCase{1, 1, 2, 1, 1, Sharding::kNone, false, Checkpointing::kNone, "deepseek_v3"},
+        ExpertCase{1, 1, 2, 1, 1, Sharding::kNone, true, Checkpointing::kFull, "deepseek_v3"},
+        ExpertCase{1, 2, 1, 2, 1, Sharding::kZero1, false, Checkpointing::kNone, "deepseek_v3"},
+        ExpertCase{2, 2, 2, 1, 1, Sharding::kNone, true, Checkpointing::kNone, "deepseek_v3"},
         // The auxiliary load-balancing loss: per data-parallel rank, pooled
         // over the context-parallel group's shares of the sequences, its
         // gradient shared among tensor-parallel ranks that route the same
@@ -400,6 +407,8 @@ INSTANTIATE_TEST_SUITE_P(
         ContextCase{"phi3", 2, kP2p}, ContextCase{"phi3", 4, kAllGather},
         ContextCase{"mixtral", 2, kAllGather}, ContextCase{"mixtral", 4, kP2p},
         ContextCase{"qwen3_moe", 2, kP2p}, ContextCase{"qwen3_moe", 4, kAllGather},
+        // deepseek_v3's latent attention: keys of 8 + 4 dimensions, values of 6.
+        ContextCase{"deepseek_v3", 2, kP2p}, ContextCase{"deepseek_v3", 4, kAllGather},
         ContextCase{"gpt2", 2, kP2p}, ContextCase{"gpt2", 4, kAllGather},
         // With the other layouts: data parallelism sharded over dp x cp,
         // tensor and sequence parallelism inside each share, pipeline stages,
