@@ -4,7 +4,10 @@
 #include <torch/autograd.h>
 
 #include <algorithm>
+#include <memory>
 #include <utility>
+
+#include "engine/router_loss.h"
 
 namespace autoaccel {
 
@@ -82,6 +85,15 @@ int PipelineStage::Tag(bool forward, int global_chunk, int micro_batch) const {
   return ((forward ? 0 : 1) * chunks_ + global_chunk) * micro_batches_ + micro_batch;
 }
 
+int PipelineStage::RouterLossTag(bool forward, int global_chunk, int micro_batch) const {
+  return 2 * chunks_ * micro_batches_ + Tag(forward, global_chunk, micro_batch);
+}
+
+void PipelineStage::Send(torch::Tensor message, int to, int tag) {
+  send_buffers_.push_back(message);
+  sends_.push_back(groups_->pipeline().SendAsync(message, to, tag));
+}
+
 double PipelineStage::RunStep(const std::vector<torch::Tensor>& inputs,
                               const std::vector<torch::Tensor>& targets) {
   micro_batches_ = static_cast<int>(inputs.size());
@@ -92,6 +104,14 @@ double PipelineStage::RunStep(const std::vector<torch::Tensor>& inputs,
   activation_shape_ = {inputs[0].size(0), seq, model_->spec().n_embd};
   inputs_.assign(options_.virtual_stages, std::vector<torch::Tensor>(micro_batches_));
   outputs_ = inputs_;
+  router_losses_.clear();
+  const ModelSpec& spec = model_->spec();
+  if (spec.router_aux_loss_coef > 0) {
+    for (int i = 0; i < micro_batches_; ++i) {
+      router_losses_.push_back(std::make_unique<RouterLoss>(
+          spec.num_local_experts, spec.num_experts_per_tok, spec.router_aux_loss_coef));
+    }
+  }
   const std::vector<PipelineOp> order =
       PipelineOrder(options_.schedule, stages_, options_.virtual_stages, stage_, micro_batches_);
   // Summed on the device and read once, after the step: no sync per pass.
@@ -125,17 +145,34 @@ torch::Tensor PipelineStage::Forward(int chunk, int micro_batch, const torch::Te
     pipe.Recv(input, (stage_ + stages_ - 1) % stages_, Tag(true, k, micro_batch));
     input.requires_grad_(true);
   }
+  // The micro-batch's auxiliary router loss carries on from the sums the
+  // earlier stages' expert layers sent.
+  RunOptions run = options_.run;
+  RouterLoss* router_loss = nullptr;
+  if (!router_losses_.empty()) {
+    router_loss = router_losses_[micro_batch].get();
+    if (k == 0) {
+      router_loss->Begin();
+    } else {
+      torch::Tensor sums = torch::empty({2 * int64_t{model_->spec().num_local_experts} + 1},
+                                        tokens.options().dtype(torch::kDouble));
+      pipe.Recv(sums, (stage_ + stages_ - 1) % stages_, RouterLossTag(true, k, micro_batch));
+      router_loss->Continue(sums);
+    }
+    run.router_loss = router_loss;
+  }
   if (data_parallel_) data_parallel_->BeginForward();
   torch::Tensor h;
   torch::Tensor loss;
   {
     AutocastScope region(tokens.device().type(), options_.autocast, options_.autocast_dtype);
-    h = k == 0 ? model_->Embed(tokens, options_.run) : input;
+    h = k == 0 ? model_->Embed(tokens, run) : input;
     const LayerRange range = ChunkLayers(model_->spec().n_layer, chunks_, k);
-    for (int l = range.first; l < range.last; ++l) h = model_->RunLayer(l, h, options_.run);
+    for (int l = range.first; l < range.last; ++l) h = model_->RunLayer(l, h, run);
     if (k == chunks_ - 1) {
-      loss = model_->LossOfLogits(model_->Head(h, options_.run), target, options_.run) /
-             static_cast<double>(micro_batches_);
+      loss = model_->LossOfLogits(model_->Head(h, run), target, run);
+      if (router_loss != nullptr) loss = router_loss->AddTo(loss, run);
+      loss = loss / static_cast<double>(micro_batches_);
     }
   }
   inputs_[chunk][micro_batch] = input;
@@ -144,15 +181,18 @@ torch::Tensor PipelineStage::Forward(int chunk, int micro_batch, const torch::Te
     return loss.detach();
   }
   outputs_[chunk][micro_batch] = h;
-  torch::Tensor message = h.detach().contiguous();
-  send_buffers_.push_back(message);
-  sends_.push_back(pipe.SendAsync(message, (stage_ + 1) % stages_, Tag(true, k + 1, micro_batch)));
+  const int next = (stage_ + 1) % stages_;
+  Send(h.detach().contiguous(), next, Tag(true, k + 1, micro_batch));
+  if (router_loss != nullptr) {
+    Send(router_loss->Close(tokens.options()), next, RouterLossTag(true, k + 1, micro_batch));
+  }
   return {};
 }
 
 void PipelineStage::Backward(int chunk, int micro_batch) {
   Group& pipe = groups_->pipeline();
   const int k = GlobalChunk(chunk);
+  RouterLoss* router_loss = router_losses_.empty() ? nullptr : router_losses_[micro_batch].get();
   torch::Tensor output = std::move(outputs_[chunk][micro_batch]);
   if (k == chunks_ - 1) {
     (options_.scale_loss ? options_.scale_loss(output) : output).backward();
@@ -160,15 +200,24 @@ void PipelineStage::Backward(int chunk, int micro_batch) {
     // Received into a contiguous buffer: the collective needs one, and the
     // stage's output need not be (sequence-parallel activations are views).
     torch::Tensor grad = torch::empty_like(output, at::MemoryFormat::Contiguous);
-    pipe.Recv(grad, (stage_ + 1) % stages_, Tag(false, k, micro_batch));
+    const int next = (stage_ + 1) % stages_;
+    pipe.Recv(grad, next, Tag(false, k, micro_batch));
+    if (router_loss != nullptr) {
+      // The gradient per router probability the last stage's loss gave.
+      torch::Tensor per_prob =
+          torch::empty({model_->spec().num_local_experts}, grad.options().dtype(torch::kFloat));
+      pipe.Recv(per_prob, next, RouterLossTag(false, k, micro_batch));
+      router_loss->ReceiveGradient(per_prob);
+    }
     torch::autograd::backward({output}, {grad});
   }
   torch::Tensor input = std::move(inputs_[chunk][micro_batch]);
   if (k > 0) {
-    torch::Tensor message = input.grad().contiguous();
-    send_buffers_.push_back(message);
-    sends_.push_back(
-        pipe.SendAsync(message, (stage_ + stages_ - 1) % stages_, Tag(false, k - 1, micro_batch)));
+    const int previous = (stage_ + stages_ - 1) % stages_;
+    Send(input.grad().contiguous(), previous, Tag(false, k - 1, micro_batch));
+    if (router_loss != nullptr) {
+      Send(router_loss->Gradient().clone(), previous, RouterLossTag(false, k - 1, micro_batch));
+    }
   }
 }
 

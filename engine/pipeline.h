@@ -7,7 +7,9 @@
 // its schedule of forward and backward passes (PipelineOps): activations go
 // to the next stage and gradients back with point-to-point sends (started
 // without waiting, so that no two stages can block on each other) and
-// blocking receives.
+// blocking receives; a model trained with an auxiliary router loss sends
+// that loss's sums with the activations and its gradient per router
+// probability with theirs (router_loss.h).
 //
 //   1f1b         stage s runs min(pp - s - 1, m) forwards, then alternates
 //                one forward and one backward, then the remaining backwards:
@@ -21,11 +23,13 @@
 #include <torch/types.h>
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "engine/data_parallel.h"
 #include "engine/distributed.h"
 #include "engine/model.h"
+#include "engine/router_loss.h"
 #include "engine/tensor_parallel.h"
 #include "spec/strategy.h"
 
@@ -98,6 +102,10 @@ class PipelineStage {
   void Backward(int chunk, int micro_batch);
   int GlobalChunk(int chunk) const;
   int Tag(bool forward, int global_chunk, int micro_batch) const;
+  // The auxiliary router loss's messages: after every Tag.
+  int RouterLossTag(bool forward, int global_chunk, int micro_batch) const;
+  // Starts sending `message` to stage `to`; it is kept until the step ends.
+  void Send(torch::Tensor message, int to, int tag);
 
   TrainableModel* model_;
   Groups* groups_;
@@ -112,6 +120,10 @@ class PipelineStage {
   std::vector<std::vector<torch::Tensor>> inputs_, outputs_;
   std::vector<c10::intrusive_ptr<c10d::Work>> sends_;
   std::vector<torch::Tensor> send_buffers_;
+  // A model trained with an auxiliary router loss (router_loss.h): one per
+  // micro-batch, its sums handed on with the activations and its gradient
+  // per probability handed back with theirs. Empty otherwise.
+  std::vector<std::unique_ptr<RouterLoss>> router_losses_;
 };
 
 }  // namespace autoaccel

@@ -23,21 +23,23 @@
 //
 // Parallel forms:
 // - context parallelism (options.cp): each rank routes its share of the
-//   sequences; C and N are summed over the group before use, and each rank
-//   adds context_parallel times its own P's part, as it does for the
+//   sequences; the sums are summed over the group before use, and each rank
+//   adds context_parallel times its own P's gradient, as it does for the
 //   cross-entropy (ContextParallelLossScale: the group's gradients are
-//   averaged), so that the group's average is the whole sequences' loss;
+//   averaged);
 // - tensor parallelism (options.tp): every rank routes all of the group's
 //   tokens and the router's gradients are summed over the group, so each
 //   rank injects 1 / tensor_parallel of the gradient (its loss value is the
 //   whole);
+// - pipeline stages (pipeline.h) each hold some of the layers: a stage
+//   hands its sums on with its activations (Close, Continue), the last one
+//   adds the loss, and the gradient per probability goes back with the
+//   activations' gradients (Gradient, ReceiveGradient);
 // - expert and data parallelism change nothing: each data-parallel rank
-//   adds the loss of its own micro-batch, as transformers does under DDP.
-// Pipeline stages would each hold some of the layers: not supported (the
-// "router_loss_pipeline" rule, spec/compatibility.h).
+//   adds the loss of its own micro-batches, as transformers does under DDP.
 //
-// One forward and backward pass at a time: Begin, the layers' Record, AddTo,
-// then backward; on the thread that runs them. Methods throw c10::Error.
+// One object per forward pass in flight (one micro-batch); on the thread
+// that runs it. Methods throw c10::Error.
 #ifndef AUTOACCEL_ENGINE_ROUTER_LOSS_H_
 #define AUTOACCEL_ENGINE_ROUTER_LOSS_H_
 
@@ -55,8 +57,10 @@ class RouterLoss {
   // (router_aux_loss_coef).
   RouterLoss(int64_t experts, int64_t top_k, double coefficient);
 
-  // Starts a forward pass: forgets the previous one's counts.
+  // Starts a forward pass: forgets the previous one's sums and gradient.
   void Begin();
+  // Begin, then carry on from the sums an earlier pipeline stage Closed.
+  void Continue(const torch::Tensor& sums);
 
   // An expert layer's router logits [N, E] (the tokens it routes, in the
   // logits' dtype) and its output; returns `output` unchanged, behind the
@@ -64,11 +68,20 @@ class RouterLoss {
   // backward.
   torch::Tensor Record(const torch::Tensor& logits, const torch::Tensor& output);
 
-  // `loss` (this rank's cross-entropy) plus coefficient times this rank's
-  // part of the auxiliary loss, after the last layer's Record. Sums the
-  // counts over options.cp's group (a collective: every rank of it calls
-  // this).
+  // The pass's sums so far, [2E + 1] fp64: C, P and N (zeros before any
+  // expert layer), on `options`' device, for the next pipeline stage (a
+  // copy); later Records are recomputations, which add nothing.
+  torch::Tensor Close(const torch::TensorOptions& options);
+
+  // `loss` (this rank's cross-entropy) plus coefficient times the auxiliary
+  // loss, after the last expert layer's Record. Sums C, P and N over
+  // options.cp's group (a collective: every rank of it calls this).
   torch::Tensor AddTo(const torch::Tensor& loss, const RunOptions& options);
+
+  // The gradient each expert layer's probabilities receive [E] (fp32):
+  // known once the loss's gradient has passed AddTo's node, or as received.
+  torch::Tensor Gradient() const;
+  void ReceiveGradient(const torch::Tensor& gradient);
 
  private:
   class Inject;
@@ -76,16 +89,15 @@ class RouterLoss {
 
   const int64_t experts_, top_k_;
   const double coefficient_;
-  // Sums over the expert layers of this pass (fp32 [E], no gradient): the
-  // top-k assignments and the probabilities; and the rows.
-  torch::Tensor counts_, probs_;
-  int64_t rows_ = 0;
-  bool added_ = false;  // AddTo ran: later Records are recomputations
+  torch::Tensor sums_;   // [2E + 1] fp64: C, P, N; undefined before any
+  bool closed_ = false;  // AddTo or Close ran: later Records are recomputations
   // Set by AddTo: coefficient * E * C / N^2 times the rank's share
-  // (context_parallel / tensor_parallel), [E] fp32; and by the backward of
-  // AddTo's node: the gradient arriving at the loss (0-dim fp32).
+  // (context_parallel / tensor_parallel), [E] fp32; by the backward of
+  // AddTo's node: the gradient arriving at the loss (0-dim fp32); or by
+  // ReceiveGradient: their product, from a later stage.
   torch::Tensor gradient_per_prob_;
   torch::Tensor loss_gradient_;
+  torch::Tensor received_gradient_;
 };
 
 }  // namespace autoaccel

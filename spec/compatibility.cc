@@ -289,17 +289,6 @@ absl::Status CheckExpertParallelModel(const TrainingSetup& r, const Strategy& s)
       r.model.num_local_experts, " experts, which does not divide"));
 }
 
-absl::Status CheckRouterLossPipeline(const TrainingSetup& r, const Strategy& s) {
-  if (!r.engine_runs_trials || s.pipeline_parallel <= 1 || r.model.router_aux_loss_coef == 0) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(
-      "strategy.pipeline_parallel: the model's auxiliary load-balancing loss "
-      "(output_router_logits) pools every expert layer's router counts, which pipeline stages "
-      "split; the trial runner computes it with every layer on one stage (allowed: "
-      "pipeline_parallel 1)");
-}
-
 absl::Status CheckSequenceParallel(const TrainingSetup& r, const Strategy& s) {
   // Each context-parallel rank's share of the sequence is split further.
   const int64_t local = s.context_parallel > 0 ? r.seq_len / s.context_parallel : r.seq_len;
@@ -334,7 +323,6 @@ constexpr CompatibilityRule kRules[] = {
     {"context_parallel_sequence", &CheckContextParallelSequence},
     {"context_parallel_kernel", &CheckContextParallelKernel},
     {"expert_parallel_model", &CheckExpertParallelModel},
-    {"router_loss_pipeline", &CheckRouterLossPipeline},
 };
 
 }  // namespace

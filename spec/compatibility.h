@@ -123,11 +123,7 @@ struct CompatibilityRule {
 //                         trials;
 //   "expert_parallel_model" expert_parallel > 1 only for a family with
 //                         experts (mixtral), dividing its num_local_experts;
-//                         not for a launcher's trials;
-//   "router_loss_pipeline" pipeline_parallel 1 for a model trained with an
-//                         auxiliary load-balancing loss (router_aux_loss_coef
-//                         > 0): it pools all layers' router counts; not for
-//                         a launcher's trials.
+//                         not for a launcher's trials.
 // A search's per-dimension candidate lists (search/space.h's SpaceRequest)
 // are a choice of the user, not a compatibility rule: a strategy outside them
 // can still be compatible.

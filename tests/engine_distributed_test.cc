@@ -283,6 +283,8 @@ struct ExpertCase {
   // (output_router_logits), large enough that a wrong share of its
   // gradient moves the losses.
   double router_aux_loss_coef = 0;
+  int layers = 0;          // 0: the tiny model's 2
+  int virtual_stages = 1;  // > 1: the interleaved schedule
 };
 
 class ExpertParallelTest : public ::testing::TestWithParam<ExpertCase> {};
@@ -299,6 +301,11 @@ TEST_P(ExpertParallelTest, LossesMatchTheSingleProcessReferenceAndReplicasAgree)
   spec.strategy.sequence_parallel = c.sequence_parallel;
   spec.strategy.checkpointing = c.checkpointing;
   spec.model.router_aux_loss_coef = c.router_aux_loss_coef;
+  if (c.layers > 0) spec.model.n_layer = c.layers;
+  if (c.virtual_stages > 1) {
+    spec.strategy.pipeline_schedule = PipelineSchedule::kInterleaved;
+    spec.strategy.virtual_stages = c.virtual_stages;
+  }
   ExpectMatchesReference(spec);
 }
 
@@ -344,7 +351,15 @@ INSTANTIATE_TEST_SUITE_P(
         ExpertCase{2, 2, 1, 1, 1, Sharding::kNone, false, Checkpointing::kNone, "mixtral", 0.3},
         ExpertCase{2, 1, 1, 1, 2, Sharding::kNone, false, Checkpointing::kNone, "mixtral", 0.3},
         ExpertCase{1, 1, 2, 1, 1, Sharding::kNone, true, Checkpointing::kNone, "mixtral", 0.3},
-        ExpertCase{2, 2, 2, 1, 1, Sharding::kZero1, false, Checkpointing::kFull, "qwen3_moe", 0.3}),
+        ExpertCase{2, 2, 2, 1, 1, Sharding::kZero1, false, Checkpointing::kFull, "qwen3_moe", 0.3},
+        // Pipeline stages hand its sums on and its gradient back: a dense
+        // first stage (qwen3_moe), recomputed stages, context-parallel
+        // stages, and four chunks of an interleaved schedule.
+        ExpertCase{2, 2, 1, 2, 1, Sharding::kZero1, false, Checkpointing::kNone, "qwen3_moe", 0.3},
+        ExpertCase{1, 1, 1, 2, 1, Sharding::kNone, false, Checkpointing::kFull, "mixtral", 0.3},
+        ExpertCase{1, 1, 1, 2, 2, Sharding::kNone, false, Checkpointing::kNone, "mixtral", 0.3},
+        ExpertCase{1, 1, 1, 2, 1, Sharding::kNone, false, Checkpointing::kNone, "mixtral", 0.3, 4,
+                   2}),
     [](const ::testing::TestParamInfo<ExpertCase>& info) {
       const ExpertCase& c = info.param;
       return absl::StrCat(
@@ -355,6 +370,7 @@ INSTANTIATE_TEST_SUITE_P(
           c.checkpointing != Checkpointing::kNone
               ? absl::StrCat("_", CheckpointingName(c.checkpointing))
               : "",
+          c.virtual_stages > 1 ? absl::StrCat("_vpp", c.virtual_stages) : "",
           c.router_aux_loss_coef > 0 ? "_aux" : "");
     });
 

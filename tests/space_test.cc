@@ -773,14 +773,13 @@ TEST(Compatibility, RulesAreNamedAndDistinct) {
     EXPECT_NE(rule.check, nullptr);
     names.emplace_back(rule.name);
   }
-  EXPECT_THAT(
-      names,
-      ElementsAre("positive_sizes", "known_values", "checkpoint_percent", "layout",
-                  "layout_product", "batch_product", "bf16_device", "fp8_device", "offload_device",
-                  "fixed_graph", "parallel_family", "attention_kernel", "tensor_parallel_model",
-                  "pipeline_layers", "pipeline_sharding", "sequence_parallel",
-                  "context_parallel_family", "context_parallel_sequence", "context_parallel_kernel",
-                  "expert_parallel_model", "router_loss_pipeline"));
+  EXPECT_THAT(names, ElementsAre("positive_sizes", "known_values", "checkpoint_percent", "layout",
+                                 "layout_product", "batch_product", "bf16_device", "fp8_device",
+                                 "offload_device", "fixed_graph", "parallel_family",
+                                 "attention_kernel", "tensor_parallel_model", "pipeline_layers",
+                                 "pipeline_sharding", "sequence_parallel",
+                                 "context_parallel_family", "context_parallel_sequence",
+                                 "context_parallel_kernel", "expert_parallel_model"));
 }
 
 TEST(Compatibility, Fp8NeedsFp8TensorCoresAndTheEnginesLinearLayers) {
@@ -1137,26 +1136,6 @@ TEST(Compatibility, ExpertParallelismSpreadsTheExpertsAModelHas) {
                                     HasSubstr("mixtral"))));
   r.engine_runs_trials = false;
   EXPECT_TRUE(CheckCompatible(r, s).ok());
-}
-
-// The auxiliary load-balancing loss pools every layer's router counts, which
-// pipeline stages would split; tensor, context and expert parallelism keep
-// it.
-TEST(Compatibility, ARouterLossKeepsEveryLayerOnOneStage) {
-  SpaceRequest r = BaseRequest(8, 2);
-  r.model = Parsed("mixtral", Edited(kMixtral8x7bConfig, {{"output_router_logits", true}}));
-  const Strategy base =
-      MakeStrategy(4, 2, Precision::kFp32, Checkpointing::kNone, Attention::kMath);
-  Strategy s = WithLayout(base, 1, 1, 2);
-  EXPECT_THAT(CheckCompatible(r, s),
-              InvalidArgument(AllOf(StartsWith("strategy.pipeline_parallel:"),
-                                    HasSubstr("output_router_logits"))));
-  EXPECT_EQ(FirstFailingRule(r, s), "router_loss_pipeline");
-  s = WithLayout(base, 1, 2, 1);
-  EXPECT_TRUE(CheckCompatible(r, s).ok()) << CheckCompatible(r, s);
-  r.model = Parsed("mixtral", kMixtral8x7bConfig);
-  s = WithLayout(base, 1, 1, 2);
-  EXPECT_TRUE(CheckCompatible(r, s).ok()) << CheckCompatible(r, s);
 }
 
 TEST(Compatibility, TensorParallelismSplitsEachExpertEvenly) {
