@@ -205,8 +205,11 @@ FormatOutput ExportDeepSpeed(const FormatContext& c, FidelityBuilder& rows) {
                      "sequence_parallel_size=",
                      s.context_parallel, ", micro_batch_size=", s.micro_batch_size,
                      ", seq_length=", c.in.seq_len,
-                     "), deepspeed.initialize(..., mpu=mpu)) and wraps its DataLoader in "
-                     "UlyssesSPDataLoaderAdapter"));
+                     "), deepspeed.initialize(..., mpu=mpu)), wraps its DataLoader in "
+                     "UlyssesSPDataLoaderAdapter (batches with position_ids; each rank gets "
+                     "its shard with shift_labels) and takes as loss the sequence ranks' summed "
+                     "cross-entropies over their summed label counts (all_gather over "
+                     "mpu.get_sequence_parallel_group())"));
     rows.Approximated(&Strategy::context_parallel_comm,
                       "Ulysses exchanges q, k, v and the output by all-to-all over the attention "
                       "heads, neither a K/V ring nor a K/V all-gather");

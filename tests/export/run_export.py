@@ -81,10 +81,14 @@ CASES = {
         "dp=2,tp=1,pp=1,sharding=fsdp,mbs=1,ga=2,precision=pure_bf16,checkpoint=full,"
         "attention=sdpa,optimizer=fused_adamw,offload=none",
     ],
+    # cp=2: DeepSpeed-Ulysses over two CPU ranks (its all-to-alls over gloo),
+    # as the context_parallel row's note tells the script to set it up.
     "deepspeed": [
         "mbs=2,ga=2,precision=bf16,checkpoint=none,attention=sdpa,optimizer=adamw,offload=none",
         "dp=2,tp=1,pp=1,sharding=zero2,mbs=2,ga=2,precision=pure_bf16,checkpoint=full,"
         "attention=math,optimizer=fused_adamw,offload=none",
+        "dp=1,tp=1,pp=1,sharding=none,cp=2,mbs=1,ga=2,precision=fp32,checkpoint=none,"
+        "attention=sdpa,optimizer=adamw,offload=none",
     ],
     # colossalai 0.5.0 on CPU ranks runs TorchDDPPlugin and HybridParallelPlugin
     # with tp_size=pp_size=1 and zero_stage=0 only. Not run here: ZeRO
@@ -440,6 +444,11 @@ def check(fmt, keys, rows, probes, parameters):
             assert p["zero_stage"] == want, (where, "ZeRO stage", p["zero_stage"], want)
             assert p["ds_micro_batch"] == mbs and p["ds_accumulation"] == ga, (where, p)
             assert p["ds_bf16"] == (precision == "pure_bf16"), (where, "bf16", p["ds_bf16"])
+            # Context parallelism as Ulysses: each forward saw 1/cp of the
+            # sequence.
+            cp = int(keys.get("cp", 1))
+            assert p["sequence_parallel_size"] == cp, (where, p["sequence_parallel_size"], cp)
+            assert p["tokens_per_forward"] == [SEQ_LEN // cp], (where, p["tokens_per_forward"])
         elif fmt == "torch" and sharding == "zero1":
             assert p["ddp"] and p["optimizer_wrapper"] == "ZeroRedundancyOptimizer", (where, p)
         elif fmt == "torch" and sharding == "zero2":
