@@ -73,6 +73,12 @@ void PrintEstimates(const std::vector<StrategyEstimate>& estimates, std::ostream
         GiB(m.total()), e.data_parallel_bytes / 1e9, e.model_parallel_bytes / 1e9,
         e.step_time_s * 1e3, e.tokens_per_second, e.mfu * 100, StrategyToText(e.strategy));
     if (!e.fits) out << "    does not fit: " << e.why_not << "\n";
+    const ModelParallelBytes& mp = e.model_parallel;
+    if (mp.total() > 0) {
+      out << absl::StrFormat(
+          "    MP GB by dimension: tensor %.1f, context %.1f, expert %.1f, pipeline %.1f\n",
+          mp.tensor / 1e9, mp.context / 1e9, mp.expert / 1e9, mp.pipeline / 1e9);
+    }
   }
   out << "Memory in GiB per device (worst rank); margin = device memory - total; FP8 W: fp8's "
          "weight copies kept for backward. DP/MP GB: "

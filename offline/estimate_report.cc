@@ -93,7 +93,11 @@ json EstimateJson(const StrategyEstimate& e) {
             {"mfu", e.mfu},
             {"communication",
              {{"data_parallel_bytes", e.data_parallel_bytes},
-              {"model_parallel_bytes", e.model_parallel_bytes}}}};
+              {"model_parallel_bytes", e.model_parallel_bytes},
+              {"tensor_parallel_bytes", e.model_parallel.tensor},
+              {"context_parallel_bytes", e.model_parallel.context},
+              {"expert_parallel_bytes", e.model_parallel.expert},
+              {"pipeline_parallel_bytes", e.model_parallel.pipeline}}}};
   if (!e.fits) j["why_not"] = e.why_not;
   return j;
 }

@@ -96,9 +96,11 @@ StrategyEstimate Estimate(const EstimateRequest& r, const CostModel& model, cons
 // Fills the bytes `e` sends per step (for the answers only: ranking a space
 // needs none). On one node: bytes as sent, not weighted by the slower link.
 void AddVolumes(const EstimateRequest& r, StrategyEstimate& e) {
-  const TimeFeatures volumes = StepTimeFeatures(r.model, r.seq_len, e.strategy, LinkTopology{});
+  const StepTimeFeaturizer features(r.model, r.seq_len, LinkTopology{});
+  const TimeFeatures volumes = features(e.strategy);
   e.data_parallel_bytes = volumes[kDataParallelBytes];
   e.model_parallel_bytes = volumes[kModelParallelBytes];
+  e.model_parallel = features.ModelParallelByDimension(e.strategy);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "search/device_catalog.h"
 #include "search/memory_estimate.h"
+#include "search/step_time.h"
 #include "spec/model_spec.h"
 #include "spec/strategy.h"
 
@@ -59,6 +60,8 @@ struct StrategyEstimate {
   // activations, context-parallel keys and values, pipeline activations).
   double data_parallel_bytes = 0;
   double model_parallel_bytes = 0;
+  // model_parallel_bytes by the dimension that sends it.
+  ModelParallelBytes model_parallel;
 };
 
 // Candidates of the space ruled out for one kind of reason ("predicted not

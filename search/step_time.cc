@@ -148,8 +148,10 @@ double Buckets(double bytes) {
 
 TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
                            const ModelParts& parts, const StageShape& stage,
-                           const LinkTopology& topology, const GroupPlacement& placement) {
+                           const LinkTopology& topology, const GroupPlacement& placement,
+                           ModelParallelBytes* by_dimension) {
   TimeFeatures x{};
+  ModelParallelBytes per_micro_batch;  // by dimension; the tied embedding's per step
   // Intra-node equivalents of a group's bytes and calls (step_time.h TOPOLOGY).
   const auto bytes_weight = [&](bool crosses) { return crosses ? topology.bytes_factor : 1.0; };
   const auto calls_weight = [&](bool crosses) { return crosses ? topology.calls_factor : 1.0; };
@@ -324,6 +326,7 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
     }
     model_bytes *= tp_bytes;
     per_micro_batch_calls *= tp_calls;
+    per_micro_batch.tensor = model_bytes;
   }
   // Context parallelism, per micro-batch: each layer's keys and values
   // (this rank's K elements, the projections' dtype) reach the other cp - 1
@@ -344,6 +347,7 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
       calls += forwards * 2 + layers * 2;
     }
     model_bytes += bytes * cp_bytes;
+    per_micro_batch.context = bytes * cp_bytes;
     per_micro_batch_calls += calls * cp_calls;
   }
   // Expert parallelism, per micro-batch: each layer's tokens go to their
@@ -355,7 +359,9 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
   // combine forward; combine and dispatch backward.
   if (ep > 1) {
     const double routed = T * parts.routed_width * (ep - 1) / ep * (column_bytes + row_bytes);
-    model_bytes += (layers + full + layers) * routed * bytes_weight(placement.expert_crosses);
+    per_micro_batch.expert =
+        (layers + full + layers) * routed * bytes_weight(placement.expert_crosses);
+    model_bytes += per_micro_batch.expert;
     per_micro_batch_calls +=
         (3 * (layers + full) + 2 * layers) * calls_weight(placement.expert_crosses);
   }
@@ -367,13 +373,16 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
     pipeline_calls = 4 * vpp - 2;  // sends and receives
   }
   model_bytes = (model_bytes + pipeline_bytes * pp_bytes) * ga;
+  per_micro_batch.pipeline = pipeline_bytes * pp_bytes;
+  double tied_bytes = 0;
   collectives += ga * (per_micro_batch_calls + pipeline_calls * pp_calls);
   if (pp > 1) {
     double calls = 0;
     if (parts.tied && (stage.first || stage.last)) {
       // The tied embedding's gradient, all-reduced between the first and
       // the last stage (ring of 2: the buffer once).
-      model_bytes += double(m.vocab_size) * h / t * weight_bytes * pp_bytes;
+      tied_bytes = double(m.vocab_size) * h / t * weight_bytes * pp_bytes;
+      model_bytes += tied_bytes;
       calls += 1;
     }
     calls += 1;                                       // the loss over the stages
@@ -381,6 +390,10 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
     collectives += calls * pp_calls;
   }
   x[kModelParallelBytes] = model_bytes;
+  if (by_dimension != nullptr) {
+    *by_dimension = {per_micro_batch.tensor * ga, per_micro_batch.context * ga,
+                     per_micro_batch.expert * ga, per_micro_batch.pipeline * ga + tied_bytes};
+  }
   x[kCollectives] = collectives;
   x[kStep] = 1;
   return x;
@@ -487,7 +500,16 @@ StepTimeFeaturizer::StepTimeFeaturizer(ModelSpec model, int seq_len, const LinkT
   }
 }
 
-TimeFeatures StepTimeFeaturizer::operator()(const Strategy& s) const {
+TimeFeatures StepTimeFeaturizer::operator()(const Strategy& s) const { return Slowest(s, nullptr); }
+
+ModelParallelBytes StepTimeFeaturizer::ModelParallelByDimension(const Strategy& s) const {
+  ModelParallelBytes bytes;
+  Slowest(s, &bytes);
+  return bytes;
+}
+
+TimeFeatures StepTimeFeaturizer::Slowest(const Strategy& s,
+                                         ModelParallelBytes* by_dimension) const {
   if (parts_ == nullptr) {
     TimeFeatures x{};
     x[kStep] = 1;
@@ -509,8 +531,13 @@ TimeFeatures StepTimeFeaturizer::operator()(const Strategy& s) const {
   TimeFeatures slowest{};
   bool any = false;
   for (const StageShape& stage : Stages(model_, s)) {
-    const TimeFeatures x = StageFeatures(model_, seq_len_, s, *parts_, stage, topology_, placement);
-    if (!any || ComputeFlops(x) > ComputeFlops(slowest)) slowest = x;
+    ModelParallelBytes bytes;
+    const TimeFeatures x = StageFeatures(model_, seq_len_, s, *parts_, stage, topology_, placement,
+                                         by_dimension != nullptr ? &bytes : nullptr);
+    if (!any || ComputeFlops(x) > ComputeFlops(slowest)) {
+      slowest = x;
+      if (by_dimension != nullptr) *by_dimension = bytes;
+    }
     any = true;
   }
   return slowest;

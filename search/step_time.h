@@ -206,6 +206,17 @@ using TimeFeatures = std::array<double, kNumTimeFeatures>;
 TimeFeatures StepTimeFeatures(const ModelSpec& model, int seq_len, const Strategy& strategy,
                               const LinkTopology& topology = {});
 
+// kModelParallelBytes by the dimension that sends it (each part weighted
+// as the feature weighs it); tensor includes sequence parallelism's
+// exchanges, pipeline a tied embedding's gradient all-reduce.
+struct ModelParallelBytes {
+  double tensor = 0;
+  double context = 0;
+  double expert = 0;
+  double pipeline = 0;
+  double total() const { return tensor + context + expert + pipeline; }
+};
+
 // StepTimeFeatures of many strategies of one model, sequence length and
 // topology, with what depends on the model alone (its parameter and FLOP
 // parts) computed once: what the cost model uses to rank a whole space.
@@ -215,12 +226,19 @@ class StepTimeFeaturizer {
  public:
   StepTimeFeaturizer(ModelSpec model, int seq_len, const LinkTopology& topology = {});
   TimeFeatures operator()(const Strategy& strategy) const;
+  // The same step's kModelParallelBytes by dimension (the stage
+  // operator() takes: the slowest).
+  ModelParallelBytes ModelParallelByDimension(const Strategy& strategy) const;
 
  private:
   ModelSpec model_;
   int seq_len_;
   LinkTopology topology_;
   std::shared_ptr<const ModelParts> parts_;  // null: torchscript or no layers
+
+  // The slowest stage's features, and its model-parallel bytes by
+  // dimension when `by_dimension` is not null.
+  TimeFeatures Slowest(const Strategy& strategy, ModelParallelBytes* by_dimension) const;
 };
 
 struct TimeCoefficients {

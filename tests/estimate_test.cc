@@ -67,6 +67,13 @@ TEST(Estimate, ALongSequenceFitsOnlyWithContextParallelism) {
     EXPECT_TRUE(e.fits) << StrategyToText(e.strategy);
     EXPECT_GT(e.model_parallel_bytes, 0) << StrategyToText(e.strategy);
     EXPECT_GT(e.data_parallel_bytes, 0) << StrategyToText(e.strategy);
+    // The keys and values are the context-parallel part of it; the parts
+    // add up to the whole.
+    EXPECT_GT(e.model_parallel.context, 0) << StrategyToText(e.strategy);
+    EXPECT_NEAR(e.model_parallel.total(), e.model_parallel_bytes, 1e-6 * e.model_parallel_bytes);
+    EXPECT_EQ(e.model_parallel.tensor > 0, e.strategy.tensor_parallel > 1);
+    EXPECT_EQ(e.model_parallel.expert, 0);
+    EXPECT_EQ(e.model_parallel.pipeline, 0);
   }
   absl::StatusOr<Strategy> one = ParseStrategyText(
       "dp=8,tp=1,pp=1,sharding=fsdp,mbs=1,ga=1,precision=pure_bf16,checkpoint=full,"
@@ -76,6 +83,25 @@ TEST(Estimate, ALongSequenceFitsOnlyWithContextParallelism) {
   ASSERT_TRUE(without.ok()) << without.status();
   EXPECT_FALSE(without->fits);
   EXPECT_EQ(without->model_parallel_bytes, 0);
+}
+
+// A mixture of experts over expert-parallel ranks and pipeline stages:
+// the model-parallel bytes are the tokens' all-to-alls and the stages'
+// activations, each on its own line.
+TEST(Estimate, ModelParallelBytesComeByDimension) {
+  EstimateRequest r = Llama7BOn8H100();
+  r.model = Parsed("qwen3_moe", kQwen3_30bA3bConfig);
+  absl::StatusOr<Strategy> s = ParseStrategyText(
+      "dp=4,tp=1,pp=2,sharding=zero1,ep=4,mbs=1,ga=16,precision=pure_bf16,checkpoint=full,"
+      "attention=sdpa,optimizer=fused_adamw,offload=none");
+  ASSERT_TRUE(s.ok()) << s.status();
+  absl::StatusOr<StrategyEstimate> e = EstimateStrategy(r, *s);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_GT(e->model_parallel.expert, 0);
+  EXPECT_GT(e->model_parallel.pipeline, 0);
+  EXPECT_EQ(e->model_parallel.tensor, 0);
+  EXPECT_EQ(e->model_parallel.context, 0);
+  EXPECT_NEAR(e->model_parallel.total(), e->model_parallel_bytes, 1e-6 * e->model_parallel_bytes);
 }
 
 TEST(Estimate, ZeroAndTensorParallelStrategiesFitWithTimeAndMfu) {

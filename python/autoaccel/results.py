@@ -363,9 +363,13 @@ class MemoryEstimate:
 class CommunicationEstimate:
     """Bytes one device sends per step: data-parallel (gradients, shards over
     the data- and context-parallel ranks) and model-parallel (tensor,
-    context, expert and pipeline messages)."""
+    context, expert and pipeline messages), the latter also by dimension."""
     data_parallel_bytes: float
     model_parallel_bytes: float
+    tensor_parallel_bytes: float = 0.0
+    context_parallel_bytes: float = 0.0
+    expert_parallel_bytes: float = 0.0
+    pipeline_parallel_bytes: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -166,7 +166,12 @@ class LiveClusterTest(unittest.TestCase):
             self.assertTrue(s.fits)
             self.assertGreater(s.memory.total, 0)
             self.assertEqual(s.strategy_json["data_parallel"] * s.strategy_json["tensor_parallel"]
-                             * s.strategy_json["pipeline_parallel"], 2)
+                             * s.strategy_json["pipeline_parallel"]
+                             * s.strategy_json.get("context_parallel", 1), 2)
+            c = s.communication
+            self.assertAlmostEqual(c.tensor_parallel_bytes + c.context_parallel_bytes
+                                   + c.expert_parallel_bytes + c.pipeline_parallel_bytes,
+                                   c.model_parallel_bytes, delta=1e-6 * c.model_parallel_bytes)
 
     def test_estimate_ranks_fp8_when_asked_on_a_device_with_fp8(self):
         e = self.alice.estimate("gpt2", config=TINY_GPT2, seq_len=16, global_batch_size=8,
