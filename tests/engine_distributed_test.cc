@@ -344,7 +344,14 @@ INSTANTIATE_TEST_SUITE_P(
         ExpertCase{2, 2, 1, 1, 1, Sharding::kNone, false, Checkpointing::kNone, "mixtral", 0.3},
         ExpertCase{2, 1, 1, 1, 2, Sharding::kNone, false, Checkpointing::kNone, "mixtral", 0.3},
         ExpertCase{1, 1, 2, 1, 1, Sharding::kNone, true, Checkpointing::kNone, "mixtral", 0.3},
-        ExpertCase{2, 2, 2, 1, 1, Sharding::kZero1, false, Checkpointing::kFull, "qwen3_moe", 0.3}),
+        ExpertCase{2, 2, 2, 1, 1, Sharding::kZero1, false, Checkpointing::kFull, "qwen3_moe", 0.3},
+        // gpt_oss: expert biases sharded with their experts, the biased
+        // router, attention sinks; data parallel with fsdp; its auxiliary
+        // loss.
+        ExpertCase{2, 2, 1, 1, 1, Sharding::kNone, false, Checkpointing::kNone, "gpt_oss"},
+        ExpertCase{4, 4, 1, 1, 1, Sharding::kFsdp, false, Checkpointing::kFull, "gpt_oss"},
+        ExpertCase{1, 2, 1, 1, 1, Sharding::kFsdp, false, Checkpointing::kNone, "gpt_oss"},
+        ExpertCase{2, 2, 1, 1, 1, Sharding::kNone, false, Checkpointing::kNone, "gpt_oss", 0.3}),
     [](const ::testing::TestParamInfo<ExpertCase>& info) {
       const ExpertCase& c = info.param;
       return absl::StrCat(
