@@ -115,7 +115,8 @@ const ModelFamilyInfo kModelFamilies[] = {
         .Router(MoeRouter::kTopKSoftmax)
         .ClampedSwiGlu(1.702, 7.0)
         .RouterAuxLoss(0.001)
-        .Sliding(SlidingLayers::kLayerTypes, 128),
+        .Sliding(SlidingLayers::kLayerTypes, 128)
+        .Parallel(),
     Family("torchscript", Network::kTorchScript, ""),
 };
 
