@@ -160,8 +160,9 @@ torch::Tensor BlockScores(const torch::Tensor& q, const torch::Tensor& keys, dou
 // another rank's block only the visible half is computed (VisiblePart).
 class RingAttention : public torch::autograd::Function<RingAttention> {
  public:
-  // `sinks` [H] (undefined: none) joins every row's sum once, after the
-  // last block: a column of the softmax whose value is zero.
+  // `sinks` [H] (empty: none; autograd inputs must be defined) joins every
+  // row's sum once, after the last block: a column of the softmax whose
+  // value is zero.
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& sinks, int64_t shard,
                                double scale, double softcap, int64_t window) {
@@ -205,7 +206,8 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
       max_rows.copy_(new_max);
       ring.Advance();
     }
-    if (sinks.defined()) {
+    const bool has_sinks = sinks.numel() > 0;
+    if (has_sinks) {
       // The sink's term, by the larger of it and the running maximum.
       const torch::Tensor sink = sinks.to(torch::kFloat).view({1, H, 1}).expand({B, H, t});
       const torch::Tensor new_max = torch::maximum(row_max, sink);
@@ -216,8 +218,8 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
     }
     const torch::Tensor out = acc / row_sum.unsqueeze(-1);
     const torch::Tensor lse = row_max + row_sum.log();
-    ctx->saved_data["sinks"] = sinks.defined();
-    ctx->save_for_backward({q, k, v, out, lse, sinks.defined() ? sinks : torch::zeros({0})});
+    ctx->saved_data["sinks"] = has_sinks;
+    ctx->save_for_backward({q, k, v, out, lse, sinks});
     ctx->saved_data["shard"] = shard;
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["softcap"] = softcap;
@@ -365,7 +367,9 @@ torch::Tensor RingAttend(const torch::Tensor& q, const torch::Tensor& k, const t
                          const AttentionShape& shape, const ContextParallelShard& cp) {
   TORCH_CHECK(shape.causal, "context parallelism splits causal attention only");
   const double scale = shape.scale > 0 ? shape.scale : 1.0 / std::sqrt(double(q.size(3)));
-  return RingAttention::apply(q, k, v, shape.sinks, Handle(cp), scale, shape.softcap, shape.window);
+  const torch::Tensor sinks =
+      shape.sinks.defined() ? shape.sinks : torch::empty({0}, q.options().dtype(torch::kFloat));
+  return RingAttention::apply(q, k, v, sinks, Handle(cp), scale, shape.softcap, shape.window);
 }
 
 void GatherKeyValues(const torch::Tensor& k, const torch::Tensor& v, const AttentionShape& shape,

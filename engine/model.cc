@@ -110,8 +110,8 @@ class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
 // the weighted sum in backward.
 class CheckpointedAttention : public torch::autograd::Function<CheckpointedAttention> {
  public:
-  // `sinks` is shape->sinks (undefined: none), an input so that its
-  // gradient flows.
+  // `sinks` is shape->sinks, or an empty tensor for none (autograd inputs
+  // must be defined), an input so that its gradient flows.
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& sinks,
                                const AttentionShape* shape, Attention attention) {
@@ -123,8 +123,8 @@ class CheckpointedAttention : public torch::autograd::Function<CheckpointedAtten
     ctx->saved_data["key_positions"] = shape->key_positions;
     ctx->saved_data["attention"] = static_cast<int64_t>(attention);
     SaveAutocast(ctx, q.device().type());
-    ctx->saved_data["sinks"] = sinks.defined();
-    ctx->save_for_backward({q, k, v, sinks.defined() ? sinks : torch::zeros({0})});
+    ctx->saved_data["sinks"] = shape->sinks.defined();
+    ctx->save_for_backward({q, k, v, sinks});
     return Attend(q, k, v, *shape, attention);
   }
 
@@ -368,7 +368,9 @@ torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch
     return Attend(q, all_k, all_v, positioned, local);
   }
   if (options.checkpointing == Checkpointing::kSelective) {
-    return CheckpointedAttention::apply(q, k, v, shape.sinks, &shape, options.attention);
+    return CheckpointedAttention::apply(
+        q, k, v, shape.sinks.defined() ? shape.sinks : torch::empty({0}, q.options()), &shape,
+        options.attention);
   }
   return Attend(q, k, v, shape, options.attention);
 }

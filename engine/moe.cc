@@ -160,14 +160,17 @@ SparseMoeImpl::SparseMoeImpl(const ModelSpec& spec) : num_experts_(spec.num_loca
 torch::Tensor SparseMoeImpl::ClampedSwiGluExpert(int64_t e, const torch::Tensor& rows,
                                                  const torch::Tensor& down_bias,
                                                  const RunOptions& options) {
-  // rows @ gate_up_proj[e] + bias, as transformers' GptOssExperts.
+  // rows @ gate_up_proj[e] + bias, as transformers' GptOssExperts. As a
+  // linear layer's [out, in] weight: a transposed view, made contiguous
+  // for fp8 (its product takes row-major weights).
+  auto as_linear = [&](const torch::Tensor& w) { return options.fp8 ? w.t().contiguous() : w.t(); };
   const torch::Tensor gate_up =
-      LayerLinear(rows, gate_up_proj_[e].t(), gate_up_proj_bias_[e], options);
+      LayerLinear(rows, as_linear(gate_up_proj_[e]), gate_up_proj_bias_[e], options);
   const torch::Tensor gate = gate_up.slice(/*dim=*/-1, 0, c10::nullopt, 2).clamp_max(swiglu_limit_);
   const torch::Tensor up =
       gate_up.slice(/*dim=*/-1, 1, c10::nullopt, 2).clamp(-swiglu_limit_, swiglu_limit_);
   const torch::Tensor glu = gate * torch::sigmoid(gate * swiglu_alpha_);
-  return LayerLinear((up + 1) * glu, down_proj_[e].t(), down_bias[e], options);
+  return LayerLinear((up + 1) * glu, as_linear(down_proj_[e]), down_bias[e], options);
 }
 
 torch::Tensor SparseMoeImpl::RunExperts(const torch::Tensor& rows,
