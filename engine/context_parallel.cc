@@ -160,9 +160,12 @@ torch::Tensor BlockScores(const torch::Tensor& q, const torch::Tensor& keys, dou
 // another rank's block only the visible half is computed (VisiblePart).
 class RingAttention : public torch::autograd::Function<RingAttention> {
  public:
+  // `sinks` [H] (empty: none; autograd inputs must be defined) joins every
+  // row's sum once, after the last block: a column of the softmax whose
+  // value is zero.
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, int64_t shard, double scale, double softcap,
-                               int64_t window) {
+                               const torch::Tensor& v, const torch::Tensor& sinks, int64_t shard,
+                               double scale, double softcap, int64_t window) {
     const ContextParallelShard& cp = *reinterpret_cast<const ContextParallelShard*>(shard);
     const AutocastScope no_autocast(q.device().type(), false, torch::kFloat);
     const int64_t B = q.size(0), H = q.size(1), t = q.size(2), Dv = v.size(3);
@@ -203,9 +206,20 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
       max_rows.copy_(new_max);
       ring.Advance();
     }
+    const bool has_sinks = sinks.numel() > 0;
+    if (has_sinks) {
+      // The sink's term, by the larger of it and the running maximum.
+      const torch::Tensor sink = sinks.to(torch::kFloat).view({1, H, 1}).expand({B, H, t});
+      const torch::Tensor new_max = torch::maximum(row_max, sink);
+      const torch::Tensor carried = (row_max - new_max).exp_();
+      row_sum = row_sum * carried + (sink - new_max).exp();
+      acc = acc * carried.unsqueeze(-1);
+      row_max = new_max;
+    }
     const torch::Tensor out = acc / row_sum.unsqueeze(-1);
     const torch::Tensor lse = row_max + row_sum.log();
-    ctx->save_for_backward({q, k, v, out, lse});
+    ctx->saved_data["sinks"] = has_sinks;
+    ctx->save_for_backward({q, k, v, out, lse, sinks});
     ctx->saved_data["shard"] = shard;
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["softcap"] = softcap;
@@ -271,9 +285,17 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
       d_block = d_next;
     }
     auto [d_k, d_v] = Unpack(d_block, k.sizes(), v.sizes());
-    return {d_q.to(q.scalar_type()), d_k.to(k.scalar_type()), d_v.to(v.scalar_type()),
-            torch::Tensor(),         torch::Tensor(),         torch::Tensor(),
-            torch::Tensor()};
+    torch::Tensor d_sinks;
+    if (ctx->saved_data["sinks"].toBool()) {
+      // The sink's column has value 0: its score's gradient is -p * delta.
+      const torch::Tensor& sinks = saved[5];
+      const torch::Tensor p_sink = (sinks.to(torch::kFloat).view({1, H, 1}) - lse).exp();
+      d_sinks =
+          (-p_sink * delta.squeeze(-1)).sum(std::vector<int64_t>{0, 2}).to(sinks.scalar_type());
+    }
+    return {
+        d_q.to(q.scalar_type()), d_k.to(k.scalar_type()), d_v.to(v.scalar_type()), d_sinks,
+        torch::Tensor(),         torch::Tensor(),         torch::Tensor(),         torch::Tensor()};
   }
 };
 
@@ -345,7 +367,9 @@ torch::Tensor RingAttend(const torch::Tensor& q, const torch::Tensor& k, const t
                          const AttentionShape& shape, const ContextParallelShard& cp) {
   TORCH_CHECK(shape.causal, "context parallelism splits causal attention only");
   const double scale = shape.scale > 0 ? shape.scale : 1.0 / std::sqrt(double(q.size(3)));
-  return RingAttention::apply(q, k, v, Handle(cp), scale, shape.softcap, shape.window);
+  const torch::Tensor sinks =
+      shape.sinks.defined() ? shape.sinks : torch::empty({0}, q.options().dtype(torch::kFloat));
+  return RingAttention::apply(q, k, v, sinks, Handle(cp), scale, shape.softcap, shape.window);
 }
 
 void GatherKeyValues(const torch::Tensor& k, const torch::Tensor& v, const AttentionShape& shape,

@@ -76,7 +76,8 @@ int64_t WholeSequenceLength(const ContextParallelShard* cp, int64_t local_len);
 // p2p: causal attention of this rank's queries q [B, H, t, D] over the whole
 // sequence, given this rank's keys and values k, v [B, H_kv, t, D] (t = T /
 // size), as model.h's Attend computes it on one device with the math kernel
-// (scale, soft-cap, sliding window, grouped-query heads), each block in
+// (scale, soft-cap, sliding window, grouped-query heads, attention sinks
+// counted once per row, not per block), each block in
 // fp32. Returns [B, t, H * D] in q's dtype. REQUIRES: shape.causal, and `cp`
 // splits the sequence.
 torch::Tensor RingAttend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -139,6 +139,8 @@ class DecoderAttentionImpl : public torch::nn::Module {
     if (spec.query_pre_attn_scalar > 0) shape_.scale = 1.0 / std::sqrt(spec.query_pre_attn_scalar);
     shape_.softcap = spec.attn_logit_softcapping;
     shape_.window = spec.SlidingLayer(layer) ? spec.sliding_window : 0;
+    // One per head (this rank's heads under tensor parallelism).
+    if (info.attention_sinks) sinks_ = register_parameter("sinks", torch::empty({heads_}));
   }
 
   // x [B, T, C] (under sequence parallelism this rank's slice of T).
@@ -185,7 +187,9 @@ class DecoderAttentionImpl : public torch::nn::Module {
           {turned * c + RotateHalf(turned) * s, t.narrow(-1, rotary_dim_, head_dim_ - rotary_dim_)},
           /*dim=*/-1);
     };
-    return RowParallelLinear(Attend(rotate(q), rotate(k), v, shape_, options), o_proj_->weight,
+    AttentionShape shape = shape_;
+    shape.sinks = sinks_;
+    return RowParallelLinear(Attend(rotate(q), rotate(k), v, shape, options), o_proj_->weight,
                              o_bias_ ? o_proj_->bias : torch::Tensor(), options);
   }
 
@@ -197,6 +201,7 @@ class DecoderAttentionImpl : public torch::nn::Module {
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, qkv_proj_{nullptr},
       o_proj_{nullptr};
   RmsNorm q_norm_{nullptr}, k_norm_{nullptr};
+  torch::Tensor sinks_;  // undefined without attention sinks
 };
 
 class DecoderMlpImpl : public torch::nn::Module {
@@ -362,8 +367,13 @@ std::vector<torch::Tensor> DecoderImpl::HeadParameters() {
 
 namespace {
 
+// The routed experts' stacked weights [experts, ...] (gpt_oss's biases too).
 bool IsExpertWeight(const std::string& name) {
-  return absl::EndsWith(name, "experts.gate_up_proj") || absl::EndsWith(name, "experts.down_proj");
+  for (const char* suffix : {"experts.gate_up_proj", "experts.down_proj",
+                             "experts.gate_up_proj_bias", "experts.down_proj_bias"}) {
+    if (absl::EndsWith(name, suffix)) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -391,8 +401,29 @@ absl::Status DecoderImpl::ShardTensorParallel(const TensorParallelShard& tp) {
   const int64_t padded_vocab = tp.vocab_per_rank * tp.size;
   const int64_t head = spec().HeadDim();
   const int64_t q_rows = int64_t{spec().n_head} * head, kv_rows = int64_t{spec().n_kv_head} * head;
+  const bool transposed_experts = spec().Info().clamped_swiglu;
   ShardParameters(*this, tp, [&](const std::string& name) {
     auto ends = [&](const char* suffix) { return absl::EndsWith(name, suffix); };
+    // gpt_oss's experts, stored as x @ W: gate_up_proj [E, hidden, 2I] and
+    // its bias [E, 2I] by contiguous column blocks (whole interleaved
+    // gate/up pairs), down_proj [E, I, hidden] by rows; down_proj_bias
+    // replicated (SparseMoe adds it on the first rank).
+    if (transposed_experts) {
+      if (ends("experts.gate_up_proj")) {
+        Split split{Split::kColumns, 1};
+        split.first_dim = 1;
+        return split;
+      }
+      if (ends("experts.gate_up_proj_bias")) return Split{Split::kColumns, 1};
+      if (ends("experts.down_proj")) {
+        Split split{Split::kRows, 1};
+        split.first_dim = 1;
+        return split;
+      }
+      if (ends("experts.down_proj_bias")) return Split{};
+    }
+    // Attention sinks: one per head, with their heads.
+    if (ends("self_attn.sinks")) return Split{Split::kRows, 1};
     // Stacked experts [E, rows, columns]: each split like a dense MLP.
     if (ends("experts.gate_up_proj")) {
       Split split{Split::kRows, 2};

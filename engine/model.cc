@@ -110,9 +110,11 @@ class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
 // the weighted sum in backward.
 class CheckpointedAttention : public torch::autograd::Function<CheckpointedAttention> {
  public:
+  // `sinks` is shape->sinks, or an empty tensor for none (autograd inputs
+  // must be defined), an input so that its gradient flows.
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, const AttentionShape* shape,
-                               Attention attention) {
+                               const torch::Tensor& v, const torch::Tensor& sinks,
+                               const AttentionShape* shape, Attention attention) {
     ctx->saved_data["causal"] = shape->causal;
     ctx->saved_data["scale"] = shape->scale;
     ctx->saved_data["softcap"] = shape->softcap;
@@ -121,15 +123,19 @@ class CheckpointedAttention : public torch::autograd::Function<CheckpointedAtten
     ctx->saved_data["key_positions"] = shape->key_positions;
     ctx->saved_data["attention"] = static_cast<int64_t>(attention);
     SaveAutocast(ctx, q.device().type());
-    ctx->save_for_backward({q, k, v});
+    ctx->saved_data["sinks"] = shape->sinks.defined();
+    ctx->save_for_backward({q, k, v, sinks});
     return Attend(q, k, v, *shape, attention);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     variable_list saved = ctx->get_saved_variables();
+    const bool sinks = ctx->saved_data["sinks"].toBool();
+    if (!sinks) saved.pop_back();
     variable_list inputs;
     for (const torch::Tensor& t : saved) inputs.push_back(t.detach().requires_grad_(true));
     AttentionShape shape;
+    if (sinks) shape.sinks = inputs[3];
     shape.causal = ctx->saved_data["causal"].toBool();
     shape.scale = ctx->saved_data["scale"].toDouble();
     shape.softcap = ctx->saved_data["softcap"].toDouble();
@@ -149,8 +155,9 @@ class CheckpointedAttention : public torch::autograd::Function<CheckpointedAtten
     variable_list grads = torch::autograd::grad({y}, inputs, {grad_outputs[0]},
                                                 /*retain_graph=*/false, /*create_graph=*/false,
                                                 /*allow_unused=*/true);
-    // q, k, v, then nothing for shape and attention.
-    return {grads[0], grads[1], grads[2], torch::Tensor(), torch::Tensor()};
+    // q, k, v, sinks, then nothing for shape and attention.
+    return {grads[0],        grads[1],       grads[2], sinks ? grads[3] : torch::Tensor(),
+            torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -310,6 +317,8 @@ torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch
   if (attention == Attention::kSdpa) {
     TORCH_CHECK(shape.softcap == 0,
                 "attention logit soft-capping needs the math attention kernel (sdpa has none)");
+    TORCH_CHECK(!shape.sinks.defined(),
+                "attention sinks need the math attention kernel (sdpa has none)");
     const std::optional<double> scale =
         shape.scale > 0 ? std::optional<double>(shape.scale) : std::nullopt;
     y = at::scaled_dot_product_attention(q, keys, values,
@@ -327,7 +336,19 @@ torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch
           torch::ones({T, T}, q.options().dtype(torch::kBool)).triu(/*diagonal=*/1);
       scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
     }
-    y = scores.softmax(/*dim=*/-1, torch::kFloat).to(q.scalar_type()).matmul(values);
+    if (shape.sinks.defined()) {
+      // One more column per query, its head's sink, in the softmax and then
+      // dropped (transformers' GPT-OSS eager attention).
+      const torch::Tensor sink_column =
+          shape.sinks.to(scores.scalar_type()).view({1, H, 1, 1}).expand({B, H, T, 1});
+      y = torch::cat({scores, sink_column}, /*dim=*/-1)
+              .softmax(/*dim=*/-1, torch::kFloat)
+              .narrow(-1, 0, T_k)
+              .to(q.scalar_type())
+              .matmul(values);
+    } else {
+      y = scores.softmax(/*dim=*/-1, torch::kFloat).to(q.scalar_type()).matmul(values);
+    }
   }
   return y.transpose(1, 2).reshape({B, T, H * v.size(3)});
 }
@@ -347,7 +368,9 @@ torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch
     return Attend(q, all_k, all_v, positioned, local);
   }
   if (options.checkpointing == Checkpointing::kSelective) {
-    return CheckpointedAttention::apply(q, k, v, &shape, options.attention);
+    return CheckpointedAttention::apply(
+        q, k, v, shape.sinks.defined() ? shape.sinks : torch::empty({0}, q.options()), &shape,
+        options.attention);
   }
   return Attend(q, k, v, shape, options.attention);
 }

@@ -233,6 +233,11 @@ struct AttentionShape {
   // 0 .. T - 1 nor in order (context parallelism's shares of a sequence);
   // the mask compares them. Undefined: both are 0 .. T - 1.
   torch::Tensor query_positions, key_positions;
+  // When defined: attention sinks, one logit per query head [H] (gpt_oss).
+  // Each query's softmax takes exp(sinks[h]) as one more term of its sum
+  // (a column of the scores whose value is zero), so its weights over the
+  // keys sum to less than 1. Gradients reach it. Only kMath computes it.
+  torch::Tensor sinks;
 };
 
 // Scaled dot-product attention of q, k [B, H(_kv), T(_k), D] with v [B,
@@ -243,8 +248,9 @@ struct AttentionShape {
 // it out as transformers' eager attention does (scores in q's dtype, then
 // the soft-cap, the mask, softmax in fp32); kSdpa calls
 // at::scaled_dot_product_attention (a boolean mask for a sliding window).
-// Returns [B, T, H * Dv]. REQUIRES: shape.softcap == 0 for kSdpa (the search
-// space's "attention_kernel" rule); otherwise throws c10::Error.
+// Returns [B, T, H * Dv]. REQUIRES: shape.softcap == 0 and no shape.sinks
+// for kSdpa (the search space's "attention_kernel" rule); otherwise throws
+// c10::Error.
 torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      const AttentionShape& shape, Attention attention);
 

@@ -75,13 +75,22 @@ MoeRouterImpl::MoeRouterImpl(const ModelSpec& spec)
       top_groups_(spec.topk_group),
       scaling_(spec.routed_scaling_factor) {
   weight_ = register_parameter("weight", torch::empty({spec.num_local_experts, spec.n_embd}));
+  if (kind_ == MoeRouter::kTopKSoftmax) {
+    bias_ = register_parameter("bias", torch::zeros({spec.num_local_experts}));
+  }
   if (kind_ == MoeRouter::kGroupedSigmoid) {
     score_bias_ =
         register_buffer("e_score_correction_bias", torch::zeros({spec.num_local_experts}));
   }
 }
 
-MoeRouting MoeRouterImpl::Route(const torch::Tensor& flat, const torch::Tensor& weight) const {
+MoeRouting MoeRouterImpl::Route(const torch::Tensor& flat, const torch::Tensor& weight,
+                                const torch::Tensor& bias) const {
+  if (kind_ == MoeRouter::kTopKSoftmax) {
+    const torch::Tensor logits = at::linear(flat, weight, bias);
+    auto [top_logits, top_experts] = logits.topk(top_k_, /*dim=*/-1);  // [N, k]
+    return {top_logits.softmax(/*dim=*/-1).to(torch::kFloat), top_experts, logits};
+  }
   if (kind_ == MoeRouter::kSoftmax) {
     const torch::Tensor logits = at::linear(flat, weight);
     const torch::Tensor probs = logits.to(torch::kFloat).softmax(/*dim=*/-1);
@@ -113,13 +122,28 @@ MoeRouting MoeRouterImpl::Route(const torch::Tensor& flat, const torch::Tensor& 
 }
 
 SparseMoeImpl::SparseMoeImpl(const ModelSpec& spec) : num_experts_(spec.num_local_experts) {
-  const int64_t width = spec.ExpertWidth();
-  gate_ = register_module("gate", std::make_shared<MoeRouterImpl>(spec));
+  const int64_t width = spec.ExpertWidth(), hidden = spec.n_embd;
+  const bool gpt_oss = spec.Info().clamped_swiglu;
+  gate_ = register_module(spec.Info().router == MoeRouter::kTopKSoftmax ? "router" : "gate",
+                          std::make_shared<MoeRouterImpl>(spec));
   auto experts = register_module("experts", std::make_shared<torch::nn::Module>());
-  gate_up_proj_ = experts->register_parameter("gate_up_proj",
-                                              torch::empty({num_experts_, 2 * width, spec.n_embd}));
-  down_proj_ =
-      experts->register_parameter("down_proj", torch::empty({num_experts_, spec.n_embd, width}));
+  if (gpt_oss) {
+    gate_up_proj_ = experts->register_parameter("gate_up_proj",
+                                                torch::empty({num_experts_, hidden, 2 * width}));
+    gate_up_proj_bias_ =
+        experts->register_parameter("gate_up_proj_bias", torch::zeros({num_experts_, 2 * width}));
+    down_proj_ =
+        experts->register_parameter("down_proj", torch::empty({num_experts_, width, hidden}));
+    down_proj_bias_ =
+        experts->register_parameter("down_proj_bias", torch::zeros({num_experts_, hidden}));
+    swiglu_alpha_ = spec.swiglu_alpha;
+    swiglu_limit_ = spec.swiglu_limit;
+  } else {
+    gate_up_proj_ = experts->register_parameter("gate_up_proj",
+                                                torch::empty({num_experts_, 2 * width, hidden}));
+    down_proj_ =
+        experts->register_parameter("down_proj", torch::empty({num_experts_, hidden, width}));
+  }
   if (spec.Info().shared_experts) {
     const int64_t shared = width * spec.n_shared_experts;
     auto module = register_module("shared_experts", std::make_shared<torch::nn::Module>());
@@ -133,14 +157,41 @@ SparseMoeImpl::SparseMoeImpl(const ModelSpec& spec) : num_experts_(spec.num_loca
   }
 }
 
+torch::Tensor SparseMoeImpl::ClampedSwiGluExpert(int64_t e, const torch::Tensor& rows,
+                                                 const torch::Tensor& down_bias,
+                                                 const RunOptions& options) {
+  // rows @ gate_up_proj[e] + bias, as transformers' GptOssExperts. As a
+  // linear layer's [out, in] weight: a transposed view, made contiguous
+  // for fp8 (its product takes row-major weights).
+  auto as_linear = [&](const torch::Tensor& w) { return options.fp8 ? w.t().contiguous() : w.t(); };
+  const torch::Tensor gate_up =
+      LayerLinear(rows, as_linear(gate_up_proj_[e]), gate_up_proj_bias_[e], options);
+  const torch::Tensor gate = gate_up.slice(/*dim=*/-1, 0, c10::nullopt, 2).clamp_max(swiglu_limit_);
+  const torch::Tensor up =
+      gate_up.slice(/*dim=*/-1, 1, c10::nullopt, 2).clamp(-swiglu_limit_, swiglu_limit_);
+  const torch::Tensor glu = gate * torch::sigmoid(gate * swiglu_alpha_);
+  return LayerLinear((up + 1) * glu, as_linear(down_proj_[e]), down_bias[e], options);
+}
+
 torch::Tensor SparseMoeImpl::RunExperts(const torch::Tensor& rows,
                                         const std::vector<int64_t>& counts,
                                         const RunOptions& options) {
   std::vector<torch::Tensor> outputs;
+  // gpt_oss: down_proj_bias once over the tensor-parallel group's partial
+  // sums (the first rank's), its gradient summed over the group.
+  torch::Tensor down_bias;
+  if (down_proj_bias_.defined()) {
+    down_bias = WeightSharedAcrossRanks(down_proj_bias_, options.tp);
+    if (options.tp != nullptr && options.tp->rank != 0) down_bias = down_bias * 0;
+  }
   int64_t start = 0;
   for (size_t e = 0; e < counts.size(); ++e) {
     const torch::Tensor mine = rows.narrow(0, start, counts[e]);
     start += counts[e];
+    if (down_bias.defined()) {
+      outputs.push_back(ClampedSwiGluExpert(static_cast<int64_t>(e), mine, down_bias, options));
+      continue;
+    }
     const std::vector<torch::Tensor> gate_up =
         LayerLinear(mine, gate_up_proj_[e], torch::Tensor(), options).chunk(2, /*dim=*/-1);
     outputs.push_back(
@@ -155,7 +206,9 @@ torch::Tensor SparseMoeImpl::Forward(const torch::Tensor& x, const RunOptions& o
   const torch::Tensor input = ColumnParallelInput(x, options.tp);
   const torch::Tensor flat = input.reshape({-1, input.size(-1)});
   const MoeRouting routing =
-      gate_->Route(flat, WeightSharedAcrossRanks(gate_->weight(), options.tp));
+      gate_->Route(flat, WeightSharedAcrossRanks(gate_->weight(), options.tp),
+                   gate_->bias().defined() ? WeightSharedAcrossRanks(gate_->bias(), options.tp)
+                                           : torch::Tensor());
   const int64_t k = routing.experts.size(1);
 
   // The (token, slot) assignments sorted by expert (stable: each expert's

@@ -31,6 +31,18 @@
 // transformers: loaded, not trained) and "<mlp>.shared_experts.gate_proj",
 // ".up_proj", ".down_proj" (n_shared_experts x intermediate wide, no bias).
 //
+// gpt_oss (the row's kTopKSoftmax router and clamped_swiglu experts) has
+// its own names and layout, transformers' GptOssMLP's: the router
+// "<mlp>.router.weight" [experts, hidden] and ".bias" [experts];
+// "<mlp>.experts.gate_up_proj" [experts, hidden, 2 * intermediate] (gate
+// and up interleaved: gate the even columns, up the odd) with
+// ".gate_up_proj_bias" [experts, 2 * intermediate],
+// "<mlp>.experts.down_proj" [experts, intermediate, hidden] with
+// ".down_proj_bias" [experts, hidden]. Under tensor parallelism each rank
+// takes a contiguous block of gate_up_proj's columns (whole gate/up pairs)
+// and of down_proj's rows; down_proj_bias is added by the group's first
+// rank only, inside the partial sums, its gradient summed over the group.
+//
 // Methods throw c10::Error like any LibTorch code.
 #ifndef AUTOACCEL_ENGINE_MOE_H_
 #define AUTOACCEL_ENGINE_MOE_H_
@@ -70,6 +82,9 @@ struct MoeRouting {
 //   kSoftmax (mixtral, qwen3_moe): softmax over all experts in fp32, the top
 //     num_experts_per_tok kept, renormalised to sum to 1 when
 //     norm_topk_prob;
+//   kTopKSoftmax (gpt_oss): logits x W^T + b (the router has a bias), the
+//     top num_experts_per_tok of them, a softmax over those k in the
+//     logits' dtype;
 //   kGroupedSigmoid (deepseek_v3): scores sigmoid(x W^T) in fp32; experts
 //     ranked by score + e_score_correction_bias, only within the topk_group
 //     of n_group groups whose two best ranks sum highest; the chosen
@@ -78,11 +93,14 @@ struct MoeRouting {
 class MoeRouterImpl : public torch::nn::Module {
  public:
   explicit MoeRouterImpl(const ModelSpec& spec);
-  // flat [N, hidden] -> the routing of the N tokens. `weight` is the
-  // router's weight as the caller uses it (the module's own, or the same
-  // tensor passed through an autograd function).
-  MoeRouting Route(const torch::Tensor& flat, const torch::Tensor& weight) const;
+  // flat [N, hidden] -> the routing of the N tokens. `weight` and `bias`
+  // are the router's as the caller uses them (the module's own, or the same
+  // tensors passed through an autograd function); `bias` only for
+  // kTopKSoftmax.
+  MoeRouting Route(const torch::Tensor& flat, const torch::Tensor& weight,
+                   const torch::Tensor& bias = {}) const;
   const torch::Tensor& weight() const { return weight_; }
+  const torch::Tensor& bias() const { return bias_; }  // undefined but for kTopKSoftmax
 
  private:
   MoeRouter kind_;
@@ -91,6 +109,7 @@ class MoeRouterImpl : public torch::nn::Module {
   int64_t groups_, top_groups_;
   double scaling_;
   torch::Tensor weight_;
+  torch::Tensor bias_;        // kTopKSoftmax
   torch::Tensor score_bias_;  // kGroupedSigmoid: e_score_correction_bias
 };
 
@@ -108,9 +127,18 @@ class SparseMoeImpl : public torch::nn::Module {
   torch::Tensor RunExperts(const torch::Tensor& rows, const std::vector<int64_t>& counts,
                            const RunOptions& options);
 
+  // gpt_oss's expert `e` on `rows`: biases and clamped SwiGLU.
+  // `down_bias` is down_proj_bias as the caller uses it (zeros on all but
+  // the tensor-parallel group's first rank).
+  torch::Tensor ClampedSwiGluExpert(int64_t e, const torch::Tensor& rows,
+                                    const torch::Tensor& down_bias, const RunOptions& options);
+
   int64_t num_experts_;
   std::shared_ptr<MoeRouterImpl> gate_;
   torch::Tensor gate_up_proj_, down_proj_;  // this rank's experts (and slices)
+  // gpt_oss (clamped_swiglu): the experts' biases; the SwiGLU's gain and clamp.
+  torch::Tensor gate_up_proj_bias_, down_proj_bias_;
+  double swiglu_alpha_ = 0, swiglu_limit_ = 0;
   // deepseek_v3's shared experts ("shared_experts.gate_proj", ...); null
   // for the others.
   torch::nn::Linear shared_gate_proj_{nullptr}, shared_up_proj_{nullptr},

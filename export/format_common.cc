@@ -51,7 +51,17 @@ std::vector<ArchitectureRow> UnwrittenModelRows(const ModelSpec& m,
                      m.v_head_dim),
         attention_built, "multi-head latent attention");
   }
+  if (info.attention_sinks) {
+    row("attention_sinks", "one learned logit per head in each softmax", attention_built,
+        "GPT-OSS's attention sinks");
+  }
   if (!info.experts) return rows;
+  if (info.clamped_swiglu) {
+    row("expert_activation",
+        absl::StrCat("clamped SwiGLU (alpha ", m.swiglu_alpha, ", limit ", m.swiglu_limit,
+                     "), expert biases"),
+        experts_built, "GPT-OSS's clamped SwiGLU experts and their biases");
+  }
   if (info.moe_width) {
     row("expert_width", absl::StrCat(m.ExpertWidth()), experts_built,
         absl::StrCat("the experts' own width (the dense layers' is ", m.n_inner, ")"));
@@ -66,6 +76,9 @@ std::vector<ArchitectureRow> UnwrittenModelRows(const ModelSpec& m,
                      " groups, scaled by ", m.routed_scaling_factor,
                      m.norm_topk_prob ? ", renormalised" : ""),
         experts_built, "DeepSeek-V3's grouped sigmoid router");
+  } else if (info.router == MoeRouter::kTopKSoftmax) {
+    row("router", "biased logits, top-k, softmax over the k", experts_built,
+        "GPT-OSS's router (its bias, softmax after the top-k)");
   } else if (!m.norm_topk_prob) {
     row("router", "softmax top-k, not renormalised", experts_built,
         "top-k weights left as the softmax gave them");

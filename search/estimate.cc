@@ -42,7 +42,7 @@ SpaceRequest SpaceFor(const EstimateRequest& r) {
   // activation memory, slower) and fp16 (bf16's memory, plus loss scaling).
   // tests/estimate_test.cc checks the answer against the whole space's.
   space.optimizers = {Optimizer::kFusedAdamW};
-  space.attentions = {r.model.attn_logit_softcapping > 0 ? Attention::kMath : Attention::kSdpa};
+  space.attentions = {r.model.SdpaComputes() ? Attention::kSdpa : Attention::kMath};
   const PeakTflops& peak = r.device.spec.peak;
   if (!r.precisions.empty()) {
     space.precisions = r.precisions;

@@ -124,15 +124,20 @@ ModelParts Parts(const ModelSpec& m, int seq_len) {
     p.replicated_layer_elements = 6 * h;
   } else {
     // Replicated under tensor parallelism: the norms (and the router, the
-    // per-head q/k norms, the o and down projections' biases).
+    // per-head q/k norms, the o and down projections' biases; gpt_oss's
+    // router bias and experts' down_proj_bias).
     const ModelFamilyInfo& info = m.Info();
     const int norms = info.sandwich_norm ? 4 : 2;
+    const bool router_bias = info.router == MoeRouter::kTopKSoftmax;
     p.embedding_params = V * h;
     p.replicated_layer_tensors = norms + (info.experts ? 1 : 0) + (info.qk_norm ? 2 : 0) +
-                                 (m.attention_bias ? 1 : 0) + (m.mlp_bias ? 1 : 0);
+                                 (m.attention_bias ? 1 : 0) + (m.mlp_bias ? 1 : 0) +
+                                 (router_bias ? 1 : 0) + (info.clamped_swiglu ? 1 : 0);
     p.replicated_layer_elements = norms * h + (info.experts ? h * m.num_local_experts : 0) +
                                   (info.qk_norm ? 2.0 * m.HeadDim() : 0) +
-                                  (m.attention_bias ? h : 0) + (m.mlp_bias ? h : 0);
+                                  (m.attention_bias ? h : 0) + (m.mlp_bias ? h : 0) +
+                                  (router_bias ? m.num_local_experts : 0) +
+                                  (info.clamped_swiglu ? double(h) * m.num_local_experts : 0);
     p.replicated_last_tensors = 1;
     p.replicated_last_elements = h;
   }

@@ -157,17 +157,22 @@ absl::Status CheckParallelFamily(const TrainingSetup& r, const Strategy& s) {
       *parallel, " (allowed: tensor_parallel 1, pipeline_parallel 1)"));
 }
 
-// What the model's attention needs of the kernel: soft-capped scores are
-// computed by the math kernel only (scaled_dot_product_attention has no
-// soft-capping; transformers refuses SDPA for gemma2 as well).
+// What the model's attention needs of the kernel: soft-capped scores and
+// attention sinks are computed by the math kernel only
+// (scaled_dot_product_attention has neither a soft-cap nor an extra softmax
+// column; transformers refuses SDPA for gemma2 and gpt_oss as well).
 absl::Status CheckAttentionKernel(const TrainingSetup& r, const Strategy& s) {
-  if (s.attention == Attention::kSdpa && r.model.attn_logit_softcapping > 0) {
+  if (s.attention != Attention::kSdpa || r.model.SdpaComputes()) return absl::OkStatus();
+  if (r.model.attn_logit_softcapping > 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "strategy.attention: ", r.model.family,
         " soft-caps its attention scores (attn_logit_softcapping ", r.model.attn_logit_softcapping,
         "), which the sdpa kernel cannot do (allowed: math)"));
   }
-  return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("strategy.attention: ", r.model.family,
+                   " adds attention sinks (self_attn.sinks) to its softmax, which the sdpa kernel "
+                   "cannot do (allowed: math)"));
 }
 
 absl::Status CheckTensorParallelModel(const TrainingSetup& r, const Strategy& s) {

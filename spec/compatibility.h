@@ -90,8 +90,9 @@ struct CompatibilityRule {
 //                         parallel only, with any sharding); not for a
 //                         launcher's trials;
 //   "attention_kernel"    sdpa only for a model that does not soft-cap its
-//                         attention scores (attn_logit_softcapping, gemma2):
-//                         the fused kernel cannot;
+//                         attention scores (attn_logit_softcapping, gemma2)
+//                         nor has attention sinks (gpt_oss): the fused
+//                         kernel cannot (ModelSpec::SdpaComputes);
 //   "tensor_parallel_model" tensor_parallel divides the attention heads
 //                         (n_head), the key-value heads (n_kv_head, llama
 //                         and mixtral), the expert width (ExpertWidth(),

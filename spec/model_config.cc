@@ -331,8 +331,18 @@ absl::Status ReadRopeType(const nlohmann::json& config, const nlohmann::json& ro
 absl::Status ReadRope(const nlohmann::json& config, const ModelFamilyInfo& family, ModelSpec* m) {
   RETURN_IF_ERROR(Positive(config, "rope_theta", &m->rope_theta));
   RETURN_IF_ERROR(Positive(config, "partial_rotary_factor", &m->partial_rotary_factor));
+  // A family whose config class fills in rope_parameters when the config
+  // has none (GptOssConfig's YaRN) reads that instead.
+  nlohmann::json default_rope;
+  if (family.default_rope != nullptr && Find(config, "rope_scaling") == nullptr &&
+      Find(config, "rope_parameters") == nullptr) {
+    default_rope = nlohmann::json::parse(family.default_rope);
+  }
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     const nlohmann::json* rope = Find(config, key);
+    if (rope == nullptr && key == std::string("rope_parameters") && !default_rope.is_null()) {
+      rope = &default_rope;
+    }
     if (rope == nullptr) continue;
     if (!rope->is_object()) return FieldError(key, "expected an object");
     for (const char* name : {"rope_theta", "partial_rotary_factor"}) {
@@ -541,6 +551,12 @@ absl::Status ReadExperts(const nlohmann::json& config, const ModelFamilyInfo& fa
     RETURN_IF_ERROR(Int(config, "topk_group", &m->topk_group, false));
     RETURN_IF_ERROR(Positive(config, "routed_scaling_factor", &m->routed_scaling_factor));
   }
+  if (family.clamped_swiglu) {
+    m->swiglu_alpha = family.swiglu_alpha_default;
+    m->swiglu_limit = family.swiglu_limit_default;
+    RETURN_IF_ERROR(Positive(config, "swiglu_alpha", &m->swiglu_alpha));
+    RETURN_IF_ERROR(Positive(config, "swiglu_limit", &m->swiglu_limit));
+  }
   if (family.shared_experts) {
     m->n_shared_experts = 1;
     RETURN_IF_ERROR(Int(config, "n_shared_experts", &m->n_shared_experts, false));
@@ -595,8 +611,10 @@ absl::Status ReadDecoder(const nlohmann::json& config, const ModelFamilyInfo& fa
   if (m->hidden_act == "gelu_new" || (family.gemma_norm && m->hidden_act == "gelu")) {
     m->hidden_act = "gelu_pytorch_tanh";
   }
-  if (family.attention_bias_key)
+  if (family.attention_bias_key) {
+    m->attention_bias = family.attention_bias_default;
     RETURN_IF_ERROR(Bool(config, "attention_bias", &m->attention_bias));
+  }
   if (family.mlp_bias_key) RETURN_IF_ERROR(Bool(config, "mlp_bias", &m->mlp_bias));
   if (family.bidirectional_key) {
     RETURN_IF_ERROR(NotTrue(config, "use_bidirectional_attention", family.name));
@@ -702,6 +720,10 @@ nlohmann::json ModelSpec::ToConfigJson() const {
         j["routed_scaling_factor"] = routed_scaling_factor;
       }
       if (info.shared_experts) j["n_shared_experts"] = n_shared_experts;
+      if (info.clamped_swiglu) {
+        j["swiglu_alpha"] = swiglu_alpha;
+        j["swiglu_limit"] = swiglu_limit;
+      }
     }
     if (info.latent_attention) {
       j["q_lora_rank"] = q_lora_rank > 0 ? nlohmann::json(q_lora_rank) : nlohmann::json();
@@ -720,7 +742,7 @@ nlohmann::json ModelSpec::ToConfigJson() const {
       j["head_dim"] = HeadDim();
     }
     if (hidden_act != info.activation_default) j[info.activation_key] = hidden_act;
-    if (attention_bias) j["attention_bias"] = true;
+    if (attention_bias != info.attention_bias_default) j["attention_bias"] = attention_bias;
     if (mlp_bias) j["mlp_bias"] = true;
     if (const RopeType* t = FindRopeType(rope_type); t != nullptr && rope_type != "default") {
       // The type's keys (kRopeTypes), the attention factor resolved.
@@ -749,6 +771,9 @@ nlohmann::json ModelSpec::ToConfigJson() const {
         rope["long_factor"] = rope_long_factor;
       }
       j["rope_parameters"] = rope;
+    } else if (info.default_rope != nullptr) {
+      // Without it the family's own default rope would be read back.
+      j["rope_parameters"] = nlohmann::json{{"rope_type", "default"}};
     }
     if (partial_rotary_factor != 1.0) j["partial_rotary_factor"] = partial_rotary_factor;
     std::vector<std::string> types = layer_types;

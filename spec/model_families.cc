@@ -98,6 +98,25 @@ const ModelFamilyInfo kModelFamilies[] = {
         .SharedExperts()
         .LatentAttention()
         .Parallel(),
+    // GPT-OSS: attention sinks, alternating sliding (window 128) and full
+    // layers, q/k/v/o biases by default, YaRN by default; experts on every
+    // layer with a biased top-k-then-softmax router and clamped SwiGLU.
+    Decoder("gpt_oss", "GptOss")
+        .Eps(1e-5)
+        .Theta(150000.0)
+        .KvHeads(8)
+        .HeadDim(64)
+        .AttentionBiasKey(/*default_value=*/true)
+        .DefaultRope(R"({"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,)"
+                     R"( "beta_slow": 1.0, "truncate": false,)"
+                     R"( "original_max_position_embeddings": 4096})")
+        .Sinks()
+        .Experts()
+        .Router(MoeRouter::kTopKSoftmax)
+        .ClampedSwiGlu(1.702, 7.0)
+        .RouterAuxLoss(0.001)
+        .Sliding(SlidingLayers::kLayerTypes, 128)
+        .Parallel(),
     Family("torchscript", Network::kTorchScript, ""),
 };
 
@@ -155,6 +174,7 @@ std::vector<std::string> DecoderFeatureKeys(const ModelFamilyInfo& f) {
     if (f.experts_key != absl::string_view("num_local_experts")) keys.push_back(f.experts_key);
   }
   if (f.moe_width) keys.push_back("moe_intermediate_size");
+  if (f.clamped_swiglu) keys.insert(keys.end(), {"swiglu_alpha", "swiglu_limit"});
   if (f.norm_topk_key) keys.push_back("norm_topk_prob");
   if (f.router == MoeRouter::kGroupedSigmoid) {
     keys.insert(keys.end(), {"n_group", "topk_group", "routed_scaling_factor"});

@@ -55,6 +55,10 @@ enum class MoeRouter {
   // highest two-best sums; the chosen scores renormalised when
   // norm_topk_prob, times routed_scaling_factor (deepseek_v3).
   kGroupedSigmoid,
+  // GPT-OSS's: a linear layer with a bias ("router": weight and bias); the
+  // top num_experts_per_tok of its logits, then a softmax over those k
+  // alone (gpt_oss).
+  kTopKSoftmax,
 };
 
 // Which layers of a mixture-of-experts decoder have a dense MLP (width
@@ -82,10 +86,11 @@ struct ModelFamilyInfo {
   const char* activation_default = "silu";
 
   // kDecoder features.
-  bool qkv_bias = false;            // q, k, v projections always have biases (qwen2)
-  bool attention_bias_key = false;  // reads attention_bias: biases on q, k, v and o
-  bool mlp_bias_key = false;        // reads mlp_bias: biases on gate, up and down
-  bool qk_norm = false;             // RMSNorm over each head's q and k (q_norm, k_norm)
+  bool qkv_bias = false;                // q, k, v projections always have biases (qwen2)
+  bool attention_bias_key = false;      // reads attention_bias: biases on q, k, v and o
+  bool attention_bias_default = false;  // attention_bias absent (gpt_oss: true)
+  bool mlp_bias_key = false;            // reads mlp_bias: biases on gate, up and down
+  bool qk_norm = false;                 // RMSNorm over each head's q and k (q_norm, k_norm)
   // Gemma's conventions: RMSNorm scales by (1 + weight) in fp32 (weights
   // initialised to 0); the token embedding is multiplied by sqrt(hidden_size);
   // "gelu" means the tanh approximation.
@@ -97,6 +102,21 @@ struct ModelFamilyInfo {
   bool soft_capping = false;
   double attn_softcap_default = 0, final_softcap_default = 0, query_scalar_default = 0;
   bool partial_rotary = false;  // partial_rotary_factor (phi3)
+  // The rope_parameters of a config that has neither rope_parameters nor
+  // rope_scaling (JSON; null: the default rope). GptOssConfig's YaRN.
+  const char* default_rope = nullptr;
+  // Attention sinks: a learned logit per head ("self_attn.sinks" [heads])
+  // joins each query's scores as one more column of the softmax and is then
+  // dropped, so a query's weights sum to less than 1 (gpt_oss).
+  bool attention_sinks = false;
+  // GPT-OSS's experts: biases on both projections, gate and up interleaved
+  // in one [experts, hidden, 2 * width] weight (gate the even columns, up
+  // the odd), down [experts, width, hidden], and the clamped SwiGLU
+  // (up.clamp(-limit, limit) + 1) * g * sigmoid(alpha * g), g =
+  // gate.clamp(max=limit); swiglu_alpha and swiglu_limit with these
+  // defaults (gpt_oss).
+  bool clamped_swiglu = false;
+  double swiglu_alpha_default = 0, swiglu_limit_default = 0;
   // Phi3Config's rope rules, when > 0: rope types default and longrope only
   // ("yarn" is read as longrope, as transformers does), and longrope's
   // pretraining length is the top-level original_max_position_embeddings
@@ -151,7 +171,9 @@ struct ModelFamilyInfo {
     return Set(&F::activation_key, key).Set(&F::activation_default, value);
   }
   constexpr F QkvBias() const { return Set(&F::qkv_bias, true); }
-  constexpr F AttentionBiasKey() const { return Set(&F::attention_bias_key, true); }
+  constexpr F AttentionBiasKey(bool default_value = false) const {
+    return Set(&F::attention_bias_key, true).Set(&F::attention_bias_default, default_value);
+  }
   constexpr F MlpBiasKey() const { return Set(&F::mlp_bias_key, true); }
   constexpr F QkNorm() const { return Set(&F::qk_norm, true); }
   constexpr F GemmaNorm() const {
@@ -168,6 +190,15 @@ struct ModelFamilyInfo {
   constexpr F PartialRotary() const { return Set(&F::partial_rotary, true); }
   constexpr F Phi3Rope(int original_max_default) const {
     return Set(&F::phi3_rope_original_max, original_max_default);
+  }
+  constexpr F DefaultRope(const char* rope_parameters_json) const {
+    return Set(&F::default_rope, rope_parameters_json);
+  }
+  constexpr F Sinks() const { return Set(&F::attention_sinks, true); }
+  constexpr F ClampedSwiGlu(double alpha, double limit) const {
+    return Set(&F::clamped_swiglu, true)
+        .Set(&F::swiglu_alpha_default, alpha)
+        .Set(&F::swiglu_limit_default, limit);
   }
   constexpr F Experts() const { return Set(&F::experts, true); }
   constexpr F ExpertsKey(const char* key) const { return Set(&F::experts_key, key); }

@@ -100,6 +100,11 @@ bool ModelSpec::SlidingLayer(int layer) const {
          layer_types[layer] == "sliding_attention";
 }
 
+bool ModelSpec::SdpaComputes() const {
+  const ModelFamilyInfo* f = FindModelFamily(family);
+  return attn_logit_softcapping <= 0 && (f == nullptr || !f->attention_sinks);
+}
+
 absl::string_view ModelSpec::MaxPositionsKey() const {
   return family == "gpt2" ? "n_positions" : "max_position_embeddings";
 }
@@ -234,6 +239,14 @@ absl::Status ValidateExperts(const ModelSpec& m, const ModelFamilyInfo& f) {
       return FieldError("routed_scaling_factor", "expected a positive number");
     }
   }
+  if (f.clamped_swiglu) {
+    for (const auto& [key, value] :
+         {std::pair{"swiglu_alpha", m.swiglu_alpha}, std::pair{"swiglu_limit", m.swiglu_limit}}) {
+      if (!(value > 0) || !std::isfinite(value)) {
+        return FieldError(key, absl::StrCat("expected a positive number, got ", value));
+      }
+    }
+  }
   if (f.shared_experts && m.n_shared_experts <= 0) {
     return FieldError("n_shared_experts",
                       absl::StrCat("expected a positive integer, got ", m.n_shared_experts));
@@ -334,6 +347,8 @@ absl::Status ModelSpec::Validate() const {
                              (n_group != 0 || topk_group != 0 || routed_scaling_factor != 1.0),
                          "n_group"));
   RETURN_IF_ERROR(absent(!f->shared_experts && n_shared_experts != 0, "n_shared_experts"));
+  RETURN_IF_ERROR(
+      absent(!f->clamped_swiglu && (swiglu_alpha != 0 || swiglu_limit != 0), "swiglu_limit"));
   RETURN_IF_ERROR(absent(
       !f->latent_attention &&
           (q_lora_rank != 0 || kv_lora_rank != 0 || qk_nope_head_dim != 0 ||
@@ -420,6 +435,7 @@ int64_t DecoderAttentionParameters(const ModelSpec& m, bool matmul_only) {
   if (info.qkv_bias || m.attention_bias) n += q_width + 2 * kv_width;
   if (m.attention_bias) n += d;  // o
   if (info.qk_norm) n += 2 * head;
+  if (info.attention_sinks) n += heads;
   return n;
 }
 
@@ -431,9 +447,15 @@ int64_t DecoderMlpParameters(const ModelSpec& m, int layer, bool matmul_only, bo
     const int64_t f = m.n_inner;
     return 3 * d * f + (m.mlp_bias && !matmul_only ? 2 * f + d : 0);  // gate, up, down
   }
+  const ModelFamilyInfo& info = m.Info();
   const int64_t experts = active ? m.num_experts_per_tok : m.num_local_experts;
   const int64_t expert = 3 * d * m.ExpertWidth();
-  return d * m.num_local_experts + experts * expert + int64_t{m.n_shared_experts} * expert;
+  int64_t n = d * m.num_local_experts + experts * expert + int64_t{m.n_shared_experts} * expert;
+  if (matmul_only) return n;
+  // gpt_oss: the router's bias, each expert's gate/up and down biases.
+  if (info.router == MoeRouter::kTopKSoftmax) n += m.num_local_experts;
+  if (info.clamped_swiglu) n += experts * (2 * int64_t{m.ExpertWidth()} + d);
+  return n;
 }
 
 // A decoder's parameters (`active`: a token's, see ActiveParameterCount).
@@ -479,7 +501,9 @@ int64_t ModelSpec::ExpertParameterCount() const {
   if (!IsDecoder() || !Info().experts) return 0;
   int64_t n = 0;
   for (int layer = 0; layer < n_layer; ++layer) {
-    if (ExpertLayer(layer)) n += int64_t{num_local_experts} * 3 * n_embd * ExpertWidth();
+    if (!ExpertLayer(layer)) continue;
+    n += int64_t{num_local_experts} * 3 * n_embd * ExpertWidth();
+    if (Info().clamped_swiglu) n += int64_t{num_local_experts} * (2 * ExpertWidth() + n_embd);
   }
   return n;
 }

@@ -45,9 +45,9 @@ absl::StatusOr<const ModelFamilyInfo*> ParseModelFamily(absl::string_view name);
 //   layer_norm_epsilon  layer_norm_epsilon   rms_norm_eps              layer_norm_eps
 //
 // The decoders (Network::kDecoder: llama, mistral, mixtral, qwen2, qwen3,
-// phi3, gemma, gemma2, qwen3_moe, deepseek_v3) are one network whose differences are the features
-// of their family's row (model_families.h) and the fields below. No family has dropout: the trial
-// runner measures training speed, and configs' dropout probabilities are ignored.
+// phi3, gemma, gemma2, qwen3_moe, deepseek_v3, gpt_oss) are one network whose differences are the
+// features of their family's row (model_families.h) and the fields below. No family has dropout:
+// the trial runner measures training speed, and configs' dropout probabilities are ignored.
 struct ModelSpec {
   std::string family;  // a name KnownModelFamilies() lists
   int n_layer = 0;
@@ -151,6 +151,10 @@ struct ModelSpec {
   int topk_group = 0;
   double routed_scaling_factor = 1.0;
   int n_shared_experts = 0;
+  // gpt_oss's clamped SwiGLU experts (the row's clamped_swiglu): the
+  // sigmoid's gain and the clamp; 0 for every other family.
+  double swiglu_alpha = 0;
+  double swiglu_limit = 0;
   // deepseek_v3: multi-head latent attention (engine/latent_attention.h).
   // Queries from q_proj, or through a q_lora_rank bottleneck (0: none);
   // keys and values from a shared kv_lora_rank latent; per head,
@@ -211,6 +215,10 @@ struct ModelSpec {
     return qk_rope_head_dim > 0 ? qk_nope_head_dim + qk_rope_head_dim : HeadDim();
   }
   int VHeadDim() const { return v_head_dim > 0 ? v_head_dim : HeadDim(); }
+  // Whether the sdpa attention kernel computes this model's attention: not
+  // with soft-capped scores (gemma2) nor attention sinks (gpt_oss), which
+  // only the math kernel computes (the "attention_kernel" rule).
+  bool SdpaComputes() const;
   // Mixture-of-experts decoders: whether layer `layer` has experts (not one
   // of dense_mlp_layers); false for every other family.
   bool ExpertLayer(int layer) const;
@@ -239,7 +247,8 @@ struct ModelSpec {
   int64_t ParameterCount() const;
   // The part of ParameterCount() in routed experts (what expert parallelism
   // spreads over ranks): num_local_experts SwiGLU MLPs of ExpertWidth() per
-  // expert layer (not the shared experts); 0 for a model without experts.
+  // expert layer (not the shared experts; with their biases, gpt_oss); 0
+  // for a model without experts.
   int64_t ExpertParameterCount() const;
   // The parameters one token's forward uses: ParameterCount() less the
   // experts it is not routed to (num_local_experts - num_experts_per_tok
@@ -293,7 +302,7 @@ uint64_t Fnv1a64(absl::string_view bytes, uint64_t hash = kFnv1a64Offset);
 
 // Lists the families this build understands, in table order (gpt2, llama,
 // bert, mixtral, mistral, qwen2, qwen3, phi3, gemma, gemma2, qwen3_moe,
-// deepseek_v3, torchscript).
+// deepseek_v3, gpt_oss, torchscript).
 const std::vector<std::string>& KnownModelFamilies();
 
 // Parses a Hugging Face style config.json text for `family`.

@@ -17,7 +17,7 @@
 namespace autoaccel::model_spec_internal {
 
 inline constexpr char kOtherArchitectures[] =
-    "for another Hugging Face architecture (GPT-OSS, Llama 4, ...) tune your own "
+    "for another Hugging Face architecture (Llama 4, Falcon, ...) tune your own "
     "training script with --launcher (docs/LAUNCHERS.md; examples/hf_trainer is a Hugging Face "
     "Trainer script to start from); a traced module that takes token ids can run as --model "
     "torchscript";

@@ -359,7 +359,20 @@ INSTANTIATE_TEST_SUITE_P(
         ExpertCase{1, 1, 1, 2, 1, Sharding::kNone, false, Checkpointing::kFull, "mixtral", 0.3},
         ExpertCase{1, 1, 1, 2, 2, Sharding::kNone, false, Checkpointing::kNone, "mixtral", 0.3},
         ExpertCase{1, 1, 1, 2, 1, Sharding::kNone, false, Checkpointing::kNone, "mixtral", 0.3, 4,
-                   2}),
+                   2},
+        // gpt_oss: expert biases sharded with their experts, the biased
+        // router, attention sinks; data parallel with fsdp; its auxiliary
+        // loss; heads, sinks and expert columns over tensor-parallel ranks
+        // (down_proj_bias added once); pipeline stages.
+        ExpertCase{2, 2, 1, 1, 1, Sharding::kNone, false, Checkpointing::kNone, "gpt_oss"},
+        ExpertCase{4, 4, 1, 1, 1, Sharding::kFsdp, false, Checkpointing::kFull, "gpt_oss"},
+        ExpertCase{1, 2, 1, 1, 1, Sharding::kFsdp, false, Checkpointing::kNone, "gpt_oss"},
+        ExpertCase{2, 2, 1, 1, 1, Sharding::kNone, false, Checkpointing::kNone, "gpt_oss", 0.3},
+        ExpertCase{1, 1, 2, 1, 1, Sharding::kNone, false, Checkpointing::kNone, "gpt_oss"},
+        ExpertCase{1, 1, 2, 1, 1, Sharding::kNone, true, Checkpointing::kSelective, "gpt_oss"},
+        ExpertCase{2, 2, 2, 1, 1, Sharding::kNone, true, Checkpointing::kNone, "gpt_oss"},
+        ExpertCase{1, 2, 1, 2, 1, Sharding::kZero1, false, Checkpointing::kNone, "gpt_oss"},
+        ExpertCase{1, 2, 1, 2, 1, Sharding::kZero1, false, Checkpointing::kNone, "gpt_oss", 0.3}),
     [](const ::testing::TestParamInfo<ExpertCase>& info) {
       const ExpertCase& c = info.param;
       return absl::StrCat(
@@ -425,7 +438,11 @@ INSTANTIATE_TEST_SUITE_P(
         ContextCase{"qwen3_moe", 2, kP2p}, ContextCase{"qwen3_moe", 4, kAllGather},
         // deepseek_v3's latent attention: keys of 8 + 4 dimensions, values of 6.
         ContextCase{"deepseek_v3", 2, kP2p}, ContextCase{"deepseek_v3", 4, kAllGather},
-        ContextCase{"gpt2", 2, kP2p}, ContextCase{"gpt2", 4, kAllGather},
+        // gpt_oss's attention sinks: in the ring's sums once per query, not
+        // per block.
+        ContextCase{"gpt_oss", 2, kP2p}, ContextCase{"gpt_oss", 4, kP2p},
+        ContextCase{"gpt_oss", 4, kAllGather}, ContextCase{"gpt2", 2, kP2p},
+        ContextCase{"gpt2", 4, kAllGather},
         // With the other layouts: data parallelism sharded over dp x cp,
         // tensor and sequence parallelism inside each share, pipeline stages,
         // checkpointing and the fused kernel.

@@ -57,7 +57,8 @@ class FamilyTest : public ::testing::TestWithParam<std::string> {};
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyTest,
                          ::testing::Values("llama", "mixtral", "bert", "mistral", "qwen2", "qwen3",
-                                           "phi3", "gemma", "gemma2", "qwen3_moe", "deepseek_v3"),
+                                           "phi3", "gemma", "gemma2", "qwen3_moe", "deepseek_v3",
+                                           "gpt_oss"),
                          [](const auto& info) { return info.param; });
 
 // What sets each decoder's parameters apart: name -> shape (tiny models:
@@ -103,6 +104,18 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> FamilyParameters(
             {"model.layers.1.mlp.shared_experts.up_proj.weight", {32, 32}},
             {"model.layers.1.mlp.shared_experts.down_proj.weight", {32, 32}}};
   }
+  if (family == "gpt_oss") {  // sinks and biases; the router's bias; experts stored x @ W
+    return {{layer + "self_attn.sinks", {4}},
+            {layer + "self_attn.q_proj.bias", {32}},
+            {layer + "self_attn.o_proj.bias", {32}},
+            {layer + "mlp.router.weight", {4, 32}},
+            {layer + "mlp.router.bias", {4}},
+            {layer + "mlp.experts.gate_up_proj", {4, 32, 128}},
+            {layer + "mlp.experts.gate_up_proj_bias", {4, 128}},
+            {layer + "mlp.experts.down_proj", {4, 64, 32}},
+            {layer + "mlp.experts.down_proj_bias", {4, 32}},
+            {"lm_head.weight", {96, 32}}};
+  }
   if (family == "gemma" || family == "gemma2") {
     std::vector<std::pair<std::string, std::vector<int64_t>>> p = {
         {layer + "self_attn.q_proj.weight", {48, 32}}, {layer + "mlp.gate_proj.weight", {64, 32}}};
@@ -126,6 +139,7 @@ std::vector<std::string> AbsentParameters(const std::string& family) {
             layer + "pre_feedforward_layernorm.weight"};
   if (family == "qwen3_moe")
     return {layer + "mlp.gate.weight", "model.layers.1.mlp.up_proj.weight"};
+  if (family == "gpt_oss") return {layer + "mlp.gate.weight", layer + "mlp.up_proj.weight"};
   if (family == "deepseek_v3") {  // the correction bias is a buffer, as in transformers
     return {layer + "self_attn.q_proj.weight", layer + "self_attn.k_proj.weight",
             "model.layers.1.mlp.gate.e_score_correction_bias"};
@@ -221,7 +235,7 @@ TEST_P(FamilyTest, DecodersAreCausalAndBertIsBidirectional) {
   torch::Tensor changed = tokens.clone();
   changed[0][12] = (tokens[0][12].item<int64_t>() + 1) % 96;
   for (Attention attention : {Attention::kMath, Attention::kSdpa}) {
-    if (attention == Attention::kSdpa && model->spec().attn_logit_softcapping > 0) continue;
+    if (attention == Attention::kSdpa && !model->spec().SdpaComputes()) continue;
     const RunOptions options{attention, Checkpointing::kNone};
     const torch::Tensor a = model->Forward(tokens, options), b = model->Forward(changed, options);
     const double before = MaxAbsDiff(a.narrow(1, 0, 12), b.narrow(1, 0, 12));
@@ -260,6 +274,15 @@ TEST_P(FamilyTest, MathAndSdpaAttentionAgree) {
                 AllOf(HasSubstr("strategy.attention"), HasSubstr("attn_logit_softcapping")));
     // ... and the rest of gemma2 (window, scale, final cap) agrees.
     math.model.attn_logit_softcapping = sdpa.model.attn_logit_softcapping = 0;
+  }
+  if (!math.model.SdpaComputes()) {
+    // gpt_oss's attention sinks: sdpa is refused rather than run without
+    // them (the math kernel's sinks are checked against transformers by
+    // tests/reference/check.py).
+    const TrialResult refused = RunTrial(sdpa);
+    EXPECT_EQ(refused.status, TrialStatus::kFailed);
+    EXPECT_THAT(refused.error, AllOf(HasSubstr("strategy.attention"), HasSubstr("sinks")));
+    return;
   }
   auto a = MakeTrainer(math), b = MakeTrainer(sdpa);
   ASSERT_TRUE(a && b);

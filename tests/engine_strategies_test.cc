@@ -234,7 +234,9 @@ TEST(Fp8Test, TheTransformerLayersLinearLayersRunInFp8AndTheHeadInBf16) {
                         // 4 attention + 2 per expert (all 4 of each layer get tokens here).
                         Case{"mixtral", 2 * (4 + 2 * 4), 1 + 2},
                         // latent attention 5 each, dense MLP 3, shared experts 3, 8 experts 2 each.
-                        Case{"deepseek_v3", 2 * 5 + 3 + 3 + 8 * 2, 1 + 1}}) {
+                        Case{"deepseek_v3", 2 * 5 + 3 + 3 + 8 * 2, 1 + 1},
+                        // gpt_oss's experts (stored x @ W) and biased routers.
+                        Case{"gpt_oss", 2 * (4 + 2 * 4), 1 + 2}}) {
     TrialSpec spec = TinySpec(c.family);
     spec.strategy.precision = Precision::kFp8;
     auto t = MakeTrainer(spec);

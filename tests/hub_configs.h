@@ -252,6 +252,53 @@ inline constexpr absl::string_view kDeepSeekV3Config = R"({
 })";
 inline constexpr int64_t kDeepSeekV3Parameters = 671026404352;  // card: 671B, 37B active
 
+// openai/gpt-oss-20b's config.json, written here from the published values
+// (not fetched: no network), its mxfp4 quantization_config left out (the
+// experts' storage format, not the architecture). Its num_parameters()
+// under transformers 5.23 (meta device) matches the model card's 21B
+// (3.6B active).
+inline constexpr absl::string_view kGptOss20bConfig = R"({
+  "architectures": ["GptOssForCausalLM"],
+  "attention_bias": true,
+  "attention_dropout": 0.0,
+  "eos_token_id": 200002,
+  "experts_per_token": 4,
+  "head_dim": 64,
+  "hidden_act": "silu",
+  "hidden_size": 2880,
+  "initial_context_length": 4096,
+  "initializer_range": 0.02,
+  "intermediate_size": 2880,
+  "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention",
+                  "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+                  "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+                  "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+                  "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+                  "sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+  "max_position_embeddings": 131072,
+  "model_type": "gpt_oss",
+  "num_attention_heads": 64,
+  "num_experts_per_tok": 4,
+  "num_hidden_layers": 24,
+  "num_key_value_heads": 8,
+  "num_local_experts": 32,
+  "output_router_logits": false,
+  "pad_token_id": 199999,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                   "original_max_position_embeddings": 4096, "rope_type": "yarn",
+                   "truncate": false},
+  "rope_theta": 150000,
+  "router_aux_loss_coef": 0.9,
+  "sliding_window": 128,
+  "swiglu_limit": 7.0,
+  "tie_word_embeddings": false,
+  "transformers_version": "4.55.0.dev0",
+  "use_cache": true,
+  "vocab_size": 201088
+})";
+inline constexpr int64_t kGptOss20bParameters = 20914757184;  // card: 21B, 3.6B active
+
 }  // namespace autoaccel
 
 #endif  // AUTOACCEL_TESTS_HUB_CONFIGS_H_

@@ -69,7 +69,7 @@ TEST(ModelConfig, ErrorsNameTheField) {
 TEST(ModelConfig, KnownFamilies) {
   EXPECT_THAT(KnownModelFamilies(),
               ElementsAre("gpt2", "llama", "bert", "mixtral", "mistral", "qwen2", "qwen3", "phi3",
-                          "gemma", "gemma2", "qwen3_moe", "deepseek_v3", "torchscript"));
+                          "gemma", "gemma2", "qwen3_moe", "deepseek_v3", "gpt_oss", "torchscript"));
   for (const std::string& name : KnownModelFamilies()) {
     absl::StatusOr<const ModelFamilyInfo*> f = ParseModelFamily(name);
     ASSERT_TRUE(f.ok()) << f.status();
@@ -80,7 +80,7 @@ TEST(ModelConfig, KnownFamilies) {
               InvalidArgument(AllOf(HasSubstr("'t5'"),
                                     HasSubstr("gpt2, llama, bert, mixtral, mistral, qwen2, qwen3, "
                                               "phi3, gemma, gemma2, qwen3_moe, deepseek_v3, "
-                                              "torchscript"),
+                                              "gpt_oss, torchscript"),
                                     HasSubstr("--launcher"), HasSubstr("examples/hf_trainer"),
                                     HasSubstr("--model torchscript"))));
 }
@@ -893,6 +893,88 @@ TEST(ModelConfig, MoeFamiliesCountParametersAsTransformersAndTheModelCards) {
   // Dense models use every parameter.
   const ModelSpec llama = Parsed("llama", kLlama2_7bConfig);
   EXPECT_EQ(llama.ActiveParameterCount(), llama.ParameterCount());
+}
+
+constexpr absl::string_view kTinyGptOss = R"({"model_type": "gpt_oss", "hidden_size": 32,
+  "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
+  "num_key_value_heads": 2, "head_dim": 12, "num_local_experts": 4, "num_experts_per_tok": 2,
+  "vocab_size": 96, "max_position_embeddings": 32})";
+
+TEST(ModelConfig, GptOssTakesGptOssConfigsDefaults) {
+  const ModelSpec m = Parsed("gpt_oss", kTinyGptOss);
+  // GptOssConfig's YaRN when the config has no rope_parameters.
+  EXPECT_EQ(m.rope_type, "yarn");
+  EXPECT_DOUBLE_EQ(m.rope_theta, 150000.0);
+  EXPECT_DOUBLE_EQ(m.rope_factor, 32.0);
+  EXPECT_EQ(m.rope_original_max_positions, 4096);
+  EXPECT_DOUBLE_EQ(m.rope_beta_fast, 32.0);
+  EXPECT_DOUBLE_EQ(m.rope_beta_slow, 1.0);
+  EXPECT_FALSE(m.rope_truncate);
+  EXPECT_NEAR(m.rope_attention_factor, 0.1 * std::log(32.0) + 1, 1e-12);
+  EXPECT_TRUE(m.attention_bias);
+  EXPECT_DOUBLE_EQ(m.swiglu_alpha, 1.702);
+  EXPECT_DOUBLE_EQ(m.swiglu_limit, 7.0);
+  EXPECT_DOUBLE_EQ(m.layer_norm_epsilon, 1e-5);
+  EXPECT_EQ(m.sliding_window, 128);
+  EXPECT_THAT(m.layer_types, ElementsAre("sliding_attention", "full_attention"));
+  EXPECT_EQ(m.router_aux_loss_coef, 0);
+  EXPECT_DOUBLE_EQ(
+      Parsed("gpt_oss", Edited(kTinyGptOss, {{"output_router_logits", true}})).router_aux_loss_coef,
+      0.001);
+  // A rope given is read as given (the default type too).
+  EXPECT_EQ(
+      Parsed("gpt_oss", Edited(kTinyGptOss, {{"rope_parameters", {{"rope_type", "default"}}}}))
+          .rope_type,
+      "default");
+  // The normalized config reads back to the same spec, rope and biases
+  // included, whichever way they differ from the defaults.
+  for (const std::string& config :
+       {std::string(kTinyGptOss),
+        Edited(kTinyGptOss, {{"attention_bias", false},
+                             {"swiglu_limit", 3.0},
+                             {"rope_parameters", {{"rope_type", "default"}}}})}) {
+    const ModelSpec spec = Parsed("gpt_oss", config);
+    const ModelSpec back = Parsed("gpt_oss", spec.ToConfigJson().dump());
+    EXPECT_EQ(back.ToConfigJson(), spec.ToConfigJson());
+    EXPECT_EQ(back.rope_type, spec.rope_type);
+    EXPECT_EQ(back.attention_bias, spec.attention_bias);
+    EXPECT_EQ(back.swiglu_limit, spec.swiglu_limit);
+  }
+  // Attention sinks need the math kernel.
+  EXPECT_FALSE(m.SdpaComputes());
+  EXPECT_TRUE(Parsed("llama", kLlama2_7bConfig).SdpaComputes());
+  // Keys of other families' networks are refused; swiglu_limit is gpt_oss's.
+  EXPECT_THAT(ParseModelConfig("gpt_oss", Edited(kTinyGptOss, {{"norm_topk_prob", true}})).status(),
+              InvalidArgument(HasSubstr("norm_topk_prob")));
+  EXPECT_THAT(
+      ParseModelConfig("mixtral", Edited(kMixtral8x7bConfig, {{"swiglu_limit", 7.0}})).status(),
+      InvalidArgument(AllOf(HasSubstr("swiglu_limit"), HasSubstr("gpt_oss"))));
+  EXPECT_THAT(ParseModelConfig("gpt_oss", Edited(kTinyGptOss, {{"swiglu_alpha", 0}})).status(),
+              InvalidArgument(HasSubstr("swiglu_alpha")));
+}
+
+TEST(ModelConfig, GptOssCountsParametersAsTransformers) {
+  // num_parameters() of GptOssForCausalLM from the same configs
+  // (transformers 5.23): sinks, the router's bias and the experts' biases
+  // included.
+  EXPECT_EQ(Parsed("gpt_oss", kTinyGptOss).ParameterCount(), 28848);
+  EXPECT_EQ(Parsed("gpt_oss", Edited(kTinyGptOss, {{"attention_bias", false}})).ParameterCount(),
+            28592);
+  const ModelSpec m = Parsed("gpt_oss", kGptOss20bConfig);
+  EXPECT_EQ(m.ParameterCount(), kGptOss20bParameters);
+  // The card's 3.61B active parameters leave out the token embedding (a
+  // lookup), which ActiveParameterCount() counts.
+  EXPECT_NEAR((m.ActiveParameterCount() - 201088.0 * 2880) / 3.61e9, 1.0, 0.01);
+  EXPECT_DOUBLE_EQ(m.router_aux_loss_coef, 0);  // output_router_logits false
+  EXPECT_EQ(m.rope_type, "yarn");               // rope_scaling, transformers 4's spelling
+  // Matrix products: the active parameters less the embedding, norms,
+  // biases, sinks and the router's bias.
+  const double d = 2880, layers = 24, experts = 32;
+  const double attention_biases = 64 * 64 + 2 * 8 * 64 + d;
+  const double expert_biases = 4 * (2 * 2880 + d);
+  const double outside = layers * (2 * d + attention_biases + 64 + experts + expert_biases) + d;
+  EXPECT_NEAR(m.TrainingFlopsPerToken(1) / 6, m.ActiveParameterCount() - 201088.0 * d - outside,
+              1e-4 * 3.6e9);
 }
 
 TEST(ModelConfig, MoeFamiliesCountTheFlopsOfTheExpertsATokenUses) {

@@ -66,6 +66,15 @@ inline ModelSpec TinyModelSpec(const std::string& family) {
     m.routed_scaling_factor = 2.5;
     m.n_shared_experts = 2;
   }
+  if (family == "gpt_oss") {  // sinks, q/k/v/o biases; layer 0 slides; 4 biased experts, top 2
+    m.attention_bias = true;
+    m.sliding_window = 6;
+    m.layer_types = {"sliding_attention", "full_attention"};
+    m.num_local_experts = 4;
+    m.num_experts_per_tok = 2;
+    m.swiglu_alpha = 1.702;
+    m.swiglu_limit = 7.0;
+  }
   if (family == "mistral") m.sliding_window = 6;  // shorter than the tests' 16 tokens
   if (family == "qwen3") m.head_dim = 12;         // (qk-norm: the family's)
   if (family == "phi3") m.partial_rotary_factor = 0.5;

@@ -1,6 +1,6 @@
 # Correctness against a reference nobody here wrote: the engine's GPT-2,
 # BERT and Llama-style decoders (llama, mixtral, mistral, qwen2, qwen3, phi3,
-# gemma, gemma2, qwen3_moe, deepseek_v3) against Hugging Face transformers
+# gemma, gemma2, qwen3_moe, deepseek_v3, gpt_oss) against Hugging Face transformers
 # (config only, random weights, no download), compared through
 # autoaccel-reference. Needs torch and transformers in AUTOACCEL_PYTHON
 # (scripts/setup installs both); ~75 s on two cores.

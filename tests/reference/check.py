@@ -5,7 +5,8 @@ For tiny GPT-2, Llama (grouped-query and multi-query/tied variants,
 Llama 3.1 rope scaling with biases, YaRN, dynamic NTK), Mixtral (with and
 without the auxiliary load-balancing loss), Mistral,
 Qwen2, Qwen3, Phi-3 (and its LongRoPE, long and short factors),
-Gemma, Gemma 2, Qwen3-MoE (with and without the auxiliary loss), DeepSeek-V3 and BERT configs made by transformers' own config classes,
+Gemma, Gemma 2, Qwen3-MoE (with and without the auxiliary loss), DeepSeek-V3,
+GPT-OSS (attention sinks, with and without the auxiliary loss) and BERT configs made by transformers' own config classes,
 builds the transformers model from the config alone (random
 weights, nothing downloaded), in fp32 with eager attention and no dropout,
 then scales its weights up so that every part of the network visibly moves
@@ -27,12 +28,13 @@ ModelSpec::ParameterCount() computes it and as the built module has it.
 
 Each configuration runs with math attention and no checkpointing, and with
 SDPA and full activation checkpointing (RUNS lists the exceptions: Gemma 2's
-soft-capped attention runs on the math kernel only). Negative controls must fail,
+soft-capped attention and GPT-OSS's attention sinks run on the math kernel
+only, as transformers refuses SDPA for both). Negative controls must fail,
 so the comparison is shown to be able to fail: one weight perturbed by 1e-3
 before it goes to C++, and for the sliding window, the attention soft-cap and
 each rope scaling the engine given the config without the feature
-(FEATURE_CONTROLS), and DeepSeek-V3's router correction biases zeroed
-(BUFFER_CONTROLS).
+(FEATURE_CONTROLS), and DeepSeek-V3's router correction biases and GPT-OSS's
+attention sinks zeroed (ZERO_CONTROLS).
 
 usage: check.py --runner PATH/autoaccel-reference [--workdir DIR] [--verbose]
 Exit status 0 when everything agrees, 1 otherwise.
@@ -73,6 +75,10 @@ RUNS = {
     "gemma2": (("math", "none"), ("math", "full")),
     "gemma2-sdpa": (("sdpa", "selective"),),
     "mistral": (("math", "selective"), ("sdpa", "full")),
+    # Attention sinks: math only (the attention_kernel rule); selective
+    # recomputation differentiates the sinks through the checkpointed core.
+    "gpt-oss": (("math", "none"), ("math", "selective")),
+    "gpt-oss-aux": (("math", "none"), ("math", "full")),
 }
 
 # Phi-3 128k-style rope (longrope) for a head of 8 with half of it rotary:
@@ -127,10 +133,16 @@ FEATURE_CONTROLS = {
                     ("rope_parameters", {**DEEPSEEK_YARN, "mscale_all_dim": 0.0,
                                          "attention_factor": DEEPSEEK_YARN_ATTENTION_FACTOR})],
     "deepseek-v3-noq": [("norm_topk_prob", True)],
+    # The clamp (1.5 here, so that it bites; 7 is the default) and the
+    # sigmoid's gain of the experts' SwiGLU; the sliding window of layer 0.
+    "gpt-oss": [("swiglu_limit", 7.0), ("swiglu_alpha", 1.0),
+                ("layer_types", ["full_attention", "full_attention"])],
+    "gpt-oss-aux": [("output_router_logits", False)],
 }
 
-# Buffers that must matter: the case run with them zeroed has to fail.
-BUFFER_CONTROLS = {"deepseek-v3": "e_score_correction_bias"}
+# Buffers or parameters that must matter: the case run with those whose
+# name ends so zeroed has to fail.
+ZERO_CONTROLS = {"deepseek-v3": "e_score_correction_bias", "gpt-oss": "self_attn.sinks"}
 
 # GPT-2's Conv1D layers store [in, out]; the engine uses nn.Linear's [out, in].
 GPT2_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
@@ -291,6 +303,24 @@ def configs():
                                        rope_parameters={"rope_type": "default",
                                                         "rope_theta": 100.0},
                                        **llama_sizes)),
+        # Attention sinks; layer 0 slides (window 6 < the 16 tokens), layer 1
+        # attends to everything; GptOssConfig's default YaRN; q/k/v/o biases;
+        # 4 experts of 16 (top 2 of the biased router's logits, then the
+        # softmax), clamped SwiGLU with a limit low enough to clamp.
+        ("gpt-oss", "gpt_oss", transformers.GptOssForCausalLM,
+         transformers.GptOssConfig(num_key_value_heads=2, head_dim=12, num_local_experts=4,
+                                   num_experts_per_tok=2, sliding_window=6, swiglu_limit=1.5,
+                                   **dict(llama_sizes, intermediate_size=16))),
+        # The auxiliary load-balancing loss (router logits with the router's
+        # bias); no attention biases, a default rope, every layer full,
+        # top 3 of 4 experts.
+        ("gpt-oss-aux", "gpt_oss", transformers.GptOssForCausalLM,
+         transformers.GptOssConfig(num_key_value_heads=1, head_dim=8, num_local_experts=4,
+                                   num_experts_per_tok=3, attention_bias=False,
+                                   layer_types=["full_attention"] * 2,
+                                   rope_parameters={"rope_type": "default", "rope_theta": 100.0},
+                                   output_router_logits=True, router_aux_loss_coef=0.3,
+                                   **dict(llama_sizes, intermediate_size=16))),
         ("bert", "bert", transformers.BertForMaskedLM,
          transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                  intermediate_size=64, vocab_size=VOCAB,
@@ -365,13 +395,16 @@ def hf_reference(family, model, inputs, target):
 
 def export_weights(family, model, path, perturb=None, zero_buffers=None):
     """Parameters and persistent buffers by engine name; `perturb` (a name)
-    off by 1e-3, buffers whose name ends in `zero_buffers` zeroed."""
+    off by 1e-3, buffers and parameters whose name ends in `zero_buffers`
+    zeroed."""
     tensors = {}
     for name, p in model.named_parameters():
         ename, transpose = engine_name(family, name)
         t = (p.t() if transpose else p).detach().contiguous().clone()
         if ename == perturb:
             t.view(-1)[0] += 1e-3
+        if zero_buffers and name.endswith(zero_buffers):
+            t = torch.zeros_like(t)
         tensors[ename] = t
     persistent = model.state_dict().keys()
     for name, b in model.named_buffers():
@@ -491,9 +524,10 @@ def main():
                 print(f"{tag:<16} {'control':<15} {'':>7} perturbed {perturbed} by 1e-3: "
                       f"{'detected' if noticed else 'NOT DETECTED'}")
                 ok &= noticed
-            if tag in BUFFER_CONTROLS:
-                # Negative control: the buffers zeroed must be noticed.
-                zeroed = BUFFER_CONTROLS[tag]
+            if tag in ZERO_CONTROLS:
+                # Negative control: the buffers or parameters zeroed must be
+                # noticed.
+                zeroed = ZERO_CONTROLS[tag]
                 export_weights(family, model, os.path.join(workdir, f"{tag}.zeroed.safetensors"),
                                zero_buffers=zeroed)
                 [(got, _)] = run_engine(args.runner, family, workdir, tag, [("math", "none")],
