@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/autograd_pointers.h"
 #include "engine/model.h"
 
 namespace autoaccel {
@@ -166,7 +167,7 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& sinks, int64_t shard,
                                double scale, double softcap, int64_t window) {
-    const ContextParallelShard& cp = *reinterpret_cast<const ContextParallelShard*>(shard);
+    const ContextParallelShard& cp = *FromPointerHandle<const ContextParallelShard>(shard);
     const AutocastScope no_autocast(q.device().type(), false, torch::kFloat);
     const int64_t B = q.size(0), H = q.size(1), t = q.size(2), Dv = v.size(3);
     const torch::Tensor q32 = q.to(torch::kFloat);
@@ -228,8 +229,7 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    const ContextParallelShard& cp =
-        *reinterpret_cast<const ContextParallelShard*>(ctx->saved_data["shard"].toInt());
+    const ContextParallelShard& cp = *SavedPointer<const ContextParallelShard>(ctx, "shard");
     const double scale = ctx->saved_data["scale"].toDouble();
     const double softcap = ctx->saved_data["softcap"].toDouble();
     const int64_t window = ctx->saved_data["window"].toInt();
@@ -323,16 +323,15 @@ class GatherBlocks : public torch::autograd::Function<GatherBlocks> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t shard) {
     ctx->saved_data["shard"] = shard;
-    return GatheredBlocks(*reinterpret_cast<const ContextParallelShard*>(shard), x);
+    return GatheredBlocks(*FromPointerHandle<const ContextParallelShard>(shard), x);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    const auto* cp =
-        reinterpret_cast<const ContextParallelShard*>(ctx->saved_data["shard"].toInt());
+    const auto* cp = SavedPointer<const ContextParallelShard>(ctx, "shard");
     return {ScatteredBlockSum(*cp, grad[0]), torch::Tensor()};
   }
 };
 
-int64_t Handle(const ContextParallelShard& cp) { return reinterpret_cast<int64_t>(&cp); }
+int64_t Handle(const ContextParallelShard& cp) { return PointerHandle(&cp); }
 
 }  // namespace
 

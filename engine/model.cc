@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "engine/autograd_pointers.h"
 #include "engine/context_parallel.h"
 #include "engine/fp8_linear.h"
 #include "engine/router_loss.h"
@@ -72,7 +73,7 @@ class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
                                const RunOptions* options, const torch::Tensor& x,
                                torch::TensorList params) {
     (void)params;  // inputs only so that their gradients flow
-    ctx->saved_data["block"] = reinterpret_cast<int64_t>(block);
+    SavePointer(ctx, "block", block);
     const RunOptions inner = InnerOptions(*options);
     ctx->saved_data["options"] =
         c10::IValue::make_capsule(c10::make_intrusive<SavedRunOptions>(inner));
@@ -82,7 +83,7 @@ class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    auto* block = reinterpret_cast<CheckpointableBlock*>(ctx->saved_data["block"].toInt());
+    auto* block = SavedPointer<CheckpointableBlock>(ctx, "block");
     const RunOptions options =
         c10::static_intrusive_pointer_cast<SavedRunOptions>(ctx->saved_data["options"].toCapsule())
             ->options;
@@ -163,12 +164,8 @@ class CheckpointedAttention : public torch::autograd::Function<CheckpointedAtten
 
 }  // namespace
 
-TrainableModel::TrainableModel(const ModelSpec& spec) : spec_(spec) {
-  if (spec.router_aux_loss_coef > 0) {
-    router_loss_ = std::make_unique<RouterLoss>(spec.num_local_experts, spec.num_experts_per_tok,
-                                                spec.router_aux_loss_coef);
-  }
-}
+TrainableModel::TrainableModel(const ModelSpec& spec)
+    : spec_(spec), router_loss_(RouterLoss::For(spec)) {}
 
 TrainableModel::~TrainableModel() = default;
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/autograd_pointers.h"
 #include "engine/router_loss.h"
 #include "engine/tensor_parallel.h"
 
@@ -19,10 +20,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-Group* GroupOf(AutogradContext* ctx) {
-  return reinterpret_cast<Group*>(ctx->saved_data["group"].toInt());
-}
-
 // Rows of x [sum(send), ...] to the group's ranks (send[r] rows to rank r),
 // receiving recv[r] rows from each; backward sends the gradients back the
 // same way.
@@ -30,15 +27,15 @@ class ExchangeRows : public torch::autograd::Function<ExchangeRows> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, Group* group,
                                const std::vector<int64_t>& send, const std::vector<int64_t>& recv) {
-    ctx->saved_data["group"] = reinterpret_cast<int64_t>(group);
+    SavePointer(ctx, "group", group);
     ctx->saved_data["send"] = send;
     ctx->saved_data["recv"] = recv;
     return Exchange(x, group, send, recv);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    return {Exchange(grad_outputs[0], GroupOf(ctx), ctx->saved_data["recv"].toIntVector(),
-                     ctx->saved_data["send"].toIntVector()),
+    return {Exchange(grad_outputs[0], SavedPointer<Group>(ctx, "group"),
+                     ctx->saved_data["recv"].toIntVector(), ctx->saved_data["send"].toIntVector()),
             torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 

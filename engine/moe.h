@@ -70,8 +70,9 @@ struct ExpertParallelShard {
 struct MoeRouting {
   torch::Tensor weights;  // [N, k] fp32: each chosen expert's share of the output
   torch::Tensor experts;  // [N, k] int64: the chosen experts, distinct per token
-  // kSoftmax: the router's logits [N, E] in the input's dtype (what the
-  // auxiliary load-balancing loss reads); undefined for kGroupedSigmoid.
+  // kSoftmax, kTopKSoftmax: the router's logits [N, E] in the input's dtype
+  // (what the auxiliary load-balancing loss reads); undefined for
+  // kGroupedSigmoid.
   torch::Tensor logits;
 };
 

@@ -105,12 +105,10 @@ double PipelineStage::RunStep(const std::vector<torch::Tensor>& inputs,
   inputs_.assign(options_.virtual_stages, std::vector<torch::Tensor>(micro_batches_));
   outputs_ = inputs_;
   router_losses_.clear();
-  const ModelSpec& spec = model_->spec();
-  if (spec.router_aux_loss_coef > 0) {
-    for (int i = 0; i < micro_batches_; ++i) {
-      router_losses_.push_back(std::make_unique<RouterLoss>(
-          spec.num_local_experts, spec.num_experts_per_tok, spec.router_aux_loss_coef));
-    }
+  for (int i = 0; i < micro_batches_; ++i) {
+    std::unique_ptr<RouterLoss> router_loss = RouterLoss::For(model_->spec());
+    if (router_loss == nullptr) break;
+    router_losses_.push_back(std::move(router_loss));
   }
   const std::vector<PipelineOp> order =
       PipelineOrder(options_.schedule, stages_, options_.virtual_stages, stage_, micro_batches_);

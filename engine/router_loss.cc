@@ -2,8 +2,10 @@
 
 #include <torch/autograd.h>
 
+#include <memory>
 #include <tuple>
 
+#include "engine/autograd_pointers.h"
 #include "engine/context_parallel.h"
 #include "engine/distributed.h"
 #include "engine/model.h"
@@ -15,10 +17,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-RouterLoss* OwnerOf(AutogradContext* ctx) {
-  return reinterpret_cast<RouterLoss*>(ctx->saved_data["owner"].toInt());
-}
-
 }  // namespace
 
 // output, probability sums [E] -> output; backward adds the loss's gradient
@@ -27,12 +25,12 @@ class RouterLoss::Inject : public torch::autograd::Function<Inject> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& output,
                                const torch::Tensor& /*prob_sums*/, RouterLoss* owner) {
-    ctx->saved_data["owner"] = reinterpret_cast<int64_t>(owner);
+    SavePointer(ctx, "owner", owner);
     return output;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    return {grad_outputs[0], OwnerOf(ctx)->Gradient(), torch::Tensor()};
+    return {grad_outputs[0], SavedPointer<RouterLoss>(ctx, "owner")->Gradient(), torch::Tensor()};
   }
 };
 
@@ -42,12 +40,13 @@ class RouterLoss::Add : public torch::autograd::Function<Add> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& loss,
                                const torch::Tensor& value, RouterLoss* owner) {
-    ctx->saved_data["owner"] = reinterpret_cast<int64_t>(owner);
+    SavePointer(ctx, "owner", owner);
     return loss + value;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    OwnerOf(ctx)->loss_gradient_ = grad_outputs[0].detach().to(torch::kFloat);
+    SavedPointer<RouterLoss>(ctx, "owner")->loss_gradient_ =
+        grad_outputs[0].detach().to(torch::kFloat);
     return {grad_outputs[0], torch::Tensor(), torch::Tensor()};
   }
 };
@@ -56,6 +55,12 @@ RouterLoss::RouterLoss(int64_t experts, int64_t top_k, double coefficient)
     : experts_(experts), top_k_(top_k), coefficient_(coefficient) {
   TORCH_CHECK(experts > 0 && top_k > 0 && top_k <= experts && coefficient > 0,
               "RouterLoss: needs experts > 0, 0 < top_k <= experts and coefficient > 0");
+}
+
+std::unique_ptr<RouterLoss> RouterLoss::For(const ModelSpec& model) {
+  if (model.router_aux_loss_coef <= 0) return nullptr;
+  return std::make_unique<RouterLoss>(model.num_local_experts, model.num_experts_per_tok,
+                                      model.router_aux_loss_coef);
 }
 
 void RouterLoss::Begin() {

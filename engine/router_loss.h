@@ -46,6 +46,9 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <memory>
+
+#include "spec/model_spec.h"
 
 namespace autoaccel {
 
@@ -56,6 +59,9 @@ class RouterLoss {
   // `experts` per layer, `top_k` per token, `coefficient` > 0
   // (router_aux_loss_coef).
   RouterLoss(int64_t experts, int64_t top_k, double coefficient);
+  // The loss `model` trains with (its experts, top-k and
+  // router_aux_loss_coef), or null when it has none.
+  static std::unique_ptr<RouterLoss> For(const ModelSpec& model);
 
   // Starts a forward pass: forgets the previous one's sums and gradient.
   void Begin();

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "engine/autograd_pointers.h"
 #include "engine/model.h"
 
 namespace autoaccel {
@@ -53,11 +54,10 @@ class GroupFunction : public torch::autograd::Function<GroupFunction<kForward, k
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t group) {
     ctx->saved_data["group"] = group;
-    return kForward(reinterpret_cast<Group*>(group), x);
+    return kForward(FromPointerHandle<Group>(group), x);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    return {kBackward(reinterpret_cast<Group*>(ctx->saved_data["group"].toInt()), grad[0]),
-            torch::Tensor()};
+    return {kBackward(SavedPointer<Group>(ctx, "group"), grad[0]), torch::Tensor()};
   }
 };
 // Megatron's f (identity, all-reduce backward) and g (the reverse); with
@@ -67,7 +67,7 @@ using ReduceFromRegion = GroupFunction<&SummedOverGroup, &Unchanged>;
 using GatherSequence = GroupFunction<&GatheredSequence, &ScatteredSequenceSum>;
 using ScatterSequence = GroupFunction<&ScatteredSequenceSum, &GatheredSequence>;
 
-int64_t GroupHandle(const TensorParallelShard* tp) { return reinterpret_cast<int64_t>(tp->group); }
+int64_t GroupHandle(const TensorParallelShard* tp) { return PointerHandle(tp->group); }
 
 bool Active(const TensorParallelShard* tp) { return tp != nullptr && tp->size > 1; }
 

@@ -429,7 +429,7 @@ MoeRouting RouteFirstToken(const MoeRouterImpl& router, int64_t hidden) {
   MoeRouting r = router.Route(token, router.weight());
   // Ascending expert order, the weights with them.
   const auto [sorted, order] = r.experts.sort(/*dim=*/-1);
-  return {r.weights.gather(1, order), sorted};
+  return {r.weights.gather(1, order), sorted, r.logits};
 }
 
 std::vector<int64_t> Experts(const MoeRouting& r) {
