@@ -71,6 +71,17 @@ absl::Status Positive(const nlohmann::json& config, const char* key, double* out
   return absl::OkStatus();
 }
 
+// Optional number >= 0.
+absl::Status NonNegative(const nlohmann::json& config, const char* key, double* out) {
+  const nlohmann::json* v = Find(config, key);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_number() || !(v->get<double>() >= 0) || !std::isfinite(v->get<double>())) {
+    return FieldError(key, absl::StrCat("expected a number >= 0, got ", v->dump()));
+  }
+  *out = v->get<double>();
+  return absl::OkStatus();
+}
+
 // An optional positive number whose null means 0 ("none"); absent leaves
 // `*out` (the family's default).
 absl::Status PositiveOrNull(const nlohmann::json& config, const char* key, double* out) {
@@ -492,15 +503,8 @@ absl::Status ReadExperts(const nlohmann::json& config, const ModelFamilyInfo& fa
   RETURN_IF_ERROR(Bool(config, "output_router_logits", &router_loss));
   m->router_aux_loss_coef = 0;
   if (router_loss && family.router_aux_loss) {
-    double coefficient = family.router_aux_loss_default;
-    if (const nlohmann::json* v = Find(config, "router_aux_loss_coef"); v != nullptr) {
-      if (!v->is_number() || !(v->get<double>() >= 0) || !std::isfinite(v->get<double>())) {
-        return FieldError("router_aux_loss_coef",
-                          absl::StrCat("expected a number >= 0, got ", v->dump()));
-      }
-      coefficient = v->get<double>();
-    }
-    m->router_aux_loss_coef = coefficient;
+    m->router_aux_loss_coef = family.router_aux_loss_default;
+    RETURN_IF_ERROR(NonNegative(config, "router_aux_loss_coef", &m->router_aux_loss_coef));
   }
   if (family.moe_width) {
     RETURN_IF_ERROR(Int(config, "moe_intermediate_size", &m->moe_intermediate_size, true));
