@@ -96,8 +96,12 @@ Eigen::VectorXd FitRelativeToPrior(const Eigen::MatrixXd& relative, const Eigen:
 // about one observation's 3% noise on coefficients known within 2x.
 constexpr double kDefaultPriorWeight = 1e-3;
 constexpr int kMinObservationsToValidate = 6;
-double ChoosePriorWeight(const Eigen::MatrixXd& relative, const Eigen::VectorXd& target) {
+// *cv_error: the chosen weight's root-mean-square residual over the folds
+// (0 when there are too few observations to validate).
+double ChoosePriorWeight(const Eigen::MatrixXd& relative, const Eigen::VectorXd& target,
+                         double* cv_error) {
   const Eigen::Index n = relative.rows();
+  *cv_error = 0;
   if (n < kMinObservationsToValidate) return kDefaultPriorWeight;
   const Eigen::Index folds = std::min<Eigen::Index>(n, 10);
   double best = kDefaultPriorWeight, best_error = std::numeric_limits<double>::infinity();
@@ -124,6 +128,7 @@ double ChoosePriorWeight(const Eigen::MatrixXd& relative, const Eigen::VectorXd&
       best_error = error;
     }
   }
+  *cv_error = std::sqrt(best_error / double(n));
   return best;
 }
 
@@ -238,9 +243,40 @@ int CostModel::WarmStart(const std::vector<EarlierTrial>& trials) {
   return used;
 }
 
-void CostModel::Observe(const Strategy& s, const TrialMetrics& measured, TrialStatus status) {
+void CostModel::UseProxy(ProxyMapping mapping) {
+  ModelSpec model = mapping.proxy_model();
+  proxy_ = std::make_shared<const ProxyParts>(
+      ProxyParts{std::move(mapping), StepTimeFeaturizer(model, seq_len_, topology_),
+                 MemoryEstimator(model, seq_len_)});
+}
+
+std::optional<CostModel::Prediction> CostModel::PredictProxy(const Strategy& s) const {
+  if (!proxy_) return std::nullopt;
+  absl::StatusOr<ProxyTrial> t = proxy_->mapping.TrialOf(s);
+  if (!t.ok()) return std::nullopt;
+  Prediction p;
+  p.memory = proxy_->memory(t->strategy, memory_);
+  p.step_time_s = PredictStepTime(proxy_->features(t->strategy), time_);
+  if (p.step_time_s > 0) {
+    p.tokens_per_second = double(t->setup.global_batch_size) * seq_len_ / p.step_time_s;
+  }
+  return p;
+}
+
+void CostModel::Observe(const Strategy& full, const TrialMetrics& measured, TrialStatus status) {
+  // What ran: the candidate, or in proxy mode its proxy trial.
+  const ModelSpec* model = &model_;
+  const MemoryEstimator* estimator = &memory_estimator_;
+  Strategy s = full;
+  if (proxy_) {
+    absl::StatusOr<ProxyTrial> t = proxy_->mapping.TrialOf(full);
+    if (!t.ok()) return;
+    s = t->strategy;
+    model = &proxy_->mapping.proxy_model();
+    estimator = &proxy_->memory;
+  }
   if (status == TrialStatus::kOom && device_.memory_bytes > 0 && !model_.IsTorchScript()) {
-    const MemoryEstimate e = memory_estimator_(s);  // factor 1, no overhead
+    const MemoryEstimate e = (*estimator)(s);  // factor 1, no overhead
     oom_observations_.push_back({double(e.total() - e.activations - e.overhead),
                                  double(e.activations), double(device_.memory_bytes)});
     RefitMemory();
@@ -249,7 +285,7 @@ void CostModel::Observe(const Strategy& s, const TrialMetrics& measured, TrialSt
   }
   if (status != TrialStatus::kSucceeded) return;
   const size_t times = time_observations_.size(), peaks = memory_observations_.size();
-  if (!AddMeasured(model_, seq_len_, s, measured, 1.0)) return;
+  if (!AddMeasured(*model, seq_len_, s, measured, 1.0)) return;
   if (time_observations_.size() > times && time_schedule_.CountAndDue()) RefitTime();
   if (memory_observations_.size() > peaks && memory_schedule_.CountAndDue()) RefitMemory();
   ++observations_;
@@ -288,8 +324,8 @@ void CostModel::RefitTime() {
       relative(i, j) = target[i] * time_prior_.seconds_per_unit[k] * o.x[k] / o.seconds;
     }
   }
-  const Eigen::VectorXd u =
-      FitRelativeToPrior(relative, target, ChoosePriorWeight(relative, target));
+  const double lambda = ChoosePriorWeight(relative, target, &time_fit_error_);
+  const Eigen::VectorXd u = FitRelativeToPrior(relative, target, lambda);
   for (Eigen::Index j = 0; j < relative.cols(); ++j) {
     time_.seconds_per_unit[columns[j]] = time_prior_.seconds_per_unit[columns[j]] * u[j];
   }

@@ -33,10 +33,13 @@
 #define AUTOACCEL_SEARCH_COST_MODEL_H_
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "search/memory_estimate.h"
+#include "search/proxy.h"
 #include "search/step_time.h"
 #include "spec/model_spec.h"
 #include "spec/strategy.h"
@@ -162,6 +165,26 @@ class CostModel {
   // whose memory the model cannot estimate).
   TrialPrediction PredictTrial(const Strategy& s) const;
 
+  // PROXY MODE (tune --proxy, search/proxy.h): the job's trials run each
+  // candidate's proxy trial instead of the candidate. Observe() then takes
+  // the proxy trial's measurements and calibrates on the proxy's own
+  // features (its model, strategy and ranks; a candidate without a proxy is
+  // not observed); Predict() still predicts the full-size candidate, and
+  // PredictProxy() its proxy trial: what search/proxy_extrapolation.h
+  // extrapolates with. REQUIRES: before the first Observe(); `mapping`'s
+  // full setup is this model's.
+  void UseProxy(ProxyMapping mapping);
+  // The mapping in proxy mode; null otherwise.
+  const ProxyMapping* proxy() const { return proxy_ ? &proxy_->mapping : nullptr; }
+  // The calibrated prediction of candidate s's proxy trial (tokens/s over
+  // the proxy's global batch); nullopt when not in proxy mode or s has no
+  // proxy (ProxyMapping::TrialOf's error).
+  std::optional<Prediction> PredictProxy(const Strategy& s) const;
+  // The time fit's cross-validated root-mean-square relative error (the
+  // folds that choose the prior's weight, see CostModel); 0 until the time
+  // half has been refitted on enough observations to validate (6).
+  double time_fit_error() const { return time_fit_error_; }
+
   // Trials Observe() has recorded (those that fed at least one half).
   int observations() const { return observations_; }
   // Grows at every refit of either half: predictions made at the same
@@ -186,6 +209,12 @@ class CostModel {
     double peak;
     double weight = 1;
   };
+  // Proxy mode's model, strategies and their features.
+  struct ProxyParts {
+    ProxyMapping mapping;
+    StepTimeFeaturizer features;  // of the proxy model, on topology_
+    MemoryEstimator memory;
+  };
   // Adds a SUCCEEDED trial's observations (no refit); true if it fed a half.
   bool AddMeasured(const ModelSpec& model, int seq_len, const Strategy& s,
                    const TrialMetrics& measured, double weight);
@@ -206,6 +235,8 @@ class CostModel {
   std::vector<MemoryObservation> memory_observations_;
   // Out-of-memory trials: `peak` is the device's memory, a lower bound.
   std::vector<MemoryObservation> oom_observations_;
+  std::shared_ptr<const ProxyParts> proxy_;  // null: trials run at full size
+  double time_fit_error_ = 0;
   int observations_ = 0;
   int earlier_observations_ = 0;
   // When a half is refitted (kRefitGrowth): the job's own observations it
