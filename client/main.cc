@@ -176,6 +176,10 @@ int main(int argc, char** argv) {
   tune->add_flag("--force", force,
                  "tune even when the strategy database already answers this model and "
                  "hardware (by default such a request is answered at once, running nothing)");
+  std::string proxy;
+  tune->add_option("--proxy", proxy,
+                   "measure each candidate on a smaller proxy and extrapolate to the full run: "
+                   "layers=N[,world-size=M] (the model's first N layers on M ranks) or auto");
 
   CLI::App* watch = app.add_subcommand("watch", "follow a running job to its end");
   std::string job_id;
@@ -315,6 +319,7 @@ int main(int argc, char** argv) {
     request.set_finetune(finetune);
     request.set_store_partial(store_partial);
     request.set_force(force);
+    request.set_proxy(proxy);
     return autoaccel::TuneCommand(c, request, !detach);
   }
   if (*watch) return autoaccel::WatchCommand(c, job_id);

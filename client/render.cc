@@ -121,6 +121,21 @@ json PredictedJson(const v1::Trial& t) {
               {"tokens_per_second", figure(p.tokens_per_second())}};
 }
 
+// A proxy trial's own measurement (the trial's metrics are then
+// extrapolated from it): {"proxy", "strategy", "measured", "step_time_low_s",
+// "step_time_high_s", "relative_uncertainty"}; null for a trial measured at
+// full size.
+json ProxyJson(const v1::Trial& t) {
+  if (!t.has_proxy()) return nullptr;
+  const v1::ProxyMeasurement& p = t.proxy();
+  return json{{"proxy", p.proxy()},
+              {"strategy", p.strategy_text()},
+              {"measured", MetricsJson(p.measured())},
+              {"step_time_low_s", p.step_time_low_s()},
+              {"step_time_high_s", p.step_time_high_s()},
+              {"relative_uncertainty", p.relative_uncertainty()}};
+}
+
 // The predicted step time in ms and peak memory in MiB columns, "-" where
 // there is no prediction.
 std::string PredictedMs(const v1::Trial& t) {
@@ -157,7 +172,8 @@ json TrialJson(const v1::Trial& t) {
               {"failed_attempts", Strings(t.failed_attempts())},
               {"infrastructure", t.infrastructure()},
               {"confirms", t.confirms()},
-              {"predicted", PredictedJson(t)}};
+              {"predicted", PredictedJson(t)},
+              {"proxy", ProxyJson(t)}};
 }
 
 json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
@@ -192,6 +208,7 @@ json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
                        {"strategy", j.best().strategy().text()},
                        {"strategy_json", StrategyJsonOf(j.best().strategy_json())},
                        {"metrics", MetricsJson(j.best().metrics())},
+                       {"proxy", ProxyJson(j.best())},
                        {"confirmed", j.best_confirmed()},
                        {"measurements", j.best_measurements()},
                        {"spread", j.best_spread()},
@@ -382,6 +399,15 @@ void PrintJobDetails(std::ostream& out, const v1::Job& j) {
           "    note: %d of %d measured fp16 steps skipped their update (gradient overflow), so "
           "the step time is optimistic\n",
           m.skipped_steps(), m.measured_steps());
+    }
+    if (j.best().has_proxy()) {
+      const v1::ProxyMeasurement& p = j.best().proxy();
+      out << absl::StrFormat(
+          "    EXTRAPOLATED, not measured at full size: step %.1f ms (%.1f-%.1f, +-%.0f%%) from "
+          "its proxy (%s: %s) measured at %.1f ms/step, %s MiB\n",
+          m.step_time_median_s() * 1000, p.step_time_low_s() * 1000, p.step_time_high_s() * 1000,
+          100 * p.relative_uncertainty(), p.proxy(), p.strategy_text(),
+          p.measured().step_time_median_s() * 1000, Mib(p.measured().peak_memory_bytes()));
     }
   }
 }

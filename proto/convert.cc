@@ -215,6 +215,17 @@ PeakTflops FromProto(const v1::PeakTflops& p) {
   return peak;
 }
 
+v1::ProxyMeasurement ToProto(const ProxyMeasurement& p) {
+  v1::ProxyMeasurement out;
+  out.set_proxy(p.proxy);
+  out.set_strategy_text(p.strategy_text);
+  *out.mutable_measured() = ToProto(p.measured);
+  out.set_step_time_low_s(p.step_time_low_s);
+  out.set_step_time_high_s(p.step_time_high_s);
+  out.set_relative_uncertainty(p.relative_uncertainty);
+  return out;
+}
+
 v1::Prediction ToProto(const TrialPrediction& p) {
   v1::Prediction out;
   out.set_step_time_s(p.step_time_s);

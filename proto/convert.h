@@ -47,6 +47,7 @@ TrialMetrics FromProto(const v1::TrialMetrics& m);
 v1::PeakTflops ToProto(const PeakTflops& p);
 PeakTflops FromProto(const v1::PeakTflops& p);
 
+v1::ProxyMeasurement ToProto(const ProxyMeasurement& p);
 v1::Prediction ToProto(const TrialPrediction& p);
 TrialPrediction FromProto(const v1::Prediction& p);
 

@@ -13,7 +13,7 @@ namespace autoaccel {
 namespace {
 
 absl::Status ProxyError(absl::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat("--proxy: ", message));
+  return absl::InvalidArgumentError(absl::StrCat("proxy: ", message));
 }
 
 // The first layer with experts, or -1 (a dense model, or none).
@@ -159,7 +159,7 @@ std::string ProxyMapping::Describe() const {
 
 absl::StatusOr<ProxyShape> ChooseProxy(const TrainingSetup& full,
                                        const std::vector<Strategy>& candidates, int pool_devices) {
-  if (candidates.empty()) return absl::InvalidArgumentError("--proxy auto: no candidates");
+  if (candidates.empty()) return absl::InvalidArgumentError("proxy: auto: no candidates");
   int group = 1, deepest = 1;
   for (const Strategy& s : candidates) {
     group = std::lcm(group, s.tensor_parallel * s.context_parallel);
@@ -175,7 +175,7 @@ absl::StatusOr<ProxyShape> ChooseProxy(const TrainingSetup& full,
   }
   if (shape.world_size == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "--proxy auto: the pool's ", pool_devices, " devices cannot hold a proxy of ", least,
+        "proxy: auto: the pool's ", pool_devices, " devices cannot hold a proxy of ", least,
         " ranks (a multiple of every candidate's tensor x context parallel group: ", group, ")"));
   }
   const int L = full.model.n_layer;

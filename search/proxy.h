@@ -38,7 +38,8 @@ struct ProxyRequest {
   int world_size = 0;
 };
 
-// Parses --proxy's value. INVALID_ARGUMENT naming `--proxy` for anything
+// Parses --proxy's value (TuneRequest.proxy). INVALID_ARGUMENT starting
+// "proxy: " (the request's field, the CLI's --proxy) for anything
 // else: an unknown key, a missing or non-positive number, a repeated key,
 // "auto" with sizes.
 absl::StatusOr<ProxyRequest> ParseProxyRequest(absl::string_view text);
@@ -52,8 +53,8 @@ struct ProxyShape {
 };
 
 // The model's first `layers` layers: n_layer, layer_types and the dense
-// layers of a mixture of experts cut to them. INVALID_ARGUMENT naming
-// `--proxy` when layers is not in 1..n_layer, or when a mixture of experts
+// layers of a mixture of experts cut to them. INVALID_ARGUMENT starting "proxy: "
+// when layers is not in 1..n_layer, or when a mixture of experts
 // would keep none of its expert layers ("its first 3 layers are dense: use
 // layers=4 or more"); a torchscript model has no layers to cut.
 absl::StatusOr<ModelSpec> ProxyModel(const ModelSpec& model, int layers);
@@ -68,7 +69,7 @@ struct ProxyTrial {
 class ProxyMapping {
  public:
   // `full` is the job's setup (model, seq_len, global batch, world size,
-  // device facts). INVALID_ARGUMENT as ProxyModel's, and naming `--proxy`
+  // device facts). INVALID_ARGUMENT as ProxyModel's, and ("proxy: ...")
   // when the proxy's world size is not in 1..full.world_size or does not
   // divide it, or when the proxy would be the full run (same layers and
   // ranks).

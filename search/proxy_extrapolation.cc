@@ -60,7 +60,7 @@ absl::StatusOr<Extrapolation> Extrapolate(const CostModel& model, const Strategy
     out.peak_memory_bytes = std::max<int64_t>(
         0, measured.peak_memory_bytes + target.memory.total() - proxy->memory.total());
   }
-  e.step_time_low_s = out.step_time_median_s * (1 - e.relative_uncertainty);
+  e.step_time_low_s = out.step_time_median_s / (1 + e.relative_uncertainty);
   e.step_time_high_s = out.step_time_median_s * (1 + e.relative_uncertainty);
   return e;
 }

@@ -13,13 +13,14 @@
 // cancels, and only the model's split between what changes and what does
 // not remains.
 //
-// INTERVAL. Relative half-width
+// INTERVAL. With r
 //   r = sqrt(m² + (u · |F_full - F_proxy| / max(F_full, F_proxy))²)
 // m half the proxy's measured step spread ((p90 - p10) / median / 2), u the
 // time fit's cross-validated relative error (CostModel::time_fit_error),
 // or kUnvalidatedModelError before it has enough observations to validate:
 // the model's error, applied to the share of the step that the model
-// rather than the measurement supplies.
+// rather than the measurement supplies. The interval is [T / (1 + r),
+// T · (1 + r)]: a factor either way, so never below 0.
 //
 // MEMORY. The measured proxy peak plus what the calibrated memory model
 // says the full run adds (more layers per stage, fewer replicas to shard

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "search/proxy_extrapolation.h"
 #include "search/searcher_internal.h"
 
 namespace autoaccel {
@@ -115,18 +116,31 @@ std::vector<PrunedStrategy> CandidateSearcher::TakePruned() {
   return out;
 }
 
-void CandidateSearcher::Report(const ScoredTrial& trial) {
-  reported_.push_back(trial);
+void CandidateSearcher::Report(const ScoredTrial& measured) {
   if (running_ > 0) --running_;
+  // What ranks it: the measurement, or in proxy mode the full run's figures
+  // extrapolated from it once the model has learnt from it.
+  ScoredTrial trial = measured;
+  if (trial.status == TrialStatus::kSucceeded && HasModel()) {
+    setup_.cost_model->Observe(trial.strategy, trial.metrics);
+    if (setup_.cost_model->proxy() != nullptr) {
+      absl::StatusOr<Extrapolation> e =
+          Extrapolate(*setup_.cost_model, trial.strategy, trial.metrics);
+      if (e.ok()) {
+        trial.metrics = e->metrics;
+      } else {
+        trial.status = TrialStatus::kFailed;
+        trial.reason = std::string(e.status().message());
+      }
+    }
+  }
+  reported_.push_back(trial);
   const int index = IndexOf(trial.strategy);
   if (index < 0) return;
   Candidate& c = candidates_[index];
   c.state = State::kDone;
   c.result = trial;
-  if (trial.status == TrialStatus::kSucceeded && HasModel()) {
-    setup_.cost_model->Observe(trial.strategy, trial.metrics);
-    RefreshPredictions();
-  }
+  if (trial.status == TrialStatus::kSucceeded && HasModel()) RefreshPredictions();
   std::vector<FailingValue> failing;
   if (trial.status == TrialStatus::kSucceeded) failing = failures_.Succeeded(trial.strategy);
   if (trial.status == TrialStatus::kFailed) {

@@ -54,6 +54,10 @@ struct SearchBudget {
   int max_trials = 0;
 };
 
+// In proxy mode (SearchSetup.cost_model in proxy mode, search/proxy.h) a
+// reported trial's metrics are what its proxy trial measured; the searcher
+// calibrates on them and ranks by the full run's figures extrapolated from
+// them (search/proxy_extrapolation.h), which Best() returns.
 struct ScoredTrial {
   Strategy strategy;
   TrialStatus status = TrialStatus::kPending;
@@ -158,6 +162,10 @@ class Searcher {
   // The algorithm, e.g. "bayes", or "auto: bayes (2311 candidates, room for
   // about 90 trials)" for the automatic choice.
   virtual std::string Describe() const = 0;
+
+  // The calibrated cost model (owned by the searcher; valid until its next
+  // non-const call), or null for a searcher without one.
+  virtual const CostModel* cost_model() const = 0;
 };
 
 enum class SearchAlgorithm {

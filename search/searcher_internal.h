@@ -29,6 +29,9 @@ class CandidateSearcher : public Searcher {
   bool Finished() const final;
   std::optional<ScoredTrial> Best() const override;
   std::string Describe() const final { return description_; }
+  const CostModel* cost_model() const final {
+    return setup_.cost_model ? &*setup_.cost_model : nullptr;
+  }
   void set_description(std::string d) { description_ = std::move(d); }
 
  protected:

@@ -419,7 +419,7 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
     }
   }
   const std::string& type = job->spec.device_type;
-  const int world = job->spec.world_size;
+  const int world = job->spec.TrialRanks();
   const std::string& launcher = job->spec.request.launcher();
   const int pool = PoolDevicesLocked(*job);
   if (pool < world) {
@@ -564,6 +564,7 @@ void JobManager::InstallSearchLocked(JobRun* job, const PlannedSearch& planned) 
   job->record.algorithm = absl::StrCat(
       planned.description.empty() ? job->searcher->Describe() : planned.description,
       WarmStartNote(planned.warmed, job->spec.device_type),
+      job->spec.proxy_note.empty() ? "" : absl::StrCat("; ", job->spec.proxy_note),
       planned.resumed > 0
           ? absl::StrCat("; took up ", planned.resumed, " recorded trial(s) after a restart")
           : "");
@@ -599,7 +600,7 @@ int JobManager::PoolDevicesLocked(const JobRun& job) const {
 std::optional<Gang> JobManager::PlaceLocked(const JobRun& job, const std::string& trial_id,
                                             int attempt, const std::set<std::string>& avoid) {
   const TickMemo::GangShape shape{job.spec.device_type, job.spec.request.launcher(),
-                                  job.spec.world_size};
+                                  job.spec.TrialRanks()};
   if (tick_memo_.active && tick_memo_.unplaceable.count(shape) > 0) return std::nullopt;
   std::optional<Gang> gang =
       pool_.Place(shape.type, shape.world, trial_id, attempt, shape.launcher, avoid);
@@ -614,7 +615,7 @@ bool JobManager::SearchTimeUpLocked(const JobRun& job) const {
       return it->second;
     }
   }
-  const bool up = SearchTimeUp(job, clock_->Now(), PoolDevicesLocked(job) / job.spec.world_size,
+  const bool up = SearchTimeUp(job, clock_->Now(), PoolDevicesLocked(job) / job.spec.TrialRanks(),
                                options_.confirm_top);
   if (tick_memo_.active) tick_memo_.search_time_up.emplace(&job, up);
   return up;

@@ -168,6 +168,11 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
     trial->told_searcher = true;
     RecordPrunedLocked(job);
   }
+  // A proxy trial answers with the full run's figures, extrapolated by the
+  // model that has just learnt from it.
+  if (status == TrialStatus::kSucceeded && job->spec.proxy) {
+    ExtrapolateProxyTrial(job->searcher ? job->searcher->cost_model() : nullptr, trial);
+  }
   if (rec.confirms.empty() && status == TrialStatus::kFailed && job->broken.empty()) {
     job->broken = SameFailureEveryTime(*job);
   }
@@ -181,18 +186,19 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
     job->answer_shortcut.Forget();
     if (peer->trial != trial) PersistTrialLocked(job, peer->trial);
   }
-  if (status == TrialStatus::kSucceeded) {
+  if (rec.status == TrialStatus::kSucceeded) {
     UpdateAnswerSoFar(job, rec);
     job->record.status_message =
         absl::StrFormat("%d trial(s) done", static_cast<int>(job->trials.size()) - job->running);
     PersistJobLocked(job);
   }
   spdlog::info("job {}: trial {} {} {}{}", job->record.job_id, rec.index,
-               std::string(TrialStatusName(status)),
-               status == TrialStatus::kSucceeded
-                   ? absl::StrFormat("%.0f tokens/s", metrics.tokens_per_second)
+               std::string(TrialStatusName(rec.status)),
+               rec.status == TrialStatus::kSucceeded
+                   ? absl::StrFormat("%.0f tokens/s%s", rec.metrics.tokens_per_second,
+                                     rec.proxy ? " (extrapolated from its proxy)" : "")
                    : "",
-               reason);
+               rec.reason);
   PersistTrialLocked(job, trial);
 }
 
@@ -252,7 +258,7 @@ bool JobManager::QueueRepeatsLocked(JobRun* job) {
   const std::vector<TrialRecord> records = TrialRecords(*job);  // the standings point into it
   const Standings standings = Settle(records, 0, ConfirmTolerance(job->spec.request));
   if (standings.measure_again.empty()) return false;
-  const int gangs = PoolDevicesLocked(*job) / job->spec.world_size;
+  const int gangs = PoolDevicesLocked(*job) / job->spec.TrialRanks();
   if (!RepeatRoundFits(*job, clock_->Now(), gangs,
                        static_cast<int>(standings.measure_again.size()))) {
     return false;

@@ -120,12 +120,17 @@ JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
   // gang that could have repeated the measurement.
   const std::string gang = answer.measured_on.empty() ? "" : answer.measured_on.front();
   const bool one_workers_word = answer.measured_on.size() < 2 && workers > GangSize(gang);
-  if (offered && one_workers_word) {
+  // A proxy job's answer is a prediction from proxy measurements: the
+  // database keeps what was measured at full size.
+  if (offered && best->proxy) {
+    absl::StrAppend(&out.status_message, "; extrapolated from proxy trials (", best->proxy->proxy,
+                    "), so not stored in the strategy database");
+  } else if (offered && one_workers_word) {
     absl::StrAppend(
         &out.status_message, "; not stored in the strategy database: measured on worker ", gang,
         " only, and the pool has ", workers, " (an answer is stored once two workers measured it)");
   }
-  if (offered && !one_workers_word) {
+  if (offered && !one_workers_word && !best->proxy) {
     StrategyRecord s;
     s.signature = record.signature;
     // A launcher job's answer measured the user's script: named by its

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/trial_reason.h"
+#include "search/proxy_extrapolation.h"
 #include "search/starting_point.h"
 
 namespace autoaccel {
@@ -110,13 +111,44 @@ std::vector<TrialRecord> TrialRecords(const JobRun& job) {
   return records;
 }
 
+TrialWork WorkOf(const JobSpec& spec, const Strategy& strategy) {
+  if (spec.proxy) {
+    absl::StatusOr<ProxyTrial> t = spec.proxy->TrialOf(strategy);
+    if (t.ok()) return {t->setup.model, t->setup.global_batch_size, t->strategy};
+  }
+  return {spec.model, spec.global_batch_size, strategy};
+}
+
 ScoredTrial ScoredOf(const TrialRun& trial) {
   ScoredTrial scored;
   scored.strategy = trial.strategy;
   scored.status = trial.record.infrastructure ? TrialStatus::kCancelled : trial.record.status;
-  scored.metrics = trial.record.metrics;
+  // A proxy trial is told as measured (its searcher extrapolates again).
+  scored.metrics = trial.record.proxy ? trial.record.proxy->measured : trial.record.metrics;
   scored.reason = trial.record.reason;
   return scored;
+}
+
+void ExtrapolateProxyTrial(const CostModel* model, TrialRun* trial) {
+  TrialRecord& r = trial->record;
+  absl::StatusOr<Extrapolation> e =
+      model != nullptr ? Extrapolate(*model, trial->strategy, r.metrics)
+                       : absl::FailedPreconditionError(
+                             "the proxy trial ended before its job's cost model was rebuilt");
+  if (!e.ok()) {
+    r.status = TrialStatus::kFailed;
+    r.reason = absl::StrCat("not extrapolated to the full run: ", e.status().message());
+    return;
+  }
+  ProxyMeasurement p;
+  p.proxy = e->proxy;
+  p.strategy_text = StrategyToText(e->proxy_strategy);
+  p.measured = r.metrics;
+  p.step_time_low_s = e->step_time_low_s;
+  p.step_time_high_s = e->step_time_high_s;
+  p.relative_uncertainty = e->relative_uncertainty;
+  r.proxy = std::move(p);
+  r.metrics = e->metrics;
 }
 
 std::string SameFailureEveryTime(const JobRun& job) {
@@ -279,7 +311,8 @@ absl::StatusOr<std::string> PrepareSearch(const JobRun& job, const DeviceSpec& d
   setup->budget.deadline = job.record.deadline - (job.record.deadline - job.record.created_at) *
                                                      std::clamp(confirm_reserve, 0.0, 1.0);
   setup->budget.max_trials = spec.max_trials;
-  setup->parallel_trials = std::max(1, pool / spec.world_size);
+  setup->parallel_trials = std::max(1, pool / spec.TrialRanks());
+  if (spec.proxy) setup->cost_model->UseProxy(*spec.proxy);
   setup->warmup_steps = spec.warmup_steps;
   setup->measured_steps = spec.measured_steps;
   setup->min_measured_seconds = spec.min_measured_seconds;

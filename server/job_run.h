@@ -100,6 +100,16 @@ struct JobRun {
   AnswerSoFarShortcut answer_shortcut;
 };
 
+// What a trial of `strategy` runs: the job's model, global batch and the
+// strategy itself, or in a proxy job (JobSpec.proxy) the strategy's proxy
+// trial. (The space of a proxy job holds only strategies it can run.)
+struct TrialWork {
+  ModelSpec model;
+  int global_batch_size = 0;
+  Strategy strategy;
+};
+TrialWork WorkOf(const JobSpec& spec, const Strategy& strategy);
+
 // The id the job's next trial gets: "<job id>-t0007" for index 7.
 std::string NextTrialId(const JobRun& job);
 // Appends a trial of `strategy` to the job: the next index, its id
@@ -171,6 +181,14 @@ int MarkRanksLost(TrialRun* trial, const std::string& worker_id);
 // `max_attempts` and `now` is before the deadline; returns false when it is
 // to be given up instead (then `infrastructure` is set).
 bool QueueRetry(JobRun* job, TrialRun* trial, int max_attempts, absl::Time now);
+// A proxy trial that just SUCCEEDED (its record's metrics what the proxy
+// measured): its record keeps that measurement (record.proxy) and takes
+// the full run's figures extrapolated from it by `model`, the job's
+// calibrated cost model (search/proxy_extrapolation.h), as its metrics.
+// Without a model (a resumed job's trial ending before its searcher was
+// rebuilt) or when the extrapolation fails, the trial is FAILED with the
+// reason instead: its measurement is not the full run's.
+void ExtrapolateProxyTrial(const CostModel* model, TrialRun* trial);
 // The trial ends with `status` at `now`: out of the running count or the
 // queues it waited in, its reason and metrics set.
 void CloseTrial(JobRun* job, TrialRun* trial, TrialStatus status, const std::string& reason,

@@ -92,6 +92,7 @@ absl::StatusOr<v1::Trial> TrialToProto(const TrialRecord& r, const Strategy* typ
   t.set_infrastructure(r.infrastructure);
   t.set_confirms(r.confirms);
   if (r.predicted) *t.mutable_predicted() = ToProto(*r.predicted);
+  if (r.proxy) *t.mutable_proxy() = ToProto(*r.proxy);
   return t;
 }
 

@@ -22,13 +22,13 @@ double RankZeroPeak(const TrialRun& trial, const WorkerPool& pool) {
 std::vector<MeasurementLimits> MeasurementLimitsOf(const JobRun& job, const TrialRun& trial,
                                                    const WorkerPool& pool) {
   MeasurementLimits common;
-  common.flops_per_token = job.spec.model.TrainingFlopsPerToken(job.spec.seq_len);
+  const TrialWork work = WorkOf(job.spec, trial.strategy);  // a proxy's own model and strategy
+  common.flops_per_token = work.model.TrainingFlopsPerToken(job.spec.seq_len);
   common.ranks = static_cast<int>(trial.ranks.size());
   if (!job.spec.launcher) {
     // A launcher's script holds what it likes; the engine holds what the
     // strategy says.
-    common.weight_bytes =
-        EstimateMemory(job.spec.model, job.spec.seq_len, trial.strategy).parameters;
+    common.weight_bytes = EstimateMemory(work.model, job.spec.seq_len, work.strategy).parameters;
   }
   std::vector<MeasurementLimits> out;
   for (const Rank& rank : trial.ranks) {

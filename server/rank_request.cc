@@ -16,10 +16,11 @@ std::vector<v1::RunTrialRequest> RankRequests(const JobSpec& spec, const TrialRu
     shared.master_addr = trial.master_host;
     shared.master_port = trial.master_port;
   }
-  shared.model = spec.model;
+  TrialWork work = WorkOf(spec, trial.strategy);
+  shared.model = std::move(work.model);
   shared.seq_len = spec.seq_len;
-  shared.global_batch_size = spec.global_batch_size;
-  shared.strategy = trial.strategy;
+  shared.global_batch_size = work.global_batch_size;
+  shared.strategy = work.strategy;
   shared.warmup_steps = spec.warmup_steps;
   shared.measured_steps =
       trial.record.measured_steps > 0 ? trial.record.measured_steps : spec.measured_steps;

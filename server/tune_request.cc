@@ -60,6 +60,66 @@ absl::StatusOr<ModelSpec> ModelFromRequest(const v1::ModelSpec& m) {
   return ModelSpecWithOverrides(m.family(), std::move(config), overrides, new_overrides);
 }
 
+namespace {
+
+// request.proxy: the mapping of the job's candidates to proxy trials, and
+// the space cut to those a proxy can run.
+absl::Status SetUpProxy(const v1::TuneRequest& r, JobSpec* out) {
+  if (r.proxy().empty()) return absl::OkStatus();
+  if (out->launcher) {
+    return absl::InvalidArgumentError(
+        "proxy: a launcher's trials run the user's own script, whose layers autoaccel cannot "
+        "cut; proxy trials are for the engine's models");
+  }
+  if (out->model.IsTorchScript()) {
+    return absl::InvalidArgumentError(
+        "proxy: a torchscript model's layers are unknown; proxy trials need a transformer family");
+  }
+  ASSIGN_OR_RETURN(const ProxyRequest request, ParseProxyRequest(r.proxy()));
+  TrainingSetup full;
+  full.model = out->model;
+  full.seq_len = r.seq_len();
+  full.global_batch_size = r.global_batch_size();
+  full.world_size = r.world_size();
+  full.device_is_accelerator = r.device_type() != "cpu";
+  ProxyShape shape{request.layers, request.world_size > 0 ? request.world_size : r.world_size()};
+  if (request.automatic) {
+    ASSIGN_OR_RETURN(shape, ChooseProxy(full, out->space, r.world_size()));
+    if (shape.layers == full.model.n_layer && shape.world_size == full.world_size) {
+      out->proxy_note =
+          "proxy auto: the model is as small as its proxy would be; measured at full size";
+      return absl::OkStatus();
+    }
+  }
+  ASSIGN_OR_RETURN(ProxyMapping mapping, ProxyMapping::Create(full, shape));
+  const size_t before = out->space.size();
+  std::string example;
+  out->space.erase(std::remove_if(out->space.begin(), out->space.end(),
+                                  [&](const Strategy& s) {
+                                    absl::StatusOr<ProxyTrial> t = mapping.TrialOf(s);
+                                    if (t.ok()) return false;
+                                    if (example.empty())
+                                      example = std::string(t.status().message());
+                                    return true;
+                                  }),
+                   out->space.end());
+  if (out->space.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("proxy: none of the ", before,
+                                                   " candidate strategies can run on the proxy (",
+                                                   mapping.Describe(), "; e.g. ", example, ")"));
+  }
+  out->proxy_note =
+      absl::StrCat("proxy trials: ", mapping.Describe(), request.automatic ? " (auto)" : "");
+  if (out->space.size() < before) {
+    absl::StrAppend(&out->proxy_note, ", ", before - out->space.size(),
+                    " candidate(s) the proxy cannot run left out");
+  }
+  out->proxy = std::move(mapping);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<JobSpec> ValidateTuneRequest(v1::TuneRequest in, const TuneDefaults& defaults,
                                             const v1::Launcher* launcher) {
   RETURN_IF_ERROR(CheckTuneRequestLimits(in));  // sizes and numbers (server/request_limits.h)
@@ -187,6 +247,7 @@ absl::StatusOr<JobSpec> ValidateTuneRequest(v1::TuneRequest in, const TuneDefaul
     }
     out.load = std::move(load);
   }
+  RETURN_IF_ERROR(SetUpProxy(r, &out));
   if (!r.model().script().empty()) {
     // Moved out, not copied and cleared: a cleared string keeps its capacity,
     // and the request (kept for the job's life) would hold the file's size.

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/autoaccel.pb.h"
+#include "search/proxy.h"
 #include "search/searcher.h"
 #include "server/model_file_store.h"
 #include "spec/model_spec.h"
@@ -73,6 +74,16 @@ struct JobSpec {
   // request.launcher's definition (server/launcher_job.h): the job's trials
   // run the user's script on workers that have it; nullopt for the engine's.
   std::optional<v1::Launcher> launcher;
+  // request.proxy (search/proxy.h): every trial runs its candidate's proxy,
+  // and its figures are extrapolated to the full run; nullopt: full size.
+  // `space` then holds only candidates the proxy can run.
+  std::optional<ProxyMapping> proxy;
+  // How the job measures, for people: "proxy trials: 2 of 8 layers on 2 of
+  // 4 ranks (auto), 3 candidates the proxy cannot run left out"; "" at
+  // full size.
+  std::string proxy_note;
+  // Ranks of each trial: the proxy's, else world_size.
+  int TrialRanks() const { return proxy ? proxy->shape().world_size : world_size; }
 };
 
 // Checked before any costly work against server/request_limits.h's table:

@@ -112,6 +112,47 @@ absl::StatusOr<TrialPrediction> TrialPredictionFromJson(const nlohmann::json& j)
   return p;
 }
 
+nlohmann::json ProxyMeasurementToJson(const ProxyMeasurement& p) {
+  return {{"proxy", p.proxy},
+          {"strategy", p.strategy_text},
+          {"measured", TrialMetricsToJson(p.measured)},
+          {"step_time_low_s", p.step_time_low_s},
+          {"step_time_high_s", p.step_time_high_s},
+          {"relative_uncertainty", p.relative_uncertainty}};
+}
+
+absl::StatusOr<ProxyMeasurement> ProxyMeasurementFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("proxy: expected a JSON object");
+  ProxyMeasurement p;
+  for (auto [key, out] :
+       {std::pair<const char*, std::string*>{"proxy", &p.proxy}, {"strategy", &p.strategy_text}}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat("proxy.", key, ": expected a string"));
+    }
+    *out = it->get<std::string>();
+  }
+  for (auto [key, out] : {std::pair<const char*, double*>{"step_time_low_s", &p.step_time_low_s},
+                          {"step_time_high_s", &p.step_time_high_s},
+                          {"relative_uncertainty", &p.relative_uncertainty}}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_number() || it->get<double>() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("proxy.", key, ": expected a non-negative number"));
+    }
+    *out = it->get<double>();
+  }
+  if (auto it = j.find("measured"); it != j.end() && !it->is_null()) {
+    absl::StatusOr<TrialMetrics> m = TrialMetricsFromJson(*it);
+    if (!m.ok())
+      return absl::InvalidArgumentError(absl::StrCat("proxy.measured: ", m.status().message()));
+    p.measured = *std::move(m);
+  }
+  return p;
+}
+
 nlohmann::json TrialMetricsToJson(const TrialMetrics& m) {
   nlohmann::json j = nlohmann::json::object();
   ForEachRow(kTrialMetricsFields,

@@ -104,6 +104,25 @@ struct TrialPrediction {
 nlohmann::json TrialPredictionToJson(const TrialPrediction& p);
 absl::StatusOr<TrialPrediction> TrialPredictionFromJson(const nlohmann::json& j);
 
+// What a proxy trial (tune --proxy, search/proxy.h) ran and measured, kept
+// beside the full run's figures extrapolated from it
+// (search/proxy_extrapolation.h), which are the trial's metrics.
+struct ProxyMeasurement {
+  std::string proxy;          // "2 of 8 layers on 2 of 4 ranks"
+  std::string strategy_text;  // the proxy's own strategy (canonical text)
+  TrialMetrics measured;
+  // The extrapolated step time's interval, [T / (1 + r), T · (1 + r)], and r.
+  double step_time_low_s = 0;
+  double step_time_high_s = 0;
+  double relative_uncertainty = 0;
+};
+
+// {"proxy", "strategy", "measured": TrialMetricsToJson, "step_time_low_s",
+// "step_time_high_s", "relative_uncertainty"}. INVALID_ARGUMENT naming
+// "proxy.<key>" for a value of the wrong type or a negative number.
+nlohmann::json ProxyMeasurementToJson(const ProxyMeasurement& p);
+absl::StatusOr<ProxyMeasurement> ProxyMeasurementFromJson(const nlohmann::json& j);
+
 // Dense peak throughput of one device in TFLOP/s per compute precision; 0 =
 // unknown. CUDA devices take it from a table of GPU models, CPU devices from
 // a GEMM probe the worker runs when it starts.

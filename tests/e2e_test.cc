@@ -415,6 +415,100 @@ TEST(EndToEnd, GangTrialsSearchParallelLayoutsAcrossWorkers) {
   }
 }
 
+TEST(EndToEnd, ProxyTrialsMeasureAFewLayersOnFewerRanksAndAnswerWithTheExtrapolation) {
+  // A 4-rank job on a pool of 2 devices: each candidate runs as the model's
+  // first 2 of 8 layers on 2 ranks, and its figures are extrapolated.
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  cluster.StartWorker("p1", "cpu:2");
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  const std::string config = MakeTempDir("autoaccel-proxy-") + "/config.json";
+  WriteFile(config, R"({"model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
+                        "num_hidden_layers": 8, "num_attention_heads": 4,
+                        "num_key_value_heads": 2, "vocab_size": 96,
+                        "max_position_embeddings": 64})");
+  const std::vector<std::string> args = {"tune",
+                                         "--model",
+                                         "llama",
+                                         "--model-config",
+                                         config,
+                                         "--seq-len",
+                                         "16",
+                                         "--global-batch-size",
+                                         "8",
+                                         "--world-size",
+                                         "4",
+                                         "--tp-sizes",
+                                         "1,2",
+                                         "--pp-sizes",
+                                         "1",
+                                         "--shardings",
+                                         "none",
+                                         "--precisions",
+                                         "fp32",
+                                         "--attentions",
+                                         "sdpa",
+                                         "--checkpointings",
+                                         "none",
+                                         "--optimizers",
+                                         "fused_adamw",
+                                         "--micro-batch-sizes",
+                                         "1,2",
+                                         "--proxy",
+                                         "layers=2,world-size=2",
+                                         "--time-limit",
+                                         "3m",
+                                         "--warmup-steps",
+                                         "1",
+                                         "--measured-steps",
+                                         "2",
+                                         "--json"};
+  std::string out, err;
+  ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
+  json job = ParseJson(out);
+  EXPECT_EQ(job["state"], "SUCCEEDED") << out;
+  EXPECT_THAT(job["algorithm"].get<std::string>(),
+              HasSubstr("proxy trials: 2 of 8 layers on 2 of 4 ranks"));
+  int measured = 0;
+  for (const json& t : job["trials"]) {
+    if (t["status"] != "SUCCEEDED") continue;
+    ++measured;
+    // Two ranks ran it; its own strategy has half the job's replicas.
+    EXPECT_EQ(t["worker_ids"].size(), 2u) << t.dump();
+    const json& proxy = t["proxy"];
+    ASSERT_TRUE(proxy.is_object()) << t.dump();
+    EXPECT_EQ(proxy["proxy"], "2 of 8 layers on 2 of 4 ranks") << t.dump();
+    const int tp = t["strategy_json"]["tensor_parallel"];
+    EXPECT_THAT(proxy["strategy"].get<std::string>(),
+                HasSubstr(absl::StrCat("dp=", 2 / tp, ",tp=", tp, ",")));
+    // Four times the layers and twice the replicas: a longer step than
+    // measured, whose tokens/s counts the job's whole batch (8 x 16).
+    const double step = t["metrics"]["step_time_median_s"];
+    EXPECT_GT(step, proxy["measured"]["step_time_median_s"].get<double>()) << t.dump();
+    EXPECT_NEAR(t["metrics"]["tokens_per_second"].get<double>(), 128 / step, 1e-6 * 128 / step);
+    EXPECT_LT(proxy["step_time_low_s"].get<double>(), step);
+    EXPECT_GT(proxy["step_time_high_s"].get<double>(), step);
+  }
+  EXPECT_GE(measured, 4) << out;
+  ASSERT_TRUE(job["best"].is_object()) << out;
+  EXPECT_TRUE(job["best"]["proxy"].is_object()) << out;
+  EXPECT_THAT(job["status_message"].get<std::string>(),
+              HasSubstr("extrapolated from proxy trials (2 of 8 layers on 2 of 4 ranks), so not "
+                        "stored in the strategy database"));
+  // The text view says so too.
+  ASSERT_EQ(cluster.Cli({"job", job["job_id"]}, &out, &err), 0) << err;
+  EXPECT_THAT(out, HasSubstr("EXTRAPOLATED, not measured at full size"));
+
+  // A proxy that is no proxy, or cannot be cut, is refused naming the flag.
+  std::vector<std::string> bad = args;
+  bad[std::find(bad.begin(), bad.end(), "--proxy") - bad.begin() + 1] = "layers=8,world-size=4";
+  EXPECT_EQ(cluster.Cli(bad, &out, &err), 1) << out << err;
+  EXPECT_THAT(err, HasSubstr("proxy: layers=8,world-size=4 is the full run itself"));
+  bad[std::find(bad.begin(), bad.end(), "--proxy") - bad.begin() + 1] = "layers=9";
+  EXPECT_EQ(cluster.Cli(bad, &out, &err), 1) << out << err;
+  EXPECT_THAT(err, HasSubstr("proxy: layers must be 1 to the model's 8, got 9"));
+}
+
 TEST(EndToEnd, ContextParallelLayoutsSplitEachSequenceOverTheirRanks) {
   Cluster cluster;
   ASSERT_TRUE(cluster.StartServer());

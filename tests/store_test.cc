@@ -259,9 +259,11 @@ TEST(StoreTest, TimesBeforeTheEpochAndSubMicrosecondsAreHandled) {
 
 // Drops what schemas 5 (strategy provenance), 6 (trial predictions), 7
 // (a job's launcher), 8 (a job's owner), 9 (a trial's measured steps), 10
-// (an answer's certainty) and 11 (a job's measured model) added, as a file
-// written before them (the caller sets user_version).
+// (an answer's certainty), 11 (a job's measured model) and 12 (a proxy
+// trial's measurement) added, as a file written before them (the caller
+// sets user_version).
 void BackToSchemaFour(const std::string& path) {
+  RawSql(path, "ALTER TABLE trials DROP COLUMN proxy_json");
   RawSql(path, "ALTER TABLE jobs DROP COLUMN model_json");
   RawSql(path, "ALTER TABLE strategies DROP COLUMN certainty_json");
   RawSql(path, "ALTER TABLE trials DROP COLUMN measured_steps");

@@ -198,7 +198,7 @@ def _trial_change_key(t: Trial) -> tuple:
     """What a watcher sees change in a trial (not its timestamps, which a
     repeated trial may carry rounded differently)."""
     return (t.attempt, t.status, t.reason, t.metrics, tuple(t.worker_ids),
-            tuple(t.failed_attempts), t.infrastructure, t.predicted)
+            tuple(t.failed_attempts), t.infrastructure, t.predicted, t.proxy)
 
 
 class Job:
@@ -419,7 +419,7 @@ class Client:
              load_strategy: str = "", finetune: bool = False, warmup_steps: int = 0,
              measured_steps: int = 0, trial_timeout: Optional[Seconds] = None,
              min_measured_time: Optional[Seconds] = None, store_partial: bool = False,
-             force: bool = False, confirm_tolerance: float = 0,
+             force: bool = False, confirm_tolerance: float = 0, proxy: str = "",
              **candidates: Union[Ints, Strings]) -> Job:
         """Submits a tuning job and returns it at once (`Job.watch` or
         `Job.wait` follow it); as `autoaccel tune --detach`, each argument
@@ -437,7 +437,8 @@ class Client:
         as sequences or comma-separated strings ("bf16,fp32"), an absent or
         empty list meaning every value the device supports;
         `confirm_tolerance` a fraction (0.03), as --confirm-tolerance; 0
-        means the server's default. A job the strategy database already answers comes back
+        means the server's default; `proxy` as --proxy ("layers=2,world-size=4",
+        "auto"). A job the strategy database already answers comes back
         SUCCEEDED at once with `info.answered_from` set (`force=True` tunes
         anyway). Raises InvalidArgumentError naming a bad field.
         """
@@ -451,7 +452,7 @@ class Client:
             **_candidate_lists(candidates), algorithm=algorithm, include=_strings(include), exclude=_strings(exclude),
             load_strategy=load_strategy, finetune=finetune, store_partial=store_partial,
             min_measured_seconds=_seconds(min_measured_time), force=force, launcher=launcher,
-            confirm_tolerance=confirm_tolerance)
+            confirm_tolerance=confirm_tolerance, proxy=proxy)
         job = self._call("SubmitJob", pb.SubmitJobRequest(request=request))
         return Job(self, from_message(JobInfo, job))
 

@@ -3,7 +3,7 @@
 Those read from the coordinator mirror proto/autoaccel.proto's messages field
 for field, with the same names (the field comments there say what each
 means): `Job` → `JobInfo` (the `Job` class of the client is the handle of a
-submitted job), and `Strategy`, `TrialMetrics`, `Prediction`, `Trial`,
+submitted job), and `Strategy`, `TrialMetrics`, `Prediction`, `ProxyMeasurement`, `Trial`,
 `PrunedSummary`, `StrategyStanding`, `JobEvent`, `StrategyAnswer`, `Launcher`,
 `PeakTflops`, `Device`, `Worker` under their own names. A message field the server left
 unset is None; `strategy_json` is the parsed JSON object. `JobInfo.request` is
@@ -85,6 +85,18 @@ class Prediction:
 
 
 @dataclass(frozen=True)
+class ProxyMeasurement:
+    """What a proxy trial (tune's `proxy`) ran and measured; the trial's
+    metrics are the full run's, extrapolated from it, with this interval."""
+    proxy: str
+    strategy_text: str
+    measured: Optional[TrialMetrics]
+    step_time_low_s: float
+    step_time_high_s: float
+    relative_uncertainty: float
+
+
+@dataclass(frozen=True)
 class Trial:
     """One trial of a job. `status`: PENDING, RUNNING, SUCCEEDED, OOM, FAILED,
     TIMEOUT, PRUNED or CANCELLED; times in unix seconds (0: not yet)."""
@@ -104,6 +116,7 @@ class Trial:
     infrastructure: bool
     confirms: str
     predicted: Optional[Prediction]
+    proxy: Optional[ProxyMeasurement]
 
 
 @dataclass(frozen=True)

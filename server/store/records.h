@@ -78,6 +78,10 @@ struct TrialRecord {
   // proposed it; nullopt for a trial it did not propose (a confirmation, a
   // pruned candidate) or one stored before schema 6.
   std::optional<TrialPrediction> predicted;
+  // A proxy trial's own measurement (tune --proxy): `metrics` are then the
+  // full run's figures extrapolated from it. nullopt for a trial measured
+  // at full size, and one stored before schema 12.
+  std::optional<ProxyMeasurement> proxy;
   // The steps the searcher asked this trial to measure (successive halving
   // measures its early rungs with fewer); 0: the job's.
   int measured_steps = 0;

@@ -359,6 +359,7 @@ absl::StatusOr<std::vector<MeasuredTrialRecord>> Store::ListMeasuredTrials(
                    statements_->Prepare(db_,
                                         SelectSql(kTrials,
                                                   "WHERE job_id = ?1 AND status = 'SUCCEEDED' "
+                                                  "AND proxy_json = '' "
                                                   "ORDER BY idx DESC, trial_id DESC LIMIT ?2"),
                                         "list measured trials"));
   std::vector<MeasuredTrialRecord> out;

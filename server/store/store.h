@@ -136,7 +136,8 @@ class Store {
 
   // The newest SUCCEEDED trials of jobs whose request's device_type is
   // `device_type` (a request without one counts as "cpu"), torchscript
-  // models left out: the jobs newest created first, each job's trials last
+  // models and proxy trials (whose metrics are extrapolated, not measured)
+  // left out: the jobs newest created first, each job's trials last
   // proposed first, at most `limit` (> 0, else INVALID_ARGUMENT) in all.
   // Reads the jobs one at a time, so a long history costs what the answer
   // holds.

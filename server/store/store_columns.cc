@@ -58,6 +58,26 @@ absl::Status ColumnCodec<std::optional<TrialPrediction>>::Read(const Statement& 
   return absl::OkStatus();
 }
 
+void ColumnCodec<std::optional<ProxyMeasurement>>::Bind(Statement& s,
+                                                        const std::optional<ProxyMeasurement>& v) {
+  s.Bind(v ? ProxyMeasurementToJson(*v).dump() : std::string());
+}
+
+absl::Status ColumnCodec<std::optional<ProxyMeasurement>>::Read(
+    const Statement& s, int col, const char* column, std::optional<ProxyMeasurement>* v) {
+  const std::string text = s.Text(col);
+  if (text.empty()) {
+    *v = std::nullopt;
+    return absl::OkStatus();
+  }
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::DataLossError(absl::StrCat(column, " is not valid JSON"));
+  absl::StatusOr<ProxyMeasurement> p = ProxyMeasurementFromJson(j);
+  if (!p.ok()) return p.status();
+  *v = *std::move(p);
+  return absl::OkStatus();
+}
+
 void ColumnCodec<std::vector<std::string>>::Bind(Statement& s, const std::vector<std::string>& v) {
   s.Bind(nlohmann::json(v).dump());
 }

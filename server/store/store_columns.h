@@ -108,6 +108,14 @@ struct ColumnCodec<std::optional<TrialPrediction>> {
                            std::optional<TrialPrediction>* v);
 };
 
+// TEXT: ProxyMeasurementToJson, dumped; '' for nullopt.
+template <>
+struct ColumnCodec<std::optional<ProxyMeasurement>> {
+  static void Bind(Statement& s, const std::optional<ProxyMeasurement>& v);
+  static absl::Status Read(const Statement& s, int col, const char* column,
+                           std::optional<ProxyMeasurement>* v);
+};
+
 // TEXT: a JSON array of strings (entries that are not strings are skipped).
 template <>
 struct ColumnCodec<std::vector<std::string>> {
@@ -201,6 +209,7 @@ inline constexpr Column<TrialRecord> kTrialColumns[] = {
     Field<&TrialRecord::confirms>("confirms"),                // schema 3
     Field<&TrialRecord::predicted>("predicted_json"),         // schema 6
     Field<&TrialRecord::measured_steps>("measured_steps"),    // schema 9
+    Field<&TrialRecord::proxy>("proxy_json"),                 // schema 12
 };
 inline constexpr Table<TrialRecord> kTrials{"trials", "trial", kTrialColumns,
                                             std::size(kTrialColumns)};

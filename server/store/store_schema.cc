@@ -139,6 +139,11 @@ ALTER TABLE strategies ADD COLUMN certainty_json TEXT NOT NULL DEFAULT '';
     {11, R"sql(
 ALTER TABLE jobs ADD COLUMN model_json TEXT NOT NULL DEFAULT '';
 )sql"},
+    // A proxy trial's own measurement (ProxyMeasurementToJson; '' for a
+    // trial measured at full size).
+    {12, R"sql(
+ALTER TABLE trials ADD COLUMN proxy_json TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 static_assert(kMigrations[std::size(kMigrations) - 1].version == kCurrentSchemaVersion,
               "the last migration must produce kCurrentSchemaVersion");

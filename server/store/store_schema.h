@@ -21,7 +21,7 @@ namespace autoaccel::store_internal {
 
 // The schema version this build writes; Store::Open migrates older files to
 // it and refuses newer ones.
-inline constexpr int kCurrentSchemaVersion = 11;
+inline constexpr int kCurrentSchemaVersion = 12;
 
 // PRAGMA user_version: the schema version the file carries (0 when new).
 absl::StatusOr<int> ReadUserVersion(sqlite3* db);

@@ -77,6 +77,7 @@ class PackageTest(unittest.TestCase):
         from autoaccel._proto import autoaccel_pb2 as pb
         pairs = {results.Strategy: pb.Strategy, results.TrialMetrics: pb.TrialMetrics,
                  results.Prediction: pb.Prediction, results.Trial: pb.Trial,
+                 results.ProxyMeasurement: pb.ProxyMeasurement,
                  results.PrunedSummary: pb.PrunedSummary, results.Launcher: pb.Launcher,
                  results.StrategyStanding: pb.StrategyStanding,
                  results.StrategyAnswer: pb.StrategyAnswer, results.JobInfo: pb.Job,
