@@ -2,24 +2,34 @@
 // training runs (bench/tables/gpu_published.csv; bench/calibration.h) and
 // prints, for the reference priors ("before": those before this calibration)
 // and the fitted ones ("after"):
-// every row's measured and predicted step time, the median relative error on
-// the held-out rows and on all rows, and the Spearman rank correlation within
-// each group. Then the fitted scales and the cuda constants they give, to put
-// into search/step_time.cc.
+// every row's measured and predicted step time and memory, the median and
+// 90th-percentile relative step-time error on the held-out, training and all
+// rows, on the held-out rows of each source and each device, the Spearman
+// rank correlation within each group with a real spread, the peak-memory
+// error over the rows that state a measured peak, and the rows the cost model
+// predicts not to fit (strictly, and beyond the tuner's pruning margin). Then the fitted scales and
+// the cuda constants they give, to put into search/step_time.cc.
 //
 //   build/bin/calibrate_priors [--table PATH] [--rows]
 //
 // Exit codes: 0 done, 2 the table does not parse (the message names the line
 // and column).
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "bench/calibration.h"
 
 namespace autoaccel::bench {
 namespace {
+
+// A group ranks only where its measured throughput per GPU spreads by more
+// than this: within it, the ranking is the sources' noise.
+constexpr double kRealSpread = 0.10;
 
 struct GroupFigures {
   std::vector<int> all, held_out;
@@ -55,26 +65,60 @@ int Run(int argc, char** argv) {
               path.c_str(), runs.size(), split.train.size(), split.held_out.size());
   std::vector<bool> held(runs.size(), false);
   for (int i : split.held_out) held[i] = true;
+  std::vector<MemoryVerdict> memory;
+  for (const PublishedRun& run : runs) memory.push_back(PredictMemory(run));
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   if (print_rows) {
-    std::printf("\n%3s %-42s %-5s %9s %9s %9s\n", "id", "group", "split", "measured", "before",
-                "after");
+    std::printf("\n%3s %-42s %-5s %9s %9s %9s %8s %8s %8s %s\n", "id", "group", "split", "measured",
+                "before", "after", "mem GiB", "pred GiB", "dev GiB", "fit");
     for (size_t i = 0; i < runs.size(); ++i) {
-      std::printf("%3d %-42s %-5s %9.3f %9.3f %9.3f\n", runs[i].id, runs[i].group.c_str(),
-                  held[i] ? "held" : "train", runs[i].step_time_s, PredictRun(runs[i], reference),
-                  PredictRun(runs[i], fitted));
+      const MemoryVerdict& m = memory[i];
+      std::printf("%3d %-42s %-5s %9.3f %9.3f %9.3f %8s %8.1f %8.1f %s\n", runs[i].id,
+                  runs[i].group.c_str(), held[i] ? "held" : "train", runs[i].step_time_s,
+                  PredictRun(runs[i], reference), PredictRun(runs[i], fitted),
+                  runs[i].measured_peak_memory_gib > 0
+                      ? absl::StrFormat("%.1f", runs[i].measured_peak_memory_gib).c_str()
+                      : "-",
+                  m.predicted_bytes / kGiB, m.device_bytes / kGiB,
+                  m.fits ? "yes" : (m.kept_by_tuner ? "no (within margin)" : "no (pruned)"));
     }
   }
 
-  std::printf("\nmedian |predicted - measured| / measured step time\n");
-  std::printf("  %-10s %8s %8s\n", "rows", "before", "after");
-  std::printf("  %-10s %7.1f%% %7.1f%%\n", "held out",
-              100 * MedianRelativeError(runs, split.held_out, reference),
-              100 * MedianRelativeError(runs, split.held_out, fitted));
-  std::printf("  %-10s %7.1f%% %7.1f%%\n", "train",
-              100 * MedianRelativeError(runs, split.train, reference),
-              100 * MedianRelativeError(runs, split.train, fitted));
-  std::printf("  %-10s %7.1f%% %7.1f%%\n", "all", 100 * MedianRelativeError(runs, all, reference),
-              100 * MedianRelativeError(runs, all, fitted));
+  const auto summary_line = [&](const std::string& name, const std::vector<int>& rows) {
+    const ErrorSummary b = StepTimeErrors(runs, rows, reference);
+    const ErrorSummary a = StepTimeErrors(runs, rows, fitted);
+    std::printf("  %-42s %4d %7.1f%% %7.1f%% %7.1f%% %7.1f%%\n", name.c_str(), a.rows,
+                100 * b.median, 100 * b.p90, 100 * a.median, 100 * a.p90);
+  };
+  const auto summary_header = [](const char* title) {
+    std::printf("\n%s\n  %-42s %4s %8s %8s %8s %8s\n", title, "", "rows", "before", "before",
+                "after", "after");
+    std::printf("  %-42s %4s %8s %8s %8s %8s\n", "", "", "median", "p90", "median", "p90");
+  };
+  summary_header("|predicted - measured| / measured step time");
+  summary_line("held out", split.held_out);
+  summary_line("train", split.train);
+  summary_line("all", all);
+
+  // Held-out rows by source and by device (a key with no held-out row: its
+  // rows are all training rows, shown as such).
+  const auto by_key = [&](const char* title, auto key) {
+    std::map<std::string, std::vector<int>> held_rows, all_rows;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      all_rows[key(runs[i])].push_back(static_cast<int>(i));
+      if (held[i]) held_rows[key(runs[i])].push_back(static_cast<int>(i));
+    }
+    summary_header(title);
+    for (const auto& [name, rows] : all_rows) {
+      if (held_rows.count(name)) {
+        summary_line(name + " (held out)", held_rows[name]);
+      } else {
+        summary_line(name + " (train only)", rows);
+      }
+    }
+  };
+  by_key("held-out step-time error by source", [](const PublishedRun& r) { return r.source; });
+  by_key("held-out step-time error by device", [](const PublishedRun& r) { return r.device; });
 
   std::map<std::string, GroupFigures> groups;
   std::vector<std::string> order;
@@ -85,12 +129,15 @@ int Run(int argc, char** argv) {
     if (held[i]) g.held_out.push_back(static_cast<int>(i));
   }
   std::printf(
-      "\nSpearman of predicted vs measured step time within each group (held-out rows where a "
-      "group has >= 3 of them, else all its rows: 'all'; groups of < 3 rows: no figure)\n");
+      "\nSpearman of predicted vs measured within each group (held-out rows where a group has "
+      ">= 3 of them, else all its rows: 'all'; no figure for groups of < 3 rows or without a "
+      "real spread: measured tokens/s/GPU within %.0f%% of each other)\n",
+      100 * kRealSpread);
   std::printf("  %-42s %4s %5s %17s %17s %19s\n", "", "", "", "step time", "tokens/s/GPU",
               "median error");
   std::printf("  %-42s %4s %5s %8s %8s %8s %8s %9s %9s\n", "group", "rows", "over", "before",
               "after", "before", "after", "before", "after");
+  int ranked = 0, ranked_below = 0;
   for (const std::string& name : order) {
     const GroupFigures& g = groups[name];
     const bool use_held = g.held_out.size() >= 3;
@@ -109,19 +156,49 @@ int Run(int argc, char** argv) {
       after_tput.push_back(per_gpu / after.back());
     }
     const std::vector<int>& error_rows = g.held_out.empty() ? g.all : g.held_out;
-    if (rows.size() >= 3) {
+    const double b = MedianRelativeError(runs, error_rows, reference);
+    const double a = MedianRelativeError(runs, error_rows, fitted);
+    const bool spread =
+        !measured_tput.empty() &&
+        *std::max_element(measured_tput.begin(), measured_tput.end()) >
+            (1 + kRealSpread) * *std::min_element(measured_tput.begin(), measured_tput.end());
+    if (rows.size() >= 3 && spread) {
+      const double rho = Spearman(after_tput, measured_tput);
+      ++ranked;
+      if (rho < 0.8) ++ranked_below;
       std::printf("  %-42s %4zu %5s %8.2f %8.2f %8.2f %8.2f %8.1f%% %8.1f%%\n", name.c_str(),
                   g.all.size(), use_held ? "held" : "all", Spearman(before, measured),
-                  Spearman(after, measured), Spearman(before_tput, measured_tput),
-                  Spearman(after_tput, measured_tput),
-                  100 * MedianRelativeError(runs, error_rows, reference),
-                  100 * MedianRelativeError(runs, error_rows, fitted));
+                  Spearman(after, measured), Spearman(before_tput, measured_tput), rho, 100 * b,
+                  100 * a);
     } else {
       std::printf("  %-42s %4zu %5s %8s %8s %8s %8s %8.1f%% %8.1f%%\n", name.c_str(), g.all.size(),
-                  "-", "-", "-", "-", "-", 100 * MedianRelativeError(runs, error_rows, reference),
-                  100 * MedianRelativeError(runs, error_rows, fitted));
+                  rows.size() >= 3 ? "flat" : "-", "-", "-", "-", "-", 100 * b, 100 * a);
     }
   }
+  std::printf("groups ranked: %d, with tokens/s/GPU Spearman (after) below 0.8: %d\n", ranked,
+              ranked_below);
+
+  // Memory: the cost model's prediction against what the sources state.
+  std::vector<double> memory_errors;
+  std::vector<int> not_fit, pruned;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].measured_peak_memory_gib > 0) {
+      const double measured_bytes = runs[i].measured_peak_memory_gib * kGiB;
+      memory_errors.push_back(std::abs(memory[i].predicted_bytes - measured_bytes) /
+                              measured_bytes);
+    }
+    if (!memory[i].fits) not_fit.push_back(runs[i].id);
+    if (!memory[i].kept_by_tuner) pruned.push_back(runs[i].id);
+  }
+  std::printf(
+      "\npeak memory |predicted - measured| / measured over the %zu rows that state it: "
+      "median %.1f%%, p90 %.1f%%\n",
+      memory_errors.size(), 100 * Quantile(memory_errors, 0.5), 100 * Quantile(memory_errors, 0.9));
+  std::printf(
+      "published runs predicted not to fit: %zu (rows %s); beyond the tuner's %.0f%% "
+      "margin (pruned by tune): %zu (rows %s)\n",
+      not_fit.size(), absl::StrJoin(not_fit, " ").c_str(), 100 * TunerMemoryMargin(), pruned.size(),
+      absl::StrJoin(pruned, " ").c_str());
 
   std::printf("\nfitted scales on the shipped cuda priors (1 = the fit is what ships)\n");
   for (int g = 0; g < kNumPriorScales; ++g) {

@@ -13,11 +13,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "search/cost_model.h"
 #include "search/device_catalog.h"
+#include "search/searcher.h"
 
 namespace autoaccel::bench {
 
 namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // The columns every row must have, in any order.
 constexpr const char* kColumns[] = {"id",
@@ -40,6 +44,8 @@ constexpr const char* kColumns[] = {"id",
                                     "tp",
                                     "pp",
                                     "vpp",
+                                    "cp",
+                                    "ep",
                                     "sp",
                                     "sharding",
                                     "mbs",
@@ -49,7 +55,9 @@ constexpr const char* kColumns[] = {"id",
                                     "checkpoint_pct",
                                     "measured_kind",
                                     "measured_value",
-                                    "global_batch_tokens"};
+                                    "global_batch_tokens",
+                                    "device_memory_gib",
+                                    "measured_peak_memory_gib"};
 
 class Row {
  public:
@@ -62,6 +70,11 @@ class Row {
       return Error(column, "must be a positive number");
     }
     return v;
+  }
+  // An empty cell is 0 (not stated); anything else a positive number.
+  absl::StatusOr<double> OptionalNumber(const char* column) const {
+    if (Text(column).empty()) return 0.0;
+    return Number(column);
   }
   absl::StatusOr<int> Int(const char* column, int min = 1) const {
     int v = 0;
@@ -127,6 +140,8 @@ absl::StatusOr<PublishedRun> ParseRun(const Row& row) {
   ASSIGN_OR_RETURN_CAL(s.tensor_parallel, row.Int("tp"));
   ASSIGN_OR_RETURN_CAL(s.pipeline_parallel, row.Int("pp"));
   ASSIGN_OR_RETURN_CAL(s.virtual_stages, row.Int("vpp"));
+  ASSIGN_OR_RETURN_CAL(s.context_parallel, row.Int("cp"));
+  ASSIGN_OR_RETURN_CAL(s.expert_parallel, row.Int("ep"));
   int sp = 0;
   ASSIGN_OR_RETURN_CAL(sp, row.Int("sp", 0));
   s.sequence_parallel = sp != 0;
@@ -150,8 +165,10 @@ absl::StatusOr<PublishedRun> ParseRun(const Row& row) {
     return row.Error("checkpoint_pct", st.message());
   }
   if (s.world_size() != r.gpus) {
-    return row.Error("gpus", absl::StrCat("dp × tp × pp is ", s.world_size()));
+    return row.Error("gpus", absl::StrCat("dp × tp × pp × cp is ", s.world_size()));
   }
+  ASSIGN_OR_RETURN_CAL(r.device_memory_gib, row.OptionalNumber("device_memory_gib"));
+  ASSIGN_OR_RETURN_CAL(r.measured_peak_memory_gib, row.OptionalNumber("measured_peak_memory_gib"));
   r.measured_kind = row.Text("measured_kind");
   ASSIGN_OR_RETURN_CAL(r.measured_value, row.Number("measured_value"));
   ASSIGN_OR_RETURN_CAL(r.global_batch_tokens, row.Number("global_batch_tokens"));
@@ -377,17 +394,49 @@ PriorScales FitScales(const std::vector<PublishedRun>& runs, const std::vector<i
   return best;
 }
 
-double MedianRelativeError(const std::vector<PublishedRun>& runs, const std::vector<int>& rows,
-                           const PriorScales& scales) {
-  if (rows.empty()) return 0;
+double Quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const double position = std::clamp(q, 0.0, 1.0) * double(values.size() - 1);
+  const size_t below = static_cast<size_t>(std::floor(position));
+  const size_t above = std::min(values.size() - 1, below + 1);
+  return values[below] + (position - double(below)) * (values[above] - values[below]);
+}
+
+ErrorSummary StepTimeErrors(const std::vector<PublishedRun>& runs, const std::vector<int>& rows,
+                            const PriorScales& scales) {
   std::vector<double> errors;
   for (int i : rows) {
     errors.push_back(std::abs(PredictRun(runs[i], scales) - runs[i].step_time_s) /
                      runs[i].step_time_s);
   }
-  std::sort(errors.begin(), errors.end());
-  const size_t m = errors.size();
-  return m % 2 ? errors[m / 2] : (errors[m / 2 - 1] + errors[m / 2]) / 2;
+  ErrorSummary summary;
+  summary.rows = static_cast<int>(errors.size());
+  summary.median = Quantile(errors, 0.5);
+  summary.p90 = Quantile(errors, 0.9);
+  return summary;
+}
+
+double MedianRelativeError(const std::vector<PublishedRun>& runs, const std::vector<int>& rows,
+                           const PriorScales& scales) {
+  return StepTimeErrors(runs, rows, scales).median;
+}
+
+double TunerMemoryMargin() { return SearchSetup{}.memory_margin; }
+
+MemoryVerdict PredictMemory(const PublishedRun& run) {
+  DeviceSpec device = RunDevice(run);
+  if (run.device_memory_gib > 0) {
+    device.memory_bytes = static_cast<int64_t>(std::llround(run.device_memory_gib * kGiB));
+  }
+  const int global_batch = static_cast<int>(std::llround(run.global_batch_tokens / run.seq_len));
+  const CostModel model(run.spec, run.seq_len, global_batch, device);
+  MemoryVerdict verdict;
+  verdict.predicted_bytes = double(model.Predict(run.strategy).memory.total());
+  verdict.device_bytes = double(device.memory_bytes);
+  verdict.fits = model.Fits(run.strategy, 0.0, nullptr);
+  verdict.kept_by_tuner = model.Fits(run.strategy, TunerMemoryMargin(), nullptr);
+  return verdict;
 }
 
 double Spearman(const std::vector<double>& a, const std::vector<double>& b) {

@@ -34,6 +34,13 @@ struct PublishedRun {
   int gpus = 0;
   int gpus_per_node = 0;
   Strategy strategy;  // the layout and choices of the run (world size == gpus)
+  // The run's device memory when the source's devices differ from the
+  // catalog entry (torchtitan's H100s have 96 GiB, the catalog's 80); 0: the
+  // catalog's.
+  double device_memory_gib = 0;
+  // The peak device memory the source states for the run (GiB, the worst
+  // rank); 0 where it states none.
+  double measured_peak_memory_gib = 0;
   // What the source measured: "tokens_per_s" (the whole job) or
   // "tokens_per_s_per_gpu", and the figure.
   std::string measured_kind;
@@ -48,9 +55,11 @@ struct PublishedRun {
 // Reads the CSV (header row, then one row per run; see
 // bench/tables/README.md for the columns). INVALID_ARGUMENT naming the line
 // and the column for anything missing or malformed: an unknown column value,
-// a row whose layout does not multiply to its GPU count, whose global batch
-// is not micro-batch × accumulation × data-parallel degree × sequence, a
-// model that does not validate, an empty citation.
+// a row whose layout (dp × tp × pp × cp) does not multiply to its GPU count,
+// whose expert-parallel degree does not divide dp × cp, whose global batch is
+// not micro-batch × accumulation × data-parallel degree × sequence, a model
+// that does not validate, an empty citation, a memory cell (optional: empty
+// when the source states none) that is not a positive number.
 absl::StatusOr<std::vector<PublishedRun>> LoadPublishedRuns(const std::string& path);
 
 // The device of a run: the built-in device catalog's entry
@@ -111,6 +120,38 @@ PriorScales FitScales(const std::vector<PublishedRun>& runs, const std::vector<i
 // |predicted - measured| / measured over `rows`, its median; 0 for none.
 double MedianRelativeError(const std::vector<PublishedRun>& runs, const std::vector<int>& rows,
                            const PriorScales& scales);
+
+// The relative step-time errors |predicted - measured| / measured over
+// `rows`: their count, median and 90th percentile (linear interpolation
+// between order statistics); all 0 for no rows.
+struct ErrorSummary {
+  int rows = 0;
+  double median = 0;
+  double p90 = 0;
+};
+ErrorSummary StepTimeErrors(const std::vector<PublishedRun>& runs, const std::vector<int>& rows,
+                            const PriorScales& scales);
+// The q-quantile (0..1) of `values` by linear interpolation; 0 for none.
+double Quantile(std::vector<double> values, double q);
+
+// What the cost model (search/cost_model.h, with its prior memory
+// coefficients) says of a run's memory, on the run's device (the catalog's
+// entry, its memory replaced by device_memory_gib where given):
+//   predicted_bytes  the worst rank's predicted peak (MemoryEstimate::total)
+//   fits             predicted within the device memory (what `estimate`
+//                    reports; no margin)
+//   kept_by_tuner    within the device memory plus the tuner's pruning
+//                    margin (SearchSetup::memory_margin): a run outside it
+//                    would never be tried by `tune`
+struct MemoryVerdict {
+  double predicted_bytes = 0;
+  double device_bytes = 0;
+  bool fits = false;
+  bool kept_by_tuner = false;
+};
+MemoryVerdict PredictMemory(const PublishedRun& run);
+// The tuner's pruning margin (SearchSetup's default), read where it is set.
+double TunerMemoryMargin();
 
 // Spearman rank correlation of the two lists (average ranks for ties); 0
 // when either is constant or shorter than 2.

@@ -97,7 +97,9 @@ TEST(PublishedRuns, AMalformedRowIsRefusedNamingItsLineAndColumn) {
     const char* says;
   };
   for (const Case& c :
-       {Case{"gpus", "16", "dp × tp × pp is 8"},
+       {Case{"gpus", "16", "dp × tp × pp × cp is 8"}, Case{"cp", "0", "integer >= 1"},
+        Case{"ep", "x", "integer >= 1"}, Case{"measured_peak_memory_gib", "-3", "positive number"},
+        Case{"device_memory_gib", "lots", "positive number"},
         Case{"global_batch_tokens", "1000", "mbs × ga × dp × seq_len"},
         Case{"citation", "llm-foundry README", "https://"},
         Case{"device", "tpu-v5", "device catalog"}, Case{"sharding", "zero9", "sharding"},
