@@ -1,7 +1,7 @@
 // Calibrates the cost model's cuda step-time priors against published
 // training runs (bench/tables/gpu_published.csv; bench/calibration.h) and
-// prints, for the reference priors ("before": those before this calibration)
-// and the fitted ones ("after"):
+// prints, for the shipped priors ("shipped": search/step_time.cc as built)
+// and their refit on the table's training rows ("refit"):
 // every row's measured and predicted step time and memory, the median and
 // 90th-percentile relative step-time error on the held-out, training and all
 // rows, on the held-out rows of each source and each device, the Spearman
@@ -70,12 +70,12 @@ int Run(int argc, char** argv) {
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   if (print_rows) {
     std::printf("\n%3s %-42s %-5s %9s %9s %9s %8s %8s %8s %s\n", "id", "group", "split", "measured",
-                "before", "after", "mem GiB", "pred GiB", "dev GiB", "fit");
+                "shipped", "refit", "mem GiB", "pred GiB", "dev GiB", "fit");
     for (size_t i = 0; i < runs.size(); ++i) {
       const MemoryVerdict& m = memory[i];
       std::printf("%3d %-42s %-5s %9.3f %9.3f %9.3f %8s %8.1f %8.1f %s\n", runs[i].id,
                   runs[i].group.c_str(), held[i] ? "held" : "train", runs[i].step_time_s,
-                  PredictRun(runs[i], reference), PredictRun(runs[i], fitted),
+                  PredictRun(runs[i], kUnitScales), PredictRun(runs[i], fitted),
                   runs[i].measured_peak_memory_gib > 0
                       ? absl::StrFormat("%.1f", runs[i].measured_peak_memory_gib).c_str()
                       : "-",
@@ -85,14 +85,14 @@ int Run(int argc, char** argv) {
   }
 
   const auto summary_line = [&](const std::string& name, const std::vector<int>& rows) {
-    const ErrorSummary b = StepTimeErrors(runs, rows, reference);
+    const ErrorSummary b = StepTimeErrors(runs, rows, kUnitScales);
     const ErrorSummary a = StepTimeErrors(runs, rows, fitted);
     std::printf("  %-42s %4d %7.1f%% %7.1f%% %7.1f%% %7.1f%%\n", name.c_str(), a.rows,
                 100 * b.median, 100 * b.p90, 100 * a.median, 100 * a.p90);
   };
   const auto summary_header = [](const char* title) {
-    std::printf("\n%s\n  %-42s %4s %8s %8s %8s %8s\n", title, "", "rows", "before", "before",
-                "after", "after");
+    std::printf("\n%s\n  %-42s %4s %8s %8s %8s %8s\n", title, "", "rows", "shipped", "shipped",
+                "refit", "refit");
     std::printf("  %-42s %4s %8s %8s %8s %8s\n", "", "", "median", "p90", "median", "p90");
   };
   summary_header("|predicted - measured| / measured step time");
@@ -135,8 +135,8 @@ int Run(int argc, char** argv) {
       100 * kRealSpread);
   std::printf("  %-42s %4s %5s %17s %17s %19s\n", "", "", "", "step time", "tokens/s/GPU",
               "median error");
-  std::printf("  %-42s %4s %5s %8s %8s %8s %8s %9s %9s\n", "group", "rows", "over", "before",
-              "after", "before", "after", "before", "after");
+  std::printf("  %-42s %4s %5s %8s %8s %8s %8s %9s %9s\n", "group", "rows", "over", "shipped",
+              "refit", "shipped", "refit", "shipped", "refit");
   int ranked = 0, ranked_below = 0;
   for (const std::string& name : order) {
     const GroupFigures& g = groups[name];
@@ -149,33 +149,33 @@ int Run(int argc, char** argv) {
     for (int i : rows) {
       const double per_gpu = runs[i].global_batch_tokens / runs[i].gpus;
       measured.push_back(runs[i].step_time_s);
-      before.push_back(PredictRun(runs[i], reference));
+      before.push_back(PredictRun(runs[i], kUnitScales));
       after.push_back(PredictRun(runs[i], fitted));
       measured_tput.push_back(per_gpu / measured.back());
       before_tput.push_back(per_gpu / before.back());
       after_tput.push_back(per_gpu / after.back());
     }
     const std::vector<int>& error_rows = g.held_out.empty() ? g.all : g.held_out;
-    const double b = MedianRelativeError(runs, error_rows, reference);
+    const double b = MedianRelativeError(runs, error_rows, kUnitScales);
     const double a = MedianRelativeError(runs, error_rows, fitted);
     const bool spread =
         !measured_tput.empty() &&
         *std::max_element(measured_tput.begin(), measured_tput.end()) >
             (1 + kRealSpread) * *std::min_element(measured_tput.begin(), measured_tput.end());
     if (rows.size() >= 3 && spread) {
-      const double rho = Spearman(after_tput, measured_tput);
+      const double rho = Spearman(before_tput, measured_tput);
       ++ranked;
       if (rho < 0.8) ++ranked_below;
       std::printf("  %-42s %4zu %5s %8.2f %8.2f %8.2f %8.2f %8.1f%% %8.1f%%\n", name.c_str(),
                   g.all.size(), use_held ? "held" : "all", Spearman(before, measured),
-                  Spearman(after, measured), Spearman(before_tput, measured_tput), rho, 100 * b,
+                  Spearman(after, measured), rho, Spearman(after_tput, measured_tput), 100 * b,
                   100 * a);
     } else {
       std::printf("  %-42s %4zu %5s %8s %8s %8s %8s %8.1f%% %8.1f%%\n", name.c_str(), g.all.size(),
                   rows.size() >= 3 ? "flat" : "-", "-", "-", "-", "-", 100 * b, 100 * a);
     }
   }
-  std::printf("groups ranked: %d, with tokens/s/GPU Spearman (after) below 0.8: %d\n", ranked,
+  std::printf("groups ranked: %d, with tokens/s/GPU Spearman (shipped) below 0.8: %d\n", ranked,
               ranked_below);
 
   // Memory: the cost model's prediction against what the sources state.

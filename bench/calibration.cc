@@ -45,6 +45,7 @@ constexpr const char* kColumns[] = {"id",
                                     "pp",
                                     "vpp",
                                     "cp",
+                                    "cp_comm",
                                     "ep",
                                     "sp",
                                     "sharding",
@@ -142,13 +143,17 @@ absl::StatusOr<PublishedRun> ParseRun(const Row& row) {
   ASSIGN_OR_RETURN_CAL(s.virtual_stages, row.Int("vpp"));
   ASSIGN_OR_RETURN_CAL(s.context_parallel, row.Int("cp"));
   ASSIGN_OR_RETURN_CAL(s.expert_parallel, row.Int("ep"));
+  auto cp_comm = ParseContextParallelComm(row.Text("cp_comm"));
+  if (!cp_comm.ok()) return row.Error("cp_comm", cp_comm.status().message());
+  s.context_parallel_comm = *cp_comm;
   int sp = 0;
   ASSIGN_OR_RETURN_CAL(sp, row.Int("sp", 0));
   s.sequence_parallel = sp != 0;
   if (s.virtual_stages > 1) s.pipeline_schedule = PipelineSchedule::kInterleaved;
   auto sharding = ParseSharding(row.Text("sharding"));
   if (!sharding.ok()) return row.Error("sharding", sharding.status().message());
-  s.sharding = s.data_parallel > 1 ? *sharding : Sharding::kNone;
+  // Sharding spans the data- and context-parallel ranks (weight_replicas).
+  s.sharding = s.data_parallel * s.context_parallel > 1 ? *sharding : Sharding::kNone;
   ASSIGN_OR_RETURN_CAL(s.micro_batch_size, row.Int("mbs"));
   ASSIGN_OR_RETURN_CAL(s.grad_accum_steps, row.Int("ga"));
   auto precision = ParsePrecision(row.Text("precision"));
