@@ -81,6 +81,14 @@ int Run(int argc, char** argv) {
                       : "-",
                   m.predicted_bytes / kGiB, m.device_bytes / kGiB,
                   m.fits ? "yes" : (m.kept_by_tuner ? "no (within margin)" : "no (pruned)"));
+      if (!m.fits || runs[i].measured_peak_memory_gib > 0) {
+        const MemoryEstimate& e = m.estimate;
+        std::printf(
+            "    GiB: parameters %.1f, gradients %.1f, optimizer %.1f, gathered %.1f, "
+            "activations %.1f, logits %.1f, fp8 weights %.1f, overhead %.1f\n",
+            e.parameters / kGiB, e.gradients / kGiB, e.optimizer / kGiB, e.gathered / kGiB,
+            e.activations / kGiB, e.logits / kGiB, e.fp8_weights / kGiB, e.overhead / kGiB);
+      }
     }
   }
 
@@ -217,14 +225,27 @@ int Run(int argc, char** argv) {
   std::printf("  achieved bf16 fraction   %9.4f    %9.4f\n",
               1 / (b[kFlopsBf16] * h100.peak.bf16 * 1e12),
               1 / (a[kFlopsBf16] * h100.peak.bf16 * 1e12));
+  std::printf("  achieved fp8 fraction    %9.4f    %9.4f\n",
+              1 / (b[kFlopsFp8] * h100.peak.fp8 * 1e12), 1 / (a[kFlopsFp8] * h100.peak.fp8 * 1e12));
+  // And on an A100 (no fp8 tensor cores: kCudaAchievedPeakFraction).
+  const DeviceSpec a100 = *PublishedDevice("a100-80gb");
+  std::printf(
+      "  a100 bf16 fraction       %9.4f    %9.4f\n",
+      1 / (ScaledPriors(a100, reference).seconds_per_unit[kFlopsBf16] * a100.peak.bf16 * 1e12),
+      1 / (ScaledPriors(a100, fitted).seconds_per_unit[kFlopsBf16] * a100.peak.bf16 * 1e12));
   std::printf("  layer pass (us)          %9.2f    %9.2f\n", b[kLayerPasses] * 1e6,
               a[kLayerPasses] * 1e6);
-  std::printf("  model-parallel GB/s      %9.2f    %9.2f\n", 1e-9 / b[kModelParallelBytes],
-              1e-9 / a[kModelParallelBytes]);
-  std::printf(
-      "  data-parallel exposure   %9.4f    %9.4f   (data- / model-parallel seconds per byte)\n",
-      b[kDataParallelBytes] / b[kModelParallelBytes],
-      a[kDataParallelBytes] / a[kModelParallelBytes]);
+  const double link = 0.75 * h100.intra_node.bandwidth_bytes_per_s;  // the prior's link rate
+  std::printf("  data-parallel exposure   %9.4f    %9.4f   (of the link's time)\n",
+              b[kDataParallelBytes] * link, a[kDataParallelBytes] * link);
+  std::printf("  model-parallel exposure  %9.4f    %9.4f\n", b[kModelParallelBytes] * link,
+              a[kModelParallelBytes] * link);
+  std::printf("  fused-attention fraction %9.4f    %9.4f   (its extra time: 1 / (this x peak))\n",
+              1 / (b[kFusedAttentionFlops] * h100.peak.bf16 * 1e12),
+              1 / (a[kFusedAttentionFlops] * h100.peak.bf16 * 1e12));
+  std::printf("  activation bytes/element %9.2f    %9.2f\n",
+              b[kActivationElements] * h100.memory_bandwidth_bytes_per_s,
+              a[kActivationElements] * h100.memory_bandwidth_bytes_per_s);
   std::printf("  per call (us)            %9.2f    %9.2f\n", b[kCollectives] * 1e6,
               a[kCollectives] * 1e6);
   std::printf("  per step (ms)            %9.3f    %9.3f\n", b[kStep] * 1e3, a[kStep] * 1e3);

@@ -194,18 +194,26 @@ absl::StatusOr<PublishedRun> ParseRun(const Row& row) {
 }
 
 // Which scale each time feature belongs to; -1 for the unfitted ones.
-int ScaleOf(int feature) {
+int ScaleOf(int feature, const DeviceSpec& device) {
   switch (feature) {
     case kFlopsFp32:
     case kFlopsBf16:
     case kFlopsFp16:
     case kFlopsPureBf16:
     case kMathAttentionFlops:
-      return kScaleCompute;
+      return HasFp8TensorCores(device) ? kScaleComputeFp8Devices : kScaleCompute;
+    case kFlopsFp8:
+      return kScaleFp8Flops;
     case kLayerPasses:
       return kScaleLayerPass;
     case kDataParallelBytes:
       return kScaleDataParallelBytes;
+    case kModelParallelBytes:
+      return kScaleModelParallelBytes;
+    case kFusedAttentionFlops:
+      return kScaleFusedAttention;
+    case kActivationElements:
+      return kScaleActivationBytes;
     default:
       return -1;
   }
@@ -235,7 +243,7 @@ Decomposed Decompose(const PublishedRun& run) {
   Decomposed d;
   for (int k = 0; k < kNumTimeFeatures; ++k) {
     const double seconds = x[k] * c.seconds_per_unit[k];
-    const int g = ScaleOf(k);
+    const int g = ScaleOf(k, device);
     if (g < 0) {
       d.fixed += seconds;
     } else {
@@ -322,10 +330,20 @@ const char* PriorScaleName(int scale) {
   switch (scale) {
     case kScaleCompute:
       return "compute";
+    case kScaleComputeFp8Devices:
+      return "compute_fp8_devices";
+    case kScaleFp8Flops:
+      return "fp8_flops";
     case kScaleLayerPass:
       return "layer_pass";
     case kScaleDataParallelBytes:
       return "data_parallel_bytes";
+    case kScaleModelParallelBytes:
+      return "model_parallel_bytes";
+    case kScaleFusedAttention:
+      return "fused_attention";
+    case kScaleActivationBytes:
+      return "activation_bytes";
     default:
       return "unknown";
   }
@@ -334,15 +352,20 @@ const char* PriorScaleName(int scale) {
 PriorScales ReferenceScales() {
   PriorScales r{};
   r[kScaleCompute] = kCudaAchievedPeakFraction / 0.4;  // seconds per FLOP at 0.4 of the peak
+  r[kScaleComputeFp8Devices] = kCudaAchievedPeakFractionFp8Devices / 0.4;
+  r[kScaleFp8Flops] = kCudaFp8AchievedPeakFraction / 0.4;
   r[kScaleLayerPass] = 300e-6 / kCudaLayerPassSeconds;
   r[kScaleDataParallelBytes] = 1.0 / kCudaDataParallelExposure;
+  r[kScaleModelParallelBytes] = 1.0 / kCudaModelParallelExposure;
+  r[kScaleFusedAttention] = kCudaFusedAttentionFraction / 0.4;
+  r[kScaleActivationBytes] = 150.0 / kCudaActivationBytesPerElement;
   return r;
 }
 
 TimeCoefficients ScaledPriors(const DeviceSpec& device, const PriorScales& scales) {
   TimeCoefficients c = PriorTimeCoefficients(device);
   for (int k = 0; k < kNumTimeFeatures; ++k) {
-    const int g = ScaleOf(k);
+    const int g = ScaleOf(k, device);
     if (g >= 0) c.seconds_per_unit[k] *= scales[g];
   }
   return c;
@@ -437,7 +460,8 @@ MemoryVerdict PredictMemory(const PublishedRun& run) {
   const int global_batch = static_cast<int>(std::llround(run.global_batch_tokens / run.seq_len));
   const CostModel model(run.spec, run.seq_len, global_batch, device);
   MemoryVerdict verdict;
-  verdict.predicted_bytes = double(model.Predict(run.strategy).memory.total());
+  verdict.estimate = model.Predict(run.strategy).memory;
+  verdict.predicted_bytes = double(verdict.estimate.total());
   verdict.device_bytes = double(device.memory_bytes);
   verdict.fits = model.Fits(run.strategy, 0.0, nullptr);
   verdict.kept_by_tuner = model.Fits(run.strategy, TunerMemoryMargin(), nullptr);

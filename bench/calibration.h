@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "search/memory_estimate.h"
 #include "search/step_time.h"
 #include "spec/model_spec.h"
 #include "spec/strategy.h"
@@ -78,27 +79,48 @@ Split SplitRuns(const std::vector<PublishedRun>& runs);
 
 // The free scalars of the cuda priors, each a factor on a group of
 // PriorTimeCoefficients(device) coefficients:
-//   kScaleCompute    every FLOP feature (the achieved fraction of the peak
+//   kScaleCompute    every FLOP feature but fp8's on a device without fp8
+//                    tensor cores (A100: the achieved fraction of the peak
 //                    is divided by it)
+//   kScaleComputeFp8Devices   the same on a device with them (H100, H200)
+//   kScaleFp8Flops   the fp8 FLOP feature (fp8's achieved fraction)
 //   kScaleLayerPass  the per-layer-pass overhead
-//   kScaleDataParallelBytes  data-parallel bytes: the share of the
+//   kScaleDataParallelBytes   data-parallel bytes: the share of the
 //                    data-parallel collectives' link time that compute does
 //                    not hide (FSDP and bucketed DDP overlap them)
-// Not fitted: model-parallel bytes (no row uses tensor or pipeline
-// parallelism), the per-call latency and the per-step cost (in these rows
-// the calls grow with the layer passes, FSDP's gathers being per layer, and
-// both are far below the rows' noise), the optimizer and offload (no row's
-// share of them is measurable).
-enum PriorScale : int { kScaleCompute, kScaleLayerPass, kScaleDataParallelBytes, kNumPriorScales };
+//   kScaleModelParallelBytes  tensor-, context-, expert- and pipeline-
+//                    parallel bytes: the same share for them
+//   kScaleFusedAttention      the fused-attention kernel's extra time per
+//                    FLOP (kFusedAttentionFlops)
+//   kScaleActivationBytes     the memory traffic per activation element
+//                    (kActivationElements)
+// Not fitted: the per-call latency and the per-step cost (far below the
+// rows' noise), the math-attention penalty (no row runs unfused attention),
+// the optimizer and offload (no row's share of them is measurable).
+enum PriorScale : int {
+  kScaleCompute,
+  kScaleComputeFp8Devices,
+  kScaleFp8Flops,
+  kScaleLayerPass,
+  kScaleDataParallelBytes,
+  kScaleModelParallelBytes,
+  kScaleFusedAttention,
+  kScaleActivationBytes,
+  kNumPriorScales
+};
 const char* PriorScaleName(int scale);
 using PriorScales = std::array<double, kNumPriorScales>;
-inline constexpr PriorScales kUnitScales = {1, 1, 1};  // the shipped priors
+inline constexpr PriorScales kUnitScales = {1, 1, 1, 1, 1, 1, 1, 1};  // the shipped priors
 
-// The scales that turn the shipped priors back into the priors before this
-// calibration (the REFERENCE: 0.4 of the peak, 300 µs per layer pass, data-
-// parallel bytes at the link's full cost): "before" in the reports, and
-// what the fit's weak pull is towards, so that the fit does not depend on
-// what search/step_time.cc ships.
+// The scales that turn the shipped priors into the REFERENCE priors, what
+// the fit's weak pull is towards, so that the fit does not depend on what
+// search/step_time.cc ships: 0.4 of the peak (bf16 and fp8 alike), 300 µs per layer pass, data-
+// and model-parallel bytes at the link's full cost (the priors before any
+// calibration), the fused attention kernel's extra time at 0.4 of the peak
+// too (as if each of its FLOPs cost twice a GEMM FLOP at that fraction), and 150 bytes per
+// activation element (about 50 forward: two norms' inputs and outputs, two residual adds, the gated
+// activation's three n_inner-wide tensors and the rotary embedding of q and k, each 16-bit element
+// read or written once, n_inner ≈ 3.5 h; twice that backward).
 PriorScales ReferenceScales();
 
 // The prior coefficients of `device` with each group multiplied by its scale.
@@ -144,6 +166,7 @@ double Quantile(std::vector<double> values, double q);
 //                    margin (SearchSetup::memory_margin): a run outside it
 //                    would never be tried by `tune`
 struct MemoryVerdict {
+  MemoryEstimate estimate;  // the breakdown
   double predicted_bytes = 0;
   double device_bytes = 0;
   bool fits = false;
