@@ -27,14 +27,6 @@
 namespace autoaccel::bench {
 namespace {
 
-// A group ranks only where its measured throughput per GPU spreads by more
-// than this: within it, the ranking is the sources' noise.
-constexpr double kRealSpread = 0.10;
-
-struct GroupFigures {
-  std::vector<int> all, held_out;
-};
-
 int Run(int argc, char** argv) {
   std::string path = std::string(AUTOACCEL_SOURCE_DIR) + "/bench/tables/gpu_published.csv";
   bool print_rows = false;
@@ -128,59 +120,38 @@ int Run(int argc, char** argv) {
   by_key("held-out step-time error by source", [](const PublishedRun& r) { return r.source; });
   by_key("held-out step-time error by device", [](const PublishedRun& r) { return r.device; });
 
-  std::map<std::string, GroupFigures> groups;
-  std::vector<std::string> order;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    if (!groups.count(runs[i].group)) order.push_back(runs[i].group);
-    GroupFigures& g = groups[runs[i].group];
-    g.all.push_back(static_cast<int>(i));
-    if (held[i]) g.held_out.push_back(static_cast<int>(i));
-  }
+  const std::vector<GroupRanking> shipped_ranks = RankGroups(runs, split, kUnitScales);
+  const std::vector<GroupRanking> refit_ranks = RankGroups(runs, split, fitted);
   std::printf(
       "\nSpearman of predicted vs measured within each group (held-out rows where a group has "
-      ">= 3 of them, else all its rows: 'all'; no figure for groups of < 3 rows or without a "
-      "real spread: measured tokens/s/GPU within %.0f%% of each other)\n",
+      ">= 3 of them, else all its rows: 'all'; no figure for groups of < 3 rows ('-') or without "
+      "a real spread ('flat'): measured tokens/s/GPU within %.0f%% of each other)\n",
       100 * kRealSpread);
   std::printf("  %-42s %4s %5s %17s %17s %19s\n", "", "", "", "step time", "tokens/s/GPU",
               "median error");
   std::printf("  %-42s %4s %5s %8s %8s %8s %8s %9s %9s\n", "group", "rows", "over", "shipped",
               "refit", "shipped", "refit", "shipped", "refit");
   int ranked = 0, ranked_below = 0;
-  for (const std::string& name : order) {
-    const GroupFigures& g = groups[name];
-    const bool use_held = g.held_out.size() >= 3;
-    const std::vector<int>& rows = use_held ? g.held_out : g.all;
-    // Step times, and throughput per GPU (tokens / s / GPU: what a search
-    // ranks strategies by; batch sizes that differ within a group make
-    // step-time ranks easy).
-    std::vector<double> measured, before, after, measured_tput, before_tput, after_tput;
-    for (int i : rows) {
-      const double per_gpu = runs[i].global_batch_tokens / runs[i].gpus;
-      measured.push_back(runs[i].step_time_s);
-      before.push_back(PredictRun(runs[i], kUnitScales));
-      after.push_back(PredictRun(runs[i], fitted));
-      measured_tput.push_back(per_gpu / measured.back());
-      before_tput.push_back(per_gpu / before.back());
-      after_tput.push_back(per_gpu / after.back());
+  for (size_t g = 0; g < shipped_ranks.size(); ++g) {
+    const GroupRanking &s = shipped_ranks[g], &f = refit_ranks[g];
+    std::vector<int> error_rows;  // the held-out rows, or all where none is
+    for (int i : s.rows) {
+      if (held[i]) error_rows.push_back(i);
     }
-    const std::vector<int>& error_rows = g.held_out.empty() ? g.all : g.held_out;
+    if (error_rows.empty()) error_rows = s.rows;
     const double b = MedianRelativeError(runs, error_rows, kUnitScales);
     const double a = MedianRelativeError(runs, error_rows, fitted);
-    const bool spread =
-        !measured_tput.empty() &&
-        *std::max_element(measured_tput.begin(), measured_tput.end()) >
-            (1 + kRealSpread) * *std::min_element(measured_tput.begin(), measured_tput.end());
-    if (rows.size() >= 3 && spread) {
-      const double rho = Spearman(before_tput, measured_tput);
+    if (s.ranks) {
       ++ranked;
-      if (rho < 0.8) ++ranked_below;
-      std::printf("  %-42s %4zu %5s %8.2f %8.2f %8.2f %8.2f %8.1f%% %8.1f%%\n", name.c_str(),
-                  g.all.size(), use_held ? "held" : "all", Spearman(before, measured),
-                  Spearman(after, measured), rho, Spearman(after_tput, measured_tput), 100 * b,
+      if (s.throughput_spearman < 0.8) ++ranked_below;
+      std::printf("  %-42s %4zu %5s %8.2f %8.2f %8.2f %8.2f %8.1f%% %8.1f%%\n", s.group.c_str(),
+                  s.rows.size(), s.over_held_out ? "held" : "all", s.step_time_spearman,
+                  f.step_time_spearman, s.throughput_spearman, f.throughput_spearman, 100 * b,
                   100 * a);
     } else {
-      std::printf("  %-42s %4zu %5s %8s %8s %8s %8s %8.1f%% %8.1f%%\n", name.c_str(), g.all.size(),
-                  rows.size() >= 3 ? "flat" : "-", "-", "-", "-", "-", 100 * b, 100 * a);
+      std::printf("  %-42s %4zu %5s %8s %8s %8s %8s %8.1f%% %8.1f%%\n", s.group.c_str(),
+                  s.rows.size(), s.ranked_over.size() >= 3 ? "flat" : "-", "-", "-", "-", "-",
+                  100 * b, 100 * a);
     }
   }
   std::printf("groups ranked: %d, with tokens/s/GPU Spearman (shipped) below 0.8: %d\n", ranked,

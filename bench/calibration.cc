@@ -468,6 +468,40 @@ MemoryVerdict PredictMemory(const PublishedRun& run) {
   return verdict;
 }
 
+std::vector<GroupRanking> RankGroups(const std::vector<PublishedRun>& runs, const Split& split,
+                                     const PriorScales& scales) {
+  std::vector<GroupRanking> groups;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto [it, added] = index.emplace(runs[i].group, groups.size());
+    if (added) groups.push_back(GroupRanking{runs[i].group});
+    groups[it->second].rows.push_back(static_cast<int>(i));
+  }
+  std::vector<std::vector<int>> held_rows(groups.size());
+  for (int i : split.held_out) held_rows[index.at(runs[i].group)].push_back(i);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    GroupRanking& r = groups[g];
+    r.over_held_out = held_rows[g].size() >= 3;
+    r.ranked_over = r.over_held_out ? held_rows[g] : r.rows;
+    std::vector<double> measured, predicted, measured_tput, predicted_tput;
+    for (int i : r.ranked_over) {
+      const double per_gpu = runs[i].global_batch_tokens / runs[i].gpus;
+      measured.push_back(runs[i].step_time_s);
+      predicted.push_back(PredictRun(runs[i], scales));
+      measured_tput.push_back(per_gpu / measured.back());
+      predicted_tput.push_back(per_gpu / predicted.back());
+    }
+    r.ranks = measured.size() >= 3 &&
+              *std::max_element(measured_tput.begin(), measured_tput.end()) >
+                  (1 + kRealSpread) * *std::min_element(measured_tput.begin(), measured_tput.end());
+    if (r.ranks) {
+      r.step_time_spearman = Spearman(predicted, measured);
+      r.throughput_spearman = Spearman(predicted_tput, measured_tput);
+    }
+  }
+  return groups;
+}
+
 double Spearman(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size() || a.size() < 2) return 0;
   const std::vector<double> ra = Ranks(a), rb = Ranks(b);

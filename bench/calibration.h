@@ -176,6 +176,26 @@ MemoryVerdict PredictMemory(const PublishedRun& run);
 // The tuner's pruning margin (SearchSetup's default), read where it is set.
 double TunerMemoryMargin();
 
+// The rank correlation within each group (rows sharing a model and a
+// cluster), in table order: over the group's held-out rows where it has at
+// least 3 of them, else over all its rows. A group RANKS only with at least
+// 3 such rows whose measured tokens/s/GPU spread by more than kRealSpread
+// (closer, the order is the sources' noise). Spearman of predicted against
+// measured step time, and of tokens/s/GPU (what a search ranks strategies
+// by: batch sizes that differ within a group make step-time ranks easy).
+inline constexpr double kRealSpread = 0.10;
+struct GroupRanking {
+  std::string group;
+  std::vector<int> rows;         // all the group's rows (indices into the runs)
+  std::vector<int> ranked_over;  // the rows the correlations are over
+  bool over_held_out = false;
+  bool ranks = false;
+  double step_time_spearman = 0;  // 0 unless ranks
+  double throughput_spearman = 0;
+};
+std::vector<GroupRanking> RankGroups(const std::vector<PublishedRun>& runs, const Split& split,
+                                     const PriorScales& scales);
+
 // Spearman rank correlation of the two lists (average ranks for ties); 0
 // when either is constant or shorter than 2.
 double Spearman(const std::vector<double>& a, const std::vector<double>& b);
