@@ -409,6 +409,49 @@ TEST(TimeFeatures, NamesAreStableAndDistinct) {
   EXPECT_EQ(TimeFeatureName(kNumTimeFeatures), "unknown");
 }
 
+TEST(TimeFeatures, AFusedKernelExecutesTheAttentionCoreAndItsShareGrowsWithTheSequence) {
+  const ModelSpec m = Gpt2Small();
+  Strategy s = Layout(1, 1, 1, Sharding::kNone);  // mbs 4, ga 8
+  s.attention = Attention::kSdpa;
+  // Forward: 4 · h · keys attended per token and layer (causal: (s + 1) / 2
+  // on average); the fused kernel's backward recomputes the scores: 3.5x.
+  const double tokens = 8 * 4 * 1024, h = 768, L = 12;
+  const TimeFeatures x = StepTimeFeatures(m, 1024, s);
+  EXPECT_NEAR(x[kFusedAttentionFlops] / (tokens * L * 3.5 * 4 * h * m.AttendedKeys(0, 1024)), 1.0,
+              1e-12);
+  EXPECT_NEAR(x[kActivationElements], tokens * h * L, 1e-6);
+  // Per token, attention grows with the sequence and the rest does not.
+  const TimeFeatures longer = StepTimeFeatures(m, 4096, s);
+  EXPECT_GT(longer[kFusedAttentionFlops] / longer[kFlopsFp32],
+            2 * x[kFusedAttentionFlops] / x[kFlopsFp32]);
+  // The unfused kernel has its own feature.
+  s.attention = Attention::kMath;
+  EXPECT_EQ(StepTimeFeatures(m, 1024, s)[kFusedAttentionFlops], 0);
+  // A full-recompute layer runs the kernel's forward once more.
+  s.attention = Attention::kSdpa;
+  s.checkpointing = Checkpointing::kFull;
+  EXPECT_NEAR(StepTimeFeatures(m, 1024, s)[kFusedAttentionFlops] / x[kFusedAttentionFlops],
+              4.5 / 3.5, 1e-12);
+}
+
+TEST(TimeModel, TheAchievedFractionFollowsTheDeviceGeneration) {
+  // Keyed by fp8 tensor cores (the catalog's fp8 peak): an A100 has none.
+  const DeviceSpec a100{"cuda", {19.5, 312, 312}, 0};
+  const DeviceSpec h100{"cuda", {67, 989, 989, 1979}, 0};
+  EXPECT_FALSE(HasFp8TensorCores(a100));
+  EXPECT_TRUE(HasFp8TensorCores(h100));
+  EXPECT_FALSE(HasFp8TensorCores(DeviceSpec{"cpu", {67, 989, 989, 1979}, 0}));
+  EXPECT_DOUBLE_EQ(PriorTimeCoefficients(h100).seconds_per_unit[kFlopsBf16],
+                   1 / (kCudaAchievedPeakFractionFp8Devices * 989e12));
+  EXPECT_DOUBLE_EQ(PriorTimeCoefficients(h100).seconds_per_unit[kFlopsFp8],
+                   1 / (kCudaFp8AchievedPeakFraction * 1979e12));
+  // The memory-bound kernels run at the device memory's bandwidth.
+  DeviceSpec fast = h100;
+  fast.memory_bandwidth_bytes_per_s = 4800e9;
+  EXPECT_DOUBLE_EQ(PriorTimeCoefficients(fast).seconds_per_unit[kActivationElements],
+                   kCudaActivationBytesPerElement / 4800e9);
+}
+
 TEST(TimeFeatures, OneRankComputesTheModelFlopsOfItsTokens) {
   const ModelSpec m = Gpt2Small();
   Strategy s = Layout(1, 1, 1, Sharding::kNone);  // mbs 4, ga 8, fp32
