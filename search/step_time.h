@@ -305,14 +305,14 @@ struct TimeCoefficients {
 //   activation bytes    bytes of device memory traffic per activation
 //                       element (kActivationElements): what the memory-
 //                       bound kernels read and write, forward and backward
-inline constexpr double kCudaAchievedPeakFraction = 0.856;
-inline constexpr double kCudaAchievedPeakFractionFp8Devices = 0.520;
-inline constexpr double kCudaFp8AchievedPeakFraction = 0.693;
-inline constexpr double kCudaLayerPassSeconds = 292e-6;
-inline constexpr double kCudaDataParallelExposure = 0.0917;
-inline constexpr double kCudaModelParallelExposure = 0.945;
-inline constexpr double kCudaFusedAttentionFraction = 0.344;
-inline constexpr double kCudaActivationBytesPerElement = 145.5;
+inline constexpr double kCudaAchievedPeakFraction = 0.852;
+inline constexpr double kCudaAchievedPeakFractionFp8Devices = 0.517;
+inline constexpr double kCudaFp8AchievedPeakFraction = 0.61;
+inline constexpr double kCudaLayerPassSeconds = 270e-6;
+inline constexpr double kCudaDataParallelExposure = 0.0914;
+inline constexpr double kCudaModelParallelExposure = 0.925;
+inline constexpr double kCudaFusedAttentionFraction = 0.342;
+inline constexpr double kCudaActivationBytesPerElement = 134.7;
 
 // A cuda device whose tensor cores compute fp8 (its fp8 peak known: compute
 // capability 8.9 or newer, as SetDeviceFacts reads it).

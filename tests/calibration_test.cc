@@ -186,14 +186,14 @@ TEST(Calibration, TheCudaPriorsAreTheFitOfThePublishedTable) {
   EXPECT_EQ(FitScales(runs, split.train), fitted);
 }
 
-TEST(Calibration, ThePriorsPredictTheHeldOutRunsWithin8PercentMedianAnd20PercentP90) {
+TEST(Calibration, ThePriorsPredictTheHeldOutRunsWithin9PercentMedianAnd20PercentP90) {
   // What the shipped priors reach on the held-out rows (docs/BENCHMARKS.md,
-  // "GPU priors": 7.1% and 18.1%; before the fused-attention, activation-
-  // element, per-generation and model-parallel terms: 21.1% and 47.6%).
+  // "GPU priors": 8.8% and 19.3%; before the fused-attention, activation-
+  // element, per-generation and model-parallel terms: 21.9% and 52.0%).
   const std::vector<PublishedRun> runs = Runs();
   const ErrorSummary e = StepTimeErrors(runs, SplitRuns(runs).held_out, kUnitScales);
-  EXPECT_GE(e.rows, 35);
-  EXPECT_LE(e.median, 0.08);
+  EXPECT_GE(e.rows, 40);
+  EXPECT_LE(e.median, 0.09);
   EXPECT_LE(e.p90, 0.20);
 }
 
@@ -209,12 +209,12 @@ TEST(Calibration, EveryGroupWithARealSpreadRanksThroughputAbove0_8) {
     if (g.group == "torchtitan llama2-13b a100-80gb x64") continue;
     EXPECT_GE(g.throughput_spearman, 0.8) << g.group;
   }
-  EXPECT_GE(ranked, 12);
+  EXPECT_GE(ranked, 13);
 }
 
 TEST(Calibration, PeakMemoryAndFitOfThePublishedRuns) {
   // Over the rows that state a measured peak: the median error the memory
-  // model reaches (docs/BENCHMARKS.md: 37%, was 44%); and the only runs
+  // model reaches (docs/BENCHMARKS.md: 50.8%, was 54.0%); and the only runs
   // predicted not to fit are the four the docs explain (torchtitan's op-
   // level selective checkpointing mapped to `selective`, and Megatron-
   // Bridge's Llama 3 70B at TP 4 × PP 8) — a fifth fails this.
@@ -230,8 +230,8 @@ TEST(Calibration, PeakMemoryAndFitOfThePublishedRuns) {
     if (!v.fits) not_fit.insert(r.id);
     if (!v.kept_by_tuner) EXPECT_FALSE(v.fits) << r.id;  // the margin only widens
   }
-  EXPECT_GE(errors.size(), 9u);
-  EXPECT_LE(Quantile(errors, 0.5), 0.38);
+  EXPECT_GE(errors.size(), 15u);
+  EXPECT_LE(Quantile(errors, 0.5), 0.51);
   EXPECT_EQ(not_fit, (std::set<int>{62, 67, 68, 83}));
   EXPECT_DOUBLE_EQ(TunerMemoryMargin(), 0.1);
 }
