@@ -270,7 +270,7 @@ struct TimeCoefficients {
 };
 
 // The cuda priors' calibrated scalars: the fit of
-// bench/tables/gpu_published.csv (86 published training runs of
+// bench/tables/gpu_published.csv (92 published training runs of
 // llm-foundry, torchtitan, NeMo and Megatron-Bridge on A100, H100 and H200
 // GPUs, each row cited), made by bench/calibrate_priors on alternate rows of
 // each group; the figures on the held-out rows are in docs/BENCHMARKS.md
