@@ -221,7 +221,8 @@ using TimeFeatures = std::array<double, kNumTimeFeatures>;
 
 // The features of one step of `strategy`. A pipelined strategy (pp > 1)
 // pays Megatron's bubble: its compute features (FLOPs, math attention,
-// layer passes) are multiplied by 1 + (pp - 1) / (vpp · ga) — the stage
+// layer passes, fused attention, activation elements) are multiplied by
+// 1 + (pp - 1) / (vpp · ga) — the stage
 // idles (pp - 1) / vpp micro-batch slots per ga it computes. REQUIRES:
 // model.Validate() OK, positive degrees and sizes. A torchscript model
 // (shape unknown) gets only kStep = 1 and kLayerPasses = ga (all else 0).
