@@ -1,29 +1,31 @@
 // Calibrates the cost model's cuda step-time priors against published
 // training runs (bench/tables/gpu_published.csv; bench/calibration.h) and
-// prints, for the reference priors ("before": those before this calibration)
-// and the fitted ones ("after"):
-// every row's measured and predicted step time, the median relative error on
-// the held-out rows and on all rows, and the Spearman rank correlation within
-// each group. Then the fitted scales and the cuda constants they give, to put
-// into search/step_time.cc.
+// prints, for the shipped priors ("shipped": search/step_time.cc as built)
+// and their refit on the table's training rows ("refit"):
+// every row's measured and predicted step time and memory, the median and
+// 90th-percentile relative step-time error on the held-out, training and all
+// rows, on the held-out rows of each source and each device, the Spearman
+// rank correlation within each group with a real spread, the peak-memory
+// error over the rows that state a measured peak, and the rows the cost model
+// predicts not to fit (strictly, and beyond the tuner's pruning margin). Then the fitted scales and
+// the cuda constants they give, to put into search/step_time.cc.
 //
 //   build/bin/calibrate_priors [--table PATH] [--rows]
 //
 // Exit codes: 0 done, 2 the table does not parse (the message names the line
 // and column).
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "bench/calibration.h"
 
 namespace autoaccel::bench {
 namespace {
-
-struct GroupFigures {
-  std::vector<int> all, held_out;
-};
 
 int Run(int argc, char** argv) {
   std::string path = std::string(AUTOACCEL_SOURCE_DIR) + "/bench/tables/gpu_published.csv";
@@ -55,73 +57,127 @@ int Run(int argc, char** argv) {
               path.c_str(), runs.size(), split.train.size(), split.held_out.size());
   std::vector<bool> held(runs.size(), false);
   for (int i : split.held_out) held[i] = true;
+  std::vector<MemoryVerdict> memory;
+  for (const PublishedRun& run : runs) memory.push_back(PredictMemory(run));
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   if (print_rows) {
-    std::printf("\n%3s %-42s %-5s %9s %9s %9s\n", "id", "group", "split", "measured", "before",
-                "after");
+    std::printf("\n%3s %-42s %-5s %9s %9s %9s %8s %8s %8s %s\n", "id", "group", "split", "measured",
+                "shipped", "refit", "mem GiB", "pred GiB", "dev GiB", "fit");
     for (size_t i = 0; i < runs.size(); ++i) {
-      std::printf("%3d %-42s %-5s %9.3f %9.3f %9.3f\n", runs[i].id, runs[i].group.c_str(),
-                  held[i] ? "held" : "train", runs[i].step_time_s, PredictRun(runs[i], reference),
-                  PredictRun(runs[i], fitted));
+      const MemoryVerdict& m = memory[i];
+      std::printf("%3d %-42s %-5s %9.3f %9.3f %9.3f %8s %8.1f %8.1f %s\n", runs[i].id,
+                  runs[i].group.c_str(), held[i] ? "held" : "train", runs[i].step_time_s,
+                  PredictRun(runs[i], kUnitScales), PredictRun(runs[i], fitted),
+                  runs[i].measured_peak_memory_gib > 0
+                      ? absl::StrFormat("%.1f", runs[i].measured_peak_memory_gib).c_str()
+                      : "-",
+                  m.predicted_bytes / kGiB, m.device_bytes / kGiB,
+                  m.fits ? "yes" : (m.kept_by_tuner ? "no (within margin)" : "no (pruned)"));
+      if (!m.fits || runs[i].measured_peak_memory_gib > 0) {
+        const MemoryEstimate& e = m.estimate;
+        std::printf(
+            "    GiB: parameters %.1f, gradients %.1f, optimizer %.1f, gathered %.1f, "
+            "activations %.1f, logits %.1f, fp8 weights %.1f, overhead %.1f\n",
+            e.parameters / kGiB, e.gradients / kGiB, e.optimizer / kGiB, e.gathered / kGiB,
+            e.activations / kGiB, e.logits / kGiB, e.fp8_weights / kGiB, e.overhead / kGiB);
+      }
     }
   }
 
-  std::printf("\nmedian |predicted - measured| / measured step time\n");
-  std::printf("  %-10s %8s %8s\n", "rows", "before", "after");
-  std::printf("  %-10s %7.1f%% %7.1f%%\n", "held out",
-              100 * MedianRelativeError(runs, split.held_out, reference),
-              100 * MedianRelativeError(runs, split.held_out, fitted));
-  std::printf("  %-10s %7.1f%% %7.1f%%\n", "train",
-              100 * MedianRelativeError(runs, split.train, reference),
-              100 * MedianRelativeError(runs, split.train, fitted));
-  std::printf("  %-10s %7.1f%% %7.1f%%\n", "all", 100 * MedianRelativeError(runs, all, reference),
-              100 * MedianRelativeError(runs, all, fitted));
+  const auto summary_line = [&](const std::string& name, const std::vector<int>& rows) {
+    const ErrorSummary b = StepTimeErrors(runs, rows, kUnitScales);
+    const ErrorSummary a = StepTimeErrors(runs, rows, fitted);
+    std::printf("  %-42s %4d %7.1f%% %7.1f%% %7.1f%% %7.1f%%\n", name.c_str(), a.rows,
+                100 * b.median, 100 * b.p90, 100 * a.median, 100 * a.p90);
+  };
+  const auto summary_header = [](const char* title) {
+    std::printf("\n%s\n  %-42s %4s %8s %8s %8s %8s\n", title, "", "rows", "shipped", "shipped",
+                "refit", "refit");
+    std::printf("  %-42s %4s %8s %8s %8s %8s\n", "", "", "median", "p90", "median", "p90");
+  };
+  summary_header("|predicted - measured| / measured step time");
+  summary_line("held out", split.held_out);
+  summary_line("train", split.train);
+  summary_line("all", all);
 
-  std::map<std::string, GroupFigures> groups;
-  std::vector<std::string> order;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    if (!groups.count(runs[i].group)) order.push_back(runs[i].group);
-    GroupFigures& g = groups[runs[i].group];
-    g.all.push_back(static_cast<int>(i));
-    if (held[i]) g.held_out.push_back(static_cast<int>(i));
-  }
+  // Held-out rows by source and by device (a key with no held-out row: its
+  // rows are all training rows, shown as such).
+  const auto by_key = [&](const char* title, auto key) {
+    std::map<std::string, std::vector<int>> held_rows, all_rows;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      all_rows[key(runs[i])].push_back(static_cast<int>(i));
+      if (held[i]) held_rows[key(runs[i])].push_back(static_cast<int>(i));
+    }
+    summary_header(title);
+    for (const auto& [name, rows] : all_rows) {
+      if (held_rows.count(name)) {
+        summary_line(name + " (held out)", held_rows[name]);
+      } else {
+        summary_line(name + " (train only)", rows);
+      }
+    }
+  };
+  by_key("held-out step-time error by source", [](const PublishedRun& r) { return r.source; });
+  by_key("held-out step-time error by device", [](const PublishedRun& r) { return r.device; });
+
+  const std::vector<GroupRanking> shipped_ranks = RankGroups(runs, split, kUnitScales);
+  const std::vector<GroupRanking> refit_ranks = RankGroups(runs, split, fitted);
   std::printf(
-      "\nSpearman of predicted vs measured step time within each group (held-out rows where a "
-      "group has >= 3 of them, else all its rows: 'all'; groups of < 3 rows: no figure)\n");
+      "\nSpearman of predicted vs measured within each group (held-out rows where a group has "
+      ">= 3 of them, else all its rows: 'all'; no figure for groups of < 3 rows ('-') or without "
+      "a real spread ('flat'): measured tokens/s/GPU within %.0f%% of each other)\n",
+      100 * kRealSpread);
   std::printf("  %-42s %4s %5s %17s %17s %19s\n", "", "", "", "step time", "tokens/s/GPU",
               "median error");
-  std::printf("  %-42s %4s %5s %8s %8s %8s %8s %9s %9s\n", "group", "rows", "over", "before",
-              "after", "before", "after", "before", "after");
-  for (const std::string& name : order) {
-    const GroupFigures& g = groups[name];
-    const bool use_held = g.held_out.size() >= 3;
-    const std::vector<int>& rows = use_held ? g.held_out : g.all;
-    // Step times, and throughput per GPU (tokens / s / GPU: what a search
-    // ranks strategies by; batch sizes that differ within a group make
-    // step-time ranks easy).
-    std::vector<double> measured, before, after, measured_tput, before_tput, after_tput;
-    for (int i : rows) {
-      const double per_gpu = runs[i].global_batch_tokens / runs[i].gpus;
-      measured.push_back(runs[i].step_time_s);
-      before.push_back(PredictRun(runs[i], reference));
-      after.push_back(PredictRun(runs[i], fitted));
-      measured_tput.push_back(per_gpu / measured.back());
-      before_tput.push_back(per_gpu / before.back());
-      after_tput.push_back(per_gpu / after.back());
+  std::printf("  %-42s %4s %5s %8s %8s %8s %8s %9s %9s\n", "group", "rows", "over", "shipped",
+              "refit", "shipped", "refit", "shipped", "refit");
+  int ranked = 0, ranked_below = 0;
+  for (size_t g = 0; g < shipped_ranks.size(); ++g) {
+    const GroupRanking &s = shipped_ranks[g], &f = refit_ranks[g];
+    std::vector<int> error_rows;  // the held-out rows, or all where none is
+    for (int i : s.rows) {
+      if (held[i]) error_rows.push_back(i);
     }
-    const std::vector<int>& error_rows = g.held_out.empty() ? g.all : g.held_out;
-    if (rows.size() >= 3) {
-      std::printf("  %-42s %4zu %5s %8.2f %8.2f %8.2f %8.2f %8.1f%% %8.1f%%\n", name.c_str(),
-                  g.all.size(), use_held ? "held" : "all", Spearman(before, measured),
-                  Spearman(after, measured), Spearman(before_tput, measured_tput),
-                  Spearman(after_tput, measured_tput),
-                  100 * MedianRelativeError(runs, error_rows, reference),
-                  100 * MedianRelativeError(runs, error_rows, fitted));
+    if (error_rows.empty()) error_rows = s.rows;
+    const double b = MedianRelativeError(runs, error_rows, kUnitScales);
+    const double a = MedianRelativeError(runs, error_rows, fitted);
+    if (s.ranks) {
+      ++ranked;
+      if (s.throughput_spearman < 0.8) ++ranked_below;
+      std::printf("  %-42s %4zu %5s %8.2f %8.2f %8.2f %8.2f %8.1f%% %8.1f%%\n", s.group.c_str(),
+                  s.rows.size(), s.over_held_out ? "held" : "all", s.step_time_spearman,
+                  f.step_time_spearman, s.throughput_spearman, f.throughput_spearman, 100 * b,
+                  100 * a);
     } else {
-      std::printf("  %-42s %4zu %5s %8s %8s %8s %8s %8.1f%% %8.1f%%\n", name.c_str(), g.all.size(),
-                  "-", "-", "-", "-", "-", 100 * MedianRelativeError(runs, error_rows, reference),
-                  100 * MedianRelativeError(runs, error_rows, fitted));
+      std::printf("  %-42s %4zu %5s %8s %8s %8s %8s %8.1f%% %8.1f%%\n", s.group.c_str(),
+                  s.rows.size(), s.ranked_over.size() >= 3 ? "flat" : "-", "-", "-", "-", "-",
+                  100 * b, 100 * a);
     }
   }
+  std::printf("groups ranked: %d, with tokens/s/GPU Spearman (shipped) below 0.8: %d\n", ranked,
+              ranked_below);
+
+  // Memory: the cost model's prediction against what the sources state.
+  std::vector<double> memory_errors;
+  std::vector<int> not_fit, pruned;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].measured_peak_memory_gib > 0) {
+      const double measured_bytes = runs[i].measured_peak_memory_gib * kGiB;
+      memory_errors.push_back(std::abs(memory[i].predicted_bytes - measured_bytes) /
+                              measured_bytes);
+    }
+    if (!memory[i].fits) not_fit.push_back(runs[i].id);
+    if (!memory[i].kept_by_tuner) pruned.push_back(runs[i].id);
+  }
+  std::printf(
+      "\npeak memory |predicted - measured| / measured over the %zu rows that state it: "
+      "median %.1f%%, p90 %.1f%%\n",
+      memory_errors.size(), 100 * Quantile(memory_errors, 0.5), 100 * Quantile(memory_errors, 0.9));
+  std::printf(
+      "published runs predicted not to fit: %zu (rows %s); beyond the tuner's %.0f%% "
+      "margin (pruned by tune): %zu (rows %s)\n",
+      not_fit.size(), absl::StrJoin(not_fit, " ").c_str(), 100 * TunerMemoryMargin(), pruned.size(),
+      absl::StrJoin(pruned, " ").c_str());
 
   std::printf("\nfitted scales on the shipped cuda priors (1 = the fit is what ships)\n");
   for (int g = 0; g < kNumPriorScales; ++g) {
@@ -140,14 +196,27 @@ int Run(int argc, char** argv) {
   std::printf("  achieved bf16 fraction   %9.4f    %9.4f\n",
               1 / (b[kFlopsBf16] * h100.peak.bf16 * 1e12),
               1 / (a[kFlopsBf16] * h100.peak.bf16 * 1e12));
+  std::printf("  achieved fp8 fraction    %9.4f    %9.4f\n",
+              1 / (b[kFlopsFp8] * h100.peak.fp8 * 1e12), 1 / (a[kFlopsFp8] * h100.peak.fp8 * 1e12));
+  // And on an A100 (no fp8 tensor cores: kCudaAchievedPeakFraction).
+  const DeviceSpec a100 = *PublishedDevice("a100-80gb");
+  std::printf(
+      "  a100 bf16 fraction       %9.4f    %9.4f\n",
+      1 / (ScaledPriors(a100, reference).seconds_per_unit[kFlopsBf16] * a100.peak.bf16 * 1e12),
+      1 / (ScaledPriors(a100, fitted).seconds_per_unit[kFlopsBf16] * a100.peak.bf16 * 1e12));
   std::printf("  layer pass (us)          %9.2f    %9.2f\n", b[kLayerPasses] * 1e6,
               a[kLayerPasses] * 1e6);
-  std::printf("  model-parallel GB/s      %9.2f    %9.2f\n", 1e-9 / b[kModelParallelBytes],
-              1e-9 / a[kModelParallelBytes]);
-  std::printf(
-      "  data-parallel exposure   %9.4f    %9.4f   (data- / model-parallel seconds per byte)\n",
-      b[kDataParallelBytes] / b[kModelParallelBytes],
-      a[kDataParallelBytes] / a[kModelParallelBytes]);
+  const double link = 0.75 * h100.intra_node.bandwidth_bytes_per_s;  // the prior's link rate
+  std::printf("  data-parallel exposure   %9.4f    %9.4f   (of the link's time)\n",
+              b[kDataParallelBytes] * link, a[kDataParallelBytes] * link);
+  std::printf("  model-parallel exposure  %9.4f    %9.4f\n", b[kModelParallelBytes] * link,
+              a[kModelParallelBytes] * link);
+  std::printf("  fused-attention fraction %9.4f    %9.4f   (its extra time: 1 / (this x peak))\n",
+              1 / (b[kFusedAttentionFlops] * h100.peak.bf16 * 1e12),
+              1 / (a[kFusedAttentionFlops] * h100.peak.bf16 * 1e12));
+  std::printf("  activation bytes/element %9.2f    %9.2f\n",
+              b[kActivationElements] * h100.memory_bandwidth_bytes_per_s,
+              a[kActivationElements] * h100.memory_bandwidth_bytes_per_s);
   std::printf("  per call (us)            %9.2f    %9.2f\n", b[kCollectives] * 1e6,
               a[kCollectives] * 1e6);
   std::printf("  per step (ms)            %9.3f    %9.3f\n", b[kStep] * 1e3, a[kStep] * 1e3);

@@ -13,11 +13,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "search/cost_model.h"
 #include "search/device_catalog.h"
+#include "search/searcher.h"
 
 namespace autoaccel::bench {
 
 namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // The columns every row must have, in any order.
 constexpr const char* kColumns[] = {"id",
@@ -40,6 +44,9 @@ constexpr const char* kColumns[] = {"id",
                                     "tp",
                                     "pp",
                                     "vpp",
+                                    "cp",
+                                    "cp_comm",
+                                    "ep",
                                     "sp",
                                     "sharding",
                                     "mbs",
@@ -49,7 +56,9 @@ constexpr const char* kColumns[] = {"id",
                                     "checkpoint_pct",
                                     "measured_kind",
                                     "measured_value",
-                                    "global_batch_tokens"};
+                                    "global_batch_tokens",
+                                    "device_memory_gib",
+                                    "measured_peak_memory_gib"};
 
 class Row {
  public:
@@ -62,6 +71,11 @@ class Row {
       return Error(column, "must be a positive number");
     }
     return v;
+  }
+  // An empty cell is 0 (not stated); anything else a positive number.
+  absl::StatusOr<double> OptionalNumber(const char* column) const {
+    if (Text(column).empty()) return 0.0;
+    return Number(column);
   }
   absl::StatusOr<int> Int(const char* column, int min = 1) const {
     int v = 0;
@@ -127,13 +141,19 @@ absl::StatusOr<PublishedRun> ParseRun(const Row& row) {
   ASSIGN_OR_RETURN_CAL(s.tensor_parallel, row.Int("tp"));
   ASSIGN_OR_RETURN_CAL(s.pipeline_parallel, row.Int("pp"));
   ASSIGN_OR_RETURN_CAL(s.virtual_stages, row.Int("vpp"));
+  ASSIGN_OR_RETURN_CAL(s.context_parallel, row.Int("cp"));
+  ASSIGN_OR_RETURN_CAL(s.expert_parallel, row.Int("ep"));
+  auto cp_comm = ParseContextParallelComm(row.Text("cp_comm"));
+  if (!cp_comm.ok()) return row.Error("cp_comm", cp_comm.status().message());
+  s.context_parallel_comm = *cp_comm;
   int sp = 0;
   ASSIGN_OR_RETURN_CAL(sp, row.Int("sp", 0));
   s.sequence_parallel = sp != 0;
   if (s.virtual_stages > 1) s.pipeline_schedule = PipelineSchedule::kInterleaved;
   auto sharding = ParseSharding(row.Text("sharding"));
   if (!sharding.ok()) return row.Error("sharding", sharding.status().message());
-  s.sharding = s.data_parallel > 1 ? *sharding : Sharding::kNone;
+  // Sharding spans the data- and context-parallel ranks (weight_replicas).
+  s.sharding = s.data_parallel * s.context_parallel > 1 ? *sharding : Sharding::kNone;
   ASSIGN_OR_RETURN_CAL(s.micro_batch_size, row.Int("mbs"));
   ASSIGN_OR_RETURN_CAL(s.grad_accum_steps, row.Int("ga"));
   auto precision = ParsePrecision(row.Text("precision"));
@@ -150,8 +170,10 @@ absl::StatusOr<PublishedRun> ParseRun(const Row& row) {
     return row.Error("checkpoint_pct", st.message());
   }
   if (s.world_size() != r.gpus) {
-    return row.Error("gpus", absl::StrCat("dp × tp × pp is ", s.world_size()));
+    return row.Error("gpus", absl::StrCat("dp × tp × pp × cp is ", s.world_size()));
   }
+  ASSIGN_OR_RETURN_CAL(r.device_memory_gib, row.OptionalNumber("device_memory_gib"));
+  ASSIGN_OR_RETURN_CAL(r.measured_peak_memory_gib, row.OptionalNumber("measured_peak_memory_gib"));
   r.measured_kind = row.Text("measured_kind");
   ASSIGN_OR_RETURN_CAL(r.measured_value, row.Number("measured_value"));
   ASSIGN_OR_RETURN_CAL(r.global_batch_tokens, row.Number("global_batch_tokens"));
@@ -172,18 +194,26 @@ absl::StatusOr<PublishedRun> ParseRun(const Row& row) {
 }
 
 // Which scale each time feature belongs to; -1 for the unfitted ones.
-int ScaleOf(int feature) {
+int ScaleOf(int feature, const DeviceSpec& device) {
   switch (feature) {
     case kFlopsFp32:
     case kFlopsBf16:
     case kFlopsFp16:
     case kFlopsPureBf16:
     case kMathAttentionFlops:
-      return kScaleCompute;
+      return HasFp8TensorCores(device) ? kScaleComputeFp8Devices : kScaleCompute;
+    case kFlopsFp8:
+      return kScaleFp8Flops;
     case kLayerPasses:
       return kScaleLayerPass;
     case kDataParallelBytes:
       return kScaleDataParallelBytes;
+    case kModelParallelBytes:
+      return kScaleModelParallelBytes;
+    case kFusedAttentionFlops:
+      return kScaleFusedAttention;
+    case kActivationElements:
+      return kScaleActivationBytes;
     default:
       return -1;
   }
@@ -213,7 +243,7 @@ Decomposed Decompose(const PublishedRun& run) {
   Decomposed d;
   for (int k = 0; k < kNumTimeFeatures; ++k) {
     const double seconds = x[k] * c.seconds_per_unit[k];
-    const int g = ScaleOf(k);
+    const int g = ScaleOf(k, device);
     if (g < 0) {
       d.fixed += seconds;
     } else {
@@ -300,10 +330,20 @@ const char* PriorScaleName(int scale) {
   switch (scale) {
     case kScaleCompute:
       return "compute";
+    case kScaleComputeFp8Devices:
+      return "compute_fp8_devices";
+    case kScaleFp8Flops:
+      return "fp8_flops";
     case kScaleLayerPass:
       return "layer_pass";
     case kScaleDataParallelBytes:
       return "data_parallel_bytes";
+    case kScaleModelParallelBytes:
+      return "model_parallel_bytes";
+    case kScaleFusedAttention:
+      return "fused_attention";
+    case kScaleActivationBytes:
+      return "activation_bytes";
     default:
       return "unknown";
   }
@@ -312,15 +352,20 @@ const char* PriorScaleName(int scale) {
 PriorScales ReferenceScales() {
   PriorScales r{};
   r[kScaleCompute] = kCudaAchievedPeakFraction / 0.4;  // seconds per FLOP at 0.4 of the peak
+  r[kScaleComputeFp8Devices] = kCudaAchievedPeakFractionFp8Devices / 0.4;
+  r[kScaleFp8Flops] = kCudaFp8AchievedPeakFraction / 0.4;
   r[kScaleLayerPass] = 300e-6 / kCudaLayerPassSeconds;
   r[kScaleDataParallelBytes] = 1.0 / kCudaDataParallelExposure;
+  r[kScaleModelParallelBytes] = 1.0 / kCudaModelParallelExposure;
+  r[kScaleFusedAttention] = kCudaFusedAttentionFraction / 0.4;
+  r[kScaleActivationBytes] = 150.0 / kCudaActivationBytesPerElement;
   return r;
 }
 
 TimeCoefficients ScaledPriors(const DeviceSpec& device, const PriorScales& scales) {
   TimeCoefficients c = PriorTimeCoefficients(device);
   for (int k = 0; k < kNumTimeFeatures; ++k) {
-    const int g = ScaleOf(k);
+    const int g = ScaleOf(k, device);
     if (g >= 0) c.seconds_per_unit[k] *= scales[g];
   }
   return c;
@@ -377,17 +422,84 @@ PriorScales FitScales(const std::vector<PublishedRun>& runs, const std::vector<i
   return best;
 }
 
-double MedianRelativeError(const std::vector<PublishedRun>& runs, const std::vector<int>& rows,
-                           const PriorScales& scales) {
-  if (rows.empty()) return 0;
+double Quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const double position = std::clamp(q, 0.0, 1.0) * double(values.size() - 1);
+  const size_t below = static_cast<size_t>(std::floor(position));
+  const size_t above = std::min(values.size() - 1, below + 1);
+  return values[below] + (position - double(below)) * (values[above] - values[below]);
+}
+
+ErrorSummary StepTimeErrors(const std::vector<PublishedRun>& runs, const std::vector<int>& rows,
+                            const PriorScales& scales) {
   std::vector<double> errors;
   for (int i : rows) {
     errors.push_back(std::abs(PredictRun(runs[i], scales) - runs[i].step_time_s) /
                      runs[i].step_time_s);
   }
-  std::sort(errors.begin(), errors.end());
-  const size_t m = errors.size();
-  return m % 2 ? errors[m / 2] : (errors[m / 2 - 1] + errors[m / 2]) / 2;
+  ErrorSummary summary;
+  summary.rows = static_cast<int>(errors.size());
+  summary.median = Quantile(errors, 0.5);
+  summary.p90 = Quantile(errors, 0.9);
+  return summary;
+}
+
+double MedianRelativeError(const std::vector<PublishedRun>& runs, const std::vector<int>& rows,
+                           const PriorScales& scales) {
+  return StepTimeErrors(runs, rows, scales).median;
+}
+
+double TunerMemoryMargin() { return SearchSetup{}.memory_margin; }
+
+MemoryVerdict PredictMemory(const PublishedRun& run) {
+  DeviceSpec device = RunDevice(run);
+  if (run.device_memory_gib > 0) {
+    device.memory_bytes = static_cast<int64_t>(std::llround(run.device_memory_gib * kGiB));
+  }
+  const int global_batch = static_cast<int>(std::llround(run.global_batch_tokens / run.seq_len));
+  const CostModel model(run.spec, run.seq_len, global_batch, device);
+  MemoryVerdict verdict;
+  verdict.estimate = model.Predict(run.strategy).memory;
+  verdict.predicted_bytes = double(verdict.estimate.total());
+  verdict.device_bytes = double(device.memory_bytes);
+  verdict.fits = model.Fits(run.strategy, 0.0, nullptr);
+  verdict.kept_by_tuner = model.Fits(run.strategy, TunerMemoryMargin(), nullptr);
+  return verdict;
+}
+
+std::vector<GroupRanking> RankGroups(const std::vector<PublishedRun>& runs, const Split& split,
+                                     const PriorScales& scales) {
+  std::vector<GroupRanking> groups;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto [it, added] = index.emplace(runs[i].group, groups.size());
+    if (added) groups.push_back(GroupRanking{runs[i].group});
+    groups[it->second].rows.push_back(static_cast<int>(i));
+  }
+  std::vector<std::vector<int>> held_rows(groups.size());
+  for (int i : split.held_out) held_rows[index.at(runs[i].group)].push_back(i);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    GroupRanking& r = groups[g];
+    r.over_held_out = held_rows[g].size() >= 3;
+    r.ranked_over = r.over_held_out ? held_rows[g] : r.rows;
+    std::vector<double> measured, predicted, measured_tput, predicted_tput;
+    for (int i : r.ranked_over) {
+      const double per_gpu = runs[i].global_batch_tokens / runs[i].gpus;
+      measured.push_back(runs[i].step_time_s);
+      predicted.push_back(PredictRun(runs[i], scales));
+      measured_tput.push_back(per_gpu / measured.back());
+      predicted_tput.push_back(per_gpu / predicted.back());
+    }
+    r.ranks = measured.size() >= 3 &&
+              *std::max_element(measured_tput.begin(), measured_tput.end()) >
+                  (1 + kRealSpread) * *std::min_element(measured_tput.begin(), measured_tput.end());
+    if (r.ranks) {
+      r.step_time_spearman = Spearman(predicted, measured);
+      r.throughput_spearman = Spearman(predicted_tput, measured_tput);
+    }
+  }
+  return groups;
 }
 
 double Spearman(const std::vector<double>& a, const std::vector<double>& b) {

@@ -168,24 +168,39 @@ MemoryEstimate MemoryEstimator::operator()(const Strategy& s, const MemoryCoeffi
       checkpointed * LayerActivationBytes(m, mlp, seq_len, s, s.checkpointing) +
       (std::min(stage_layers, L) - checkpointed) *
           LayerActivationBytes(m, mlp, seq_len, s, Checkpointing::kNone);
-  int64_t in_flight = 1;
+  // Micro-batches in flight on the first stage, in units of a whole
+  // stage's activations: 1F1B's pp; interleaved, Megatron's warm-up of
+  // 2(pp - 1) + (vpp - 1)·pp chunk micro-batches plus the one computing,
+  // each 1/vpp of the stage: pp + (pp - 1)/vpp; at most ga either way.
+  double in_flight = 1;
   if (pp > 1) {
-    const int64_t ga = std::max(1, s.grad_accum_steps);
+    const double ga = std::max(1, s.grad_accum_steps);
     in_flight = s.pipeline_schedule == PipelineSchedule::kInterleaved
-                    ? std::min(ga, pp + CeilDiv(pp - 1, vpp))
-                    : std::min(ga, pp);
+                    ? std::min(ga, pp + double(pp - 1) / vpp)
+                    : std::min(ga, double(pp));
   }
-  e.activations = static_cast<int64_t>(std::llround(
-      per_micro_batch * in_flight * ActivationBytes(s.precision) * c.activation_factor));
+  // A fully recomputed layer's backward first rebuilds its whole forward:
+  // one layer's activations of one micro-batch at a time, on top of the
+  // checkpoints.
+  const double recompute_working_set =
+      s.checkpointing == Checkpointing::kFull && checkpointed > 0
+          ? LayerActivationBytes(m, mlp, seq_len, s, Checkpointing::kNone) -
+                LayerActivationBytes(m, mlp, seq_len, s, Checkpointing::kFull)
+          : 0.0;
+  e.activations =
+      static_cast<int64_t>(std::llround((per_micro_batch * in_flight + recompute_working_set) *
+                                        ActivationBytes(s.precision) * c.activation_factor));
   if (s.precision == Precision::kFp8) {
     // Every linear layer that keeps its inputs for backward keeps its
-    // weight's 1-byte copy too (whole, as gathered), per micro-batch in
-    // flight; a fully recomputed layer only while it recomputes.
+    // weight's 1-byte copy too (whole, as gathered); a fully recomputed
+    // layer only while it recomputes. The copy is cast once per step and
+    // every micro-batch in flight refers to the same one (Transformer
+    // Engine's fp8 weight caching across micro-batches).
     const int64_t layer_weights =
         CeilDiv(per_layer - expert_per_layer, tp) + CeilDiv(expert_per_layer, tp * ep);
     const int64_t layers = std::min(stage_layers, L);
     const int64_t keeping = layers - (s.checkpointing == Checkpointing::kFull ? checkpointed : 0);
-    e.fp8_weights = layer_weights * (keeping * in_flight + (keeping < layers ? 1 : 0));
+    e.fp8_weights = layer_weights * (keeping + (keeping < layers ? 1 : 0));
   }
   // Logits [b, s / cp, V / tp] in fp32 for the loss, and their gradient.
   e.logits = int64_t{s.micro_batch_size} * (seq_len / std::max(1, s.context_parallel)) *

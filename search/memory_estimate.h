@@ -68,13 +68,17 @@
 // GELU), the output projection's input and the down projections' inputs
 // (2·f/h, expert layers 2·f_e/h·(k + n_s)) are halved; and every layer
 // that keeps its activations keeps its weights' fp8 copy (1 byte per
-// parameter of the rank's layer, whole under fsdp), per micro-batch in
-// flight, plus one layer being recomputed (fp8_weights). Model state as
-// pure_bf16's.
+// parameter of the rank's layer, whole under fsdp), once however many
+// micro-batches are in flight (cast once per step, shared by them), plus
+// one layer being recomputed (fp8_weights). Model state as pure_bf16's.
 // Activations are doubled for fp32 and scaled by the calibrated activation
 // factor. A pipeline stage keeps min(ga, pp) micro-batches in flight under
-// 1F1B (interleaved: min(ga, pp + ceil((pp - 1) / vpp))), one without
-// pipelining; the last stage adds the logits (fp32, and their gradient).
+// 1F1B (interleaved: min(ga, pp + (pp - 1) / vpp) stages' worth, Megatron's
+// warm-up of 2(pp - 1) + (vpp - 1)·pp chunk micro-batches plus the one
+// computing, each 1/vpp of the stage), one without pipelining; full
+// recompute adds the working set of the layer whose backward is running (its
+// no-recompute activations of one micro-batch, less its checkpoint); the
+// last stage adds the logits (fp32, and their gradient).
 //
 //
 // Pure; safe from any thread.

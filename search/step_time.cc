@@ -228,6 +228,12 @@ TimeFeatures StageFeatures(const ModelSpec& m, int seq_len, const Strategy& s,
         ga * T * (layers * 12.0 + (full + selective) * 4.0) * h * S / t * bubble * ring;
   }
   x[kLayerPasses] = ga * (layers + full / 3.0) * bubble;
+  if (s.attention != Attention::kMath) {
+    // Forward 1, backward 2.5 (scores recomputed), 1 per recomputed layer.
+    x[kFusedAttentionFlops] =
+        ga * T * (3.5 * layers + full + selective) * parts.attention_flops / t * bubble;
+  }
+  x[kActivationElements] = ga * T * h * (layers + full) / t * bubble;
 
   // Optimizer and offload.
   double stage_params = layers * parts.layer_params;
@@ -440,6 +446,10 @@ absl::string_view TimeFeatureName(int feature) {
       return "collectives";
     case kStep:
       return "step";
+    case kFusedAttentionFlops:
+      return "fused_attention_flops";
+    case kActivationElements:
+      return "activation_elements";
     default:
       return "unknown";
   }
@@ -561,6 +571,10 @@ void SetDeviceFacts(const DeviceSpec& device, TrainingSetup* setup) {
   setup->device_supports_fp8 = !cuda || unknown || device.peak.fp8 > 0;
 }
 
+bool HasFp8TensorCores(const DeviceSpec& device) {
+  return device.type == "cuda" && device.peak.fp8 > 0;
+}
+
 TimeCoefficients PriorTimeCoefficients(const DeviceSpec& device) {
   const bool cuda = device.type == "cuda";
   const PeakTflops& peak = device.peak;
@@ -576,7 +590,9 @@ TimeCoefficients PriorTimeCoefficients(const DeviceSpec& device) {
   // machine): fp32's rate; a GPU without a known fp8 peak runs no fp8
   // (SetDeviceFacts), bf16's rate then only fills the row.
   const double fp8 = peak.fp8 > 0 ? peak.fp8 : (cuda ? bf16 : fp32);
-  const double fraction = cuda ? kCudaAchievedPeakFraction : 0.4;
+  const double fraction = !cuda                       ? 0.4
+                          : HasFp8TensorCores(device) ? kCudaAchievedPeakFractionFp8Devices
+                                                      : kCudaAchievedPeakFraction;
   const auto per_flop = [&](double tflops) { return 1.0 / (fraction * tflops * 1e12); };
 
   TimeCoefficients c;
@@ -585,7 +601,8 @@ TimeCoefficients PriorTimeCoefficients(const DeviceSpec& device) {
   k[kFlopsBf16] = per_flop(bf16);
   k[kFlopsFp16] = per_flop(fp16);
   k[kFlopsPureBf16] = per_flop(bf16);
-  k[kFlopsFp8] = per_flop(fp8);
+  k[kFlopsFp8] =
+      cuda && peak.fp8 > 0 ? 1.0 / (kCudaFp8AchievedPeakFraction * fp8 * 1e12) : per_flop(fp8);
   k[kMathAttentionFlops] = per_flop(fp32);
   k[kLayerPasses] = cuda ? kCudaLayerPassSeconds : 500e-6;
   // ~28 bytes per parameter at 70% of the memory bandwidth.
@@ -596,17 +613,24 @@ TimeCoefficients PriorTimeCoefficients(const DeviceSpec& device) {
   k[kOptimizerParams] = 3 * k[kFusedOptimizerParams];
   k[kOffloadBytes] = 8e-10;
   const LinkSpec& link = device.intra_node;
-  k[kModelParallelBytes] = !cuda ? 1.0 / 2e9
-                           : link.bandwidth_bytes_per_s > 0
-                               ? 1.0 / (0.75 * link.bandwidth_bytes_per_s)
-                               : 1.0 / 50e9;
-  // Data-parallel collectives overlap the backward (bucketed all-reduce) and
-  // the layers' compute (FSDP's prefetched gathers): on a GPU only a share
-  // of their link time shows in the step.
+  const double link_seconds_per_byte = !cuda ? 1.0 / 2e9
+                                       : link.bandwidth_bytes_per_s > 0
+                                           ? 1.0 / (0.75 * link.bandwidth_bytes_per_s)
+                                           : 1.0 / 50e9;
+  // Collectives overlap compute (bucketed all-reduce and FSDP's prefetched
+  // gathers behind the layers; tensor-parallel collectives behind the
+  // neighbouring GEMMs): on a GPU only a share of their link time shows in
+  // the step.
+  k[kModelParallelBytes] =
+      cuda ? kCudaModelParallelExposure * link_seconds_per_byte : link_seconds_per_byte;
   k[kDataParallelBytes] =
-      cuda ? kCudaDataParallelExposure * k[kModelParallelBytes] : k[kModelParallelBytes];
+      cuda ? kCudaDataParallelExposure * link_seconds_per_byte : link_seconds_per_byte;
   k[kCollectives] = !cuda ? 50e-6 : link.latency_s > 0 ? link.latency_s : 20e-6;
   k[kStep] = 2e-3;
+  k[kFusedAttentionFlops] = cuda ? 1.0 / (kCudaFusedAttentionFraction * bf16 * 1e12) : 0.0;
+  const double bandwidth =
+      device.memory_bandwidth_bytes_per_s > 0 ? device.memory_bandwidth_bytes_per_s : 1.5e12;
+  k[kActivationElements] = cuda ? kCudaActivationBytesPerElement / bandwidth : 0.0;
   return c;
 }
 

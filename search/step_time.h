@@ -183,13 +183,37 @@ enum TimeFeature : int {
   // loss over the stages and fp16's found_inf: the pipeline group's).
   kCollectives,
   kStep,  // 1: fixed per-step cost (zeroing, the loss read back, the scaler)
+  // attention=sdpa only (0 for math): the attention core's FLOPs as a fused
+  // (flash) kernel executes them, / t: its forward's QK^T and AV over the
+  // keys each query attends (causal: half the score matrix; sliding
+  // windows: the window), its backward's 2.5 times that (the scores are
+  // recomputed, then dV, dP, dQ, dK), and once more per recomputed layer
+  // (full or selective). The FLOP features already charge the model's count
+  // of these products at the GEMM rate; this feature's coefficient is the
+  // EXTRA time per FLOP of the fused kernel, which reaches a lower fraction
+  // of the peak than a GEMM (softmax, masking and the online rescaling
+  // between its two products). Its share of a step grows with the sequence:
+  // the attention FLOPs per token grow with the keys attended, the rest of
+  // the layer's do not, which is how long sequences come to run at the
+  // kernel's rate rather than the GEMM's.
+  kFusedAttentionFlops,
+  // Bytes of activations the memory-bound kernels (norms, residual adds, the
+  // MLP's activation function and gating, dropout-free casts) read and write
+  // per step, in units of one 16-bit element of the layer's width per token:
+  // ga · T · h · (layers + full-recompute layers) / t, times the pipeline
+  // bubble as the FLOPs are. Their time is the device memory's, not the
+  // tensor cores': a device with a higher ratio of peak FLOPs to memory
+  // bandwidth (an H100 against an A100) spends a larger share of its step
+  // here, which a single achieved fraction of the peak cannot express.
+  kActivationElements,
   kNumTimeFeatures
 };
 
 // "flops_fp32", "flops_bf16", "flops_fp16", "flops_pure_bf16", "flops_fp8",
 // "math_attention_flops", "layer_passes", "optimizer_params",
 // "fused_optimizer_params", "offload_bytes", "data_parallel_bytes",
-// "model_parallel_bytes", "collectives", "step"; "unknown" out of range.
+// "model_parallel_bytes", "collectives", "step", "fused_attention_flops",
+// "activation_elements"; "unknown" out of range.
 // Stable: logs and stored fits use them.
 absl::string_view TimeFeatureName(int feature);
 
@@ -197,7 +221,8 @@ using TimeFeatures = std::array<double, kNumTimeFeatures>;
 
 // The features of one step of `strategy`. A pipelined strategy (pp > 1)
 // pays Megatron's bubble: its compute features (FLOPs, math attention,
-// layer passes) are multiplied by 1 + (pp - 1) / (vpp · ga) — the stage
+// layer passes, fused attention, activation elements) are multiplied by
+// 1 + (pp - 1) / (vpp · ga) — the stage
 // idles (pp - 1) / vpp micro-batch slots per ga it computes. REQUIRES:
 // model.Validate() OK, positive degrees and sizes. A torchscript model
 // (shape unknown) gets only kStep = 1 and kLayerPasses = ga (all else 0).
@@ -245,35 +270,63 @@ struct TimeCoefficients {
   std::array<double, kNumTimeFeatures> seconds_per_unit{};
 };
 
-// The cuda priors' three calibrated scalars: the fit of
-// bench/tables/gpu_published.csv (68 published training runs of
-// llm-foundry and torchtitan on H100 and A100 GPUs, each row cited), made
-// by bench/calibrate_priors on alternate rows of each group; the figures
-// on the held-out rows are in docs/BENCHMARKS.md ("GPU priors").
-// tests/calibration_test.cc fails when these stop being the table's fit.
-//   achieved fraction   of the dense peak that the FLOP features run at
-//                       (fitted: 0.539; was 0.4 before the calibration)
+// The cuda priors' calibrated scalars: the fit of
+// bench/tables/gpu_published.csv (92 published training runs of
+// llm-foundry, torchtitan, NeMo and Megatron-Bridge on A100, H100 and H200
+// GPUs, each row cited), made by bench/calibrate_priors on alternate rows of
+// each group; the figures on the held-out rows are in docs/BENCHMARKS.md
+// ("GPU priors"). tests/calibration_test.cc fails when these stop being the
+// table's fit.
+//   achieved fraction   of the dense peak that the FLOP features (the
+//                       GEMMs) run at, on a device without fp8 tensor cores
+//                       (A100) and on one with them (H100, H200: a
+//                       generation whose peak needs asynchronous warpgroup
+//                       kernels that the frameworks' GEMMs reach less of;
+//                       keyed by HasFp8TensorCores), and the fp8 FLOP
+//                       feature's fraction of the fp8 peak (per-tensor
+//                       scaling's casts and amax reductions included)
 //   layer pass          seconds per layer forward+backward of a
-//                       micro-batch beyond its FLOPs: launches, and the
-//                       memory-bound norms, activations and residuals the
-//                       FLOP count leaves out (fitted: 359 µs; was 300 µs;
-//                       weakly pinned down by these rows: with a weaker
-//                       pull towards 300 µs the fit lets it stand in for
-//                       long sequences' attention cost, up to several ms)
+//                       micro-batch beyond its FLOPs and activation bytes:
+//                       kernel launches and dispatch
 //   data-parallel       share of the data-parallel collectives' link time
-//     exposure          that shows in the step (fitted: 0.0107: every
-//                       published run is FSDP, which hides its gathers and
-//                       reduce-scatters behind compute almost entirely, even
-//                       across nodes; was 1). Tensor- and pipeline-parallel
-//                       bytes keep the link prior: no published row here
-//                       measures them.
-inline constexpr double kCudaAchievedPeakFraction = 0.54;
-inline constexpr double kCudaLayerPassSeconds = 360e-6;
-inline constexpr double kCudaDataParallelExposure = 0.0107;
+//     exposure          that shows in the step: FSDP prefetches each layer's
+//                       gather behind the previous layer's compute and
+//                       reduce-scatters behind the backward; bucketed DDP
+//                       all-reduces behind the backward
+//   model-parallel      the same share for tensor-, context-, expert- and
+//     exposure          pipeline-parallel bytes: Megatron and Transformer
+//                       Engine overlap tensor-parallel collectives with the
+//                       neighbouring GEMMs (NeMo's recipes turn it on), ring
+//                       attention its K/V passes with the blocks' attention,
+//                       and the pipeline's sends run beside the next
+//                       micro-batch
+//   fused-attention     the extra seconds per executed fused-attention FLOP
+//     fraction          (kFusedAttentionFlops) are 1 / (this fraction of
+//                       the bf16 peak)
+//   activation bytes    bytes of device memory traffic per activation
+//                       element (kActivationElements): what the memory-
+//                       bound kernels read and write, forward and backward
+inline constexpr double kCudaAchievedPeakFraction = 0.852;
+inline constexpr double kCudaAchievedPeakFractionFp8Devices = 0.517;
+inline constexpr double kCudaFp8AchievedPeakFraction = 0.61;
+inline constexpr double kCudaLayerPassSeconds = 270e-6;
+inline constexpr double kCudaDataParallelExposure = 0.0914;
+inline constexpr double kCudaModelParallelExposure = 0.925;
+inline constexpr double kCudaFusedAttentionFraction = 0.342;
+inline constexpr double kCudaActivationBytesPerElement = 134.7;
 
-// Priors from the device (every one strictly positive):
+// A cuda device whose tensor cores compute fp8 (its fp8 peak known: compute
+// capability 8.9 or newer, as SetDeviceFacts reads it).
+bool HasFp8TensorCores(const DeviceSpec& device);
+
+// Priors from the device (every one strictly positive but the cpu's
+// fused-attention and activation-element coefficients, 0: a CPU's step is
+// what the FLOP features and the layer passes say, as before they existed):
 //   FLOPs          1 / (f · peak at the precision), f =
-//                  kCudaAchievedPeakFraction on cuda, 0.4 on cpu; pure_bf16 and bf16 use
+//                  kCudaAchievedPeakFraction on cuda
+//                  (kCudaAchievedPeakFractionFp8Devices where
+//                  HasFp8TensorCores; kCudaFp8AchievedPeakFraction for the
+//                  fp8 feature at the fp8 peak), 0.4 on cpu; pure_bf16 and bf16 use
 //                  the bf16 peak. Unknown peaks: cpu 0.2 TFLOP/s fp32 and
 //                  bf16/fp16 at half of fp32 (CPUs without AMX emulate them);
 //                  cuda 20 TFLOP/s fp32 and 100 TFLOP/s bf16/fp16; a cuda
@@ -295,8 +348,14 @@ inline constexpr double kCudaDataParallelExposure = 0.0107;
 //                  bandwidth falls short of the link's) and its latency per
 //                  call where known, else 50 GB/s and 20 µs per call: the
 //                  model-parallel bytes' coefficient; cuda data-parallel
-//                  bytes cost kCudaDataParallelExposure of it (the share
-//                  that overlap with compute does not hide), cpu's the same.
+//                  bytes cost kCudaDataParallelExposure of the link's
+//                  time and model-parallel bytes kCudaModelParallelExposure
+//                  (the shares that overlap with compute does not hide);
+//                  cpu's both the link's.
+//   fused attention cuda: 1 / (kCudaFusedAttentionFraction · bf16 peak);
+//                  cpu 0.
+//   activation     cuda: kCudaActivationBytesPerElement / the memory
+//     elements     bandwidth (1.5 TB/s where unknown); cpu 0.
 //   step           2 ms.
 TimeCoefficients PriorTimeCoefficients(const DeviceSpec& device);
 

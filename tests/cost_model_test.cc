@@ -120,9 +120,13 @@ TEST(MemoryModel, ActivationsFollowKorthikanti) {
   st.checkpointing = Checkpointing::kSelective;
   EXPECT_NEAR(activations(st), L * s * b * h * 34, 1);
   st.checkpointing = Checkpointing::kFull;
-  EXPECT_NEAR(activations(st), L * 2 * s * b * h, 1);
+  // The checkpoints, and the layer whose backward is recomputing its forward
+  // (its whole activations less its checkpoint).
+  const double working_set = s * b * h * (34 + 5 * a * s / h) - 2 * s * b * h;
+  EXPECT_NEAR(activations(st), L * 2 * s * b * h + working_set, 1);
   st.checkpoint_percent = 50;  // 6 layers recompute, 6 keep everything
-  EXPECT_NEAR(activations(st), 6 * 2 * s * b * h + 6 * s * b * h * (34 + 5 * a * s / h), 1);
+  EXPECT_NEAR(activations(st),
+              6 * 2 * s * b * h + 6 * s * b * h * (34 + 5 * a * s / h) + working_set, 1);
 
   Strategy tp = Layout(1, 4, 1, Sharding::kNone);
   tp.attention = Attention::kMath;
@@ -183,8 +187,22 @@ TEST(MemoryModel, PipelineStagesKeepTheirMicroBatchesInFlight) {
   EXPECT_NEAR(EstimateMemory(m, 1024, pp4).activations, 2 * 3 * per_layer, 4);
   pp4.grad_accum_steps = 8;
   pp4.pipeline_schedule = PipelineSchedule::kInterleaved;
-  pp4.virtual_stages = 3;  // pp + ceil(3 / 3) = 5 in flight
+  pp4.virtual_stages = 3;  // pp + (pp - 1) / vpp = 4 + 3 / 3 = 5 in flight
   EXPECT_NEAR(EstimateMemory(m, 1024, pp4).activations, 5 * 3 * per_layer, 4);
+  // Megatron's warm-up with 2 chunks per rank: 2·3 + 1·4 chunk micro-batches
+  // and the one computing, each half the stage: 5.5 stages' worth (of 4
+  // layers: 12 layers in 8 chunks, the first stage's 2 chunks of 2).
+  pp4.virtual_stages = 2;
+  EXPECT_NEAR(EstimateMemory(m, 1024, pp4).activations, 5.5 * 4 * per_layer, 4);
+  // fp8 weight copies are shared by the micro-batches in flight: one per
+  // layer of the stage, not per micro-batch.
+  pp4.pipeline_schedule = PipelineSchedule::k1F1B;
+  pp4.virtual_stages = 1;
+  pp4.precision = Precision::kFp8;
+  ModelSpec no_layers = m;
+  no_layers.n_layer = 0;
+  const int64_t per_layer_params = (m.ParameterCount() - no_layers.ParameterCount()) / m.n_layer;
+  EXPECT_EQ(EstimateMemory(m, 1024, pp4).fp8_weights, 3 * per_layer_params);
 }
 
 TEST(MemoryModel, MoreOfAMonotoneDimensionNeverNeedsLess) {
@@ -391,6 +409,49 @@ TEST(TimeFeatures, NamesAreStableAndDistinct) {
   EXPECT_EQ(TimeFeatureName(kNumTimeFeatures), "unknown");
 }
 
+TEST(TimeFeatures, AFusedKernelExecutesTheAttentionCoreAndItsShareGrowsWithTheSequence) {
+  const ModelSpec m = Gpt2Small();
+  Strategy s = Layout(1, 1, 1, Sharding::kNone);  // mbs 4, ga 8
+  s.attention = Attention::kSdpa;
+  // Forward: 4 · h · keys attended per token and layer (causal: (s + 1) / 2
+  // on average); the fused kernel's backward recomputes the scores: 3.5x.
+  const double tokens = 8 * 4 * 1024, h = 768, L = 12;
+  const TimeFeatures x = StepTimeFeatures(m, 1024, s);
+  EXPECT_NEAR(x[kFusedAttentionFlops] / (tokens * L * 3.5 * 4 * h * m.AttendedKeys(0, 1024)), 1.0,
+              1e-12);
+  EXPECT_NEAR(x[kActivationElements], tokens * h * L, 1e-6);
+  // Per token, attention grows with the sequence and the rest does not.
+  const TimeFeatures longer = StepTimeFeatures(m, 4096, s);
+  EXPECT_GT(longer[kFusedAttentionFlops] / longer[kFlopsFp32],
+            2 * x[kFusedAttentionFlops] / x[kFlopsFp32]);
+  // The unfused kernel has its own feature.
+  s.attention = Attention::kMath;
+  EXPECT_EQ(StepTimeFeatures(m, 1024, s)[kFusedAttentionFlops], 0);
+  // A full-recompute layer runs the kernel's forward once more.
+  s.attention = Attention::kSdpa;
+  s.checkpointing = Checkpointing::kFull;
+  EXPECT_NEAR(StepTimeFeatures(m, 1024, s)[kFusedAttentionFlops] / x[kFusedAttentionFlops],
+              4.5 / 3.5, 1e-12);
+}
+
+TEST(TimeModel, TheAchievedFractionFollowsTheDeviceGeneration) {
+  // Keyed by fp8 tensor cores (the catalog's fp8 peak): an A100 has none.
+  const DeviceSpec a100{"cuda", {19.5, 312, 312}, 0};
+  const DeviceSpec h100{"cuda", {67, 989, 989, 1979}, 0};
+  EXPECT_FALSE(HasFp8TensorCores(a100));
+  EXPECT_TRUE(HasFp8TensorCores(h100));
+  EXPECT_FALSE(HasFp8TensorCores(DeviceSpec{"cpu", {67, 989, 989, 1979}, 0}));
+  EXPECT_DOUBLE_EQ(PriorTimeCoefficients(h100).seconds_per_unit[kFlopsBf16],
+                   1 / (kCudaAchievedPeakFractionFp8Devices * 989e12));
+  EXPECT_DOUBLE_EQ(PriorTimeCoefficients(h100).seconds_per_unit[kFlopsFp8],
+                   1 / (kCudaFp8AchievedPeakFraction * 1979e12));
+  // The memory-bound kernels run at the device memory's bandwidth.
+  DeviceSpec fast = h100;
+  fast.memory_bandwidth_bytes_per_s = 4800e9;
+  EXPECT_DOUBLE_EQ(PriorTimeCoefficients(fast).seconds_per_unit[kActivationElements],
+                   kCudaActivationBytesPerElement / 4800e9);
+}
+
 TEST(TimeFeatures, OneRankComputesTheModelFlopsOfItsTokens) {
   const ModelSpec m = Gpt2Small();
   Strategy s = Layout(1, 1, 1, Sharding::kNone);  // mbs 4, ga 8, fp32
@@ -451,7 +512,8 @@ TEST(TimeFeatures, Fp8ComputesTheLayersLinearFlopsInFp8AndTheRestInBf16) {
   const DeviceSpec h100 = DeviceCatalog::BuiltIn()->Find("h100-sxm")->spec;
   const TimeCoefficients c = PriorTimeCoefficients(h100);
   EXPECT_LT(PredictStepTime(fp8, c), PredictStepTime(pure, c));
-  EXPECT_NEAR(c.seconds_per_unit[kFlopsPureBf16] / c.seconds_per_unit[kFlopsFp8], 1979.0 / 989,
+  EXPECT_NEAR(c.seconds_per_unit[kFlopsPureBf16] / c.seconds_per_unit[kFlopsFp8],
+              kCudaFp8AchievedPeakFraction * 1979.0 / (kCudaAchievedPeakFractionFp8Devices * 989),
               1e-9);
 }
 
@@ -660,6 +722,12 @@ TEST(TimeModel, PriorsFollowTheDevicesPeak) {
     for (const PeakTflops& peak : {PeakTflops{}, PeakTflops{2, 0, 0}, PeakTflops{60, 900, 900}}) {
       const TimeCoefficients c = PriorTimeCoefficients(DeviceSpec{type, peak, 0});
       for (int k = 0; k < kNumTimeFeatures; ++k) {
+        // A CPU's step is what it was before the fused-attention and
+        // activation-element features existed: they cost it nothing.
+        if (std::string(type) == "cpu" && (k == kFusedAttentionFlops || k == kActivationElements)) {
+          EXPECT_EQ(c.seconds_per_unit[k], 0) << TimeFeatureName(k);
+          continue;
+        }
         EXPECT_GT(c.seconds_per_unit[k], 0) << type << " " << TimeFeatureName(k);
       }
     }
@@ -821,8 +889,8 @@ HeldOut CalibrateOnHalf(const DeviceSpec& device, double noise) {
   constexpr int kSeq = 256, kBatch = 32;
   CostModel model(*m, kSeq, kBatch, device);
 
-  const std::array<double, kNumTimeFeatures> factors = {0.5, 2.5, 3.0, 1.8, 2.2, 0.3, 2.0,
-                                                        0.6, 1.5, 3.0, 2.5, 0.4, 3.0, 0.3};
+  const std::array<double, kNumTimeFeatures> factors = {0.5, 2.5, 3.0, 1.8, 2.2, 0.3, 2.0, 0.6,
+                                                        1.5, 3.0, 2.5, 0.4, 3.0, 0.3, 2.0, 0.5};
   TimeCoefficients truth = model.time_coefficients();
   for (int k = 0; k < kNumTimeFeatures; ++k) truth.seconds_per_unit[k] *= factors[k];
 
@@ -1075,8 +1143,8 @@ struct SyntheticDevice {
   TimeCoefficients time;
   MemoryCoefficients memory{1.3, int64_t{300} << 20};
   SyntheticDevice() {
-    const std::array<double, kNumTimeFeatures> factors = {0.5, 2.5, 3.0, 1.8, 2.2, 0.3, 2.0,
-                                                          0.6, 1.5, 3.0, 2.5, 0.4, 3.0, 0.3};
+    const std::array<double, kNumTimeFeatures> factors = {0.5, 2.5, 3.0, 1.8, 2.2, 0.3, 2.0, 0.6,
+                                                          1.5, 3.0, 2.5, 0.4, 3.0, 0.3, 2.0, 0.5};
     time = PriorTimeCoefficients(spec);
     for (int k = 0; k < kNumTimeFeatures; ++k) time.seconds_per_unit[k] *= factors[k];
   }

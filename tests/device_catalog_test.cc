@@ -204,9 +204,14 @@ TEST(Topology, UnknownLinksAndCpuDevicesKeepTheOldFeatures) {
 TEST(Priors, CudaPriorsComeFromTheCatalogsFigures) {
   const CatalogDevice h100 = *DeviceCatalog::BuiltIn()->Find("h100-sxm");
   const TimeCoefficients c = PriorTimeCoefficients(h100.spec);
-  EXPECT_DOUBLE_EQ(c.seconds_per_unit[kFlopsBf16], 1 / (kCudaAchievedPeakFraction * 989e12));
+  // An H100 has fp8 tensor cores: its generation's achieved fraction.
+  EXPECT_DOUBLE_EQ(c.seconds_per_unit[kFlopsBf16],
+                   1 / (kCudaAchievedPeakFractionFp8Devices * 989e12));
   EXPECT_DOUBLE_EQ(c.seconds_per_unit[kFusedOptimizerParams], 28 / (0.7 * 3350e9));
-  EXPECT_DOUBLE_EQ(c.seconds_per_unit[kModelParallelBytes], 1 / (0.75 * 450e9));
+  EXPECT_DOUBLE_EQ(c.seconds_per_unit[kModelParallelBytes],
+                   kCudaModelParallelExposure / (0.75 * 450e9));
+  EXPECT_DOUBLE_EQ(c.seconds_per_unit[kActivationElements],
+                   kCudaActivationBytesPerElement / 3350e9);
   EXPECT_DOUBLE_EQ(c.seconds_per_unit[kDataParallelBytes],
                    kCudaDataParallelExposure / (0.75 * 450e9));
   EXPECT_DOUBLE_EQ(c.seconds_per_unit[kCollectives], 20e-6);
@@ -218,7 +223,9 @@ TEST(Priors, CudaPriorsComeFromTheCatalogsFigures) {
     return d;
   }());
   EXPECT_DOUBLE_EQ(bare.seconds_per_unit[kFusedOptimizerParams], 3e-11);
-  EXPECT_DOUBLE_EQ(bare.seconds_per_unit[kModelParallelBytes], 1 / 50e9);
+  EXPECT_DOUBLE_EQ(bare.seconds_per_unit[kModelParallelBytes], kCudaModelParallelExposure / 50e9);
+  EXPECT_DOUBLE_EQ(bare.seconds_per_unit[kActivationElements],
+                   kCudaActivationBytesPerElement / 1.5e12);
   EXPECT_DOUBLE_EQ(bare.seconds_per_unit[kDataParallelBytes], kCudaDataParallelExposure / 50e9);
 }
 
