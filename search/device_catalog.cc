@@ -105,8 +105,9 @@ absl::StatusOr<CatalogDevice> ReadEntry(const json& entry, size_t index, absl::s
   }
   ASSIGN_OR_RETURN(d.description, r.String("description", /*optional=*/true));
   ASSIGN_OR_RETURN(d.spec.type, r.String("type"));
-  if (d.spec.type != "cuda" && d.spec.type != "cpu") {
-    return r.Error("type", absl::StrCat("is \"", d.spec.type, "\"; allowed: \"cuda\", \"cpu\""));
+  if (d.spec.type != "cuda" && d.spec.type != "hip" && d.spec.type != "cpu") {
+    return r.Error("type",
+                   absl::StrCat("is \"", d.spec.type, "\"; allowed: \"cuda\", \"hip\", \"cpu\""));
   }
   ASSIGN_OR_RETURN(const double gib, r.Number("", "memory_gib", true));
   d.spec.memory_bytes = static_cast<int64_t>(std::llround(gib * kGiB));
@@ -139,6 +140,9 @@ absl::StatusOr<CatalogDevice> ReadEntry(const json& entry, size_t index, absl::s
   ASSIGN_OR_RETURN(d.source, r.String("source"));
   ASSIGN_OR_RETURN(d.node_source, r.String("node_source", /*optional=*/true));
   ASSIGN_OR_RETURN(d.notes, r.String("notes", /*optional=*/true));
+  if (entry.contains("price_per_gpu_hour")) {
+    ASSIGN_OR_RETURN(d.price_per_gpu_hour, r.Number("", "price_per_gpu_hour", true));
+  }
   return d;
 }
 
