@@ -52,7 +52,8 @@ class DeviceCatalog {
   // ("cuda", "hip" (AMD's ROCm GPUs, as a worker registers them) or "cpu"),
   // memory_gib > 0, peak_tflops {fp32, bf16, fp16} (each
   // >= 0, at least one > 0), memory_bandwidth_gb_s > 0, intra_node and
-  // inter_node {bandwidth_gb_s > 0, latency_us > 0, link (optional text)},
+  // inter_node {bandwidth_gb_s > 0 (inter_node's may be 0: unknown),
+  // latency_us > 0, link (optional text)},
   // devices_per_node >= 1 and source (a URL); aliases, description,
   // nvidia_smi_name, node_source, notes and price_per_gpu_hour (> 0) are
   // optional. Names and aliases

@@ -73,6 +73,13 @@ absl::Status CheckRequest(const EstimateRequest& r) {
   if (r.devices_per_node < 0) {
     return absl::InvalidArgumentError("devices_per_node: must be >= 1 (0 = the catalog's)");
   }
+  const DeviceSpec device = DeviceFor(r);
+  if (r.world_size > device.devices_per_node && device.inter_node.bandwidth_bytes_per_s <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "world_size: ", r.world_size, " devices span nodes of ", device.devices_per_node,
+        ", and the device catalog does not know the network between nodes of \"", r.device.name,
+        "\" (inter_node bandwidth 0); give it in a catalog entry (--device-catalog)"));
+  }
   return ValidateSpaceRequest(SpaceFor(r));
 }
 

@@ -110,7 +110,9 @@ struct TopEstimate {
 };
 
 // The estimate of one strategy. Errors: INVALID_ARGUMENT for a bad request
-// (ValidateSpaceRequest's messages: seq_len, world_size, global_batch_size)
+// (ValidateSpaceRequest's messages: seq_len, world_size, global_batch_size;
+// a world size over one node of a device whose inter-node network is
+// unknown)
 // or a strategy the space's rules refuse (CheckCompatible's message, e.g.
 // "strategy.data_parallel: ..."), or a torchscript model.
 absl::StatusOr<StrategyEstimate> EstimateStrategy(const EstimateRequest& request,

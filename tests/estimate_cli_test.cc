@@ -152,8 +152,9 @@ TEST_F(EstimateCli, ListDevicesAndAUserCatalogEntry) {
       EXPECT_EQ(d.at("devices_per_node"), 4);
     }
   }
-  EXPECT_THAT(names, ::testing::IsSupersetOf({"a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie",
-                                              "h200", "l40s", "l4"}));
+  EXPECT_THAT(names,
+              ::testing::IsSupersetOf({"a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200",
+                                       "l40s", "l4", "b200", "gb200", "mi300x", "mi325x"}));
 }
 
 // Llama 3.1 70B's shape at sequence 8192, global batch 512, with `extra`.
@@ -328,6 +329,17 @@ TEST_F(EstimateCli, TopJsonCarriesTheSafePickWithItsMargin) {
                    j.at("checkpoint_percent").dump() + j.at("virtual_stages").dump());
   }
   EXPECT_EQ(layouts.size(), 5u);
+}
+
+// ROCm devices answer too (the cuda priors at their own figures).
+TEST_F(EstimateCli, AnMi300xAnswers) {
+  std::string out, err;
+  device_ = "mi300x";
+  ASSERT_EQ(Run({"--top", "1", "--json"}, &out, &err), 0) << err;
+  const nlohmann::json doc = nlohmann::json::parse(out);
+  EXPECT_EQ(doc.at("device").at("type"), "hip");
+  ASSERT_EQ(doc.at("strategies").size(), 1u);
+  EXPECT_GT(doc.at("strategies")[0].at("tokens_per_second").get<double>(), 0);
 }
 
 }  // namespace

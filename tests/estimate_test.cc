@@ -324,5 +324,23 @@ TEST(Estimate, TheSafePickIsTheFastestThatKeepsTheMargin) {
   EXPECT_THAT(EstimateTop(r, 1).status().message(), HasSubstr("safe_margin"));
 }
 
+// An AMD GPU is estimated with the cuda priors at its own datasheet figures;
+// a cluster past one node of a device whose network is unknown is refused.
+TEST(Estimate, AnInstinctGpuIsEstimatedAndAnUnknownNetworkRefusesManyNodes) {
+  EstimateRequest r = Llama7BOn8H100();
+  r.device = *DeviceCatalog::BuiltIn()->Find("mi300x");
+  absl::StatusOr<TopEstimate> top = EstimateTop(r, 1);
+  ASSERT_TRUE(top.ok()) << top.status();
+  ASSERT_EQ(top->best.size(), 1u);
+  EXPECT_GT(top->best[0].tokens_per_second, 0);
+  EXPECT_GT(top->best[0].mfu, 0);
+  EXPECT_LT(top->best[0].mfu, 1);
+  r.device = *DeviceCatalog::BuiltIn()->Find("mi325x");
+  EXPECT_TRUE(EstimateTop(r, 1).ok());
+  r.world_size = 16;
+  EXPECT_THAT(EstimateTop(r, 1).status().message(),
+              HasSubstr("does not know the network between nodes of \"mi325x\""));
+}
+
 }  // namespace
 }  // namespace autoaccel
