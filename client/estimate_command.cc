@@ -84,20 +84,13 @@ void PrintDevices(const DeviceCatalog& catalog, std::ostream& out) {
          "search/device_catalog.json.\n";
 }
 
-// "$1,234,567": money rounded to whole units, thousands grouped.
-std::string Money(double amount) {
-  std::string digits = absl::StrFormat("%.0f", amount);
-  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
-  return absl::StrCat("$", digits);
-}
-
 // "12.3 days (9.8-14.8), $1,234 ($987-$1,481)": days and cost to train
 // with their band; the cost only with a price.
 std::string CostText(const TrainingCost& c) {
   std::string text = absl::StrFormat("%.1f days (%.1f-%.1f)", c.days, c.days_fast, c.days_slow);
   if (c.priced) {
-    absl::StrAppend(&text, ", ", Money(c.cost), " (", Money(c.cost_low), "-", Money(c.cost_high),
-                    ")");
+    absl::StrAppend(&text, ", ", FormatMoney(c.cost), " (", FormatMoney(c.cost_low), "-",
+                    FormatMoney(c.cost_high), ")");
   } else {
     absl::StrAppend(&text, ", no price (--price-per-gpu-hour)");
   }
@@ -189,7 +182,7 @@ void PrintSweep(const EstimateReport& report, std::ostream& out) {
         deadline ? absl::StrFormat("the cheapest whose slow end meets the deadline of %.1f days",
                                    p.limit)
                  : absl::StrCat("the fastest whose high end stays within the budget of ",
-                                Money(p.limit));
+                                FormatMoney(p.limit));
     if (p.pick) {
       const ClusterEstimate& c = report.clusters[*p.pick];
       out << absl::StrFormat(

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
-#include "offline/training_cost.h"
+#include "common/training_cost.h"
 #include "proto/autoaccel.pb.h"
 #include "search/device_catalog.h"
 #include "search/estimate.h"

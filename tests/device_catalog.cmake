@@ -20,10 +20,7 @@ if(AUTOACCEL_BUILD_SERVICES)
   gtest_discover_tests(estimate_cli_test TEST_PREFIX "estimate_cli.")
 endif()
 
-# Time and cost to train (offline/training_cost.h).
-if(AUTOACCEL_BUILD_SERVICES)
-  add_executable(training_cost_test ${CMAKE_CURRENT_LIST_DIR}/training_cost_test.cc)
-  target_include_directories(training_cost_test PRIVATE ${PROJECT_SOURCE_DIR})
-  target_link_libraries(training_cost_test PRIVATE autoaccel_offline GTest::gmock_main)
-  gtest_discover_tests(training_cost_test TEST_PREFIX "estimate_cost.")
-endif()
+# Time and cost to train (common/training_cost.h).
+add_executable(training_cost_test ${CMAKE_CURRENT_LIST_DIR}/training_cost_test.cc)
+target_link_libraries(training_cost_test PRIVATE autoaccel_common GTest::gmock_main)
+gtest_discover_tests(training_cost_test TEST_PREFIX "estimate_cost.")

@@ -1,7 +1,7 @@
-// Time and cost to train (offline/training_cost.h): the user's token counts
+// Time and cost to train (common/training_cost.h): the user's token counts
 // and deadlines, the arithmetic of days and cost with its band, and the
 // choice of a cluster for a deadline or a budget.
-#include "offline/training_cost.h"
+#include "common/training_cost.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -55,6 +55,14 @@ TEST(TrainingCost, DaysAndCostFollowFromTokensPerSecond) {
   EXPECT_DOUBLE_EQ(unpriced.days, 0.5);
   EXPECT_FALSE(unpriced.priced);
   EXPECT_EQ(unpriced.cost, 0);
+}
+
+TEST(TrainingCost, MoneyIsWholeUnitsWithThousandsGrouped) {
+  EXPECT_EQ(FormatMoney(0), "$0");
+  EXPECT_EQ(FormatMoney(999.4), "$999");
+  EXPECT_EQ(FormatMoney(1000), "$1,000");
+  EXPECT_EQ(FormatMoney(644839.2), "$644,839");
+  EXPECT_EQ(FormatMoney(1e9), "$1,000,000,000");
 }
 
 // Clusters by days at 1e6 tokens/s-days: cost follows days x devices.

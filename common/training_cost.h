@@ -2,11 +2,12 @@
 // `autoaccel estimate --tokens N --price-per-gpu-hour P`, its interval, the
 // user's inputs (token counts, deadlines) and the choice of a cluster for a
 // deadline or a budget. Pure; any thread.
-#ifndef AUTOACCEL_OFFLINE_TRAINING_COST_H_
-#define AUTOACCEL_OFFLINE_TRAINING_COST_H_
+#ifndef AUTOACCEL_COMMON_TRAINING_COST_H_
+#define AUTOACCEL_COMMON_TRAINING_COST_H_
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -37,18 +38,29 @@ absl::StatusOr<double> ParseDeadlineSeconds(absl::string_view flag, absl::string
 
 // Days and (with a price) cost to train `tokens` at `tokens_per_second` on
 // `world_size` devices: days = tokens / tokens_per_second / 86400, cost =
-// days * 24 * price_per_gpu_hour * world_size; the fast and slow ends scale
-// by (1 - kStepTimeBand) and (1 + kStepTimeBand).
+// days * 24 * price_per_gpu_hour * world_size; the fast and slow ends from
+// an interval of the throughput.
 struct TrainingCost {
   double days = 0, days_fast = 0, days_slow = 0;
   bool priced = false;  // a price was known
   double price_per_gpu_hour = 0;
   double cost = 0, cost_low = 0, cost_high = 0;
 };
-// REQUIRES: tokens_per_second > 0, tokens > 0, world_size >= 1,
-// price_per_gpu_hour >= 0 (0: no price known).
+// The ends from an interval of tokens/s (a measurement's, say): days_fast
+// at `tokens_per_second_high`, days_slow at `tokens_per_second_low`.
+// REQUIRES: 0 < low <= tokens_per_second <= high, tokens > 0, world_size >=
+// 1, price_per_gpu_hour >= 0 (0: no price known).
+TrainingCost TrainingCostBetween(double tokens_per_second, double tokens_per_second_low,
+                                 double tokens_per_second_high, int64_t tokens, int world_size,
+                                 double price_per_gpu_hour);
+// A prediction's: the step time (so the days) within +-kStepTimeBand, i.e.
+// days_fast = days * (1 - kStepTimeBand), days_slow = days * (1 +
+// kStepTimeBand). REQUIRES as TrainingCostBetween's.
 TrainingCost TrainingCostOf(double tokens_per_second, int64_t tokens, int world_size,
                             double price_per_gpu_hour);
+
+// "$1,234,567": an amount rounded to whole units, thousands grouped.
+std::string FormatMoney(double amount);
 
 // What a choice weighs of one cluster: null entries cannot be chosen (no
 // strategy to train with).
@@ -68,4 +80,4 @@ std::optional<size_t> FastestWithinBudget(const std::vector<ClusterChoice>& clus
 
 }  // namespace autoaccel
 
-#endif  // AUTOACCEL_OFFLINE_TRAINING_COST_H_
+#endif  // AUTOACCEL_COMMON_TRAINING_COST_H_

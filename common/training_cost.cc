@@ -1,4 +1,4 @@
-#include "offline/training_cost.h"
+#include "common/training_cost.h"
 
 #include <cmath>
 #include <string>
@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/duration.h"
 
 namespace autoaccel {
@@ -76,12 +77,14 @@ absl::StatusOr<double> ParseDeadlineSeconds(absl::string_view flag, absl::string
   return seconds;
 }
 
-TrainingCost TrainingCostOf(double tokens_per_second, int64_t tokens, int world_size,
-                            double price_per_gpu_hour) {
+TrainingCost TrainingCostBetween(double tokens_per_second, double tokens_per_second_low,
+                                 double tokens_per_second_high, int64_t tokens, int world_size,
+                                 double price_per_gpu_hour) {
   TrainingCost c;
-  c.days = double(tokens) / tokens_per_second / kSecondsPerDay;
-  c.days_fast = c.days * (1 - kStepTimeBand);
-  c.days_slow = c.days * (1 + kStepTimeBand);
+  const auto days = [&](double rate) { return double(tokens) / rate / kSecondsPerDay; };
+  c.days = days(tokens_per_second);
+  c.days_fast = days(tokens_per_second_high);
+  c.days_slow = days(tokens_per_second_low);
   if (price_per_gpu_hour > 0) {
     c.priced = true;
     c.price_per_gpu_hour = price_per_gpu_hour;
@@ -91,6 +94,19 @@ TrainingCost TrainingCostOf(double tokens_per_second, int64_t tokens, int world_
     c.cost_high = c.days_slow * per_day;
   }
   return c;
+}
+
+TrainingCost TrainingCostOf(double tokens_per_second, int64_t tokens, int world_size,
+                            double price_per_gpu_hour) {
+  return TrainingCostBetween(tokens_per_second, tokens_per_second / (1 + kStepTimeBand),
+                             tokens_per_second / (1 - kStepTimeBand), tokens, world_size,
+                             price_per_gpu_hour);
+}
+
+std::string FormatMoney(double amount) {
+  std::string digits = absl::StrFormat("%.0f", std::fabs(amount));
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
+  return absl::StrCat(amount < 0 ? "-$" : "$", digits);
 }
 
 std::optional<size_t> CheapestMeetingDeadline(const std::vector<ClusterChoice>& clusters,
