@@ -109,28 +109,39 @@ std::string FormatMoney(double amount) {
   return absl::StrCat(amount < 0 ? "-$" : "$", digits);
 }
 
-std::optional<size_t> CheapestMeetingDeadline(const std::vector<ClusterChoice>& clusters,
-                                              double deadline_days) {
+namespace {
+
+// The index of the priced cluster that `meets` and `before` ranks first.
+template <typename Meets, typename Before>
+std::optional<size_t> Choose(const std::vector<ClusterChoice>& clusters, Meets meets,
+                             Before before) {
   std::optional<size_t> pick;
   for (size_t i = 0; i < clusters.size(); ++i) {
     const std::optional<TrainingCost>& c = clusters[i].cost;
-    if (!c || !c->priced || c->days_slow > deadline_days) continue;
-    const TrainingCost* p = pick ? &*clusters[*pick].cost : nullptr;
-    if (!p || c->cost < p->cost || (c->cost == p->cost && c->days < p->days)) pick = i;
+    if (!c || !c->priced || !meets(*c)) continue;
+    if (!pick || before(*c, *clusters[*pick].cost)) pick = i;
   }
   return pick;
 }
 
+}  // namespace
+
+std::optional<size_t> CheapestMeetingDeadline(const std::vector<ClusterChoice>& clusters,
+                                              double deadline_days) {
+  return Choose(
+      clusters, [&](const TrainingCost& c) { return c.days_slow <= deadline_days; },
+      [](const TrainingCost& a, const TrainingCost& b) {
+        return a.cost < b.cost || (a.cost == b.cost && a.days < b.days);
+      });
+}
+
 std::optional<size_t> FastestWithinBudget(const std::vector<ClusterChoice>& clusters,
                                           double budget) {
-  std::optional<size_t> pick;
-  for (size_t i = 0; i < clusters.size(); ++i) {
-    const std::optional<TrainingCost>& c = clusters[i].cost;
-    if (!c || !c->priced || c->cost_high > budget) continue;
-    const TrainingCost* p = pick ? &*clusters[*pick].cost : nullptr;
-    if (!p || c->days < p->days || (c->days == p->days && c->cost < p->cost)) pick = i;
-  }
-  return pick;
+  return Choose(
+      clusters, [&](const TrainingCost& c) { return c.cost_high <= budget; },
+      [](const TrainingCost& a, const TrainingCost& b) {
+        return a.days < b.days || (a.days == b.days && a.cost < b.cost);
+      });
 }
 
 }  // namespace autoaccel

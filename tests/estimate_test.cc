@@ -33,6 +33,20 @@ EstimateRequest Llama7BOn8H100() {
   return r;
 }
 
+// The whole space for the request's sizes on a bf16 accelerator: every
+// value of every dimension, context parallelism by powers of two.
+SpaceRequest WholeSpace(const EstimateRequest& r) {
+  SpaceRequest whole;
+  whole.model = r.model;
+  whole.seq_len = r.seq_len;
+  whole.global_batch_size = r.global_batch_size;
+  whole.world_size = r.world_size;
+  whole.device_is_accelerator = true;
+  whole.device_supports_bf16 = true;
+  for (int cp = 1; cp <= r.world_size; cp *= 2) whole.context_parallel_sizes.push_back(cp);
+  return whole;
+}
+
 TEST(Estimate, PlainDataParallelFp32DoesNotFitAndTheBreakdownSaysWhy) {
   absl::StatusOr<Strategy> s = ParseStrategyText(
       "dp=8,tp=1,pp=1,sharding=none,mbs=8,ga=1,precision=fp32,checkpoint=none,attention=sdpa,"
@@ -178,15 +192,7 @@ TEST(Estimate, TheRankedSpaceHoldsTheWholeSpacesFastest) {
     absl::StatusOr<TopEstimate> top = EstimateTop(r, 1);
     ASSERT_TRUE(top.ok()) << top.status();
     ASSERT_EQ(top->best.size(), 1u);
-    SpaceRequest whole;
-    whole.model = r.model;
-    whole.seq_len = r.seq_len;
-    whole.global_batch_size = r.global_batch_size;
-    whole.world_size = r.world_size;
-    whole.device_is_accelerator = true;
-    whole.device_supports_bf16 = true;
-    for (int cp = 1; cp <= r.world_size; cp *= 2) whole.context_parallel_sizes.push_back(cp);
-    absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(whole);
+    absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(WholeSpace(r));
     ASSERT_TRUE(space.ok()) << space.status();
     const CostModel model(r.model, r.seq_len, r.global_batch_size, r.device.spec);
     double fastest = 0;
@@ -274,15 +280,7 @@ TEST(Estimate, EachTopOptionIsTheFastestOfItsLayoutAndRecomputeChoice) {
   const EstimateRequest r = Llama7BOn8H100();
   absl::StatusOr<TopEstimate> top = EstimateTop(r, 5);
   ASSERT_TRUE(top.ok()) << top.status();
-  SpaceRequest whole;
-  whole.model = r.model;
-  whole.seq_len = r.seq_len;
-  whole.global_batch_size = r.global_batch_size;
-  whole.world_size = r.world_size;
-  whole.device_is_accelerator = true;
-  whole.device_supports_bf16 = true;
-  for (int cp = 1; cp <= r.world_size; cp *= 2) whole.context_parallel_sizes.push_back(cp);
-  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(whole);
+  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(WholeSpace(r));
   ASSERT_TRUE(space.ok()) << space.status();
   const CostModel model(r.model, r.seq_len, r.global_batch_size, r.device.spec);
   std::map<StrategyGroup, double> fastest;
