@@ -274,7 +274,7 @@ int EstimateCommand(const EstimateFlags& f, bool json_out, std::ostream& out, st
         "%s, %.2fB parameters, seq %d, global batch %d on %d x %s (%s GiB, %d a node): %s\n",
         r.model.family, r.model.ParameterCount() / 1e9, r.seq_len, r.global_batch_size,
         r.world_size, r.device.name, GiB(r.device.spec.memory_bytes), report->devices_per_node,
-        report->top ? absl::StrCat("the ", report->estimates.size(), " fastest that fit")
+        report->top ? absl::StrCat("the ", report->estimates.size(), " fastest options that fit")
                     : "the strategy given");
     if (!report->estimates.empty()) {
       PrintEstimates(report->estimates, report->estimate_costs, out);

@@ -141,10 +141,10 @@ inline constexpr RequestLimit kRequestLimits[] = {
     {Limit::kSpaceCombinations, "space", 0, 250000, "combinations", kTooBig,
      "EnumerateSpace (search/space.h), counted before it allocates",
      "a 7B model on 8 ranks spans ~42,000; each candidate costs ~200 bytes while the job runs"},
-    {Limit::kEstimateClusters, "world_sizes x devices", 0, 64, "clusters", kTooBig,
+    {Limit::kEstimateClusters, "world_sizes x devices", 0, 32, "clusters", kTooBig,
      "CheckEstimateRequestLimits",
-     "each cluster ranks a whole space (~0.1 s for a 70B on 256 GPUs): a sweep of a few sizes "
-     "and devices answers in seconds"},
+     "each cluster ranks a whole space: 0.2-0.5 s for a 70B on 256-4096 GPUs on the build "
+     "machine, so a sweep stays under ~16 s of the coordinator's CPU"},
     {Limit::kTimeLimitSeconds, "time_limit_seconds", 0, 30 * 24 * 3600, "s", kOutOfRange, kByTune,
      "30 days; a tuning job takes minutes to hours"},
     {Limit::kTrialTimeoutSeconds, "trial_timeout_seconds", 0, 24 * 3600, "s", kOutOfRange,
