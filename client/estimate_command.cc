@@ -137,38 +137,58 @@ void PrintEstimates(const std::vector<StrategyEstimate>& estimates,
 }
 
 // One row per cluster: its fastest option, then (when it is another
-// strategy) its safe pick; the choice for a deadline or budget last.
+// strategy) its safe pick, or why it has none; the choice for a deadline or
+// budget last.
 void PrintSweep(const EstimateReport& report, std::ostream& out) {
-  out << absl::StrFormat("%-3s %-10s %5s %9s %11s %7s %8s  %-34s %s\n", "#", "DEVICE", "GPUS",
-                         "STEP ms", "TOKENS/s", "MFU", "MARGIN", "TO TRAIN", "STRATEGY");
+  struct Row {
+    std::string number;  // the cluster's, on its first row
+    const ClusterEstimate* cluster;
+    const StrategyEstimate* estimate;  // null: `note` instead
+    std::string to_train;
+    bool safe = false;
+    std::string note;
+  };
+  std::vector<Row> rows;
+  size_t width = std::string("TO TRAIN").size();
   int i = 0;
   for (const ClusterEstimate& c : report.clusters) {
-    ++i;
-    const auto row = [&](const char* what, const StrategyEstimate& e,
-                         const std::optional<TrainingCost>& cost) {
-      out << absl::StrFormat("%-3s %-10s %5d %9.1f %11.0f %6.1f%% %8s  %-34s %s%s\n",
-                             what[0] == 'f' ? absl::StrCat(i) : "", c.device.name, c.world_size,
-                             e.step_time_s * 1e3, e.tokens_per_second, e.mfu * 100,
-                             GiB(e.margin_bytes), cost ? CostText(*cost) : "-",
-                             what[0] == 'f' ? "" : "safe: ", StrategyToText(e.strategy));
+    const std::string number = absl::StrCat(++i);
+    const auto add = [&](const StrategyEstimate& e, const std::optional<TrainingCost>& cost,
+                         bool safe) {
+      Row r{safe ? "" : number, &c, &e, cost ? CostText(*cost) : "-", safe, ""};
+      width = std::max(width, r.to_train.size());
+      rows.push_back(std::move(r));
     };
     if (!c.top) {
-      out << absl::StrFormat("%-3d %-10s %5d  no strategy: %s\n", i, c.device.name, c.world_size,
-                             c.error);
+      rows.push_back({number, &c, nullptr, "", false, absl::StrCat("no strategy: ", c.error)});
+    } else if (c.top->best.empty()) {
+      rows.push_back({number, &c, nullptr, "", false,
+                      absl::StrFormat("nothing fits (%d candidates)", c.top->candidates)});
+    } else {
+      add(c.top->best[0], c.fastest_cost, false);
+      if (!c.top->safe) {
+        rows.push_back({"", &c, nullptr, "", true,
+                        absl::StrFormat("no strategy keeps %.0f%% of the device's memory free",
+                                        report.request.safe_margin * 100)});
+      } else if (c.top->safe->strategy != c.top->best[0].strategy) {
+        add(*c.top->safe, c.safe_cost, true);
+      }
+    }
+  }
+  const int w = static_cast<int>(width);
+  out << absl::StrFormat("%-3s %-10s %5s %9s %11s %7s %8s  %-*s  %s\n", "#", "DEVICE", "GPUS",
+                         "STEP ms", "TOKENS/s", "MFU", "MARGIN", w, "TO TRAIN", "STRATEGY");
+  for (const Row& r : rows) {
+    const ClusterEstimate& c = *r.cluster;
+    if (r.estimate == nullptr) {
+      out << absl::StrFormat("%-3s %-10s %5d  %s\n", r.number, c.device.name, c.world_size, r.note);
       continue;
     }
-    if (c.top->best.empty()) {
-      out << absl::StrFormat("%-3d %-10s %5d  nothing fits (%d candidates)\n", i, c.device.name,
-                             c.world_size, c.top->candidates);
-      continue;
-    }
-    row("fastest", c.top->best[0], c.fastest_cost);
-    if (!c.top->safe) {
-      out << absl::StrFormat("    no strategy keeps %.0f%% of the device's memory free\n",
-                             report.request.safe_margin * 100);
-    } else if (c.top->safe->strategy != c.top->best[0].strategy) {
-      row("safe", *c.top->safe, c.safe_cost);
-    }
+    const StrategyEstimate& e = *r.estimate;
+    out << absl::StrFormat("%-3s %-10s %5d %9.1f %11.0f %6.1f%% %8s  %-*s  %s%s\n", r.number,
+                           c.device.name, c.world_size, e.step_time_s * 1e3, e.tokens_per_second,
+                           e.mfu * 100, GiB(e.margin_bytes), w, r.to_train, r.safe ? "safe: " : "",
+                           StrategyToText(e.strategy));
   }
   out << absl::StrFormat(
       "Each cluster: its fastest strategy, and its safe pick (the fastest keeping >= %.0f%% of "
