@@ -346,5 +346,24 @@ TEST_F(EstimateCli, AnMi300xAnswers) {
   EXPECT_GT(doc.at("strategies")[0].at("tokens_per_second").get<double>(), 0);
 }
 
+// `report --tokens` takes the same token counts; bad input is refused
+// before any RPC (no server runs here).
+TEST_F(EstimateCli, ReportRefusesABadTokenCountOrPriceBeforeAnyRpc) {
+  std::string out, err;
+  const std::vector<std::string> report = {AUTOACCEL_CLI_BIN, "--server", "127.0.0.1:1",   "report",
+                                           "job-x",           "--html",   dir_ + "/r.html"};
+  const auto run = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = report;
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return RunCommand(argv, dir_, &out, &err, absl::Seconds(60));
+  };
+  EXPECT_EQ(run({"--tokens", "1X"}), 2);
+  EXPECT_THAT(err, HasSubstr("--tokens: \"1X\" is not a token count"));
+  EXPECT_EQ(run({"--price-per-gpu-hour", "2.5"}), 2);
+  EXPECT_THAT(err, HasSubstr("--price-per-gpu-hour: a number > 0, with --tokens"));
+  // Good input goes on to the RPC, which fails here: exit 1.
+  EXPECT_EQ(run({"--tokens", "1T", "--price-per-gpu-hour", "2.5"}), 1);
+}
+
 }  // namespace
 }  // namespace autoaccel
