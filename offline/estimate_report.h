@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
 #include "common/training_cost.h"
+#include "nlohmann/json.hpp"
 #include "proto/autoaccel.pb.h"
 #include "search/device_catalog.h"
 #include "search/estimate.h"
