@@ -228,11 +228,8 @@ int main(int argc, char** argv) {
   CLI::App* workers = app.add_subcommand("workers", "list worker daemons and their devices");
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a job");
   cancel->add_option("job_id", job_id, "job id")->required();
-  CLI::App* report = app.add_subcommand(
-      "report", "write a job's report as one self-contained HTML file (charts, every trial)");
-  report->add_option("job_id", job_id, "job id")->required();
-  std::string report_html;
-  report->add_option("--html", report_html, "the HTML file to write (replaced)")->required();
+  autoaccel::ReportFlags report_flags;
+  CLI::App* report = autoaccel::AddReportCommand(&app, &report_flags);
   autoaccel::ExportFlags export_flags;
   CLI::App* export_cmd = autoaccel::AddExportCommand(&app, &export_flags);
   // estimate runs offline (no server): answered right after parsing.
@@ -353,7 +350,7 @@ int main(int argc, char** argv) {
   }
   if (*workers) return autoaccel::WorkersCommand(c);
   if (*cancel) return autoaccel::CancelCommand(c, job_id);
-  if (*report) return autoaccel::ReportCommand(c, job_id, report_html);
+  if (*report) return autoaccel::ReportCommand(c, report_flags);
   if (*export_cmd) return autoaccel::ExportCommand(c, export_flags);
   return 1;
 }

@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/render.h"
+#include "common/training_cost.h"
 #include "report/report_html.h"
 
 namespace autoaccel {
@@ -53,8 +55,37 @@ bool WriteWhole(const std::string& path, const std::string& text, std::string* e
 
 }  // namespace
 
-int ReportCommand(const ClientContext& c, const std::string& job_id, const std::string& html_path) {
+CLI::App* AddReportCommand(CLI::App* app, ReportFlags* f) {
+  CLI::App* report = app->add_subcommand(
+      "report", "write a job's report as one self-contained HTML file (charts, every trial)");
+  report->add_option("job_id", f->job_id, "job id")->required();
+  report->add_option("--html", f->html, "the HTML file to write (replaced)")->required();
+  report->add_option("--tokens", f->tokens,
+                     "tokens to train on (K, M, B, T suffixes: 1T = 1e12): the answer says the "
+                     "days to train them at the job's world size");
+  report->add_option("--price-per-gpu-hour", f->price_per_gpu_hour,
+                     "with --tokens, the price of one device for an hour: adds the cost");
+  return report;
+}
+
+int ReportCommand(const ClientContext& c, const ReportFlags& f) {
+  const std::string& job_id = f.job_id;
+  const std::string& html_path = f.html;
   ReportInput in;
+  if (!f.tokens.empty()) {
+    absl::StatusOr<int64_t> tokens = ParseTokenCount("--tokens", f.tokens);
+    if (!tokens.ok()) {
+      *c.err << "autoaccel: report: " << tokens.status().message() << "\n";
+      return kExitBadInput;
+    }
+    in.tokens = *tokens;
+  }
+  if (!(f.price_per_gpu_hour >= 0) || !std::isfinite(f.price_per_gpu_hour) ||
+      (f.price_per_gpu_hour > 0 && in.tokens == 0)) {
+    *c.err << "autoaccel: report: --price-per-gpu-hour: a number > 0, with --tokens\n";
+    return kExitBadInput;
+  }
+  in.price_per_gpu_hour = f.price_per_gpu_hour;
   if (grpc::Status s = FetchJob(c, job_id, &in.job); !s.ok()) return RpcError(c, s);
   if (grpc::Status s = FetchTrials(c, job_id, /*include_pruned=*/false, &in.trials); !s.ok()) {
     return RpcError(c, s);

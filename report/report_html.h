@@ -3,7 +3,10 @@
 // inline SVG charts, one small inline script that sorts the trial table; a
 // Content-Security-Policy forbids loading anything else). Sections, each an
 // element with its id:
-//   answer              the best strategy and its figures
+//   answer              the best strategy and its figures; with `tokens`,
+//                       the days (and with a price the cost) to train them
+//                       at the job's world size at the answer's measured
+//                       tokens/s, the ends from its 95% interval
 //   settings            the job's request, search and timing
 //   throughput-memory   tokens/s against peak memory per trial, the Pareto
 //                       front and the device-memory line
@@ -17,6 +20,7 @@
 #ifndef AUTOACCEL_REPORT_REPORT_HTML_H_
 #define AUTOACCEL_REPORT_REPORT_HTML_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,6 +35,10 @@ struct ReportInput {
   std::vector<v1::Trial> trials;  // in proposal order; PRUNED ones are ignored
   DeviceMemory device_memory;     // bytes 0: the line is left out and the note says why
   double generated_at = 0;        // unix seconds, printed in the footer
+  // `report --tokens N --price-per-gpu-hour P`: time and cost to train N
+  // tokens (0: not asked); a price of 0 gives the days only.
+  int64_t tokens = 0;
+  double price_per_gpu_hour = 0;
 };
 
 std::string ReportHtml(const ReportInput& input);

@@ -72,9 +72,12 @@ class EntryReader {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-absl::StatusOr<LinkSpec> ReadLink(const EntryReader& r, absl::string_view field) {
+// `unknown_allowed`: a bandwidth of 0 reads as unknown (the inter-node
+// network of an entry whose source does not give it).
+absl::StatusOr<LinkSpec> ReadLink(const EntryReader& r, absl::string_view field,
+                                  bool unknown_allowed) {
   LinkSpec link;
-  ASSIGN_OR_RETURN(const double gb_s, r.Number(field, "bandwidth_gb_s", true));
+  ASSIGN_OR_RETURN(const double gb_s, r.Number(field, "bandwidth_gb_s", !unknown_allowed));
   ASSIGN_OR_RETURN(const double us, r.Number(field, "latency_us", true));
   link.bandwidth_bytes_per_s = gb_s * 1e9;
   link.latency_s = us * 1e-6;
@@ -105,8 +108,9 @@ absl::StatusOr<CatalogDevice> ReadEntry(const json& entry, size_t index, absl::s
   }
   ASSIGN_OR_RETURN(d.description, r.String("description", /*optional=*/true));
   ASSIGN_OR_RETURN(d.spec.type, r.String("type"));
-  if (d.spec.type != "cuda" && d.spec.type != "cpu") {
-    return r.Error("type", absl::StrCat("is \"", d.spec.type, "\"; allowed: \"cuda\", \"cpu\""));
+  if (d.spec.type != "cuda" && d.spec.type != "hip" && d.spec.type != "cpu") {
+    return r.Error("type",
+                   absl::StrCat("is \"", d.spec.type, "\"; allowed: \"cuda\", \"hip\", \"cpu\""));
   }
   ASSIGN_OR_RETURN(const double gib, r.Number("", "memory_gib", true));
   d.spec.memory_bytes = static_cast<int64_t>(std::llround(gib * kGiB));
@@ -120,8 +124,8 @@ absl::StatusOr<CatalogDevice> ReadEntry(const json& entry, size_t index, absl::s
   if (d.spec.peak == PeakTflops{}) {
     return r.Error("peak_tflops", "must give at least one positive peak (fp32, bf16, fp16, fp8)");
   }
-  ASSIGN_OR_RETURN(d.spec.intra_node, ReadLink(r, "intra_node"));
-  ASSIGN_OR_RETURN(d.spec.inter_node, ReadLink(r, "inter_node"));
+  ASSIGN_OR_RETURN(d.spec.intra_node, ReadLink(r, "intra_node", /*unknown_allowed=*/false));
+  ASSIGN_OR_RETURN(d.spec.inter_node, ReadLink(r, "inter_node", /*unknown_allowed=*/true));
   for (auto [field, text] :
        {std::pair{"intra_node", &d.intra_node_link}, std::pair{"inter_node", &d.inter_node_link}}) {
     const json& link = entry.at(field);
@@ -139,6 +143,9 @@ absl::StatusOr<CatalogDevice> ReadEntry(const json& entry, size_t index, absl::s
   ASSIGN_OR_RETURN(d.source, r.String("source"));
   ASSIGN_OR_RETURN(d.node_source, r.String("node_source", /*optional=*/true));
   ASSIGN_OR_RETURN(d.notes, r.String("notes", /*optional=*/true));
+  if (entry.contains("price_per_gpu_hour")) {
+    ASSIGN_OR_RETURN(d.price_per_gpu_hour, r.Number("", "price_per_gpu_hour", true));
+  }
   return d;
 }
 

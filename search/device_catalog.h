@@ -40,17 +40,23 @@ struct CatalogDevice {
   std::string source;           // the datasheet's URL
   std::string node_source;      // optional: the reference design of the node's links
   std::string notes;            // optional
+  // Optional: what a device-hour costs (estimate's time and cost to train);
+  // 0: unknown. The built-in catalog gives none: prices are the user's.
+  double price_per_gpu_hour = 0;
 };
 
 class DeviceCatalog {
  public:
   // Parses a catalog document: {"devices": [entry...]} (other top-level
   // keys, such as "comment", are ignored). Each entry needs: name, type
-  // ("cuda" or "cpu"), memory_gib > 0, peak_tflops {fp32, bf16, fp16} (each
+  // ("cuda", "hip" (AMD's ROCm GPUs, as a worker registers them) or "cpu"),
+  // memory_gib > 0, peak_tflops {fp32, bf16, fp16} (each
   // >= 0, at least one > 0), memory_bandwidth_gb_s > 0, intra_node and
-  // inter_node {bandwidth_gb_s > 0, latency_us > 0, link (optional text)},
+  // inter_node {bandwidth_gb_s > 0 (inter_node's may be 0: unknown),
+  // latency_us > 0, link (optional text)},
   // devices_per_node >= 1 and source (a URL); aliases, description,
-  // nvidia_smi_name, node_source and notes are optional. Names and aliases
+  // nvidia_smi_name, node_source, notes and price_per_gpu_hour (> 0) are
+  // optional. Names and aliases
   // are matched case-insensitively and must be unique across the document.
   // Errors: INVALID_ARGUMENT naming `origin` (e.g. the file's path), the
   // entry (its name, or its index when the name is missing) and the field,

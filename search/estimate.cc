@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <map>
-#include <queue>
+#include <tuple>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -16,14 +16,26 @@
 namespace autoaccel {
 namespace {
 
+// The device as the cost model sees it: the request's node size, and a
+// ROCm GPU ("hip") predicted with the cuda priors at its own datasheet
+// figures (the priors are calibrated on NVIDIA runs only: an extrapolation,
+// docs/CLI.md says so).
+DeviceSpec DeviceFor(const EstimateRequest& r) {
+  DeviceSpec device = r.device.spec;
+  if (r.devices_per_node > 0) device.devices_per_node = r.devices_per_node;
+  if (device.type == "hip") device.type = "cuda";
+  return device;
+}
+
 SpaceRequest SpaceFor(const EstimateRequest& r) {
   SpaceRequest space;
   space.model = r.model;
   space.seq_len = r.seq_len;
   space.global_batch_size = r.global_batch_size;
   space.world_size = r.world_size;
-  const bool cuda = r.device.spec.type == "cuda";
-  SetDeviceFacts(r.device.spec, &space);
+  const DeviceSpec device = DeviceFor(r);
+  const bool cuda = device.type == "cuda";
+  SetDeviceFacts(device, &space);
   // Context parallelism is ranked too (a tuning job tries it only when
   // asked): every degree that divides the cluster and splits the sequence
   // into two chunks per rank.
@@ -52,12 +64,6 @@ SpaceRequest SpaceFor(const EstimateRequest& r) {
   return space;
 }
 
-DeviceSpec DeviceFor(const EstimateRequest& r) {
-  DeviceSpec device = r.device.spec;
-  if (r.devices_per_node > 0) device.devices_per_node = r.devices_per_node;
-  return device;
-}
-
 absl::Status CheckRequest(const EstimateRequest& r) {
   if (r.model.IsTorchScript()) {
     return absl::InvalidArgumentError(
@@ -66,6 +72,13 @@ absl::Status CheckRequest(const EstimateRequest& r) {
   }
   if (r.devices_per_node < 0) {
     return absl::InvalidArgumentError("devices_per_node: must be >= 1 (0 = the catalog's)");
+  }
+  const DeviceSpec device = DeviceFor(r);
+  if (r.world_size > device.devices_per_node && device.inter_node.bandwidth_bytes_per_s <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "world_size: ", r.world_size, " devices span nodes of ", device.devices_per_node,
+        ", and the device catalog does not know the network between nodes of \"", r.device.name,
+        "\" (inter_node bandwidth 0); give it in a catalog entry (--device-catalog)"));
   }
   return ValidateSpaceRequest(SpaceFor(r));
 }
@@ -105,6 +118,21 @@ void AddVolumes(const EstimateRequest& r, StrategyEstimate& e) {
 
 }  // namespace
 
+StrategyGroup StrategyGroup::Of(const Strategy& s) {
+  return {s.data_parallel,    s.tensor_parallel, s.pipeline_parallel,
+          s.context_parallel, s.expert_parallel, s.virtual_stages,
+          s.sharding,         s.checkpointing,   s.checkpoint_percent};
+}
+
+bool operator<(const StrategyGroup& a, const StrategyGroup& b) {
+  const auto key = [](const StrategyGroup& g) {
+    return std::make_tuple(g.data_parallel, g.tensor_parallel, g.pipeline_parallel,
+                           g.context_parallel, g.expert_parallel, g.virtual_stages, g.sharding,
+                           g.checkpointing, g.checkpoint_percent);
+  };
+  return key(a) < key(b);
+}
+
 absl::StatusOr<StrategyEstimate> EstimateStrategy(const EstimateRequest& request,
                                                   const Strategy& strategy) {
   RETURN_IF_ERROR(CheckRequest(request));
@@ -118,13 +146,17 @@ absl::StatusOr<StrategyEstimate> EstimateStrategy(const EstimateRequest& request
 
 absl::StatusOr<TopEstimate> EstimateTop(const EstimateRequest& request, int k) {
   if (k < 1) return absl::InvalidArgumentError(absl::StrCat("top: must be >= 1, got ", k));
+  if (!(request.safe_margin >= 0 && request.safe_margin < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "safe_margin: a fraction of the device's memory in [0, 1), got ", request.safe_margin));
+  }
   RETURN_IF_ERROR(CheckRequest(request));
   const CostModel model(request.model, request.seq_len, request.global_batch_size,
                         DeviceFor(request));
   TopEstimate top;
-  // The k best fitting candidates so far, by what ranks them: fastest
-  // first, ties to less memory, then the space's order (a space can hold
-  // millions; only the answers get their whole estimate).
+  // What ranks fitting candidates: fastest first, ties to less memory, then
+  // the space's order (a space can hold millions; only the answers get
+  // their whole estimate).
   struct Ranked {
     double tokens_per_second;
     int64_t memory;
@@ -138,7 +170,10 @@ absl::StatusOr<TopEstimate> EstimateTop(const EstimateRequest& request, int k) {
     if (a.memory != b.memory) return a.memory < b.memory;
     return a.index < b.index;
   };
-  std::priority_queue<Ranked, std::vector<Ranked>, decltype(better)> best(better);  // worst on top
+  const int64_t device_memory = model.device().memory_bytes;
+  const double safe_bytes = request.safe_margin * double(device_memory);
+  std::map<StrategyGroup, Ranked> best_of_group;
+  std::optional<Ranked> safe;
   std::map<std::string, RuledOut> by_kind;
   int64_t index = 0;
   RETURN_IF_ERROR(ForEachInSpace(SpaceFor(request), [&](const Strategy& s) {
@@ -147,12 +182,9 @@ absl::StatusOr<TopEstimate> EstimateTop(const EstimateRequest& request, int k) {
     if (model.Fits(p.memory, /*margin=*/0)) {
       ++top.fitting;
       Ranked r{p.tokens_per_second, p.memory.total(), index, s};
-      if (static_cast<int>(best.size()) < k) {
-        best.push(std::move(r));
-      } else if (better(r, best.top())) {
-        best.pop();
-        best.push(std::move(r));
-      }
+      if (double(device_memory - r.memory) >= safe_bytes && (!safe || better(r, *safe))) safe = r;
+      const auto [it, added] = best_of_group.try_emplace(StrategyGroup::Of(s), r);
+      if (!added && better(r, it->second)) it->second = std::move(r);
       return;
     }
     RuledOut& r = by_kind[kPrunedNotFitting];
@@ -163,11 +195,20 @@ absl::StatusOr<TopEstimate> EstimateTop(const EstimateRequest& request, int k) {
     }
   }));
   top.candidates = static_cast<int>(index);
-  for (; !best.empty(); best.pop()) {
-    top.best.push_back(Estimate(request, model, best.top().strategy));
+  top.groups = static_cast<int>(best_of_group.size());
+  std::vector<Ranked> ranked;
+  ranked.reserve(best_of_group.size());
+  for (auto& [group, r] : best_of_group) ranked.push_back(std::move(r));
+  const size_t n = std::min(ranked.size(), static_cast<size_t>(k));
+  std::partial_sort(ranked.begin(), ranked.begin() + n, ranked.end(), better);
+  for (size_t i = 0; i < n; ++i) {
+    top.best.push_back(Estimate(request, model, ranked[i].strategy));
     AddVolumes(request, top.best.back());
   }
-  std::reverse(top.best.begin(), top.best.end());
+  if (safe) {
+    top.safe = Estimate(request, model, safe->strategy);
+    AddVolumes(request, *top.safe);
+  }
   for (auto& [kind, r] : by_kind) top.ruled_out.push_back(std::move(r));
   std::stable_sort(top.ruled_out.begin(), top.ruled_out.end(),
                    [](const RuledOut& a, const RuledOut& b) { return a.count > b.count; });

@@ -15,6 +15,7 @@
 #define AUTOACCEL_SEARCH_ESTIMATE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@
 #include "spec/strategy.h"
 
 namespace autoaccel {
+
+// The default safe margin: a tenth of the device's memory kept free, for
+// what the memory estimate leaves out (the CUDA context, allocator
+// fragmentation; the tuner prunes at the same 10%).
+inline constexpr double kDefaultSafeMargin = 0.1;
 
 struct EstimateRequest {
   ModelSpec model;  // REQUIRES: Validate() OK and not torchscript (its shape is unknown)
@@ -39,6 +45,9 @@ struct EstimateRequest {
   // whose bf16 peak is at least its fp16 and fp32 ones, else every precision
   // the device runs but fp8 (as a tuning job's default).
   std::vector<Precision> precisions;
+  // EstimateTop's safe pick: the fastest strategy whose margin is at least
+  // this fraction of the device's memory (0 <= safe_margin < 1).
+  double safe_margin = kDefaultSafeMargin;
 };
 
 struct StrategyEstimate {
@@ -73,25 +82,50 @@ struct RuledOut {
   std::string example_reason;
 };
 
+// What makes two answers of EstimateTop genuinely different: the layout
+// (data, tensor, pipeline, context and expert degrees, the pipeline's
+// virtual stages, the sharding) and the recompute choice (checkpointing and
+// its share of layers). Strategies alike in these (other micro-batch sizes,
+// precisions, sequence parallelism, offload, ...) are one option, shown by
+// its fastest member.
+struct StrategyGroup {
+  int data_parallel, tensor_parallel, pipeline_parallel, context_parallel, expert_parallel;
+  int virtual_stages;
+  Sharding sharding;
+  Checkpointing checkpointing;
+  int checkpoint_percent;
+  static StrategyGroup Of(const Strategy& s);
+  friend bool operator<(const StrategyGroup& a, const StrategyGroup& b);
+};
+
 struct TopEstimate {
   int candidates = 0;                  // compatible strategies of the space
-  std::vector<StrategyEstimate> best;  // up to k that fit, fastest first
+  std::vector<StrategyEstimate> best;  // up to k that fit, fastest first, one per StrategyGroup
   std::vector<RuledOut> ruled_out;     // most frequent kind first
   int fitting = 0;                     // candidates that fit
+  int groups = 0;                      // StrategyGroups with a strategy that fits
+  // The fastest strategy whose margin_fraction >= the request's safe_margin
+  // (it may also be in `best`); none when no strategy keeps that margin.
+  std::optional<StrategyEstimate> safe;
 };
 
 // The estimate of one strategy. Errors: INVALID_ARGUMENT for a bad request
-// (ValidateSpaceRequest's messages: seq_len, world_size, global_batch_size)
+// (ValidateSpaceRequest's messages: seq_len, world_size, global_batch_size;
+// a world size over one node of a device whose inter-node network is
+// unknown)
 // or a strategy the space's rules refuse (CheckCompatible's message, e.g.
 // "strategy.data_parallel: ..."), or a torchscript model.
 absl::StatusOr<StrategyEstimate> EstimateStrategy(const EstimateRequest& request,
                                                   const Strategy& strategy);
 
-// The k (>= 1) fastest strategies that fit, by predicted tokens/s (ties: less
-// memory, then the space's order), over every compatible strategy of the
-// space for the request on its device (a cuda device offers every value the
-// space has for cuda; bf16 when its bf16 peak is known). Errors: those of
-// EnumerateSpace and INVALID_ARGUMENT for k < 1 or a torchscript model.
+// The k (>= 1) fastest genuinely different options that fit: the fastest
+// strategy of each StrategyGroup, the groups ranked by it (predicted
+// tokens/s; ties: less memory, then the space's order), over every
+// compatible strategy of the space for the request on its device (a cuda
+// device offers every value the space has for cuda; bf16 when its bf16 peak
+// is known); and the safe pick. Errors: those of EnumerateSpace and
+// INVALID_ARGUMENT for k < 1, a safe_margin outside [0, 1) or a torchscript
+// model.
 absl::StatusOr<TopEstimate> EstimateTop(const EstimateRequest& request, int k);
 
 }  // namespace autoaccel

@@ -3,6 +3,7 @@
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -262,6 +263,12 @@ absl::Status CheckEstimateRequestLimits(const v1::EstimateRequest& r) {
   RETURN_IF_ERROR(CheckLimit(Limit::kWorldSize, r.devices_per_node(), "devices_per_node"));
   RETURN_IF_ERROR(CheckLimit(Limit::kSeqLen, r.seq_len()));
   RETURN_IF_ERROR(CheckLimit(Limit::kGlobalBatchSize, r.global_batch_size()));
+  for (int i = 0; i < r.world_sizes_size(); ++i) {
+    RETURN_IF_ERROR(
+        CheckLimit(Limit::kWorldSize, r.world_sizes(i), absl::StrCat("world_sizes[", i, "]")));
+  }
+  RETURN_IF_ERROR(CheckLimit(Limit::kEstimateClusters, double(std::max(1, r.world_sizes_size())) *
+                                                           double(std::max(1, r.devices_size()))));
   return CheckLimit(Limit::kListEntries, r.top(), "top");
 }
 

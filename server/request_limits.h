@@ -47,6 +47,7 @@ enum class Limit {
   kLauncherNameBytes,
   kDeviceTypeBytes,
   kSpaceCombinations,
+  kEstimateClusters,
   // The tuning request's numbers.
   kTimeLimitSeconds,
   kTrialTimeoutSeconds,
@@ -140,6 +141,10 @@ inline constexpr RequestLimit kRequestLimits[] = {
     {Limit::kSpaceCombinations, "space", 0, 250000, "combinations", kTooBig,
      "EnumerateSpace (search/space.h), counted before it allocates",
      "a 7B model on 8 ranks spans ~42,000; each candidate costs ~200 bytes while the job runs"},
+    {Limit::kEstimateClusters, "world_sizes x devices", 0, 32, "clusters", kTooBig,
+     "CheckEstimateRequestLimits",
+     "each cluster ranks a whole space: 0.2-0.5 s for a 70B on 256-4096 GPUs on the build "
+     "machine, so a sweep stays under ~16 s of the coordinator's CPU"},
     {Limit::kTimeLimitSeconds, "time_limit_seconds", 0, 30 * 24 * 3600, "s", kOutOfRange, kByTune,
      "30 days; a tuning job takes minutes to hours"},
     {Limit::kTrialTimeoutSeconds, "trial_timeout_seconds", 0, 24 * 3600, "s", kOutOfRange,
@@ -245,8 +250,9 @@ absl::Status CheckTuneRequestLimits(const v1::TuneRequest& request);
 // the model as a tuning request's (config bytes and nesting, overrides),
 // an Estimate's device catalog JSON as a model config, every other string
 // and list (walked by reflection), the sizes (world_size, devices_per_node,
-// seq_len, global_batch_size) and an Estimate's `top` (a list of at most
-// kListEntries strategies).
+// seq_len, global_batch_size, each of world_sizes) and an Estimate's `top`
+// (a list of at most kListEntries strategies) and its clusters
+// (world_sizes x devices, kEstimateClusters).
 absl::Status CheckExportRequestLimits(const v1::ExportRequest& request);
 absl::Status CheckEstimateRequestLimits(const v1::EstimateRequest& request);
 // What QueryStrategies parses: the model as a tuning request's, the device

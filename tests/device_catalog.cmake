@@ -19,3 +19,8 @@ if(AUTOACCEL_BUILD_SERVICES)
   add_dependencies(estimate_cli_test autoaccel)
   gtest_discover_tests(estimate_cli_test TEST_PREFIX "estimate_cli.")
 endif()
+
+# Time and cost to train (common/training_cost.h).
+add_executable(training_cost_test ${CMAKE_CURRENT_LIST_DIR}/training_cost_test.cc)
+target_link_libraries(training_cost_test PRIVATE autoaccel_common GTest::gmock_main)
+gtest_discover_tests(training_cost_test TEST_PREFIX "estimate_cost.")

@@ -66,6 +66,61 @@ TEST(DeviceCatalog, BuiltInHasTheDevicesTheIssueNamesWithEveryFigure) {
   EXPECT_DOUBLE_EQ(h100.spec.inter_node.latency_s, 50e-6);
 }
 
+// Blackwell and Instinct entries with the figures their cited pages give
+// (search/device_catalog.json's notes say which page each comes from); AMD
+// GPUs have type "hip", as a worker registers them; a network no source
+// gave is 0 (unknown).
+TEST(DeviceCatalog, BuiltInHasBlackwellAndInstinctEntries) {
+  absl::StatusOr<DeviceCatalog> catalog = DeviceCatalog::BuiltIn();
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  for (const char* name : {"b200", "gb200", "mi300x", "mi325x"}) {
+    const CatalogDevice* d = catalog->Find(name);
+    ASSERT_NE(d, nullptr) << name;
+    EXPECT_THAT(d->source, HasSubstr("https://")) << name;
+    EXPECT_FALSE(d->notes.empty()) << name;
+    EXPECT_EQ(d->price_per_gpu_hour, 0) << name;  // prices are the user's
+  }
+  const CatalogDevice& mi300x = *catalog->Find("MI300X");
+  EXPECT_EQ(mi300x.spec.type, "hip");
+  EXPECT_EQ(mi300x.spec.memory_bytes, int64_t{192} << 30);
+  EXPECT_EQ(mi300x.spec.peak, (PeakTflops{163.4, 1307.4, 1307.4, 2614.9}));
+  EXPECT_DOUBLE_EQ(mi300x.spec.memory_bandwidth_bytes_per_s, 5300e9);
+  EXPECT_EQ(catalog->Find("mi325x")->spec.memory_bytes, int64_t{256} << 30);
+  EXPECT_EQ(catalog->Find("mi325x")->spec.inter_node.bandwidth_bytes_per_s, 0);
+  const CatalogDevice& b200 = *catalog->Find("b200");
+  EXPECT_EQ(b200.spec.type, "cuda");
+  EXPECT_EQ(b200.spec.peak, (PeakTflops{75, 2250, 2250, 4500}));
+  EXPECT_DOUBLE_EQ(b200.spec.intra_node.bandwidth_bytes_per_s, 900e9);
+  const CatalogDevice& gb200 = *catalog->Find("gb200");
+  EXPECT_EQ(gb200.spec.devices_per_node, 72);
+  EXPECT_EQ(gb200.spec.inter_node.bandwidth_bytes_per_s, 0);
+}
+
+// A user's entry may carry a price; a negative one, or an intra-node link
+// of 0, is refused.
+TEST(DeviceCatalog, AnEntryMayCarryAPricePerGpuHour) {
+  const std::string entry = R"({"devices": [{
+    "name": "rented", "type": "hip", "memory_gib": 192, "memory_bandwidth_gb_s": 5300,
+    "peak_tflops": {"bf16": 1307.4}, "intra_node": {"bandwidth_gb_s": 448, "latency_us": 20},
+    "inter_node": {"bandwidth_gb_s": 50, "latency_us": 50}, "devices_per_node": 8,
+    "source": "https://example.com", "price_per_gpu_hour": PRICE}]})";
+  const auto with = [&](const std::string& price) {
+    std::string text = entry;
+    text.replace(text.find("PRICE"), 5, price);
+    return DeviceCatalog::Parse(text, "mine.json");
+  };
+  absl::StatusOr<DeviceCatalog> priced = with("2.5");
+  ASSERT_TRUE(priced.ok()) << priced.status();
+  EXPECT_EQ(priced->Find("rented")->price_per_gpu_hour, 2.5);
+  EXPECT_THAT(with("-1").status().message(),
+              HasSubstr("\"price_per_gpu_hour\" must be a positive number"));
+  std::string no_link = entry;
+  no_link.replace(no_link.find("448"), 3, "0");
+  no_link.replace(no_link.find("PRICE"), 5, "1");
+  EXPECT_THAT(DeviceCatalog::Parse(no_link, "mine.json").status().message(),
+              HasSubstr("\"intra_node.bandwidth_gb_s\" must be a positive number"));
+}
+
 TEST(DeviceCatalog, UnknownNameListsTheKnownOnes) {
   absl::StatusOr<CatalogDevice> d = DeviceCatalog::BuiltIn()->Get("b900");
   ASSERT_FALSE(d.ok());
@@ -98,7 +153,7 @@ TEST(DeviceCatalog, BadEntriesAreRefusedNamingTheFileTheEntryAndTheField) {
       {absl::StrReplaceAll(OneDevice(), {{"\"memory_gib\": 24", "\"memory_gib\": -1"}}),
        "device \"my-gpu\": \"memory_gib\" must be a positive number"},
       {absl::StrReplaceAll(OneDevice(), {{"\"type\": \"cuda\"", "\"type\": \"tpu\""}}),
-       "device \"my-gpu\": \"type\" is \"tpu\"; allowed: \"cuda\", \"cpu\""},
+       "device \"my-gpu\": \"type\" is \"tpu\"; allowed: \"cuda\", \"hip\", \"cpu\""},
       {absl::StrReplaceAll(OneDevice(), {{"\"latency_us\": 50", "\"latency_us\": \"fast\""}}),
        "device \"my-gpu\": \"inter_node.latency_us\" must be a number"},
       {absl::StrReplaceAll(OneDevice(), {{"\"intra_node\"", "\"intra\""}}),

@@ -1,10 +1,12 @@
 // Estimate without running (search/estimate.h): a 7B-class Llama on 8
-// H100 SXM from the device catalog.
+// H100 SXM from the device catalog, and Llama 3.1 70B's shape on 64.
 #include "search/estimate.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 
@@ -29,6 +31,20 @@ EstimateRequest Llama7BOn8H100() {
   r.world_size = 8;
   r.device = *DeviceCatalog::BuiltIn()->Find("h100-sxm");
   return r;
+}
+
+// The whole space for the request's sizes on a bf16 accelerator: every
+// value of every dimension, context parallelism by powers of two.
+SpaceRequest WholeSpace(const EstimateRequest& r) {
+  SpaceRequest whole;
+  whole.model = r.model;
+  whole.seq_len = r.seq_len;
+  whole.global_batch_size = r.global_batch_size;
+  whole.world_size = r.world_size;
+  whole.device_is_accelerator = true;
+  whole.device_supports_bf16 = true;
+  for (int cp = 1; cp <= r.world_size; cp *= 2) whole.context_parallel_sizes.push_back(cp);
+  return whole;
 }
 
 TEST(Estimate, PlainDataParallelFp32DoesNotFitAndTheBreakdownSaysWhy) {
@@ -176,15 +192,7 @@ TEST(Estimate, TheRankedSpaceHoldsTheWholeSpacesFastest) {
     absl::StatusOr<TopEstimate> top = EstimateTop(r, 1);
     ASSERT_TRUE(top.ok()) << top.status();
     ASSERT_EQ(top->best.size(), 1u);
-    SpaceRequest whole;
-    whole.model = r.model;
-    whole.seq_len = r.seq_len;
-    whole.global_batch_size = r.global_batch_size;
-    whole.world_size = r.world_size;
-    whole.device_is_accelerator = true;
-    whole.device_supports_bf16 = true;
-    for (int cp = 1; cp <= r.world_size; cp *= 2) whole.context_parallel_sizes.push_back(cp);
-    absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(whole);
+    absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(WholeSpace(r));
     ASSERT_TRUE(space.ok()) << space.status();
     const CostModel model(r.model, r.seq_len, r.global_batch_size, r.device.spec);
     double fastest = 0;
@@ -235,6 +243,101 @@ TEST(Estimate, FewerDevicesPerNodeMakeDataParallelSlower) {
   r.devices_per_node = 2;
   const double four_nodes = EstimateStrategy(r, *s)->step_time_s;
   EXPECT_GT(four_nodes, one_node);
+}
+
+// Llama 3.1 70B's shape at sequence 8192, global batch 512, on 64 H100:
+// the case (its fastest strategies keep a few GiB free).
+EstimateRequest Llama70BOn64H100() {
+  EstimateRequest r = Llama7BOn8H100();
+  r.model = Parsed("llama", kLlama31_70bShapeConfig);
+  r.seq_len = 8192;
+  r.global_batch_size = 512;
+  r.world_size = 64;
+  return r;
+}
+
+// --top lists options that differ in layout or recompute choice, each the
+// fastest of its kind: never one layout again with another micro-batch or
+// precision.
+TEST(Estimate, TopOptionsDifferInLayoutOrRecompute) {
+  for (const EstimateRequest& r : {Llama7BOn8H100(), Llama70BOn64H100()}) {
+    absl::StatusOr<TopEstimate> top = EstimateTop(r, 8);
+    ASSERT_TRUE(top.ok()) << top.status();
+    ASSERT_EQ(top->best.size(), 8u);
+    EXPECT_GE(top->groups, 8);
+    EXPECT_LT(top->groups, top->fitting);
+    std::set<StrategyGroup> groups;
+    for (const StrategyEstimate& e : top->best) {
+      EXPECT_TRUE(groups.insert(StrategyGroup::Of(e.strategy)).second)
+          << "same layout and recompute twice: " << StrategyToText(e.strategy);
+    }
+  }
+}
+
+// Each option is the fastest strategy of its layout and recompute choice
+// over the whole space (every value of every dimension).
+TEST(Estimate, EachTopOptionIsTheFastestOfItsLayoutAndRecomputeChoice) {
+  const EstimateRequest r = Llama7BOn8H100();
+  absl::StatusOr<TopEstimate> top = EstimateTop(r, 5);
+  ASSERT_TRUE(top.ok()) << top.status();
+  absl::StatusOr<std::vector<Strategy>> space = EnumerateSpace(WholeSpace(r));
+  ASSERT_TRUE(space.ok()) << space.status();
+  const CostModel model(r.model, r.seq_len, r.global_batch_size, r.device.spec);
+  std::map<StrategyGroup, double> fastest;
+  for (const Strategy& s : *space) {
+    const CostModel::Prediction p = model.Predict(s);
+    if (!model.Fits(p.memory, 0)) continue;
+    double& f = fastest[StrategyGroup::Of(s)];
+    f = std::max(f, p.tokens_per_second);
+  }
+  for (const StrategyEstimate& e : top->best) {
+    EXPECT_EQ(e.tokens_per_second, fastest[StrategyGroup::Of(e.strategy)])
+        << StrategyToText(e.strategy);
+  }
+}
+
+// The safe pick keeps the margin asked for, and no option keeping it is
+// faster; a margin of 0 makes it the fastest; one nothing keeps, none.
+TEST(Estimate, TheSafePickIsTheFastestThatKeepsTheMargin) {
+  EstimateRequest r = Llama70BOn64H100();
+  absl::StatusOr<TopEstimate> top = EstimateTop(r, 1000);
+  ASSERT_TRUE(top.ok()) << top.status();
+  ASSERT_TRUE(top->safe.has_value());
+  EXPECT_GE(top->safe->margin_fraction, kDefaultSafeMargin);
+  EXPECT_TRUE(top->safe->fits);
+  for (const StrategyEstimate& e : top->best) {
+    if (e.margin_fraction >= kDefaultSafeMargin) {
+      EXPECT_LE(e.tokens_per_second, top->safe->tokens_per_second) << StrategyToText(e.strategy);
+    }
+  }
+  r.safe_margin = 0;
+  absl::StatusOr<TopEstimate> any = EstimateTop(r, 1);
+  ASSERT_TRUE(any.ok() && any->safe.has_value());
+  EXPECT_EQ(any->safe->strategy, any->best[0].strategy);
+  r.safe_margin = 0.99;
+  absl::StatusOr<TopEstimate> none = EstimateTop(r, 1);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->safe.has_value());
+  r.safe_margin = 1;
+  EXPECT_THAT(EstimateTop(r, 1).status().message(), HasSubstr("safe_margin"));
+}
+
+// An AMD GPU is estimated with the cuda priors at its own datasheet figures;
+// a cluster past one node of a device whose network is unknown is refused.
+TEST(Estimate, AnInstinctGpuIsEstimatedAndAnUnknownNetworkRefusesManyNodes) {
+  EstimateRequest r = Llama7BOn8H100();
+  r.device = *DeviceCatalog::BuiltIn()->Find("mi300x");
+  absl::StatusOr<TopEstimate> top = EstimateTop(r, 1);
+  ASSERT_TRUE(top.ok()) << top.status();
+  ASSERT_EQ(top->best.size(), 1u);
+  EXPECT_GT(top->best[0].tokens_per_second, 0);
+  EXPECT_GT(top->best[0].mfu, 0);
+  EXPECT_LT(top->best[0].mfu, 1);
+  r.device = *DeviceCatalog::BuiltIn()->Find("mi325x");
+  EXPECT_TRUE(EstimateTop(r, 1).ok());
+  r.world_size = 16;
+  EXPECT_THAT(EstimateTop(r, 1).status().message(),
+              HasSubstr("does not know the network between nodes of \"mi325x\""));
 }
 
 }  // namespace

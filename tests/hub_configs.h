@@ -132,6 +132,17 @@ inline constexpr absl::string_view kLlama31_8bConfig = R"({
   "tie_word_embeddings": false, "vocab_size": 128256})";
 inline constexpr int64_t kLlama31_8bParameters = 8030261248;
 
+// Llama 3.1 70B's shape, from the "70B / Model Info" table of
+// https://github.com/oumi-ai/oumi/blob/dbb5aea5a1267d61b0933e032b60ac2f11e9c6d3/configs/recipes/llama3_1/README.md
+// (vocabulary 128,256, hidden 8192, MLP 28,672, 80 layers, 64 attention and
+// 8 KV heads, no weight tying, 131,072 positions). Only those keys: the
+// rest (norm epsilon, RoPE) do not change an estimate. Llama 3 70B has the
+// same shape with 8192 positions.
+inline constexpr absl::string_view kLlama31_70bShapeConfig = R"({
+  "model_type": "llama", "hidden_size": 8192, "intermediate_size": 28672,
+  "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+  "vocab_size": 128256, "max_position_embeddings": 131072, "tie_word_embeddings": false})";
+
 // Mixture-of-experts configs exactly as published on the Hugging Face hub
 // (config.json of Qwen/Qwen3-30B-A3B and deepseek-ai/DeepSeek-V3, written by
 // transformers 4.51 and DeepSeek's own code: num_experts rather than

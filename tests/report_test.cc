@@ -241,6 +241,26 @@ TEST(ReportHtml, ShowsTheAnswerAndEveryTrialThatRan) {
   EXPECT_THAT(html, HasSubstr("<td class=\"reason\">repeat of #10</td>"));
 }
 
+// `report --tokens 1T --price-per-gpu-hour 2.5`: the answer says the days
+// and cost to train at the job's world size, from the answer's measured
+// figure, the ends from its 95% interval; without a price, the days only.
+TEST(ReportHtml, TheAnswerSaysTheTimeAndCostToTrainAtTheJobsWorldSizeWhenAsked) {
+  ReportInput in = FixtureReport();
+  EXPECT_THAT(ReportHtml(in), Not(HasSubstr("id=\"training\"")));
+  in.job.mutable_request()->set_world_size(8);
+  in.tokens = 1000000000000;
+  in.price_per_gpu_hour = 2.5;
+  // 1e12 / 13000 tokens/s = 890.3 days; x 24 x 2.5 x 8 = $427,350; the
+  // interval 12800-13200 tokens/s gives 876.8-904.2 days.
+  const std::string html = ReportHtml(in);
+  EXPECT_THAT(html, HasSubstr("To train 1e+12 tokens on this job&#39;s 8 devices at the "
+                              "answer&#39;s 13000 tokens/s: 890.3 days (876.8-904.2 by the 95% "
+                              "interval), $427,350 at $2.50 per GPU-hour ($420,875-$434,028)."));
+  in.price_per_gpu_hour = 0;
+  EXPECT_THAT(ReportHtml(in), HasSubstr("890.3 days (876.8-904.2 by the 95% interval)."));
+  EXPECT_THAT(ReportHtml(in), Not(HasSubstr("per GPU-hour")));
+}
+
 TEST(ReportHtml, PredictionsArePlottedWithTheirMedianErrorOrTheAbsenceIsSaid) {
   // The fixture predicts 1.2x the step time and 0.9x the memory.
   std::string html = ReportHtml(FixtureReport());

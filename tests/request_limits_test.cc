@@ -258,6 +258,19 @@ TEST(RequestLimitsTest, ExportAndEstimateRequestsAreBoundedAsATuningRequestsPart
   r = v1::EstimateRequest();
   r.mutable_model()->add_overrides(std::string(LimitMax(Limit::kOverrideBytes) + 1, 'x'));
   EXPECT_THAT(Message(CheckEstimateRequestLimits(r)), StartsWith("override[0]: "));
+  // A sweep: each world size bounded, and the clusters it asks for.
+  r = v1::EstimateRequest();
+  for (int w : {64, 128, 256, 512, 1024, 2048, 4096, 8192}) r.add_world_sizes(w);
+  for (int d = 0; d < 4; ++d) r.add_devices(absl::StrCat("device-", d));
+  EXPECT_OK(CheckEstimateRequestLimits(r));  // 32 clusters
+  r.add_devices("one-more");
+  s = CheckEstimateRequestLimits(r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(Message(s), StartsWith("world_sizes x devices: 40 clusters, at most 32"));
+  r = v1::EstimateRequest();
+  r.add_world_sizes(8);
+  r.add_world_sizes(70000);
+  EXPECT_THAT(Message(CheckEstimateRequestLimits(r)), StartsWith("world_sizes[1]: 70000 ranks"));
 }
 
 TEST(RequestLimitsTest, AStrategyQueryIsBoundedAsATuningRequestsParts) {

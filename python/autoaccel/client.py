@@ -596,29 +596,42 @@ class Client:
         return result
 
     def estimate(self, model: str, *, config: Config, seq_len: int, global_batch_size: int,
-                 device: str, world_size: int = 1, strategy: Optional[str] = None,
+                 device: str = "", world_size: int = 0, strategy: Optional[str] = None,
                  top: int = 0, devices_per_node: int = 0, overrides: Sequence[str] = (),
                  new_overrides: Sequence[str] = (),
                  device_catalog: Optional[PathLike] = None,
-                 precisions: Sequence[str] = ()) -> Estimate:
+                 precisions: Sequence[str] = (), tokens: int = 0,
+                 price_per_gpu_hour: float = 0.0, world_sizes: Sequence[int] = (),
+                 devices: Sequence[str] = (), deadline_seconds: float = 0.0,
+                 budget: float = 0.0, safe_margin: Optional[float] = None) -> Estimate:
         """Will a strategy fit, and how fast will it go, on `world_size`
         devices of a catalog type (`device`, e.g. "h100-sxm") — the cost
         model's priors, computed by the coordinator (TuningService.Estimate,
         what `autoaccel estimate --json` prints; no GPU, no CLI needed).
 
         Give exactly one of `strategy` (canonical text; a missing ga= makes
-        up the global batch) and `top` (the K fastest that fit; none fitting
-        gives an empty `strategies`). `device_catalog`: a JSON file of more
-        devices. `precisions`: with `top`, the precisions ranked (e.g.
-        ["pure_bf16", "fp8"]; default: as `autoaccel estimate`, fp8 only when
-        listed). Raises InvalidArgumentError for bad input (unknown device,
-        unreadable config, a strategy the space refuses).
+        up the global batch) and `top` (the K fastest genuinely different
+        options that fit, and the safe pick; none fitting gives an empty
+        `strategies`). `device_catalog`: a JSON file of more devices.
+        `precisions`: with `top`, the precisions ranked (e.g. ["pure_bf16",
+        "fp8"]; default: as `autoaccel estimate`, fp8 only when listed).
+        `tokens` (and a price, `price_per_gpu_hour` or the catalog's) adds
+        the days and cost to train. `world_sizes` and `devices` instead of
+        `world_size` and `device` sweep clusters (`clusters`), and
+        `deadline_seconds` or `budget` choose one (`choice`); `safe_margin`
+        (default 0.1) is the safe pick's share of free memory. Raises
+        InvalidArgumentError for bad input (unknown device, unreadable
+        config, a strategy the space refuses).
         """
         request = pb.EstimateRequest(
             model=_model_spec(model, config, overrides, new_overrides, None, ""),
             seq_len=seq_len, global_batch_size=global_batch_size, world_size=world_size,
             device=device, devices_per_node=devices_per_node, strategy=strategy or "", top=top,
-            precisions=list(precisions))
+            precisions=list(precisions), tokens=tokens, price_per_gpu_hour=price_per_gpu_hour,
+            world_sizes=list(world_sizes), devices=list(devices),
+            deadline_seconds=deadline_seconds, budget=budget)
+        if safe_margin is not None:
+            request.safe_margin = safe_margin
         if device_catalog is not None:
             path = os.fspath(device_catalog)
             try:

@@ -386,6 +386,20 @@ class CommunicationEstimate:
 
 
 @dataclass(frozen=True)
+class TrainingCost:
+    """Days (and, with a price, cost) to train the request's tokens at a
+    strategy's predicted tokens/s, with the band's ends (docs/CLI.md, "Time
+    and cost to train")."""
+    days: float
+    days_fast: float
+    days_slow: float
+    price_per_gpu_hour: Optional[float] = None  # the rest only with a price
+    cost: Optional[float] = None
+    cost_low: Optional[float] = None
+    cost_high: Optional[float] = None
+
+
+@dataclass(frozen=True)
 class StrategyEstimate:
     """The cost model's answer for one strategy (priors, not measurements)."""
     strategy: str
@@ -401,6 +415,7 @@ class StrategyEstimate:
     mfu: float
     communication: Optional[CommunicationEstimate] = None
     why_not: str = ""  # set when it does not fit
+    training: Optional[TrainingCost] = None  # with tokens
 
 
 @dataclass(frozen=True)
@@ -413,18 +428,45 @@ class RuledOut:
 
 
 @dataclass(frozen=True)
+class ClusterEstimate:
+    """One cluster of a sweep: a catalog device and a world size, its fastest
+    option and its safe pick (None: none), or `error` when its space has no
+    candidate."""
+    device: str
+    world_size: int
+    devices_per_node: int
+    candidates: Optional[int] = None
+    fitting: Optional[int] = None
+    groups: Optional[int] = None
+    fastest: Optional[StrategyEstimate] = None
+    safe: Optional[StrategyEstimate] = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class Estimate:
     """`estimate`'s answer: the catalog device (as a dict, docs/CLI.md), the
     model's family and parameter count, and the strategies estimated (the
-    fastest that fit, with `top`). `candidates`, `fitting` and `ruled_out`
-    come with `top` only."""
-    device: Dict[str, Any]
-    devices_per_node: int
-    world_size: int
+    fastest genuinely different options that fit, with `top`).
+    `candidates`, `fitting`, `groups`, `safe` and `ruled_out` come with
+    `top` only. A sweep (several world sizes or devices, a deadline or a
+    budget) has `clusters` and `choice` instead of the device, world size
+    and strategies."""
     model: Dict[str, Any]
     seq_len: int
     global_batch_size: int
-    strategies: List[StrategyEstimate]
+    device: Optional[Dict[str, Any]] = None
+    devices_per_node: Optional[int] = None
+    world_size: Optional[int] = None
+    strategies: List[StrategyEstimate] = field(default_factory=list)
     candidates: Optional[int] = None
     fitting: Optional[int] = None
+    groups: Optional[int] = None
+    safe_margin: Optional[float] = None
+    safe: Optional[StrategyEstimate] = None
     ruled_out: List[RuledOut] = field(default_factory=list)
+    tokens: Optional[int] = None
+    training_band: Optional[Dict[str, Any]] = None
+    clusters: List[ClusterEstimate] = field(default_factory=list)
+    # {"rule", "deadline_days" or "budget", "cluster": index into clusters or None}
+    choice: Optional[Dict[str, Any]] = None

@@ -193,6 +193,22 @@ class LiveClusterTest(unittest.TestCase):
         self.assertEqual(s.strategy_json["grad_accum_steps"], 1)
         self.assertIsNone(e.candidates)
 
+    def test_estimate_sweeps_clusters_with_days_and_cost_and_a_choice(self):
+        e = self.alice.estimate("gpt2", config=TINY_GPT2, seq_len=16, global_batch_size=8,
+                                 devices=["h100", "h200"], world_sizes=[2, 4], top=1,
+                                 tokens=10**9, price_per_gpu_hour=2.5, budget=1e9)
+        self.assertIsNone(e.device)
+        self.assertEqual([(c.device, c.world_size) for c in e.clusters],
+                         [("h100-sxm", 2), ("h100-sxm", 4), ("h200", 2), ("h200", 4)])
+        for c in e.clusters:
+            t = c.fastest.training
+            days = 1e9 / c.fastest.tokens_per_second / 86400
+            self.assertAlmostEqual(t.days, days, delta=1e-9 * days)
+            self.assertAlmostEqual(t.cost, days * 24 * 2.5 * c.world_size, delta=1e-6 * t.cost)
+            self.assertGreaterEqual(c.safe.margin_fraction, 0.1)
+        self.assertIsNotNone(e.choice["cluster"])
+        self.assertGreater(e.training_band["fraction"], 0)
+
     def test_estimate_names_an_unknown_device(self):
         with self.assertRaises(errors.InvalidArgumentError) as caught:
             self.alice.estimate("gpt2", config=TINY_GPT2, seq_len=16, global_batch_size=4,
