@@ -409,8 +409,12 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
       job->running == 0 && job->retries.empty()) {
     if (job->search_ended.empty()) {
       // The search is over: before the job ends, its best few strategies
-      // are measured again (dispatched below, interleaved).
+      // are measured again (dispatched below, interleaved) — a proxy job's
+      // chosen by figures extrapolated with all it has measured.
       job->search_ended = WhySearchEnded(*job);
+      for (TrialRun* t : ReextrapolateProxyTrials(job->searcher->cost_model(), job)) {
+        PersistTrialLocked(job, t);
+      }
       QueueConfirmationsLocked(job);
     }
     if (job->confirmations.empty() && !QueueRepeatsLocked(job)) {

@@ -129,6 +129,23 @@ ScoredTrial ScoredOf(const TrialRun& trial) {
   return scored;
 }
 
+namespace {
+
+// The record's figures from `e`, its proxy's measurement `measured`.
+void SetExtrapolated(const Extrapolation& e, const TrialMetrics& measured, TrialRecord* r) {
+  ProxyMeasurement p;
+  p.proxy = e.proxy;
+  p.strategy_text = StrategyToText(e.proxy_strategy);
+  p.measured = measured;
+  p.step_time_low_s = e.step_time_low_s;
+  p.step_time_high_s = e.step_time_high_s;
+  p.relative_uncertainty = e.relative_uncertainty;
+  r->proxy = std::move(p);
+  r->metrics = e.metrics;
+}
+
+}  // namespace
+
 void ExtrapolateProxyTrial(const CostModel* model, TrialRun* trial) {
   TrialRecord& r = trial->record;
   absl::StatusOr<Extrapolation> e =
@@ -140,15 +157,26 @@ void ExtrapolateProxyTrial(const CostModel* model, TrialRun* trial) {
     r.reason = absl::StrCat("not extrapolated to the full run: ", e.status().message());
     return;
   }
-  ProxyMeasurement p;
-  p.proxy = e->proxy;
-  p.strategy_text = StrategyToText(e->proxy_strategy);
-  p.measured = r.metrics;
-  p.step_time_low_s = e->step_time_low_s;
-  p.step_time_high_s = e->step_time_high_s;
-  p.relative_uncertainty = e->relative_uncertainty;
-  r.proxy = std::move(p);
-  r.metrics = e->metrics;
+  SetExtrapolated(*e, r.metrics, &r);
+}
+
+std::vector<TrialRun*> ReextrapolateProxyTrials(const CostModel* model, JobRun* job) {
+  std::vector<TrialRun*> changed;
+  if (model == nullptr) return changed;
+  for (const auto& t : job->trials) {
+    TrialRecord& r = t->record;
+    if (r.status != TrialStatus::kSucceeded || !r.proxy) continue;
+    const TrialMetrics measured = r.proxy->measured;
+    absl::StatusOr<Extrapolation> e = Extrapolate(*model, t->strategy, measured);
+    if (!e.ok() || e->metrics.step_time_median_s == r.metrics.step_time_median_s) continue;
+    SetExtrapolated(*e, measured, &r);
+    changed.push_back(t.get());
+  }
+  if (!changed.empty()) {
+    job->answer_shortcut.Forget();
+    UpdateAnswerSoFar(job, changed.front()->record);
+  }
+  return changed;
 }
 
 std::string SameFailureEveryTime(const JobRun& job) {

@@ -189,6 +189,12 @@ bool QueueRetry(JobRun* job, TrialRun* trial, int max_attempts, absl::Time now);
 // rebuilt) or when the extrapolation fails, the trial is FAILED with the
 // reason instead: its measurement is not the full run's.
 void ExtrapolateProxyTrial(const CostModel* model, TrialRun* trial);
+// Once the search is over: every SUCCEEDED proxy trial's figures
+// extrapolated again from its own measurement by `model`, calibrated now on
+// all of the job's proxies (a trial reported early was extrapolated by a
+// model that had seen few), and the answer so far recomputed. Returns the
+// trials whose records changed (to be stored). Nothing without a model.
+std::vector<TrialRun*> ReextrapolateProxyTrials(const CostModel* model, JobRun* job);
 // The trial ends with `status` at `now`: out of the running count or the
 // queues it waited in, its reason and metrics set.
 void CloseTrial(JobRun* job, TrialRun* trial, TrialStatus status, const std::string& reason,
