@@ -6,7 +6,8 @@ worker, then tunes the same search space twice, exhaustively: once at full
 size and once with `--proxy`, and compares, strategy by strategy, the step
 time the proxy job extrapolated with the one the full job measured (each the
 mean over the strategy's SUCCEEDED trials: its search trial and its repeats).
-Prints one row per strategy and the median and largest |error|.
+Prints one row per strategy and the median and largest |error|, and the
+proxy job's own check of its answer at full size where its pool held it.
 
 Cases (--case):
   layers  an 8-layer Llama (width 256, vocabulary 8192, seq 256, batch 8) on
@@ -154,10 +155,12 @@ def tune(bin_dir, workdir, case, proxy, cores, args):
         daemons.close()
 
 
-def steps_by_strategy(job):
+def steps_by_strategy(job, proxies):
+    """SUCCEEDED trials by strategy: the proxy trials (`proxies`), or those
+    measured at full size."""
     out = {}
     for t in job["trials"]:
-        if t["status"] == "SUCCEEDED":
+        if t["status"] == "SUCCEEDED" and (t.get("proxy") is not None) == proxies:
             out.setdefault(t["strategy"], []).append(t)
     return out
 
@@ -188,8 +191,8 @@ def main():
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
-    measured = steps_by_strategy(full)
-    extrapolated = steps_by_strategy(proxied)
+    measured = steps_by_strategy(full, False)
+    extrapolated = steps_by_strategy(proxied, True)
     print("# proxy_accuracy --case %s: full job %s (%.0f s, %d cores), proxy job %s "
           "(%.0f s, %d cores, --proxy %s)" % (
               args.case, full["state"], full["wall_s"], full_cores, proxied["state"],
@@ -222,6 +225,9 @@ def main():
     best_full = full.get("best") or {}
     best_proxy = proxied.get("best") or {}
     print("# answers: full %s, proxy %s" % (best_full.get("strategy"), best_proxy.get("strategy")))
+    check = re.search(r"checked at full size[^;]*", proxied.get("status_message", ""))
+    if check:
+        print("# the proxy job's own full-size check: %s" % check.group(0))
 
 
 if __name__ == "__main__":

@@ -173,7 +173,8 @@ json TrialJson(const v1::Trial& t) {
               {"infrastructure", t.infrastructure()},
               {"confirms", t.confirms()},
               {"predicted", PredictedJson(t)},
-              {"proxy", ProxyJson(t)}};
+              {"proxy", ProxyJson(t)},
+              {"full_size", t.full_size()}};
 }
 
 json JobJson(const v1::Job& j, const std::vector<v1::Trial>* trials) {
@@ -297,12 +298,15 @@ std::string TrialTableHeader() {
 // columns stay aligned only before it.
 std::string TrialRow(const v1::Trial& t) {
   const v1::TrialMetrics& m = t.metrics();
-  // A confirmation names the trial it measures again: "repeat of #3".
-  std::string repeat;
+  // A confirmation names the trial it measures again: "repeat of #3"; a
+  // proxy job's full-size check "#3 at full size"; a proxy trial's figures
+  // are extrapolated.
+  std::string repeat = t.has_proxy() ? "  extrapolated" : "";
   if (const size_t at = t.confirms().rfind("-t"); at != std::string::npos) {
     int index = 0;
     if (absl::SimpleAtoi(t.confirms().substr(at + 2), &index)) {
-      repeat = absl::StrCat("  repeat of #", index);
+      absl::StrAppend(&repeat, t.full_size() ? absl::StrCat("  #", index, " at full size")
+                                             : absl::StrCat("  repeat of #", index));
     }
   }
   if (TrialStatusOf(t) == TrialStatus::kSucceeded) {

@@ -33,7 +33,7 @@ absl::StatusOr<Extrapolation> Extrapolate(const CostModel& model, const Strategy
   e.model_ratio = target.step_time_s / proxy->step_time_s;
 
   const double m = measured.step_time_spread / 2;
-  const double u = model.time_fit_error() > 0 ? model.time_fit_error() : kUnvalidatedModelError;
+  const double u = std::max(model.time_fit_error(), kUnvalidatedModelError);
   const double changed = std::abs(target.step_time_s - proxy->step_time_s) /
                          std::max(target.step_time_s, proxy->step_time_s);
   e.relative_uncertainty = std::sqrt(m * m + (u * changed) * (u * changed));

@@ -16,10 +16,12 @@
 // INTERVAL. With r
 //   r = sqrt(m² + (u · |F_full - F_proxy| / max(F_full, F_proxy))²)
 // m half the proxy's measured step spread ((p90 - p10) / median / 2), u the
-// time fit's cross-validated relative error (CostModel::time_fit_error),
-// or kUnvalidatedModelError before it has enough observations to validate:
-// the model's error, applied to the share of the step that the model
-// rather than the measurement supplies. The interval is [T / (1 + r),
+// model's relative error: the time fit's cross-validated error
+// (CostModel::time_fit_error), at least kUnvalidatedModelError — the folds
+// validate the model across proxies, all of one depth and size, not across
+// the step from proxy to full run, which on CPU (docs/BENCHMARKS.md, "Proxy
+// trials") it misses by more — applied to the share of the step that the
+// model rather than the measurement supplies. The interval is [T / (1 + r),
 // T · (1 + r)]: a factor either way, so never below 0.
 //
 // MEMORY. The measured proxy peak plus what the calibrated memory model
@@ -41,11 +43,10 @@
 
 namespace autoaccel {
 
-// u before the time fit can be validated: the cuda priors' step time is
-// off by 19.3% at the 90th percentile of the published runs held out of
-// their calibration (docs/BENCHMARKS.md, "GPU priors"), the cpu priors are
-// not calibrated on published runs at all; 25% covers both until the job's
-// own proxies validate the fit.
+// The least u: the cuda priors' step time is off by 19.3% at the 90th
+// percentile of the published runs held out of their calibration
+// (docs/BENCHMARKS.md, "GPU priors"); the cpu priors are not calibrated on
+// published runs at all.
 inline constexpr double kUnvalidatedModelError = 0.25;
 
 struct Extrapolation {

@@ -7,13 +7,7 @@
 #include "search/searcher.h"
 
 namespace autoaccel {
-namespace {
-
-bool Eligible(const TrialRecord& t, int64_t memory_limit_bytes) {
-  return IsEligible(ScoredTrial{Strategy(), t.status, t.metrics}, memory_limit_bytes);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 Answer ChooseAnswer(const std::vector<TrialRecord>& trials, int64_t memory_limit_bytes,
                     double tolerance) {
@@ -67,7 +61,7 @@ std::vector<const TrialRecord*> TrialsToConfirm(const std::vector<TrialRecord>& 
   }
   for (const TrialRecord& t : trials) {
     if (!t.confirms.empty() || has_confirmation.count(t.strategy_text) ||
-        !Eligible(t, memory_limit_bytes)) {
+        !CanAnswer(t, memory_limit_bytes)) {
       continue;
     }
     const TrialRecord*& f = fastest[t.strategy_text];

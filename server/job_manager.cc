@@ -417,7 +417,7 @@ bool JobManager::AdvanceJobLocked(JobRun* job, Outbox* out) {
       }
       QueueConfirmationsLocked(job);
     }
-    if (job->confirmations.empty() && !QueueRepeatsLocked(job)) {
+    if (job->confirmations.empty() && !QueueRepeatsLocked(job) && !QueueFullSizeCheckLocked(job)) {
       FinishJobLocked(job, JobState::kSucceeded, job->search_ended, out);
       return false;
     }
@@ -486,6 +486,7 @@ bool JobManager::DispatchOneLocked(JobRun* job, Outbox* out) {
   // the pool has them: one worker alone never confirms its own figures.
   std::optional<Gang> gang =
       PlaceLocked(*job, trial_id, attempt,
+                  trial != nullptr ? WorkOf(job->spec, *trial).ranks : job->spec.TrialRanks(),
                   trial != nullptr ? WorkersToAvoid(*job, *trial) : std::set<std::string>());
   if (!gang) return false;
   if (!job->retries.empty()) {
@@ -602,9 +603,9 @@ int JobManager::PoolDevicesLocked(const JobRun& job) const {
 }
 
 std::optional<Gang> JobManager::PlaceLocked(const JobRun& job, const std::string& trial_id,
-                                            int attempt, const std::set<std::string>& avoid) {
-  const TickMemo::GangShape shape{job.spec.device_type, job.spec.request.launcher(),
-                                  job.spec.TrialRanks()};
+                                            int attempt, int ranks,
+                                            const std::set<std::string>& avoid) {
+  const TickMemo::GangShape shape{job.spec.device_type, job.spec.request.launcher(), ranks};
   if (tick_memo_.active && tick_memo_.unplaceable.count(shape) > 0) return std::nullopt;
   std::optional<Gang> gang =
       pool_.Place(shape.type, shape.world, trial_id, attempt, shape.launcher, avoid);

@@ -306,10 +306,11 @@ class JobManager {
   // the searcher's next proposal) on a free gang; false when there is no
   // gang or nothing to run.
   bool DispatchOneLocked(JobRun* job, Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A gang for one attempt of `job`'s trial from the pool (nullopt: none
-  // fits now), remembering within a tick which shapes found no room.
+  // A gang of `ranks` devices for one attempt of `job`'s trial from the
+  // pool (nullopt: none fits now), remembering within a tick which shapes
+  // found no room.
   std::optional<Gang> PlaceLocked(const JobRun& job, const std::string& trial_id, int attempt,
-                                  const std::set<std::string>& avoid)
+                                  int ranks, const std::set<std::string>& avoid)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks the trial's current attempt RUNNING on `gang` and queues one
   // RunTrial per rank.
@@ -361,6 +362,10 @@ class JobManager {
   // of the strategies whose measurements may decide, and says so in the
   // job's status; false when the job is to end instead.
   bool QueueRepeatsLocked(JobRun* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A proxy job whose repeats are done: queues one measurement of its
+  // answer at full size (AddFullSizeCheck) when the pool holds the job's
+  // world size and it has none yet; false when nothing was queued.
+  bool QueueFullSizeCheckLocked(JobRun* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the searcher's newly pruned candidates as PRUNED trials.
   void RecordPrunedLocked(JobRun* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishJobLocked(JobRun* job, JobState state, const std::string& message, Outbox* out)

@@ -170,7 +170,7 @@ void JobManager::EndTrialLocked(JobRun* job, TrialRun* trial, TrialStatus status
   }
   // A proxy trial answers with the full run's figures, extrapolated by the
   // model that has just learnt from it.
-  if (status == TrialStatus::kSucceeded && job->spec.proxy) {
+  if (status == TrialStatus::kSucceeded && job->spec.proxy && !rec.full_size) {
     ExtrapolateProxyTrial(job->searcher ? job->searcher->cost_model() : nullptr, trial);
   }
   if (rec.confirms.empty() && status == TrialStatus::kFailed && job->broken.empty()) {
@@ -251,6 +251,21 @@ void JobManager::QueueConfirmationsLocked(JobRun* job) {
   job->record.status_message = ConfirmingMessage(job->search_ended, names);
   spdlog::info("job {}: {}", job->record.job_id, job->record.status_message);
   PersistJobLocked(job);
+}
+
+bool JobManager::QueueFullSizeCheckLocked(JobRun* job) {
+  if (!job->spec.proxy || PoolDevicesLocked(*job) < job->spec.world_size) return false;
+  TrialRun* check = AddFullSizeCheck(job);
+  if (check == nullptr) return false;
+  const LogContext context(job->record.job_id);
+  check->ready_since = clock_->Now();
+  PersistTrialLocked(job, check);
+  job->record.status_message =
+      absl::StrCat(job->search_ended, "; measuring the answer at full size (", job->spec.world_size,
+                   " ranks) to check its proxy's extrapolation");
+  spdlog::info("job {}: {}", job->record.job_id, job->record.status_message);
+  PersistJobLocked(job);
+  return true;
 }
 
 bool JobManager::QueueRepeatsLocked(JobRun* job) {

@@ -72,6 +72,32 @@ int GangSize(const std::string& worker_ids) {
              : static_cast<int>(std::count(worker_ids.begin(), worker_ids.end(), ',')) + 1;
 }
 
+// What a proxy job's full-size check found: "; checked at full size: ..."
+// with the extrapolation's error, or how the check ended; "" without one.
+std::string FullSizeCheckNote(const std::vector<TrialRecord>& trials) {
+  const TrialRecord* check = nullptr;
+  for (const TrialRecord& t : trials) {
+    if (t.full_size) check = &t;
+  }
+  if (check == nullptr || !IsTerminal(check->status)) return "";
+  if (check->status != TrialStatus::kSucceeded) {
+    return absl::StrCat("; the full-size check (trial ", check->index, ") ended ",
+                        TrialStatusName(check->status),
+                        check->reason.empty() ? "" : absl::StrCat(": ", check->reason));
+  }
+  const TrialRecord* proxy = nullptr;
+  for (const TrialRecord& t : trials) {
+    if (t.trial_id == check->confirms) proxy = &t;
+  }
+  const double measured = check->metrics.tokens_per_second;
+  if (proxy == nullptr || measured <= 0) return "";
+  return absl::StrFormat(
+      "; checked at full size (trial %d): measured %.0f tokens/s where its proxy trial %d "
+      "extrapolated %.0f (%+.1f%%)",
+      check->index, measured, proxy->index, proxy->metrics.tokens_per_second,
+      100 * (proxy->metrics.tokens_per_second / measured - 1));
+}
+
 }  // namespace
 
 JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
@@ -96,6 +122,7 @@ JobOutcome DecideJobOutcome(const JobRecord& record, const JobSpec& spec,
         "%s; best %s at %.0f tokens/s %s after %d trial(s)%s", message, best->strategy_text,
         answer.figure, DescribeCertainty(answer, ConfirmTolerance(spec.request)), run,
         pruned > 0 ? absl::StrFormat(" (%d candidate(s) pruned)", pruned) : "");
+    absl::StrAppend(&out.status_message, FullSizeCheckNote(trials));
   } else {
     out.status_message = message;
   }

@@ -62,6 +62,23 @@ std::vector<TrialRun*> AddConfirmations(JobRun* job, int count) {
   return AddRepeats(job, strategies);
 }
 
+TrialRun* AddFullSizeCheck(JobRun* job) {
+  for (const auto& t : job->trials) {
+    if (t->record.full_size) return nullptr;
+  }
+  const Answer answer = ChooseAnswer(TrialRecords(*job), 0, ConfirmTolerance(job->spec.request));
+  const TrialRun* answering = FindTrial(*job, answer.trial_id);
+  if (answering == nullptr) return nullptr;
+  TrialRun* check = NewTrial(job, answering->strategy);
+  TrialRecord& rec = check->record;
+  rec.status = TrialStatus::kPending;
+  rec.confirms = answering->record.trial_id;
+  rec.full_size = true;
+  rec.reason = absl::StrCat("waiting to measure trial ", answering->record.index, " at full size");
+  job->confirmations.push_back(check);
+  return check;
+}
+
 std::vector<TrialRun*> AddRepeats(JobRun* job, const std::vector<std::string>& strategies) {
   std::vector<TrialRun*> added;
   std::vector<TrialRun*> originals;
@@ -111,12 +128,14 @@ std::vector<TrialRecord> TrialRecords(const JobRun& job) {
   return records;
 }
 
-TrialWork WorkOf(const JobSpec& spec, const Strategy& strategy) {
-  if (spec.proxy) {
-    absl::StatusOr<ProxyTrial> t = spec.proxy->TrialOf(strategy);
-    if (t.ok()) return {t->setup.model, t->setup.global_batch_size, t->strategy};
+TrialWork WorkOf(const JobSpec& spec, const TrialRun& trial) {
+  if (spec.proxy && !trial.record.full_size) {
+    absl::StatusOr<ProxyTrial> t = spec.proxy->TrialOf(trial.strategy);
+    if (t.ok()) {
+      return {t->setup.model, t->setup.global_batch_size, t->strategy, t->setup.world_size};
+    }
   }
-  return {spec.model, spec.global_batch_size, strategy};
+  return {spec.model, spec.global_batch_size, trial.strategy, spec.world_size};
 }
 
 ScoredTrial ScoredOf(const TrialRun& trial) {

@@ -100,15 +100,17 @@ struct JobRun {
   AnswerSoFarShortcut answer_shortcut;
 };
 
-// What a trial of `strategy` runs: the job's model, global batch and the
-// strategy itself, or in a proxy job (JobSpec.proxy) the strategy's proxy
-// trial. (The space of a proxy job holds only strategies it can run.)
+// What a trial runs: the job's model, global batch and the trial's strategy,
+// or in a proxy job (JobSpec.proxy) the strategy's proxy trial, but for a
+// full-size check (TrialRecord.full_size). (The space of a proxy job holds
+// only strategies it can run.) `ranks` is how many ranks run it.
 struct TrialWork {
   ModelSpec model;
   int global_batch_size = 0;
   Strategy strategy;
+  int ranks = 1;
 };
-TrialWork WorkOf(const JobSpec& spec, const Strategy& strategy);
+TrialWork WorkOf(const JobSpec& spec, const TrialRun& trial);
 
 // The id the job's next trial gets: "<job id>-t0007" for index 7.
 std::string NextTrialId(const JobRun& job);
@@ -124,6 +126,11 @@ std::vector<TrialRecord> AddPrunedTrials(JobRun* job, std::vector<PrunedStrategy
 // Appends (PENDING) and queues the confirmation trials of the job's best
 // `count` strategies (server/answer.h TrialsToConfirm) and returns them.
 std::vector<TrialRun*> AddConfirmations(JobRun* job, int count);
+// A proxy job's full-size check: appends (PENDING) and queues a trial of
+// its answer's strategy (server/answer.h ChooseAnswer) measured at full
+// size (full_size, confirms the answering proxy trial) and returns it;
+// null when the job has no answer or has a full-size check already.
+TrialRun* AddFullSizeCheck(JobRun* job);
 // Appends (PENDING) and queues one more repeat of each of `strategies`
 // (texts; each confirms the strategy's first trial), except a strategy that
 // has no first trial or has had kMaxMeasurements trials already (whatever

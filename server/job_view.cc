@@ -93,6 +93,7 @@ absl::StatusOr<v1::Trial> TrialToProto(const TrialRecord& r, const Strategy* typ
   t.set_confirms(r.confirms);
   if (r.predicted) *t.mutable_predicted() = ToProto(*r.predicted);
   if (r.proxy) *t.mutable_proxy() = ToProto(*r.proxy);
+  t.set_full_size(r.full_size);
   return t;
 }
 

@@ -22,7 +22,7 @@ double RankZeroPeak(const TrialRun& trial, const WorkerPool& pool) {
 std::vector<MeasurementLimits> MeasurementLimitsOf(const JobRun& job, const TrialRun& trial,
                                                    const WorkerPool& pool) {
   MeasurementLimits common;
-  const TrialWork work = WorkOf(job.spec, trial.strategy);  // a proxy's own model and strategy
+  const TrialWork work = WorkOf(job.spec, trial);  // a proxy's own model and strategy
   common.flops_per_token = work.model.TrainingFlopsPerToken(job.spec.seq_len);
   common.ranks = static_cast<int>(trial.ranks.size());
   if (!job.spec.launcher) {
@@ -67,7 +67,10 @@ std::set<std::string> WorkersToAvoid(const JobRun& job, const TrialRun& trial) {
 }
 
 std::optional<PeerDistrust> PeerDisagreement(JobRun* job, TrialRun* ended, const WorkerPool& pool) {
-  if (ended->record.confirms.empty() || ended->record.status != TrialStatus::kSucceeded) {
+  // A full-size check measures what its proxy trial extrapolated: they may
+  // differ by the extrapolation's error, which says nothing of the workers.
+  if (ended->record.confirms.empty() || ended->record.status != TrialStatus::kSucceeded ||
+      ended->record.full_size) {
     return std::nullopt;
   }
   TrialRun* first = FindTrial(*job, ended->record.confirms);

@@ -16,7 +16,7 @@ std::vector<v1::RunTrialRequest> RankRequests(const JobSpec& spec, const TrialRu
     shared.master_addr = trial.master_host;
     shared.master_port = trial.master_port;
   }
-  TrialWork work = WorkOf(spec, trial.strategy);
+  TrialWork work = WorkOf(spec, trial);
   shared.model = std::move(work.model);
   shared.seq_len = spec.seq_len;
   shared.global_batch_size = work.global_batch_size;

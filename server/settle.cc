@@ -22,10 +22,6 @@ double T975(int degrees_of_freedom) {
   return i < static_cast<int>(std::size(kT)) ? kT[i] : 1.96;
 }
 
-bool Eligible(const TrialRecord& t, int64_t memory_limit_bytes) {
-  return IsEligible(ScoredTrial{Strategy(), t.status, t.metrics}, memory_limit_bytes);
-}
-
 bool Overlap(const ThroughputInterval& a, const ThroughputInterval& b) {
   return a.low <= b.high && b.low <= a.high;
 }
@@ -39,6 +35,11 @@ int Complexity(const std::string& text) {
 }
 
 }  // namespace
+
+bool CanAnswer(const TrialRecord& t, int64_t memory_limit_bytes) {
+  return !t.full_size &&
+         IsEligible(ScoredTrial{Strategy(), t.status, t.metrics}, memory_limit_bytes);
+}
 
 const char* CertaintyName(Certainty c) {
   switch (c) {
@@ -109,7 +110,7 @@ Standings Settle(const std::vector<TrialRecord>& trials, int64_t memory_limit_by
   std::map<std::string, Standing> by_strategy;
   std::map<std::string, int> first_index;  // for the order of equal figures
   for (const TrialRecord& t : trials) {
-    if (!Eligible(t, memory_limit_bytes)) continue;
+    if (!CanAnswer(t, memory_limit_bytes)) continue;
     Standing& s = by_strategy[t.strategy_text];
     if (s.strategy_text.empty()) {
       s.strategy_text = t.strategy_text;

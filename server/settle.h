@@ -55,6 +55,12 @@ struct ThroughputInterval {
   double high = 0;
 };
 
+// Whether a trial's measurement counts among its strategy's: eligible as
+// an answer (search/searcher.h IsEligible, `memory_limit_bytes` > 0 a
+// limit) and not a proxy job's full-size check (TrialRecord.full_size: a
+// measurement of another kind than the proxies' extrapolations it checks).
+bool CanAnswer(const TrialRecord& t, int64_t memory_limit_bytes);
+
 // `kept` (throughputs of one strategy, at least one) as above.
 ThroughputInterval IntervalOf(const std::vector<double>& kept, double tolerance);
 

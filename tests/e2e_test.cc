@@ -509,6 +509,69 @@ TEST(EndToEnd, ProxyTrialsMeasureAFewLayersOnFewerRanksAndAnswerWithTheExtrapola
   EXPECT_THAT(err, HasSubstr("proxy: layers must be 1 to the model's 8, got 9"));
 }
 
+TEST(EndToEnd, ProxyAutoOnAPoolThatHoldsTheFullRunChecksItsAnswerAtFullSize) {
+  // An 8-layer model on 4 ranks, a pool of 4: auto measures 2 of the
+  // layers on 2 ranks (two proxies side by side), then the answer once at
+  // full size, and the job says how far the extrapolation was off.
+  Cluster cluster;
+  ASSERT_TRUE(cluster.StartServer());
+  cluster.StartWorker("p1", "cpu:4");
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  const std::string config = MakeTempDir("autoaccel-proxy-auto-") + "/config.json";
+  WriteFile(config, R"({"model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
+                        "num_hidden_layers": 8, "num_attention_heads": 4,
+                        "num_key_value_heads": 2, "vocab_size": 96,
+                        "max_position_embeddings": 64})");
+  std::string out, err;
+  ASSERT_EQ(cluster.Cli({"tune",        "--model",
+                         "llama",       "--model-config",
+                         config,        "--seq-len",
+                         "16",          "--global-batch-size",
+                         "8",           "--world-size",
+                         "4",           "--tp-sizes",
+                         "1,2",         "--pp-sizes",
+                         "1",           "--shardings",
+                         "none",        "--sequence-parallel",
+                         "off",         "--precisions",
+                         "fp32",        "--attentions",
+                         "sdpa",        "--checkpointings",
+                         "none",        "--optimizers",
+                         "fused_adamw", "--micro-batch-sizes",
+                         "2",           "--proxy",
+                         "auto",        "--time-limit",
+                         "3m",          "--warmup-steps",
+                         "1",           "--measured-steps",
+                         "2",           "--json"},
+                        &out, &err),
+            0)
+      << out << err;
+  json job = ParseJson(out);
+  EXPECT_EQ(job["state"], "SUCCEEDED") << out;
+  EXPECT_THAT(job["algorithm"].get<std::string>(),
+              HasSubstr("proxy trials: 2 of 8 layers on 2 of 4 ranks (auto)"));
+  const json* check = nullptr;
+  for (const json& t : job["trials"]) {
+    if (t["full_size"].get<bool>()) {
+      ASSERT_EQ(check, nullptr) << "two full-size checks: " << out;
+      check = &t;
+    } else if (t["status"] == "SUCCEEDED") {
+      EXPECT_EQ(t["worker_ids"].size(), 2u) << t.dump();
+      EXPECT_TRUE(t["proxy"].is_object()) << t.dump();
+    }
+  }
+  ASSERT_NE(check, nullptr) << out;
+  EXPECT_EQ((*check)["status"], "SUCCEEDED") << check->dump();
+  EXPECT_EQ((*check)["worker_ids"].size(), 4u) << check->dump();
+  EXPECT_TRUE((*check)["proxy"].is_null()) << check->dump();
+  EXPECT_EQ((*check)["strategy"], job["best"]["strategy"]) << out;
+  // The answer stays the proxies' extrapolation; the check reports its error.
+  EXPECT_TRUE(job["best"]["proxy"].is_object()) << out;
+  EXPECT_THAT(job["status_message"].get<std::string>(),
+              ::testing::ContainsRegex("checked at full size \\(trial [0-9]+\\): measured [0-9]+ "
+                                       "tokens/s where its proxy trial [0-9]+ extrapolated [0-9]+ "
+                                       "\\([-+][0-9.]+%\\)"));
+}
+
 TEST(EndToEnd, ContextParallelLayoutsSplitEachSequenceOverTheirRanks) {
   Cluster cluster;
   ASSERT_TRUE(cluster.StartServer());

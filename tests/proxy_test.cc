@@ -327,6 +327,14 @@ TEST(Extrapolation, TheModelCalibratesOnTheProxiesMeasurements) {
   EXPECT_NEAR(model.Predict(strategies[2]).step_time_s / before, 2, 0.1);
   EXPECT_GT(model.time_fit_error(), 0);
   EXPECT_LT(model.time_fit_error(), 0.05);
+  // A fit that explains the proxies within 5% says nothing of the step to
+  // the full run: the interval keeps the least model error.
+  TrialMetrics m2;
+  m2.step_time_median_s = measured[2];
+  const double changed =
+      1 - model.PredictProxy(strategies[2])->step_time_s / model.Predict(strategies[2]).step_time_s;
+  EXPECT_NEAR(Extrapolate(model, strategies[2], m2)->relative_uncertainty,
+              kUnvalidatedModelError * changed, 1e-9);
   // A candidate the proxy cannot run teaches nothing.
   TrialMetrics m;
   m.step_time_median_s = 100;

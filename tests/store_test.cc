@@ -264,6 +264,7 @@ TEST(StoreTest, TimesBeforeTheEpochAndSubMicrosecondsAreHandled) {
 // sets user_version).
 void BackToSchemaFour(const std::string& path) {
   RawSql(path, "ALTER TABLE trials DROP COLUMN proxy_json");
+  RawSql(path, "ALTER TABLE trials DROP COLUMN full_size");
   RawSql(path, "ALTER TABLE jobs DROP COLUMN model_json");
   RawSql(path, "ALTER TABLE strategies DROP COLUMN certainty_json");
   RawSql(path, "ALTER TABLE trials DROP COLUMN measured_steps");

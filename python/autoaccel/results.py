@@ -117,6 +117,7 @@ class Trial:
     confirms: str
     predicted: Optional[Prediction]
     proxy: Optional[ProxyMeasurement]
+    full_size: bool
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,11 @@ struct TrialRecord {
   // full run's figures extrapolated from it. nullopt for a trial measured
   // at full size, and one stored before schema 12.
   std::optional<ProxyMeasurement> proxy;
+  // A proxy job's full-size check (confirms names the proxy trial whose
+  // strategy it measures): the strategy measured at the job's full size,
+  // to report the proxy's error; it never answers the job (server/settle.h
+  // CanAnswer). False for every other trial, and one stored before schema 12.
+  bool full_size = false;
   // The steps the searcher asked this trial to measure (successive halving
   // measures its early rungs with fewer); 0: the job's.
   int measured_steps = 0;

@@ -210,6 +210,7 @@ inline constexpr Column<TrialRecord> kTrialColumns[] = {
     Field<&TrialRecord::predicted>("predicted_json"),         // schema 6
     Field<&TrialRecord::measured_steps>("measured_steps"),    // schema 9
     Field<&TrialRecord::proxy>("proxy_json"),                 // schema 12
+    Field<&TrialRecord::full_size>("full_size"),              // schema 12
 };
 inline constexpr Table<TrialRecord> kTrials{"trials", "trial", kTrialColumns,
                                             std::size(kTrialColumns)};

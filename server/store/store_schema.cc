@@ -140,9 +140,10 @@ ALTER TABLE strategies ADD COLUMN certainty_json TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN model_json TEXT NOT NULL DEFAULT '';
 )sql"},
     // A proxy trial's own measurement (ProxyMeasurementToJson; '' for a
-    // trial measured at full size).
+    // trial measured at full size), and a proxy job's full-size checks.
     {12, R"sql(
 ALTER TABLE trials ADD COLUMN proxy_json TEXT NOT NULL DEFAULT '';
+ALTER TABLE trials ADD COLUMN full_size INTEGER NOT NULL DEFAULT 0;
 )sql"},
 };
 static_assert(kMigrations[std::size(kMigrations) - 1].version == kCurrentSchemaVersion,
