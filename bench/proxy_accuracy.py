@@ -20,6 +20,9 @@ Cases (--case):
   pipeline the 8-layer Llama on 4 pipeline stages of 2 layers (batch 8),
           measured on 2 stages of 2 layers (`--proxy layers=4,world-size=2`):
           micro-batch 1/2 x schedule 1f1b/interleaved x precision fp32/bf16.
+          (Pinned CPU ranks lend a waiting stage's core share to their
+          neighbours, so the pipeline's bubble costs far less here than on
+          GPUs: this case measures the stand-in more than the correction.)
 
 CPU stand-ins share cores, GPUs do not: a rank of the full job must get the
 same share of a core in both jobs, or the comparison measures the machine's

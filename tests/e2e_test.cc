@@ -415,6 +415,16 @@ TEST(EndToEnd, GangTrialsSearchParallelLayoutsAcrossWorkers) {
   }
 }
 
+// The proxy tests' model: a tiny Llama of 8 layers (its config.json's path).
+std::string EightLayerLlamaConfig() {
+  const std::string config = MakeTempDir("autoaccel-proxy-") + "/config.json";
+  WriteFile(config, R"({"model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
+                        "num_hidden_layers": 8, "num_attention_heads": 4,
+                        "num_key_value_heads": 2, "vocab_size": 96,
+                        "max_position_embeddings": 64})");
+  return config;
+}
+
 TEST(EndToEnd, ProxyTrialsMeasureAFewLayersOnFewerRanksAndAnswerWithTheExtrapolation) {
   // A 4-rank job on a pool of 2 devices: each candidate runs as the model's
   // first 2 of 8 layers on 2 ranks, and its figures are extrapolated.
@@ -422,11 +432,7 @@ TEST(EndToEnd, ProxyTrialsMeasureAFewLayersOnFewerRanksAndAnswerWithTheExtrapola
   ASSERT_TRUE(cluster.StartServer());
   cluster.StartWorker("p1", "cpu:2");
   ASSERT_TRUE(cluster.WaitForWorkers(1));
-  const std::string config = MakeTempDir("autoaccel-proxy-") + "/config.json";
-  WriteFile(config, R"({"model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
-                        "num_hidden_layers": 8, "num_attention_heads": 4,
-                        "num_key_value_heads": 2, "vocab_size": 96,
-                        "max_position_embeddings": 64})");
+  const std::string config = EightLayerLlamaConfig();
   const std::vector<std::string> args = {"tune",
                                          "--model",
                                          "llama",
@@ -517,11 +523,7 @@ TEST(EndToEnd, ProxyAutoOnAPoolThatHoldsTheFullRunChecksItsAnswerAtFullSize) {
   ASSERT_TRUE(cluster.StartServer());
   cluster.StartWorker("p1", "cpu:4");
   ASSERT_TRUE(cluster.WaitForWorkers(1));
-  const std::string config = MakeTempDir("autoaccel-proxy-auto-") + "/config.json";
-  WriteFile(config, R"({"model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
-                        "num_hidden_layers": 8, "num_attention_heads": 4,
-                        "num_key_value_heads": 2, "vocab_size": 96,
-                        "max_position_embeddings": 64})");
+  const std::string config = EightLayerLlamaConfig();
   std::string out, err;
   ASSERT_EQ(cluster.Cli({"tune",        "--model",
                          "llama",       "--model-config",
