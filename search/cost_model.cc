@@ -254,11 +254,15 @@ std::optional<CostModel::Prediction> CostModel::PredictProxy(const Strategy& s) 
   if (!proxy_) return std::nullopt;
   absl::StatusOr<ProxyTrial> t = proxy_->mapping.TrialOf(s);
   if (!t.ok()) return std::nullopt;
+  return PredictProxy(*t);
+}
+
+CostModel::Prediction CostModel::PredictProxy(const ProxyTrial& t) const {
   Prediction p;
-  p.memory = proxy_->memory(t->strategy, memory_);
-  p.step_time_s = PredictStepTime(proxy_->features(t->strategy), time_);
+  p.memory = proxy_->memory(t.strategy, memory_);
+  p.step_time_s = PredictStepTime(proxy_->features(t.strategy), time_);
   if (p.step_time_s > 0) {
-    p.tokens_per_second = double(t->setup.global_batch_size) * seq_len_ / p.step_time_s;
+    p.tokens_per_second = double(t.setup.global_batch_size) * seq_len_ / p.step_time_s;
   }
   return p;
 }

@@ -180,6 +180,9 @@ class CostModel {
   // the proxy's global batch); nullopt when not in proxy mode or s has no
   // proxy (ProxyMapping::TrialOf's error).
   std::optional<Prediction> PredictProxy(const Strategy& s) const;
+  // The same of a proxy trial already mapped (mapping's TrialOf).
+  // REQUIRES: proxy mode.
+  Prediction PredictProxy(const ProxyTrial& t) const;
   // The time fit's cross-validated root-mean-square relative error (the
   // folds that choose the prior's weight, see CostModel); 0 until the time
   // half has been refitted on enough observations to validate (6).

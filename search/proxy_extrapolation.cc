@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -21,21 +20,21 @@ absl::StatusOr<Extrapolation> Extrapolate(const CostModel& model, const Strategy
     return absl::InvalidArgumentError(
         absl::StrCat("the proxy trial of ", StrategyToText(full), " measured no step time"));
   }
-  const std::optional<CostModel::Prediction> proxy = model.PredictProxy(full);
+  const CostModel::Prediction proxy = model.PredictProxy(*trial);
   const CostModel::Prediction target = model.Predict(full);
-  if (!proxy || !(proxy->step_time_s > 0) || !(target.step_time_s > 0)) {
+  if (!(proxy.step_time_s > 0) || !(target.step_time_s > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("the cost model predicts no step time for ", StrategyToText(full)));
   }
   Extrapolation e;
   e.proxy_strategy = trial->strategy;
   e.proxy = mapping->Describe();
-  e.model_ratio = target.step_time_s / proxy->step_time_s;
+  e.model_ratio = target.step_time_s / proxy.step_time_s;
 
   const double m = measured.step_time_spread / 2;
   const double u = std::max(model.time_fit_error(), kUnvalidatedModelError);
-  const double changed = std::abs(target.step_time_s - proxy->step_time_s) /
-                         std::max(target.step_time_s, proxy->step_time_s);
+  const double changed = std::abs(target.step_time_s - proxy.step_time_s) /
+                         std::max(target.step_time_s, proxy.step_time_s);
   e.relative_uncertainty = std::sqrt(m * m + (u * changed) * (u * changed));
 
   const TrainingSetup& setup = mapping->full();
@@ -58,7 +57,7 @@ absl::StatusOr<Extrapolation> Extrapolate(const CostModel& model, const Strategy
   }
   if (measured.peak_memory_bytes > 0) {
     out.peak_memory_bytes = std::max<int64_t>(
-        0, measured.peak_memory_bytes + target.memory.total() - proxy->memory.total());
+        0, measured.peak_memory_bytes + target.memory.total() - proxy.memory.total());
   }
   e.step_time_low_s = out.step_time_median_s / (1 + e.relative_uncertainty);
   e.step_time_high_s = out.step_time_median_s * (1 + e.relative_uncertainty);

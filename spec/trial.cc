@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/enum_names.h"
+#include "common/status_macros.h"
 #include "common/untrusted_json.h"
 #include "spec/trial_metrics_fields.h"
 
@@ -23,6 +24,20 @@ constexpr std::pair<TrialStatus, absl::string_view> kStatuses[] = {
     {TrialStatus::kFailed, "FAILED"},       {TrialStatus::kTimeout, "TIMEOUT"},
     {TrialStatus::kPruned, "PRUNED"},       {TrialStatus::kCancelled, "CANCELLED"},
 };
+
+// j[key] into *out when present and not null: a non-negative number, else
+// INVALID_ARGUMENT "<object>.<key>: expected a non-negative number".
+absl::Status ReadNonNegative(const nlohmann::json& j, absl::string_view object,
+                             absl::string_view key, double* out) {
+  auto it = j.find(std::string(key));
+  if (it == j.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_number() || it->get<double>() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(object, ".", key, ": expected a non-negative number"));
+  }
+  *out = it->get<double>();
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -76,13 +91,7 @@ absl::StatusOr<PeakTflops> PeakTflopsFromJson(const nlohmann::json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("peak_tflops: expected a JSON object");
   PeakTflops p;
   for (const PeakTflopsField& f : kPeakTflopsFields) {
-    auto it = j.find(std::string(f.name));
-    if (it == j.end() || it->is_null()) continue;
-    if (!it->is_number() || it->get<double>() < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("peak_tflops.", f.name, ": expected a non-negative number"));
-    }
-    p.*f.member = it->get<double>();
+    RETURN_IF_ERROR(ReadNonNegative(j, "peak_tflops", f.name, &(p.*f.member)));
   }
   return p;
 }
@@ -100,13 +109,7 @@ absl::StatusOr<TrialPrediction> TrialPredictionFromJson(const nlohmann::json& j)
   for (auto [key, out] : {std::pair<const char*, double*>{"step_time_s", &p.step_time_s},
                           {"peak_memory_bytes", &peak_memory_bytes},
                           {"tokens_per_second", &p.tokens_per_second}}) {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) continue;
-    if (!it->is_number() || it->get<double>() < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("predicted.", key, ": expected a non-negative number"));
-    }
-    *out = it->get<double>();
+    RETURN_IF_ERROR(ReadNonNegative(j, "predicted", key, out));
   }
   p.peak_memory_bytes = static_cast<int64_t>(std::llround(peak_memory_bytes));
   return p;
@@ -136,13 +139,7 @@ absl::StatusOr<ProxyMeasurement> ProxyMeasurementFromJson(const nlohmann::json& 
   for (auto [key, out] : {std::pair<const char*, double*>{"step_time_low_s", &p.step_time_low_s},
                           {"step_time_high_s", &p.step_time_high_s},
                           {"relative_uncertainty", &p.relative_uncertainty}}) {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) continue;
-    if (!it->is_number() || it->get<double>() < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("proxy.", key, ": expected a non-negative number"));
-    }
-    *out = it->get<double>();
+    RETURN_IF_ERROR(ReadNonNegative(j, "proxy", key, out));
   }
   if (auto it = j.find("measured"); it != j.end() && !it->is_null()) {
     absl::StatusOr<TrialMetrics> m = TrialMetricsFromJson(*it);

@@ -415,14 +415,34 @@ TEST(EndToEnd, GangTrialsSearchParallelLayoutsAcrossWorkers) {
   }
 }
 
-// The proxy tests' model: a tiny Llama of 8 layers (its config.json's path).
-std::string EightLayerLlamaConfig() {
+// The proxy tests' tune: a tiny Llama of 8 layers on 4 ranks, over tensor
+// parallel 1 and 2 (no sequence parallelism), fp32, sdpa, no recompute,
+// fused AdamW and the given micro-batch sizes, with --proxy `proxy`.
+std::vector<std::string> ProxyTuneArgs(const std::string& proxy, const std::string& micro_batches) {
   const std::string config = MakeTempDir("autoaccel-proxy-") + "/config.json";
   WriteFile(config, R"({"model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
                         "num_hidden_layers": 8, "num_attention_heads": 4,
                         "num_key_value_heads": 2, "vocab_size": 96,
                         "max_position_embeddings": 64})");
-  return config;
+  return {"tune",        "--model",
+          "llama",       "--model-config",
+          config,        "--seq-len",
+          "16",          "--global-batch-size",
+          "8",           "--world-size",
+          "4",           "--tp-sizes",
+          "1,2",         "--pp-sizes",
+          "1",           "--shardings",
+          "none",        "--sequence-parallel",
+          "off",         "--precisions",
+          "fp32",        "--attentions",
+          "sdpa",        "--checkpointings",
+          "none",        "--optimizers",
+          "fused_adamw", "--micro-batch-sizes",
+          micro_batches, "--proxy",
+          proxy,         "--time-limit",
+          "3m",          "--warmup-steps",
+          "1",           "--measured-steps",
+          "2",           "--json"};
 }
 
 TEST(EndToEnd, ProxyTrialsMeasureAFewLayersOnFewerRanksAndAnswerWithTheExtrapolation) {
@@ -432,43 +452,7 @@ TEST(EndToEnd, ProxyTrialsMeasureAFewLayersOnFewerRanksAndAnswerWithTheExtrapola
   ASSERT_TRUE(cluster.StartServer());
   cluster.StartWorker("p1", "cpu:2");
   ASSERT_TRUE(cluster.WaitForWorkers(1));
-  const std::string config = EightLayerLlamaConfig();
-  const std::vector<std::string> args = {"tune",
-                                         "--model",
-                                         "llama",
-                                         "--model-config",
-                                         config,
-                                         "--seq-len",
-                                         "16",
-                                         "--global-batch-size",
-                                         "8",
-                                         "--world-size",
-                                         "4",
-                                         "--tp-sizes",
-                                         "1,2",
-                                         "--pp-sizes",
-                                         "1",
-                                         "--shardings",
-                                         "none",
-                                         "--precisions",
-                                         "fp32",
-                                         "--attentions",
-                                         "sdpa",
-                                         "--checkpointings",
-                                         "none",
-                                         "--optimizers",
-                                         "fused_adamw",
-                                         "--micro-batch-sizes",
-                                         "1,2",
-                                         "--proxy",
-                                         "layers=2,world-size=2",
-                                         "--time-limit",
-                                         "3m",
-                                         "--warmup-steps",
-                                         "1",
-                                         "--measured-steps",
-                                         "2",
-                                         "--json"};
+  const std::vector<std::string> args = ProxyTuneArgs("layers=2,world-size=2", "1,2");
   std::string out, err;
   ASSERT_EQ(cluster.Cli(args, &out, &err), 0) << out << err;
   json job = ParseJson(out);
@@ -523,30 +507,8 @@ TEST(EndToEnd, ProxyAutoOnAPoolThatHoldsTheFullRunChecksItsAnswerAtFullSize) {
   ASSERT_TRUE(cluster.StartServer());
   cluster.StartWorker("p1", "cpu:4");
   ASSERT_TRUE(cluster.WaitForWorkers(1));
-  const std::string config = EightLayerLlamaConfig();
   std::string out, err;
-  ASSERT_EQ(cluster.Cli({"tune",        "--model",
-                         "llama",       "--model-config",
-                         config,        "--seq-len",
-                         "16",          "--global-batch-size",
-                         "8",           "--world-size",
-                         "4",           "--tp-sizes",
-                         "1,2",         "--pp-sizes",
-                         "1",           "--shardings",
-                         "none",        "--sequence-parallel",
-                         "off",         "--precisions",
-                         "fp32",        "--attentions",
-                         "sdpa",        "--checkpointings",
-                         "none",        "--optimizers",
-                         "fused_adamw", "--micro-batch-sizes",
-                         "2",           "--proxy",
-                         "auto",        "--time-limit",
-                         "3m",          "--warmup-steps",
-                         "1",           "--measured-steps",
-                         "2",           "--json"},
-                        &out, &err),
-            0)
-      << out << err;
+  ASSERT_EQ(cluster.Cli(ProxyTuneArgs("auto", "2"), &out, &err), 0) << out << err;
   json job = ParseJson(out);
   EXPECT_EQ(job["state"], "SUCCEEDED") << out;
   EXPECT_THAT(job["algorithm"].get<std::string>(),

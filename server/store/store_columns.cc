@@ -37,47 +37,6 @@ absl::Status ColumnCodec<TrialMetrics>::Read(const Statement& s, int col, const 
   return absl::OkStatus();
 }
 
-void ColumnCodec<std::optional<TrialPrediction>>::Bind(Statement& s,
-                                                       const std::optional<TrialPrediction>& v) {
-  s.Bind(v ? TrialPredictionToJson(*v).dump() : std::string());
-}
-
-absl::Status ColumnCodec<std::optional<TrialPrediction>>::Read(const Statement& s, int col,
-                                                               const char* column,
-                                                               std::optional<TrialPrediction>* v) {
-  const std::string text = s.Text(col);
-  if (text.empty()) {
-    *v = std::nullopt;
-    return absl::OkStatus();
-  }
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::DataLossError(absl::StrCat(column, " is not valid JSON"));
-  absl::StatusOr<TrialPrediction> p = TrialPredictionFromJson(j);
-  if (!p.ok()) return p.status();
-  *v = *p;
-  return absl::OkStatus();
-}
-
-void ColumnCodec<std::optional<ProxyMeasurement>>::Bind(Statement& s,
-                                                        const std::optional<ProxyMeasurement>& v) {
-  s.Bind(v ? ProxyMeasurementToJson(*v).dump() : std::string());
-}
-
-absl::Status ColumnCodec<std::optional<ProxyMeasurement>>::Read(
-    const Statement& s, int col, const char* column, std::optional<ProxyMeasurement>* v) {
-  const std::string text = s.Text(col);
-  if (text.empty()) {
-    *v = std::nullopt;
-    return absl::OkStatus();
-  }
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::DataLossError(absl::StrCat(column, " is not valid JSON"));
-  absl::StatusOr<ProxyMeasurement> p = ProxyMeasurementFromJson(j);
-  if (!p.ok()) return p.status();
-  *v = *std::move(p);
-  return absl::OkStatus();
-}
-
 void ColumnCodec<std::vector<std::string>>::Bind(Statement& s, const std::vector<std::string>& v) {
   s.Bind(nlohmann::json(v).dump());
 }

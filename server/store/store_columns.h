@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "common/job_state.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 #include "server/store/store.h"
 #include "server/store/store_sqlite.h"
 #include "spec/trial.h"
@@ -100,20 +101,44 @@ struct ColumnCodec<TrialMetrics> {
   static absl::Status Read(const Statement& s, int col, const char* column, TrialMetrics* v);
 };
 
-// TEXT: TrialPredictionToJson, dumped; '' for nullopt.
+// A value kept as a JSON object: its spec/trial.h codec.
+template <typename T>
+struct JsonForm;
 template <>
-struct ColumnCodec<std::optional<TrialPrediction>> {
-  static void Bind(Statement& s, const std::optional<TrialPrediction>& v);
-  static absl::Status Read(const Statement& s, int col, const char* column,
-                           std::optional<TrialPrediction>* v);
+struct JsonForm<TrialPrediction> {
+  static nlohmann::json To(const TrialPrediction& v) { return TrialPredictionToJson(v); }
+  static absl::StatusOr<TrialPrediction> From(const nlohmann::json& j) {
+    return TrialPredictionFromJson(j);
+  }
+};
+template <>
+struct JsonForm<ProxyMeasurement> {
+  static nlohmann::json To(const ProxyMeasurement& v) { return ProxyMeasurementToJson(v); }
+  static absl::StatusOr<ProxyMeasurement> From(const nlohmann::json& j) {
+    return ProxyMeasurementFromJson(j);
+  }
 };
 
-// TEXT: ProxyMeasurementToJson, dumped; '' for nullopt.
-template <>
-struct ColumnCodec<std::optional<ProxyMeasurement>> {
-  static void Bind(Statement& s, const std::optional<ProxyMeasurement>& v);
-  static absl::Status Read(const Statement& s, int col, const char* column,
-                           std::optional<ProxyMeasurement>* v);
+// TEXT: JsonForm<T>'s JSON, dumped; '' for nullopt. (Only for the types
+// with a JsonForm: TrialPrediction, ProxyMeasurement.)
+template <typename T>
+struct ColumnCodec<std::optional<T>> {
+  static void Bind(Statement& s, const std::optional<T>& v) {
+    s.Bind(v ? JsonForm<T>::To(*v).dump() : std::string());
+  }
+  static absl::Status Read(const Statement& s, int col, const char* column, std::optional<T>* v) {
+    const std::string text = s.Text(col);
+    if (text.empty()) {
+      *v = std::nullopt;
+      return absl::OkStatus();
+    }
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return absl::DataLossError(absl::StrCat(column, " is not valid JSON"));
+    absl::StatusOr<T> parsed = JsonForm<T>::From(j);
+    if (!parsed.ok()) return parsed.status();
+    *v = *std::move(parsed);
+    return absl::OkStatus();
+  }
 };
 
 // TEXT: a JSON array of strings (entries that are not strings are skipped).
